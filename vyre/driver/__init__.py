@@ -1,0 +1,1 @@
+"""Backend protocol, dispatch configuration, errors and the plugin registry."""

@@ -1,0 +1,70 @@
+"""``DispatchConfig`` and the grid rule of SPEC section 3."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vyre.driver.errors import InvalidProgram
+from vyre.ir.program import Program
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    """How to run one dispatch; every field is optional."""
+
+    grid: tuple[int, int, int] | None = None
+    elements: int | None = None
+    workgroup_override: tuple[int, int, int] | None = None
+    label: str | None = None
+    timeout_s: float | None = None
+    cooperative: bool = False
+    profile: bool = False
+
+
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+def resolve_grid(program: Program, config: DispatchConfig | None, counts: dict[str, int]) -> tuple[int, int, int]:
+    """Workgroup counts for a dispatch: ``config.grid``, else ``elements`` / workgroup x-size.
+
+    ``counts`` maps every non-workgroup buffer name to its element count at run time. An
+    elements-derived grid of 0 workgroups (empty buffers) is returned as is: nothing runs.
+    """
+    config = config or DispatchConfig()
+    wg = effective_workgroup(program, config)
+    if config.grid is not None:
+        grid = tuple(config.grid)
+        if len(grid) != 3 or any(isinstance(g, bool) or not isinstance(g, int) or g < 0 for g in grid):
+            raise InvalidProgram(f"grid {config.grid!r} is not three non-negative ints",
+                                 "pass DispatchConfig(grid=(gx, gy, gz)).")
+        _check_grid(grid)
+        return grid  # type: ignore[return-value]
+    if wg[1] != 1 or wg[2] != 1:
+        raise InvalidProgram(f"workgroup size {wg} has y or z > 1 and no grid was given",
+                             "pass DispatchConfig(grid=(gx, gy, gz)).")
+    if config.elements is not None:
+        elements = config.elements
+    else:
+        outs = [counts[b.name] for b in program.outputs]
+        ins = [counts[b.name] for b in program.inputs]
+        elements = max(outs) if outs else (max(ins) if ins else 0)
+    if isinstance(elements, bool) or not isinstance(elements, int) or elements < 0:
+        raise InvalidProgram(f"elements {elements!r} is not a non-negative int", "pass DispatchConfig(elements=N).")
+    grid = (-(-elements // wg[0]), 1, 1)
+    _check_grid(grid)
+    return grid
+
+
+def effective_workgroup(program: Program, config: DispatchConfig | None) -> tuple[int, int, int]:
+    """The workgroup size a dispatch uses (``workgroup_override`` wins)."""
+    if config is not None and config.workgroup_override is not None:
+        return tuple(config.workgroup_override)  # type: ignore[return-value]
+    return program.workgroup_size
+
+
+def _check_grid(grid: Sequence[int]) -> None:
+    for axis, (g, limit) in enumerate(zip(grid, MAX_GRID)):
+        if g > limit:
+            raise InvalidProgram(f"grid axis {axis} has {g} workgroups, over the limit {limit}",
+                                 "use fewer, larger workgroups or a 2-D/3-D grid.")

@@ -1,0 +1,273 @@
+"""Expressions of the vyre IR: immutable, hashable values with structural equality.
+
+Every expression is one ``Expr`` value: ``op`` names what it is, ``args`` holds its operand
+expressions, and ``dtype``/``value``/``name`` carry the op's attributes:
+
+| op | attributes | args |
+|---|---|---|
+| ``lit`` | dtype, value = the 32-bit pattern (F32 as its IEEE bits, I32 as two's complement) | () |
+| ``var`` | name | () |
+| ``load`` | name = buffer | (index,) |
+| ``buf_len`` | name = buffer | () |
+| ``invocation_id`` ``workgroup_id`` ``local_id`` | value = axis 0..2 | () |
+| each of ``BINARY_OPS`` / ``UNARY_OPS`` | - | (a, b) / (a,) |
+| ``select`` | - | (cond, if_true, if_false) |
+| ``cast`` | dtype = target | (value,) |
+| ``fma`` | - | (a, b, c) |
+| ``atomic`` | name = buffer, value = AtomicOp | (index, value) or (index, value, expected) |
+| ``subgroup_ballot`` ``subgroup_shuffle`` ``subgroup_add`` | - | (cond,) / (value, lane) / (value,) |
+| ``subgroup_local_id`` ``subgroup_size`` | - | () |
+| ``call`` | name = op id | the call's arguments |
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Union
+
+from vyre.ir.types import DataType, f32_bits
+
+BINARY_OPS = (
+    "add", "sub", "mul", "div", "rem", "bitand", "bitor", "bitxor", "shl", "shr",
+    "eq", "ne", "lt", "gt", "le", "ge", "and_", "or_", "min", "max", "abs_diff",
+    "saturating_add", "saturating_sub", "saturating_mul", "rotate_left", "rotate_right",
+    "mul_high",
+)
+UNARY_OPS = (
+    "neg", "bitnot", "not_", "popcount", "clz", "ctz", "reverse_bits", "abs", "sign",
+    "sqrt", "inverse_sqrt", "reciprocal", "floor", "ceil", "round", "trunc", "exp", "exp2",
+    "log", "log2", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+    "is_nan", "is_inf", "is_finite",
+)
+ID_OPS = ("invocation_id", "workgroup_id", "local_id")
+SUBGROUP_OPS = ("subgroup_ballot", "subgroup_shuffle", "subgroup_add", "subgroup_local_id", "subgroup_size")
+LEAF_OPS = ("lit", "var", "buf_len", *ID_OPS, "subgroup_local_id", "subgroup_size")
+ALL_OPS = (
+    "lit", "var", "load", "buf_len", *ID_OPS, *BINARY_OPS, *UNARY_OPS, "select", "cast",
+    "fma", "atomic", *SUBGROUP_OPS, "call",
+)
+
+
+class AtomicOp(enum.Enum):
+    """Read-modify-write operations of ``Expr.atomic``; each returns the old value."""
+
+    ADD = "add"
+    OR = "or"
+    AND = "and"
+    XOR = "xor"
+    MIN = "min"
+    MAX = "max"
+    EXCHANGE = "exchange"
+    COMPARE_EXCHANGE = "compare_exchange"
+
+    def __repr__(self) -> str:
+        return f"AtomicOp.{self.name}"
+
+
+BufferRef = Union[str, "object"]  # a buffer name or a BufferDecl (its name is used)
+
+
+def _buffer_name(buffer: BufferRef) -> str:
+    name = getattr(buffer, "name", buffer)
+    if not isinstance(name, str):
+        raise TypeError(f"expected a buffer name or BufferDecl, got {buffer!r}. Fix: pass the buffer's name.")
+    return name
+
+
+def _expr(value: object, what: str) -> Expr:
+    if not isinstance(value, Expr):
+        raise TypeError(f"{what} must be an Expr, got {value!r}. Fix: wrap literals with Expr.u32/i32/f32/bool.")
+    return value
+
+
+def _int_in(v: object, lo: int, hi: int, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{what} literal must be an int, got {v!r}. Fix: pass a Python int.")
+    if not lo <= v <= hi:
+        raise ValueError(f"{what} literal {v} is outside [{lo}, {hi}]. Fix: pass a value in range.")
+    return v
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class Expr:
+    """One IR expression node (see the module docstring for the field layout)."""
+
+    op: str
+    args: tuple[Expr, ...] = ()
+    dtype: DataType | None = None
+    value: int | AtomicOp | None = None
+    name: str | None = None
+    _hash: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.op not in ALL_OPS:
+            raise ValueError(f"unknown expression op {self.op!r}. Fix: use one of the Expr constructors.")
+        object.__setattr__(self, "_hash", hash((self.op, self.args, self.dtype, self.value, self.name)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __bool__(self) -> bool:
+        raise TypeError("an Expr has no truth value. Fix: build conditions with Expr.eq/lt/... and Node.if_.")
+
+    def __repr__(self) -> str:
+        if self.op == "lit":
+            return f"Expr.lit({self.dtype.value}, {literal_value(self)!r})"
+        if self.op == "var":
+            return f"Expr.var({self.name!r})"
+        parts = [repr(a) for a in self.args]
+        if self.name is not None:
+            parts.insert(0, repr(self.name))
+        if self.value is not None:
+            parts.insert(0, repr(self.value))
+        if self.dtype is not None:
+            parts.insert(0, repr(self.dtype))
+        return f"Expr.{self.op}({', '.join(parts)})"
+
+    # ---- literals and variables -------------------------------------------------------
+    @staticmethod
+    def u32(v: int) -> Expr:
+        return Expr("lit", dtype=DataType.U32, value=_int_in(v, 0, 0xFFFFFFFF, "u32"))
+
+    @staticmethod
+    def i32(v: int) -> Expr:
+        return Expr("lit", dtype=DataType.I32, value=_int_in(v, -(2**31), 2**31 - 1, "i32") & 0xFFFFFFFF)
+
+    @staticmethod
+    def f32(v: float) -> Expr:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"f32 literal must be a float, got {v!r}. Fix: pass a Python float.")
+        return Expr("lit", dtype=DataType.F32, value=f32_bits(float(v)))
+
+    @staticmethod
+    def f32_from_bits(bits: int) -> Expr:
+        """An F32 literal given by its exact IEEE bit pattern (NaN payloads, -0.0, subnormals)."""
+        return Expr("lit", dtype=DataType.F32, value=_int_in(bits, 0, 0xFFFFFFFF, "f32 bits"))
+
+    @staticmethod
+    def bool(v: bool) -> Expr:
+        if not isinstance(v, (bool, int)):
+            raise TypeError(f"bool literal must be a bool, got {v!r}. Fix: pass True or False.")
+        return Expr("lit", dtype=DataType.BOOL, value=1 if v else 0)
+
+    @staticmethod
+    def var(name: str) -> Expr:
+        if not isinstance(name, str):
+            raise TypeError(f"variable name must be a str, got {name!r}. Fix: pass a str.")
+        return Expr("var", name=name)
+
+    # ---- memory and ids -----------------------------------------------------------------
+    @staticmethod
+    def load(buffer: BufferRef, index: Expr) -> Expr:
+        return Expr("load", (_expr(index, "index"),), name=_buffer_name(buffer))
+
+    @staticmethod
+    def buf_len(buffer: BufferRef) -> Expr:
+        return Expr("buf_len", name=_buffer_name(buffer))
+
+    @staticmethod
+    def invocation_id(axis: int = 0) -> Expr:
+        return Expr("invocation_id", value=_int_in(axis, 0, 2, "axis"))
+
+    @staticmethod
+    def workgroup_id(axis: int = 0) -> Expr:
+        return Expr("workgroup_id", value=_int_in(axis, 0, 2, "axis"))
+
+    @staticmethod
+    def local_id(axis: int = 0) -> Expr:
+        return Expr("local_id", value=_int_in(axis, 0, 2, "axis"))
+
+    # ---- composite ------------------------------------------------------------------------
+    @staticmethod
+    def select(cond: Expr, if_true: Expr, if_false: Expr) -> Expr:
+        return Expr("select", (_expr(cond, "cond"), _expr(if_true, "if_true"), _expr(if_false, "if_false")))
+
+    @staticmethod
+    def cast(dtype: DataType, value: Expr) -> Expr:
+        if not isinstance(dtype, DataType):
+            raise TypeError(f"cast target must be a DataType, got {dtype!r}. Fix: pass DataType.U32/I32/F32/BOOL.")
+        return Expr("cast", (_expr(value, "value"),), dtype=dtype)
+
+    @staticmethod
+    def fma(a: Expr, b: Expr, c: Expr) -> Expr:
+        return Expr("fma", (_expr(a, "a"), _expr(b, "b"), _expr(c, "c")))
+
+    @staticmethod
+    def atomic(op: AtomicOp, buffer: BufferRef, index: Expr, value: Expr, expected: Expr | None = None) -> Expr:
+        if not isinstance(op, AtomicOp):
+            raise TypeError(f"atomic op must be an AtomicOp, got {op!r}. Fix: pass AtomicOp.ADD etc.")
+        args = (_expr(index, "index"), _expr(value, "value"))
+        if expected is not None:
+            args += (_expr(expected, "expected"),)
+        return Expr("atomic", args, value=op, name=_buffer_name(buffer))
+
+    # ---- subgroups ------------------------------------------------------------------------
+    @staticmethod
+    def subgroup_ballot(cond: Expr) -> Expr:
+        return Expr("subgroup_ballot", (_expr(cond, "cond"),))
+
+    @staticmethod
+    def subgroup_shuffle(value: Expr, lane: Expr) -> Expr:
+        return Expr("subgroup_shuffle", (_expr(value, "value"), _expr(lane, "lane")))
+
+    @staticmethod
+    def subgroup_add(value: Expr) -> Expr:
+        return Expr("subgroup_add", (_expr(value, "value"),))
+
+    @staticmethod
+    def subgroup_local_id() -> Expr:
+        return Expr("subgroup_local_id")
+
+    @staticmethod
+    def subgroup_size() -> Expr:
+        return Expr("subgroup_size")
+
+    @staticmethod
+    def call(op_id: str, *args: Expr) -> Expr:
+        if not isinstance(op_id, str):
+            raise TypeError(f"op id must be a str, got {op_id!r}. Fix: pass the registered op's id.")
+        return Expr("call", tuple(_expr(a, "argument") for a in args), name=op_id)
+
+
+def _binary(op: str):
+    def build(a: Expr, b: Expr) -> Expr:
+        return Expr(op, (_expr(a, "a"), _expr(b, "b")))
+
+    build.__name__ = op
+    build.__doc__ = f"``{op}(a, b)``; semantics in docs/semantics.md."
+    return staticmethod(build)
+
+
+def _unary(op: str):
+    def build(a: Expr) -> Expr:
+        return Expr(op, (_expr(a, "a"),))
+
+    build.__name__ = op
+    build.__doc__ = f"``{op}(a)``; semantics in docs/semantics.md."
+    return staticmethod(build)
+
+
+for _op in BINARY_OPS:
+    setattr(Expr, _op, _binary(_op))
+for _op in UNARY_OPS:
+    setattr(Expr, _op, _unary(_op))
+
+
+def literal_value(e: Expr) -> int | float | bool:
+    """The Python value of a literal (F32 as float, I32 signed, BOOL as bool)."""
+    from vyre.ir.types import bits_f32
+
+    bits = int(e.value)
+    if e.dtype is DataType.F32:
+        return bits_f32(bits)
+    if e.dtype is DataType.I32:
+        return bits - (1 << 32) if bits & 0x80000000 else bits
+    if e.dtype is DataType.BOOL:
+        return bool(bits)
+    return bits
+
+
+def is_nan_literal(e: Expr) -> bool:
+    return e.op == "lit" and e.dtype is DataType.F32 and math.isnan(literal_value(e))

@@ -1,0 +1,137 @@
+"""Statements of the vyre IR: immutable, hashable values with structural equality.
+
+``Node`` is the base class and carries the public constructors (``Node.let`` ...); each
+statement kind is its own small frozen dataclass so that passes can ``match`` on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from vyre.ir.expr import Expr, _buffer_name, _expr
+
+
+def _nodes(body: Iterable[Node] | Node, what: str) -> tuple[Node, ...]:
+    if isinstance(body, Node):
+        body = (body,)
+    out = tuple(body)
+    for n in out:
+        if not isinstance(n, Node):
+            raise TypeError(f"{what} must hold Node values, got {n!r}. Fix: build statements with Node.*.")
+    return out
+
+
+def _name(name: object, what: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, got {name!r}. Fix: pass a str.")
+    return name
+
+
+class Node:
+    """Base of all statements; use the static constructors below."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def let(name: str, value: Expr) -> Let:
+        return Let(_name(name, "let name"), _expr(value, "value"))
+
+    @staticmethod
+    def assign(name: str, value: Expr) -> Assign:
+        return Assign(_name(name, "assign name"), _expr(value, "value"))
+
+    @staticmethod
+    def store(buffer: object, index: Expr, value: Expr) -> Store:
+        return Store(_buffer_name(buffer), _expr(index, "index"), _expr(value, "value"))
+
+    @staticmethod
+    def if_(cond: Expr, then: Iterable[Node] | Node, otherwise: Iterable[Node] | Node = ()) -> If:
+        return If(_expr(cond, "cond"), _nodes(then, "then"), _nodes(otherwise, "otherwise"))
+
+    @staticmethod
+    def loop(var: str, start: Expr, end: Expr, body: Iterable[Node] | Node) -> Loop:
+        return Loop(_name(var, "loop variable"), _expr(start, "start"), _expr(end, "end"), _nodes(body, "body"))
+
+    @staticmethod
+    def barrier() -> Barrier:
+        return Barrier()
+
+    @staticmethod
+    def block(nodes: Iterable[Node] | Node) -> Block:
+        return Block(_nodes(nodes, "block"))
+
+    @staticmethod
+    def region(generator: str, body: Iterable[Node] | Node) -> Region:
+        return Region(_name(generator, "region generator"), _nodes(body, "body"))
+
+    @staticmethod
+    def return_() -> Return:
+        return Return()
+
+
+@dataclass(frozen=True)
+class Let(Node):
+    """Declare an immutable-name, block-scoped variable (``assign`` may update it)."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Assign(Node):
+    """Update a variable declared by an enclosing ``let``."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Store(Node):
+    """Write ``value`` to ``buffer[index]``; out of bounds does nothing."""
+
+    buffer: str
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
+class If(Node):
+    cond: Expr
+    then: tuple[Node, ...]
+    otherwise: tuple[Node, ...] = ()
+
+
+@dataclass(frozen=True)
+class Loop(Node):
+    """``for var in [start, end)`` over U32; bounds evaluated once."""
+
+    var: str
+    start: Expr
+    end: Expr
+    body: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Barrier(Node):
+    """Workgroup barrier: also orders workgroup and global memory for the workgroup."""
+
+
+@dataclass(frozen=True)
+class Block(Node):
+    """A scope: lets declared inside end with it."""
+
+    body: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Region(Node):
+    """A named scope (``generator`` records what produced it); runs like ``Block``."""
+
+    generator: str
+    body: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Return(Node):
+    """End this invocation."""

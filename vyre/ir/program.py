@@ -1,0 +1,155 @@
+"""Buffers and programs of the vyre IR."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from vyre.ir.node import Node, _nodes
+from vyre.ir.types import DataType
+
+
+class Access(enum.Enum):
+    """How a program uses a buffer (see SPEC section 1)."""
+
+    READ = "read"
+    READ_WRITE = "read_write"
+    OUTPUT = "output"
+    UNIFORM = "uniform"
+    WORKGROUP = "workgroup"
+
+    def __repr__(self) -> str:
+        return f"Access.{self.name}"
+
+    @property
+    def is_input(self) -> bool:
+        """Takes a dispatch input (read, read_write, uniform)."""
+        return self in (Access.READ, Access.READ_WRITE, Access.UNIFORM)
+
+    @property
+    def is_output(self) -> bool:
+        """Returned by a dispatch (read_write, output)."""
+        return self in (Access.READ_WRITE, Access.OUTPUT)
+
+    @property
+    def writable(self) -> bool:
+        return self in (Access.READ_WRITE, Access.OUTPUT, Access.WORKGROUP)
+
+
+def _check_count(count: object) -> int:
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"buffer count must be an int, got {count!r}. Fix: pass an int (0 = sized at dispatch).")
+    return count
+
+
+@dataclass(frozen=True)
+class BufferDecl:
+    """One buffer of a program. ``binding`` is -1 for workgroup buffers; ``count`` 0 = runtime-sized."""
+
+    name: str
+    binding: int
+    dtype: DataType
+    count: int
+    access: Access
+
+    @staticmethod
+    def read(name: str, binding: int, dtype: DataType, count: int = 0) -> BufferDecl:
+        return BufferDecl(name, binding, dtype, _check_count(count), Access.READ)
+
+    @staticmethod
+    def read_write(name: str, binding: int, dtype: DataType, count: int = 0) -> BufferDecl:
+        return BufferDecl(name, binding, dtype, _check_count(count), Access.READ_WRITE)
+
+    @staticmethod
+    def output(name: str, binding: int, dtype: DataType, count: int) -> BufferDecl:
+        return BufferDecl(name, binding, dtype, _check_count(count), Access.OUTPUT)
+
+    @staticmethod
+    def uniform(name: str, binding: int, dtype: DataType, count: int) -> BufferDecl:
+        return BufferDecl(name, binding, dtype, _check_count(count), Access.UNIFORM)
+
+    @staticmethod
+    def workgroup(name: str, count: int, dtype: DataType) -> BufferDecl:
+        return BufferDecl(name, -1, dtype, _check_count(count), Access.WORKGROUP)
+
+    @property
+    def is_workgroup(self) -> bool:
+        return self.access is Access.WORKGROUP
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compute program: buffers, a 3-D workgroup size and a body of statements."""
+
+    buffers: tuple[BufferDecl, ...]
+    workgroup_size: tuple[int, int, int]
+    body: tuple[Node, ...]
+    name: str | None = None
+
+    def __init__(
+        self,
+        buffers: Iterable[BufferDecl],
+        workgroup_size: Iterable[int],
+        body: Iterable[Node] | Node,
+        name: str | None = None,
+    ) -> None:
+        bufs = tuple(buffers)
+        for b in bufs:
+            if not isinstance(b, BufferDecl):
+                raise TypeError(f"buffers must be BufferDecl values, got {b!r}. Fix: use BufferDecl.read/...")
+        wg = tuple(workgroup_size)
+        if len(wg) != 3 or any(isinstance(v, bool) or not isinstance(v, int) for v in wg):
+            raise TypeError(f"workgroup_size must be 3 ints, got {workgroup_size!r}. Fix: pass e.g. (256, 1, 1).")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"program name must be a str or None, got {name!r}. Fix: pass a str.")
+        object.__setattr__(self, "buffers", bufs)
+        object.__setattr__(self, "workgroup_size", wg)
+        object.__setattr__(self, "body", _nodes(body, "body"))
+        object.__setattr__(self, "name", name)
+
+    # ---- lookups ---------------------------------------------------------------------------
+    def buffer(self, name: str) -> BufferDecl | None:
+        """The declaration named ``name``, or None."""
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        return None
+
+    @property
+    def bound_buffers(self) -> tuple[BufferDecl, ...]:
+        """Non-workgroup buffers in binding order (the kernel ABI order)."""
+        return tuple(sorted((b for b in self.buffers if not b.is_workgroup), key=lambda b: b.binding))
+
+    @property
+    def inputs(self) -> tuple[BufferDecl, ...]:
+        """Buffers that take a dispatch input, in declaration order."""
+        return tuple(b for b in self.buffers if b.access.is_input)
+
+    @property
+    def outputs(self) -> tuple[BufferDecl, ...]:
+        """Buffers a dispatch returns, in declaration order."""
+        return tuple(b for b in self.buffers if b.access.is_output)
+
+    # ---- formats (implemented in vyre.ir.text / vyre.ir.wire) --------------------------
+    def to_text(self) -> str:
+        from vyre.ir.text import to_text
+
+        return to_text(self)
+
+    def to_wire(self) -> bytes:
+        from vyre.ir.wire import to_wire
+
+        return to_wire(self)
+
+    @staticmethod
+    def from_wire(data: bytes) -> Program:
+        from vyre.ir.wire import from_wire
+
+        return from_wire(data)
+
+    def fingerprint(self) -> bytes:
+        """32-byte BLAKE2b digest of the wire body."""
+        from vyre.ir.wire import fingerprint
+
+        return fingerprint(self)

@@ -1,0 +1,186 @@
+"""Type rules of the vyre IR: the one place that says which operand types each op takes.
+
+The validator reports ``IRTypeError`` findings; the oracle and the PTX emitter call
+``ExprTyper.type_of`` on validated programs to learn each expression's type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from vyre.ir.expr import BINARY_OPS, UNARY_OPS, AtomicOp, Expr
+from vyre.ir.program import Program
+from vyre.ir.types import DataType
+
+U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
+NUM = (U32, I32, F32)
+INT = (U32, I32)
+ANY = (U32, I32, F32, BOOL)
+
+#: binary op -> operand types it accepts (both operands the same type unless in SHIFT_OPS)
+BINARY_TYPES: dict[str, tuple[DataType, ...]] = {
+    "add": NUM, "sub": NUM, "mul": NUM, "div": NUM, "rem": INT, "min": NUM, "max": NUM,
+    "abs_diff": NUM, "bitand": (U32, I32, BOOL), "bitor": (U32, I32, BOOL),
+    "bitxor": (U32, I32, BOOL), "shl": INT, "shr": INT, "rotate_left": INT, "rotate_right": INT,
+    "eq": ANY, "ne": ANY, "lt": NUM, "gt": NUM, "le": NUM, "ge": NUM, "and_": (BOOL,),
+    "or_": (BOOL,), "saturating_add": INT, "saturating_sub": INT, "saturating_mul": INT,
+    "mul_high": INT,
+}
+#: shift-like ops: the amount (second operand) is always U32
+SHIFT_OPS = ("shl", "shr", "rotate_left", "rotate_right")
+#: ops whose result is BOOL whatever the operand type
+COMPARE_OPS = ("eq", "ne", "lt", "gt", "le", "ge")
+
+FLOAT_UNARY = (
+    "sqrt", "inverse_sqrt", "reciprocal", "floor", "ceil", "round", "trunc", "exp", "exp2",
+    "log", "log2", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+)
+UNARY_TYPES: dict[str, tuple[DataType, ...]] = {
+    "neg": NUM, "bitnot": INT, "not_": (BOOL,), "popcount": INT, "clz": INT, "ctz": INT,
+    "reverse_bits": INT, "abs": NUM, "sign": NUM, "is_nan": (F32,), "is_inf": (F32,),
+    "is_finite": (F32,), **{op: (F32,) for op in FLOAT_UNARY},
+}
+PREDICATE_UNARY = ("is_nan", "is_inf", "is_finite")
+ATOMIC_TYPES = INT
+SHUFFLE_TYPES = ANY
+SUBGROUP_ADD_TYPES = NUM
+FMA_TYPES = NUM
+
+assert set(BINARY_TYPES) == set(BINARY_OPS) and set(UNARY_TYPES) == set(UNARY_OPS)
+
+
+class IRTypeError(Exception):
+    """A typing finding: stable ``code``, what is wrong, and a ``fix`` sentence."""
+
+    def __init__(self, code: str, message: str, fix: str) -> None:
+        super().__init__(f"{message}. Fix: {fix}")
+        self.code = code
+        self.message = message
+        self.fix = fix
+
+
+def _names(types: tuple[DataType, ...]) -> str:
+    return "/".join(t.name for t in types)
+
+
+class ExprTyper:
+    """Computes expression types against a program's buffers and a variable scope."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self._buffers = {b.name: b for b in program.buffers}
+
+    def type_of(self, e: Expr, scope: Mapping[str, DataType]) -> DataType:
+        """The type of ``e``; raises ``IRTypeError`` at the first problem found."""
+        op = e.op
+        if op == "lit":
+            return e.dtype
+        if op == "var":
+            if e.name not in scope:
+                raise IRTypeError("unknown_var", f"variable {e.name!r} is not declared here",
+                                  f"declare it with Node.let({e.name!r}, ...) before this use")
+            return scope[e.name]
+        if op in ("invocation_id", "workgroup_id", "local_id", "subgroup_local_id", "subgroup_size"):
+            return U32
+        if op == "buf_len":
+            self._buffer(e.name)
+            return U32
+        if op == "load":
+            buf = self._buffer(e.name)
+            self._expect(e.args[0], scope, (U32,), f"index of load from {e.name!r}")
+            return buf.dtype.arith
+        if op in BINARY_TYPES:
+            return self._binary(e, scope)
+        if op in UNARY_TYPES:
+            t = self._expect(e.args[0], scope, UNARY_TYPES[op], f"operand of {op}")
+            return BOOL if op in PREDICATE_UNARY else t
+        if op == "select":
+            self._expect(e.args[0], scope, (BOOL,), "condition of select")
+            a = self.type_of(e.args[1], scope)
+            self._same(op, a, self.type_of(e.args[2], scope))
+            return a
+        if op == "cast":
+            if not e.dtype.is_arith:
+                raise IRTypeError("bad_cast", f"cast target {e.dtype.name} is a storage-only type",
+                                  "cast to U32, I32, F32 or BOOL; stores narrow automatically")
+            self.type_of(e.args[0], scope)
+            return e.dtype
+        if op == "fma":
+            a = self._expect(e.args[0], scope, FMA_TYPES, "first operand of fma")
+            for arg in e.args[1:]:
+                self._same(op, a, self.type_of(arg, scope))
+            return a
+        if op == "atomic":
+            return self._atomic(e, scope)
+        if op == "subgroup_ballot":
+            self._expect(e.args[0], scope, (BOOL,), "condition of subgroup_ballot")
+            return U32
+        if op == "subgroup_shuffle":
+            t = self._expect(e.args[0], scope, SHUFFLE_TYPES, "value of subgroup_shuffle")
+            self._expect(e.args[1], scope, (U32,), "lane of subgroup_shuffle")
+            return t
+        if op == "subgroup_add":
+            return self._expect(e.args[0], scope, SUBGROUP_ADD_TYPES, "value of subgroup_add")
+        if op == "call":
+            return self._call(e, scope)
+        raise IRTypeError("unknown_op", f"unknown expression op {op!r}", "use the Expr constructors")
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _buffer(self, name: str):
+        buf = self._buffers.get(name)
+        if buf is None:
+            raise IRTypeError("unknown_buffer", f"buffer {name!r} is not declared",
+                              f"add a BufferDecl named {name!r} to the program's buffers")
+        return buf
+
+    def _expect(self, e: Expr, scope, allowed: tuple[DataType, ...], what: str) -> DataType:
+        t = self.type_of(e, scope)
+        if t not in allowed:
+            fix = "cast it first with Expr.cast(DataType.U32, ...)" if allowed == (U32,) else \
+                f"cast it to one of {_names(allowed)} with Expr.cast"
+            raise IRTypeError("type_mismatch", f"{what} is {t.name}, expected {_names(allowed)}", fix)
+        return t
+
+    @staticmethod
+    def _same(op: str, a: DataType, b: DataType) -> None:
+        if a is not b:
+            raise IRTypeError("type_mismatch", f"operands of {op} are {a.name} and {b.name}",
+                              "there is no implicit promotion: cast one operand with Expr.cast")
+
+    def _binary(self, e: Expr, scope) -> DataType:
+        op = e.op
+        a = self._expect(e.args[0], scope, BINARY_TYPES[op], f"first operand of {op}")
+        if op in SHIFT_OPS:
+            self._expect(e.args[1], scope, (U32,), f"shift amount of {op}")
+        else:
+            self._same(op, a, self.type_of(e.args[1], scope))
+        return BOOL if op in COMPARE_OPS else a
+
+    def _atomic(self, e: Expr, scope) -> DataType:
+        buf = self._buffer(e.name)
+        if buf.dtype not in ATOMIC_TYPES:
+            raise IRTypeError("atomic_type", f"atomic on buffer {e.name!r} of type {buf.dtype.name}",
+                              "declare the buffer as U32 or I32 to use atomics on it")
+        self._expect(e.args[0], scope, (U32,), f"index of atomic on {e.name!r}")
+        self._expect(e.args[1], scope, (buf.dtype,), f"value of atomic on {e.name!r}")
+        wants_expected = e.value is AtomicOp.COMPARE_EXCHANGE
+        if wants_expected != (len(e.args) == 3):
+            raise IRTypeError("bad_arity", f"atomic {e.value.name} on {e.name!r} has the wrong operands",
+                              "pass expected= only with AtomicOp.COMPARE_EXCHANGE, and always with it")
+        if wants_expected:
+            self._expect(e.args[2], scope, (buf.dtype,), f"expected value of atomic on {e.name!r}")
+        return buf.dtype
+
+    def _call(self, e: Expr, scope) -> DataType:
+        from vyre.ops import get_op
+
+        op = get_op(e.name)
+        if op is None:
+            raise IRTypeError("unknown_op", f"op {e.name!r} is not registered",
+                              "install the op pack that provides it, or check the op id")
+        if len(e.args) != len(op.arg_types):
+            raise IRTypeError("bad_arity", f"op {e.name!r} takes {len(op.arg_types)} arguments, got {len(e.args)}",
+                              "pass exactly the op's arguments")
+        for i, (arg, t) in enumerate(zip(e.args, op.arg_types)):
+            self._expect(arg, scope, (t,), f"argument {i} of {e.name!r}")
+        return op.result_type
