@@ -1,0 +1,504 @@
+"""The on-disk kernel cache: content-addressed, checksummed, atomic, size-capped (LRU), never fatal.
+
+Layout under the root (``VYRE_CUDA_CACHE_DIR``, default ``$XDG_CACHE_HOME/vyre-cuda/<version>``)::
+
+    entries/<key><suffix>   checksummed entries (header + payload), e.g. linked cubins
+    files/<sha256><suffix>  raw files named by their content, for ``cupy.RawModule(path=...)``
+    driver-jit/             the CUDA driver's own JIT cache (``CUDA_CACHE_PATH``), capped by the driver
+
+Writes go to a temporary file in the same directory, then ``os.replace``. Reads verify the header
+(magic, format version, key, length, SHA-256 of the payload); anything that does not verify is a
+miss and is removed. Every file is opened relative to a directory descriptor with ``O_NOFOLLOW``,
+so a planted symlink is never followed. A write that fails (read-only, full, no permission) is
+counted and warned about once, never raised: the cache only ever makes things faster.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import stat
+import struct
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+
+ENV_DIR = "VYRE_CUDA_CACHE_DIR"
+ENV_MAX_BYTES = "VYRE_CUDA_CACHE_MAX_BYTES"
+DEFAULT_MAX_BYTES = 1 << 30
+MAGIC = b"VYRC"
+FORMAT_VERSION = 1
+ENTRIES, FILES, DRIVER_JIT = "entries", "files", "driver-jit"
+
+_HEADER = struct.Struct("<4sHHQ32s32s")  # magic, format version, flags, payload length, key, sha256(payload)
+_KEY = re.compile(r"[0-9a-f]{64}")
+_SUFFIX = re.compile(r"\.[a-z0-9]{1,8}")
+_TMP_PREFIX = ".tmp-"
+_STALE_TMP_NS = 3600 * 10**9
+_LOW_WATER = 0.9  # evict down to 90% of the cap so that not every write rescans
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # POSIX; the cache needs dir_fd support
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW  # NONBLOCK: a planted FIFO can't hang us
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def cache_version() -> str:
+    """The vyre_cuda version that namespaces the default cache directory."""
+    from importlib import import_module, metadata
+
+    version = getattr(import_module("vyre_cuda"), "__version__", None)
+    if not version:
+        try:
+            version = metadata.version("vyre-cuda")
+        except metadata.PackageNotFoundError:  # a source checkout: vyre ships in the same distribution
+            version = getattr(import_module("vyre"), "__version__", "0+unknown")
+    return str(version).replace(os.sep, "_")
+
+
+def default_cache_dir() -> Path:
+    """``VYRE_CUDA_CACHE_DIR``, else ``$XDG_CACHE_HOME/vyre-cuda/<version>`` (XDG default ``~/.cache``)."""
+    explicit = os.environ.get(ENV_DIR)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        base = Path(xdg)
+    else:
+        try:
+            base = Path.home() / ".cache"
+        except RuntimeError:  # no home directory (some containers): a per-user directory in TMPDIR
+            base = Path(tempfile.gettempdir()) / f"vyre-cuda-{os.getuid()}"
+    return base / "vyre-cuda" / cache_version()
+
+
+def parse_size(text: str) -> int:
+    """``"1073741824"``, ``"512M"``, ``"2GiB"`` -> bytes; ``ValueError`` otherwise."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)(i?b)?\s*", text.lower())
+    if not match:
+        raise ValueError(f"not a size: {text!r}")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def max_bytes_from_env() -> int:
+    """The size cap: ``VYRE_CUDA_CACHE_MAX_BYTES`` (bytes, or with a K/M/G suffix), default 1 GiB."""
+    raw = os.environ.get(ENV_MAX_BYTES)
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    try:
+        return parse_size(raw)
+    except ValueError:
+        warnings.warn(f"vyre-cuda: ignoring {ENV_MAX_BYTES}={raw!r}. Fix: give a byte count such as 1073741824 "
+                      "or 1G.", RuntimeWarning, stacklevel=2)
+        return DEFAULT_MAX_BYTES
+
+
+def jit_cache_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """The environment that points the driver JIT cache inside ours; empty if the user set ``CUDA_CACHE_PATH``."""
+    if os.environ.get("CUDA_CACHE_PATH"):
+        return {}
+    return {"CUDA_CACHE_PATH": str(Path(root) if root is not None else default_cache_dir()) + os.sep + DRIVER_JIT}
+
+
+def configure_driver_jit_cache(root: str | os.PathLike[str] | None = None) -> str | None:
+    """Apply ``jit_cache_env`` to ``os.environ``; call before the CUDA driver initialises. Returns the path in use."""
+    for name, path in jit_cache_env(root).items():
+        try:
+            _make_dirs(Path(path))
+        except OSError:
+            return None  # an unusable directory would silently disable the driver's cache: keep its default
+        os.environ[name] = path
+    return os.environ.get("CUDA_CACHE_PATH")
+
+
+def _make_dirs(path: Path) -> None:
+    """Create ``path`` and missing parents with mode 0o700."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for part in reversed(missing):
+        try:
+            os.mkdir(part, 0o700)
+        except FileExistsError:
+            pass
+
+
+def _pack(key: str, payload: bytes) -> bytes:
+    digest = hashlib.sha256(payload).digest()
+    return _HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(payload), bytes.fromhex(key), digest) + payload
+
+
+def _unpack(key: str, blob: bytes) -> bytes | None:
+    """The payload if ``blob`` is a complete, intact entry for ``key``; else None."""
+    if len(blob) < _HEADER.size:
+        return None
+    magic, version, _flags, length, stored_key, digest = _HEADER.unpack_from(blob)
+    payload = blob[_HEADER.size:]
+    if (magic, version, stored_key) != (MAGIC, FORMAT_VERSION, bytes.fromhex(key)) or length != len(payload):
+        return None
+    return payload if hashlib.sha256(payload).digest() == digest else None
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """Up to ``size + 1`` bytes (one more than expected, so that growth shows up as a bad length)."""
+    chunks, left = [], size + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _touch(fd: int) -> None:
+    """Mark an entry as recently used (fine-grained clock, so LRU order is exact)."""
+    now = time.time_ns()
+    try:
+        os.utime(fd, ns=(now, now))
+    except OSError:
+        pass  # read-only cache: LRU order just doesn't advance
+
+
+def _write_atomic(dir_fd: int, name: str, data: bytes) -> None:
+    """Write ``name`` in ``dir_fd`` as a whole or not at all (0o600 temp file + ``os.replace``)."""
+    tmp = f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+    fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            _touch(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        _unlink(dir_fd, tmp)
+        raise
+
+
+def _unlink(dir_fd: int, name: str) -> bool:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+        return True
+    except OSError:
+        return False
+
+
+class _File(NamedTuple):
+    mtime_ns: int
+    size: int
+    sub: str
+    name: str
+
+
+class DiskCache:
+    """A directory of cached blobs shared by threads and processes; see the module docstring."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, max_bytes: int | None = None) -> None:
+        self.root = Path(root).expanduser() if root is not None else default_cache_dir()
+        self.max_bytes = max_bytes_from_env() if max_bytes is None else int(max_bytes)
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(("hits", "misses", "evictions", "corrupt", "write_errors"), 0)
+        self._approx_bytes: int | None = None  # unknown until the first scan
+        self._warned = False
+
+    def __repr__(self) -> str:
+        return f"DiskCache({str(self.root)!r}, max_bytes={self.max_bytes})"
+
+    # ---- entries ------------------------------------------------------------------------
+    def get(self, key: str, suffix: str = ".bin") -> bytes | None:
+        """The payload stored under ``key``, or None (missing, corrupt, unreadable: all misses)."""
+        name = _entry_name(key, suffix)
+        try:
+            with self._dir(ENTRIES, create=False) as dir_fd:
+                payload = self._read_entry(dir_fd, name, key)
+        except OSError:
+            payload = None
+        self._count("hits" if payload is not None else "misses")
+        return payload
+
+    def put(self, key: str, payload: bytes, suffix: str = ".bin") -> bool:
+        """Store ``payload`` under ``key``; False (never an exception) when it could not be stored."""
+        blob = _pack(key, bytes(payload))
+        name = _entry_name(key, suffix)
+        if len(blob) > self.max_bytes:
+            return False
+        return self._write(ENTRIES, name, blob)
+
+    def discard(self, key: str, suffix: str = ".bin") -> None:
+        """Remove an entry (e.g. one the driver refused to load)."""
+        name = _entry_name(key, suffix)
+        try:
+            with self._dir(ENTRIES, create=False) as dir_fd:
+                _unlink(dir_fd, name)
+        except OSError:
+            pass
+
+    def store_file(self, data: bytes, suffix: str) -> Path | None:
+        """A file holding exactly ``data`` (named by its SHA-256), for loaders that need a path; None if unwritable."""
+        digest = hashlib.sha256(data).hexdigest()
+        name = _entry_name(digest, suffix)
+        try:
+            with self._dir(FILES, create=True) as dir_fd:
+                if self._file_matches(dir_fd, name, digest):
+                    return self.root / FILES / name
+                if len(data) > self.max_bytes:
+                    return None
+                _write_atomic(dir_fd, name, data)
+        except OSError as exc:
+            self._write_failed(exc)
+            return None
+        self._after_write(len(data))
+        return self.root / FILES / name
+
+    # ---- reporting and maintenance -------------------------------------------------------
+    def counters(self) -> dict[str, int]:
+        """hits, misses, evictions, corrupt (bad files removed), write_errors (entries not stored)."""
+        with self._lock:
+            return dict(self._counts)
+
+    def info(self) -> dict[str, object]:
+        """Path, entry/file counts, bytes, cap, driver JIT cache size, writability and counters."""
+        files = self._scan(clean=False)
+        return {
+            "path": str(self.root),
+            "entries": sum(f.sub == ENTRIES for f in files),
+            "files": sum(f.sub == FILES for f in files),
+            "bytes": sum(f.size for f in files),
+            "max_bytes": self.max_bytes,
+            "driver_jit_path": str(self.root / DRIVER_JIT),
+            "driver_jit_bytes": _tree_bytes(self.root / DRIVER_JIT),
+            "writable": self.writable(),
+            **self.counters(),
+        }
+
+    def writable(self) -> bool:
+        """Whether a file can really be created here now (as root, permission bits say little)."""
+        try:
+            with self._dir(ENTRIES, create=True) as dir_fd:
+                tmp = f"{_TMP_PREFIX}probe-{os.getpid()}-{secrets.token_hex(4)}"
+                os.close(os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd))
+                _unlink(dir_fd, tmp)
+            return True
+        except OSError:
+            return False
+
+    def clear(self) -> int:
+        """Remove every entry, file and the driver JIT cache; returns the number of files removed."""
+        removed = 0
+        fresh = time.time_ns() - _STALE_TMP_NS
+        for sub in (ENTRIES, FILES):
+            try:
+                with self._dir(sub, create=False) as dir_fd:
+                    for name, st in _listing(dir_fd):
+                        if stat.S_ISDIR(st.st_mode):
+                            continue
+                        if name.startswith(_TMP_PREFIX) and st.st_mtime_ns > fresh:
+                            continue  # another writer's file in flight: its rename would fail
+                        removed += _unlink(dir_fd, name)
+            except OSError:
+                continue
+        jit = self.root / DRIVER_JIT
+        if jit.is_dir() and not jit.is_symlink():
+            removed += sum(len(names) for _, _, names in os.walk(jit))
+            shutil.rmtree(jit, ignore_errors=True)
+        with self._lock:
+            self._approx_bytes = None
+        return removed
+
+    # ---- internals -------------------------------------------------------------------------
+    @contextmanager
+    def _dir(self, sub: str, create: bool) -> Iterator[int]:
+        """A descriptor of ``root/sub`` that is a real directory (never a symlink)."""
+        path = self.root / sub
+        if create and not path.is_dir():
+            _make_dirs(path)
+        fd = os.open(path, _DIR_FLAGS)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _read_entry(self, dir_fd: int, name: str, key: str) -> bytes | None:
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a symlink where an entry should be: never followed, removed
+                self._remove_bad(dir_fd, name, None)
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            payload = _unpack(key, _read_all(fd, st.st_size))
+            if payload is None:
+                self._remove_bad(dir_fd, name, st)
+                return None
+            _touch(fd)
+            return payload
+        finally:
+            os.close(fd)
+
+    def _file_matches(self, dir_fd: int, name: str, digest: str) -> bool:
+        """True if ``name`` is a regular file whose content hashes to ``digest`` (a bad one is removed)."""
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self._remove_bad(dir_fd, name, None)
+            return False
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and hashlib.sha256(_read_all(fd, st.st_size)).hexdigest() == digest:
+                _touch(fd)
+                return True
+            self._remove_bad(dir_fd, name, st)
+            return False
+        finally:
+            os.close(fd)
+
+    def _remove_bad(self, dir_fd: int, name: str, seen: os.stat_result | None) -> None:
+        """Remove a corrupt entry, unless another writer has meanwhile replaced it with a new file."""
+        self._count("corrupt")
+        try:
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return
+        if seen is None or (now.st_ino, now.st_dev) == (seen.st_ino, seen.st_dev):
+            _unlink(dir_fd, name)
+
+    def _write(self, sub: str, name: str, blob: bytes) -> bool:
+        try:
+            with self._dir(sub, create=True) as dir_fd:
+                _write_atomic(dir_fd, name, blob)
+        except OSError as exc:
+            self._write_failed(exc)
+            return False
+        self._after_write(len(blob))
+        return True
+
+    def _write_failed(self, exc: OSError) -> None:
+        self._count("write_errors")
+        with self._lock:
+            warn, self._warned = not self._warned, True
+        if warn:
+            reason = exc.strerror or type(exc).__name__
+            warnings.warn(f"vyre-cuda: cannot write the kernel cache at {self.root} ({reason}); kernels will be "
+                          f"compiled again in every process. Fix: set {ENV_DIR} to a writable directory with free "
+                          "space.", RuntimeWarning, stacklevel=4)
+
+    def _after_write(self, nbytes: int) -> None:
+        with self._lock:
+            if self._approx_bytes is not None:
+                self._approx_bytes += nbytes
+            over = self._approx_bytes is None or self._approx_bytes > self.max_bytes
+        if over:
+            self._enforce_cap()
+
+    def _enforce_cap(self) -> None:
+        """Evict least recently used files until the total is under the low-water mark."""
+        files = self._scan(clean=True)
+        total = sum(f.size for f in files)
+        if total > self.max_bytes:
+            target = int(self.max_bytes * _LOW_WATER)
+            for f in sorted(files):
+                if total <= target:
+                    break
+                if self._evict(f):
+                    self._count("evictions")
+                total -= f.size
+        with self._lock:
+            self._approx_bytes = total
+
+    def _evict(self, f: _File) -> bool:
+        try:
+            with self._dir(f.sub, create=False) as dir_fd:
+                return _unlink(dir_fd, f.name)
+        except OSError:
+            return False
+
+    def _scan(self, clean: bool) -> list[_File]:
+        """Regular cache files; with ``clean``, also remove symlinks and stale temp files."""
+        found: list[_File] = []
+        now = time.time_ns()
+        for sub in (ENTRIES, FILES):
+            try:
+                with self._dir(sub, create=False) as dir_fd:
+                    for name, st in _listing(dir_fd):
+                        if name.startswith(_TMP_PREFIX):
+                            if clean and now - st.st_mtime_ns > _STALE_TMP_NS:
+                                _unlink(dir_fd, name)
+                        elif stat.S_ISREG(st.st_mode):
+                            found.append(_File(st.st_mtime_ns, st.st_size, sub, name))
+                        elif stat.S_ISLNK(st.st_mode) and clean:
+                            _unlink(dir_fd, name)
+            except OSError:
+                continue
+        return found
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self._counts[name] += 1
+
+
+def _entry_name(key: str, suffix: str) -> str:
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise ValueError(f"cache keys are lowercase hex SHA-256 digests, not {key!r}")
+    if not _SUFFIX.fullmatch(suffix):
+        raise ValueError(f"bad cache file suffix {suffix!r}")
+    return key + suffix
+
+
+def _listing(dir_fd: int) -> Iterator[tuple[str, os.stat_result]]:
+    """Names and lstat results in a directory; files that vanish meanwhile are skipped."""
+    for entry in os.scandir(dir_fd):
+        try:
+            yield entry.name, entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+
+
+def _tree_bytes(path: Path) -> int:
+    if path.is_symlink() or not path.is_dir():
+        return 0
+    total = 0
+    for top, _dirs, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(top, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+_DEFAULTS: dict[tuple[str, int], DiskCache] = {}
+_DEFAULTS_LOCK = threading.Lock()
+
+
+def default_disk_cache() -> DiskCache:
+    """The process-wide cache for the current environment (one instance per directory and cap)."""
+    root, cap = default_cache_dir(), max_bytes_from_env()
+    with _DEFAULTS_LOCK:
+        if (str(root), cap) not in _DEFAULTS:
+            _DEFAULTS[str(root), cap] = DiskCache(root, cap)
+        return _DEFAULTS[str(root), cap]
+
+
+__all__ = [
+    "DEFAULT_MAX_BYTES", "ENV_DIR", "ENV_MAX_BYTES", "DiskCache", "cache_version", "configure_driver_jit_cache",
+    "default_cache_dir", "default_disk_cache", "jit_cache_env", "max_bytes_from_env", "parse_size",
+]

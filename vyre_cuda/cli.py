@@ -1,0 +1,228 @@
+"""The cuda plugin's ``vyre`` verbs: ``emit-ptx``, ``doctor`` and ``cache info|clear``.
+
+``add_cli_commands(subparsers)`` is called from the plugin's ``vyre_cli_commands`` hook. Each
+handler is a plain function of an ``argparse.Namespace`` returning the exit code; a ``VyreError``
+propagates to ``vyre.cli.main``, which prints it with its ``Fix:`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from vyre.driver.errors import BackendUnavailable
+
+OK, WARN, MISSING, FAIL = "OK", "WARN", "MISSING", "FAIL"
+CUPY_DISTRIBUTIONS = ("cupy-cuda13x", "cupy-cuda12x", "cupy")
+
+
+def add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``emit-ptx``, ``doctor`` and ``cache`` to the ``vyre`` command line."""
+    p = subparsers.add_parser("emit-ptx", help="print the PTX the cuda backend emits for a .vyre file")
+    p.add_argument("file", help="a .vyre program (text form)")
+    p.add_argument("--sm", default="90", help="target compute capability, e.g. 90 or sm_80 (default 90)")
+    p.add_argument("--ptx-version", default=None, help="PTX ISA version, e.g. 8.0 (default: chosen for the target)")
+    p.add_argument("-o", "--output", default=None, help="write the PTX to this file instead of stdout")
+    p.set_defaults(func=cmd_emit_ptx)
+
+    p = subparsers.add_parser("doctor", help="check driver, CuPy, device, ptxas and the kernel cache")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.set_defaults(func=cmd_doctor)
+
+    p = subparsers.add_parser("cache", help="show or clear the cuda backend's kernel cache")
+    p.set_defaults(func=cmd_cache_info, json=False)
+    verbs = p.add_subparsers(dest="cache_command")
+    info = verbs.add_parser("info", help="cache directory, entries, bytes, cap and counters")
+    info.add_argument("--json", action="store_true", help="print as JSON")
+    info.set_defaults(func=cmd_cache_info)
+    verbs.add_parser("clear", help="remove every cached kernel").set_defaults(func=cmd_cache_clear)
+
+
+# ---- emit-ptx ------------------------------------------------------------------------------------
+def cmd_emit_ptx(args: argparse.Namespace) -> int:
+    """Emit PTX for ``args.file`` (``--sm``, ``--ptx-version``, ``-o``)."""
+    from vyre.cli import load_program
+    from vyre_cuda import emit_ptx
+
+    sm = str(args.sm).lower().removeprefix("sm_")
+    ptx = emit_ptx(load_program(args.file), sm=sm, ptx_version=args.ptx_version)
+    if args.output:
+        Path(args.output).write_text(ptx, encoding="utf-8")
+        print(f"vyre: wrote {len(ptx)} bytes of PTX for sm_{sm} to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(ptx)
+    return 0
+
+
+# ---- doctor ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Check:
+    """One line of ``vyre doctor``: OK, WARN (optional part), MISSING (GPU stack absent) or FAIL (broken)."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+
+def run_checks() -> list[Check]:
+    """Every doctor check, in the order printed."""
+    cupy = check_cupy()
+    driver = check_driver()
+    usable = cupy.status == OK and driver.status == OK
+    return [check_vyre(), driver, cupy, check_device(usable), check_ptxas(), check_cache()]
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Print each check with its Fix; exit 1 only when something installed is broken (FAIL)."""
+    checks = run_checks()
+    if getattr(args, "json", False):
+        print(json.dumps([asdict(c) for c in checks], indent=2))
+    else:
+        for c in checks:
+            print(f"{c.status:<8}{c.name:<8}{c.detail}")
+            if c.fix and c.status != OK:
+                print(f"{'':<16}Fix: {c.fix}")
+        device = next(c for c in checks if c.name == "device")
+        if device.status != OK:
+            print("\nNo usable CUDA device: the cuda backend is unavailable. The host runtime and the reference "
+                  "backend work: vyre.acquire(allow_reference=True).")
+    return 1 if any(c.status == FAIL for c in checks) else 0
+
+
+def check_vyre() -> Check:
+    import vyre
+
+    return Check("vyre", OK, f"vyre {vyre.__version__} (Python {sys.version.split()[0]})")
+
+
+def driver_version() -> int:
+    """The CUDA driver version from libcuda (``cuDriverGetVersion``), 0 when no driver is installed."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    version = ctypes.c_int(0)
+    return version.value if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 else 0
+
+
+def check_driver() -> Check:
+    from vyre_cuda.device import FIX_NO_DRIVER, format_version
+
+    version = driver_version()
+    if version == 0:
+        return Check("driver", MISSING, "no CUDA driver (libcuda.so.1 not found)", FIX_NO_DRIVER)
+    return Check("driver", OK, f"CUDA driver {format_version(version)} ({version})")
+
+
+def check_cupy() -> Check:
+    from vyre_cuda.device import FIX_INSTALL, format_version, import_cupy
+
+    if importlib.util.find_spec("cupy") is None:
+        return Check("cupy", MISSING, "CuPy is not installed", FIX_INSTALL)
+    try:
+        cupy = import_cupy()
+    except BackendUnavailable as exc:
+        return Check("cupy", FAIL, exc.message, exc.fix)
+    dist = next((d for d in CUPY_DISTRIBUTIONS if _installed(d)), "cupy")
+    runtime = format_version(int(cupy.cuda.runtime.runtimeGetVersion()))
+    return Check("cupy", OK, f"{dist} {cupy.__version__} (CUDA runtime {runtime})")
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.version(distribution)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def check_device(usable: bool) -> Check:
+    """Probe the device (``VYRE_CUDA_DEVICE``, default 0) unless the driver or CuPy is already missing."""
+    from vyre_cuda.device import FIX_NO_DEVICE, device_count, probe
+
+    if not usable:
+        return Check("device", MISSING, "no CUDA device can be used (see driver/cupy above)", FIX_NO_DEVICE)
+    try:
+        info = probe()
+        count = device_count()
+    except BackendUnavailable as exc:
+        broken = "too old" in exc.message or "failed to initialise" in exc.message
+        return Check("device", FAIL if broken else MISSING, exc.message, exc.fix)
+    return Check("device", OK, f"{info.index}: {info.name}, sm_{info.compute_capability}, "
+                               f"{_size(info.total_memory)}, {info.sm_count} SMs ({count} device(s))")
+
+
+def check_ptxas() -> Check:
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        return Check("ptxas", WARN, "not found (optional: explains PTX the driver rejects)",
+                     "install the CUDA toolkit's ptxas and put it on PATH")
+    try:
+        out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("ptxas", WARN, f"{ptxas} does not run: {exc}", "reinstall the CUDA toolkit's ptxas")
+    lines = out.strip().splitlines() or ["unknown version"]
+    version = next((line for line in lines if "release" in line), lines[-1])
+    return Check("ptxas", OK, f"{ptxas} ({version})")
+
+
+def check_cache() -> Check:
+    from vyre_cuda.cache import ENV_DIR, default_disk_cache, jit_cache_env
+
+    info = default_disk_cache().info()
+    jit = os.environ.get("CUDA_CACHE_PATH") or jit_cache_env().get("CUDA_CACHE_PATH", "")
+    detail = (f"{info['path']} ({info['entries']} entries, {info['files']} files, {_size(int(info['bytes']))} of "
+              f"{_size(int(info['max_bytes']))}; driver JIT cache {jit})")
+    if not info["writable"]:
+        return Check("cache", WARN, f"not writable: {detail}", f"set {ENV_DIR} to a writable directory")
+    return Check("cache", OK, detail)
+
+
+# ---- cache info | clear -----------------------------------------------------------------------------
+def cmd_cache_info(args: argparse.Namespace) -> int:
+    """Print the cache directory, its size and cap (``--json`` for all fields)."""
+    from vyre_cuda.cache import default_disk_cache
+
+    info = default_disk_cache().info()
+    if getattr(args, "json", False):
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"path            {info['path']}")
+    print(f"entries         {info['entries']} (+ {info['files']} module files)")
+    print(f"size            {_size(int(info['bytes']))} of {_size(int(info['max_bytes']))}")
+    print(f"driver JIT      {info['driver_jit_path']} ({_size(int(info['driver_jit_bytes']))})")
+    print(f"writable        {'yes' if info['writable'] else 'no'}")
+    return 0
+
+
+def cmd_cache_clear(args: argparse.Namespace) -> int:
+    """Remove every cached kernel (entries, module files, driver JIT cache)."""
+    from vyre_cuda.cache import default_disk_cache
+
+    cache = default_disk_cache()
+    removed = cache.clear()
+    print(f"removed {removed} file(s) from {cache.root}")
+    return 0
+
+
+def _size(nbytes: int) -> str:
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{nbytes} B"
+
+
+__all__ = ["Check", "add_cli_commands", "cmd_cache_clear", "cmd_cache_info", "cmd_doctor", "cmd_emit_ptx",
+           "run_checks"]

@@ -1,0 +1,261 @@
+"""Load PTX into CUDA modules once: an in-memory cache in front of the on-disk cubin cache.
+
+``ModuleCache.load(ptx, entry)`` looks in this order:
+
+1. memory: a module already loaded in this process for the same key;
+2. disk: a cubin linked by an earlier process (``DiskCache`` entry ``<key>.cubin``), written to a
+   content-addressed file and loaded with ``cupy.RawModule(path=...)`` - no PTX JIT at all;
+3. miss: the PTX is written to a content-addressed ``.ptx`` file, linked to a cubin once with
+   ``cupy.cuda.function.LinkState`` (stored on disk for the next process) and the cubin loaded.
+   If linking fails, the ``.ptx`` file itself is loaded (the driver JITs it), so a driver that
+   cannot link still runs, and a bad PTX fails with the driver's own error.
+
+The key is SHA-256 over the PTX text, the compute capability, the driver version and the
+vyre_cuda version: anything that changes the binary changes the key.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vyre.driver.errors import DispatchFailed, KernelCompileFailed
+from vyre_cuda.cache import DiskCache, cache_version
+from vyre_cuda.device import DeviceInfo, import_cupy
+from vyre_cuda.errors import cuda_errors, translate
+
+ENV_DUMP_DIR = "VYRE_PTX_DUMP_DIR"
+PTXAS_LINES = 20
+_KEY_SCHEMA = "vyre-cuda-module/1"
+
+
+@dataclass(frozen=True)
+class LoadedKernel:
+    """A kernel ready to launch: the module, its function and the raw ``CUfunction`` pointer."""
+
+    key: str
+    module: Any  # cupy.RawModule
+    function: Any  # cupy.RawKernel
+    ptr: int
+    cubin_cached: bool  # True when the module came from a cubin cached by an earlier process
+
+
+def module_key(ptx: str, device: DeviceInfo) -> str:
+    """SHA-256 (hex) over everything that changes the loaded binary; parts are length-prefixed."""
+    digest = hashlib.sha256()
+    for part in (_KEY_SCHEMA, ptx, device.compute_capability, str(device.driver_version), cache_version()):
+        data = part.encode()
+        digest.update(len(data).to_bytes(8, "little") + data)
+    return digest.hexdigest()
+
+
+def _compile_range() -> AbstractContextManager[Any]:
+    try:
+        from vyre_cuda.profiler import nvtx_range
+    except ImportError:
+        return nullcontext()
+    return nvtx_range("vyre.cuda.compile")
+
+
+class ModuleCache:
+    """Loaded modules of one device, shared by threads; one load per key even under concurrent first use."""
+
+    def __init__(self, device: DeviceInfo, disk: DiskCache | None = None) -> None:
+        self.device = device
+        self.disk = disk
+        self._lock = threading.Lock()
+        self._modules: dict[str, tuple[Any, bool]] = {}  # key -> (RawModule, cubin_cached)
+        self._kernels: dict[tuple[str, str], LoadedKernel] = {}
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._scratch: DiskCache | None = None
+        self._counts = dict.fromkeys(("cuda_module_cache_hits", "cuda_module_cache_misses", "cuda_disk_cache_hits",
+                                      "cuda_disk_cache_misses", "cuda_cubin_link_failures"), 0)
+
+    def load(self, ptx: str, entry: str) -> LoadedKernel:
+        """The kernel ``entry`` of ``ptx``, loading the module on first use (see the module docstring)."""
+        key = module_key(ptx, self.device)
+        kernel = self._kernels.get((key, entry))
+        if kernel is None:
+            with self._key_lock(key):
+                kernel = self._kernels.get((key, entry))
+                if kernel is None:
+                    return self._load_kernel(key, ptx, entry)
+        self._count("cuda_module_cache_hits")
+        return kernel
+
+    def counters(self) -> dict[str, int]:
+        """SPEC section 8 telemetry: module cache entries/hits/misses, disk cache hits/misses."""
+        with self._lock:
+            return {"cuda_module_cache_entries": len(self._modules), **self._counts}
+
+    def clear(self) -> None:
+        """Forget loaded modules (kernels already handed out stay valid while referenced)."""
+        with self._lock:
+            self._modules.clear()
+            self._kernels.clear()
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    # ---- loading -------------------------------------------------------------------------------
+    def _load_kernel(self, key: str, ptx: str, entry: str) -> LoadedKernel:
+        with self._lock:
+            loaded = self._modules.get(key)
+        if loaded is None:
+            self._count("cuda_module_cache_misses")
+            with cuda_errors("loading a CUDA module"):
+                loaded = self._load_module(key, ptx)
+            with self._lock:
+                self._modules[key] = loaded
+        else:
+            self._count("cuda_module_cache_hits")
+        module, cubin_cached = loaded
+        cupy = import_cupy()
+        with cuda_errors(f"finding kernel {entry!r} in its module"), cupy.cuda.Device(self.device.index):
+            function = module.get_function(entry)
+            kernel = LoadedKernel(key, module, function, int(function.kernel.ptr), cubin_cached)
+        with self._lock:
+            self._kernels[(key, entry)] = kernel
+        return kernel
+
+    def _load_module(self, key: str, ptx: str) -> tuple[Any, bool]:
+        cupy = import_cupy()
+        with _compile_range(), cupy.cuda.Device(self.device.index):
+            if self.disk is not None:
+                cubin = self.disk.get(key, ".cubin")
+                self._count("cuda_disk_cache_hits" if cubin is not None else "cuda_disk_cache_misses")
+                if cubin is not None:
+                    module = self._try_load(cupy, cubin, ".cubin")
+                    if module is not None:
+                        return module, True
+                    self.disk.discard(key, ".cubin")
+            ptx_bytes = ptx.encode()
+            ptx_path = self._file(ptx_bytes, ".ptx")
+            cubin = self._link(cupy, ptx_bytes)
+            if cubin is not None:
+                if self.disk is not None:
+                    self.disk.put(key, cubin, ".cubin")
+                module = self._try_load(cupy, cubin, ".cubin")
+                if module is not None:
+                    return module, False
+            return self._load_ptx(cupy, key, ptx, ptx_path), False
+
+    def _try_load(self, cupy: Any, image: bytes, suffix: str) -> Any | None:
+        """A loaded module from ``image``, or None when the driver refuses it (not for OOM or a lost device)."""
+        path = self._file(image, suffix)
+        try:
+            module = cupy.RawModule(path=str(path))
+            module.module  # noqa: B018 - RawModule loads lazily; load now so failures surface here
+            return module
+        except Exception as exc:  # noqa: BLE001 - sorted by translate below
+            err = translate(exc, f"loading {path.name}")
+            if not isinstance(err, (KernelCompileFailed, DispatchFailed)):
+                raise err from exc
+            return None
+
+    def _link(self, cupy: Any, ptx_bytes: bytes) -> bytes | None:
+        """PTX -> cubin for this device with the driver's linker, or None if it cannot."""
+        try:
+            state = cupy.cuda.function.LinkState()
+            state.add_ptr_data(ptx_bytes + b"\0", "vyre.ptx")
+            return bytes(state.complete())
+        except Exception:  # noqa: BLE001 - the PTX load below reports the real error
+            self._count("cuda_cubin_link_failures")
+            return None
+
+    def _load_ptx(self, cupy: Any, key: str, ptx: str, path: Path) -> Any:
+        try:
+            module = cupy.RawModule(path=str(path))
+            module.module  # noqa: B018 - force the lazy load
+            return module
+        except Exception as exc:  # noqa: BLE001
+            err = translate(exc, "loading PTX")
+            if not isinstance(err, (KernelCompileFailed, DispatchFailed)):
+                raise err from exc
+            fix = err.fix if isinstance(err, KernelCompileFailed) else None
+            raise compile_failure(ptx, key, path, self.device.compute_capability, exc, fix) from exc
+
+    def _file(self, data: bytes, suffix: str) -> Path:
+        """A content-addressed file for the driver: in the disk cache, else in a private temp dir."""
+        path = self.disk.store_file(data, suffix) if self.disk is not None else None
+        if path is None:
+            path = self._scratch_cache().store_file(data, suffix)
+        if path is None:
+            raise KernelCompileFailed("cuda", f"cannot write a {suffix} module file for the driver",
+                                      "free disk space in TMPDIR, or set VYRE_CUDA_CACHE_DIR to a writable directory.")
+        return path
+
+    def _scratch_cache(self) -> DiskCache:
+        with self._lock:
+            if self._scratch is None:
+                root = tempfile.mkdtemp(prefix="vyre-cuda-")
+                atexit.register(shutil.rmtree, root, True)
+                self._scratch = DiskCache(root, max_bytes=1 << 40)
+            return self._scratch
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self._counts[name] += 1
+
+
+# ---- diagnostics for a failing load -----------------------------------------------------------------
+def compile_failure(ptx: str, key: str, path: Path, cc: str, exc: BaseException, fix: str | None = None
+                    ) -> KernelCompileFailed:
+    """``KernelCompileFailed`` with the driver error, ptxas's diagnostics and where the PTX was dumped."""
+    dump = dump_ptx(ptx, key, str(exc))
+    diagnostics = ptxas_diagnostics(path, cc)
+    message = f"the driver could not load the PTX ({exc})"
+    if diagnostics:
+        message += f"; ptxas --gpu-name sm_{cc} says:\n{diagnostics}"
+    if dump is not None:
+        message += f"\nPTX kept at {dump}"
+    return KernelCompileFailed("cuda", message, fix)
+
+
+def dump_ptx(ptx: str, key: str, reason: str) -> Path | None:
+    """Write ``ptx`` (and ``reason`` beside it) to ``VYRE_PTX_DUMP_DIR`` if set; the ``.ptx`` path or None."""
+    directory = os.environ.get(ENV_DUMP_DIR)
+    if not directory:
+        return None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        path = Path(directory) / f"vyre-{key[:16]}.ptx"
+        path.write_text(ptx)
+        path.with_suffix(".log").write_text(reason + "\n")
+        return path
+    except OSError:
+        return None
+
+
+def ptxas_diagnostics(path: Path, cc: str, lines: int = PTXAS_LINES) -> str:
+    """The first ``lines`` lines of ``ptxas --gpu-name sm_<cc>`` on ``path``; empty if ptxas is absent."""
+    ptxas = shutil.which("ptxas")
+    if ptxas is None or not re.fullmatch(r"\d+[a-z]?", cc):
+        return ""
+    try:
+        done = subprocess.run([ptxas, "--gpu-name", f"sm_{cc}", "-o", os.devnull, str(path)],
+                              capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"(ptxas could not run: {exc})"
+    text = (done.stderr + done.stdout).strip()
+    if done.returncode == 0:
+        return "ptxas accepts this PTX, so the driver (not the PTX) refused it" + (f":\n{text}" if text else "")
+    return "\n".join(text.splitlines()[:lines])
+
+
+__all__ = ["ENV_DUMP_DIR", "LoadedKernel", "ModuleCache", "compile_failure", "dump_ptx", "module_key",
+           "ptxas_diagnostics"]
