@@ -51,7 +51,8 @@ class UnsupportedFeature(VyreError):
     def __init__(self, name: str, backend: str, fix: str | None = None) -> None:
         self.name, self.backend = name, backend
         super().__init__(f"backend {backend!r} does not support {name}",
-                         fix or f"use a backend that supports {name} (see `vyre backends`) or rewrite the program without it.")
+                         fix or f"use a backend that supports {name} (see `vyre backends`) "
+                         "or rewrite the program without it.")
 
 
 class DeviceOutOfMemory(VyreError):
@@ -65,7 +66,8 @@ class KernelCompileFailed(VyreError):
     def __init__(self, backend: str, message: str, fix: str | None = None) -> None:
         self.backend = backend
         super().__init__(f"{backend}: kernel failed to compile/load: {message}",
-                         fix or "report the program (vyre emit-ptx FILE.vyre) with this message; set VYRE_PTX_DUMP_DIR to keep the PTX.")
+                         fix or "report the program (vyre emit-ptx FILE.vyre) with this message; "
+                         "set VYRE_PTX_DUMP_DIR to keep the PTX.")
 
 
 class DispatchFailed(VyreError):

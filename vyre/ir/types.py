@@ -79,8 +79,9 @@ INT_TYPES = (DataType.U32, DataType.I32)
 
 
 def f32_bits(value: float) -> int:
-    """IEEE binary32 bit pattern of a Python float (rounded to nearest even)."""
-    return struct.unpack("<I", struct.pack("<f", value))[0]
+    """IEEE binary32 bit pattern of a Python float (rounded to nearest even; overflow gives ±inf)."""
+    with np.errstate(over="ignore"):
+        return int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
 
 
 def bits_f32(bits: int) -> float:

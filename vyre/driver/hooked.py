@@ -1,0 +1,201 @@
+"""``HookedBackend``: the thin proxy through which the host drives every backend dispatch.
+
+Each dispatch entry point calls ``vyre_before_dispatch``, the real backend method, then
+``vyre_after_dispatch`` (also on error). When no plugin implements either hook the proxy calls
+the backend directly, so an unobserved dispatch costs two attribute reads and a branch (pluggy
+keeps each hook's implementations in one list that registering mutates in place; we hold that
+list). Every other attribute is forwarded to the wrapped backend unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from vyre.driver.backend import Backend
+from vyre.driver.config import DispatchConfig
+from vyre.ir.program import Program
+
+Step = tuple  # (program, handles, config)
+
+
+class _DispatchHooks:
+    """Calls a backend method between the two dispatch hooks of one plugin manager."""
+
+    __slots__ = ("backend_id", "_before", "_after", "before_impls", "after_impls")
+
+    def __init__(self, backend_id: str, hook: Any) -> None:
+        self.backend_id = backend_id
+        self._before = hook.vyre_before_dispatch
+        self._after = hook.vyre_after_dispatch
+        # truthy exactly when some plugin implements the hook; read on every dispatch
+        self.before_impls = _live_impls(self._before)
+        self.after_impls = _live_impls(self._after)
+
+    def run(self, kind: str, program: Program | None, programs: tuple[Program, ...],
+            config: DispatchConfig | None, call: Callable[[], Any]) -> Any:
+        """``call()`` observed by both hooks (callers first check ``before_impls or after_impls``)."""
+        ctx = dict(backend_id=self.backend_id, kind=kind, program=program, programs=programs, config=config)
+        self._before(**ctx)
+        start = time.perf_counter_ns()
+        try:
+            result = call()
+        except BaseException as exc:
+            self._after(**ctx, duration_ns=time.perf_counter_ns() - start, error=exc, result=None)
+            raise
+        self._after(**ctx, duration_ns=time.perf_counter_ns() - start, error=None, result=result)
+        return result
+
+
+class _ImplsOf:
+    """Fallback for a pluggy that keeps no live list: truthiness asks ``get_hookimpls()``."""
+
+    __slots__ = ("caller",)
+
+    def __init__(self, caller: Any) -> None:
+        self.caller = caller
+
+    def __bool__(self) -> bool:
+        return bool(self.caller.get_hookimpls())
+
+
+def _live_impls(caller: Any) -> list | _ImplsOf:
+    """pluggy's own implementation list of ``caller``, which registering mutates in place."""
+    impls = getattr(caller, "_hookimpls", None)
+    return impls if isinstance(impls, list) else _ImplsOf(caller)
+
+
+def _step_programs(steps: Sequence[Step]) -> tuple[Program, ...]:
+    return tuple(step[0] for step in steps)
+
+
+class HookedBackend:
+    """A backend as handed out by ``vyre.acquire``; ``.backend`` is the raw backend."""
+
+    __slots__ = ("backend", "_hooks")
+
+    def __init__(self, backend: Any, hook: Any) -> None:
+        self.backend = backend
+        self._hooks = _DispatchHooks(getattr(backend, "id", type(backend).__name__), hook)
+
+    def unwrap(self) -> Any:
+        """The backend object itself, with no dispatch hooks."""
+        return self.backend
+
+    @property
+    def id(self) -> str:
+        return self.backend.id
+
+    @property
+    def version(self) -> str:
+        return self.backend.version
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    def __repr__(self) -> str:
+        return f"HookedBackend({self.backend!r})"
+
+    def __enter__(self) -> HookedBackend:
+        self.backend.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> Any:
+        return self.backend.__exit__(*exc)
+
+    # ---- single-program dispatches -------------------------------------------------------------
+    def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
+        if not (self._hooks.before_impls or self._hooks.after_impls):
+            return self.backend.dispatch(program, inputs, config)
+        return self._hooks.run("dispatch", program, (program,), config,
+                               lambda: self.backend.dispatch(program, inputs, config))
+
+    def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
+        if not (self._hooks.before_impls or self._hooks.after_impls):
+            return self.backend.dispatch_async(program, inputs, config)
+        return self._hooks.run("dispatch_async", program, (program,), config,
+                               lambda: self.backend.dispatch_async(program, inputs, config))
+
+    def dispatch_timed(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
+        if not (self._hooks.before_impls or self._hooks.after_impls):
+            return self.backend.dispatch_timed(program, inputs, config)
+        return self._hooks.run("dispatch_timed", program, (program,), config,
+                               lambda: self.backend.dispatch_timed(program, inputs, config))
+
+    def dispatch_resident(self, program: Program, handles: Sequence[object],
+                          config: DispatchConfig | None = None) -> Any:
+        if not (self._hooks.before_impls or self._hooks.after_impls):
+            return self.backend.dispatch_resident(program, handles, config)
+        return self._hooks.run("dispatch_resident", program, (program,), config,
+                               lambda: self.backend.dispatch_resident(program, handles, config))
+
+    # ---- multi-step dispatches -------------------------------------------------------------------
+    def dispatch_sequence(self, steps: Sequence[Step], reads: Sequence[tuple] = ()) -> Any:
+        if not (self._hooks.before_impls or self._hooks.after_impls):
+            return self.backend.dispatch_sequence(steps, reads)
+        return self._hooks.run("dispatch_sequence", None, _step_programs(steps), None,
+                               lambda: self.backend.dispatch_sequence(steps, reads))
+
+    def dispatch_repeated(self, prefix: Sequence[Step], repeated: Sequence[Step], count: int,
+                          reads: Sequence[tuple] = ()) -> Any:
+        if not (self._hooks.before_impls or self._hooks.after_impls):
+            return self.backend.dispatch_repeated(prefix, repeated, count, reads)
+        return self._hooks.run("dispatch_repeated", None, _step_programs(prefix) + _step_programs(repeated), None,
+                               lambda: self.backend.dispatch_repeated(prefix, repeated, count, reads))
+
+    def dispatch_until(self, steps: Sequence[Step], flag_handle: object, max_iterations: int) -> Any:
+        if not (self._hooks.before_impls or self._hooks.after_impls):
+            return self.backend.dispatch_until(steps, flag_handle, max_iterations)
+        return self._hooks.run("dispatch_until", None, _step_programs(steps), None,
+                               lambda: self.backend.dispatch_until(steps, flag_handle, max_iterations))
+
+    # ---- pipelines -------------------------------------------------------------------------------
+    def compile(self, program: Program, config: DispatchConfig | None = None) -> HookedPipeline:
+        return HookedPipeline(self.backend.compile(program, config), program, config, self._hooks)
+
+
+def _forwarder(name: str) -> Callable[..., Any]:
+    def forward(self: HookedBackend, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.backend, name)(*args, **kwargs)
+
+    forward.__name__ = name
+    forward.__doc__ = f"Forwards to the backend's ``{name}``."
+    return forward
+
+
+# Protocol checks (``isinstance(b, BackendProtocol)``) look attributes up statically, without
+# ``__getattr__``: give the proxy every public method of ``Backend`` as an explicit forwarder.
+for _name, _value in vars(Backend).items():
+    if not _name.startswith("_") and callable(_value) and _name not in vars(HookedBackend):
+        setattr(HookedBackend, _name, _forwarder(_name))
+
+
+class HookedPipeline:
+    """A compiled pipeline whose dispatches go through the dispatch hooks; ``.pipeline`` is the raw one."""
+
+    __slots__ = ("pipeline", "program", "config", "_hooks")
+
+    def __init__(self, pipeline: Any, program: Program, config: DispatchConfig | None, hooks: _DispatchHooks) -> None:
+        self.pipeline, self.program, self.config, self._hooks = pipeline, program, config, hooks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pipeline, name)
+
+    def __repr__(self) -> str:
+        return f"HookedPipeline({self.pipeline!r})"
+
+    def _observe(self, kind: str, call: Callable[[], Any]) -> Any:
+        hooks = self._hooks
+        if not (hooks.before_impls or hooks.after_impls):
+            return call()
+        return self._hooks.run(kind, self.program, (self.program,), self.config, call)
+
+    def dispatch(self, inputs: Sequence[object]) -> Any:
+        return self._observe("pipeline.dispatch", lambda: self.pipeline.dispatch(inputs))
+
+    def dispatch_resident(self, handles: Sequence[object]) -> Any:
+        return self._observe("pipeline.dispatch_resident", lambda: self.pipeline.dispatch_resident(handles))
+
+    def dispatch_batch(self, batch: Sequence[Sequence[object]]) -> Any:
+        return self._observe("pipeline.dispatch_batch", lambda: self.pipeline.dispatch_batch(batch))

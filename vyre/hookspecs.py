@@ -1,0 +1,6 @@
+"""The hook specifications (SPEC 5 names this module); they live in ``vyre.driver.hookspecs``."""
+
+from vyre.driver.hookspecs import *  # noqa: F403
+from vyre.driver.hookspecs import __doc__ as _spec_doc
+
+__doc__ = _spec_doc

@@ -1,0 +1,169 @@
+"""``ReferenceBackend``: the CPU reference oracle behind the backend protocol (id ``reference``).
+
+Every dispatch validates, prepares the host arrays (SPEC 3), runs the interpreter over the whole
+grid and returns the outputs. Resident buffers are emulated on the host so programs written
+against the resident API run here too. It is the judge of every other backend, not a fast path.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.backend import Backend, Resident
+from vyre.driver.config import DispatchConfig, effective_workgroup, resolve_grid
+from vyre.driver.errors import InvalidProgram
+from vyre.driver.inputs import check_byte_length, prepare_host_dispatch
+from vyre.ir.program import Access, Program
+from vyre.reference.resident import HostResidentStore
+
+
+def _execute(program: Program, arrays: dict[str, np.ndarray], grid: tuple[int, int, int],
+             config: DispatchConfig | None) -> None:
+    from vyre.reference.interpreter import execute
+
+    execute(program, arrays, grid, effective_workgroup(program, config))
+
+
+class ReferenceBackend(Backend):
+    """The oracle: exact semantics of docs/semantics.md, on the host, one dispatch at a time."""
+
+    id = "reference"
+
+    def __init__(self, device: int | None = None) -> None:
+        if device not in (None, 0):
+            raise InvalidProgram(f"the reference oracle has one device (0), not {device}",
+                                 "use `reference` or `reference:0`.")
+        from vyre import __version__
+
+        self.version = __version__
+        self._store = HostResidentStore(self.id)
+        self._validated: set[Program] = set()
+        self._lock = threading.Lock()
+        self._dispatches = 0
+
+    # ---- identity and capabilities -----------------------------------------------------------
+    def device_profile(self) -> dict[str, Any]:
+        return {"name": "vyre reference oracle (CPU, numpy)", "compute_capability": None, "memory_bytes": None,
+                "sm_count": None, "warp_size": 32, "limits": {"max_workgroup_size": self.max_workgroup_size()}}
+
+    def supports_subgroup_ops(self) -> bool:
+        return True
+
+    def supports_f16(self) -> bool:
+        return True
+
+    def supports_bf16(self) -> bool:
+        return True
+
+    def supports_cooperative(self) -> bool:
+        return True  # every workgroup of a host dispatch is "co-resident"
+
+    # ---- dispatch ----------------------------------------------------------------------------------
+    def _validate(self, program: Program) -> None:
+        if program not in self._validated:
+            from vyre.ir.validate import validate
+
+            validate(program)
+            self._validated.add(program)
+
+    def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
+                 ) -> list[np.ndarray]:
+        self._validate(program)
+        hd = prepare_host_dispatch(program, inputs, config)
+        with self._lock:
+            _execute(program, hd.arrays, hd.grid, config)
+            self._dispatches += 1
+        return hd.outputs(program)
+
+    # ---- resident buffers ---------------------------------------------------------------------------
+    def allocate_resident(self, nbytes: int) -> Resident:
+        return self._store.allocate(nbytes)
+
+    def upload_resident(self, handle: Resident, data: object, offset: int = 0) -> None:
+        self._store.upload(handle, data, offset)
+
+    def download_resident(self, handle: Resident, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
+        return self._store.download(handle, offset, nbytes)
+
+    def free_resident(self, handle: Resident) -> None:
+        self._store.free(handle)
+
+    def dispatch_resident(self, program: Program, handles: Sequence[Resident],
+                          config: DispatchConfig | None = None) -> None:
+        """Run on resident buffers: one handle per non-workgroup buffer, in declaration order.
+
+        Inputs are read from the handles, ``output`` buffers are zeroed first, and every
+        ``read_write``/``output`` buffer is written back. A failed dispatch writes nothing.
+        """
+        self._validate(program)
+        decls = [b for b in program.buffers if b.access is not Access.WORKGROUP]
+        if len(handles) != len(decls):
+            names = ", ".join(b.name for b in decls)
+            raise InvalidProgram(
+                f"program {program.name or '<unnamed>'} needs {len(decls)} handles ({names}), got {len(handles)}",
+                "pass one resident handle per non-workgroup buffer, in declaration order.")
+        storages = [self._store.storage(h) for h in handles]
+        arrays: dict[str, np.ndarray] = {}
+        counts: dict[str, int] = {}
+        for decl, storage in zip(decls, storages):
+            count = check_byte_length(decl, storage.size - storage.size % decl.dtype.size)
+            nbytes = count * decl.dtype.size
+            if decl.access is Access.OUTPUT:
+                arrays[decl.name] = np.zeros(count, dtype=decl.dtype.np_dtype)
+            else:
+                arrays[decl.name] = storage[:nbytes].view(decl.dtype.np_dtype).copy()
+            counts[decl.name] = count
+        grid = resolve_grid(program, config, counts)
+        with self._lock:
+            _execute(program, arrays, grid, config)
+            self._dispatches += 1
+        for decl, storage in zip(decls, storages):
+            if decl.access.is_output:
+                data = arrays[decl.name].view(np.uint8)
+                storage[: data.size] = data
+
+    def _run_steps(self, steps: Sequence[tuple]) -> None:
+        for step in steps:
+            program, handles, *rest = step
+            self.dispatch_resident(program, handles, rest[0] if rest else None)
+
+    def _read(self, reads: Sequence[tuple]) -> list[np.ndarray]:
+        return [self._store.download(h, off, n) for h, off, n in reads]
+
+    def dispatch_sequence(self, steps: Sequence[tuple], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
+        self._run_steps(steps)
+        return self._read(reads)
+
+    def dispatch_repeated(self, prefix: Sequence[tuple], repeated: Sequence[tuple], count: int,
+                          reads: Sequence[tuple] = ()) -> list[np.ndarray]:
+        self._run_steps(prefix)
+        for _ in range(count):
+            self._run_steps(repeated)
+        return self._read(reads)
+
+    def dispatch_until(self, steps: Sequence[tuple], flag_handle: Resident, max_iterations: int) -> int:
+        """Zero the flag's first u32 word, run ``steps``; repeat while a step set it non-zero.
+
+        Returns the number of iterations run (at most ``max_iterations``).
+        """
+        flag = self._store.storage(flag_handle)
+        if flag.size < 4:
+            raise InvalidProgram("the flag of dispatch_until needs at least 4 bytes", "allocate_resident(4) or more.")
+        zero = np.zeros(4, dtype=np.uint8)
+        for iteration in range(1, max_iterations + 1):
+            flag[:4] = zero
+            self._run_steps(steps)
+            if not flag[:4].any():
+                return iteration
+        return max_iterations
+
+    # ---- metrics and lifecycle -------------------------------------------------------------------------
+    def metrics(self) -> dict[str, int]:
+        return {"reference_dispatches": self._dispatches, "reference_resident_bytes": self._store.bytes_in_use}
+
+    def shutdown(self) -> None:
+        self._store.free_all()

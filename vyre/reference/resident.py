@@ -1,0 +1,88 @@
+"""Host-memory emulation of resident buffers: checked handles over numpy byte arrays.
+
+Lets programs written against the resident API (``allocate_resident`` ... ``dispatch_until``)
+run on the reference oracle. A handle is valid only with the store that made it and only
+until it is freed; anything else is ``InvalidHandle``, never a silent write.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+
+from vyre.driver.backend import Resident
+from vyre.driver.errors import InvalidHandle, InvalidProgram
+
+_owners = itertools.count(1)
+
+
+class HostResidentStore:
+    """Resident buffers of one backend instance, kept as ``np.uint8`` arrays."""
+
+    def __init__(self, backend_id: str) -> None:
+        self.backend_id = backend_id
+        self.owner = next(_owners)
+        self._ids = itertools.count(1)
+        self._buffers: dict[int, tuple[Resident, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def bytes_in_use(self) -> int:
+        return sum(h.nbytes for h, _ in self._buffers.values())
+
+    def allocate(self, nbytes: int) -> Resident:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise InvalidProgram(f"cannot allocate {nbytes!r} bytes", "pass a non-negative int byte count.")
+        with self._lock:
+            handle = Resident(next(self._ids), nbytes, self.owner)
+            self._buffers[handle.id] = (handle, np.zeros(nbytes, dtype=np.uint8))
+        return handle
+
+    def storage(self, handle: object) -> np.ndarray:
+        """The bytes behind ``handle``; freed, foreign or forged handles raise ``InvalidHandle``."""
+        entry = self._buffers.get(getattr(handle, "id", None)) if isinstance(handle, Resident) else None
+        if entry is None or entry[0] is not handle:
+            raise InvalidHandle(f"{handle!r} is not a live resident buffer of this {self.backend_id} backend")
+        return entry[1]
+
+    def free(self, handle: object) -> None:
+        self.storage(handle)
+        with self._lock:
+            del self._buffers[handle.id]  # type: ignore[union-attr]
+
+    def upload(self, handle: object, data: object, offset: int = 0) -> None:
+        dest = self.storage(handle)
+        src = np.frombuffer(_as_bytes(data), dtype=np.uint8)
+        lo, hi = _range(handle, offset, src.size)
+        dest[lo:hi] = src
+
+    def download(self, handle: object, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
+        src = self.storage(handle)
+        size = src.size - offset if nbytes is None else nbytes
+        lo, hi = _range(handle, offset, size)
+        return src[lo:hi].copy()
+
+    def free_all(self) -> None:
+        with self._lock:
+            self._buffers.clear()
+
+
+def _as_bytes(data: object) -> memoryview:
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise InvalidProgram(f"cannot upload a {type(data).__name__}",
+                             "pass bytes, bytearray, memoryview or a C-contiguous numpy array.") from None
+    if not view.c_contiguous:
+        raise InvalidProgram("upload data is not C-contiguous", "pass numpy.ascontiguousarray(x).")
+    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
+
+
+def _range(handle: object, offset: int, size: int) -> tuple[int, int]:
+    nbytes = handle.nbytes  # type: ignore[attr-defined]
+    if offset < 0 or size < 0 or offset + size > nbytes:
+        raise InvalidProgram(f"byte range [{offset}, {offset + size}) is outside the {nbytes}-byte resident buffer",
+                             "keep offset + length within the size given to allocate_resident.")
+    return offset, offset + size
