@@ -32,9 +32,14 @@ class HostDispatch:
 
 def as_bytes_view(decl: BufferDecl, data: object) -> memoryview:
     """A flat byte view of a host input; rejects non-contiguous and non-buffer objects."""
+    if isinstance(data, np.ndarray) and (data.dtype.hasobject or data.dtype.kind in "OMmU"):
+        raise InvalidProgram(
+            f"input for buffer {decl.name!r} is a numpy array of dtype {data.dtype}, which holds no plain numbers",
+            f"pass the values as a numeric array, e.g. numpy.asarray(x, dtype=numpy.{decl.dtype.np_dtype.name}).",
+        )
     try:
         view = memoryview(data)
-    except TypeError:
+    except (TypeError, ValueError):
         raise InvalidProgram(
             f"input for buffer {decl.name!r} is a {type(data).__name__}, not a buffer",
             "pass bytes, bytearray, memoryview or a C-contiguous numpy array (device arrays need the cuda backend).",

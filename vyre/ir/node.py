@@ -7,7 +7,7 @@ statement kind is its own small frozen dataclass so that passes can ``match`` on
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from vyre.ir.expr import Expr, _buffer_name, _expr
 
@@ -32,6 +32,14 @@ class Node:
     """Base of all statements; use the static constructors below."""
 
     __slots__ = ()
+
+    def __post_init__(self) -> None:
+        # Hash once, bottom-up at construction, so hashing a deeply nested tree never recurses.
+        key = (type(self).__name__, *(getattr(self, f.name) for f in fields(self)))
+        object.__setattr__(self, "_hash", hash(key))
+
+    def _cached_hash(self) -> int:
+        return self._hash
 
     @staticmethod
     def let(name: str, value: Expr) -> Let:
@@ -135,3 +143,7 @@ class Region(Node):
 @dataclass(frozen=True)
 class Return(Node):
     """End this invocation."""
+
+
+for _cls in (Let, Assign, Store, If, Loop, Barrier, Block, Region, Return):
+    _cls.__hash__ = Node._cached_hash  # type: ignore[method-assign]

@@ -1,0 +1,520 @@
+"""The readable text form of programs (``.vyre`` files): ``to_text`` and ``parse`` round-trip exactly.
+
+One statement per line; blocks open with ``{`` at the end of a line and close with a line ``}``
+(indentation is cosmetic). ``#`` starts a comment. Grammar (``NAME`` is a bare identifier or a
+double-quoted string with escapes ``\\\\ \\" \\n \\t \\r \\u{HEX}``; reserved words are quoted)::
+
+    program [NAME] workgroup(X, Y, Z)
+    buffer NAME: ACCESS DTYPE[COUNT] [@BINDING]        # @BINDING omitted only for workgroup buffers
+    let NAME = EXPR            set NAME = EXPR          store NAME[EXPR] = EXPR
+    if EXPR {   ...   } else {   ...   }                loop NAME in EXPR .. EXPR {   ...   }
+    block {   ...   }          region NAME {   ...   }  barrier          return
+
+    EXPR := NAME (a variable) | true | false | u32:7 | i32:-7 | f32:1.5 | f32:inf | f32:nan
+          | f32:0x7fc00001 (exact bits) | OP(EXPR, ...) for the binary, unary, select, fma and
+            subgroup ops | load(NAME, EXPR) | buf_len(NAME) | invocation_id(0) | workgroup_id(1)
+          | local_id(2) | cast(DTYPE, EXPR) | atomic_add(NAME, EXPR, EXPR) ... (atomic_ + the
+            AtomicOp value; compare_exchange takes the expected value last) | call(NAME, EXPR, ...)
+
+An F32 literal prints as the shortest decimal that reads back to the same bits, else as its bits.
+Malformed text raises ``ValidationError`` with code ``parse_error`` and the line number.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from vyre.driver.errors import Finding, ValidationError
+from vyre.ir.expr import ALL_OPS, AtomicOp, Expr
+from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Store
+from vyre.ir.program import Access, BufferDecl, Program
+from vyre.ir.shape import MAX_DEPTH, MAX_NODES, buffer_well_formed, describe, node_well_formed, shape_problem
+from vyre.ir.types import DataType, bits_f32, f32_bits
+
+_DTYPES = {t.value: t for t in DataType}
+_ACCESS = {a.value: a for a in Access}
+_ATOMICS = {f"atomic_{a.value}": a for a in AtomicOp}
+_KEYWORDS = {"program", "workgroup", "buffer", "let", "set", "store", "if", "else", "loop", "in", "barrier",
+             "block", "region", "return", "true", "false"}
+_RESERVED = frozenset(_KEYWORDS | set(ALL_OPS) | set(_DTYPES) | set(_ACCESS) | set(_ATOMICS))
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+|\#.*)
+  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<lit>(?:u32|i32|f32):(?:[^\s,()\[\]{}".]|\.(?!\.))+)
+  | (?P<int>-?[0-9]+)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<punct>\.\.|[(){}\[\],=:@])
+""", re.VERBOSE)
+_DECIMAL = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_HEX_BITS = re.compile(r"0x[0-9a-fA-F]{1,8}")
+_FIX = "correct that line; the grammar is in the vyre.ir.text module docstring"
+
+
+# ==== printing ==================================================================================
+def to_text(program: Program) -> str:
+    """The text form of ``program`` (ends with a newline); ``parse`` reads it back exactly."""
+    wx, wy, wz = program.workgroup_size
+    name = "" if program.name is None else _name(program.name) + " "
+    lines = [f"program {name}workgroup({wx}, {wy}, {wz})"]
+    lines += [_buffer_line(b) for b in program.buffers]
+    _print_body(program.body, 0, lines, [0])
+    return "\n".join(lines) + "\n"
+
+
+def _unprintable(code: str, message: str) -> ValidationError:
+    return ValidationError([Finding(code, message, "run vyre.validate(program) and correct the findings")])
+
+
+def _name(s: str) -> str:
+    if not isinstance(s, str):
+        raise _unprintable("malformed_node", f"name {describe(s)} is not a str")
+    if _BARE.fullmatch(s) and s not in _RESERVED:
+        return s
+    return '"' + "".join(_ESCAPES.get(c) or (c if c.isprintable() else f"\\u{{{ord(c):x}}}") for c in s) + '"'
+
+
+def _buffer_line(b: BufferDecl) -> str:
+    if not buffer_well_formed(b):
+        raise _unprintable("malformed_buffer", "a buffer declaration has fields of the wrong type")
+    binding = "" if b.is_workgroup and b.binding == -1 else f" @{b.binding}"
+    return f"buffer {_name(b.name)}: {b.access.value} {b.dtype.value}[{b.count}]{binding}"
+
+
+def f32_text(bits: int) -> str:
+    """``f32:...`` text of an F32 bit pattern: the shortest decimal that reads back exactly, else the bits."""
+    v = bits_f32(bits)
+    if math.isinf(v):
+        return "f32:inf" if v > 0 else "f32:-inf"
+    if bits == 0x7FC00000:
+        return "f32:nan"
+    if not math.isnan(v):
+        for digits in range(1, 10):
+            s = f"{v:.{digits}g}"
+            if f32_bits(float(s)) == bits:
+                return "f32:" + (s if any(c in s for c in ".e") else s + ".0")
+    return f"f32:0x{bits:08x}"
+
+
+def _literal(e: Expr) -> str:
+    if e.dtype is DataType.BOOL:
+        return "true" if e.value else "false"
+    if e.dtype is DataType.F32:
+        return f32_text(e.value)
+    if e.dtype is DataType.I32:
+        return f"i32:{e.value - (1 << 32) if e.value & 0x80000000 else e.value}"
+    return f"u32:{e.value}"
+
+
+def _expr_text(e: Expr, depth: int, count: list[int]) -> str:
+    _tick(count)
+    if depth > MAX_DEPTH:
+        raise _unprintable("nesting_too_deep", f"the program nests deeper than {MAX_DEPTH} levels")
+    problem = shape_problem(e) if isinstance(e, Expr) else f"{describe(e)} is not an Expr"
+    if problem:
+        raise _unprintable("malformed_expr", problem)
+    if e.op == "lit":
+        return _literal(e)
+    if e.op == "var":
+        return _name(e.name)
+    head: list[str] = []
+    op = e.op
+    if e.op == "atomic":
+        op = f"atomic_{e.value.value}"
+    if e.name is not None:
+        head.append(_name(e.name))
+    elif e.dtype is not None:
+        head.append(e.dtype.value)
+    elif e.value is not None:
+        head.append(str(e.value))
+    args = head + [_expr_text(a, depth + 1, count) for a in e.args]
+    return f"{op}({', '.join(args)})"
+
+
+def _tick(count: list[int]) -> None:
+    count[0] += 1
+    if count[0] > MAX_NODES:
+        raise _unprintable("program_too_large", f"the program has more than {MAX_NODES} statements and expressions")
+
+
+def _print_body(body: tuple[Node, ...], level: int, lines: list[str], count: list[int]) -> None:
+    pad = "  " * level
+    for node in body:
+        _tick(count)
+        if level + 1 > MAX_DEPTH:
+            raise _unprintable("nesting_too_deep", f"statements nest deeper than {MAX_DEPTH} levels")
+        if not node_well_formed(node):
+            raise _unprintable("malformed_node", f"{describe(node)} is not a well-formed statement")
+        d = level + 2  # depth of this statement's expressions
+
+        def ex(e: Expr, d: int = d) -> str:
+            return _expr_text(e, d, count)
+
+        if isinstance(node, Let):
+            lines.append(f"{pad}let {_name(node.name)} = {ex(node.value)}")
+        elif isinstance(node, Assign):
+            lines.append(f"{pad}set {_name(node.name)} = {ex(node.value)}")
+        elif isinstance(node, Store):
+            lines.append(f"{pad}store {_name(node.buffer)}[{ex(node.index)}] = {ex(node.value)}")
+        elif isinstance(node, If):
+            lines.append(f"{pad}if {ex(node.cond)} {{")
+            _print_body(node.then, level + 1, lines, count)
+            if node.otherwise:
+                lines.append(f"{pad}}} else {{")
+                _print_body(node.otherwise, level + 1, lines, count)
+            lines.append(pad + "}")
+        elif isinstance(node, Loop):
+            lines.append(f"{pad}loop {_name(node.var)} in {ex(node.start)} .. {ex(node.end)} {{")
+            _print_body(node.body, level + 1, lines, count)
+            lines.append(pad + "}")
+        elif isinstance(node, (Block, Region)):
+            lines.append(f"{pad}block {{" if isinstance(node, Block) else f"{pad}region {_name(node.generator)} {{")
+            _print_body(node.body, level + 1, lines, count)
+            lines.append(pad + "}")
+        else:
+            lines.append(pad + ("barrier" if isinstance(node, Barrier) else "return"))
+
+
+# ==== parsing ===================================================================================
+class _ParseError(Exception):
+    pass
+
+
+@dataclass
+class _Token:
+    kind: str  # str lit int ident punct
+    text: str
+    value: object = None
+
+
+class _Line:
+    """A cursor over the tokens of one line."""
+
+    def __init__(self, text: str) -> None:
+        self.tokens = _tokenize(text)
+        self.pos = 0
+
+    def peek(self, text: str) -> bool:
+        tok = self.tokens[self.pos] if self.pos < len(self.tokens) else None
+        return tok is not None and tok.kind in ("punct", "ident") and tok.text == text
+
+    def next(self, what: str) -> _Token:
+        if self.pos >= len(self.tokens):
+            raise _ParseError(f"expected {what} but the line ended")
+        self.pos += 1
+        return self.tokens[self.pos - 1]
+
+    def expect(self, text: str) -> None:
+        tok = self.next(repr(text))
+        if tok.kind not in ("punct", "ident") or tok.text != text:
+            raise _ParseError(f"expected {text!r}, found {tok.text!r}")
+
+    def accept(self, text: str) -> bool:
+        if self.peek(text):
+            self.pos += 1
+            return True
+        return False
+
+    def end(self) -> None:
+        if self.pos < len(self.tokens):
+            raise _ParseError(f"unexpected {self.tokens[self.pos].text!r} at the end of the line")
+
+    def name(self, what: str) -> str:
+        tok = self.next(what)
+        if tok.kind == "ident":
+            return tok.text
+        if tok.kind == "str":
+            return tok.value
+        raise _ParseError(f"expected {what}, found {tok.text!r}")
+
+    def int(self, what: str) -> int:
+        tok = self.next(what)
+        if tok.kind != "int":
+            raise _ParseError(f"expected {what} (an integer), found {tok.text!r}")
+        return int(tok.text)
+
+    def word(self, table: dict, what: str):
+        tok = self.next(what)
+        if tok.kind != "ident" or tok.text not in table:
+            raise _ParseError(f"expected {what} ({', '.join(table)}), found {tok.text!r}")
+        return table[tok.text]
+
+
+def _tokenize(text: str) -> list[_Token]:
+    tokens, pos = [], 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise _ParseError(f"unexpected character {text[pos]!r} at column {pos + 1}")
+        pos = m.end()
+        kind = m.lastgroup
+        if kind != "ws":
+            tokens.append(_Token(kind, m.group(), _unquote(m.group()) if kind == "str" else None))
+    return tokens
+
+
+_ESCAPE_RE = re.compile(r"\\(?:u\{([0-9a-fA-F]{1,6})\}|(.))")
+_UNESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
+
+
+def _unquote(token: str) -> str:
+    def replace(m: re.Match) -> str:
+        if m.group(1) is not None:
+            code = int(m.group(1), 16)
+            if code > 0x10FFFF:
+                raise _ParseError(f"escape \\u{{{m.group(1)}}} is beyond U+10FFFF")
+            return chr(code)
+        if m.group(2) not in _UNESCAPES:
+            raise _ParseError(f"unknown escape \\{m.group(2)} in a string")
+        return _UNESCAPES[m.group(2)]
+
+    return _ESCAPE_RE.sub(replace, token[1:-1])
+
+
+def _parse_literal(tok: _Token) -> Expr:
+    kind, _, rest = tok.text.partition(":")
+    if kind == "f32":
+        if _HEX_BITS.fullmatch(rest):
+            return Expr.f32_from_bits(int(rest, 16))
+        specials = {"inf": 0x7F800000, "-inf": 0xFF800000, "+inf": 0x7F800000, "nan": 0x7FC00000}
+        if rest in specials:
+            return Expr.f32_from_bits(specials[rest])
+        if _DECIMAL.fullmatch(rest):
+            return Expr.f32_from_bits(f32_bits(float(rest)))
+        raise _ParseError(f"bad f32 literal {tok.text!r}")
+    if not re.fullmatch(r"-?[0-9]+", rest):
+        raise _ParseError(f"bad {kind} literal {tok.text!r}")
+    v = int(rest)
+    lo, hi = (0, 0xFFFFFFFF) if kind == "u32" else (-(2**31), 2**31 - 1)
+    if not lo <= v <= hi:
+        raise _ParseError(f"{kind} literal {v} is outside [{lo}, {hi}]")
+    return Expr.u32(v) if kind == "u32" else Expr.i32(v)
+
+
+class _Parser:
+    """Line-oriented parser: blocks are kept on an explicit stack, expressions nest at most MAX_DEPTH."""
+
+    def __init__(self) -> None:
+        self.nodes = 0
+
+    def tick(self) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _ParseError(f"the program has more than {MAX_NODES} statements and expressions")
+
+    def expr(self, line: _Line, depth: int) -> Expr:
+        self.tick()
+        if depth > MAX_DEPTH:
+            raise _ParseError(f"nesting deeper than {MAX_DEPTH} levels")
+        tok = line.next("an expression")
+        if tok.kind == "str":
+            return Expr.var(tok.value)
+        if tok.kind == "lit":
+            return _parse_literal(tok)
+        if tok.kind != "ident":
+            raise _ParseError(f"expected an expression, found {tok.text!r}")
+        if not line.peek("("):
+            if tok.text in ("true", "false"):
+                return Expr.bool(tok.text == "true")
+            return Expr.var(tok.text)
+        return self.call_form(tok.text, line, depth)
+
+    def call_form(self, word: str, line: _Line, depth: int) -> Expr:
+        line.expect("(")
+        op, value, dtype, name = word, None, None, None
+        if word in _ATOMICS:
+            op, value = "atomic", _ATOMICS[word]
+        if op not in ALL_OPS or op in ("lit", "var"):
+            raise _ParseError(f"unknown op {word!r}")
+        args: list[Expr] = []
+        if op in ("load", "buf_len", "atomic", "call"):
+            name = line.name("a name")
+        elif op in ("invocation_id", "workgroup_id", "local_id"):
+            value = line.int("an axis")
+        elif op == "cast":
+            dtype = line.word(_DTYPES, "a type")
+        first = name is None and value is None and dtype is None
+        while not line.accept(")"):
+            if not first:
+                line.expect(",")
+            first = False
+            args.append(self.expr(line, depth + 1))
+        e = Expr(op, tuple(args), dtype, value, name)
+        problem = shape_problem(e)
+        if problem:
+            raise _ParseError(problem)
+        return e
+
+
+@dataclass
+class _Frame:
+    """An open block: its kind, the statements collected so far and what builds its node."""
+
+    kind: str  # root if else loop block region
+    line: int
+    body: list[Node] = field(default_factory=list)
+    data: tuple = ()
+
+
+def parse(text: str | bytes) -> Program:
+    """Parse the text form back into a Program; malformed text raises ValidationError (``parse_error``)."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise _parse_error(0, f"the text is not UTF-8 ({err.reason} at byte {err.start})") from None
+    if not isinstance(text, str):
+        raise _parse_error(0, f"expected str, got {type(text).__name__}")
+    try:
+        return _parse_lines(text.split("\n"))
+    except _ParseAt as err:
+        raise _parse_error(*err.args) from None
+
+
+class _ParseAt(Exception):
+    """A parse error with its line number."""
+
+
+def _parse_error(lineno: int, message: str) -> ValidationError:
+    where = f"line {lineno}: " if lineno else ""
+    return ValidationError([Finding("parse_error", f"{where}{message}", _FIX, f"line {lineno}")])
+
+
+def _parse_lines(lines: list[str]) -> Program:
+    parser = _Parser()
+    header: tuple | None = None
+    buffers: list[BufferDecl] = []
+    stack = [_Frame("root", 0)]
+    for lineno, raw in enumerate(lines, 1):
+        try:
+            line = _Line(raw[:-1] if raw.endswith("\r") else raw)
+            if not line.tokens:
+                continue
+            if header is None:
+                header = _header(line)
+            elif line.peek("buffer"):
+                if len(stack) > 1 or stack[0].body:
+                    raise _ParseError("buffer declarations must come before the statements")
+                buffers.append(_buffer(line))
+            else:
+                _statement(parser, line, stack, lineno)
+        except (_ParseError, ValueError, TypeError, OverflowError) as err:
+            raise _ParseAt(lineno, str(err)) from None
+    if header is None:
+        raise _ParseAt(len(lines), "missing the 'program ... workgroup(x, y, z)' header")
+    if len(stack) > 1:
+        raise _ParseAt(stack[-1].line, "this block is not closed with '}' before the end of the text")
+    name, wg = header
+    return Program(buffers, wg, stack[0].body, name)
+
+
+def _header(line: _Line) -> tuple:
+    line.expect("program")
+    unnamed = line.peek("workgroup") and [t.text for t in line.tokens[line.pos + 1:line.pos + 2]] == ["("]
+    name = None if unnamed else line.name("the program name")
+    line.expect("workgroup")
+    line.expect("(")
+    x = line.int("workgroup x")
+    line.expect(",")
+    y = line.int("workgroup y")
+    line.expect(",")
+    z = line.int("workgroup z")
+    line.expect(")")
+    line.end()
+    return name, (x, y, z)
+
+
+def _buffer(line: _Line) -> BufferDecl:
+    line.expect("buffer")
+    name = line.name("the buffer name")
+    line.expect(":")
+    access = line.word(_ACCESS, "an access mode")
+    dtype = line.word(_DTYPES, "an element type")
+    line.expect("[")
+    count = line.int("the element count")
+    line.expect("]")
+    if line.accept("@"):
+        binding = line.int("the binding")
+    elif access is Access.WORKGROUP:
+        binding = -1
+    else:
+        raise _ParseError(f"{access.value} buffer {name!r} needs '@BINDING'")
+    line.end()
+    return BufferDecl(name, binding, dtype, count, access)
+
+
+def _statement(parser: _Parser, line: _Line, stack: list[_Frame], lineno: int) -> None:
+    if line.accept("}"):
+        _close(line, stack, lineno)
+        return
+    parser.tick()
+    depth = len(stack)  # of this statement; its expressions start one deeper
+    if depth > MAX_DEPTH:
+        raise _ParseError(f"statements nest deeper than {MAX_DEPTH} levels")
+    kw = line.next("a statement")
+    word = kw.text if kw.kind == "ident" else ""
+    body = stack[-1].body
+    if word in ("let", "set"):
+        name = line.name("a variable name")
+        line.expect("=")
+        body.append((Node.let if word == "let" else Node.assign)(name, parser.expr(line, depth + 1)))
+    elif word == "store":
+        buf = line.name("a buffer name")
+        line.expect("[")
+        index = parser.expr(line, depth + 1)
+        line.expect("]")
+        line.expect("=")
+        body.append(Node.store(buf, index, parser.expr(line, depth + 1)))
+    elif word in ("barrier", "return"):
+        body.append(Node.barrier() if word == "barrier" else Node.return_())
+    elif word == "if":
+        cond = parser.expr(line, depth + 1)
+        line.expect("{")
+        stack.append(_Frame("if", lineno, data=(cond,)))
+    elif word == "loop":
+        var = line.name("the loop variable")
+        line.expect("in")
+        start = parser.expr(line, depth + 1)
+        line.expect("..")
+        end = parser.expr(line, depth + 1)
+        line.expect("{")
+        stack.append(_Frame("loop", lineno, data=(var, start, end)))
+    elif word == "block":
+        line.expect("{")
+        stack.append(_Frame("block", lineno))
+    elif word == "region":
+        generator = line.name("the region generator")
+        line.expect("{")
+        stack.append(_Frame("region", lineno, data=(generator,)))
+    else:
+        raise _ParseError(f"unknown statement {kw.text!r}")
+    line.end()
+
+
+def _close(line: _Line, stack: list[_Frame], lineno: int) -> None:
+    if len(stack) == 1:
+        raise _ParseError("'}' closes no block")
+    frame = stack.pop()
+    if line.accept("else"):
+        line.expect("{")
+        line.end()
+        if frame.kind != "if":
+            raise _ParseError("'} else {' must close the then-branch of an if")
+        stack.append(_Frame("else", lineno, data=(*frame.data, tuple(frame.body))))
+        return
+    line.end()
+    body = tuple(frame.body)
+    if frame.kind == "if":
+        node: Node = Node.if_(frame.data[0], body)
+    elif frame.kind == "else":
+        node = Node.if_(frame.data[0], frame.data[1], body)
+    elif frame.kind == "loop":
+        node = Node.loop(*frame.data, body)
+    elif frame.kind == "block":
+        node = Node.block(body)
+    else:
+        node = Node.region(frame.data[0], body)
+    stack[-1].body.append(node)
