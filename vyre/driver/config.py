@@ -59,8 +59,23 @@ def resolve_grid(program: Program, config: DispatchConfig | None, counts: dict[s
 def effective_workgroup(program: Program, config: DispatchConfig | None) -> tuple[int, int, int]:
     """The workgroup size a dispatch uses (``workgroup_override`` wins)."""
     if config is not None and config.workgroup_override is not None:
-        return tuple(config.workgroup_override)  # type: ignore[return-value]
+        return check_workgroup_size(config.workgroup_override)
     return program.workgroup_size
+
+
+def check_workgroup_size(size: object) -> tuple[int, int, int]:
+    """``size`` as a 3-tuple within the workgroup limits (x, y <= 1024, z <= 64, product <= 1024)."""
+    fix = "pass DispatchConfig(workgroup_override=(x, y, z)) with x, y <= 1024, z <= 64 and x*y*z <= 1024."
+    try:
+        wg = tuple(size)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidProgram(f"workgroup size {size!r} is not a tuple of three ints", fix) from None
+    if len(wg) != 3 or any(isinstance(v, bool) or not isinstance(v, int) for v in wg):
+        raise InvalidProgram(f"workgroup size {size!r} is not three ints", fix)
+    x, y, z = wg
+    if min(wg) < 1 or x > 1024 or y > 1024 or z > 64 or x * y * z > 1024:
+        raise InvalidProgram(f"workgroup size {wg} is outside the limits", fix)
+    return wg  # type: ignore[return-value]
 
 
 def _check_grid(grid: Sequence[int]) -> None:

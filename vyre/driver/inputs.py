@@ -70,9 +70,10 @@ def check_byte_length(decl: BufferDecl, nbytes: int) -> int:
 def check_input_count(program: Program, inputs: Sequence[object]) -> None:
     """One input per read, read_write and uniform buffer, in declaration order."""
     wanted = program.inputs
-    if isinstance(inputs, (bytes, bytearray, memoryview, np.ndarray)) or len(inputs) != len(wanted):
+    is_list = isinstance(inputs, (list, tuple))
+    if not is_list or len(inputs) != len(wanted):
         names = ", ".join(b.name for b in wanted) or "none"
-        got = "one buffer object" if isinstance(inputs, (bytes, bytearray, memoryview, np.ndarray)) else len(inputs)
+        got = len(inputs) if is_list else f"a {type(inputs).__name__} instead of a list"
         raise InvalidProgram(
             f"program {program.name or '<unnamed>'} takes {len(wanted)} inputs ({names}), got {got}",
             "pass a list with one input per read/read_write/uniform buffer, in declaration order.",

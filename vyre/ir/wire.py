@@ -76,6 +76,11 @@ def _error(code: str, message: str) -> ValidationError:
     return ValidationError([Finding(code, message, "send the exact bytes Program.to_wire() produced")])
 
 
+def _encode_error(code: str, message: str) -> ValidationError:
+    return ValidationError([Finding(code, message, "correct the program (vyre.validate lists every problem) "
+                                                   "before encoding it")])
+
+
 # ==== encoding ==================================================================================
 class _Encoder:
     def __init__(self) -> None:
@@ -91,14 +96,14 @@ class _Encoder:
 
     def sv(self, v: int, what: str) -> None:
         if isinstance(v, bool) or not isinstance(v, int) or not -_INT64 <= v < _INT64:
-            raise _error("not_encodable", f"{what} {describe(v)} is not a 64-bit int")
+            raise _encode_error("not_encodable", f"{what} {describe(v)} is not a 64-bit int")
         self.uv((v << 1) ^ (v >> 63))
 
     def intern(self, s: str) -> int:
         """The string-table index of ``s`` (added on first use)."""
         problem = name_problem(s)
         if problem and (problem[0] != "empty_name"):
-            raise _error(problem[0], problem[1])
+            raise _encode_error(problem[0], problem[1])
         return self.strings.setdefault(s, len(self.strings))
 
     def name(self, s: str) -> None:
@@ -107,21 +112,21 @@ class _Encoder:
     def tick(self, depth: int) -> None:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise _error("program_too_large", f"more than {MAX_NODES} statements and expressions")
+            raise _encode_error("program_too_large", f"more than {MAX_NODES} statements and expressions")
         if depth > MAX_DEPTH:
-            raise _error("nesting_too_deep", f"nesting deeper than {MAX_DEPTH} levels")
+            raise _encode_error("nesting_too_deep", f"nesting deeper than {MAX_DEPTH} levels")
 
     def enum(self, v: object, what: str) -> None:
         code = _INDEX.get(v) if isinstance(v, (DataType, Access, AtomicOp)) else None
         if code is None:
-            raise _error("malformed_buffer", f"{what} {describe(v)} is not a valid enum value")
+            raise _encode_error("malformed_buffer", f"{what} {describe(v)} is not a valid enum value")
         self.out.append(code)
 
     def expr(self, e: Expr, depth: int) -> None:
         self.tick(depth)
         problem = shape_problem(e) if isinstance(e, Expr) else f"{describe(e)} is not an Expr"
         if problem:
-            raise _error("malformed_expr", problem)
+            raise _encode_error("malformed_expr", problem)
         shape = SHAPES[e.op]
         self.out.append(_OP_CODE[e.op])
         if shape.dtype:
@@ -147,7 +152,7 @@ class _Encoder:
     def stmt(self, node: Node, depth: int) -> None:
         self.tick(depth)
         if not node_well_formed(node):
-            raise _error("malformed_node", f"{describe(node)} is not a well-formed statement")
+            raise _encode_error("malformed_node", f"{describe(node)} is not a well-formed statement")
         d = depth + 1
         if isinstance(node, (Let, Assign)):
             self.out.append(LET if isinstance(node, Let) else ASSIGN)
@@ -188,7 +193,7 @@ def _encode_body(program: Program) -> bytes:
     enc.uv(len(program.buffers))
     for b in program.buffers:
         if not buffer_well_formed(b):
-            raise _error("malformed_buffer", "a buffer declaration has fields of the wrong type")
+            raise _encode_error("malformed_buffer", "a buffer declaration has fields of the wrong type")
         enc.name(b.name)
         enc.enum(b.access, "access")
         enc.enum(b.dtype, "dtype")
