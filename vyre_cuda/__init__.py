@@ -1,0 +1,25 @@
+"""vyre's ``cuda`` backend: PTX emitter (pure Python) and the CuPy-based runtime.
+
+Importing this package never imports CuPy: ``CudaBackend`` is loaded on first access.
+"""
+
+from __future__ import annotations
+
+from vyre_cuda.codegen import (
+    ENTRY_NAME,
+    emit_ptx,
+    param_block_layout,
+    ptx_version_for_driver,
+    register_lowering,
+)
+
+__all__ = ["ENTRY_NAME", "CudaBackend", "emit_ptx", "param_block_layout", "ptx_version_for_driver",
+           "register_lowering"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "CudaBackend":
+        from vyre_cuda.backend import CudaBackend
+
+        return CudaBackend
+    raise AttributeError(f"module 'vyre_cuda' has no attribute {name!r}")

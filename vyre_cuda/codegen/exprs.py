@@ -1,0 +1,188 @@
+"""Expression lowering: ``Expr`` -> instructions, returning the register holding the value.
+
+Operands are evaluated left to right, each into fresh registers; the pure operators come from the
+tables in ``ops``, memory from ``memory``, transcendentals from ``mathlib``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from vyre.driver.errors import InvalidProgram, UnsupportedFeature
+from vyre.ir.expr import Expr
+from vyre.ir.types import DataType
+from vyre_cuda.codegen import ops
+from vyre_cuda.codegen.builder import Builder, Val
+from vyre_cuda.codegen.lowerings import LoweringContext, get_lowering
+from vyre_cuda.codegen.memory import Buffers
+from vyre_cuda.codegen.types import F32_ONE, reg_kind
+
+U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
+AXES = "xyz"
+COMPARE_OPS = ("eq", "ne", "lt", "gt", "le", "ge")
+Scope = Mapping[str, Val]
+
+
+class ExprLowering:
+    """Lowers expressions of one program into a ``Builder``."""
+
+    def __init__(self, b: Builder, buffers: Buffers) -> None:
+        self.b = b
+        self.buffers = buffers
+        self._handlers = {
+            "lit": self._lit, "var": self._var, "load": self._load, "buf_len": self._buf_len,
+            "invocation_id": self._id, "workgroup_id": self._id, "local_id": self._id,
+            "select": self._select, "cast": self._cast, "fma": self._fma, "atomic": self._atomic,
+            "subgroup_ballot": self._ballot, "subgroup_shuffle": self._shuffle,
+            "subgroup_add": self._subgroup_add, "subgroup_local_id": self._lane,
+            "subgroup_size": lambda e, s: Val(self.b.op("mov.u32", "r", "32"), U32),
+            "call": self._call,
+        }
+
+    def lower(self, e: Expr, scope: Scope) -> Val:
+        """Emit ``e``; returns its register and type."""
+        handler = self._handlers.get(e.op)
+        if handler is not None:
+            return handler(e, scope)
+        args = [self.lower(a, scope) for a in e.args]
+        key = (e.op, args[0].dtype)
+        if len(args) == 2 and key in ops.BINARY:
+            out = BOOL if e.op in COMPARE_OPS else args[0].dtype
+            return Val(ops.apply(ops.BINARY, key, self.b, reg_kind(out), *(a.reg for a in args)), out)
+        if len(args) == 1 and key in ops.UNARY:
+            out = BOOL if e.op in ("is_nan", "is_inf", "is_finite") else args[0].dtype
+            return Val(ops.apply(ops.UNARY, key, self.b, reg_kind(out), args[0].reg), out)
+        raise InvalidProgram(f"{e.op} on {args[0].dtype.name} has no lowering (the program is not valid)",
+                             "run vyre.validate(program) and correct the findings.")
+
+    # ---- leaves -----------------------------------------------------------------------------------
+    def _lit(self, e: Expr, scope: Scope) -> Val:
+        if e.dtype is BOOL:
+            return Val(self.b.op("mov.pred", "p", "1" if e.value else "0"), BOOL)
+        return Val(self.b.op("mov.b32", "r", f"0x{int(e.value):08X}"), e.dtype)
+
+    def _var(self, e: Expr, scope: Scope) -> Val:
+        try:
+            return scope[e.name]
+        except KeyError:
+            raise InvalidProgram("a variable is used outside its scope (the program is not valid)",
+                                 "run vyre.validate(program) and correct the findings.") from None
+
+    def _special(self, reg: str) -> str:
+        return self.b.cached(reg, lambda: self.b.op("mov.u32", "r", reg))
+
+    def _id(self, e: Expr, scope: Scope) -> Val:
+        axis = AXES[e.value]
+        tid, ctaid = f"%tid.{axis}", f"%ctaid.{axis}"
+        if e.op == "local_id":
+            return Val(self._special(tid), U32)
+        if e.op == "workgroup_id":
+            return Val(self._special(ctaid), U32)
+        return Val(self.b.cached(("gid", axis), lambda: self.b.op(
+            "mad.lo.u32", "r", self._special(ctaid), self._special(f"%ntid.{axis}"), self._special(tid))), U32)
+
+    def linear_local_id(self) -> str:
+        """tid.x + tid.y*ntid.x + tid.z*ntid.x*ntid.y, the order warps are formed in."""
+        def make() -> str:
+            b, s = self.b, self._special
+            zy = b.op("mad.lo.u32", "r", s("%tid.z"), s("%ntid.y"), s("%tid.y"))
+            return b.op("mad.lo.u32", "r", zy, s("%ntid.x"), s("%tid.x"))
+
+        return self.b.cached("linear_id", make)
+
+    def workgroup_threads(self) -> str:
+        s = self._special
+        return self.b.cached("threads", lambda: self.b.op(
+            "mul.lo.u32", "r", self.b.op("mul.lo.u32", "r", s("%ntid.x"), s("%ntid.y")), s("%ntid.z")))
+
+    def _lane(self, e: Expr, scope: Scope) -> Val:
+        return Val(self.b.cached("lane", lambda: self.b.op("and.b32", "r", self.linear_local_id(), "31")), U32)
+
+    # ---- memory -------------------------------------------------------------------------------------
+    def _load(self, e: Expr, scope: Scope) -> Val:
+        return self.buffers.load(e.name, self.lower(e.args[0], scope).reg)
+
+    def _buf_len(self, e: Expr, scope: Scope) -> Val:
+        return self.buffers.buf_len(e.name)
+
+    def _atomic(self, e: Expr, scope: Scope) -> Val:
+        regs = [self.lower(a, scope).reg for a in e.args]
+        return self.buffers.atomic(e.value, e.name, regs[0], regs[1], regs[2] if len(regs) > 2 else None)
+
+    # ---- composite ----------------------------------------------------------------------------------
+    def _select(self, e: Expr, scope: Scope) -> Val:
+        c, t, f = (self.lower(a, scope) for a in e.args)
+        if t.dtype is not BOOL:
+            return Val(self.b.op("selp.b32", "r", t.reg, f.reg, c.reg), t.dtype)
+        d = self.b.regs.new("p")
+        self.b.ins(f"mov.pred {d}, {t.reg}", c.reg)
+        self.b.ins(f"mov.pred {d}, {f.reg}", f"!{c.reg}")
+        return Val(d, BOOL)
+
+    def _fma(self, e: Expr, scope: Scope) -> Val:
+        a, b_, c = (self.lower(x, scope) for x in e.args)
+        opcode = "fma.rn.f32" if a.dtype is F32 else "mad.lo.u32"  # integer fma wraps
+        return Val(self.b.op(opcode, "r", a.reg, b_.reg, c.reg), a.dtype)
+
+    def _cast(self, e: Expr, scope: Scope) -> Val:
+        v = self.lower(e.args[0], scope)
+        return Val(cast(self.b, v, e.dtype), e.dtype)
+
+    # ---- subgroups ----------------------------------------------------------------------------------
+    def _ballot(self, e: Expr, scope: Scope) -> Val:
+        c = self.lower(e.args[0], scope)
+        return Val(self.b.op("vote.sync.ballot.b32", "r", c.reg, "0xFFFFFFFF"), U32)
+
+    def _shuffle(self, e: Expr, scope: Scope) -> Val:
+        v, lane = (self.lower(a, scope) for a in e.args)
+        src = self.b.op("selp.u32", "r", "1", "0", v.reg) if v.dtype is BOOL else v.reg
+        # c = 0x1f: no segments, lane index = lane & 31
+        out = self.b.op("shfl.sync.idx.b32", "r", src, lane.reg, "0x1F", "0xFFFFFFFF")
+        if v.dtype is BOOL:
+            return Val(self.b.op("setp.ne.u32", "p", out, "0"), BOOL)
+        return Val(out, v.dtype)
+
+    def _subgroup_add(self, e: Expr, scope: Scope) -> Val:
+        v = self.lower(e.args[0], scope)
+        add = "add.rn.f32" if v.dtype is F32 else "add.u32"
+        acc = v.reg
+        for offset in (16, 8, 4, 2, 1):
+            other = self.b.op("shfl.sync.bfly.b32", "r", acc, str(offset), "0x1F", "0xFFFFFFFF")
+            acc = self.b.op(add, "r", acc, other)
+        return Val(acc, v.dtype)
+
+    # ---- registered ops -----------------------------------------------------------------------------
+    def _call(self, e: Expr, scope: Scope) -> Val:
+        from vyre.ops import get_op
+
+        op = get_op(e.name)
+        if op is None:
+            raise UnsupportedFeature(f"op {e.name}", "cuda", "install the op pack that registers it.")
+        args = [self.lower(a, scope) for a in e.args]
+        if op.expand is not None:
+            # arguments are evaluated once, then the expansion sees them as variables
+            names = [f"arg{i}" for i in range(len(args))]
+            body = op.expand(*(Expr.var(n) for n in names))
+            return self.lower(body, dict(zip(names, args)))
+        fn = get_lowering(e.name)
+        if fn is None:
+            raise UnsupportedFeature(f"op {e.name}", "cuda")
+        ctx = LoweringContext(self.b, tuple(a.dtype for a in args), op.result_type)
+        return Val(fn(ctx, *(a.reg for a in args)), op.result_type)
+
+
+def cast(b: Builder, v: Val, to: DataType) -> str:
+    """Register holding ``v`` converted to ``to`` (docs/semantics.md, Casts)."""
+    frm = v.dtype
+    if frm is to or {frm, to} == {U32, I32}:
+        return v.reg  # same bits
+    if to is BOOL:
+        if frm is F32:
+            return b.op("setp.neu.f32", "p", v.reg, "0f00000000")  # NaN -> true, ±0 -> false
+        return b.op("setp.ne.u32", "p", v.reg, "0")
+    if frm is BOOL:
+        return b.op("selp.b32", "r", F32_ONE if to is F32 else "1", "0", v.reg)
+    if to is F32:
+        return b.op(f"cvt.rn.f32.{'u32' if frm is U32 else 's32'}", "r", v.reg)
+    # F32 -> int: .rzi truncates, saturates to the range and maps NaN to 0
+    return b.op(f"cvt.rzi.{'u32' if to is U32 else 's32'}.f32", "r", v.reg)

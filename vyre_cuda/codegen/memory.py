@@ -1,0 +1,167 @@
+"""Buffer access: pointers, run-time counts, guarded loads/stores/atomics, workgroup memory.
+
+Every access is guarded against the buffer's element count (``setp.lt.u32 p, idx, count``); the
+address is computed in 64 bits (``mul.wide.u32``) so no index can wrap into another buffer.
+Out of bounds a load yields a typed zero, a store is skipped, an atomic yields 0 and writes nothing.
+"""
+
+from __future__ import annotations
+
+from vyre.ir.expr import AtomicOp
+from vyre.ir.program import Access, BufferDecl, Program
+from vyre.ir.types import DataType
+from vyre_cuda.codegen.abi import count_word, param_name
+from vyre_cuda.codegen.builder import Builder, Val
+
+D = DataType
+#: storage type -> ld/st type suffix (8/16-bit integer loads widen: u* zero-, s* sign-extend)
+_MEM_SUFFIX = {
+    D.U8: "u8", D.I8: "s8", D.U16: "u16", D.I16: "s16", D.U32: "u32", D.I32: "u32",
+    D.F32: "u32", D.BOOL: "u32", D.F16: "b16", D.BF16: "u16",
+}
+#: storage type -> st suffix (stores truncate to the low bits)
+_STORE_SUFFIX = {**_MEM_SUFFIX, D.I8: "u8", D.I16: "u16", D.BF16: "b16"}
+#: atomic op -> (atom operation, type suffix for U32, for I32)
+_ATOMIC = {
+    AtomicOp.ADD: ("add", "u32", "u32"), AtomicOp.OR: ("or", "b32", "b32"),
+    AtomicOp.AND: ("and", "b32", "b32"), AtomicOp.XOR: ("xor", "b32", "b32"),
+    AtomicOp.MIN: ("min", "u32", "s32"), AtomicOp.MAX: ("max", "u32", "s32"),
+    AtomicOp.EXCHANGE: ("exch", "b32", "b32"), AtomicOp.COMPARE_EXCHANGE: ("cas", "b32", "b32"),
+}
+SHARED_SYMBOL = "vyre_smem"
+
+
+class Buffers:
+    """Per-kernel view of the program's buffers for one ``Builder``."""
+
+    def __init__(self, program: Program, b: Builder) -> None:
+        self.program = program
+        self.b = b
+        self.decls = {d.name: d for d in program.buffers}
+        self.param_index = {d.name: i for i, d in enumerate(program.bound_buffers)}
+        self.shared_offset: dict[str, int] = {}
+        offset = 0
+        for d in program.buffers:
+            if d.is_workgroup:
+                self.shared_offset[d.name] = offset
+                offset += -(-d.count * d.dtype.size // 4) * 4
+        self.shared_bytes = offset
+
+    # ---- per-buffer prologue values -------------------------------------------------------
+    def _global_base(self, name: str) -> str:
+        def make() -> str:
+            p = self.b.op("ld.param.u64", "rd", f"[{param_name(self.param_index[name])}]")
+            return self.b.op("cvta.to.global.u64", "rd", p)
+
+        return self.b.cached(("base", name), make)
+
+    def _param_block(self) -> str:
+        def make() -> str:
+            p = self.b.op("ld.param.u64", "rd", f"[{param_name(len(self.param_index))}]")
+            return self.b.op("cvta.to.global.u64", "rd", p)
+
+        return self.b.cached("param_block", make)
+
+    def count(self, name: str) -> str:
+        """The element count of ``name``: a register (run time) or an immediate (workgroup)."""
+        d = self.decls[name]
+        if d.is_workgroup:
+            return str(d.count)
+        word = count_word(self.program, name)
+        return self.b.cached(("count", name),
+                             lambda: self.b.op("ld.global.nc.u32", "r", f"[{self._param_block()}+{4 * word}]"))
+
+    def shared_base(self) -> str:
+        return self.b.cached("smem", lambda: self.b.op("mov.u32", "r", SHARED_SYMBOL))
+
+    # ---- addressing ----------------------------------------------------------------------------
+    def _space(self, d: BufferDecl, reading: bool) -> str:
+        if d.is_workgroup:
+            return "shared"
+        return "global.nc" if reading and d.access in (Access.READ, Access.UNIFORM) else "global"
+
+    def _guard_and_address(self, d: BufferDecl, index: str) -> tuple[str, str]:
+        """(in-bounds predicate, address operand text) for element ``index`` of ``d``."""
+        b = self.b
+        p = b.op("setp.lt.u32", "p", index, self.count(d.name))
+        if d.is_workgroup:
+            a = b.op("mad.lo.u32", "r", index, str(d.dtype.size), self.shared_base())
+            return p, f"[{a}+{self.shared_offset[d.name]}]"
+        off = b.op("mul.wide.u32", "rd", index, str(d.dtype.size))
+        return p, f"[{b.op('add.s64', 'rd', self._global_base(d.name), off)}]"
+
+    # ---- operations ----------------------------------------------------------------------------
+    def buf_len(self, name: str) -> Val:
+        return Val(self.b.op("mov.u32", "r", self.count(name)), D.U32)
+
+    def load(self, name: str, index: str) -> Val:
+        """``name[index]`` widened to its arithmetic type, or typed zero out of bounds."""
+        b, d = self.b, self.decls[name]
+        p, addr = self._guard_and_address(d, index)
+        ld = f"ld.{self._space(d, True)}.{_MEM_SUFFIX[d.dtype]}"
+        if d.dtype is D.F16:
+            h = b.op("mov.b16", "h", "0")
+            b.ins(f"{ld} {h}, {addr}", p)
+            return Val(b.op("cvt.f32.f16", "r", h), D.F32)
+        v = b.op("mov.b32", "r", "0")
+        b.ins(f"{ld} {v}, {addr}", p)
+        if d.dtype is D.BF16:
+            return Val(b.op("shl.b32", "r", v, "16"), D.F32)
+        if d.dtype is D.BOOL:
+            return Val(b.op("setp.ne.u32", "p", v, "0"), D.BOOL)
+        return Val(v, d.dtype.arith)
+
+    def store(self, name: str, index: str, value: Val) -> None:
+        """``name[index] = value`` narrowed to the storage type; skipped out of bounds."""
+        b, d = self.b, self.decls[name]
+        p, addr = self._guard_and_address(d, index)
+        src = value.reg
+        if d.dtype is D.BOOL:
+            src = b.op("selp.u32", "r", "1", "0", src)
+        elif d.dtype is D.F16:
+            src = b.op("cvt.rn.f16.f32", "h", src)
+        elif d.dtype is D.BF16:
+            src = b.op("cvt.rn.bf16.f32", "h", src)
+        b.ins(f"st.{self._space(d, False)}.{_STORE_SUFFIX[d.dtype]} {addr}, {src}", p)
+
+    def atomic(self, op: AtomicOp, name: str, index: str, value: str, expected: str | None) -> Val:
+        """Sequentially consistent read-modify-write; returns the old value (0 out of bounds).
+
+        PTX ``atom`` alone is relaxed. Following the PTX memory model's mapping of C++
+        ``seq_cst`` RMW (Lustig et al., ASPLOS 2019; libcu++), each atomic is ``fence.sc`` then
+        ``atom.acq_rel`` at the scope that can observe it: ``.gpu`` for global memory (other
+        workgroups), ``.cta`` for workgroup memory.
+        """
+        b, d = self.b, self.decls[name]
+        p, addr = self._guard_and_address(d, index)
+        scope = "cta" if d.is_workgroup else "gpu"
+        name_, u, s = _ATOMIC[op]
+        old = b.op("mov.b32", "r", "0")
+        # atom.cas d, [a], b, c stores c when the old value equals b
+        operands = f"{expected}, {value}" if op is AtomicOp.COMPARE_EXCHANGE else value
+        b.ins(f"fence.sc.{scope}", p)
+        space = "shared" if d.is_workgroup else "global"
+        b.ins(f"atom.acq_rel.{scope}.{space}.{name_}.{s if d.dtype is D.I32 else u} {old}, {addr}, {operands}", p)
+        return Val(old, d.dtype)
+
+    # ---- workgroup memory initialisation -------------------------------------------------------
+    def zero_workgroup_memory(self, linear_id: str, threads: str) -> list[str]:
+        """Lines that zero the workgroup's shared memory cooperatively, then ``bar.sync 0``."""
+        lines: list[str] = []
+        if not self.shared_bytes:
+            return lines
+        b = self.b
+        with b.into(lines):
+            base = self.shared_base()
+            i = b.op("mov.u32", "r", linear_id)
+            top, done = b.new_label(), b.new_label()
+            b.place(top)
+            p = b.op("setp.ge.u32", "p", i, str(self.shared_bytes // 4))
+            b.ins(f"bra {done}", p)
+            a = b.op("mad.lo.u32", "r", i, "4", base)
+            b.ins(f"st.shared.u32 [{a}], 0")
+            b.ins(f"add.u32 {i}, {i}, {threads}")
+            b.ins(f"bra {top}")
+            b.place(done)
+            b.ins("bar.sync 0")
+        return lines

@@ -1,0 +1,85 @@
+"""Module text: header, ``.version`` choice, the entry with its ABI, and ``emit_ptx``."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from vyre.driver.config import DispatchConfig
+from vyre.ir.program import Program
+from vyre.ir.types import DataType
+from vyre.ir.walk import iter_all_exprs
+from vyre_cuda.codegen.abi import ENTRY_NAME, param_name
+from vyre_cuda.codegen.builder import Builder
+from vyre_cuda.codegen.exprs import ExprLowering
+from vyre_cuda.codegen.memory import SHARED_SYMBOL, Buffers
+from vyre_cuda.codegen.names import sanitize
+from vyre_cuda.codegen.stmts import StmtLowering
+from vyre_cuda.codegen.versions import check_ptx_version, normalize_sm, required_ptx_version
+
+CODEGEN_VERSION = "1"
+
+
+def _validate(program: Program) -> None:
+    """Run the host validator when it is installed (``vyre.ir.validate``)."""
+    if importlib.util.find_spec("vyre.ir.validate") is None:
+        return
+    from vyre.ir.validate import validate
+
+    validate(program)
+
+
+def features(program: Program) -> frozenset[str]:
+    """PTX features the emitted code needs (see ``versions.FEATURES``)."""
+    used: set[str] = set()
+    if any(b.dtype is DataType.BF16 for b in program.buffers if b.access.writable):
+        used.add("bf16")
+    if any(e.op == "atomic" for e in iter_all_exprs(program.body)):
+        used.add("scoped_atomics")
+    if any(e.op.startswith("subgroup_") for e in iter_all_exprs(program.body)):
+        used.add("sync_warp_ops")
+    return frozenset(used)
+
+
+def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
+             config: DispatchConfig | None = None) -> str:
+    """PTX text of ``program``'s kernel ``ENTRY_NAME`` for ``.target sm_<sm>``.
+
+    Validates first; pure and deterministic (same program and target give the same text).
+    ``ptx_version`` defaults to the lowest ISA supporting the target and the features used.
+    ``config`` is accepted for API symmetry: the code reads its geometry from ``%ntid`` so one
+    module serves any ``workgroup_override``.
+    """
+    _validate(program)
+    sm = normalize_sm(sm)
+    need = required_ptx_version(sm, features(program))
+    version = need if ptx_version is None else check_ptx_version(ptx_version, need)
+
+    b = Builder()
+    buffers = Buffers(program, b)
+    exprs = ExprLowering(b, buffers)
+    StmtLowering(b, exprs).body(program.body, {})
+    zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), exprs.workgroup_threads()) \
+        if buffers.shared_bytes else []
+
+    nparams = len(program.bound_buffers) + 1
+    params = ",\n".join(f"\t.param .u64 {param_name(i)}" for i in range(nparams))
+    wx, wy, wz = program.workgroup_size
+    lines = [
+        "//",
+        f"// vyre-cuda codegen {CODEGEN_VERSION}: program {sanitize(program.name)}",
+        f"// workgroup {int(wx)}x{int(wy)}x{int(wz)}, {nparams - 1} buffer pointer(s) then the parameter block",
+        "//",
+        f".version {version}",
+        f".target sm_{sm}",
+        ".address_size 64",
+        "",
+        f".visible .entry {ENTRY_NAME}(",
+        params,
+        ")",
+        "{",
+        *(f"\t{d}" for d in b.regs.declarations()),
+    ]
+    if buffers.shared_bytes:
+        lines.append(f"\t.shared .align 16 .b8 {SHARED_SYMBOL}[{buffers.shared_bytes}];")
+    lines += [*b.prologue, *zero_init, *b.body, "\tret;", "}", ""]
+    return "\n".join(lines)

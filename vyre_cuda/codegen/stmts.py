@@ -1,0 +1,76 @@
+"""Statement lowering: variables, stores, structured control flow, barriers."""
+
+from __future__ import annotations
+
+from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from vyre.ir.types import DataType
+from vyre_cuda.codegen.builder import Builder, Val
+from vyre_cuda.codegen.exprs import ExprLowering, Scope
+from vyre_cuda.codegen.types import mov, reg_kind
+
+
+class StmtLowering:
+    """Lowers statement lists; each list is a scope (``let`` names end with it).
+
+    Program identifiers never reach the PTX: each ``let`` gets a fresh numbered register.
+    """
+
+    def __init__(self, b: Builder, exprs: ExprLowering) -> None:
+        self.b = b
+        self.exprs = exprs
+
+    def body(self, nodes: tuple[Node, ...], scope: Scope) -> None:
+        inner = dict(scope)
+        for node in nodes:
+            self.node(node, inner)
+
+    def node(self, node: Node, scope: dict[str, Val]) -> None:
+        b, lower = self.b, self.exprs.lower
+        if isinstance(node, Let):
+            v = lower(node.value, scope)
+            scope[node.name] = Val(b.op(mov(v.dtype), reg_kind(v.dtype), v.reg), v.dtype)
+        elif isinstance(node, Assign):
+            v, target = lower(node.value, scope), scope[node.name]
+            b.ins(f"{mov(v.dtype)} {target.reg}, {v.reg}")
+        elif isinstance(node, Store):
+            index = lower(node.index, scope)
+            self.exprs.buffers.store(node.buffer, index.reg, lower(node.value, scope))
+        elif isinstance(node, If):
+            self._if(node, scope)
+        elif isinstance(node, Loop):
+            self._loop(node, scope)
+        elif isinstance(node, Barrier):
+            b.ins("bar.sync 0")  # also orders global and shared memory within the workgroup
+        elif isinstance(node, (Block, Region)):
+            self.body(node.body, scope)
+        elif isinstance(node, Return):
+            b.ins("ret")
+        else:
+            raise TypeError(f"unknown statement {type(node).__name__}. Fix: build statements with Node.*.")
+
+    def _if(self, node: If, scope: Scope) -> None:
+        b = self.b
+        cond = self.exprs.lower(node.cond, scope).reg
+        skip, end = b.new_label(), b.new_label()
+        b.ins(f"bra {skip}", f"!{cond}")
+        self.body(node.then, scope)
+        if node.otherwise:
+            b.ins(f"bra {end}")
+            b.place(skip)
+            self.body(node.otherwise, scope)
+            b.place(end)
+        else:
+            b.place(skip)
+
+    def _loop(self, node: Loop, scope: Scope) -> None:
+        """Half-open U32 range; bounds are evaluated once and the counter never overflows."""
+        b = self.b
+        i = b.op("mov.b32", "r", self.exprs.lower(node.start, scope).reg)
+        end = b.op("mov.b32", "r", self.exprs.lower(node.end, scope).reg)  # copy: the body may assign it
+        top, done = b.new_label(), b.new_label()
+        b.place(top)
+        b.ins(f"bra {done}", b.op("setp.ge.u32", "p", i, end))
+        self.body(node.body, {**scope, node.var: Val(i, DataType.U32)})
+        b.ins(f"add.u32 {i}, {i}, 1")
+        b.ins(f"bra {top}")
+        b.place(done)

@@ -1,0 +1,46 @@
+"""PTX spellings of vyre types: register classes, instruction suffixes, immediates."""
+
+from __future__ import annotations
+
+import struct
+
+from vyre.ir.types import DataType
+
+U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
+
+
+def reg_kind(dtype: DataType) -> str:
+    """Register class holding an arithmetic value: BOOL lives in a predicate, the rest in .b32."""
+    return "p" if dtype is BOOL else "r"
+
+
+def suffix(dtype: DataType) -> str:
+    """Instruction type suffix for arithmetic on ``dtype`` (``u32``, ``s32``, ``f32``)."""
+    return {U32: "u32", I32: "s32", F32: "f32"}[dtype]
+
+
+def mov(dtype: DataType) -> str:
+    """The copy instruction for a register of ``dtype``."""
+    return "mov.pred" if dtype is BOOL else "mov.b32"
+
+
+def f32_imm(x: float) -> str:
+    """A PTX single-precision immediate (``0f...``) holding ``x`` rounded to binary32."""
+    return "0f" + struct.pack(">f", x).hex().upper()
+
+
+def f64_imm(x: float) -> str:
+    """A PTX double-precision immediate (``0d...``) holding ``x`` exactly."""
+    return "0d" + struct.pack(">d", x).hex().upper()
+
+
+def b32_imm(bits: int) -> str:
+    """A 32-bit pattern as a hex immediate."""
+    return f"0x{bits & 0xFFFFFFFF:08X}"
+
+
+SIGN_BIT = "0x80000000"
+ABS_MASK = "0x7FFFFFFF"
+F32_ONE = f32_imm(1.0)
+F32_NAN = "0f7FFFFFFF"
+F32_NEG_INF = "0fFF800000"
