@@ -1,0 +1,65 @@
+"""Dispatch inputs that already live on a CUDA device (SPEC section 3).
+
+``device_array(data, what, device_id)`` wraps objects exposing ``__cuda_array_interface__``
+(CuPy, PyTorch, Numba) or a CUDA ``__dlpack__`` (JAX, PyTorch) as a CuPy array without a host
+round trip, checking device and contiguity; host objects give None and take the host path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.errors import InvalidProgram
+from vyre_cuda.errors import cuda_errors
+
+_HOST_TYPES = (bytes, bytearray, memoryview, np.ndarray)
+_DL_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+def is_device_array(data: object) -> bool:
+    """True for CUDA device arrays (CUDA array interface, or DLPack on a CUDA device)."""
+    if isinstance(data, _HOST_TYPES):
+        return False
+    if hasattr(data, "__cuda_array_interface__"):
+        return True
+    dev = getattr(data, "__dlpack_device__", None)
+    if dev is None:
+        return False
+    try:
+        return int(dev()[0]) in _DL_CUDA
+    except Exception:  # noqa: BLE001 - a broken protocol means "not a device array"
+        return False
+
+
+def device_array(data: object, what: str, device_id: int) -> Any | None:
+    """A C-contiguous CuPy view of a device array on ``device_id``; None for host data."""
+    if not is_device_array(data):
+        return None
+    import cupy
+
+    with cuda_errors(f"importing the device array for {what}"):
+        arr = cupy.asarray(data) if hasattr(data, "__cuda_array_interface__") else cupy.from_dlpack(data)
+    if arr.device.id != device_id:
+        raise InvalidProgram(f"{what} is on CUDA device {arr.device.id}, the backend runs on device {device_id}",
+                             f"move the array to device {device_id} (or acquire 'cuda:{arr.device.id}').")
+    if not arr.flags.c_contiguous:
+        raise InvalidProgram(f"{what} is a non-contiguous device array",
+                             "pass a contiguous array (cupy.ascontiguousarray(x) or tensor.contiguous()).")
+    return arr
+
+
+def order_after_producers(stream: Any) -> None:
+    """Make ``stream`` wait for work queued on CuPy's current stream and the legacy default stream.
+
+    Producers (CuPy, PyTorch by default) queue on one of those; ``stream`` is non-blocking, so it
+    would not otherwise wait for them.
+    """
+    import cupy
+
+    seen = {stream.ptr}
+    for producer in (cupy.cuda.get_current_stream(), cupy.cuda.Stream.null):
+        if producer.ptr not in seen:
+            seen.add(producer.ptr)
+            stream.wait_event(producer.record())

@@ -1,0 +1,448 @@
+"""Device memory: a size-class heap, resident handles, transient buffers and pinned staging.
+
+Layers (each usable by the pipelines/graphs code):
+
+- ``DeviceHeap`` takes raw device memory from ``cudaMalloc`` in size classes (next power of two,
+  at least 256 bytes), keeps freed blocks for reuse, honours ``VYRE_CUDA_MEMORY_LIMIT`` and maps
+  running out of memory to ``DeviceOutOfMemory(requested, available)`` after freeing its cached
+  blocks and retrying once. Reusing a block right after it is given back is safe because every
+  copy and launch of a backend goes on that backend's one stream.
+- ``DeviceBuffer(ptr, nbytes, capacity)`` is one block. ``retain()``/``release()`` pin it: a
+  pinned block given back (a live CUDA graph still points at it) returns to the heap only when
+  the last pin is released. ``ResidentPool.retain``/``release`` and the transient pool's do the same.
+- ``ResidentPool`` issues ``vyre.driver.backend.Resident`` handles. A handle is valid only while
+  it is the very object this pool issued and has not been freed: ``resolve`` rejects freed,
+  foreign (another backend's) and forged (re-created or copied) handles with ``InvalidHandle``.
+- ``TransientPool`` lends buffers for one dispatch (``acquire`` / ``recycle``).
+- ``PinnedStaging`` moves bytes between host and device through pinned host memory with async
+  copies on the backend stream (two slots, so chunked transfers overlap host copies and DMA).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.backend import Resident
+from vyre.driver.errors import DeviceOutOfMemory, InvalidHandle
+from vyre_cuda.errors import cuda_errors
+from vyre_cuda.telemetry import Telemetry
+
+MIN_BLOCK = 256
+CHUNK = 64 << 20  # largest single staged transfer of a resident upload/download
+H2D, D2H, D2D = 1, 2, 3  # cudaMemcpyKind
+_OOM_STATUS = 2  # cudaErrorMemoryAllocation
+
+
+def capacity_class(nbytes: int) -> int:
+    """The block size serving a request: the next power of two, at least ``MIN_BLOCK`` bytes."""
+    return MIN_BLOCK if nbytes <= MIN_BLOCK else 1 << (nbytes - 1).bit_length()
+
+
+def memory_limit() -> int | None:
+    """``VYRE_CUDA_MEMORY_LIMIT`` in bytes (None when unset)."""
+    raw = os.environ.get("VYRE_CUDA_MEMORY_LIMIT", "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"VYRE_CUDA_MEMORY_LIMIT={raw!r} is not a byte count. "
+                         "Fix: set it to an integer number of bytes, or unset it.") from None
+    if value < 0:
+        raise ValueError(f"VYRE_CUDA_MEMORY_LIMIT={raw!r} is negative. Fix: set a byte count >= 0.")
+    return value
+
+
+def _runtime() -> Any:
+    from cupy.cuda import runtime
+
+    return runtime
+
+
+class DeviceBuffer:
+    """One block of device memory: ``ptr`` (int), ``nbytes`` asked for, ``capacity`` reserved."""
+
+    __slots__ = ("ptr", "nbytes", "capacity", "pins", "retired", "_heap")
+
+    def __init__(self, ptr: int, nbytes: int, capacity: int, heap: DeviceHeap | None = None) -> None:
+        self.ptr, self.nbytes, self.capacity = ptr, nbytes, capacity
+        self.pins = 0
+        self.retired = False
+        self._heap = heap
+
+    def __repr__(self) -> str:
+        return f"DeviceBuffer(ptr=0x{self.ptr:x}, nbytes={self.nbytes}, capacity={self.capacity})"
+
+    def retain(self) -> DeviceBuffer:
+        """Pin the block: it is not reused until every pin is released."""
+        self.pins += 1
+        return self
+
+    def release(self) -> None:
+        """Drop one pin; a block already given back returns to the heap with its last pin."""
+        if self.pins <= 0:
+            raise ValueError(f"{self!r} released more often than retained. Fix: pair retain() with release().")
+        self.pins -= 1
+        if self.pins == 0 and self.retired and self._heap is not None:
+            self._heap.put(self)
+
+
+class DeviceHeap:
+    """Raw device memory in size classes with reuse, a byte limit and out-of-memory recovery."""
+
+    def __init__(self, limit: int | None = None, telemetry: Telemetry | None = None) -> None:
+        self._rt = _runtime()
+        self._free: dict[int, list[int]] = {}
+        self.limit = limit
+        self.reserved = 0  # bytes held from cudaMalloc (in use + cached)
+        self.cached = 0  # bytes of freed blocks kept for reuse
+        self.lock = threading.RLock()
+        self._telemetry = telemetry or Telemetry()
+        self._closed = False
+
+    @property
+    def in_use(self) -> int:
+        return self.reserved - self.cached
+
+    def take(self, nbytes: int) -> DeviceBuffer:
+        """A block of at least ``nbytes`` (reused when one of its class is cached)."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ValueError(f"cannot allocate {nbytes!r} bytes. Fix: pass a byte count >= 0.")
+        cap = capacity_class(nbytes)
+        with self.lock:
+            free = self._free.get(cap)
+            if free:
+                self.cached -= cap
+                self._publish()
+                return DeviceBuffer(free.pop(), nbytes, cap, self)
+            cap = self._fit_limit(nbytes, cap)
+            ptr, cap = self._malloc(nbytes, cap)
+            self.reserved += cap
+            self._publish()
+            return DeviceBuffer(ptr, nbytes, cap, self)
+
+    def put(self, buf: DeviceBuffer) -> None:
+        """Give a block back; a pinned one waits for its last ``release``."""
+        with self.lock:
+            if buf.pins:
+                buf.retired = True
+                return
+            if self._closed:
+                return
+            buf.retired = False
+            self._free.setdefault(buf.capacity, []).append(buf.ptr)
+            self.cached += buf.capacity
+            self._publish()
+
+    def trim(self) -> int:
+        """Free every cached block (returns the bytes released)."""
+        with self.lock:
+            released = 0
+            with cuda_errors("freeing cached device memory"):
+                for cap, ptrs in self._free.items():
+                    while ptrs:
+                        self._rt.free(ptrs.pop())
+                        released += cap
+            self.reserved -= released
+            self.cached -= released
+            self._publish()
+            return released
+
+    def close(self, buffers: list[DeviceBuffer]) -> None:
+        """Free the cache and ``buffers`` (everything still handed out); the heap is unusable after."""
+        with self.lock:
+            self.trim()
+            with cuda_errors("freeing device memory at shutdown"):
+                for buf in buffers:
+                    self._rt.free(buf.ptr)
+                    self.reserved -= buf.capacity
+            self._closed = True
+            self._publish()
+
+    # ---- internals ----------------------------------------------------------------------------
+    def _fit_limit(self, nbytes: int, cap: int) -> int:
+        """Apply ``limit``: trim the cache, fall back to an exact-size block, else DeviceOutOfMemory."""
+        if self.limit is None:
+            return cap
+        if self.reserved + cap > self.limit and self.cached:
+            self.trim()
+        if self.reserved + cap <= self.limit:
+            return cap
+        exact = max(MIN_BLOCK, -(-nbytes // MIN_BLOCK) * MIN_BLOCK)
+        if self.reserved + exact <= self.limit:
+            return exact
+        raise DeviceOutOfMemory(nbytes, max(0, self.limit - self.in_use),
+                                "free resident buffers or raise VYRE_CUDA_MEMORY_LIMIT "
+                                f"(now {self.limit} bytes).")
+
+    def _malloc(self, nbytes: int, cap: int) -> tuple[int, int]:
+        """cudaMalloc with one retry after freeing caches, then an exact-size try."""
+        exact = max(MIN_BLOCK, -(-nbytes // MIN_BLOCK) * MIN_BLOCK)
+        attempts = [(cap, False), (cap, True)] + ([(exact, False)] if exact < cap else [])
+        for size, trim_first in attempts:
+            if trim_first:
+                self.trim()
+                _free_cupy_pools()
+            try:
+                return self._rt.malloc(size), size
+            except Exception as exc:  # noqa: BLE001 - classified below
+                if not _is_oom(exc):
+                    with cuda_errors(f"allocating {nbytes} device bytes"):
+                        raise
+        raise DeviceOutOfMemory(nbytes, self._free_bytes())
+
+    def _free_bytes(self) -> int:
+        try:
+            return int(self._rt.memGetInfo()[0])
+        except Exception:  # noqa: BLE001 - best effort for the message
+            return 0
+
+    def _publish(self) -> None:
+        self._telemetry.set("cuda_cached_bytes", self.cached)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return getattr(exc, "status", None) == _OOM_STATUS or "out of memory" in str(exc).lower() \
+        or "cudaErrorMemoryAllocation" in str(exc)
+
+
+def _free_cupy_pools() -> None:
+    """Release CuPy's own cached blocks too (user arrays are untouched)."""
+    try:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+class _Pool:
+    """Shared accounting of a pool of blocks lent from a ``DeviceHeap``."""
+
+    gauge = "cuda_pool_bytes_in_use"
+
+    def __init__(self, heap: DeviceHeap, telemetry: Telemetry) -> None:
+        self.heap, self.telemetry = heap, telemetry
+        self.in_use = 0
+        self.peak = 0
+        self._out: dict[int, DeviceBuffer] = {}  # id(buf) -> buf, everything lent and not back
+
+    def _lend(self, nbytes: int) -> DeviceBuffer:
+        buf = self.heap.take(nbytes)
+        self._out[id(buf)] = buf
+        self._account(buf.capacity)
+        return buf
+
+    def _return(self, buf: DeviceBuffer) -> None:
+        if self._out.pop(id(buf), None) is None:
+            return
+        self._account(-buf.capacity)
+        self.heap.put(buf)
+
+    def _account(self, delta: int) -> None:
+        self.in_use += delta
+        self.peak = max(self.peak, self.in_use)
+        self.telemetry.gauge(self.gauge, self.in_use)
+
+    @staticmethod
+    def retain(buf: DeviceBuffer) -> DeviceBuffer:
+        """Pin ``buf`` (a CUDA graph uses it): it is not reused until ``release``."""
+        return buf.retain()
+
+    @staticmethod
+    def release(buf: DeviceBuffer) -> None:
+        """Drop a pin taken with ``retain``."""
+        buf.release()
+
+    def outstanding(self) -> list[DeviceBuffer]:
+        return list(self._out.values())
+
+
+class TransientPool(_Pool):
+    """Buffers lent for one dispatch and recycled by capacity class across dispatches."""
+
+    gauge = "cuda_transient_bytes_in_use"
+
+    def acquire(self, nbytes: int) -> DeviceBuffer:
+        """A block of at least ``nbytes`` for this dispatch."""
+        with self.heap.lock:
+            return self._lend(nbytes)
+
+    def recycle(self, buffers: list[DeviceBuffer]) -> None:
+        """Give a dispatch's blocks back (safe once its work is enqueued on the backend stream)."""
+        with self.heap.lock:
+            for buf in buffers:
+                self._return(buf)
+
+
+class ResidentPool(_Pool):
+    """Device buffers behind checked, opaque ``Resident`` handles."""
+
+    gauge = "cuda_resident_bytes_in_use"
+
+    def __init__(self, heap: DeviceHeap, telemetry: Telemetry, owner: int) -> None:
+        super().__init__(heap, telemetry)
+        self.owner = owner
+        self._ids = itertools.count(1)
+        self._issued = 0
+        self._live: dict[int, tuple[Resident, DeviceBuffer]] = {}
+        self.generation = 0  # bumped by every free: callers may cache resolutions while it is unchanged
+
+    def allocate(self, nbytes: int) -> Resident:
+        """A new handle to ``nbytes`` of device memory (contents undefined until uploaded)."""
+        with self.heap.lock:
+            buf = self._lend(nbytes)
+            handle = Resident(next(self._ids), nbytes, self.owner)
+            self._issued = handle.id
+            self._live[handle.id] = (handle, buf)
+            self.telemetry.set("cuda_resident_handles", len(self._live))
+            return handle
+
+    def resolve(self, handle: object) -> DeviceBuffer:
+        """The buffer behind ``handle``; ``InvalidHandle`` for freed, foreign or forged handles."""
+        entry = self._live.get(getattr(handle, "id", None))  # type: ignore[arg-type]
+        if entry is not None and entry[0] is handle:
+            return entry[1]
+        raise self._why_invalid(handle)
+
+    def free(self, handle: object) -> None:
+        """Release ``handle``; its memory returns to the heap (after the last pin, if pinned)."""
+        with self.heap.lock:
+            buf = self.resolve(handle)
+            del self._live[handle.id]  # type: ignore[union-attr]
+            self.generation += 1
+            self.telemetry.set("cuda_resident_handles", len(self._live))
+            self._return(buf)
+
+    def handles(self) -> list[Resident]:
+        return [h for h, _ in self._live.values()]
+
+    def _why_invalid(self, handle: object) -> InvalidHandle:
+        if not isinstance(handle, Resident):
+            return InvalidHandle(f"{handle!r} is not a Resident handle",
+                                 "pass a handle returned by this backend's allocate_resident().")
+        if handle.owner != self.owner:
+            return InvalidHandle(f"{handle!r} belongs to another backend instance",
+                                 "use a handle only with the backend that allocated it.")
+        if isinstance(handle.id, int) and 0 < handle.id <= self._issued and handle.id not in self._live:
+            return InvalidHandle(f"{handle!r} was already freed",
+                                 "do not use a handle after free_resident(); allocate a new one.")
+        return InvalidHandle(f"{handle!r} was not issued by this backend (forged or copied)",
+                             "pass the exact handle object that allocate_resident() returned.")
+
+
+class StagingSlot:
+    """A pinned host area with a fence event: ``array`` is safe to write once ``ready`` returned."""
+
+    __slots__ = ("mem", "array", "ptr", "capacity", "event", "pending")
+
+    def __init__(self) -> None:
+        self.mem: Any = None
+        self.array = np.empty(0, np.uint8)
+        self.ptr = 0
+        self.capacity = 0
+        self.event: Any = None
+        self.pending = False
+
+    def ready(self, nbytes: int, on_wait: Callable[[], None]) -> np.ndarray:
+        """Wait for copies still reading/writing this slot, grow it to ``nbytes``; the byte array."""
+        import cupy
+
+        if self.pending:
+            with cuda_errors("waiting for a staged copy"):
+                self.event.synchronize()
+            self.pending = False
+            on_wait()
+        if self.capacity < nbytes:
+            cap = capacity_class(nbytes)
+            with cuda_errors(f"allocating {cap} bytes of pinned host memory"):
+                mem = cupy.cuda.alloc_pinned_memory(cap)
+            self.mem, self.ptr, self.capacity = mem, mem.ptr, cap
+            self.array = np.frombuffer(mem, np.uint8, cap)
+        if self.event is None:
+            self.event = cupy.cuda.Event(disable_timing=True)
+        return self.array
+
+    def fence(self, stream: Any) -> None:
+        """Mark the slot busy until the work enqueued so far on ``stream`` is done."""
+        self.event.record(stream)
+        self.pending = True
+
+
+class PinnedStaging:
+    """Host <-> device transfers through two reusable pinned slots on one stream."""
+
+    def __init__(self, stream: Any, telemetry: Telemetry) -> None:
+        self._rt = _runtime()
+        self.stream = stream
+        self.telemetry = telemetry
+        self._slots = (StagingSlot(), StagingSlot())
+        self._turn = 0
+
+    def slot(self, nbytes: int) -> StagingSlot:
+        """The next shared slot, ready for ``nbytes`` (call ``fence`` after enqueuing its copies)."""
+        slot = self._slots[self._turn]
+        self._turn ^= 1
+        slot.ready(nbytes, self._count_sync)
+        return slot
+
+    @staticmethod
+    def private(nbytes: int) -> StagingSlot:
+        """A slot owned by the caller (for dispatches still in flight when the call returns)."""
+        slot = StagingSlot()
+        slot.ready(nbytes, lambda: None)
+        return slot
+
+    def upload(self, dst_ptr: int, data: memoryview) -> None:
+        """Copy host bytes to the device asynchronously (chunked; returns before the DMA ends)."""
+        n = data.nbytes
+        with cuda_errors("copying host data to the device"):
+            for off in range(0, n, CHUNK):
+                size = min(CHUNK, n - off)
+                slot = self.slot(size)
+                slot.array[:size] = data[off:off + size]
+                self._rt.memcpyAsync(dst_ptr + off, slot.ptr, size, H2D, self.stream.ptr)
+                slot.fence(self.stream)
+        self.telemetry.add("cuda_h2d_bytes", n)
+
+    def download(self, src_ptr: int, nbytes: int) -> np.ndarray:
+        """Device bytes into a new host array (waits; chunks overlap DMA and host copies)."""
+        out = np.empty(nbytes, np.uint8)
+        pending: list[tuple[StagingSlot, int, int]] = []
+        with cuda_errors("copying device data to the host"):
+            for off in range(0, nbytes, CHUNK):
+                size = min(CHUNK, nbytes - off)
+                slot = self.slot(size)
+                self._rt.memcpyAsync(slot.ptr, src_ptr + off, size, D2H, self.stream.ptr)
+                slot.fence(self.stream)
+                pending.append((slot, off, size))
+                if len(pending) == 2:
+                    self._drain(pending.pop(0), out)
+            for item in pending:
+                self._drain(item, out)
+        self.telemetry.add("cuda_d2h_bytes", nbytes)
+        return out
+
+    def _drain(self, item: tuple[StagingSlot, int, int], out: np.ndarray) -> None:
+        slot, off, size = item
+        slot.event.synchronize()
+        slot.pending = False
+        self._count_sync()
+        out[off:off + size] = slot.array[:size]
+
+    def _count_sync(self) -> None:
+        self.telemetry.add("cuda_sync_points")
+
+    def close(self) -> None:
+        for slot in self._slots:
+            if slot.pending:
+                slot.event.synchronize()
+            slot.mem = None
+            slot.array = np.empty(0, np.uint8)
+            slot.capacity = 0

@@ -1,0 +1,75 @@
+"""The ``cuda`` plugin module (entry point ``vyre: cuda = vyre_cuda.plugin``).
+
+Registers backend ``cuda`` (rank 5), the ``vyre`` CLI verbs of ``vyre_cuda.cli`` and the
+``vyre_cuda_register_lowerings`` hookspec whose results feed the PTX emitter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from typing import Any
+
+import pluggy
+
+hookimpl = pluggy.HookimplMarker("vyre")
+
+CUDA_RANK = 5
+_lowerings_lock = threading.Lock()
+_lowerings_loaded = False
+
+
+def load_lowerings(force: bool = False) -> list[str]:
+    """Register every plugin's ``vyre_cuda_register_lowerings`` result with the emitter (once).
+
+    Returns the op ids registered by this call. Safe to call from several threads.
+    """
+    global _lowerings_loaded
+    with _lowerings_lock:
+        if _lowerings_loaded and not force:
+            return []
+        from vyre.driver.registry import get_plugin_manager
+        from vyre_cuda.codegen.lowerings import register_lowering
+
+        pm = get_plugin_manager()
+        hook = getattr(pm.hook, "vyre_cuda_register_lowerings", None)
+        registered: list[str] = []
+        for table in (hook() if hook is not None else []):
+            for op_id, fn in (table or {}).items():
+                register_lowering(op_id, fn)
+                registered.append(op_id)
+        _lowerings_loaded = True
+        return registered
+
+
+def create_backend(device: int | str | None = None) -> Any:
+    """The registry's factory: point the driver JIT cache, load lowerings, start ``CudaBackend``."""
+    from vyre_cuda.cache import configure_driver_jit_cache
+
+    configure_driver_jit_cache()
+    load_lowerings()
+    from vyre_cuda.backend import CudaBackend
+
+    return CudaBackend(device)
+
+
+@hookimpl
+def vyre_register_backends() -> list[Any]:
+    from vyre import __version__
+    from vyre.driver.registry import BackendRegistration
+
+    return [BackendRegistration("cuda", CUDA_RANK, create_backend, dispatches=True, version=__version__)]
+
+
+@hookimpl
+def vyre_cli_commands(subparsers: argparse._SubParsersAction) -> None:
+    from vyre_cuda.cli import add_cli_commands
+
+    add_cli_commands(subparsers)
+
+
+@hookimpl
+def vyre_add_hookspecs(plugin_manager: pluggy.PluginManager) -> None:
+    from vyre_cuda import hookspecs
+
+    plugin_manager.add_hookspecs(hookspecs)
