@@ -1,0 +1,429 @@
+"""``CudaPipeline``: one program prepared once for repeated dispatch (SPEC 4, compiled pipelines).
+
+- ``dispatch(inputs)``: inputs are copied into device buffers the pipeline owns, one set per
+  tuple of capacity classes (next power of two of each bound buffer), so sizes within a class
+  reuse the same pointers. Counts go to the pipeline's parameter block by an async copy *before*
+  the launch, outside any graph; with graphs on, the zero fills and the launch are captured once
+  per (classes, grid) and replayed. One synchronisation per call.
+- ``dispatch_batch(list_of_inputs)``: the same for many inputs, with one synchronisation.
+- ``dispatch_resident(handles)``: a ``ResidentBinding`` made on the first call with these handles
+  (own launch plan and parameter block, arguments packed once, buffers pinned); later calls with
+  the same handles are the zero fills of ``output`` buffers and one ``cuLaunchKernel``.
+
+Results are bit-identical to ``backend.dispatch`` / ``backend.dispatch_resident``: same kernel,
+same parameter words, same zero fills. Every method holds ``backend.lock``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.backend import CompiledPipeline, Resident
+from vyre.driver.config import DispatchConfig, resolve_grid
+from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
+from vyre.ir.program import Access, BufferDecl, Program
+from vyre_cuda.arrays import device_array, order_after_producers
+from vyre_cuda.errors import cuda_errors, translate
+from vyre_cuda.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
+from vyre_cuda.memory import D2D, D2H, H2D, StagingSlot, capacity_class
+from vyre_cuda.profiler import nvtx_range
+
+_ALIGN = 16
+SLOT_SETS = 4  # capacity-class buffer sets a pipeline keeps (least recently used freed first)
+PIPELINE_GRAPHS = 16
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _runtime() -> Any:
+    from cupy.cuda import runtime
+
+    return runtime
+
+
+# ---- resident dispatch bound once -------------------------------------------------------------------
+class ResidentBinding:
+    """A resident dispatch of one program over fixed handles, bound once.
+
+    Owns a launch plan with its own parameter block (written at creation, never again: resident
+    counts are fixed by the handles) and pins the handles' buffers, so a freed handle is seen as
+    ``buffer.retired`` and its memory is not reused while the binding exists.
+    """
+
+    __slots__ = ("program", "config", "handles", "prepared", "plan", "buffers", "zero", "key", "closed", "_rt")
+
+    def __init__(self, backend: Any, program: Program, handles: Sequence[Resident],
+                 config: DispatchConfig | None) -> None:
+        handles = tuple(handles)
+        prepared = backend.prepared(program, config)
+        buffers, counts, grid = backend.resident_layout(prepared, handles, config)
+        self.program, self.config, self.handles, self.prepared = program, config, handles, prepared
+        self.buffers = tuple(buffers)  # binding order
+        self.zero = tuple((buf.ptr, counts[b.name] * b.dtype.size) for b, buf in zip(prepared.bound, buffers)
+                          if b.access is Access.OUTPUT and counts[b.name])
+        words = prepared.words(counts, prepared.elements(config, counts))
+        self.key = GraphKey((program.fingerprint(), prepared.block, tuple(grid), words,
+                             tuple((b.binding, buf.ptr, buf.capacity) for b, buf in zip(prepared.bound, buffers))))
+        self._rt = _runtime()
+        self.plan = backend.plan_for(prepared, buffers, counts, grid, config=config)
+        self.closed = False
+        pin(self.buffers)
+
+    def matches(self, program: Program, handles: tuple, config: DispatchConfig | None) -> bool:
+        """Same program, config and handle objects, and no handle freed since binding."""
+        return program is self.program and config is self.config and handles == self.handles and self.live()
+
+    def live(self) -> bool:
+        """False once any bound handle was freed (seen while someone pins the buffers)."""
+        for buf in self.buffers:
+            if buf.retired:
+                return False
+        return True
+
+    def record(self, stream_ptr: int) -> None:
+        """Enqueue the zero fills and the launch (no counters: also used inside a capture)."""
+        if self.zero:
+            for ptr, nbytes in self.zero:
+                self._rt.memsetAsync(ptr, 0, nbytes, stream_ptr)
+        plan = self.plan
+        if not plan.empty:
+            plan.launch(stream_ptr)
+
+    def device_buffers(self) -> tuple:
+        """Every device buffer a captured launch of this binding points at (to pin in a graph)."""
+        return (*self.buffers, self.plan.params.buffer)
+
+    def close(self, backend: Any) -> None:
+        """Unpin the buffers and give the parameter block back (a graph may still pin both)."""
+        if not self.closed:
+            self.closed = True
+            unpin(self.buffers)
+            backend.close_plan(self.plan)
+
+
+def run_binding(backend: Any, binding: ResidentBinding) -> None:
+    """Launch a binding eagerly on the backend stream, with counters and ``VYRE_CUDA_SYNC_EACH``."""
+    try:
+        for ptr, nbytes in binding.zero:
+            binding._rt.memsetAsync(ptr, 0, nbytes, backend.stream.ptr)
+    except Exception as exc:  # noqa: BLE001 - CuPy errors never reach users unwrapped
+        raise translate(exc, f"zeroing the outputs of program {binding.prepared.name}") from exc
+    backend.launch(binding.plan, binding.prepared.name)
+
+
+def prebound_launch(plan: Any, stream_ptr: int) -> tuple[Callable[..., int], tuple]:
+    """``(fn, args)``: ``fn(*args)`` enqueues ``plan`` on ``stream_ptr``; non-zero means it failed.
+
+    For the default "pyctypes" launch path this is ``cuLaunchKernel`` itself with its ctypes
+    arguments built once; any other path goes through ``plan.launch``. On a non-zero result call
+    ``plan.launch`` again: it retries a missing context and raises the vyre error.
+    (A candidate for ``LaunchPlan``; it reads the plan's pre-packed ctypes state.)
+    """
+    fn = getattr(plan, "_fn", None)
+    if plan.cooperative or getattr(plan, "mode", None) != "pyctypes" or fn is None:
+        return _launch_via_plan, (plan, stream_ptr)
+    return fn, (*plan._chead, ctypes.c_void_p(stream_ptr), plan._argv, None)
+
+
+def _launch_via_plan(plan: Any, stream_ptr: int) -> int:
+    plan.launch(stream_ptr)
+    return 0
+
+
+def fast_launcher(backend: Any, binding: ResidentBinding) -> Callable[[Sequence[Resident]], bool]:
+    """A closure relaunching ``binding`` when called with the same handles; False means "slow path".
+
+    Everything is bound once, so a call is a handle comparison, a liveness check that only runs
+    after some handle was freed, the zero fills, one launch and one counter bump. The caller holds
+    ``backend.lock``. Debug syncs (``VYRE_CUDA_SYNC_EACH``) and empty grids always take the slow path.
+    """
+    if backend.sync_each or binding.plan.empty:
+        return _never
+    expect_list, expect_tuple = list(binding.handles), binding.handles
+    resident, buffers, zero, memset = backend.resident, binding.buffers, binding.zero, binding._rt.memsetAsync
+    plan, stream_ptr, bump = binding.plan, backend.stream.ptr, backend.telemetry.bump
+    launch, args = prebound_launch(plan, stream_ptr)
+    seen = resident.generation
+
+    def relaunch(handles: Sequence[Resident]) -> bool:
+        nonlocal seen
+        if handles != expect_list and tuple(handles) != expect_tuple:
+            return False
+        if resident.generation != seen:  # something was freed since: is it one of ours?
+            for buf in buffers:
+                if buf.retired:
+                    return False
+            seen = resident.generation
+        if backend._closed or backend._fault is not None:  # shut down, lost, or a test fault armed
+            return False
+        if zero:
+            try:
+                for ptr, nbytes in zero:
+                    memset(ptr, 0, nbytes, stream_ptr)
+            except Exception as exc:  # noqa: BLE001 - CuPy errors never reach users unwrapped
+                raise translate(exc, f"zeroing the outputs of program {binding.prepared.name}") from exc
+        if launch(*args):
+            plan.launch(stream_ptr)
+        bump("cuda_kernel_launches")
+        return True
+
+    return relaunch
+
+
+def _never(_: Sequence[Resident]) -> bool:
+    return False
+
+
+# ---- device buffers owned by a pipeline ---------------------------------------------------------------
+@dataclass(eq=False)
+class _SlotSet:
+    """Device buffers for one tuple of capacity classes, and the launch plan bound to them."""
+
+    classes: tuple[int, ...]
+    buffers: dict[str, Any]  # bound buffer name -> DeviceBuffer
+    plan: Any  # LaunchPlan with its own parameter block
+
+
+@dataclass(eq=False)
+class _Call:
+    """One dispatch's inputs, checked: sources, run-time counts, grid and capacity classes."""
+
+    sources: list[tuple[BufferDecl, Any, int, bool]]  # decl, data, bytes, on device
+    counts: dict[str, int]
+    grid: tuple[int, int, int]
+    classes: tuple[int, ...]
+    host_bytes: int
+    out_bytes: int
+    keep: list[Any] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Resources:
+    """What a pipeline holds on the device; freed by ``close`` or when the pipeline is collected."""
+
+    backend: Any
+    graphs: GraphCache
+    slots: OrderedDict = field(default_factory=OrderedDict)
+    resident: ResidentBinding | None = None
+    fast: Callable[[Sequence[Resident]], bool] | None = None  # relaunches ``resident``
+
+    def drop_resident(self) -> None:
+        self.fast = None
+        if self.resident is not None:
+            self.resident.close(self.backend)
+            self.resident = None
+
+    def drop_slots(self, slots: _SlotSet) -> None:
+        self.graphs.evict_if(lambda key, _: key[0] == slots.classes)
+        self.backend.transient.recycle(list(slots.buffers.values()))
+        self.backend.close_plan(slots.plan)
+
+    def release(self) -> None:
+        with self.backend.lock:
+            self.graphs.clear()
+            while self.slots:
+                self.drop_slots(self.slots.popitem(last=False)[1])
+            self.drop_resident()
+
+
+def _release(resources: _Resources) -> None:
+    try:
+        resources.release()
+    except Exception:  # noqa: BLE001, S110 - a collected pipeline of a shut-down backend holds nothing
+        pass
+
+
+class CudaPipeline(CompiledPipeline):
+    """A program compiled once on a ``CudaBackend``; see the module docstring."""
+
+    def __init__(self, backend: Any, program: Program, config: DispatchConfig | None = None) -> None:
+        super().__init__(backend, program, config)
+        self.prepared = backend.prepared(program, config)  # validate, emit and load now
+        self._stage = StagingSlot()
+        self._res = _Resources(backend, GraphCache(backend.telemetry.add, PIPELINE_GRAPHS, backend.telemetry.bump))
+        self._finalizer = weakref.finalize(self, _release, self._res)
+        self._rt = _runtime()
+        self._lock = backend.lock
+
+    # ---- resident fast path ----------------------------------------------------------------------
+    def dispatch_resident(self, handles: Sequence[Resident]) -> None:
+        """Run on resident buffers; after the first call with the same handles, one pre-packed launch."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            fast = self._res.fast
+            if fast is None or not fast(handles):
+                self._dispatch_resident_slow(handles)
+        finally:
+            lock.release()
+
+    def _dispatch_resident_slow(self, handles: Sequence[Resident]) -> None:
+        """Check the handles, (re)bind when they changed, then launch with counters and debug modes."""
+        backend, res = self.backend, self._res
+        backend._check_open()
+        backend._use_device()
+        handles = tuple(handles)
+        binding = res.resident
+        if binding is None or not binding.matches(self.program, handles, self.config):
+            res.drop_resident()
+            binding = res.resident = ResidentBinding(backend, self.program, handles, self.config)
+            res.fast = fast_launcher(backend, binding)
+        run_binding(backend, binding)
+
+    # ---- host/device inputs --------------------------------------------------------------------------
+    def dispatch(self, inputs: Sequence[object]) -> list[np.ndarray]:
+        """Outputs of one dispatch (one synchronisation), bit-identical to ``backend.dispatch``."""
+        return self._run([inputs])[0]
+
+    def dispatch_batch(self, batch: Sequence[Sequence[object]]) -> list[list[np.ndarray]]:
+        """Outputs of each dispatch in ``batch``, enqueued back to back with one synchronisation."""
+        return self._run(list(batch))
+
+    def _run(self, batch: list[Sequence[object]]) -> list[list[np.ndarray]]:
+        backend = self.backend
+        with backend.lock, nvtx_range("vyre.cuda.dispatch"):
+            backend._check_open()
+            backend._use_device()
+            calls = [self._check(inputs) for inputs in batch]
+            if not calls:
+                return []
+            stage = self._stage.ready(sum(c.host_bytes + c.out_bytes for c in calls), self._count_wait)
+            graphs = graphs_enabled(backend)
+            layout: list[list[tuple[BufferDecl, int, int]]] = []
+            off = 0
+            try:
+                with cuda_errors(f"dispatching program {self.prepared.name}"):
+                    if any(on_dev for c in calls for *_, on_dev in c.sources):
+                        order_after_producers(backend.stream)
+                    for call in calls:
+                        outputs, off = self._enqueue(call, stage, off, graphs)
+                        layout.append(outputs)
+            finally:  # copies already enqueued still read the staging area: fence it in any case
+                with cuda_errors("fencing the staging area"):
+                    self._stage.fence(backend.stream)
+            timeout = self.config.timeout_s if self.config else None
+            backend.wait(self._stage.event, timeout, self.prepared.name)
+            self._stage.pending = False
+            backend.telemetry.add("cuda_dispatches", len(calls))
+            return [[stage[o:o + n * d.dtype.size].view(d.dtype.np_dtype).copy() for d, o, n in outs]
+                    for outs in layout]
+
+    def _check(self, inputs: Sequence[object]) -> _Call:
+        """Validate one input list (SPEC 3) and size it: counts, grid, capacity classes."""
+        program, backend = self.program, self.backend
+        check_input_count(program, inputs)
+        sources: list[tuple[BufferDecl, Any, int, bool]] = []
+        input_counts: dict[str, int] = {}
+        keep: list[Any] = []
+        for decl, data in zip(program.inputs, inputs):
+            dev = device_array(data, f"input for buffer {decl.name!r}", backend.device_id)
+            src = dev if dev is not None else as_bytes_view(decl, data)
+            count = check_byte_length(decl, src.nbytes)
+            input_counts[decl.name] = count
+            sources.append((decl, src, count * decl.dtype.size, dev is not None))
+            if dev is not None:
+                keep.append(dev)
+        counts = buffer_counts(program, input_counts)
+        grid = resolve_grid(program, self.config, counts)
+        classes = tuple(capacity_class(counts[b.name] * b.dtype.size) for b in self.prepared.bound)
+        host = sum(_aligned(n) for _, _, n, on_dev in sources if not on_dev)
+        out = sum(_aligned(counts[b.name] * b.dtype.size) for b in program.outputs)
+        return _Call(sources, counts, grid, classes, host, out, keep)
+
+    def _enqueue(self, call: _Call, stage: np.ndarray, off: int, graphs: bool
+                 ) -> tuple[list[tuple[BufferDecl, int, int]], int]:
+        """Copy inputs in, update the parameter block, launch (graph or eager), copy outputs out."""
+        backend, rt, stream = self.backend, self._rt, self.backend.stream.ptr
+        slots = self._slots(call)
+        for decl, src, nbytes, on_dev in call.sources:
+            if not nbytes:
+                continue
+            dst = slots.buffers[decl.name].ptr
+            if on_dev:
+                rt.memcpyAsync(dst, src.data.ptr, nbytes, D2D, stream)
+                backend.telemetry.add("cuda_d2d_bytes", nbytes)
+                continue
+            stage[off:off + nbytes] = np.frombuffer(src, np.uint8, nbytes)
+            rt.memcpyAsync(dst, self._stage.ptr + off, nbytes, H2D, stream)
+            backend.telemetry.add("cuda_h2d_bytes", nbytes)
+            off += _aligned(nbytes)
+        backend.update_plan(slots.plan, self.prepared, call.counts, call.grid, None, self.config)
+        zero = tuple((slots.buffers[b.name].ptr, b.count * b.dtype.size) for b in self.program.buffers
+                     if b.access is Access.OUTPUT and b.count)
+        self._launch(slots, zero, call.grid, graphs)
+        outputs = []
+        for b in self.program.outputs:
+            nbytes = call.counts[b.name] * b.dtype.size
+            if nbytes:
+                rt.memcpyAsync(self._stage.ptr + off, slots.buffers[b.name].ptr, nbytes, D2H, stream)
+                backend.telemetry.add("cuda_d2h_bytes", nbytes)
+            outputs.append((b, off, call.counts[b.name]))
+            off += _aligned(nbytes)
+        return outputs, off
+
+    def _launch(self, slots: _SlotSet, zero: tuple[tuple[int, int], ...], grid: tuple[int, int, int],
+                graphs: bool) -> None:
+        backend, plan, rt = self.backend, slots.plan, self._rt
+        if not graphs or (plan.empty and not zero):
+            for ptr, nbytes in zero:
+                rt.memsetAsync(ptr, 0, nbytes, backend.stream.ptr)
+            backend.launch(plan, self.prepared.name)
+            return
+
+        def record(stream_ptr: int) -> None:
+            for ptr, nbytes in zero:
+                rt.memsetAsync(ptr, 0, nbytes, stream_ptr)
+            if not plan.empty:
+                plan.launch(stream_ptr)
+
+        pinned = (*slots.buffers.values(), plan.params.buffer)
+        self._res.graphs.run((slots.classes, grid), backend.stream, record, pinned)
+
+    def _slots(self, call: _Call) -> _SlotSet:
+        """The buffer set for ``call``'s capacity classes (taken from the transient pool once)."""
+        res = self._res
+        slots = res.slots.get(call.classes)
+        if slots is not None:
+            res.slots.move_to_end(call.classes)
+            return slots
+        backend = self.backend
+        buffers: dict[str, Any] = {}
+        try:
+            for b, cap in zip(self.prepared.bound, call.classes):
+                buffers[b.name] = backend.transient.acquire(cap)
+            bound = [buffers[b.name] for b in self.prepared.bound]
+            plan = backend.plan_for(self.prepared, bound, call.counts, call.grid, config=self.config)
+        except BaseException:
+            backend.transient.recycle(list(buffers.values()))
+            raise
+        slots = _SlotSet(call.classes, buffers, plan)
+        res.slots[call.classes] = slots
+        while len(res.slots) > SLOT_SETS:
+            res.drop_slots(res.slots.popitem(last=False)[1])
+        return slots
+
+    def _count_wait(self) -> None:
+        self.backend.telemetry.add("cuda_sync_points")
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Give the pipeline's buffers, plans and graphs back (the pipeline stays usable)."""
+        self._res.release()
+
+    def __enter__(self) -> CudaPipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"CudaPipeline({self.prepared.name}, slot_sets={len(self._res.slots)}, graphs={len(self._res.graphs)})"
