@@ -22,6 +22,18 @@ Primitives for the pipeline / sequence / graph code (hold ``backend.lock`` aroun
 - ``backend.zero(buffer, nbytes)``: enqueue a zero fill (output buffers are zeroed before every dispatch).
 - ``backend.launch(plan, name)``: one launch on ``stream`` with the counters and ``VYRE_CUDA_SYNC_EACH``.
 - ``backend.wait(event, timeout_s, name)``: wait for an event with an optional deadline.
+
+Device faults and recovery: a device-side fault (illegal address, trap, ECC) is a sticky CUDA
+error that poisons the device's primary context for the whole process. It surfaces from the call
+that meets it (usually the next synchronisation) as ``DeviceLost``; ``vyre_cuda.errors`` then
+confirms the context is poisoned, records the device as needing a reset and marks every backend
+on it lost (``_mark_lost``): each refuses further use with ``DeviceLost``. The next ``CudaBackend``
+started on that device (``vyre.acquire("cuda")``) first calls ``vyre_cuda.errors.reset_device``:
+the lost backends drop their CUDA objects without freeing through the dead context
+(``_forget_device``), CuPy's pools and memoised modules are dropped, the primary context is
+reset, and the new backend starts clean. CuPy arrays, pipelines and graphs made before the fault
+are dead: drop them before acquiring again. ``_inject_fault(kind)`` is the test hook that makes
+the next launch run a real faulting kernel (``vyre_cuda.modules.fault_ptx``).
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -40,6 +53,7 @@ from vyre.driver.backend import Backend, PendingDispatch, Resident, TimedDispatc
 from vyre.driver.config import DispatchConfig, effective_workgroup, resolve_grid
 from vyre.driver.errors import (
     BackendUnavailable,
+    DeviceLost,
     DispatchFailed,
     InvalidHandle,
     InvalidProgram,
@@ -50,7 +64,7 @@ from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, 
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre_cuda.arrays import device_array, is_device_array, order_after_producers
-from vyre_cuda.errors import cuda_errors
+from vyre_cuda.errors import FIX_LOST, cuda_errors, needs_reset, quiet_teardown, reset_device, watch_device
 from vyre_cuda.launch import (
     DeviceLimits,
     LaunchPlan,
@@ -124,7 +138,10 @@ class _Run:
 
 @dataclass(eq=False)
 class _ResidentMemo:
-    """What a repeated ``dispatch_resident`` with the same program, config and handles reuses."""
+    """What a repeated ``dispatch_resident`` with the same program, config and handles reuses.
+
+    Valid while ``generation`` equals the resident pool's (no handle was freed since, the backend
+    is open); the launch plan is reconfigured only when someone else configured it last."""
 
     program: Program
     config: DispatchConfig | None
@@ -147,10 +164,13 @@ class CudaBackend(Backend):
 
     def __init__(self, device: int | str | None = None) -> None:
         from vyre import __version__
-        from vyre_cuda.device import import_cupy, probe
+        from vyre_cuda.device import import_cupy, probe, resolve_index
 
         self.version = __version__
-        self.info = probe(device)  # BackendUnavailable with the reason when there is no driver/device
+        index = resolve_index(device)
+        if needs_reset(index):  # an earlier backend on this device met a device fault
+            reset_device(index)
+        self.info = probe(index)  # BackendUnavailable with the reason when there is no driver/device
         cupy = import_cupy()
         self.device_id = self.info.index
         self.lock = threading.RLock()
@@ -159,6 +179,9 @@ class CudaBackend(Backend):
         self.sync_each = os.environ.get("VYRE_CUDA_SYNC_EACH", "") == "1"
         self._rt = cupy.cuda.runtime
         self._closed = False
+        self._lost = False
+        self._fault: LaunchPlan | None = None  # armed by _inject_fault: launched before the next kernel
+        self._launches = 0  # kernel launches (cuda_kernel_launches), counted under self.lock
         with cuda_errors(f"starting the cuda backend on device {self.device_id}"):
             cupy.cuda.Device(self.device_id).use()
             self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -172,10 +195,12 @@ class CudaBackend(Backend):
         self._prepared: dict[tuple[bytes, tuple[int, int, int]], PreparedProgram] = {}
         self._by_id: dict[tuple[int, tuple[int, int, int]], PreparedProgram] = {}
         self._memo: dict[tuple, _ResidentMemo] = {}
+        self._last_resident: _ResidentMemo | None = None
         self._param_buffers: list[DeviceBuffer] = []
         self._worker: ThreadPoolExecutor | None = None
         self.bandwidth_gbps: float | None = None
         _warm_up_host_side(self.info.compute_capability)
+        watch_device(self.device_id, self)
 
     def _module_cache(self) -> Any:
         from vyre_cuda.cache import DiskCache
@@ -329,10 +354,12 @@ class CudaBackend(Backend):
 
     def launch(self, plan: LaunchPlan, name: str | None = None) -> None:
         """Launch ``plan`` on the stream (skipped for an empty grid), honouring ``VYRE_CUDA_SYNC_EACH``."""
+        if self._fault is not None:
+            self._fire_fault()
         if plan.empty:
             return
         plan.launch(self._stream_ptr)
-        self.telemetry.bump("cuda_kernel_launches")
+        self._launches += 1
         if self.sync_each:
             self._sync_each(name or plan.name)
 
@@ -550,27 +577,51 @@ class CudaBackend(Backend):
     def dispatch_resident(self, program: Program, handles: Sequence[Resident],
                           config: DispatchConfig | None = None) -> None:
         with self.lock:
-            key = (id(program), id(config), *map(id, handles))
-            memo = self._memo.get(key)  # a hit means the same objects: the memo keeps them alive
-            if memo is None or self._closed:
-                self._use_device()
-                memo = self._resident_memo(program, tuple(handles), config)
-            if memo.generation != self.resident.generation:
-                self._refresh_memo(memo)
-            stream = self._stream_ptr
-            for ptr, nbytes in memo.zero_ptrs:
-                self._rt.memsetAsync(ptr, 0, nbytes, stream)
+            memo = self._last_resident  # the same call as last time: identity checks only
+            if (memo is None or memo.program is not program or memo.config is not config
+                    or len(handles) != len(memo.handles) or not all(map(is_, handles, memo.handles))):
+                memo = self._memo.get((id(program), id(config), *map(id, handles)))  # the memo keeps them alive
+            if memo is None or memo.generation != self.resident.generation:
+                memo = self._resident_memo_checked(program, handles, config, memo)
+            self._last_resident = memo
             plan = memo.prepared.plan
-            if plan.grid != memo.grid:
-                plan.set_grid(memo.grid)
-            plan.params.write(memo.words, self.stream)
-            plan.bind_values(memo.values)
-            plan.cooperative = memo.cooperative
+            if plan.configured is not memo or plan.params._last is not memo.words:
+                self._configure(plan, memo)
+            if memo.zero_ptrs:
+                self._zero_outputs(memo)
             if not plan.empty:
-                plan.launch(stream)
-                self.telemetry.bump("cuda_kernel_launches")
+                plan.launch(self._stream_ptr)
+                self._launches += 1
                 if self.sync_each:
                     self._sync_each(memo.prepared.name)
+
+    def _resident_memo_checked(self, program: Program, handles: Sequence[Resident], config: DispatchConfig | None,
+                               memo: _ResidentMemo | None) -> _ResidentMemo:
+        """The slow path of ``dispatch_resident``: open check, handle checks, an armed fault."""
+        self._check_open()
+        self._use_device()
+        if memo is None:
+            memo = self._resident_memo(program, tuple(handles), config)
+        else:
+            self._refresh_memo(memo)
+            memo.prepared.plan.configured = None  # rebind the refreshed pointers
+        if self._fault is not None:
+            self._fire_fault()
+        return memo
+
+    def _configure(self, plan: LaunchPlan, memo: _ResidentMemo) -> None:
+        """Point the program's default plan at the memo's grid, parameter words and buffers."""
+        if plan.grid != memo.grid:
+            plan.set_grid(memo.grid)
+        plan.cooperative = memo.cooperative
+        plan.params.write(memo.words, self.stream)
+        plan.bind_values(memo.values)
+        plan.configured = memo
+
+    def _zero_outputs(self, memo: _ResidentMemo) -> None:
+        with cuda_errors(f"zeroing the outputs of program {memo.prepared.name}"):
+            for ptr, nbytes in memo.zero_ptrs:
+                self._rt.memsetAsync(ptr, 0, nbytes, self._stream_ptr)
 
     def _resident_memo(self, program: Program, handles: tuple[Resident, ...],
                        config: DispatchConfig | None) -> _ResidentMemo:
@@ -636,6 +687,7 @@ class CudaBackend(Backend):
     # ---- metrics and lifecycle -------------------------------------------------------------------
     def metrics(self) -> dict[str, int]:
         out = self.telemetry.snapshot()
+        out["cuda_kernel_launches"] = out.get("cuda_kernel_launches", 0) + self._launches
         out["cuda_resident_bytes_in_use"] = self.resident.in_use
         out["cuda_transient_bytes_in_use"] = self.transient.in_use
         out["cuda_cached_bytes"] = self.heap.cached
@@ -656,10 +708,15 @@ class CudaBackend(Backend):
         self._check_open()
 
     def shutdown(self) -> None:
+        if self._lost:  # nothing may be freed through a poisoned context; the device reset frees it all
+            with quiet_teardown():
+                self._forget_device()
+            return
         with self.lock:
             if self._closed:
                 return
             self._closed = True
+            self.resident.invalidate()
             try:
                 self.stream.synchronize()
             except Exception:  # noqa: BLE001 - shutting down regardless
@@ -680,8 +737,54 @@ class CudaBackend(Backend):
 
     def _check_open(self) -> None:
         if self._closed:
+            if self._lost:
+                raise DeviceLost(f"this cuda backend lost its CUDA context on device {self.device_id} "
+                                 "after a device fault", FIX_LOST)
             raise BackendUnavailable("this cuda backend was shut down",
                                      "acquire a new backend with vyre.acquire('cuda').")
+
+    # ---- device faults (see the module docstring) ------------------------------------------------
+    def _mark_lost(self) -> None:
+        """Called by ``vyre_cuda.errors`` when this backend's device context is poisoned: refuse further use."""
+        self._lost = self._closed = True
+        self.resident.invalidate()  # cached resident dispatches take the checked path, which raises
+
+    def _forget_device(self) -> None:
+        """Drop every CUDA object of the lost context without freeing through it (the reset frees all)."""
+        self._lost = self._closed = True
+        self._fault = self._last_resident = None
+        self._prepared.clear()
+        self._by_id.clear()
+        self._memo.clear()
+        self._param_buffers.clear()
+        self.modules.clear()
+        self.heap.forget()
+        self.staging = self.ring = self.stream = None
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=False)
+
+    def _inject_fault(self, kind: str = "illegal_address") -> None:
+        """Test hook, not public API: the next kernel launch of this backend first runs a real kernel that
+        faults on the device (``kind`` in ``vyre_cuda.modules.FAULT_KINDS``), loaded like any other."""
+        from vyre_cuda.codegen.versions import ptx_version_for_driver
+        from vyre_cuda.modules import FAULT_ADDRESS, FAULT_ENTRY, fault_ptx
+
+        with self.lock:
+            self._check_open()
+            cc = self.info.compute_capability
+            ptx = fault_ptx(kind, cc, ptx_version_for_driver(self.info.driver_version, cc))
+            with cuda_errors("loading the fault-injection kernel"):
+                kernel = self.modules.load(ptx, FAULT_ENTRY)
+            plan = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 1, f"fault_injection_{kind}")
+            plan.bind_values((FAULT_ADDRESS,))
+            self._fault = plan
+            self.resident.invalidate()  # so that a cached dispatch_resident fires it too
+
+    def _fire_fault(self) -> None:
+        plan, self._fault = self._fault, None
+        if plan is not None:
+            plan.launch(self._stream_ptr)
 
     def _use_device(self) -> None:
         if self._rt.getDevice() != self.device_id:

@@ -1,4 +1,4 @@
-"""The cuda plugin's ``vyre`` verbs: ``emit-ptx``, ``doctor`` and ``cache info|clear``.
+"""The cuda plugin's ``vyre`` verbs: ``emit-ptx``, ``doctor``, ``bench`` and ``cache info|clear``.
 
 ``add_cli_commands(subparsers)`` is called from the plugin's ``vyre_cli_commands`` hook. Each
 handler is a plain function of an ``argparse.Namespace`` returning the exit code; a ``VyreError``
@@ -26,7 +26,7 @@ CUPY_DISTRIBUTIONS = ("cupy-cuda13x", "cupy-cuda12x", "cupy")
 
 
 def add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``emit-ptx``, ``doctor`` and ``cache`` to the ``vyre`` command line."""
+    """Add ``emit-ptx``, ``doctor``, ``bench`` and ``cache`` to the ``vyre`` command line."""
     p = subparsers.add_parser("emit-ptx", help="print the PTX the cuda backend emits for a .vyre file")
     p.add_argument("file", help="a .vyre program (text form)")
     p.add_argument("--sm", default="90", help="target compute capability, e.g. 90 or sm_80 (default 90)")
@@ -37,6 +37,11 @@ def add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("doctor", help="check driver, CuPy, device, ptxas and the kernel cache")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
     p.set_defaults(func=cmd_doctor)
+
+    p = subparsers.add_parser("bench", help="benchmark the cuda backend on this machine's GPU")
+    p.add_argument("--quick", action="store_true", help="smaller buffers and fewer repetitions")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write every number as JSON to PATH")
+    p.set_defaults(func=cmd_bench)
 
     p = subparsers.add_parser("cache", help="show or clear the cuda backend's kernel cache")
     p.set_defaults(func=cmd_cache_info, json=False)
@@ -188,6 +193,31 @@ def check_cache() -> Check:
     return Check("cache", OK, detail)
 
 
+# ---- bench -------------------------------------------------------------------------------------------
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run ``vyre_cuda.bench`` on device ``VYRE_CUDA_DEVICE`` (default 0) and print its table."""
+    from vyre.cli import progress
+    from vyre_cuda import bench
+    from vyre_cuda.plugin import create_backend
+
+    try:
+        be = create_backend()
+    except BackendUnavailable as exc:
+        raise BackendUnavailable(f"vyre bench needs a CUDA device, and no usable one is present ({exc.message})",
+                                 "run vyre bench on a machine with an NVIDIA GPU and driver; `vyre doctor` shows "
+                                 "what is missing here") from exc
+    progress(f"benchmarking {be.info.name}")
+    try:
+        results = bench.run(be, args.quick, progress=progress)
+    finally:
+        be.shutdown()
+    bench.print_table(results)
+    target = bench.write_json(results, args.json)
+    if target:
+        progress(f"wrote {target}")
+    return 0
+
+
 # ---- cache info | clear -----------------------------------------------------------------------------
 def cmd_cache_info(args: argparse.Namespace) -> int:
     """Print the cache directory, its size and cap (``--json`` for all fields)."""
@@ -224,5 +254,5 @@ def _size(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-__all__ = ["Check", "add_cli_commands", "cmd_cache_clear", "cmd_cache_info", "cmd_doctor", "cmd_emit_ptx",
-           "run_checks"]
+__all__ = ["Check", "add_cli_commands", "cmd_bench", "cmd_cache_clear", "cmd_cache_info", "cmd_doctor",
+           "cmd_emit_ptx", "run_checks"]

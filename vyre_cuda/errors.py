@@ -1,17 +1,33 @@
-"""Map CuPy and CUDA driver/runtime exceptions to vyre errors (SPEC section 6).
+"""Map CuPy and CUDA driver/runtime exceptions to vyre errors (SPEC section 6), and recover from
+device faults.
 
 Matching is by exception class name, status name and message, so this module imports without CuPy.
 Runtime names (``cudaErrorIllegalAddress``) and driver names (``CUDA_ERROR_ILLEGAL_ADDRESS``) are
 both reduced to one canonical form (``ILLEGAL_ADDRESS``) and looked up in one table.
+
+Lost devices: a sticky CUDA error (illegal address, trap, ECC...) poisons the device's primary
+context for the whole process. Whenever a ``DeviceLost`` is made here, ``note_device_lost`` asks
+the current device whether its context really is poisoned (a fake or stale error is not); if so
+the device is recorded as needing a reset and every backend watching it (``watch_device``) is told
+(``backend._mark_lost()``: it refuses further use with ``DeviceLost``). The next backend started
+on that device calls ``reset_device``, which drops every object of the old context and resets it.
+Some drivers keep the fault for the whole process even then (seen on driver 580 / CUDA 13.0 on an
+H100: every new context fails with the fault's status); the reset then ends in a
+``BackendUnavailable`` whose Fix says to restart the process.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import re
 import sys
+import threading
 import traceback
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from vyre.driver.errors import (
     BackendUnavailable,
@@ -51,6 +67,11 @@ FIX_PTX_VERSION = ("upgrade the NVIDIA driver, or emit an older PTX ISA that thi
 FIX_CAPTURE = "set VYRE_CUDA_GRAPHS=0 to run without CUDA graph capture, and report the program"
 FIX_DRIVER = ("install an NVIDIA driver and a CuPy build that match (pip install 'vyre-cuda[cuda12]' or [cuda13]); "
               "without a GPU use vyre.acquire(allow_reference=True)")
+FIX_LOST = ("acquire a new backend with vyre.acquire('cuda') (it resets the device and starts clean) after dropping "
+            "the CuPy arrays, pipelines and handles made before the fault; rerun with VYRE_CUDA_SYNC_EACH=1 to find "
+            "the faulting program")
+FIX_RESET = ("restart the Python process: this driver keeps a device fault for the whole process (to contain "
+             "faults of untrusted programs, run them in a subprocess)")
 
 
 def status_name(exc: BaseException) -> str | None:
@@ -119,7 +140,7 @@ def translate(exc: BaseException, context: str = "", *, requested: int | None = 
     if key in _OOM:
         return _out_of_memory(exc, requested)
     if key in _LOST:
-        return DeviceLost(f"{prefix}the CUDA context is lost ({text})")
+        return device_lost(f"{prefix}the CUDA context is lost ({text})")
     if key in _GEOMETRY:
         return DispatchFailed(name or "launch", f"{prefix}{text}", FIX_GEOMETRY)
     if key in _PTX_VERSION:
@@ -146,4 +167,126 @@ def cuda_errors(context: str, *, requested: int | None = None) -> Iterator[None]
         raise translate(exc, context, requested=requested) from exc
 
 
-__all__ = ["canonical", "cuda_errors", "is_cuda_exception", "status_name", "translate"]
+# ---- lost devices and their reset ------------------------------------------------------------------------
+_lost_lock = threading.RLock()
+_needs_reset: set[int] = set()
+_watchers: dict[int, weakref.WeakSet] = {}
+
+
+def device_lost(message: str, fix: str = FIX_LOST) -> DeviceLost:
+    """A ``DeviceLost`` error, after recording the current device as lost if its context is poisoned."""
+    note_device_lost()
+    return DeviceLost(message, fix)
+
+
+def watch_device(index: int, backend: Any) -> None:
+    """Call ``backend._mark_lost()`` when device ``index`` is found poisoned (held weakly)."""
+    with _lost_lock:
+        _watchers.setdefault(index, weakref.WeakSet()).add(backend)
+
+
+def needs_reset(index: int) -> bool:
+    """True when device ``index`` had a sticky error and has not been reset since."""
+    return index in _needs_reset
+
+
+def note_device_lost() -> int | None:
+    """If the current device's context is poisoned, record it and tell its backends; the device or None."""
+    index = _poisoned_device()
+    if index is None:
+        return None
+    with _lost_lock:
+        _needs_reset.add(index)
+        backends = list(_watchers.get(index, ()))
+    for backend in backends:
+        backend._mark_lost()
+    return index
+
+
+def _poisoned_device() -> int | None:
+    """The current device if CUDA calls on it fail with a lost-context status (no CuPy loaded: None)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return None
+    runtime = cupy.cuda.runtime
+    try:
+        index = int(runtime.getDevice())
+    except Exception:  # noqa: BLE001 - no usable CUDA at all: nothing to reset
+        return None
+    try:
+        runtime.memGetInfo()
+        runtime.free(runtime.malloc(256))
+    except Exception as exc:  # noqa: BLE001 - classified by its status name
+        name = status_name(exc)
+        return index if name and canonical(name) in _LOST else None
+    return None
+
+
+@contextmanager
+def quiet_teardown() -> Iterator[None]:
+    """Drop CUDA objects of a dead context: their destructors' errors are expected, so not printed."""
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda _unraisable: None
+    try:
+        yield
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+
+
+def reset_device(index: int) -> None:
+    """Make device ``index`` usable again after a sticky error (see the module docstring).
+
+    Drops, while the old context still exists: the lost backends' CUDA objects
+    (``backend._forget_device()``), CuPy's default device and pinned pools' cached blocks and
+    CuPy's memoised modules (``cupy.clear_memo()``); then resets the primary context and checks
+    that the device works. ``BackendUnavailable`` if it does not.
+    """
+    import cupy
+
+    with _lost_lock:
+        if index not in _needs_reset:
+            return
+        with quiet_teardown():
+            for backend in list(_watchers.get(index, ())):
+                backend._forget_device()
+            for pool in (cupy.get_default_memory_pool(), cupy.get_default_pinned_memory_pool()):
+                try:
+                    pool.free_all_blocks()
+                except Exception:  # noqa: BLE001, S110 - the frees fail on a poisoned context; the reset frees all
+                    pass
+            cupy.clear_memo()
+        try:
+            _reset_primary_context(cupy.cuda.runtime, index)
+            runtime = cupy.cuda.runtime
+            runtime.setDevice(index)
+            runtime.free(runtime.malloc(256))
+        except Exception as exc:  # noqa: BLE001 - reported with the reason
+            raise BackendUnavailable(f"CUDA device {index} cannot be used again in this process after a device "
+                                     f"fault: the reset did not clear it ({exc})", FIX_RESET) from exc
+        _needs_reset.discard(index)
+
+
+def _reset_primary_context(runtime: Any, index: int) -> None:
+    """``cudaDeviceReset`` where CuPy has it, else the driver's primary-context reset, re-activated."""
+    if hasattr(runtime, "deviceReset"):
+        runtime.setDevice(index)
+        runtime.deviceReset()
+        return
+    lib = ctypes.CDLL("libcuda.so.1")
+    device, context = ctypes.c_int(), ctypes.c_void_p()
+    reset = getattr(lib, "cuDevicePrimaryCtxReset_v2", None) or lib.cuDevicePrimaryCtxReset
+    _check_driver("cuDeviceGet", lib.cuDeviceGet(ctypes.byref(device), index))
+    _check_driver("cuDevicePrimaryCtxReset", reset(device))
+    # CuPy's runtime keeps using the primary context's (unchanged) handle: make it active again
+    _check_driver("cuDevicePrimaryCtxRetain", lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device))
+    _check_driver("cuCtxSetCurrent", lib.cuCtxSetCurrent(context))
+
+
+def _check_driver(call: str, status: int) -> None:
+    if status:
+        raise RuntimeError(f"{call} returned CUDA error {status}")
+
+
+__all__ = ["FIX_LOST", "canonical", "cuda_errors", "device_lost", "is_cuda_exception", "needs_reset",
+           "note_device_lost", "quiet_teardown", "reset_device", "status_name", "translate", "watch_device"]

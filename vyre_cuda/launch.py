@@ -6,8 +6,10 @@
   packed once: ``bind(pointers, param_block_ptr)`` rewrites the ``c_uint64`` slots that the
   ``void**`` array points at, and ``launch(stream_ptr)`` is exactly one ``cuLaunchKernel`` call
   made through ctypes on ``libcuda.so.1`` (``cupy.cuda.driver.launchKernel`` if that cannot load;
-  see ``LAUNCH_MODES``).
-  A plan whose grid has a zero axis is ``empty``: callers skip the launch.
+  see ``LAUNCH_MODES``) with an argument tuple built once per grid, stream and mode.
+  A plan whose grid has a zero axis is ``empty``: callers skip the launch. ``configured`` is a
+  token its owner may set after configuring grid and arguments; ``set_grid``, ``bind_values``
+  and setting ``cooperative`` clear it.
 - ``ParamBlock`` is the kernel's device-resident u32 word block (``[0]`` elements, then each bound
   buffer's element count). ``write(words, stream)`` copies from a pinned ring only when the words
   change, so a captured CUDA graph that reads the block stays valid when counts change.
@@ -24,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from vyre.driver.errors import DeviceLost, DeviceOutOfMemory, DispatchFailed, InvalidProgram
+from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram
 from vyre.ir.program import Program
-from vyre_cuda.errors import cuda_errors
+from vyre_cuda.errors import cuda_errors, device_lost
 
 _WORD = 4
 _CTX_ERRORS = (201, 3)  # CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_INITIALIZED
@@ -174,8 +176,7 @@ def launch_error(rc: int, name: str) -> Exception:
     if rc == _OOM:
         return DeviceOutOfMemory(0, 0, f"the launch of {name} ran out of device memory ({err}); free memory.")
     if rc in _STICKY:
-        return DeviceLost(f"launch of program {name} failed with {err}; the CUDA context is unusable",
-                          "acquire a new backend; rerun with VYRE_CUDA_SYNC_EACH=1 to find the faulting program.")
+        return device_lost(f"launch of program {name} failed with {err}; the CUDA context is unusable")
     return DispatchFailed(err, f"cuLaunchKernel for program {name} returned {rc}",
                           "check the program's workgroup size and buffers; rerun with VYRE_CUDA_SYNC_EACH=1.")
 
@@ -183,9 +184,9 @@ def launch_error(rc: int, name: str) -> Exception:
 class LaunchPlan:
     """One kernel launch with its arguments packed once (see the module docstring)."""
 
-    __slots__ = ("kernel_ptr", "grid", "block", "shared_bytes", "name", "nargs", "empty", "mode",
-                 "_slots", "_argv", "argv_ptr", "_fn", "_bound", "params", "_head", "_chead", "_cstream",
-                 "_stream", "cooperative")
+    __slots__ = ("kernel_ptr", "grid", "block", "shared_bytes", "name", "nargs", "empty", "mode", "configured",
+                 "_slots", "_argv", "argv_ptr", "_fn", "_bound", "params", "_head", "_chead", "_stream", "_call",
+                 "_call_fn", "_cooperative")
 
     def __init__(self, kernel_ptr: int, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                  nargs: int, name: str = "<kernel>", mode: str | None = None) -> None:
@@ -203,11 +204,26 @@ class LaunchPlan:
         if self._fn is None:
             self.mode = "cupy"
         self._bound: tuple[int, ...] = ()
-        self._stream = -1
-        self._cstream: Any = None
+        self._stream = -1  # the stream the call tuple was built for (-1: rebuild before the next launch)
+        self._call: tuple = ()
+        self._call_fn: Any = None
         self.params: ParamBlock | None = None  # the plan's own parameter block, when it has one
-        self.cooperative = False  # launch with cuLaunchCooperativeKernel (checked by check_cooperative)
+        self._cooperative = False
+        self.configured: object = None
         self.set_grid(grid)
+
+    @property
+    def cooperative(self) -> bool:
+        """Launch with ``cuLaunchCooperativeKernel`` (callers check it with ``check_cooperative``)."""
+        return self._cooperative
+
+    @cooperative.setter
+    def cooperative(self, value: bool) -> None:
+        value = bool(value)
+        if value != self._cooperative:
+            self._cooperative = value
+            self._stream = -1
+            self.configured = None
 
     def set_grid(self, grid: Sequence[int]) -> None:
         """Change the grid (callers check it with ``check_geometry`` first)."""
@@ -216,6 +232,8 @@ class LaunchPlan:
         self._head = (self.kernel_ptr, *self.grid, *self.block, self.shared_bytes)
         u = ctypes.c_uint
         self._chead = (ctypes.c_void_p(self.kernel_ptr), *(u(v) for v in self._head[1:]))
+        self._stream = -1
+        self.configured = None
 
     def bind(self, pointers: Sequence[int], param_block_ptr: int) -> None:
         """Point the argument slots at ``pointers`` (binding order) and the parameter block."""
@@ -230,38 +248,44 @@ class LaunchPlan:
                              "Fix: pass one pointer per bound buffer plus the parameter block.")
         self._slots[:] = values
         self._bound = values
+        self.configured = None
 
     def launch(self, stream_ptr: int) -> None:
         """Enqueue the kernel on ``stream_ptr``: one driver call."""
-        if self.cooperative:
-            self._launch_cupy(stream_ptr)
-            return
-        if self.mode == "pyctypes":
-            if stream_ptr != self._stream:
-                self._stream, self._cstream = stream_ptr, ctypes.c_void_p(stream_ptr)
-            rc = self._fn(*self._chead, self._cstream, self._argv, None)
-        elif self.mode == "ctypes":
-            rc = self._fn(*self._head, stream_ptr, self.argv_ptr, None)
-        else:
-            self._launch_cupy(stream_ptr)
-            return
+        if stream_ptr != self._stream:
+            self._build_call(stream_ptr)
+        rc = self._call_fn(*self._call)
         if rc:
-            if rc in _CTX_ERRORS:  # this thread has no current context yet: bind it and retry once
-                _bind_context()
-                self._stream = -1
-                rc = self._fn(*self._head, stream_ptr, self.argv_ptr, None) if self.mode == "ctypes" else \
-                    self._fn(*self._chead, ctypes.c_void_p(stream_ptr), self._argv, None)
-            if rc:
-                raise launch_error(rc, self.name)
+            self._failed(rc, stream_ptr)
 
-    def _launch_cupy(self, stream_ptr: int) -> None:
+    def _build_call(self, stream_ptr: int) -> None:
+        """The driver entry point and its arguments for launches on ``stream_ptr``."""
+        if self._cooperative or self.mode == "cupy":
+            self._call_fn, self._call = self._launch_cupy, (stream_ptr,)
+        elif self.mode == "pyctypes":
+            self._call_fn, self._call = self._fn, (*self._chead, ctypes.c_void_p(stream_ptr), self._argv, None)
+        else:
+            self._call_fn, self._call = self._fn, (*self._head, stream_ptr, self.argv_ptr, None)
+        self._stream = stream_ptr
+
+    def _failed(self, rc: int, stream_ptr: int) -> None:
+        """Retry once when the thread had no current context; otherwise raise the vyre error."""
+        if rc in _CTX_ERRORS:
+            _bind_context()
+            self._build_call(stream_ptr)
+            rc = self._call_fn(*self._call)
+        if rc:
+            raise launch_error(rc, self.name)
+
+    def _launch_cupy(self, stream_ptr: int) -> int:
         from cupy.cuda import driver
 
         with cuda_errors(f"launching program {self.name}"):
-            if self.cooperative:
+            if self._cooperative:
                 driver.launchCooperativeKernel(*self._head, stream_ptr, self.argv_ptr)
             else:
                 driver.launchKernel(*self._head, stream_ptr, self.argv_ptr, 0)
+        return 0
 
 
 def _bind_context() -> None:

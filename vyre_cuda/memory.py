@@ -13,6 +13,8 @@ Layers (each usable by the pipelines/graphs code):
 - ``ResidentPool`` issues ``vyre.driver.backend.Resident`` handles. A handle is valid only while
   it is the very object this pool issued and has not been freed: ``resolve`` rejects freed,
   foreign (another backend's) and forged (re-created or copied) handles with ``InvalidHandle``.
+  Its ``generation`` changes with every free (and ``invalidate``), so a caller may keep resolved
+  pointers while it is unchanged.
 - ``TransientPool`` lends buffers for one dispatch (``acquire`` / ``recycle``).
 - ``PinnedStaging`` moves bytes between host and device through pinned host memory with async
   copies on the backend stream (two slots, so chunked transfers overlap host copies and DMA).
@@ -162,6 +164,14 @@ class DeviceHeap:
                 for buf in buffers:
                     self._rt.free(buf.ptr)
                     self.reserved -= buf.capacity
+            self._closed = True
+            self._publish()
+
+    def forget(self) -> None:
+        """After a device fault: drop every block without freeing it (the context reset frees them all)."""
+        with self.lock:
+            self._free.clear()
+            self.reserved = self.cached = 0
             self._closed = True
             self._publish()
 
@@ -322,6 +332,10 @@ class ResidentPool(_Pool):
 
     def handles(self) -> list[Resident]:
         return [h for h, _ in self._live.values()]
+
+    def invalidate(self) -> None:
+        """Bump ``generation`` without a free: every cached resolution must be checked again."""
+        self.generation += 1
 
     def _why_invalid(self, handle: object) -> InvalidHandle:
         if not isinstance(handle, Resident):

@@ -330,3 +330,60 @@ def test_compile_failure_names_ptxas_diagnostics_and_the_dump(tmp_path: Path, mo
     dump = tmp_path / "dump" / f"vyre-{'f' * 16}.ptx"
     assert dump.read_text() == BAD_PTX and "INVALID_PTX" in dump.with_suffix(".log").read_text()
     assert str(dump) in err.message
+
+
+# ---- device faults: the lost-device record and the fault kernel ----------------------------------------------
+def test_a_device_lost_error_marks_no_device_whose_context_is_healthy() -> None:
+    """``translate`` asks the device before recording it as lost: a fake or stale error resets nothing."""
+    from vyre_cuda.errors import needs_reset, reset_device
+
+    err = translate(runtime.CUDARuntimeError(700), "syncing")
+    assert isinstance(err, DeviceLost) and "Fix:" in str(err)
+    assert not needs_reset(0)
+    reset_device(0)  # nothing recorded: a no-op
+
+
+@pytest.mark.parametrize("kind", ["illegal_address", "trap"])
+def test_fault_kernels_are_valid_ptx(kind: str, tmp_path: Path) -> None:
+    from vyre_cuda.modules import FAULT_ENTRY, fault_ptx
+
+    ptx = fault_ptx(kind, "90", "8.0")
+    assert f".entry {FAULT_ENTRY}(" in ptx and ".target sm_90" in ptx
+    if shutil.which("ptxas"):
+        path = tmp_path / f"{kind}.ptx"
+        path.write_text(ptx)
+        done = subprocess.run(["ptxas", "--gpu-name", "sm_90", "-o", os.devnull, str(path)], capture_output=True,
+                              text=True, check=False)
+        assert done.returncode == 0, done.stderr
+    with pytest.raises(ValueError, match="Fix:"):
+        fault_ptx("melt", "90", "8.0")
+
+
+def test_launch_plan_configuration_token_is_cleared_by_every_change() -> None:
+    from vyre_cuda.launch import LaunchPlan
+
+    plan = LaunchPlan(0x1000, (4, 1, 1), (64, 1, 1), 0, 2, "p", mode="cupy")
+    for change in (lambda: plan.set_grid((8, 1, 1)), lambda: plan.bind_values((1, 2)),
+                   lambda: setattr(plan, "cooperative", True)):
+        plan.configured = token = object()
+        change()
+        assert plan.configured is None, token
+    plan.configured = token
+    plan.bind_values((1, 2))  # unchanged: still configured
+    plan.cooperative = True
+    assert plan.configured is token and plan.cooperative
+
+
+# ---- vyre bench ------------------------------------------------------------------------------------------
+def test_bench_verb_is_registered() -> None:
+    args = parse("bench", "--quick", "--json", "out.json")
+    assert args.func is cli.cmd_bench and args.quick and args.json == "out.json"
+
+
+@no_gpu_only
+def test_bench_without_a_gpu_says_so_and_exits_1() -> None:
+    done = subprocess.run([sys.executable, "-m", "vyre.cli", "bench"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=120, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "needs a CUDA device" in done.stderr and "no usable one is present" in done.stderr
+    assert "\nFix: " in done.stderr and "Traceback" not in done.stderr
