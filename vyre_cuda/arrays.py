@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from vyre.driver.errors import InvalidProgram
+from vyre.driver.errors import DeviceLost, InvalidProgram
 from vyre_cuda.errors import cuda_errors
 
 _HOST_TYPES = (bytes, bytearray, memoryview, np.ndarray)
@@ -39,8 +39,15 @@ def device_array(data: object, what: str, device_id: int) -> Any | None:
         return None
     import cupy
 
-    with cuda_errors(f"importing the device array for {what}"):
-        arr = cupy.asarray(data) if hasattr(data, "__cuda_array_interface__") else cupy.from_dlpack(data)
+    try:
+        with cuda_errors(f"importing the device array for {what}"):
+            arr = cupy.asarray(data) if hasattr(data, "__cuda_array_interface__") else cupy.from_dlpack(data)
+    except DeviceLost:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bad pointer or protocol is the caller's input error
+        reason = getattr(exc, "message", exc)
+        raise InvalidProgram(f"{what} is a device array whose memory CUDA does not recognise ({reason})",
+                             "pass an array allocated by CUDA on this device (CuPy, PyTorch, JAX).") from exc
     if arr.device.id != device_id:
         raise InvalidProgram(f"{what} is on CUDA device {arr.device.id}, the backend runs on device {device_id}",
                              f"move the array to device {device_id} (or acquire 'cuda:{arr.device.id}').")

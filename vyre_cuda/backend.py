@@ -458,7 +458,7 @@ class CudaBackend(Backend):
                 off = 0
                 for decl, data, count, on_dev in staged:
                     nbytes = count * decl.dtype.size
-                    if on_dev and decl.access is not Access.READ_WRITE:
+                    if on_dev and decl.access is not Access.READ_WRITE and data.data.ptr % decl.dtype.size == 0:
                         ptrs[decl.name] = data.data.ptr
                         keep.append(data)
                         continue
