@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from vyre.ir.expr import Expr
-from vyre.ir.node import Assign, Block, If, Let, Loop, Node, Region, Store
+from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Store
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 
@@ -19,7 +19,8 @@ def _body_variants(body: tuple[Node, ...]) -> Iterator[tuple[Node, ...]]:
     """Smaller versions of a statement list: drop a statement, inline a branch, unroll a loop."""
     for i, node in enumerate(body):
         head, tail = body[:i], body[i + 1:]
-        yield head + tail
+        if not isinstance(node, Barrier):  # dropping a barrier could add a race, not shrink the bug
+            yield head + tail
         if isinstance(node, If):
             yield head + (Block(node.then),) + tail
             if node.otherwise:
@@ -56,10 +57,8 @@ def _node_variants(node: Node) -> Iterator[Node]:
         for value in _expr_variants(node.value):
             yield type(node)(node.name, value)
     elif isinstance(node, Store):
-        for value in _expr_variants(node.value):
+        for value in _expr_variants(node.value):  # the index stays: a new index could add a race
             yield Store(node.buffer, node.index, value)
-        for index in _expr_variants(node.index):
-            yield Store(node.buffer, index, node.value)
 
 
 def _expr_variants(e: Expr) -> Iterator[Expr]:
@@ -70,6 +69,8 @@ def _expr_variants(e: Expr) -> Iterator[Expr]:
         yield arg  # kept only when the types still check
     yield from _ZERO.values()
     for i, arg in enumerate(e.args):
+        if i == 0 and e.op in ("load", "atomic"):
+            continue  # keep memory indices: a new index could add a race, not shrink the bug
         for smaller in _expr_variants(arg):
             yield Expr(e.op, e.args[:i] + (smaller,) + e.args[i + 1:], e.dtype, e.value, e.name)
 

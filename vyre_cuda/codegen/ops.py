@@ -91,11 +91,25 @@ def _sat_mul_u32(b: Builder, x: str, y: str) -> str:
     return _selp(b, ALL_ONES, b.op("mul.lo.u32", "r", x, y), over)
 
 
-def _sat_mul_s32(b: Builder, x: str, y: str) -> str:
-    w = b.op("mul.wide.s32", "rd", x, y)
+def _clamp_s64_to_s32(b: Builder, w: str) -> str:
     w = b.op("max.s64", "rd", w, "-2147483648")
     w = b.op("min.s64", "rd", w, "2147483647")
     return b.op("cvt.u32.u64", "r", w)
+
+
+def _sat_mul_s32(b: Builder, x: str, y: str) -> str:
+    return _clamp_s64_to_s32(b, b.op("mul.wide.s32", "rd", x, y))
+
+
+def _sat_addsub_s32(opcode: str) -> Callable[..., str]:
+    """Exact 64-bit add/sub, then clamp: the JIT for sm_90 folds ``add.sat.s32`` fed by a
+    ``mad.lo`` into a plain wrapping IMAD (found by the fuzzer), so ``.sat`` is not used."""
+
+    def lower(b: Builder, x: str, y: str) -> str:
+        wide = b.op(opcode, "rd", b.op("cvt.s64.s32", "rd", x), b.op("cvt.s64.s32", "rd", y))
+        return _clamp_s64_to_s32(b, wide)
+
+    return lower
 
 
 def _bool_eq(b: Builder, x: str, y: str) -> str:
@@ -119,8 +133,8 @@ BINARY: dict[tuple[str, DataType], Lowering] = {
     ("max", U32): "max.u32", ("max", I32): "max.s32", ("max", F32): _fminmax("max.f32", "and.b32"),
     ("abs_diff", U32): _abs_diff_int("u32"), ("abs_diff", I32): _abs_diff_int("s32"),
     ("abs_diff", F32): _abs_diff_f32,
-    ("saturating_add", U32): _sat_add_u32, ("saturating_add", I32): "add.sat.s32",
-    ("saturating_sub", U32): _sat_sub_u32, ("saturating_sub", I32): "sub.sat.s32",
+    ("saturating_add", U32): _sat_add_u32, ("saturating_add", I32): _sat_addsub_s32("add.s64"),
+    ("saturating_sub", U32): _sat_sub_u32, ("saturating_sub", I32): _sat_addsub_s32("sub.s64"),
     ("saturating_mul", U32): _sat_mul_u32, ("saturating_mul", I32): _sat_mul_s32,
     ("mul_high", U32): "mul.hi.u32", ("mul_high", I32): "mul.hi.s32",
     ("and_", BOOL): "and.pred", ("or_", BOOL): "or.pred",
@@ -133,7 +147,9 @@ BINARY: dict[tuple[str, DataType], Lowering] = {
 
 # ---- unary ------------------------------------------------------------------------------------------
 def _abs_s32(b: Builder, x: str) -> str:
-    return b.op("max.s32", "r", x, b.op("neg.s32", "r", x))  # abs(MIN) = MIN
+    # abs.s32 keeps abs(MIN) = MIN. Not max(x, -x): on sm_90 the JIT fuses that max with a
+    # following max into one 3-input VIMNMX3 and drops the negation (found by the fuzzer).
+    return b.op("abs.s32", "r", x)
 
 
 def _sign_s32(b: Builder, x: str) -> str:

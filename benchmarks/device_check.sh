@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one go (see docs/benchmarks.md). Writes logs under $OUT.
+#   bash benchmarks/device_check.sh tests|bench|fuzz|memcheck ...
+set -uo pipefail
+OUT=${OUT:-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/card.txt"
+for what in "$@"; do
+  start=$(date +%s)
+  case "$what" in
+    tests)    python3 -m pytest -q -m gpu tests/gpu tests/fuzz -p no:cacheprovider >"$OUT/gpu_tests.log" 2>&1
+              tail -n 15 "$OUT/gpu_tests.log" ;;
+    bench)    python3 benchmarks/bench_cuda.py >"$OUT/bench_cuda.log" 2>&1; tail -n 40 "$OUT/bench_cuda.log"
+              python3 benchmarks/bench_resident.py >"$OUT/bench_resident.log" 2>&1; tail -n 30 "$OUT/bench_resident.log" ;;
+    fuzz)     python3 -m vyre.fuzz --backend cuda --count "${FUZZ_COUNT:-5000}" --seed "${FUZZ_SEED:-20261126}" \
+                --input-sets 3 --corpus "$OUT/corpus" >"$OUT/fuzz.log" 2>&1; tail -n 8 "$OUT/fuzz.log" ;;
+    memcheck) compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 86 --print-limit 20 \
+                python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider \
+                -k "not fault and not recovery and not forged and not misaligned" >"$OUT/memcheck.log" 2>&1
+              echo "memcheck exit $?"; grep -E "ERROR SUMMARY|passed|failed" "$OUT/memcheck.log" | tail -n 5 ;;
+  esac
+  echo "== $what took $(( $(date +%s) - start )) s"
+done
