@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program  # noqa: E402
+from vyre_cuda.bench import device_ms, host_us  # noqa: E402
 
 U32 = DataType.U32
 GiB = 1 << 30
@@ -51,36 +52,9 @@ def tiny_program(k: int = 0) -> Program:
 
 
 # ---- timing ---------------------------------------------------------------------------------------------
-def host_us(fn: Callable[[], object], sync: Callable[[], object], calls: int) -> float:
-    """Median host µs per call over 5 batches of ``calls`` un-synchronised calls (after warm-up)."""
-    for _ in range(200):
-        fn()
-    sync()
-    batches = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        batches.append((time.perf_counter() - t0) / calls * 1e6)
-        sync()
-    return statistics.median(batches)
-
-
 def device_us(fn: Callable[[], object], stream, reps: int) -> float:
     """Median device µs of ``fn`` (CUDA events on ``stream``)."""
-    import cupy
-
-    fn()
-    stream.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        fn()
-        end.record(stream)
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end) * 1e3)
-    return statistics.median(times)
+    return device_ms(fn, stream, reps, warmup=1) * 1e3
 
 
 def wall_s(fn: Callable[[], object], reps: int) -> float:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import random_array
 
+from tests.graph_oracle import components
 from vyre.driver.config import DispatchConfig
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.reference import ReferenceBackend
@@ -165,29 +166,6 @@ def random_graph(rng: np.random.Generator, n: int, edges: int) -> tuple[np.ndarr
     row = np.zeros(n + 1, np.uint32)
     np.add.at(row, a + 1, 1)
     return np.cumsum(row).astype(np.uint32), b.astype(np.uint32)
-
-
-def components(row: np.ndarray, col: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Minimum initial label of each vertex's connected component (union-find, independent of vyre)."""
-    n = len(row) - 1
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u in range(n):
-        for w in col[row[u]:row[u + 1]]:
-            ru, rw = find(u), find(int(w))
-            if ru != rw:
-                parent[ru] = rw
-    best: dict[int, int] = {}
-    for u in range(n):
-        r = find(u)
-        best[r] = min(best.get(r, 1 << 32), int(labels[u]))
-    return np.array([best[find(u)] for u in range(n)], np.uint32)
 
 
 @pytest.mark.parametrize("graphs", ["1", "0"])
