@@ -12,8 +12,11 @@ Primitives for the pipeline / sequence / graph code (hold ``backend.lock`` aroun
   ``backend.transient`` (``TransientPool``: ``acquire(nbytes)``, ``recycle(buffers)``),
   ``backend.staging`` (``PinnedStaging``), ``backend.heap`` (``DeviceHeap``).
 - ``backend.telemetry`` (``Telemetry.add(name, n)``), ``backend.lock`` (an ``RLock``).
-- ``backend.prepared(program, config) -> PreparedProgram`` (``kernel``, ``bound``, ``block``,
-  ``words(counts, elements)``, ``elements(config, counts)``).
+- ``backend.prepared(program, config, coarsen=1) -> PreparedProgram`` (``kernel``, ``bound``,
+  ``block``, ``coarsen``, ``words(counts, elements, grid)``, ``elements(config, counts)``,
+  ``launch_grid(grid)``); ``backend.for_grid(prepared, grid, config)``: the variant of ``prepared``
+  that runs the logical ``grid`` (coarsened along x when ``vyre_cuda.coarsen.factor`` says so).
+  Grids passed to the calls below are always logical; plans launch ``prepared.launch_grid(grid)``.
 - ``backend.resident_layout(prepared, handles, config) -> (buffers, counts, grid)``: checked handles of a
   resident dispatch in binding order, their element counts and the grid.
 - ``backend.plan_for(prepared, buffers, counts, grid, elements=None) -> LaunchPlan`` with its own
@@ -64,6 +67,8 @@ from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, 
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre_cuda.arrays import device_array, is_device_array, order_after_producers
+from vyre_cuda.coarsen import factor as coarsen_factor
+from vyre_cuda.coarsen import launch_grid
 from vyre_cuda.errors import FIX_LOST, cuda_errors, needs_reset, quiet_teardown, reset_device, watch_device
 from vyre_cuda.launch import (
     DeviceLimits,
@@ -109,6 +114,7 @@ class PreparedProgram:
     plan: LaunchPlan  # the default plan that dispatch / dispatch_resident rebind each call
     emit_ns: int = 0
     load_ns: int = 0
+    coarsen: int = 1  # logical workgroups along x per hardware workgroup (codegen.coarsen)
 
     def elements(self, config: DispatchConfig | None, counts: dict[str, int]) -> int:
         """Word 0 of the parameter block: ``config.elements``, else the largest output, else input."""
@@ -118,9 +124,26 @@ class PreparedProgram:
         ins = [counts[b.name] for b in self.program.inputs]
         return max(outs) if outs else (max(ins) if ins else 0)
 
-    def words(self, counts: dict[str, int], elements: int) -> tuple[int, ...]:
-        """The parameter block: elements, then each bound buffer's element count."""
-        return (elements, *(counts[b.name] for b in self.bound))
+    @property
+    def nwords(self) -> int:
+        """u32 words of the kernel's parameter block (``codegen.abi.param_block_layout``)."""
+        return len(self.bound) + (2 if self.coarsen > 1 else 1)
+
+    def words(self, counts: dict[str, int], elements: int,
+              grid: Sequence[int] | None = None) -> tuple[int, ...]:
+        """The parameter block: elements, each bound buffer's element count, then (coarsened
+        kernels only) the logical grid x."""
+        words = (elements, *(counts[b.name] for b in self.bound))
+        if self.coarsen == 1:
+            return words
+        if grid is None:
+            raise ValueError(f"program {self.name}: a coarsened kernel's parameter words need the grid. "
+                             "Fix: pass the logical grid to words().")
+        return (*words, int(grid[0]))
+
+    def launch_grid(self, grid: Sequence[int]) -> tuple[int, int, int]:
+        """The hardware grid that runs the logical ``grid``."""
+        return launch_grid(grid, self.coarsen) if self.coarsen > 1 else tuple(grid)
 
 
 @dataclass(eq=False)
@@ -149,9 +172,10 @@ class _ResidentMemo:
     prepared: PreparedProgram
     order: tuple[int, ...]  # handle index of each bound buffer
     zero_index: tuple[tuple[int, int], ...]  # (handle index, bytes) of output buffers
-    grid: tuple[int, int, int]
+    grid: tuple[int, int, int]  # logical
     words: tuple[int, ...]
     cooperative: bool = False
+    launch: tuple[int, int, int] = (0, 0, 0)  # the hardware grid (prepared.launch_grid(grid))
     generation: int = -1  # ResidentPool.generation when the pointers below were resolved
     values: tuple[int, ...] = ()  # launch slots: bound buffer pointers, then the parameter block
     zero_ptrs: tuple[tuple[int, int], ...] = ()  # (pointer, bytes) to zero before each launch
@@ -192,8 +216,8 @@ class CudaBackend(Backend):
             self.staging = PinnedStaging(self.stream, self.telemetry)
             self.ring = PinnedRing(self.stream, on_sync=lambda: self.telemetry.add("cuda_sync_points"))
         self.modules = self._module_cache()
-        self._prepared: dict[tuple[bytes, tuple[int, int, int]], PreparedProgram] = {}
-        self._by_id: dict[tuple[int, tuple[int, int, int]], PreparedProgram] = {}
+        self._prepared: dict[tuple[bytes, tuple[int, int, int], int], PreparedProgram] = {}
+        self._by_id: dict[tuple[int, tuple[int, int, int], int], PreparedProgram] = {}
         self._memo: dict[tuple, _ResidentMemo] = {}
         self._last_resident: _ResidentMemo | None = None
         self._param_buffers: list[DeviceBuffer] = []
@@ -240,25 +264,35 @@ class CudaBackend(Backend):
         return min(self.info.total_memory, limit) if limit is not None else self.info.total_memory
 
     # ---- preparation ---------------------------------------------------------------------------
-    def prepared(self, program: Program, config: DispatchConfig | None = None) -> PreparedProgram:
-        """The cached ``PreparedProgram`` for ``program`` at its effective workgroup size."""
+    def prepared(self, program: Program, config: DispatchConfig | None = None, coarsen: int = 1) -> PreparedProgram:
+        """The cached ``PreparedProgram`` for ``program`` at its effective workgroup size, its
+        kernel coarsened ``coarsen`` times along x (1: as written)."""
         block = effective_workgroup(program, config)
-        fast = self._by_id.get((id(program), block))
+        fast = self._by_id.get((id(program), block, coarsen))
         if fast is not None and fast.program is program:
             return fast
         with self.lock:
             self._check_open()
-            key = (program.fingerprint(), block)
+            key = (program.fingerprint(), block, coarsen)
             prep = self._prepared.get(key)
             if prep is None:
-                prep = self._prepare(program, block)
+                prep = self._prepare(program, block, coarsen)
                 self._prepared[key] = prep
             if len(self._by_id) > _MEMO_CAP:
                 self._by_id.clear()
-            self._by_id[(id(program), block)] = prep
+            self._by_id[(id(program), block, coarsen)] = prep
             return prep
 
-    def _prepare(self, program: Program, block: tuple[int, int, int]) -> PreparedProgram:
+    def for_grid(self, prepared: PreparedProgram, grid: Sequence[int],
+                 config: DispatchConfig | None = None) -> PreparedProgram:
+        """The variant of ``prepared`` (same program and block) that runs the logical ``grid``:
+        coarsened along x when ``vyre_cuda.coarsen.factor`` says so, else the plain kernel."""
+        k = coarsen_factor(grid, prepared.block, self.limits.sm_count, bool(config is not None and config.cooperative))
+        if k == prepared.coarsen:
+            return prepared
+        return self.prepared(prepared.program, config, coarsen=k)
+
+    def _prepare(self, program: Program, block: tuple[int, int, int], coarsen: int = 1) -> PreparedProgram:
         from vyre.ir.validate import validate
         from vyre_cuda import ENTRY_NAME, emit_ptx
         from vyre_cuda.codegen.versions import ptx_version_for_driver
@@ -273,7 +307,7 @@ class CudaBackend(Backend):
         t0 = time.perf_counter_ns()
         with nvtx_range("vyre.cuda.codegen"):
             ptx = emit_ptx(program, sm=cc, ptx_version=ptx_version_for_driver(self.info.driver_version, cc),
-                           config=config)
+                           config=config, coarsen=coarsen)
         t1 = time.perf_counter_ns()
         with nvtx_range("vyre.cuda.compile"), cuda_errors(f"loading the kernel of program {name}"):
             kernel = self.modules.load(ptx, ENTRY_NAME)
@@ -282,8 +316,10 @@ class CudaBackend(Backend):
         check_geometry(name, (1, 1, 1), block, static_shared, self.limits, max_threads)
         bound = program.bound_buffers
         plan = LaunchPlan(kernel.ptr, (0, 0, 0), block, 0, len(bound) + 1, name)
-        plan.params = self._param_block(len(bound) + 1)
-        return PreparedProgram(program, name, block, kernel, ptx, bound, static_shared, plan, t1 - t0, t2 - t1)
+        prep = PreparedProgram(program, name, block, kernel, ptx, bound, static_shared, plan, t1 - t0, t2 - t1,
+                               coarsen)
+        plan.params = self._param_block(prep.nwords)
+        return prep
 
     def _check_capabilities(self, program: Program) -> None:
         dtypes = {b.dtype for b in program.buffers}
@@ -316,8 +352,9 @@ class CudaBackend(Backend):
             if len(buffers) != len(prepared.bound):
                 raise InvalidProgram(f"program {prepared.name} binds {len(prepared.bound)} buffers, got {len(buffers)}",
                                      "pass one buffer per bound buffer, in binding order.")
-            plan = LaunchPlan(prepared.kernel.ptr, grid, prepared.block, 0, len(prepared.bound) + 1, prepared.name)
-            plan.params = self._param_block(len(prepared.bound) + 1)
+            plan = LaunchPlan(prepared.kernel.ptr, prepared.launch_grid(grid), prepared.block, 0,
+                              len(prepared.bound) + 1, prepared.name)
+            plan.params = self._param_block(prepared.nwords)
             self.update_plan(plan, prepared, counts, grid, elements, config)
             plan.bind([b.ptr for b in buffers], plan.params.ptr)
             return plan
@@ -325,16 +362,17 @@ class CudaBackend(Backend):
     def update_plan(self, plan: LaunchPlan, prepared: PreparedProgram, counts: dict[str, int],
                     grid: Sequence[int], elements: int | None = None,
                     config: DispatchConfig | None = None) -> None:
-        """Set ``plan``'s grid (checked) and enqueue its parameter words if they changed."""
+        """Set ``plan``'s grid (checked; ``grid`` is logical, the plan launches ``prepared.launch_grid``)
+        and enqueue its parameter words if they changed."""
         check_geometry(prepared.name, grid, prepared.block, prepared.shared_bytes, self.limits)
         plan.cooperative = bool(config is not None and config.cooperative)
         if plan.cooperative:
             check_cooperative(prepared.name, prepared.kernel.ptr, grid, prepared.block, 0, self.limits,
                               self.supports_cooperative())
-        plan.set_grid(grid)
+        plan.set_grid(prepared.launch_grid(grid))
         if elements is None:
             elements = prepared.elements(config, counts)
-        plan.params.write(prepared.words(counts, elements), self.stream)
+        plan.params.write(prepared.words(counts, elements, grid), self.stream)
 
     def close_plan(self, plan: LaunchPlan) -> None:
         """Give a plan's parameter block back (the plan may not be launched afterwards)."""
@@ -444,6 +482,7 @@ class CudaBackend(Backend):
             staged.append((decl, data, count, dev is not None))
         counts = buffer_counts(program, input_counts)
         grid = resolve_grid(program, config, counts)
+        prep = self.for_grid(prep, grid, config)
         host_bytes = sum(_aligned(c * d.dtype.size) for d, _, c, on_dev in staged if not on_dev)
         out_bytes = sum(_aligned(counts[b.name] * b.dtype.size) for b in program.outputs)
         slot = PinnedStaging.private(host_bytes + out_bytes) if private else self.staging.slot(host_bytes + out_bytes)
@@ -571,7 +610,7 @@ class CudaBackend(Backend):
         """Checked buffers (binding order), element counts and grid of a resident dispatch."""
         memo = self._resident_memo(prepared.program, tuple(handles), config)
         bufs = [self.resident.resolve(h) for h in handles]
-        counts = dict(zip((b.name for b in prepared.bound), memo.words[1:]))
+        counts = dict(zip((b.name for b in prepared.bound), memo.words[1:1 + len(prepared.bound)]))
         return [bufs[i] for i in memo.order], counts, memo.grid
 
     def dispatch_resident(self, program: Program, handles: Sequence[Resident],
@@ -611,8 +650,8 @@ class CudaBackend(Backend):
 
     def _configure(self, plan: LaunchPlan, memo: _ResidentMemo) -> None:
         """Point the program's default plan at the memo's grid, parameter words and buffers."""
-        if plan.grid != memo.grid:
-            plan.set_grid(memo.grid)
+        if plan.grid != memo.launch:
+            plan.set_grid(memo.launch)
         plan.cooperative = memo.cooperative
         plan.params.write(memo.words, self.stream)
         plan.bind_values(memo.values)
@@ -643,11 +682,13 @@ class CudaBackend(Backend):
         if cooperative:
             check_cooperative(prep.name, prep.kernel.ptr, grid, prep.block, 0, self.limits,
                               self.supports_cooperative())
+        prep = self.for_grid(prep, grid, config)
         index = {b.name: i for i, b in enumerate(decls)}
         zero = tuple((index[b.name], counts[b.name] * b.dtype.size) for b in decls
                      if b.access is Access.OUTPUT and counts[b.name])
         memo = _ResidentMemo(program, config, handles, prep, tuple(index[b.name] for b in prep.bound), zero,
-                             grid, prep.words(counts, prep.elements(config, counts)), cooperative)
+                             grid, prep.words(counts, prep.elements(config, counts), grid), cooperative,
+                             prep.launch_grid(grid))
         self._refresh_memo(memo)
         if len(self._memo) >= _MEMO_CAP:
             self._memo.clear()

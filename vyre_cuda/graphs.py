@@ -12,6 +12,10 @@ device-to-device copies on one stream. Capture hygiene (see docs/architecture.md
 - when capture fails the same work runs eagerly once; if that succeeds the key is remembered as
   "eager" (never recaptured), and a genuine error surfaces from the eager run with nothing cached.
 
+Keys are made by the callers (pipelines, sequences) and name everything a replay depends on:
+program digests, logical grid, coarsening factor (``vyre_cuda.coarsen``; a different factor is a
+different kernel and parameter block), capacity classes or buffer pointers.
+
 ``VYRE_CUDA_GRAPHS=0`` (read on each call) turns capture off; callers then launch eagerly and
 get identical results. Callers hold ``backend.lock`` around every method (so ``bump`` may be
 lock-free); the cache itself has no lock.

@@ -4,7 +4,9 @@
   tuple of capacity classes (next power of two of each bound buffer), so sizes within a class
   reuse the same pointers. Counts go to the pipeline's parameter block by an async copy *before*
   the launch, outside any graph; with graphs on, the zero fills and the launch are captured once
-  per (classes, grid) and replayed. One synchronisation per call.
+  per (classes, grid, coarsening factor) and replayed. One synchronisation per call. The kernel
+  variant (coarsened along x or not, ``backend.for_grid``) is chosen per call from its grid; each
+  buffer set keeps one launch plan per variant.
 - ``dispatch_batch(list_of_inputs)``: the same for many inputs, with one synchronisation.
 - ``dispatch_resident(handles)``: a ``ResidentBinding`` made on the first call with these handles
   (own launch plan and parameter block, arguments packed once, buffers pinned); later calls with
@@ -66,12 +68,13 @@ class ResidentBinding:
         handles = tuple(handles)
         prepared = backend.prepared(program, config)
         buffers, counts, grid = backend.resident_layout(prepared, handles, config)
+        prepared = backend.for_grid(prepared, grid, config)
         self.program, self.config, self.handles, self.prepared = program, config, handles, prepared
         self.buffers = tuple(buffers)  # binding order
         self.zero = tuple((buf.ptr, counts[b.name] * b.dtype.size) for b, buf in zip(prepared.bound, buffers)
                           if b.access is Access.OUTPUT and counts[b.name])
-        words = prepared.words(counts, prepared.elements(config, counts))
-        self.key = GraphKey((program.fingerprint(), prepared.block, tuple(grid), words,
+        words = prepared.words(counts, prepared.elements(config, counts), grid)
+        self.key = GraphKey((program.fingerprint(), prepared.block, tuple(grid), prepared.coarsen, words,
                              tuple((b.binding, buf.ptr, buf.capacity) for b, buf in zip(prepared.bound, buffers))))
         self._rt = _runtime()
         self.plan = backend.plan_for(prepared, buffers, counts, grid, config=config)
@@ -186,11 +189,11 @@ def _never(_: Sequence[Resident]) -> bool:
 # ---- device buffers owned by a pipeline ---------------------------------------------------------------
 @dataclass(eq=False)
 class _SlotSet:
-    """Device buffers for one tuple of capacity classes, and the launch plan bound to them."""
+    """Device buffers for one tuple of capacity classes, and the launch plans bound to them."""
 
     classes: tuple[int, ...]
     buffers: dict[str, Any]  # bound buffer name -> DeviceBuffer
-    plan: Any  # LaunchPlan with its own parameter block
+    plans: dict[int, Any] = field(default_factory=dict)  # coarsening factor -> LaunchPlan (own parameter block)
 
 
 @dataclass(eq=False)
@@ -199,7 +202,8 @@ class _Call:
 
     sources: list[tuple[BufferDecl, Any, int, bool]]  # decl, data, bytes, on device
     counts: dict[str, int]
-    grid: tuple[int, int, int]
+    grid: tuple[int, int, int]  # logical
+    prepared: Any  # the kernel variant that runs ``grid`` (backend.for_grid)
     classes: tuple[int, ...]
     host_bytes: int
     out_bytes: int
@@ -225,7 +229,8 @@ class _Resources:
     def drop_slots(self, slots: _SlotSet) -> None:
         self.graphs.evict_if(lambda key, _: key[0] == slots.classes)
         self.backend.transient.recycle(list(slots.buffers.values()))
-        self.backend.close_plan(slots.plan)
+        for plan in slots.plans.values():
+            self.backend.close_plan(plan)
 
     def release(self) -> None:
         with self.backend.lock:
@@ -337,7 +342,8 @@ class CudaPipeline(CompiledPipeline):
         classes = tuple(capacity_class(counts[b.name] * b.dtype.size) for b in self.prepared.bound)
         host = sum(_aligned(n) for _, _, n, on_dev in sources if not on_dev)
         out = sum(_aligned(counts[b.name] * b.dtype.size) for b in program.outputs)
-        return _Call(sources, counts, grid, classes, host, out, keep)
+        prepared = backend.for_grid(self.prepared, grid, self.config)
+        return _Call(sources, counts, grid, prepared, classes, host, out, keep)
 
     def _enqueue(self, call: _Call, stage: np.ndarray, off: int, graphs: bool
                  ) -> tuple[list[tuple[BufferDecl, int, int]], int]:
@@ -356,10 +362,11 @@ class CudaPipeline(CompiledPipeline):
             rt.memcpyAsync(dst, self._stage.ptr + off, nbytes, H2D, stream)
             backend.telemetry.add("cuda_h2d_bytes", nbytes)
             off += _aligned(nbytes)
-        backend.update_plan(slots.plan, self.prepared, call.counts, call.grid, None, self.config)
+        plan = self._plan(slots, call)
+        backend.update_plan(plan, call.prepared, call.counts, call.grid, None, self.config)
         zero = tuple((slots.buffers[b.name].ptr, b.count * b.dtype.size) for b in self.program.buffers
                      if b.access is Access.OUTPUT and b.count)
-        self._launch(slots, zero, call.grid, graphs)
+        self._launch(slots, plan, zero, (call.grid, call.prepared.coarsen), graphs)
         outputs = []
         for b in self.program.outputs:
             nbytes = call.counts[b.name] * b.dtype.size
@@ -370,9 +377,10 @@ class CudaPipeline(CompiledPipeline):
             off += _aligned(nbytes)
         return outputs, off
 
-    def _launch(self, slots: _SlotSet, zero: tuple[tuple[int, int], ...], grid: tuple[int, int, int],
-                graphs: bool) -> None:
-        backend, plan, rt = self.backend, slots.plan, self._rt
+    def _launch(self, slots: _SlotSet, plan: Any, zero: tuple[tuple[int, int], ...], shape: tuple, graphs: bool
+                ) -> None:
+        """Zero fills and the launch, eager or as a graph keyed by (classes, logical grid, factor)."""
+        backend, rt = self.backend, self._rt
         if not graphs or (plan.empty and not zero):
             for ptr, nbytes in zero:
                 rt.memsetAsync(ptr, 0, nbytes, backend.stream.ptr)
@@ -386,7 +394,7 @@ class CudaPipeline(CompiledPipeline):
                 plan.launch(stream_ptr)
 
         pinned = (*slots.buffers.values(), plan.params.buffer)
-        self._res.graphs.run((slots.classes, grid), backend.stream, record, pinned)
+        self._res.graphs.run((slots.classes, *shape), backend.stream, record, pinned)
 
     def _slots(self, call: _Call) -> _SlotSet:
         """The buffer set for ``call``'s capacity classes (taken from the transient pool once)."""
@@ -396,20 +404,27 @@ class CudaPipeline(CompiledPipeline):
             res.slots.move_to_end(call.classes)
             return slots
         backend = self.backend
-        buffers: dict[str, Any] = {}
+        slots = _SlotSet(call.classes, {})
         try:
             for b, cap in zip(self.prepared.bound, call.classes):
-                buffers[b.name] = backend.transient.acquire(cap)
-            bound = [buffers[b.name] for b in self.prepared.bound]
-            plan = backend.plan_for(self.prepared, bound, call.counts, call.grid, config=self.config)
+                slots.buffers[b.name] = backend.transient.acquire(cap)
+            self._plan(slots, call)
         except BaseException:
-            backend.transient.recycle(list(buffers.values()))
+            backend.transient.recycle(list(slots.buffers.values()))
             raise
-        slots = _SlotSet(call.classes, buffers, plan)
         res.slots[call.classes] = slots
         while len(res.slots) > SLOT_SETS:
             res.drop_slots(res.slots.popitem(last=False)[1])
         return slots
+
+    def _plan(self, slots: _SlotSet, call: _Call) -> Any:
+        """The launch plan of ``slots`` for ``call``'s kernel variant (made on first use)."""
+        plan = slots.plans.get(call.prepared.coarsen)
+        if plan is None:
+            bound = [slots.buffers[b.name] for b in call.prepared.bound]
+            plan = self.backend.plan_for(call.prepared, bound, call.counts, call.grid, config=self.config)
+            slots.plans[call.prepared.coarsen] = plan
+        return plan
 
     def _count_wait(self) -> None:
         self.backend.telemetry.add("cuda_sync_points")

@@ -13,7 +13,9 @@
 
 Each step becomes a ``ResidentBinding`` (own plan and parameter block, buffers pinned), cached
 per backend; with graphs on (``VYRE_CUDA_GRAPHS``, default 1) bodies are captured once in the
-backend's ``GraphCache`` and replayed. Everything runs under ``backend.lock``.
+backend's ``GraphCache`` and replayed. A binding fixes its kernel variant (coarsened along x or
+not, ``backend.for_grid``) when it is made, and its ``key`` names the factor, so graph keys built
+from binding keys never mix variants. Everything runs under ``backend.lock``.
 """
 
 from __future__ import annotations

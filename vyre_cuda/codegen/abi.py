@@ -4,6 +4,8 @@ Parameters, in order: one ``.u64`` global pointer per non-workgroup buffer in bi
 (``program.bound_buffers``), then one ``.u64`` pointer to the *parameter block*: little-endian
 u32 words ``[elements, count(bound buffer 0), count(bound buffer 1), ...]``. Counts are element
 counts at run time; the block lives in device memory so a captured graph survives size changes.
+A kernel coarsened along x (``emit_ptx(..., coarsen=K)`` with K > 1) reads one more word at the
+end, after the counts: the logical grid x (workgroup count along x before coarsening).
 """
 
 from __future__ import annotations
@@ -26,12 +28,20 @@ def kernel_params(program: Program) -> list[str]:
     return [b.name for b in program.bound_buffers] + ["<param block>"]
 
 
-def param_block_layout(program: Program) -> list[str]:
+def param_block_layout(program: Program, coarsen: int = 1) -> list[str]:
     """What each u32 word of the parameter block holds: ``["elements", "count:<buffer>", ...]``.
 
-    The backend packs ``[elements] + [element count of b for b in program.bound_buffers]``.
+    The backend packs ``[elements] + [element count of b for b in program.bound_buffers]``, and
+    for a kernel coarsened by ``coarsen`` > 1 one more word, ``"grid_x"``: the logical number of
+    workgroups along x (the hardware grid x is ``ceil(grid_x / coarsen)``).
     """
-    return ["elements"] + [f"count:{b.name}" for b in program.bound_buffers]
+    words = ["elements"] + [f"count:{b.name}" for b in program.bound_buffers]
+    return words + ["grid_x"] if coarsen > 1 else words
+
+
+def grid_x_word(program: Program) -> int:
+    """Word index in the parameter block of the logical grid x (coarsened kernels only)."""
+    return 1 + len(program.bound_buffers)
 
 
 def count_word(program: Program, name: str) -> int:

@@ -23,13 +23,15 @@ class Builder:
 
     Values that are the same for the whole invocation (special registers, buffer pointers,
     run-time counts) are computed once in the *prologue*, which dominates the whole body; see
-    ``cached``.
+    ``cached``. A coarsened kernel (``coarsen.Coarsening``) also has a per-iteration prologue,
+    ``iteration``, for values that depend on the logical workgroup (the global id along x).
     """
 
     def __init__(self) -> None:
         self.regs = Registers()
         self.prologue: list[str] = []
         self.body: list[str] = []
+        self.iteration: list[str] = []
         self._out = self.body
         self._labels = 0
         self._cache: dict[object, str] = {}
@@ -62,11 +64,11 @@ class Builder:
         self._out.append(f"{label}:")
 
     # ---- prologue values ------------------------------------------------------------------------
-    def cached(self, key: object, make: Callable[[], str]) -> str:
-        """The register ``make()`` computes, emitted once into the prologue and reused."""
+    def cached(self, key: object, make: Callable[[], str], lines: list[str] | None = None) -> str:
+        """The register ``make()`` computes, emitted once into the prologue (or ``lines``) and reused."""
         reg = self._cache.get(key)
         if reg is None:
-            with self.into(self.prologue):
+            with self.into(self.prologue if lines is None else lines):
                 reg = make()
             self._cache[key] = reg
         return reg

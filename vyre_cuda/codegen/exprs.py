@@ -26,9 +26,11 @@ Scope = Mapping[str, Val]
 class ExprLowering:
     """Lowers expressions of one program into a ``Builder``."""
 
-    def __init__(self, b: Builder, buffers: Buffers) -> None:
+    def __init__(self, b: Builder, buffers: Buffers, logical_x: str | None = None) -> None:
+        """``logical_x``: in a coarsened kernel, the register holding the logical workgroup id along x."""
         self.b = b
         self.buffers = buffers
+        self.logical_x = logical_x
         self._handlers = {
             "lit": self._lit, "var": self._var, "load": self._load, "buf_len": self._buf_len,
             "invocation_id": self._id, "workgroup_id": self._id, "local_id": self._id,
@@ -71,15 +73,23 @@ class ExprLowering:
     def _special(self, reg: str) -> str:
         return self.b.cached(reg, lambda: self.b.op("mov.u32", "r", reg))
 
+    def _workgroup(self, axis: str) -> str:
+        """The workgroup id along ``axis``: ``%ctaid``, or the logical id of a coarsened kernel (x)."""
+        if axis == "x" and self.logical_x is not None:
+            return self.logical_x
+        return self._special(f"%ctaid.{axis}")
+
     def _id(self, e: Expr, scope: Scope) -> Val:
         axis = AXES[e.value]
-        tid, ctaid = f"%tid.{axis}", f"%ctaid.{axis}"
+        tid = f"%tid.{axis}"
         if e.op == "local_id":
             return Val(self._special(tid), U32)
         if e.op == "workgroup_id":
-            return Val(self._special(ctaid), U32)
+            return Val(self._workgroup(axis), U32)
+        per_group = self.b.iteration if axis == "x" and self.logical_x is not None else None
         return Val(self.b.cached(("gid", axis), lambda: self.b.op(
-            "mad.lo.u32", "r", self._special(ctaid), self._special(f"%ntid.{axis}"), self._special(tid))), U32)
+            "mad.lo.u32", "r", self._workgroup(axis), self._special(f"%ntid.{axis}"), self._special(tid)),
+            per_group), U32)
 
     def linear_local_id(self) -> str:
         """tid.x + tid.y*ntid.x + tid.z*ntid.x*ntid.y, the order warps are formed in."""

@@ -67,9 +67,11 @@ class Buffers:
         d = self.decls[name]
         if d.is_workgroup:
             return str(d.count)
-        word = count_word(self.program, name)
-        return self.b.cached(("count", name),
-                             lambda: self.b.op("ld.global.nc.u32", "r", f"[{self._param_block()}+{4 * word}]"))
+        return self.param_word(("count", name), count_word(self.program, name))
+
+    def param_word(self, key: object, word: int) -> str:
+        """Register holding u32 word ``word`` of the parameter block (loaded once, in the prologue)."""
+        return self.b.cached(key, lambda: self.b.op("ld.global.nc.u32", "r", f"[{self._param_block()}+{4 * word}]"))
 
     def shared_base(self) -> str:
         return self.b.cached("smem", lambda: self.b.op("mov.u32", "r", SHARED_SYMBOL))
@@ -145,13 +147,19 @@ class Buffers:
         return Val(old, d.dtype)
 
     # ---- workgroup memory initialisation -------------------------------------------------------
-    def zero_workgroup_memory(self, linear_id: str, threads: str) -> list[str]:
-        """Lines that zero the workgroup's shared memory cooperatively, then ``bar.sync 0``."""
+    def zero_workgroup_memory(self, linear_id: str, threads: str, wait_first: bool = False) -> list[str]:
+        """Lines that zero the workgroup's shared memory cooperatively, then ``bar.sync 0``.
+
+        ``wait_first`` starts with a ``bar.sync 0`` too: a coarsened kernel zeroes again for each
+        logical workgroup, after every thread is done with the previous one's memory.
+        """
         lines: list[str] = []
         if not self.shared_bytes:
             return lines
         b = self.b
         with b.into(lines):
+            if wait_first:
+                b.ins("bar.sync 0")
             base = self.shared_base()
             i = b.op("mov.u32", "r", linear_id)
             top, done = b.new_label(), b.new_label()

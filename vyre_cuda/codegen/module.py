@@ -10,6 +10,7 @@ from vyre.ir.types import DataType
 from vyre.ir.walk import iter_all_exprs
 from vyre_cuda.codegen.abi import ENTRY_NAME, param_name
 from vyre_cuda.codegen.builder import Builder
+from vyre_cuda.codegen.coarsen import Coarsening, check_factor
 from vyre_cuda.codegen.exprs import ExprLowering
 from vyre_cuda.codegen.memory import SHARED_SYMBOL, Buffers
 from vyre_cuda.codegen.names import sanitize
@@ -41,14 +42,17 @@ def features(program: Program) -> frozenset[str]:
 
 
 def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
-             config: DispatchConfig | None = None) -> str:
+             config: DispatchConfig | None = None, coarsen: int = 1) -> str:
     """PTX text of ``program``'s kernel ``ENTRY_NAME`` for ``.target sm_<sm>``.
 
     Validates first; pure and deterministic (same program and target give the same text).
     ``ptx_version`` defaults to the lowest ISA supporting the target and the features used.
     ``config`` is accepted for API symmetry: the code reads its geometry from ``%ntid`` so one
-    module serves any ``workgroup_override``.
+    module serves any ``workgroup_override``. ``coarsen`` (a power of two) > 1 makes each
+    hardware workgroup run that many logical workgroups along x (``codegen.coarsen``); the kernel
+    then reads the logical grid x from the parameter block (``abi.param_block_layout``).
     """
+    coarsen = check_factor(coarsen)
     _validate(program)
     sm = normalize_sm(sm)
     need = required_ptx_version(sm, features(program))
@@ -56,10 +60,12 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
 
     b = Builder()
     buffers = Buffers(program, b)
-    exprs = ExprLowering(b, buffers)
-    StmtLowering(b, exprs).body(program.body, {})
-    zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), exprs.workgroup_threads()) \
-        if buffers.shared_bytes else []
+    loop = Coarsening(b, buffers, coarsen) if coarsen > 1 else None
+    exprs = ExprLowering(b, buffers, loop.logical_x if loop else None)
+    StmtLowering(b, exprs, loop.next_label if loop else None).body(program.body, {})
+    zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), exprs.workgroup_threads(),
+                                              wait_first=loop is not None) if buffers.shared_bytes else []
+    code = loop.wrap(zero_init) if loop else [*zero_init, *b.body]
 
     nparams = len(program.bound_buffers) + 1
     params = ",\n".join(f"\t.param .u64 {param_name(i)}" for i in range(nparams))
@@ -68,6 +74,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
         "//",
         f"// vyre-cuda codegen {CODEGEN_VERSION}: program {sanitize(program.name)}",
         f"// workgroup {int(wx)}x{int(wy)}x{int(wz)}, {nparams - 1} buffer pointer(s) then the parameter block",
+        *([f"// coarsened x{coarsen}: each workgroup runs {coarsen} logical workgroups along x"] if loop else []),
         "//",
         f".version {version}",
         f".target sm_{sm}",
@@ -81,5 +88,5 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     ]
     if buffers.shared_bytes:
         lines.append(f"\t.shared .align 16 .b8 {SHARED_SYMBOL}[{buffers.shared_bytes}];")
-    lines += [*b.prologue, *zero_init, *b.body, "\tret;", "}", ""]
+    lines += [*b.prologue, *code, "\tret;", "}", ""]
     return "\n".join(lines)

@@ -15,9 +15,12 @@ class StmtLowering:
     Program identifiers never reach the PTX: each ``let`` gets a fresh numbered register.
     """
 
-    def __init__(self, b: Builder, exprs: ExprLowering) -> None:
+    def __init__(self, b: Builder, exprs: ExprLowering, return_label: str | None = None) -> None:
+        """``return_label``: where ``return_`` branches in a coarsened kernel (the end of the
+        logical invocation); without it ``return_`` is ``ret``."""
         self.b = b
         self.exprs = exprs
+        self.return_label = return_label
 
     def body(self, nodes: tuple[Node, ...], scope: Scope) -> None:
         inner = dict(scope)
@@ -44,7 +47,7 @@ class StmtLowering:
         elif isinstance(node, (Block, Region)):
             self.body(node.body, scope)
         elif isinstance(node, Return):
-            b.ins("ret")
+            b.ins(f"bra {self.return_label}" if self.return_label else "ret")
         else:
             raise TypeError(f"unknown statement {type(node).__name__}. Fix: build statements with Node.*.")
 
