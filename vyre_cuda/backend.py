@@ -63,7 +63,7 @@ from vyre.driver.errors import (
     UnsupportedFeature,
     VyreError,
 )
-from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
+from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count, host_bytes
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre_cuda.arrays import device_array, is_device_array, order_after_producers
@@ -586,7 +586,7 @@ class CudaBackend(Backend):
                     self.stream.record().synchronize()  # the source array may be freed after we return
                 self.telemetry.add("cuda_d2d_bytes", nbytes)
                 return
-            view = _host_bytes(data, f"upload to {handle!r}")
+            view = host_bytes(data, f"upload to {handle!r}")
             _check_range(handle, offset, view.nbytes)
             self.staging.upload(buf.ptr + offset, view)
 
@@ -855,17 +855,6 @@ def _warm_up_host_side(cc: str) -> None:
 
 def _aligned(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
-
-
-def _host_bytes(data: object, what: str) -> memoryview:
-    try:
-        view = memoryview(data)
-    except TypeError:
-        raise InvalidProgram(f"{what}: a {type(data).__name__} is not a buffer",
-                             "pass bytes, a C-contiguous numpy array or a CUDA device array.") from None
-    if not view.c_contiguous:
-        raise InvalidProgram(f"{what}: data is not C-contiguous", "pass numpy.ascontiguousarray(x).")
-    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
 
 
 def _check_range(handle: Resident, offset: int, nbytes: int) -> None:

@@ -30,24 +30,28 @@ class HostDispatch:
         return [self.arrays[b.name] for b in program.outputs]
 
 
-def as_bytes_view(decl: BufferDecl, data: object) -> memoryview:
-    """A flat byte view of a host input; rejects non-contiguous and non-buffer objects."""
+def host_bytes(data: object, what: str) -> memoryview:
+    """A flat byte view of a host buffer; ``what`` names it in errors (e.g. "input for buffer 'a'")."""
     if isinstance(data, np.ndarray) and (data.dtype.hasobject or data.dtype.kind in "OMmU"):
         raise InvalidProgram(
-            f"input for buffer {decl.name!r} is a numpy array of dtype {data.dtype}, which holds no plain numbers",
-            f"pass the values as a numeric array, e.g. numpy.asarray(x, dtype=numpy.{decl.dtype.np_dtype.name}).",
+            f"{what} is a numpy array of dtype {data.dtype}, which holds no plain numbers",
+            "pass the values as a numeric array, e.g. numpy.asarray(x, dtype=numpy.uint32).",
         )
     try:
         view = memoryview(data)
     except (TypeError, ValueError):
         raise InvalidProgram(
-            f"input for buffer {decl.name!r} is a {type(data).__name__}, not a buffer",
+            f"{what} is a {type(data).__name__}, not a buffer",
             "pass bytes, bytearray, memoryview or a C-contiguous numpy array (device arrays need the cuda backend).",
         ) from None
     if not view.c_contiguous:
-        raise InvalidProgram(f"input for buffer {decl.name!r} is not C-contiguous",
-                             "pass numpy.ascontiguousarray(x).")
+        raise InvalidProgram(f"{what} is not C-contiguous", "pass numpy.ascontiguousarray(x).")
     return view.cast("B") if view.ndim != 1 or view.format != "B" else view
+
+
+def as_bytes_view(decl: BufferDecl, data: object) -> memoryview:
+    """A flat byte view of a host input for ``decl``; errors name the buffer."""
+    return host_bytes(data, f"input for buffer {decl.name!r}")
 
 
 def check_byte_length(decl: BufferDecl, nbytes: int) -> int:

@@ -14,6 +14,7 @@ import numpy as np
 
 from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram
+from vyre.driver.inputs import host_bytes
 
 _owners = itertools.count(1)
 
@@ -54,7 +55,7 @@ class HostResidentStore:
 
     def upload(self, handle: object, data: object, offset: int = 0) -> None:
         dest = self.storage(handle)
-        src = np.frombuffer(_as_bytes(data), dtype=np.uint8)
+        src = np.frombuffer(host_bytes(data, "upload data"), dtype=np.uint8)
         lo, hi = _range(handle, offset, src.size)
         dest[lo:hi] = src
 
@@ -67,17 +68,6 @@ class HostResidentStore:
     def free_all(self) -> None:
         with self._lock:
             self._buffers.clear()
-
-
-def _as_bytes(data: object) -> memoryview:
-    try:
-        view = memoryview(data)
-    except TypeError:
-        raise InvalidProgram(f"cannot upload a {type(data).__name__}",
-                             "pass bytes, bytearray, memoryview or a C-contiguous numpy array.") from None
-    if not view.c_contiguous:
-        raise InvalidProgram("upload data is not C-contiguous", "pass numpy.ascontiguousarray(x).")
-    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
 
 
 def _range(handle: object, offset: int, size: int) -> tuple[int, int]:
