@@ -63,7 +63,14 @@ from vyre.driver.errors import (
     UnsupportedFeature,
     VyreError,
 )
-from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count, host_bytes
+from vyre.driver.inputs import (
+    as_bytes_view,
+    buffer_counts,
+    check_byte_length,
+    check_input_count,
+    host_bytes,
+    resident_decls,
+)
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre_cuda.arrays import device_array, is_device_array, order_after_producers
@@ -666,12 +673,7 @@ class CudaBackend(Backend):
                        config: DispatchConfig | None) -> _ResidentMemo:
         self._check_open()
         prep = self.prepared(program, config)
-        decls = [b for b in program.buffers if not b.is_workgroup]
-        if len(handles) != len(decls):
-            names = ", ".join(b.name for b in decls)
-            raise InvalidProgram(f"program {prep.name} takes {len(decls)} resident handles ({names}), "
-                                 f"got {len(handles)}",
-                                 "pass one handle per non-workgroup buffer, in declaration order.")
+        decls = resident_decls(program, handles)
         counts: dict[str, int] = {}
         for decl, handle in zip(decls, handles):
             self.resident.resolve(handle)

@@ -331,3 +331,28 @@ def test_injected_device_fault_is_device_lost_then_a_new_backend_works(kind: str
     """)
     assert result["fault"]["error"] == "DeviceLost" and "Fix: " in result["fault"]["message"], result
     _assert_recovered(result)
+
+
+def test_a_written_buffer_cannot_share_its_handle(backend) -> None:
+    """One handle bound to a read and a read_write buffer is refused before launch (kernels read
+    buffers they do not write through the read-only cache); two read bindings may share one."""
+    program = Program([BufferDecl.read("a", 0, U32), BufferDecl.read_write("b", 1, U32)], (64, 1, 1),
+                      [Node.store("b", GID, Expr.add(Expr.load("b", GID), Expr.load("a", GID)))], name="alias")
+    shared = Program([BufferDecl.read("a", 0, U32), BufferDecl.read("c", 1, U32), BufferDecl.output("o", 2, U32, N)],
+                     (64, 1, 1), [Node.store("o", GID, Expr.bitxor(Expr.load("a", GID), Expr.load("c", GID)))],
+                     name="two_reads")
+    h, out = backend.allocate_resident(4 * N), backend.allocate_resident(4 * N)
+    backend.upload_resident(h, data())
+    launches = backend.metrics()["cuda_kernel_launches"]
+    for call in (lambda: backend.dispatch_resident(program, [h, h]),
+                 lambda: backend.dispatch_sequence([(program, [h, h])]),
+                 lambda: backend.compile(program).dispatch_resident([h, h])):
+        with pytest.raises(InvalidHandle) as err:
+            call()
+        assert_fix(err.value)
+    assert backend.metrics()["cuda_kernel_launches"] == launches
+    assert backend.download_resident(h).view(np.uint32).tolist() == data().tolist()
+    backend.dispatch_resident(shared, [h, h, out])
+    assert not backend.download_resident(out).any()  # a ^ a
+    for handle in (h, out):
+        backend.free_resident(handle)

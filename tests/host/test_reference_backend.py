@@ -97,6 +97,16 @@ def test_dispatch_resident_and_sequences_keep_results_on_the_handles(backend):
         backend.dispatch_resident(XOR, [ha])
 
 
+def test_a_written_buffer_cannot_share_its_handle(backend):
+    a = RNG.integers(0, 2**32, 100, dtype=np.uint32)
+    ha = backend.allocate_resident(a.nbytes)
+    backend.upload_resident(ha, a)
+    with pytest.raises(InvalidHandle, match="also to buffer .*Fix: pass a separate handle"):
+        backend.dispatch_resident(XOR, [ha, ha])
+    assert np.array_equal(backend.download_resident(ha).view(np.uint32), a)  # nothing was written
+    backend.free_resident(ha)
+
+
 def test_dispatch_until_resets_the_flag_and_counts_iterations(backend):
     a = np.array([3, 0, 5, 1], dtype=np.uint32)
     ha, flag = backend.allocate_resident(a.nbytes), backend.allocate_resident(4)

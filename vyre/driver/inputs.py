@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vyre.driver.config import DispatchConfig, resolve_grid
-from vyre.driver.errors import InvalidProgram
+from vyre.driver.errors import InvalidHandle, InvalidProgram
 from vyre.ir.program import Access, BufferDecl, Program
 
 
@@ -82,6 +82,31 @@ def check_input_count(program: Program, inputs: Sequence[object]) -> None:
             f"program {program.name or '<unnamed>'} takes {len(wanted)} inputs ({names}), got {got}",
             "pass a list with one input per read/read_write/uniform buffer, in declaration order.",
         )
+
+
+def resident_decls(program: Program, handles: Sequence[object]) -> list[BufferDecl]:
+    """The non-workgroup buffers ``handles`` bind, in declaration order, checked.
+
+    One handle per buffer; a handle bound to a written (``read_write``/``output``) buffer may not
+    be bound to any other buffer of the same dispatch (the result would depend on the order in
+    which a backend reads and writes, and a backend may cache reads of buffers it does not write).
+    """
+    decls = [b for b in program.buffers if not b.is_workgroup]
+    if len(handles) != len(decls):
+        names = ", ".join(b.name for b in decls)
+        raise InvalidProgram(
+            f"program {program.name or '<unnamed>'} needs {len(decls)} handles ({names}), got {len(handles)}",
+            "pass one resident handle per non-workgroup buffer, in declaration order.")
+    for decl, handle in zip(decls, handles):
+        if not decl.access.is_output:
+            continue
+        for other, h in zip(decls, handles):
+            if h is handle and other is not decl:
+                raise InvalidHandle(
+                    f"{handle!r} is bound to buffer {decl.name!r}, which the program writes, and also to "
+                    f"buffer {other.name!r} of program {program.name or '<unnamed>'}",
+                    f"pass a separate handle for {decl.name!r} (copy the data into a second resident buffer).")
+    return decls
 
 
 def buffer_counts(program: Program, input_counts: Mapping[str, int]) -> dict[str, int]:

@@ -16,7 +16,7 @@ import numpy as np
 from vyre.driver.backend import Backend, Resident
 from vyre.driver.config import DispatchConfig, effective_workgroup, resolve_grid
 from vyre.driver.errors import InvalidProgram
-from vyre.driver.inputs import check_byte_length, prepare_host_dispatch
+from vyre.driver.inputs import check_byte_length, prepare_host_dispatch, resident_decls
 from vyre.ir.program import Access, Program
 from vyre.reference.resident import HostResidentStore
 
@@ -100,12 +100,7 @@ class ReferenceBackend(Backend):
         ``read_write``/``output`` buffer is written back. A failed dispatch writes nothing.
         """
         self._validate(program)
-        decls = [b for b in program.buffers if b.access is not Access.WORKGROUP]
-        if len(handles) != len(decls):
-            names = ", ".join(b.name for b in decls)
-            raise InvalidProgram(
-                f"program {program.name or '<unnamed>'} needs {len(decls)} handles ({names}), got {len(handles)}",
-                "pass one resident handle per non-workgroup buffer, in declaration order.")
+        decls = resident_decls(program, handles)
         storages = [self._store.storage(h) for h in handles]
         arrays: dict[str, np.ndarray] = {}
         counts: dict[str, int] = {}
