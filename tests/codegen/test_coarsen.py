@@ -69,22 +69,28 @@ def test_factor_one_is_the_plain_kernel() -> None:
 
 
 #: sha-256 of the plain PTX (sm_80 then sm_90) of these catalogue programs, as emitted before coarsening
-#: existed (codegen 1); a deliberate codegen change updates it together with ``CODEGEN_VERSION``
+#: existed (codegen 1). Codegen 2 added the grid-dependency lines (``module.grid_dependency``) and
+#: read-only-cache loads of some written buffers (``own_index``): without those two and with the old
+#: header the text must still match byte for byte.
 PLAIN_SAMPLE = ("add.U32", "div.I32", "sin.F32", "cast.F32.I32", "mem.read_write.F16", "mem.workgroup.BF16",
                 "atomic.COMPARE_EXCHANGE.I32.shared", "if_else", "loop_return", "ids.4x4x4", "subgroups")
 PLAIN_DIGEST = "fd48641ff7fa185104824d562b25d08e5a78eade3b2562a7b1afdb2a14d1f969"
 
 
-def test_plain_kernels_are_byte_identical_to_before_coarsening() -> None:
+def _as_codegen_1(ptx: str) -> str:
     from vyre_cuda.codegen.module import CODEGEN_VERSION
 
-    if CODEGEN_VERSION != "1":
-        pytest.skip("the codegen changed on purpose since the digest was taken")
+    lines = [ln for ln in ptx.split("\n") if not ln.strip().startswith("griddepcontrol.")]
+    return "\n".join(lines).replace(f"vyre-cuda codegen {CODEGEN_VERSION}:", "vyre-cuda codegen 1:", 1)
+
+
+def test_plain_kernels_are_byte_identical_to_before_coarsening(monkeypatch) -> None:
+    monkeypatch.setattr("vyre_cuda.codegen.memory.cached_read_write", lambda program: frozenset())
     programs = all_programs()
     digest = hashlib.sha256()
     for name in PLAIN_SAMPLE:
         for sm in ("80", "90"):
-            digest.update(emit_ptx(programs[name], sm=sm, coarsen=1).encode())
+            digest.update(_as_codegen_1(emit_ptx(programs[name], sm=sm, coarsen=1)).encode())
     assert digest.hexdigest() == PLAIN_DIGEST
 
 

@@ -3,6 +3,8 @@
 Every access is guarded against the buffer's element count (``setp.lt.u32 p, idx, count``); the
 address is computed in 64 bits (``mul.wide.u32``) so no index can wrap into another buffer.
 Out of bounds a load yields a typed zero, a store is skipped, an atomic yields 0 and writes nothing.
+Loads of read-only buffers, and of written buffers that ``own_index.cached_read_write`` proves
+safe, go through the non-coherent cache (``ld.global.nc``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre_cuda.codegen.abi import count_word, param_name
 from vyre_cuda.codegen.builder import Builder, Val
+from vyre_cuda.codegen.own_index import cached_read_write
 
 D = DataType
 #: storage type -> ld/st type suffix (8/16-bit integer loads widen: u* zero-, s* sign-extend)
@@ -46,6 +49,8 @@ class Buffers:
                 self.shared_offset[d.name] = offset
                 offset += -(-d.count * d.dtype.size // 4) * 4
         self.shared_bytes = offset
+        #: written buffers whose loads may still use the read-only cache (``own_index``)
+        self.cached_read_write = cached_read_write(program)
 
     # ---- per-buffer prologue values -------------------------------------------------------
     def _global_base(self, name: str) -> str:
@@ -80,7 +85,8 @@ class Buffers:
     def _space(self, d: BufferDecl, reading: bool) -> str:
         if d.is_workgroup:
             return "shared"
-        return "global.nc" if reading and d.access in (Access.READ, Access.UNIFORM) else "global"
+        cached = d.access in (Access.READ, Access.UNIFORM) or d.name in self.cached_read_write
+        return "global.nc" if reading and cached else "global"
 
     def _guard_and_address(self, d: BufferDecl, index: str) -> tuple[str, str]:
         """(in-bounds predicate, address operand text) for element ``index`` of ``d``."""

@@ -1,0 +1,71 @@
+"""Written buffers whose loads may still go through the non-coherent (read-only) cache.
+
+``ld.global.nc`` tells ptxas a load cannot see any store of the kernel, so it may move the load
+above earlier stores. In a coarsened kernel (``codegen.coarsen``) that lets the loads of the next
+logical workgroups start before the stores of the current one (SAXPY: ``y = a * x + y`` reaches
+copy bandwidth only this way). It is correct for a written buffer ``B`` only when no invocation
+ever loads a word of ``B`` after any store to that word, which ``cached_read_write`` proves from
+this shape:
+
+- the program's last top-level statement is the only store to ``B`` (no atomic touches ``B``),
+  so nothing runs after it: no value loaded from ``B`` can be used, or re-loaded by the
+  compiler, after the store;
+- that store and every load of ``B`` use the invocation's own index: ``invocation_id(0)``, or a
+  variable bound once by ``let`` to it and never assigned. Each invocation of a 1-D launch then
+  reads and writes only its own word; invocations that share an x id (a y or z extent) race on
+  ``B`` in any backend, so their outcome is unordered anyway.
+
+Everything else keeps plain ``ld.global`` for written buffers.
+"""
+
+from __future__ import annotations
+
+from vyre.ir.expr import Expr
+from vyre.ir.node import Assign, Let, Loop, Store
+from vyre.ir.program import Access, Program
+from vyre.ir.walk import iter_all_exprs, iter_nodes
+
+_WRITTEN = (Access.READ_WRITE, Access.OUTPUT)
+
+
+def _own_index_names(program: Program) -> frozenset[str]:
+    """Variables bound exactly once, by ``let v = invocation_id(0)``, and never assigned or reused."""
+    bindings: dict[str, int] = {}
+    own: set[str] = set()
+    for node in iter_nodes(program.body):
+        if isinstance(node, (Let, Assign)):
+            bindings[node.name] = bindings.get(node.name, 0) + 1
+            if isinstance(node, Let) and _is_invocation_x(node.value):
+                own.add(node.name)
+        elif isinstance(node, Loop):
+            bindings[node.var] = bindings.get(node.var, 0) + 1
+    return frozenset(n for n in own if bindings[n] == 1)
+
+
+def _is_invocation_x(e: Expr) -> bool:
+    return e.op == "invocation_id" and e.value == 0
+
+
+def cached_read_write(program: Program) -> frozenset[str]:
+    """Names of written global buffers whose loads may use ``ld.global.nc`` (see the module docstring)."""
+    if not program.body or not isinstance(program.body[-1], Store):
+        return frozenset()
+    last = program.body[-1]
+    decl = next((d for d in program.buffers if d.name == last.buffer), None)
+    if decl is None or decl.is_workgroup or decl.access not in _WRITTEN:
+        return frozenset()
+    own = _own_index_names(program)
+
+    def is_own(e: Expr) -> bool:
+        return _is_invocation_x(e) or (e.op == "var" and e.name in own)
+
+    if not is_own(last.index):
+        return frozenset()
+    if any(isinstance(n, Store) and n.buffer == decl.name for n in iter_nodes(program.body[:-1])):
+        return frozenset()
+    for e in iter_all_exprs(program.body):
+        if e.name != decl.name:
+            continue
+        if e.op == "atomic" or (e.op == "load" and not is_own(e.args[0])):
+            return frozenset()
+    return frozenset({decl.name})
