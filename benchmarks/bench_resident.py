@@ -6,8 +6,9 @@ the card's name and writes ``$OUT/bench_resident.json`` (or ``--json PATH``).
 1. Host µs per launch of one tiny kernel with 4 buffers (5 kernel arguments with the parameter
    block): ``CompiledPipeline.dispatch_resident`` vs ``backend.dispatch_resident`` vs a CuPy
    ``RawKernel`` of the same PTX vs ``cuLaunchKernel`` through ctypes with pre-packed arguments.
-2. A 64-step sequence of tiny kernels: as one replayed CUDA graph (``CompiledSequence.launch``)
-   vs the same 64 launches issued eagerly: device µs per step and host µs per replay / per step.
+2. A 64-step sequence of tiny kernels: as one replayed CUDA graph (``CompiledSequence.launch``,
+   programmatic launches on sm_90+), as the same graph with plain launches (``VYRE_CUDA_PDL=0``),
+   and as 64 launches issued eagerly: device µs per step and host µs per replay / per step.
 3. 1 GiB upload and download through pinned staging (``upload_resident``/``download_resident``)
    vs CuPy's ``cupy.asarray`` / ``.get()`` of the same bytes.
 
@@ -131,9 +132,15 @@ def sequence_replay(be, reps: int, calls: int) -> dict:
         be.upload_resident(h, np.arange(TINY_N, dtype=np.uint32))
     steps = [(tiny_program(k % 8), handles) for k in range(STEPS)]
     os.environ["VYRE_CUDA_GRAPHS"] = "1"
+    sync = be.stream.synchronize
+    os.environ["VYRE_CUDA_PDL"] = "0"  # the same graph with plain launches: each kernel waits for the last
+    plain = compile_sequence(be, steps)
+    plain.launch()
+    plain_dev = device_us(plain.launch, be.stream, reps)
+    plain.close()
+    os.environ["VYRE_CUDA_PDL"] = "1"
     seq = compile_sequence(be, steps)
     seq.launch()
-    sync = be.stream.synchronize
     graph_dev = device_us(seq.launch, be.stream, reps)
     replays = min(calls, 300)  # each replay is ~64 µs of device work: keep the launch queue short
     graph_host = host_us(seq.launch, sync, replays)
@@ -149,7 +156,8 @@ def sequence_replay(be, reps: int, calls: int) -> dict:
     seq.close()
     for h in handles:
         be.free_resident(h)
-    return {"steps": STEPS, "graph_device_us_per_step": graph_dev / STEPS, "graph_host_us_per_replay": graph_host,
+    return {"steps": STEPS, "graph_device_us_per_step": graph_dev / STEPS,
+            "graph_plain_launches_device_us_per_step": plain_dev / STEPS, "graph_host_us_per_replay": graph_host,
             "cupy_graph_launch_host_us": raw_host, "dispatch_sequence_host_us_with_sync": full_host,
             "eager_device_us_per_step": eager_dev / STEPS, "eager_host_us_per_step": eager_host / STEPS}
 
@@ -255,6 +263,8 @@ def print_table(r: dict) -> None:
         ("host µs / same, ctypes values pre-converted", launch.get("ctypes_cuLaunchKernel_preconverted_us"), ""),
         ("host µs / LaunchPlan.launch", launch["launchplan_launch_us"], ""),
         (f"device µs / step, {seq['steps']}-step graph replay", seq["graph_device_us_per_step"], "<= 1.0"),
+        ("device µs / step, same graph, plain launches (VYRE_CUDA_PDL=0)",
+         seq.get("graph_plain_launches_device_us_per_step"), ""),
         (f"device µs / step, {seq['steps']} eager launches", seq["eager_device_us_per_step"], ""),
         ("host µs / graph replay (CompiledSequence.launch)", seq["graph_host_us_per_replay"], "<= 5"),
         ("host µs / cupy Graph.launch", seq["cupy_graph_launch_host_us"], ""),

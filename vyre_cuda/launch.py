@@ -10,6 +10,11 @@
   A plan whose grid has a zero axis is ``empty``: callers skip the launch. ``configured`` is a
   token its owner may set after configuring grid and arguments; ``set_grid``, ``bind_values``
   and setting ``cooperative`` clear it.
+- ``launch_programmatic(stream_ptr)`` is the same launch through ``cuLaunchKernelEx`` with
+  programmatic stream serialization: the kernel may start while the previous kernel of the
+  stream still runs, and waits for it with ``griddepcontrol.wait`` (``codegen.module.grid_dependency``)
+  before touching buffers. Sequences use it when recording CUDA graphs on sm_90+
+  (``programmatic_launches``; ``VYRE_CUDA_PDL=0`` turns it off).
 - ``ParamBlock`` is the kernel's device-resident u32 word block (``[0]`` elements, then each bound
   buffer's element count). ``write(words, stream)`` copies from a pinned ring only when the words
   change, so a captured CUDA graph that reads the block stays valid when counts change.
@@ -159,6 +164,48 @@ def _cu_launch(mode: str) -> Any:
     return fn
 
 
+# ---- programmatic dependent launch ------------------------------------------------------------------
+PDL_ENV = "VYRE_CUDA_PDL"
+PDL_MIN_CC = 90  # griddepcontrol and programmatic stream serialization: sm_90+
+_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """``CUlaunchAttribute``: an id padded to 8 bytes, then a 64-byte value union (an int here)."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """``CUlaunchConfig`` of ``cuLaunchKernelEx``."""
+
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+@functools.lru_cache(maxsize=1)
+def _cu_launch_ex() -> Any:
+    """``cuLaunchKernelEx`` from libcuda (CUDA 11.8+), or None."""
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return fn
+
+
+def programmatic_launches(compute_capability: str) -> bool:
+    """Whether recorded sequences may overlap dependent kernels on a device of this capability.
+
+    True on sm_90+ when libcuda has ``cuLaunchKernelEx`` and ``VYRE_CUDA_PDL`` is not 0/false/off/no
+    (read on each call: a change applies to graphs captured afterwards).
+    """
+    if os.environ.get(PDL_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
+        return False
+    return int(compute_capability.rstrip("a")) >= PDL_MIN_CC and _cu_launch_ex() is not None
+
+
 def _error_name(rc: int) -> str:
     try:
         lib = ctypes.CDLL("libcuda.so.1")
@@ -257,6 +304,27 @@ class LaunchPlan:
         rc = self._call_fn(*self._call)
         if rc:
             self._failed(rc, stream_ptr)
+
+    def launch_programmatic(self, stream_ptr: int) -> None:
+        """``launch``, but the kernel may start before the previous kernel of the stream ends.
+
+        The kernel must wait for that kernel itself (``griddepcontrol.wait``, sm_90+), as every
+        sm_90 kernel of the emitter does. Used while recording graphs (a cold path: the
+        configuration is built per call). Cooperative plans and the "cupy" path launch normally.
+        """
+        fn = _cu_launch_ex()
+        if fn is None or self._cooperative or self.mode == "cupy":
+            self.launch(stream_ptr)
+            return
+        attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+        config = _LaunchConfig((ctypes.c_uint * 3)(*self.grid), (ctypes.c_uint * 3)(*self.block), self.shared_bytes,
+                               stream_ptr, ctypes.pointer(attr), 1)
+        rc = fn(ctypes.byref(config), self.kernel_ptr, self.argv_ptr, None)
+        if rc in _CTX_ERRORS:
+            _bind_context()
+            rc = fn(ctypes.byref(config), self.kernel_ptr, self.argv_ptr, None)
+        if rc:
+            raise launch_error(rc, self.name)
 
     def _build_call(self, stream_ptr: int) -> None:
         """The driver entry point and its arguments for launches on ``stream_ptr``."""

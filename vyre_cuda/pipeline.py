@@ -92,14 +92,25 @@ class ResidentBinding:
                 return False
         return True
 
-    def record(self, stream_ptr: int) -> None:
-        """Enqueue the zero fills and the launch (no counters: also used inside a capture)."""
+    def record(self, stream_ptr: int, after_kernel: bool = False, overlap: bool = False) -> bool:
+        """Enqueue the zero fills and the launch (no counters: also used inside a capture).
+
+        ``after_kernel``: the last work on the stream is a kernel launch. With ``overlap`` too and no
+        zero fill in between, the launch is programmatic (``LaunchPlan.launch_programmatic``): it
+        may start while that kernel runs. Returns whether a kernel is now the last work enqueued.
+        """
         if self.zero:
             for ptr, nbytes in self.zero:
                 self._rt.memsetAsync(ptr, 0, nbytes, stream_ptr)
+            after_kernel = False
         plan = self.plan
-        if not plan.empty:
+        if plan.empty:
+            return after_kernel
+        if overlap and after_kernel:
+            plan.launch_programmatic(stream_ptr)
+        else:
             plan.launch(stream_ptr)
+        return True
 
     def device_buffers(self) -> tuple:
         """Every device buffer a captured launch of this binding points at (to pin in a graph)."""

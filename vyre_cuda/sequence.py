@@ -16,6 +16,11 @@ per backend; with graphs on (``VYRE_CUDA_GRAPHS``, default 1) bodies are capture
 backend's ``GraphCache`` and replayed. A binding fixes its kernel variant (coarsened along x or
 not, ``backend.for_grid``) when it is made, and its ``key`` names the factor, so graph keys built
 from binding keys never mix variants. Everything runs under ``backend.lock``.
+
+While recording a graph on sm_90+, a step launched right after another kernel (no zero fill in
+between) is a programmatic launch (``LaunchPlan.launch_programmatic``): it starts and reads its
+parameter block while the previous step runs, then waits for it (``griddepcontrol.wait``) before
+touching any buffer. ``VYRE_CUDA_PDL=0`` records plain launches (applies to new captures).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram
 from vyre_cuda.errors import cuda_errors
 from vyre_cuda.graphs import GraphCache, graphs_enabled
+from vyre_cuda.launch import programmatic_launches
 from vyre_cuda.memory import D2D, D2H, StagingSlot
 from vyre_cuda.pipeline import ResidentBinding, run_binding
 from vyre_cuda.profiler import nvtx_range
@@ -164,6 +170,11 @@ def _unroll(count: int, per_body: int) -> int:
     return 1 << (limit.bit_length() - 1)
 
 
+def body_key(body: tuple, chunk: int, overlap: bool) -> tuple:
+    """The graph key of ``chunk`` repeats of the steps whose binding keys are ``body``."""
+    return ("body", body, chunk, overlap)
+
+
 def run_body(backend: Any, state: SequenceState, bindings: Sequence[ResidentBinding], count: int = 1) -> None:
     """Enqueue ``bindings`` ``count`` times: replayed graphs when graphs are on, else eager launches."""
     if not bindings or count <= 0:
@@ -175,30 +186,34 @@ def run_body(backend: Any, state: SequenceState, bindings: Sequence[ResidentBind
         return
     body = tuple(b.key for b in bindings)
     pins = _pins(bindings)
+    overlap = programmatic_launches(backend.info.compute_capability)
     for chunk in _chunks(count, _unroll(count, len(bindings))):
         def record(stream_ptr: int, chunk: int = chunk) -> None:
+            after_kernel = False
             for _ in range(chunk):
                 for b in bindings:
-                    b.record(stream_ptr)
+                    after_kernel = b.record(stream_ptr, after_kernel, overlap)
 
         with cuda_errors("running a captured sequence"):
-            state.graphs.run(("body", body, chunk), backend.stream, record, pins, tuple(bindings))
+            state.graphs.run(body_key(body, chunk, overlap), backend.stream, record, pins, tuple(bindings))
 
 
 def _until_batch(backend: Any, state: SequenceState, bindings: Sequence[ResidentBinding], flag: Any,
                  slots: Any, n: int) -> None:
     """Enqueue ``n`` iterations: clear the flag, run the steps, copy the flag to slot ``i``."""
     rt = _runtime()
+    overlap = programmatic_launches(backend.info.compute_capability)
 
     def record(stream_ptr: int) -> None:
         for i in range(n):
             rt.memsetAsync(flag.ptr, 0, 4, stream_ptr)
+            after_kernel = False
             for b in bindings:
-                b.record(stream_ptr)
+                after_kernel = b.record(stream_ptr, after_kernel, overlap)
             rt.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, stream_ptr)
 
     if graphs_enabled(backend):
-        key = ("until", tuple(b.key for b in bindings), flag.ptr, slots.ptr, n)
+        key = ("until", tuple(b.key for b in bindings), flag.ptr, slots.ptr, n, overlap)
         with cuda_errors("running a captured dispatch_until batch"):
             state.graphs.run(key, backend.stream, record, _pins(bindings, flag, slots), tuple(bindings))
         return
@@ -317,7 +332,7 @@ class CompiledSequence:
                 self.close()
                 raise
         self._buffers = tuple({id(b): b for x in self._bindings for b in x.buffers}.values())
-        self._key = ("body", tuple(b.key for b in self._bindings), 1)
+        self._body = tuple(b.key for b in self._bindings)
         self._entry: Any = None  # the CapturedGraph of the last launch, replayed while still cached
         self._seen = backend.resident.generation
 
@@ -337,7 +352,11 @@ class CompiledSequence:
                 return
             backend._check_open()
             run_body(backend, self._state, self._bindings)
-            self._entry = self._state.graphs.lookup(self._key) if graphs_enabled(backend) else None
+            if graphs_enabled(backend):
+                overlap = programmatic_launches(backend.info.compute_capability)
+                self._entry = self._state.graphs.lookup(body_key(self._body, 1, overlap))
+            else:
+                self._entry = None
 
     def run(self, reads: Sequence[tuple] = ()) -> list[np.ndarray]:
         """``launch()`` then read ``reads`` back: one synchronisation."""

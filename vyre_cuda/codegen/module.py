@@ -15,9 +15,26 @@ from vyre_cuda.codegen.exprs import ExprLowering
 from vyre_cuda.codegen.memory import SHARED_SYMBOL, Buffers
 from vyre_cuda.codegen.names import sanitize
 from vyre_cuda.codegen.stmts import StmtLowering
-from vyre_cuda.codegen.versions import check_ptx_version, normalize_sm, required_ptx_version
+from vyre_cuda.codegen.versions import check_ptx_version, normalize_sm, required_ptx_version, sm_number
 
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
+#: lowest target with programmatic dependent launch (``griddepcontrol``, PTX ISA 7.8)
+GRID_DEPENDENCY_SM = 90
+
+
+def grid_dependency(sm: str) -> list[str]:
+    """The lines between the prologue and the body that let a CUDA graph overlap launches.
+
+    On sm_90+ the kernel first lets the next kernel of its stream start (``launch_dependents``),
+    then waits for the grids it depends on to finish and flush their memory (``wait``). The
+    prologue above reads only kernel parameters and the parameter block, which no kernel writes,
+    so a kernel launched with programmatic stream serialization overlaps its start-up and those
+    reads with the previous kernel; every buffer access comes after the wait. Launched normally,
+    both instructions do nothing.
+    """
+    if sm_number(sm) < GRID_DEPENDENCY_SM:
+        return []
+    return ["\tgriddepcontrol.launch_dependents;", "\tgriddepcontrol.wait;"]
 
 
 def _validate(program: Program) -> None:
@@ -88,5 +105,5 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     ]
     if buffers.shared_bytes:
         lines.append(f"\t.shared .align 16 .b8 {SHARED_SYMBOL}[{buffers.shared_bytes}];")
-    lines += [*b.prologue, *code, "\tret;", "}", ""]
+    lines += [*b.prologue, *grid_dependency(sm), *code, "\tret;", "}", ""]
     return "\n".join(lines)
