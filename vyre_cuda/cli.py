@@ -31,6 +31,9 @@ def add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="a .vyre program (text form)")
     p.add_argument("--sm", default="90", help="target compute capability, e.g. 90 or sm_80 (default 90)")
     p.add_argument("--ptx-version", default=None, help="PTX ISA version, e.g. 8.0 (default: chosen for the target)")
+    p.add_argument("--coarsen", type=_coarsen_factor, default=1, metavar="K",
+                   help="the kernel that runs K logical workgroups per hardware workgroup along x "
+                        "(a power of two up to 64; the backend picks 4 for large grids; default 1)")
     p.add_argument("-o", "--output", default=None, help="write the PTX to this file instead of stdout")
     p.set_defaults(func=cmd_emit_ptx)
 
@@ -53,13 +56,24 @@ def add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 # ---- emit-ptx ------------------------------------------------------------------------------------
+def _coarsen_factor(text: str) -> int:
+    """``--coarsen``: an int accepted by ``codegen.coarsen.check_factor`` (else an argparse error)."""
+    from vyre_cuda.codegen.coarsen import check_factor
+
+    try:
+        return check_factor(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc) if text.lstrip("-").isdigit() else
+                                         f"{text!r} is not an integer. Fix: pass 1, 2, 4, ... 64.") from exc
+
+
 def cmd_emit_ptx(args: argparse.Namespace) -> int:
-    """Emit PTX for ``args.file`` (``--sm``, ``--ptx-version``, ``-o``)."""
+    """Emit PTX for ``args.file`` (``--sm``, ``--ptx-version``, ``--coarsen``, ``-o``)."""
     from vyre.cli import load_program
     from vyre_cuda import emit_ptx
 
     sm = str(args.sm).lower().removeprefix("sm_")
-    ptx = emit_ptx(load_program(args.file), sm=sm, ptx_version=args.ptx_version)
+    ptx = emit_ptx(load_program(args.file), sm=sm, ptx_version=args.ptx_version, coarsen=args.coarsen)
     if args.output:
         Path(args.output).write_text(ptx, encoding="utf-8")
         print(f"vyre: wrote {len(ptx)} bytes of PTX for sm_{sm} to {args.output}", file=sys.stderr)

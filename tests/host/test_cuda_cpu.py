@@ -269,6 +269,21 @@ def test_emit_ptx(xor_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
         assert done.returncode == 0, done.stderr
 
 
+def test_emit_ptx_coarsened(xor_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vyre.cli import load_program
+    from vyre_cuda import emit_ptx
+
+    args = parse("emit-ptx", str(xor_file), "--coarsen", "4")
+    assert args.func(args) == 0
+    ptx = capsys.readouterr().out
+    assert ptx == emit_ptx(load_program(str(xor_file)), coarsen=4) != emit_ptx(load_program(str(xor_file)))
+    assert "coarsened x4" in ptx
+    for bad in ("3", "0", "128", "four"):
+        with pytest.raises(SystemExit):
+            parse("emit-ptx", str(xor_file), "--coarsen", bad)
+        assert "Fix:" in capsys.readouterr().err
+
+
 def test_emit_ptx_of_a_missing_file_is_a_vyre_error(tmp_path: Path) -> None:
     args = parse("emit-ptx", str(tmp_path / "missing.vyre"))
     with pytest.raises(VyreError, match="Fix:"):
