@@ -93,3 +93,17 @@ def test_read_only_buffers_are_unchanged() -> None:
     program = _program([Node.let("i", Expr.invocation_id(0)), Node.store("y", i, Expr.load("x", i))])
     assert cached_read_write(program) == {"y"}  # y is never loaded: harmless
     assert "ld.global.nc" in emit_ptx(program)
+
+
+def test_the_fuzzer_generates_this_shape() -> None:
+    """About one generated program in six ends with the read-modify-write store, so the differential
+    fuzzer (``python -m vyre.fuzz``) exercises these loads against the oracle."""
+    generate = pytest.importorskip("vyre.ir.generate")
+    hits = [seed for seed in range(300) if cached_read_write(generate.generate_program(seed))]
+    assert len(hits) >= 20
+    for seed in hits[:10]:
+        program = generate.generate_program(seed)
+        (name,) = cached_read_write(program)
+        assert re.search(r"ld\.global\.nc", emit_ptx(program, coarsen=4))
+        stores = [n for n in program.body if getattr(n, "buffer", None) == name]
+        assert stores == [program.body[-1]]

@@ -11,7 +11,10 @@ gives results bit-identical to the oracle (NaNs compared as NaN):
 - workgroup memory is used in segments ``store tile[lid]; barrier; read tile[any]; barrier``
   placed only in workgroup-uniform control flow (the same holds for subgroup ops);
 - a program has a *prefix* (barriers and subgroup ops allowed, returns only under uniform
-  control) and a *suffix* (returns under varying control allowed, no barrier/subgroup op).
+  control) and a *suffix* (returns under varying control allowed, no barrier/subgroup op);
+- on a 1-D grid one output or read_write buffer may be *last*: its only store is the program's
+  final statement, at ``gid = invocation_id(0)`` (the read-modify-write shape that backends may
+  optimise, e.g. ``vyre_cuda.codegen.own_index``); it is read, like the others, only at ``gid``.
 
 With ``approximate=False`` no transcendental op or ``inverse_sqrt`` appears (their results are
 only ULP-bounded). Programs are small so that the oracle runs them in milliseconds.
@@ -126,6 +129,7 @@ class _Buffers:
     decls: list[BufferDecl] = field(default_factory=list)
     readable: list[BufferDecl] = field(default_factory=list)  # read/uniform: any index
     own: list[BufferDecl] = field(default_factory=list)  # output/read_write: only index gid
+    last: BufferDecl | None = None  # output/read_write stored only by the final statement (at gid)
     atomic: _Atomic | None = None
     tile: BufferDecl | None = None
     shared_atomic: _Atomic | None = None
@@ -207,6 +211,8 @@ class _Generator:
                 bufs.own.append(decl)
             else:
                 bufs.readable.append(decl)
+        if not self.layout.x_extent and len(bufs.own) > 1 and r.random() < 0.5:
+            bufs.last = bufs.own.pop(r.randrange(len(bufs.own)))
         wg_size = self.layout.workgroup[0] * self.layout.workgroup[1] * self.layout.workgroup[2]
         if wg_size > 1 and r.random() < 0.4:
             count = wg_size + r.choice((0, 0, 1, -1))  # sometimes a slot short: its accesses are out of bounds
@@ -236,6 +242,9 @@ class _Generator:
         body += self.statements(_Ctx(), self.rng.randint(1, 5))
         self.budget += suffix_budget  # the suffix: varying returns, no barrier or subgroup op
         body += self.statements(_Ctx(sync=False, returns=True), self.rng.randint(1, 6))
+        if self.bufs.last is not None:
+            last = self.bufs.last
+            body.append(Node.store(last, self.gid, self.expr(last.dtype.arith, 3, _Ctx(sync=False, returns=True))))
         name = None if self.rng.random() < 0.3 else self.fresh("prog")
         return Program(self.bufs.decls, self.layout.workgroup, body, name), self.layout.config
 
@@ -470,7 +479,7 @@ class _Generator:
         if names:
             options += [lambda: Expr.var(r.choice(names).name)] * 2
         loads = [b for b in self.bufs.readable if b.dtype.arith is t]
-        own = [b for b in self.bufs.own if b.dtype.arith is t]
+        own = [b for b in (*self.bufs.own, self.bufs.last) if b is not None and b.dtype.arith is t]
         if loads:
             options += [lambda: Expr.load(r.choice(loads), self.index(ctx))] * 2
         if own:
