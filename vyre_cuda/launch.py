@@ -25,7 +25,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -326,6 +326,23 @@ class LaunchPlan:
         if rc:
             raise launch_error(rc, self.name)
 
+    def prebound(self, stream_ptr: int) -> tuple[Callable[..., int], tuple]:
+        """``(fn, args)``: ``fn(*args)`` enqueues the plan on ``stream_ptr``; non-zero means it failed.
+
+        On the default "pyctypes" path this is ``cuLaunchKernel`` itself with its ctypes arguments
+        built once (for callers that keep them in a closure); any other path goes through
+        ``launch``. On a non-zero result call ``launch`` again: it retries a missing context and
+        raises the vyre error. Rebinding or a new grid invalidates the pair.
+        """
+        if self._cooperative or self.mode != "pyctypes" or self._fn is None:
+            return _launch_via_plan, (self, stream_ptr)
+        return self._fn, (*self._chead, ctypes.c_void_p(stream_ptr), self._argv, None)
+
+    @property
+    def bound(self) -> tuple[int, ...]:
+        """The slot values last bound (buffers in binding order, then the parameter block)."""
+        return self._bound
+
     def _build_call(self, stream_ptr: int) -> None:
         """The driver entry point and its arguments for launches on ``stream_ptr``."""
         if self._cooperative or self.mode == "cupy":
@@ -354,6 +371,11 @@ class LaunchPlan:
             else:
                 driver.launchKernel(*self._head, stream_ptr, self.argv_ptr, 0)
         return 0
+
+
+def _launch_via_plan(plan: LaunchPlan, stream_ptr: int) -> int:
+    plan.launch(stream_ptr)
+    return 0
 
 
 def _bind_context() -> None:

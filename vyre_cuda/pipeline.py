@@ -18,7 +18,6 @@ same parameter words, same zero fills. Every method holds ``backend.lock``.
 
 from __future__ import annotations
 
-import ctypes
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -134,25 +133,6 @@ def run_binding(backend: Any, binding: ResidentBinding) -> None:
     backend.launch(binding.plan, binding.prepared.name)
 
 
-def prebound_launch(plan: Any, stream_ptr: int) -> tuple[Callable[..., int], tuple]:
-    """``(fn, args)``: ``fn(*args)`` enqueues ``plan`` on ``stream_ptr``; non-zero means it failed.
-
-    For the default "pyctypes" launch path this is ``cuLaunchKernel`` itself with its ctypes
-    arguments built once; any other path goes through ``plan.launch``. On a non-zero result call
-    ``plan.launch`` again: it retries a missing context and raises the vyre error.
-    (A candidate for ``LaunchPlan``; it reads the plan's pre-packed ctypes state.)
-    """
-    fn = getattr(plan, "_fn", None)
-    if plan.cooperative or getattr(plan, "mode", None) != "pyctypes" or fn is None:
-        return _launch_via_plan, (plan, stream_ptr)
-    return fn, (*plan._chead, ctypes.c_void_p(stream_ptr), plan._argv, None)
-
-
-def _launch_via_plan(plan: Any, stream_ptr: int) -> int:
-    plan.launch(stream_ptr)
-    return 0
-
-
 def fast_launcher(backend: Any, binding: ResidentBinding) -> Callable[[Sequence[Resident]], bool]:
     """A closure relaunching ``binding`` when called with the same handles; False means "slow path".
 
@@ -165,7 +145,7 @@ def fast_launcher(backend: Any, binding: ResidentBinding) -> Callable[[Sequence[
     expect_list, expect_tuple = list(binding.handles), binding.handles
     resident, buffers, zero, memset = backend.resident, binding.buffers, binding.zero, binding._rt.memsetAsync
     plan, stream_ptr, bump = binding.plan, backend.stream.ptr, backend.telemetry.bump
-    launch, args = prebound_launch(plan, stream_ptr)
+    launch, args = plan.prebound(stream_ptr)
     seen = resident.generation
 
     def relaunch(handles: Sequence[Resident]) -> bool:
