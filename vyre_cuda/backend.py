@@ -3,10 +3,10 @@
 This module holds the backend's state, capabilities, program preparation, launch primitives, metrics
 and lifecycle. The rest lives in modules with one job each, mixed into ``CudaBackend``:
 
-- ``vyre_cuda.prepared``: ``PreparedProgram`` (re-exported here).
-- ``vyre_cuda.host_dispatch``: ``dispatch`` / ``dispatch_async`` / ``dispatch_timed`` (the flow of one dispatch).
-- ``vyre_cuda.resident_dispatch``: resident buffers and ``dispatch_resident``.
-- ``vyre_cuda.faults``: device faults and recovery (``_mark_lost``, ``_forget_device``, ``_inject_fault``).
+- ``vyre_cuda.dispatch.prepared``: ``PreparedProgram`` (re-exported here).
+- ``vyre_cuda.dispatch.host``: ``dispatch`` / ``dispatch_async`` / ``dispatch_timed`` (the flow of one dispatch).
+- ``vyre_cuda.dispatch.resident``: resident buffers and ``dispatch_resident``.
+- ``vyre_cuda.runtime.faults``: device faults and recovery (``_mark_lost``, ``_forget_device``, ``_inject_fault``).
 
 Primitives for the pipeline / sequence / graph code (hold ``backend.lock`` around their use):
 
@@ -18,7 +18,7 @@ Primitives for the pipeline / sequence / graph code (hold ``backend.lock`` aroun
 - ``backend.prepared(program, config, coarsen=1) -> PreparedProgram`` (``kernel``, ``bound``,
   ``block``, ``coarsen``, ``words(counts, elements, grid)``, ``elements(config, counts)``,
   ``launch_grid(grid)``); ``backend.for_grid(prepared, grid, config)``: the variant of ``prepared``
-  that runs the logical ``grid`` (coarsened along x when ``vyre_cuda.coarsen.factor`` says so).
+  that runs the logical ``grid`` (coarsened along x when ``vyre_cuda.dispatch.coarsening.factor`` says so).
   Grids passed to the calls below are always logical; plans launch ``prepared.launch_grid(grid)``.
 - ``backend.resident_layout(prepared, handles, config) -> (buffers, counts, grid)``: checked handles of a
   resident dispatch in binding order, their element counts and the grid.
@@ -53,11 +53,13 @@ from vyre.driver.errors import (
 )
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
-from vyre_cuda.coarsen import factor as coarsen_factor
-from vyre_cuda.errors import FIX_LOST, cuda_errors, needs_reset, quiet_teardown, reset_device, watch_device
-from vyre_cuda.faults import FaultHandling
-from vyre_cuda.host_dispatch import HostDispatch
-from vyre_cuda.launch import (
+from vyre_cuda.dispatch.coarsening import factor as coarsen_factor
+from vyre_cuda.dispatch.host import HostDispatch
+from vyre_cuda.dispatch.prepared import PreparedProgram
+from vyre_cuda.dispatch.resident import _MEMO_CAP, ResidentDispatch, _ResidentMemo
+from vyre_cuda.runtime.errors import FIX_LOST, cuda_errors, needs_reset, quiet_teardown, reset_device, watch_device
+from vyre_cuda.runtime.faults import FaultHandling
+from vyre_cuda.runtime.launch import (
     DeviceLimits,
     LaunchPlan,
     ParamBlock,
@@ -66,11 +68,9 @@ from vyre_cuda.launch import (
     check_geometry,
     check_workgroup_memory,
 )
-from vyre_cuda.memory import DeviceBuffer, DeviceHeap, PinnedStaging, ResidentPool, TransientPool, memory_limit
-from vyre_cuda.prepared import PreparedProgram
-from vyre_cuda.profiler import nvtx_range
-from vyre_cuda.resident_dispatch import _MEMO_CAP, ResidentDispatch, _ResidentMemo
-from vyre_cuda.telemetry import COUNTERS, Telemetry
+from vyre_cuda.runtime.pools import DeviceBuffer, DeviceHeap, PinnedStaging, ResidentPool, TransientPool, memory_limit
+from vyre_cuda.runtime.profiler import nvtx_range
+from vyre_cuda.runtime.telemetry import COUNTERS, Telemetry
 
 FIX_TIMEOUT = ("raise DispatchConfig.timeout_s or shrink the work; the kernel may still be running, and later "
                "calls on this backend queue behind it until it finishes")
@@ -83,7 +83,7 @@ class CudaBackend(HostDispatch, ResidentDispatch, FaultHandling, Backend):
 
     def __init__(self, device: int | str | None = None) -> None:
         from vyre import __version__
-        from vyre_cuda.device import import_cupy, probe, resolve_index
+        from vyre_cuda.runtime.device import import_cupy, probe, resolve_index
 
         self.version = __version__
         index = resolve_index(device)
@@ -122,8 +122,8 @@ class CudaBackend(HostDispatch, ResidentDispatch, FaultHandling, Backend):
         watch_device(self.device_id, self)
 
     def _module_cache(self) -> Any:
-        from vyre_cuda.cache import DiskCache
-        from vyre_cuda.modules import ModuleCache
+        from vyre_cuda.runtime.cache import DiskCache
+        from vyre_cuda.runtime.loader import ModuleCache
 
         return ModuleCache(self.info, DiskCache())
 
@@ -181,7 +181,7 @@ class CudaBackend(HostDispatch, ResidentDispatch, FaultHandling, Backend):
     def for_grid(self, prepared: PreparedProgram, grid: Sequence[int],
                  config: DispatchConfig | None = None) -> PreparedProgram:
         """The variant of ``prepared`` (same program and block) that runs the logical ``grid``:
-        coarsened along x when ``vyre_cuda.coarsen.factor`` says so, else the plain kernel."""
+        coarsened along x when ``vyre_cuda.dispatch.coarsening.factor`` says so, else the plain kernel."""
         k = coarsen_factor(grid, prepared.block, self.limits.sm_count, bool(config is not None and config.cooperative))
         if k == prepared.coarsen:
             return prepared
@@ -319,23 +319,23 @@ class CudaBackend(HostDispatch, ResidentDispatch, FaultHandling, Backend):
 
     # ---- delegated to the pipeline / sequence modules ------------------------------------------
     def compile(self, program: Program, config: DispatchConfig | None = None) -> Any:
-        from vyre_cuda.pipeline import CudaPipeline
+        from vyre_cuda.dispatch.pipeline import CudaPipeline
 
         return CudaPipeline(self, program, config)
 
     def dispatch_sequence(self, steps: Sequence[tuple], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
-        from vyre_cuda.sequence import run_sequence
+        from vyre_cuda.dispatch.sequence import run_sequence
 
         return run_sequence(self, steps, reads)
 
     def dispatch_repeated(self, prefix: Sequence[tuple], repeated: Sequence[tuple], count: int,
                           reads: Sequence[tuple] = ()) -> list[np.ndarray]:
-        from vyre_cuda.sequence import run_repeated
+        from vyre_cuda.dispatch.sequence import run_repeated
 
         return run_repeated(self, prefix, repeated, count, reads)
 
     def dispatch_until(self, steps: Sequence[tuple], flag_handle: Resident, max_iterations: int) -> int:
-        from vyre_cuda.sequence import run_until
+        from vyre_cuda.dispatch.sequence import run_until
 
         return run_until(self, steps, flag_handle, max_iterations)
 

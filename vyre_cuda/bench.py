@@ -247,7 +247,7 @@ def compile_times() -> dict:
 # ---- launch overhead ----------------------------------------------------------------------------------
 def launch_overhead(be: Any, calls: int) -> dict:
     """Host µs per launch: ``dispatch_resident`` (4 buffers) and a bare ``LaunchPlan.launch`` per mode."""
-    from vyre_cuda.launch import LAUNCH_MODES, LaunchPlan
+    from vyre_cuda.runtime.launch import LAUNCH_MODES, LaunchPlan
 
     program = tiny_program()
     n = 256

@@ -135,7 +135,7 @@ def driver_version() -> int:
 
 
 def check_driver() -> Check:
-    from vyre_cuda.device import FIX_NO_DRIVER, format_version
+    from vyre_cuda.runtime.device import FIX_NO_DRIVER, format_version
 
     version = driver_version()
     if version == 0:
@@ -144,7 +144,7 @@ def check_driver() -> Check:
 
 
 def check_cupy() -> Check:
-    from vyre_cuda.device import FIX_INSTALL, format_version, import_cupy
+    from vyre_cuda.runtime.device import FIX_INSTALL, format_version, import_cupy
 
     if importlib.util.find_spec("cupy") is None:
         return Check("cupy", MISSING, "CuPy is not installed", FIX_INSTALL)
@@ -167,7 +167,7 @@ def _installed(distribution: str) -> bool:
 
 def check_device(usable: bool) -> Check:
     """Probe the device (``VYRE_CUDA_DEVICE``, default 0) unless the driver or CuPy is already missing."""
-    from vyre_cuda.device import FIX_NO_DEVICE, device_count, probe
+    from vyre_cuda.runtime.device import FIX_NO_DEVICE, device_count, probe
 
     if not usable:
         return Check("device", MISSING, "no CUDA device can be used (see driver/cupy above)", FIX_NO_DEVICE)
@@ -196,7 +196,7 @@ def check_ptxas() -> Check:
 
 
 def check_cache() -> Check:
-    from vyre_cuda.cache import ENV_DIR, default_disk_cache, jit_cache_env
+    from vyre_cuda.runtime.cache import ENV_DIR, default_disk_cache, jit_cache_env
 
     info = default_disk_cache().info()
     jit = os.environ.get("CUDA_CACHE_PATH") or jit_cache_env().get("CUDA_CACHE_PATH", "")
@@ -235,7 +235,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # ---- cache info | clear -----------------------------------------------------------------------------
 def cmd_cache_info(args: argparse.Namespace) -> int:
     """Print the cache directory, its size and cap (``--json`` for all fields)."""
-    from vyre_cuda.cache import default_disk_cache
+    from vyre_cuda.runtime.cache import default_disk_cache
 
     info = default_disk_cache().info()
     if getattr(args, "json", False):
@@ -251,7 +251,7 @@ def cmd_cache_info(args: argparse.Namespace) -> int:
 
 def cmd_cache_clear(args: argparse.Namespace) -> int:
     """Remove every cached kernel (entries, module files, driver JIT cache)."""
-    from vyre_cuda.cache import default_disk_cache
+    from vyre_cuda.runtime.cache import default_disk_cache
 
     cache = default_disk_cache()
     removed = cache.clear()

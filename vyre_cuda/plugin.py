@@ -44,7 +44,7 @@ def load_lowerings(force: bool = False) -> list[str]:
 
 def create_backend(device: int | str | None = None) -> Any:
     """The registry's factory: point the driver JIT cache, load lowerings, start ``CudaBackend``."""
-    from vyre_cuda.cache import configure_driver_jit_cache
+    from vyre_cuda.runtime.cache import configure_driver_jit_cache
 
     configure_driver_jit_cache()
     load_lowerings()

@@ -1,9 +1,9 @@
-"""Thread coarsening along x (``emit_ptx(..., coarsen=K)``, ``vyre_cuda.coarsen``) without a GPU.
+"""Thread coarsening along x (``emit_ptx(..., coarsen=K)``, ``vyre_cuda.dispatch.coarsening``) without a GPU.
 
 The coarsened kernel of every construct and of generated programs assembles for sm_80/sm_90;
 ``coarsen=1`` is exactly the plain kernel; the loop, tail test, per-iteration workgroup-memory
 zeroing and ``return_`` lowering have the documented shape; the backend's choice of K and the
-parameter words it packs follow ``vyre_cuda.coarsen``. The GPU check is tests/gpu/test_coarsen.py.
+parameter words it packs follow ``vyre_cuda.dispatch.coarsening``. The GPU check is tests/gpu/test_coarsen.py.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from catalogue import all_programs, control_programs
 from codegen_support import D, assemble, assemble_all_targets, elementwise, needs_ptxas
 
 from vyre.ir import BufferDecl, Expr, Node, Program
-from vyre_cuda import coarsen as policy
 from vyre_cuda import emit_ptx, param_block_layout
 from vyre_cuda.codegen.abi import grid_x_word
 from vyre_cuda.codegen.coarsen import MAX_FACTOR
+from vyre_cuda.dispatch import coarsening as policy
 
 generate = pytest.importorskip("vyre.ir.generate", reason="vyre.ir.generate is not available yet")
 

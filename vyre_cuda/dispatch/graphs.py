@@ -13,7 +13,7 @@ device-to-device copies on one stream. Capture hygiene (see docs/architecture.md
   "eager" (never recaptured), and a genuine error surfaces from the eager run with nothing cached.
 
 Keys are made by the callers (pipelines, sequences) and name everything a replay depends on:
-program digests, logical grid, coarsening factor (``vyre_cuda.coarsen``; a different factor is a
+program digests, logical grid, coarsening factor (``vyre_cuda.dispatch.coarsening``; a different factor is a
 different kernel and parameter block), capacity classes or buffer pointers.
 
 ``VYRE_CUDA_GRAPHS=0`` (read on each call) turns capture off; callers then launch eagerly and
@@ -29,9 +29,9 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from vyre_cuda.errors import cuda_errors, translate
-from vyre_cuda.profiler import enabled as nvtx_enabled
-from vyre_cuda.profiler import nvtx_range
+from vyre_cuda.runtime.errors import cuda_errors, translate
+from vyre_cuda.runtime.profiler import enabled as nvtx_enabled
+from vyre_cuda.runtime.profiler import nvtx_range
 
 GRAPHS_ENV = "VYRE_CUDA_GRAPHS"
 DEFAULT_CAPACITY = 64

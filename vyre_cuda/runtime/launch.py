@@ -33,7 +33,7 @@ import numpy as np
 
 from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram
 from vyre.ir.program import Program
-from vyre_cuda.errors import cuda_errors, device_lost
+from vyre_cuda.runtime.errors import cuda_errors, device_lost
 
 _WORD = 4
 _CTX_ERRORS = (201, 3)  # CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_INITIALIZED
@@ -55,7 +55,7 @@ class DeviceLimits:
 
     @classmethod
     def from_info(cls, info: Any) -> DeviceLimits:
-        """Build from a ``vyre_cuda.device.DeviceInfo``."""
+        """Build from a ``vyre_cuda.runtime.device.DeviceInfo``."""
         return cls(
             max_block=tuple(info.max_block_dims),
             max_threads_per_block=info.max_threads_per_block,

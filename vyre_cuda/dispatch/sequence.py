@@ -34,12 +34,12 @@ import numpy as np
 
 from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram
-from vyre_cuda.errors import cuda_errors
-from vyre_cuda.graphs import GraphCache, graphs_enabled
-from vyre_cuda.launch import programmatic_launches
-from vyre_cuda.memory import D2D, D2H, StagingSlot
-from vyre_cuda.pipeline import ResidentBinding, run_binding
-from vyre_cuda.profiler import nvtx_range
+from vyre_cuda.dispatch.graphs import GraphCache, graphs_enabled
+from vyre_cuda.dispatch.pipeline import ResidentBinding, run_binding
+from vyre_cuda.runtime.errors import cuda_errors
+from vyre_cuda.runtime.launch import programmatic_launches
+from vyre_cuda.runtime.pools import D2D, D2H, StagingSlot
+from vyre_cuda.runtime.profiler import nvtx_range
 
 MAX_BATCH = 64  # iterations of run_until per readback
 UNROLL_LAUNCHES = 256  # launches in one captured chunk of a repeated body

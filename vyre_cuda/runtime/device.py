@@ -95,7 +95,7 @@ def resolve_index(device: int | str | None = None) -> int:
 
 def _unavailable(exc: BaseException, runtime: Any) -> BackendUnavailable:
     """Explain why the CUDA runtime could not start: no driver, old driver, no device."""
-    from vyre_cuda.errors import canonical, status_name
+    from vyre_cuda.runtime.errors import canonical, status_name
 
     text = str(exc)
     name = canonical(status_name(exc) or "")
@@ -135,7 +135,7 @@ def device_count() -> int:
 
 def probe(device: int | str | None = None) -> DeviceInfo:
     """Describe the device (argument, else ``VYRE_CUDA_DEVICE``, else 0); points the JIT cache first."""
-    from vyre_cuda.cache import configure_driver_jit_cache
+    from vyre_cuda.runtime.cache import configure_driver_jit_cache
 
     index = resolve_index(device)
     configure_driver_jit_cache()  # must precede the driver's initialisation

@@ -33,8 +33,8 @@ import numpy as np
 
 from vyre.driver.backend import Resident
 from vyre.driver.errors import DeviceOutOfMemory, InvalidHandle
-from vyre_cuda.errors import cuda_errors
-from vyre_cuda.telemetry import Telemetry
+from vyre_cuda.runtime.errors import cuda_errors
+from vyre_cuda.runtime.telemetry import Telemetry
 
 MIN_BLOCK = 256
 CHUNK = 64 << 20  # largest single staged transfer of a resident upload/download

@@ -14,8 +14,8 @@ from typing import Any
 
 from vyre.driver.config import DispatchConfig
 from vyre.ir.program import BufferDecl, Program
-from vyre_cuda.coarsen import launch_grid
-from vyre_cuda.launch import LaunchPlan
+from vyre_cuda.dispatch.coarsening import launch_grid
+from vyre_cuda.runtime.launch import LaunchPlan
 
 
 @dataclass(eq=False)
@@ -25,7 +25,7 @@ class PreparedProgram:
     program: Program
     name: str
     block: tuple[int, int, int]
-    kernel: Any  # vyre_cuda.modules.LoadedKernel
+    kernel: Any  # vyre_cuda.runtime.loader.LoadedKernel
     ptx: str
     bound: tuple[BufferDecl, ...]  # kernel ABI order (binding order)
     shared_bytes: int

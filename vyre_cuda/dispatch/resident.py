@@ -25,11 +25,11 @@ from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.errors import InvalidHandle
 from vyre.driver.inputs import check_byte_length, host_bytes, resident_decls
 from vyre.ir.program import Access, Program
-from vyre_cuda.arrays import device_array, is_device_array, order_after_producers
-from vyre_cuda.errors import cuda_errors
-from vyre_cuda.launch import LaunchPlan, check_cooperative, check_geometry
-from vyre_cuda.memory import D2D, DeviceBuffer
-from vyre_cuda.prepared import PreparedProgram
+from vyre_cuda.dispatch.prepared import PreparedProgram
+from vyre_cuda.runtime.arrays import device_array, is_device_array, order_after_producers
+from vyre_cuda.runtime.errors import cuda_errors
+from vyre_cuda.runtime.launch import LaunchPlan, check_cooperative, check_geometry
+from vyre_cuda.runtime.pools import D2D, DeviceBuffer
 
 _MEMO_CAP = 512  # entries of an identity-keyed memo (also CudaBackend.prepared's) before it is cleared
 

@@ -24,11 +24,11 @@ from vyre.driver.backend import PendingDispatch, TimedDispatch
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
-from vyre_cuda.arrays import device_array, order_after_producers
-from vyre_cuda.errors import cuda_errors
-from vyre_cuda.memory import D2D, D2H, H2D, DeviceBuffer, PinnedStaging, StagingSlot
-from vyre_cuda.prepared import PreparedProgram
-from vyre_cuda.profiler import nvtx_range
+from vyre_cuda.dispatch.prepared import PreparedProgram
+from vyre_cuda.runtime.arrays import device_array, order_after_producers
+from vyre_cuda.runtime.errors import cuda_errors
+from vyre_cuda.runtime.pools import D2D, D2H, H2D, DeviceBuffer, PinnedStaging, StagingSlot
+from vyre_cuda.runtime.profiler import nvtx_range
 
 _ALIGN = 16
 

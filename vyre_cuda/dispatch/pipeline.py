@@ -30,11 +30,11 @@ from vyre.driver.backend import CompiledPipeline, Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
-from vyre_cuda.arrays import device_array, order_after_producers
-from vyre_cuda.errors import cuda_errors, translate
-from vyre_cuda.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
-from vyre_cuda.memory import D2D, D2H, H2D, StagingSlot, capacity_class
-from vyre_cuda.profiler import nvtx_range
+from vyre_cuda.dispatch.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
+from vyre_cuda.runtime.arrays import device_array, order_after_producers
+from vyre_cuda.runtime.errors import cuda_errors, translate
+from vyre_cuda.runtime.pools import D2D, D2H, H2D, StagingSlot, capacity_class
+from vyre_cuda.runtime.profiler import nvtx_range
 
 _ALIGN = 16
 SLOT_SETS = 4  # capacity-class buffer sets a pipeline keeps (least recently used freed first)

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from vyre.driver.errors import DispatchFailed, KernelCompileFailed
-from vyre_cuda.cache import DiskCache, cache_version
-from vyre_cuda.device import DeviceInfo, import_cupy
-from vyre_cuda.errors import cuda_errors, translate
+from vyre_cuda.runtime.cache import DiskCache, cache_version
+from vyre_cuda.runtime.device import DeviceInfo, import_cupy
+from vyre_cuda.runtime.errors import cuda_errors, translate
 
 ENV_DUMP_DIR = "VYRE_PTX_DUMP_DIR"
 PTXAS_LINES = 20
@@ -61,7 +61,7 @@ def module_key(ptx: str, device: DeviceInfo) -> str:
 
 def _compile_range() -> AbstractContextManager[Any]:
     try:
-        from vyre_cuda.profiler import nvtx_range
+        from vyre_cuda.runtime.profiler import nvtx_range
     except ImportError:
         return nullcontext()
     return nvtx_range("vyre.cuda.compile")

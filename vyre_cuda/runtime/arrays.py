@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.errors import DeviceLost, InvalidProgram
-from vyre_cuda.errors import cuda_errors
+from vyre_cuda.runtime.errors import cuda_errors
 
 _HOST_TYPES = (bytes, bytearray, memoryview, np.ndarray)
 _DL_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged

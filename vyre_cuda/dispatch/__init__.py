@@ -1,0 +1,1 @@
+"""Dispatch paths: prepared programs, host, resident, pipelines, sequences, graphs, coarsening policy."""

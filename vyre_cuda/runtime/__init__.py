@@ -1,0 +1,1 @@
+"""CUDA runtime: device, errors, caches, module loading, memory pools, launch, telemetry, profiler."""
