@@ -34,10 +34,10 @@ def list_ops() -> int:
         print("(no ops registered: install an op pack such as plugins/vyre-ops-bits)")
     else:
         width = max(len(op.id) for op in ops)
-        print(f"{'op':<{width}}  {'signature':<24} {'kind':<10} " + " ".join(f"{b:<10}" for b in backends) + "  doc")
+        print(f"{'op':<{width}}  {'signature':<24} {'kind':<10} " + " ".join(f"{b:<5}" for b in backends) + "  doc")
         for op in ops:
             signature = f"({', '.join(t.value for t in op.arg_types)}) -> {op.result_type.value}"
-            cells = " ".join(f"{runs_on(op, b):<10}" for b in backends)
+            cells = " ".join(f"{runs_on(op, b):<{max(5, len(b))}}" for b in backends)
             print(f"{op.id:<{width}}  {signature:<24} {op_kind(op):<10} {cells}  {op.doc}")
     for problem in registry.plugin_errors():
         print(f"warning: {problem}")
