@@ -128,11 +128,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{path}: {len(exc.findings)} finding(s)")
             for f in exc.findings:
                 where = f" at {f.path}" if f.path else ""
-                print(f"  [{f.code}] {f.message}{where}\n    Fix: {f.fix}.")
+                print(f"  [{f.code}] {f.message}{where}\n    Fix: {cli_fix(f.fix)}.")
             continue
         except InvalidProgram as exc:
             bad += 1
-            print(f"{path}: {exc.message}\n    Fix: {exc.fix}")
+            print(f"{path}: {exc.message}\n    Fix: {cli_fix(exc.fix)}")
             continue
         print(f"{path}: ok")
     return 2 if bad else 0
@@ -191,8 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def report_error(exc: VyreError, prog: str = "vyre") -> int:
     """Print ``exc`` as ``error:`` + ``Fix:`` lines (command-line advice); return its exit code."""
-    if isinstance(exc, ValidationError):  # every finding already carries its Fix line
-        print(f"{prog}: error: {exc.message}", file=sys.stderr)
+    if isinstance(exc, ValidationError):  # every finding already carries its Fix sentence
+        print(f"{prog}: error: {cli_fix(exc.message)}", file=sys.stderr)
     else:
         print(f"{prog}: error: {exc.message.rstrip('.')}\nFix: {cli_fix(exc.fix)}", file=sys.stderr)
     return 2 if isinstance(exc, USAGE_ERRORS) else 1

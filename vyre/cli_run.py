@@ -29,7 +29,13 @@ def count_arg(text: str) -> int | None:
 
 
 def available_memory() -> int | None:
-    """Bytes of host memory still available (None where the platform does not say)."""
+    """Bytes of host memory still available: Linux's MemAvailable, else free pages, else None."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):

@@ -19,7 +19,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vyre.cli import UsageError
+from vyre.cli import UsageError, cli_fix
 from vyre.driver.errors import BackendUnavailable
 
 OK, WARN, MISSING, FAIL = "OK", "WARN", "MISSING", "FAIL"
@@ -119,7 +119,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for c in checks:
             print(f"{c.status:<8}{c.name:<8}{c.detail}")
             if c.fix and c.status != OK:
-                print(f"{'':<16}Fix: {c.fix}")
+                print(f"{'':<16}Fix: {cli_fix(c.fix)}")
         device = next(c for c in checks if c.name == "device")
         if device.status != OK:
             print("\nNo usable CUDA device: the cuda backend is unavailable. The host runtime and the reference "

@@ -275,3 +275,22 @@ def test_ops_says_when_no_op_pack_is_installed():
     result = vyre_cli("ops", VYRE_DISABLE_PLUGINS="ops_bits")
     assert result.returncode == 0, result.stderr
     assert "(no ops registered: install an op pack" in result.stdout
+
+
+def test_doctor_gives_command_line_advice():
+    result = vyre_cli("doctor")
+    assert "Traceback" not in result.stderr and result.returncode in (0, 1)
+    assert "acquire(" not in result.stdout + result.stderr
+
+
+def test_generated_inputs_larger_than_half_the_free_memory_are_refused(monkeypatch):
+    import vyre.cli_run as cli_run
+    from vyre.cli import UsageError
+
+    decl = BufferDecl.read("a", 0, DataType.U32)
+    monkeypatch.setattr(cli_run, "available_memory", lambda: 8000)
+    rng = np.random.default_rng(0)
+    assert cli_run.load_input(decl, "@zeros:1000", rng).nbytes == 4000  # exactly half: allowed
+    with pytest.raises(UsageError, match=r"4004 bytes.*4000 bytes \(half the free memory\)") as info:
+        cli_run.load_input(decl, "@random:1001", rng)
+    assert info.value.fix == "write a smaller a=@random:N."
