@@ -294,3 +294,17 @@ def test_generated_inputs_larger_than_half_the_free_memory_are_refused(monkeypat
     with pytest.raises(UsageError, match=r"4004 bytes.*4000 bytes \(half the free memory\)") as info:
         cli_run.load_input(decl, "@random:1001", rng)
     assert info.value.fix == "write a smaller a=@random:N."
+
+
+def test_no_backend_that_starts_is_explained_with_the_backend_flag():
+    result = vyre_cli("run", "examples/xor.vyre", "--input", "a=@random:8", "--input", "b=@random:8",
+                      VYRE_DISABLE_PLUGINS="cuda,reference")
+    assert_clean_error(result, 1, "no backend could start", "--backend reference")
+    assert "acquire(" not in result.stderr
+
+
+def test_a_cuda_backend_that_cannot_start_gives_command_line_advice():
+    result = vyre_cli("run", "examples/xor.vyre", "--input", "a=@random:8", "--input", "b=@random:8",
+                      "--backend", "cuda", CUDA_VISIBLE_DEVICES="")
+    assert_clean_error(result, 1, "backend 'cuda' could not start")
+    assert "acquire(" not in result.stderr
