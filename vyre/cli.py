@@ -212,6 +212,9 @@ def run_command(call: Callable[[], int | None], prog: str = "vyre") -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout was closed early (`vyre ops | head -1`): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except MemoryError:
         _debug_traceback()
         print(f"{prog}: error: out of host memory\nFix: use smaller inputs (@random:N with a smaller N).",

@@ -308,3 +308,13 @@ def test_a_cuda_backend_that_cannot_start_gives_command_line_advice():
                       "--backend", "cuda", CUDA_VISIBLE_DEVICES="")
     assert_clean_error(result, 1, "backend 'cuda' could not start")
     assert "acquire(" not in result.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_broken_pipe_traceback():
+    files = ["examples/xor.vyre"] * 5000
+    proc = subprocess.Popen([sys.executable, "-m", "vyre.cli", "validate", *files], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT, text=True)
+    assert proc.stdout.readline().startswith("examples/xor.vyre: ok")
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert err == "", err  # no traceback, and no error either: the reader chose to stop
