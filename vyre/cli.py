@@ -1,21 +1,65 @@
-"""The ``vyre`` command line: ``backends``, ``run``, ``validate`` and the verbs plugins add.
+"""The ``vyre`` command line: ``backends``, ``ops``, ``plugins``, ``run``, ``validate`` and plugin verbs.
 
-Errors print what failed and a ``Fix:`` line and exit non-zero: 2 for usage and validation
-errors, 1 for runtime errors. A ``VyreError`` never shows a traceback.
+Errors print what failed and a ``Fix:`` line naming the command-line flag to change, and exit
+non-zero: 2 for usage and validation errors, 1 for runtime errors. No error shows a traceback
+unless ``VYRE_DEBUG=1`` is set.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vyre import __version__
 from vyre.driver import registry
 from vyre.driver.errors import InvalidProgram, ValidationError, VyreError
 
-USAGE_ERRORS = (ValidationError, InvalidProgram)
+ENV_DEBUG = "VYRE_DEBUG"
+
+
+class UsageError(VyreError):
+    """A command-line argument is wrong (exit status 2)."""
+
+    default_fix = "run `vyre COMMAND --help` for the accepted arguments."
+
+
+USAGE_ERRORS = (ValidationError, InvalidProgram, UsageError)
+
+# Library errors give Python advice ("pass DispatchConfig(grid=...)"); on the command line the
+# same error names the flag instead. Each rule rewrites one Python phrase of a Fix sentence.
+CLI_ADVICE: tuple[tuple[str, str], ...] = (
+    (r"DispatchConfig\(grid=\([^)]*\)\)", "--grid X,Y,Z (e.g. --grid 64,1,1)"),
+    (r"DispatchConfig\(elements=N\)", "--elements N (or --elements NAME of an input buffer)"),
+    (r"ptx_version='?([0-9.]+)'? or newer \(or None to choose automatically\)",
+     r"--ptx-version \1 or newer (or leave --ptx-version out to choose one)"),
+    (r"use one of (sm_[0-9a-z]+(?:, sm_[0-9a-z]+)*)", r"pass --sm with one of \1 (e.g. --sm 90)"),
+    (r"(?:vyre\.)?acquire\('reference'\) / (?:vyre\.)?acquire\(allow_reference=True\) / --backend reference",
+     "--backend reference"),
+    (r"(?:use )?vyre\.acquire\(allow_reference=True\)", "use --backend reference"),
+    (r"acquire a new backend (?:with vyre\.acquire\('cuda'\)(?: \([^)]*\))?(?: after dropping [^;.]*)?"
+     r"|\(vyre\.acquire\(\)\) and rerun)",
+     "rerun the command (it starts a fresh backend)"),
+)
+
+
+def cli_fix(fix: str) -> str:
+    """``fix`` with each Python phrase of ``CLI_ADVICE`` replaced by the command-line flag."""
+    for pattern, advice in CLI_ADVICE:
+        fix = re.sub(pattern, advice, fix)
+    return fix
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse`` whose usage errors end with a ``Fix:`` line like every other vyre error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\nFix: run `{self.prog} --help` for the accepted arguments.\n")
 
 
 def progress(message: str) -> None:
@@ -32,6 +76,9 @@ def load_program(path: str):
     except OSError as exc:
         raise InvalidProgram(f"cannot read {path}: {exc.strerror}",
                              "pass the path of an existing .vyre file.") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidProgram(f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                             "pass a .vyre text file saved as UTF-8 (Program.to_text() writes one).") from None
     return parse(text)
 
 
@@ -81,11 +128,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{path}: {len(exc.findings)} finding(s)")
             for f in exc.findings:
                 where = f" at {f.path}" if f.path else ""
-                print(f"  [{f.code}] {f.message}{where}\n    Fix: {f.fix}.")
+                print(f"  [{f.code}] {f.message}{where}\n    Fix: {cli_fix(f.fix)}.")
             continue
         except InvalidProgram as exc:
             bad += 1
-            print(f"{path}: {exc.message}\n    Fix: {exc.fix}")
+            print(f"{path}: {exc.message}\n    Fix: {cli_fix(exc.fix)}")
             continue
         print(f"{path}: ok")
     return 2 if bad else 0
@@ -97,13 +144,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_file(args)
 
 
+def cmd_ops(args: argparse.Namespace) -> int:
+    from vyre.cli_inspect import list_ops
+
+    return list_ops()
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    from vyre.cli_inspect import list_plugins
+
+    return list_plugins()
+
+
 # ---- parser and entry point --------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vyre", description="vyre GPU compute IR: run, check and inspect programs.")
+    parser = Parser(prog="vyre", description="vyre GPU compute IR: run, check and inspect programs.")
     parser.add_argument("--version", action="version", version=f"vyre {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("backends", help="list discovered backends, their rank and whether they can start")
     p.set_defaults(func=cmd_backends)
+    p = sub.add_parser("ops", help="list registered ops for Expr.call and which backends run them")
+    p.set_defaults(func=cmd_ops)
+    p = sub.add_parser("plugins", help="list loaded plugins, their distributions and the hooks they implement")
+    p.set_defaults(func=cmd_plugins)
     p = sub.add_parser("validate", help="validate .vyre files and print findings with fixes")
     p.add_argument("files", nargs="+", metavar="FILE.vyre")
     p.set_defaults(func=cmd_validate)
@@ -112,10 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=SOURCE",
                    help="SOURCE: a raw binary FILE, @random[:N] (seeded random elements) or @zeros[:N]")
     p.add_argument("--backend", "-b", metavar="ID", help="backend id (ID or ID:N); default: best available")
-    p.add_argument("--out", metavar="DIR", help="write each output to DIR/NAME.bin")
-    p.add_argument("--seed", type=int, default=0, help="seed of @random inputs (default 0)")
+    p.add_argument("--out", metavar="DIR", help="write each output to DIR/NAME.bin (DIR is created if missing)")
+    p.add_argument("--seed", type=int, default=0, help="seed of @random inputs, 0 or more (default 0)")
     p.add_argument("--elements", metavar="N|NAME",
-                   help="DispatchConfig.elements: a number or an input buffer's name (default: the SPEC 3 rule)")
+                   help="elements the grid covers: a number or an input buffer's name (default: the largest buffer)")
     p.add_argument("--grid", metavar="X,Y,Z", help="explicit grid of workgroups")
     p.add_argument("--show", type=int, default=8, metavar="K", help="elements printed per output (default 8)")
     p.set_defaults(func=cmd_run)
@@ -126,13 +189,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def report_error(exc: VyreError) -> int:
-    """Print ``exc`` as ``error:`` + ``Fix:`` lines; return its exit code."""
-    if isinstance(exc, ValidationError):  # every finding already carries its Fix line
-        print(f"vyre: error: {exc.message}", file=sys.stderr)
+def report_error(exc: VyreError, prog: str = "vyre") -> int:
+    """Print ``exc`` as ``error:`` + ``Fix:`` lines (command-line advice); return its exit code."""
+    if isinstance(exc, ValidationError):  # every finding already carries its Fix sentence
+        print(f"{prog}: error: {cli_fix(exc.message)}", file=sys.stderr)
     else:
-        print(f"vyre: error: {exc.message.rstrip('.')}\nFix: {exc.fix}", file=sys.stderr)
+        print(f"{prog}: error: {exc.message.rstrip('.')}\nFix: {cli_fix(exc.fix)}", file=sys.stderr)
     return 2 if isinstance(exc, USAGE_ERRORS) else 1
+
+
+def run_command(call: Callable[[], int | None], prog: str = "vyre") -> int:
+    """Run a command-line verb: every error becomes ``error:`` + ``Fix:`` lines and an exit status.
+
+    A ``VyreError`` keeps its message; anything else (a bug, a plugin's crash, the host out of
+    memory) prints one line instead of a traceback, unless ``VYRE_DEBUG=1`` asks for it.
+    """
+    try:
+        return int(call() or 0)
+    except VyreError as exc:
+        _debug_traceback()
+        return report_error(exc, prog)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # stdout was closed early (`vyre ops | head -1`): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except MemoryError:
+        _debug_traceback()
+        print(f"{prog}: error: out of host memory\nFix: use smaller inputs (@random:N with a smaller N).",
+              file=sys.stderr)
+        return 1
+    except OSError as exc:
+        _debug_traceback()
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"{prog}: error: {exc.strerror or exc}{where}\nFix: check that the path exists and is writable; "
+              f"set {ENV_DEBUG}=1 to see where it failed.", file=sys.stderr)
+        return 1
+    except Exception as exc:  # the last line of defence: users get one line and a Fix, not a traceback
+        _debug_traceback()
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"{prog}: internal error: {type(exc).__name__}: {message}\nFix: this is a bug in vyre or a plugin; "
+              f"rerun with {ENV_DEBUG}=1 to see the traceback and report it.", file=sys.stderr)
+        return 1
+
+
+def _debug_traceback() -> None:
+    if os.environ.get(ENV_DEBUG, "0") not in ("", "0"):
+        traceback.print_exc()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,14 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except VyreError as exc:
-        return report_error(exc)
-    except KeyboardInterrupt:
-        print("vyre: interrupted", file=sys.stderr)
-        return 130
+    return run_command(lambda: args.func(args))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run the imported module, so that its error classes are the ones raised
+    from vyre import cli
+
+    sys.exit(cli.main())

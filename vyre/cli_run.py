@@ -3,15 +3,56 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 
+from vyre.cli import UsageError, load_program, progress
 from vyre.driver.config import DispatchConfig
-from vyre.driver.errors import InvalidProgram
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
+
+# @random:N and @zeros:N make at most this many elements (an IR index is a u32), and never more
+# bytes than half the host memory still available.
+MAX_GENERATED_ELEMENTS = 2**32 - 1
+
+
+def count_arg(text: str) -> int | None:
+    """``text`` as a non-negative int when it is written with ASCII digits only, else None.
+
+    ``str.isdigit`` accepts ``"²"`` and other digits ``int`` refuses; command-line numbers are ASCII.
+    """
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def available_memory() -> int | None:
+    """Bytes of host memory still available: Linux's MemAvailable, else free pages, else None."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_generated_size(decl: BufferDecl, source: str, count: int) -> None:
+    """Refuse an ``@random``/``@zeros`` size beyond ``MAX_GENERATED_ELEMENTS`` or half the free memory."""
+    nbytes = count * max(decl.dtype.size, 1)
+    free = available_memory()
+    if count > MAX_GENERATED_ELEMENTS or (free is not None and 2 * nbytes > free):
+        limit = f"{MAX_GENERATED_ELEMENTS} elements"
+        if free is not None:
+            limit += f" and {free // 2} bytes (half the free memory)"
+        raise UsageError(f"{source} for buffer {decl.name!r} asks for {count} elements ({nbytes} bytes); "
+                         f"generated inputs are limited to {limit}",
+                         f"write a smaller {decl.name}=@{source[1:].partition(':')[0]}:N.")
 
 
 def parse_input_flags(flags: list[str]) -> dict[str, str]:
@@ -20,7 +61,7 @@ def parse_input_flags(flags: list[str]) -> dict[str, str]:
     for flag in flags:
         name, sep, source = flag.partition("=")
         if not sep or not name or not source:
-            raise InvalidProgram(f"--input {flag!r} is not NAME=SOURCE", "write --input NAME=FILE or NAME=@random:N.")
+            raise UsageError(f"--input {flag!r} is not NAME=SOURCE", "write --input NAME=FILE or NAME=@random:N.")
         out[name] = source
     return out
 
@@ -44,18 +85,19 @@ def load_input(decl: BufferDecl, source: str, rng: np.random.Generator) -> objec
         try:
             return Path(source).read_bytes()
         except OSError as exc:
-            raise InvalidProgram(f"cannot read input file {source} for buffer {decl.name!r}: {exc.strerror}",
-                                 "pass an existing raw binary file or @random:N.") from None
+            raise UsageError(f"cannot read input file {source} for buffer {decl.name!r}: {exc.strerror}",
+                             "pass an existing raw binary file or @random:N.") from None
     kind, _, size = source[1:].partition(":")
     if kind not in ("random", "zeros"):
-        raise InvalidProgram(f"unknown input source {source!r} for buffer {decl.name!r}",
-                             "use FILE, @random[:N] or @zeros[:N].")
-    if size and not size.isdigit():
-        raise InvalidProgram(f"element count {size!r} in {source!r} is not a number", f"write @{kind}:N.")
-    count = int(size) if size else decl.count
+        raise UsageError(f"unknown input source {source!r} for buffer {decl.name!r}",
+                         "use FILE, @random[:N] or @zeros[:N].")
+    count = count_arg(size) if size else decl.count
+    if count is None:
+        raise UsageError(f"element count {size!r} in {source!r} is not a number", f"write @{kind}:N with digits 0-9.")
     if not count:
-        raise InvalidProgram(f"buffer {decl.name!r} is sized at dispatch time, so {source!r} needs a size",
-                             f"write {decl.name}=@{kind}:N with N elements.")
+        raise UsageError(f"buffer {decl.name!r} is sized at dispatch time, so {source!r} needs a size",
+                         f"write {decl.name}=@{kind}:N with N elements.")
+    check_generated_size(decl, source, count)
     if kind == "zeros":
         return np.zeros(count, dtype=decl.dtype.np_dtype)
     return random_elements(decl.dtype, count, rng)
@@ -66,12 +108,12 @@ def gather_inputs(program: Program, flags: dict[str, str], seed: int) -> list[ob
     wanted = {b.name: b for b in program.inputs}
     unknown = sorted(set(flags) - set(wanted))
     if unknown:
-        raise InvalidProgram(f"--input names {', '.join(unknown)} are not input buffers of the program "
-                             f"(inputs: {', '.join(wanted) or 'none'})", "name one of the program's input buffers.")
+        raise UsageError(f"--input names {', '.join(unknown)} are not input buffers of the program "
+                         f"(inputs: {', '.join(wanted) or 'none'})", "name one of the program's input buffers.")
     missing = [name for name in wanted if name not in flags]
     if missing:
-        raise InvalidProgram(f"no --input for buffer(s) {', '.join(missing)}",
-                             f"pass --input {missing[0]}=FILE or {missing[0]}=@random:N for each input buffer.")
+        raise UsageError(f"no --input for buffer(s) {', '.join(missing)}",
+                         f"pass --input {missing[0]}=FILE or {missing[0]}=@random:N for each input buffer.")
     rng = np.random.default_rng(seed)
     return [load_input(b, flags[b.name], rng) for b in program.inputs]
 
@@ -100,30 +142,58 @@ def summarize(name: str, decl: BufferDecl, array: np.ndarray, show: int) -> str:
 
 def _elements(spec: str | None, program: Program, inputs: list[object]) -> int | None:
     """``--elements``: a number, or an input buffer's name meaning that input's element count."""
-    if spec is None or spec.isdigit():
-        return None if spec is None else int(spec)
+    if spec is None:
+        return None
+    if count_arg(spec) is not None:
+        return count_arg(spec)
     for decl, data in zip(program.inputs, inputs):
         if decl.name == spec:
             return memoryview(data).nbytes // decl.dtype.size
-    raise InvalidProgram(f"--elements {spec!r} is neither a number nor an input buffer",
-                         "write --elements N or --elements NAME of an input buffer.")
+    raise UsageError(f"--elements {spec!r} is neither a number nor an input buffer",
+                     "write --elements N (digits 0-9) or --elements NAME of an input buffer.")
+
+
+def _grid(spec: str | None) -> tuple[int, int, int] | None:
+    """``--grid X,Y,Z`` as three non-negative ints."""
+    if spec is None:
+        return None
+    parts = [count_arg(p) for p in spec.split(",")]
+    if len(parts) != 3 or None in parts:
+        raise UsageError(f"--grid {spec!r} is not X,Y,Z", "write three numbers (digits 0-9), e.g. --grid 64,1,1.")
+    return tuple(parts)  # type: ignore[return-value]
+
+
+def check_arguments(args: argparse.Namespace) -> Path | None:
+    """Refuse bad ``--seed``, ``--show`` and ``--out`` before anything runs; return the output directory."""
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed} is negative", "pass --seed 0 or a larger number.")
+    if args.show < 0:
+        raise UsageError(f"--show {args.show} is negative", "pass --show K with K >= 0 elements per output.")
+    if args.out is None:
+        return None
+    out_dir = Path(args.out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {args.out} is an existing file, not a directory",
+                         "pass --out DIR with DIR a directory (created if missing), not a file.")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {args.out}: cannot create the directory: {exc.strerror}",
+                         "pass --out DIR in a location you can write to.") from None
+    if not os.access(out_dir, os.W_OK):
+        raise UsageError(f"--out {args.out} is not writable", "pass --out DIR in a location you can write to.")
+    return out_dir
 
 
 def _config(args: argparse.Namespace, program: Program, inputs: list[object]) -> DispatchConfig:
-    grid = None
-    if args.grid:
-        parts = args.grid.split(",")
-        if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-            raise InvalidProgram(f"--grid {args.grid!r} is not X,Y,Z", "write e.g. --grid 64,1,1.")
-        grid = tuple(int(p) for p in parts)
-    return DispatchConfig(grid=grid, elements=_elements(args.elements, program, inputs), label="vyre run")
+    return DispatchConfig(grid=_grid(args.grid), elements=_elements(args.elements, program, inputs), label="vyre run")
 
 
 def run_file(args: argparse.Namespace) -> int:
     """The ``vyre run`` verb."""
     import vyre
-    from vyre.cli import load_program, progress
 
+    out_dir = check_arguments(args)
     program = load_program(args.file)
     vyre.validate(program)
     inputs = gather_inputs(program, parse_input_flags(args.input), args.seed)
@@ -136,9 +206,6 @@ def run_file(args: argparse.Namespace) -> int:
         outputs = backend.dispatch(program, inputs, config)
     progress(f"done in {time.perf_counter() - start:.3f} s")
     print(f"backend: {label}")
-    out_dir = Path(args.out) if args.out else None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
     for decl, array in zip(program.outputs, outputs):
         print(summarize(decl.name, decl, array, args.show))
         if out_dir is not None:

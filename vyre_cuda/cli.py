@@ -19,6 +19,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from vyre.cli import UsageError, cli_fix
 from vyre.driver.errors import BackendUnavailable
 
 OK, WARN, MISSING, FAIL = "OK", "WARN", "MISSING", "FAIL"
@@ -72,10 +73,18 @@ def cmd_emit_ptx(args: argparse.Namespace) -> int:
     from vyre.cli import load_program
     from vyre_cuda import emit_ptx
 
+    target = Path(args.output) if args.output else None
+    if target is not None and not target.parent.is_dir():
+        raise UsageError(f"-o {args.output}: directory {target.parent} does not exist",
+                         "pass -o a path in an existing directory, or leave -o out to print the PTX.")
     sm = str(args.sm).lower().removeprefix("sm_")
     ptx = emit_ptx(load_program(args.file), sm=sm, ptx_version=args.ptx_version, coarsen=args.coarsen)
-    if args.output:
-        Path(args.output).write_text(ptx, encoding="utf-8")
+    if target is not None:
+        try:
+            target.write_text(ptx, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write -o {args.output}: {exc.strerror}",
+                             "pass -o a writable file path, or leave -o out to print the PTX.") from None
         print(f"vyre: wrote {len(ptx)} bytes of PTX for sm_{sm} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(ptx)
@@ -110,11 +119,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for c in checks:
             print(f"{c.status:<8}{c.name:<8}{c.detail}")
             if c.fix and c.status != OK:
-                print(f"{'':<16}Fix: {c.fix}")
+                print(f"{'':<16}Fix: {cli_fix(c.fix)}")
         device = next(c for c in checks if c.name == "device")
         if device.status != OK:
             print("\nNo usable CUDA device: the cuda backend is unavailable. The host runtime and the reference "
-                  "backend work: vyre.acquire(allow_reference=True).")
+                  "backend work: vyre run ... --backend reference.")
     return 1 if any(c.status == FAIL for c in checks) else 0
 
 

@@ -55,10 +55,18 @@ def create_backend(device: int | str | None = None) -> Any:
 
 @hookimpl
 def vyre_register_backends() -> list[Any]:
+    """Backend ``cuda``; ``supported_ops`` lists the built-in ops and every primitive op with a PTX lowering."""
     from vyre import __version__
     from vyre.driver.registry import BackendRegistration
+    from vyre.ir.expr import ALL_OPS
+    from vyre_cuda.codegen.lowerings import lowered_ops
 
-    return [BackendRegistration("cuda", CUDA_RANK, create_backend, dispatches=True, version=__version__)]
+    try:
+        load_lowerings()  # cheap: asks the plugins for their tables, touches no device
+    except Exception:  # noqa: S110 - a broken lowering plugin is reported when the emitter loads lowerings
+        pass
+    return [BackendRegistration("cuda", CUDA_RANK, create_backend, dispatches=True, version=__version__,
+                                supported_ops=frozenset(ALL_OPS) | lowered_ops())]
 
 
 @hookimpl

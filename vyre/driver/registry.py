@@ -169,7 +169,7 @@ def parse_backend_id(spec: str) -> tuple[str, int | None]:
     name, sep, device = spec.strip().partition(":")
     if not sep:
         return name, None
-    if not device.isdigit():
+    if not (device.isascii() and device.isdigit()):
         raise BackendUnavailable(f"backend {spec!r} names device {device!r}, not a device number",
                                  "write ID or ID:N with N the device index, e.g. cuda:1.")
     return name, int(device)

@@ -57,6 +57,11 @@ def unregister_lowering(op_id: str) -> None:
     _LOWERINGS.pop(op_id, None)
 
 
+def lowered_ops() -> frozenset[str]:
+    """The op ids that have a lowering now (plugin lowerings load through ``vyre_cuda.plugin``)."""
+    return frozenset(_LOWERINGS)
+
+
 def get_lowering(op_id: str) -> LoweringFn | None:
     """The lowering registered for ``op_id``, or None.
 
