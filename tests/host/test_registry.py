@@ -171,7 +171,7 @@ def _see_this_environment(python: Path) -> None:
 
 def run_in(python: Path, code: str, **env: str) -> dict:
     """Run ``code`` in the venv; it prints one JSON object as its last line."""
-    full_env = {**os.environ, "VYRE_DISABLE_PLUGINS": "cuda", **env}
+    full_env = {**os.environ, "VYRE_DISABLE_PLUGINS": "cuda", "PYTHONPATH": str(ROOT), **env}  # this checkout
     if "VYRE_BACKEND" not in env:
         full_env.pop("VYRE_BACKEND", None)
     result = subprocess.run([str(python), "-c", textwrap.dedent(code)], capture_output=True, text=True,
