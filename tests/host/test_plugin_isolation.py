@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from test_registry import _can_build_without_isolation, _project_installed, _see_this_environment
+from test_registry import skip_unless_plugins_can_be_installed, venv_with
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,10 +168,7 @@ def _pyproject(name: str, entry_points: dict[str, str], modules: list[str]) -> s
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
-    if not _project_installed():
-        pytest.skip("the project is not installed (run: python3 -m pip install -e '.[test]')")
-    if not _can_build_without_isolation():
-        pytest.skip("building the plugin distributions needs setuptools>=70.1 or wheel (in the 'test' extra)")
+    skip_unless_plugins_can_be_installed()
     tmp = tmp_path_factory.mktemp("hostile")
     hostile, first = tmp / "vyre-hostile", tmp / "vyre-aaa-first"
     hostile.mkdir()
@@ -183,14 +179,7 @@ def venv(tmp_path_factory) -> Path:
     (first / "vyre_aaa_first.py").write_text(FIRST)
     (first / "pyproject.toml").write_text(_pyproject("vyre-aaa-first", {"first": "vyre_aaa_first"},
                                                      ["vyre_aaa_first"]))
-    env_dir = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env_dir)], check=True)
-    python = env_dir / "bin" / "python"
-    _see_this_environment(python)
-    result = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                             "--disable-pip-version-check", str(hostile), str(first)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return python
+    return venv_with(tmp, [hostile, first])
 
 
 def run_in(python: Path, code: str, timeout: float = 60, **env: str) -> dict:
@@ -260,12 +249,14 @@ def test_acquire_skips_sleeping_refused_and_exiting_factories_in_bounded_time(ve
         start = time.monotonic()
         b = vyre.acquire()
         first = time.monotonic() - start
-        errors = {}
-        for spec in ("sleepy", "fortytwo", "nothing", "exits"):
+
+        def why(spec):
             try:
-                vyre.acquire(spec)
+                return f"started {vyre.acquire(spec).id}"
             except vyre.errors.BackendUnavailable as exc:
-                errors[spec] = str(exc)
+                return str(exc)
+
+        errors = {spec: why(spec) for spec in ("sleepy", "fortytwo", "nothing", "exits")}
         print(json.dumps({"id": b.id, "seconds": first, "errors": errors}))
     """, timeout=60)
     assert out["id"] == "first-shared"  # the lowest rank that starts, after sleepy (1 s), 42, None and SystemExit
