@@ -16,7 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from test_registry import skip_unless_plugins_can_be_installed, venv_with
+from test_registry import PROGRAM, skip_unless_plugins_can_be_installed, venv_with
+
+import vyre
+from vyre.driver import registry
+from vyre.driver.backend import Backend
+from vyre.driver.errors import DispatchFailed, ValidationError
+from vyre.driver.hooked import HookedBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -315,3 +321,58 @@ def test_a_raising_acquired_hook_is_a_warning_and_the_backend_works(venv) -> Non
     out = run_in(venv, DISPATCH, HOSTILE_ACQUIRED="1")
     assert out["ok"] == [7]
     assert "PluginWarning: plugin 'hooks': vyre_backend_acquired raised RuntimeError" in out["stderr"]
+
+
+# ---- in process: what a raising dispatch hook does to the caller ------------------------------------------
+class _Raiser:
+    def __init__(self, before: BaseException | None = None, after: BaseException | None = None) -> None:
+        self.before, self.after = before, after
+
+    @vyre.hookimpl
+    def vyre_before_dispatch(self, kind):
+        if self.before is not None:
+            raise self.before
+
+    @vyre.hookimpl
+    def vyre_after_dispatch(self, kind):
+        if self.after is not None:
+            raise self.after
+
+
+class _Failing(Backend):
+    id = "failing"
+
+    def dispatch(self, program, inputs, config=None):
+        if inputs:
+            raise ValueError("the backend's own error")
+        return ["ok"]
+
+
+def _dispatch_with(plugin: _Raiser, inputs: list) -> object:
+    pm = registry.get_plugin_manager()
+    pm.register(plugin, name="raiser")
+    try:
+        return HookedBackend(_Failing(), pm.hook).dispatch(PROGRAM, inputs)
+    finally:
+        pm.unregister(plugin)
+
+
+def test_a_vyre_error_from_a_validating_hook_reaches_the_caller_unchanged() -> None:
+    refusal = ValidationError("refused by policy")
+    with pytest.raises(ValidationError) as caught:
+        _dispatch_with(_Raiser(before=refusal), [])
+    assert caught.value is refusal
+
+
+def test_a_system_exit_from_a_hook_is_a_dispatch_failure_naming_it() -> None:
+    with pytest.raises(DispatchFailed, match="plugin 'raiser' raised SystemExit: 4 in vyre_before_dispatch"):
+        _dispatch_with(_Raiser(before=SystemExit(4)), [])
+    with pytest.raises(DispatchFailed, match="result is dropped"):
+        _dispatch_with(_Raiser(after=RuntimeError("after")), [])
+    assert _dispatch_with(_Raiser(), []) == ["ok"]
+
+
+def test_when_the_backend_fails_its_error_is_kept_and_the_hook_error_noted() -> None:
+    with pytest.raises(ValueError, match="the backend's own error") as caught:
+        _dispatch_with(_Raiser(after=RuntimeError("after hook broke")), [b"x"])
+    assert any("plugin 'raiser' raised RuntimeError: after hook broke" in n for n in caught.value.__notes__)

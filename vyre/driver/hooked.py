@@ -52,9 +52,9 @@ class _DispatchHooks:
             try:
                 _call_hook(self._after, {**ctx, "duration_ns": time.perf_counter_ns() - start, "error": exc,
                                          "result": None}, "")
-            except DispatchFailed as hook_error:  # keep the backend's own error; mention the plugin's
+            except VyreError as hook_error:  # keep the backend's own error; mention the plugin's
                 if hasattr(exc, "add_note"):
-                    exc.add_note(hook_error.message)
+                    exc.add_note(str(hook_error))
             raise
         _call_hook(self._after, {**ctx, "duration_ns": time.perf_counter_ns() - start, "error": None,
                                  "result": result}, "the dispatch ran, but its result is dropped")
