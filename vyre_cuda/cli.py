@@ -211,8 +211,17 @@ def check_cache() -> Check:
     jit = os.environ.get("CUDA_CACHE_PATH") or jit_cache_env().get("CUDA_CACHE_PATH", "")
     detail = (f"{info['path']} ({info['entries']} entries, {info['files']} files, {_size(int(info['bytes']))} of "
               f"{_size(int(info['max_bytes']))}; driver JIT cache {jit})")
+    problems = list(info["problems"])
+    if problems:
+        shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+        return Check("cache", FAIL, f"refused, anyone else who can write it could plant kernels: {shown}",
+                     f"remove {info['path']} (vyre-cuda recreates it with mode 700), or make it yours and private: "
+                     f"chown -R $USER {info['path']} && chmod -R go-w {info['path']}; or set {ENV_DIR} elsewhere")
     if not info["writable"]:
         return Check("cache", WARN, f"not writable: {detail}", f"set {ENV_DIR} to a writable directory")
+    if not info["driver_jit_complete"]:
+        return Check("cache", WARN, f"driver JIT cache too deep or large to walk (size is partial): {detail}",
+                     f"remove {info['driver_jit_path']} by hand (rm -rf); the driver recreates it")
     return Check("cache", OK, detail)
 
 
@@ -255,6 +264,8 @@ def cmd_cache_info(args: argparse.Namespace) -> int:
     print(f"size            {_size(int(info['bytes']))} of {_size(int(info['max_bytes']))}")
     print(f"driver JIT      {info['driver_jit_path']} ({_size(int(info['driver_jit_bytes']))})")
     print(f"writable        {'yes' if info['writable'] else 'no'}")
+    for problem in info["problems"]:
+        print(f"refused         {problem}")
     return 0
 
 
@@ -265,6 +276,8 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
     cache = default_disk_cache()
     removed = cache.clear()
     print(f"removed {removed} file(s) from {cache.root}")
+    for problem in cache.problems():
+        print(f"refused (nothing removed there): {problem}. Fix: run `vyre doctor`.")
     return 0
 
 

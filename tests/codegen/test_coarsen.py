@@ -15,6 +15,7 @@ import pytest
 from catalogue import all_programs, control_programs
 from codegen_support import D, assemble, assemble_all_targets, elementwise, needs_ptxas
 
+from vyre.driver.errors import InvalidProgram
 from vyre.ir import BufferDecl, Expr, Node, Program
 from vyre_cuda import emit_ptx, param_block_layout
 from vyre_cuda.codegen.abi import grid_x_word
@@ -96,7 +97,7 @@ def test_plain_kernels_are_byte_identical_to_before_coarsening(monkeypatch) -> N
 
 @pytest.mark.parametrize("bad", [0, 3, 6, 128, -4, True, 4.0, "4", None])
 def test_factor_must_be_a_power_of_two(bad: object) -> None:
-    with pytest.raises(ValueError, match="power of two"):
+    with pytest.raises(InvalidProgram, match="power of two"):
         emit_ptx(_xor(), coarsen=bad)
 
 

@@ -207,8 +207,9 @@ STORE_ONE = [Node.store("o", GID, Expr.u32(1))]
     (BufferDecl.output("o", -1, D.U32, 4), "negative_binding"),
     (BufferDecl.workgroup("o", 2**32 - 1, D.U32), "workgroup_memory_too_large"),
     (BufferDecl.workgroup("o", 0, D.U32), "count_required"),
+    (BufferDecl.output("o", 10**30, D.U32, 4), "binding_too_large"),
 ], ids=["output0", "uniform0", "2^32", "2^64+1", "negative", "negative_binding", "workgroup_2^32-1",
-        "workgroup0"])
+        "workgroup0", "binding_10^30"])
 def test_absurd_buffer_counts_are_validation_errors(decl: BufferDecl, code: str) -> None:
     program = Program([decl], (64, 1, 1), [Node.store("o", LID, Expr.u32(1))])
     expect_codes(lambda: vyre.validate(program), code)

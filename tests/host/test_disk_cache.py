@@ -61,7 +61,8 @@ def test_round_trip_and_counters(tmp_path: Path) -> None:
     assert cache.get(key(1)) == payload(1)
     assert cache.get(key(1), ".cubin") is None  # suffixes are separate entries
     assert cache.put(key(1), b"", ".cubin") and cache.get(key(1), ".cubin") == b""
-    assert cache.counters() == {"hits": 2, "misses": 2, "evictions": 0, "corrupt": 0, "write_errors": 0}
+    assert cache.counters() == {"hits": 2, "misses": 2, "evictions": 0, "corrupt": 0, "untrusted": 0,
+                                "write_errors": 0}
 
 
 @pytest.mark.parametrize("bad", ["../etc/passwd", "ABCDEF" * 11, "a" * 63, "", "/" + "a" * 63])
@@ -348,16 +349,25 @@ def test_info_and_clear(tmp_path: Path) -> None:
     for n in range(3):
         cache.put(key(n), payload(n))
     cache.store_file(b"cubin", ".cubin")
-    (tmp_path / "driver-jit" / "sm_90").mkdir(parents=True)
-    (tmp_path / "driver-jit" / "sm_90" / "blob").write_bytes(b"j" * 10)
-    info = cache.info()
     on_disk = sum(p.stat().st_size for sub in ("entries", "files") for p in (tmp_path / sub).iterdir())
-    assert (info["entries"], info["files"], info["bytes"]) == (3, 1, on_disk)
-    assert (info["path"], info["max_bytes"], info["writable"], info["driver_jit_bytes"]) == (str(tmp_path), 10**6,
-                                                                                             True, 10)
-    assert cache.clear() == 5
+    jit = tmp_path / "driver-jit"
+    (jit / "7" / "a").mkdir(parents=True, mode=0o700)
+    (jit / "7" / "a" / "0f3c9e21").write_bytes(b"j" * 10)  # the driver's names: hexadecimal, and its index
+    (jit / "index").write_bytes(b"i" * 4)
+    notes = [tmp_path / "entries" / "README", tmp_path / "files" / "mine.txt", jit / "NOTES.txt", jit / "7" / "keep"]
+    for note in notes:  # names the cache never writes: not counted, never removed
+        note.write_text("a user's notes")
     info = cache.info()
-    assert (info["entries"], info["files"], info["bytes"], info["driver_jit_bytes"]) == (0, 0, 0, 0)
+    assert (info["entries"], info["files"], info["bytes"]) == (3, 1, on_disk)
+    assert (info["path"], info["max_bytes"], info["writable"], info["driver_jit_bytes"]) == (
+        str(tmp_path), 10**6, True, 14 + 2 * len("a user's notes"))
+    assert info["problems"] == []
+    assert cache.clear() == 6
+    info = cache.info()
+    assert (info["entries"], info["files"], info["bytes"], info["driver_jit_bytes"]) == (
+        0, 0, 0, 2 * len("a user's notes"))
+    assert all(note.read_text() == "a user's notes" for note in notes)
+    assert not (jit / "7" / "a").exists() and not (jit / "index").exists()
     assert cache.get(key(0)) is None
 
 

@@ -129,21 +129,16 @@ def _can_build_without_isolation() -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> Path:
-    """A venv that sees the installed project and has the three plugin distributions installed."""
+def skip_unless_plugins_can_be_installed() -> None:
+    """Skip the calling test (or fixture) when plugin distributions cannot be built and installed here."""
     if not _project_installed():
         pytest.skip("the project is not installed (run: python3 -m pip install -e '.[test]')")
     if not _can_build_without_isolation():
         pytest.skip("building the plugin distributions needs setuptools>=70.1 or wheel (in the 'test' extra)")
-    tmp = tmp_path_factory.mktemp("plugins")
-    fake = tmp / "vyre-fakegpu"
-    fake.mkdir()
-    (fake / "pyproject.toml").write_text(FAKE_PYPROJECT)
-    (fake / "vyre_fakegpu.py").write_text(FAKE_PLUGIN)
-    sources = [fake]
-    for pack in ("vyre-trace", "vyre-ops-bits"):  # build from copies: pip builds in the source tree
-        sources.append(Path(shutil.copytree(ROOT / "plugins" / pack, tmp / pack)))
+
+
+def venv_with(tmp: Path, sources: list[Path]) -> Path:
+    """The python of a new venv in ``tmp`` that sees this environment and has ``sources`` pip-installed."""
     env_dir = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env_dir)], check=True)
     python = env_dir / "bin" / "python"
@@ -153,6 +148,21 @@ def venv(tmp_path_factory) -> Path:
                              "--disable-pip-version-check", *map(str, sources)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     return python
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A venv that sees the installed project and has the three plugin distributions installed."""
+    skip_unless_plugins_can_be_installed()
+    tmp = tmp_path_factory.mktemp("plugins")
+    fake = tmp / "vyre-fakegpu"
+    fake.mkdir()
+    (fake / "pyproject.toml").write_text(FAKE_PYPROJECT)
+    (fake / "vyre_fakegpu.py").write_text(FAKE_PLUGIN)
+    sources = [fake]
+    for pack in ("vyre-trace", "vyre-ops-bits"):  # build from copies: pip builds in the source tree
+        sources.append(Path(shutil.copytree(ROOT / "plugins" / pack, tmp / pack)))
+    return venv_with(tmp, sources)
 
 
 def _see_this_environment(python: Path) -> None:
@@ -171,7 +181,7 @@ def _see_this_environment(python: Path) -> None:
 
 def run_in(python: Path, code: str, **env: str) -> dict:
     """Run ``code`` in the venv; it prints one JSON object as its last line."""
-    full_env = {**os.environ, "VYRE_DISABLE_PLUGINS": "cuda", **env}
+    full_env = {**os.environ, "VYRE_DISABLE_PLUGINS": "cuda", "PYTHONPATH": str(ROOT), **env}  # this checkout
     if "VYRE_BACKEND" not in env:
         full_env.pop("VYRE_BACKEND", None)
     result = subprocess.run([str(python), "-c", textwrap.dedent(code)], capture_output=True, text=True,

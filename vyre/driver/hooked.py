@@ -5,6 +5,11 @@ Each dispatch entry point calls ``vyre_before_dispatch``, the real backend metho
 the backend directly, so an unobserved dispatch costs two attribute reads and a branch (pluggy
 keeps each hook's implementations in one list that registering mutates in place; we hold that
 list). Every other attribute is forwarded to the wrapped backend unchanged.
+
+A hook that raises fails that dispatch: a ``VyreError`` (a validating wrapper refusing the
+program) reaches the caller unchanged; anything else becomes ``DispatchFailed("plugin", ...)``
+naming the plugin, with a Fix. When the backend itself failed, its error is kept and a failing
+``vyre_after_dispatch`` is only noted on it. ``KeyboardInterrupt`` always propagates as is.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Any
 
 from vyre.driver.backend import Backend
 from vyre.driver.config import DispatchConfig
+from vyre.driver.errors import DispatchFailed, VyreError
+from vyre.driver.guard import blame, describe, plugin_fix
 from vyre.ir.program import Program
 
 Step = tuple  # (program, handles, config)
@@ -37,15 +44,35 @@ class _DispatchHooks:
             config: DispatchConfig | None, call: Callable[[], Any]) -> Any:
         """``call()`` observed by both hooks (callers first check ``before_impls or after_impls``)."""
         ctx = dict(backend_id=self.backend_id, kind=kind, program=program, programs=programs, config=config)
-        self._before(**ctx)
+        _call_hook(self._before, ctx, "the dispatch did not run")
         start = time.perf_counter_ns()
         try:
             result = call()
         except BaseException as exc:
-            self._after(**ctx, duration_ns=time.perf_counter_ns() - start, error=exc, result=None)
+            try:
+                _call_hook(self._after, {**ctx, "duration_ns": time.perf_counter_ns() - start, "error": exc,
+                                         "result": None}, "")
+            except VyreError as hook_error:  # keep the backend's own error; mention the plugin's
+                if hasattr(exc, "add_note"):
+                    exc.add_note(str(hook_error))
             raise
-        self._after(**ctx, duration_ns=time.perf_counter_ns() - start, error=None, result=result)
+        _call_hook(self._after, {**ctx, "duration_ns": time.perf_counter_ns() - start, "error": None,
+                                 "result": result}, "the dispatch ran, but its result is dropped")
         return result
+
+
+def _call_hook(hook: Any, kwargs: dict[str, Any], consequence: str) -> None:
+    """Call a dispatch hook; a plugin's non-vyre exception becomes ``DispatchFailed`` naming the plugin."""
+    try:
+        hook(**kwargs)
+    except (KeyboardInterrupt, VyreError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a plugin's SystemExit must not end the host either
+        plugin = blame(exc, hook)
+        who = f"plugin {plugin!r}" if plugin else "a plugin"
+        raise DispatchFailed("plugin", f"{who} raised {describe(exc)} in {hook.name}"
+                                       + (f"; {consequence}" if consequence else ""),
+                             f"{plugin_fix(plugin)}.") from exc
 
 
 class _ImplsOf:

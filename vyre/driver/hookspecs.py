@@ -49,6 +49,10 @@ def vyre_register_backends() -> list[BackendRegistration]:
 
     Called once per process, the first time the registry is consulted. Registering must be cheap
     and must not touch a device: the work of starting a backend belongs in its ``factory``.
+    Plugins are asked in a fixed order (this project's first, then distributions by name) and the
+    first to register an id keeps it; ``cuda`` and ``reference`` are reserved. A third party's
+    hook and factories run in a worker thread with a timeout (``VYRE_PLUGIN_TIMEOUT_S``); a hook
+    that raises, sleeps or returns anything but registrations is reported and skipped.
     """
 
 
@@ -74,7 +78,11 @@ def vyre_cli_commands(subparsers: argparse._SubParsersAction) -> None:
 
 @hookspec
 def vyre_backend_acquired(backend_id: str, backend: Any) -> None:
-    """Observe a backend that ``vyre.acquire`` just started (``backend`` is the raw backend)."""
+    """Observe a backend that ``vyre.acquire`` just started (``backend`` is the raw backend).
+
+    An exception raised here is reported as a ``PluginWarning`` naming the plugin; the backend is
+    handed out anyway.
+    """
 
 
 @hookspec
@@ -93,7 +101,9 @@ def vyre_before_dispatch(
     ``program`` is the one program of a single dispatch and None for multi-step kinds;
     ``programs`` always lists every program the call runs (steps in order). ``config`` is the
     dispatch's config (None for multi-step kinds, whose steps carry their own). An exception
-    raised here aborts the dispatch before the backend sees it (a validating wrapper may do so).
+    raised here aborts the dispatch before the backend sees it: a ``VyreError`` (a validating
+    wrapper's ``ValidationError``) reaches the caller as is; any other exception becomes
+    ``DispatchFailed("plugin", ...)`` naming the plugin.
     """
 
 
@@ -112,7 +122,9 @@ def vyre_after_dispatch(
 
     ``duration_ns`` is the host wall time of the call (for ``dispatch_async``: until the dispatch
     was enqueued). ``error`` is the exception the backend raised (it propagates to the caller
-    after this hook) or None; ``result`` is the call's return value, or None on error.
+    after this hook) or None; ``result`` is the call's return value, or None on error. An
+    exception raised here fails the call like one from ``vyre_before_dispatch`` (the result is
+    dropped); when the backend already failed, its error is kept and this one added as a note.
     """
 
 

@@ -4,11 +4,18 @@ One pluggy ``PluginManager("vyre")`` per process loads the entry point group ``v
 plugins register backends, ops and CLI verbs through the hooks in ``vyre.driver.hookspecs``.
 ``acquire`` picks a backend by id or by rank and hands it out wrapped in ``HookedBackend`` so
 that wrapper plugins observe every dispatch.
+
+One bad plugin is reported (``plugin_errors``, ``vyre backends``) and skipped; everything else
+works. Backend ids are owned: registrations are read in a fixed order - this project's own
+(``vyre-cuda``, and the built-in oracle) first, then other distributions by name, then entry
+point name - and the first to register an id keeps it; ``cuda`` and ``reference`` are reserved for
+this project. Third-party registration hooks and factories run with ``guard.plugin_timeout()``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import warnings
@@ -21,10 +28,23 @@ import pluggy
 
 from vyre.driver import hookspecs
 from vyre.driver.errors import BackendUnavailable, VyreError
+from vyre.driver.guard import (
+    Outcome,
+    PluginWarning,
+    call_guarded,
+    call_with_timeout,
+    describe,
+    plugin_fix,
+    plugin_timeout,
+)
 
 ENTRY_POINT_GROUP = "vyre"
 BUILTIN_PLUGINS = {"reference": "vyre.reference.plugin"}
 REFERENCE_ID = "reference"
+#: the distribution whose registrations come first and which alone may register the reserved ids
+PROJECT_DISTRIBUTION = "vyre-cuda"
+RESERVED_IDS = frozenset({"reference", "cuda"})
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -37,6 +57,15 @@ class BackendRegistration:
     dispatches: bool = True
     supported_ops: frozenset[str] | None = None
     version: str = ""
+
+
+class _Entry(NamedTuple):
+    """A registration in the table: who provided it, and whether that is this project (trusted, no timeout)."""
+
+    reg: BackendRegistration
+    distribution: str
+    plugin: str  # the plugin's name (its entry point name)
+    own: bool
 
 
 class BackendInfo(NamedTuple):
@@ -53,9 +82,10 @@ _lock = threading.RLock()
 _pm: pluggy.PluginManager | None = None
 _building: pluggy.PluginManager | None = None
 _load_errors: list[str] = []
-_backends_cache: tuple[frozenset[int], dict[str, tuple[BackendRegistration, str]]] | None = None
+_backends_cache: tuple[frozenset[int], dict[str, _Entry]] | None = None
 _ops_loaded = False
 _reference_notice_shown = False
+_warned: set[str] = set()
 
 
 # ---- the plugin manager -------------------------------------------------------------------
@@ -80,15 +110,18 @@ def _load_plugins(pm: pluggy.PluginManager) -> pluggy.PluginManager:
     for name in _disabled_plugins():
         pm.set_blocked(name)
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        try:
-            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=ep.name)
-        except Exception as exc:  # a broken plugin must not take the others down
-            _load_errors.append(f"plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}")
+        loaded = call_guarded(lambda ep=ep: pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=ep.name))
+        if loaded.error is not None:  # SystemExit at import too: a broken plugin must not take the others down
+            _load_errors.append(f"plugin {ep.name!r} ({ep.value}) failed to load: {describe(loaded.error)}. "
+                                f"Fix: {plugin_fix(ep.name)}.")
     for name, module in BUILTIN_PLUGINS.items():  # a source checkout has no entry points
         if not pm.has_plugin(name) and not pm.is_blocked(name):
             __import__(module)
             pm.register(sys.modules[module], name=name)
-    pm.hook.vyre_add_hookspecs.call_historic(kwargs={"plugin_manager": pm})
+    added = call_guarded(lambda: pm.hook.vyre_add_hookspecs.call_historic(kwargs={"plugin_manager": pm}))
+    if added.error is not None:
+        _load_errors.append(f"a plugin's vyre_add_hookspecs failed: {describe(added.error)}. Fix: uninstall or "
+                            "disable (VYRE_DISABLE_PLUGINS) the plugin named in the traceback.")
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
@@ -117,8 +150,8 @@ def _distributions(pm: pluggy.PluginManager) -> dict[int, str]:
 
 
 # ---- backends ---------------------------------------------------------------------------------
-def _backend_table() -> dict[str, tuple[BackendRegistration, str]]:
-    """Registered backends by id with the providing distribution, recomputed when plugins change."""
+def _backend_table() -> dict[str, _Entry]:
+    """Registered backends by id, recomputed when plugins change (see the module docstring for the order)."""
     global _backends_cache
     pm = get_plugin_manager()
     key = frozenset(id(p) for p in pm.get_plugins())
@@ -127,24 +160,71 @@ def _backend_table() -> dict[str, tuple[BackendRegistration, str]]:
         return cache[1]
     with _lock:
         dists = _distributions(pm)
-        table: dict[str, tuple[BackendRegistration, str]] = {}
+        table: dict[str, _Entry] = {}
+        sources = []
         for impl in _plain_impls(pm.hook.vyre_register_backends):
             dist = dists.get(id(impl.plugin), "built-in" if impl.plugin_name in BUILTIN_PLUGINS else "")
-            for reg in impl.function() or ():
-                _add_registration(table, reg, dist or impl.plugin_name)
+            own = dist in (PROJECT_DISTRIBUTION, "built-in")
+            sources.append((not own, dist or "~", impl.plugin_name, impl, dist or impl.plugin_name, own))
+        for *_order, impl, dist, own in sorted(sources, key=lambda t: t[:3]):
+            for reg in _registrations(impl, dist, own):
+                _add_registration(table, reg, _Entry(reg, dist, impl.plugin_name, own))
         _backends_cache = (key, table)
         return table
 
 
-def _add_registration(table: dict, reg: object, source: str) -> None:
+def _registrations(impl: Any, dist: str, own: bool) -> list[object]:
+    """What one plugin's ``vyre_register_backends`` returned, or [] (reported) if it failed or is malformed."""
+    def call() -> list[object]:
+        return list(impl.function() or ())
+
+    done = _call_plugin(call, own, f"{impl.plugin_name}: vyre_register_backends")
+    if done.error is not None or done.timed_out:
+        _load_errors.append(f"plugin {impl.plugin_name!r} ({dist}): vyre_register_backends failed "
+                            f"({done.reason(plugin_timeout())}); its backends are skipped. "
+                            f"Fix: {plugin_fix(impl.plugin_name)}.")
+        return []
+    return done.value
+
+
+def _call_plugin(fn: Callable[[], Any], own: bool, name: str) -> Outcome:
+    """``fn()`` with every exception returned; this project's code inline, a third party's with a timeout."""
+    return call_guarded(fn) if own else call_with_timeout(fn, plugin_timeout(), name)
+
+
+def _registration_problem(reg: object) -> str | None:
+    """Why ``reg`` is not a usable registration, or None."""
     if not isinstance(reg, BackendRegistration):
-        _load_errors.append(f"{source}: vyre_register_backends returned {reg!r}, not a BackendRegistration")
+        return f"returned {reg!r:.80}, not a BackendRegistration"
+    if not isinstance(reg.id, str) or not _ID.fullmatch(reg.id):
+        return f"registered id {reg.id!r:.80}: an id is 1-64 of A-Z a-z 0-9 _ . - (no ':')"
+    if isinstance(reg.rank, bool) or not isinstance(reg.rank, int):
+        return f"registered {reg.id!r} with rank {reg.rank!r:.80}, not an int"
+    if not callable(reg.factory):
+        return f"registered {reg.id!r} with factory {reg.factory!r:.80}, which is not callable"
+    if not isinstance(reg.dispatches, bool) or not isinstance(reg.version, str):
+        return f"registered {reg.id!r} with dispatches={reg.dispatches!r:.40} version={reg.version!r:.40}"
+    return None
+
+
+def _add_registration(table: dict[str, _Entry], reg: object, entry: _Entry) -> None:
+    who = f"plugin {entry.plugin!r} ({entry.distribution})"
+    problem = _registration_problem(reg)
+    if problem is not None:
+        _load_errors.append(f"{who}: vyre_register_backends {problem}; skipped. Fix: {plugin_fix(entry.plugin)}.")
+        return
+    assert isinstance(reg, BackendRegistration)
+    if reg.id in RESERVED_IDS and not entry.own:
+        _load_errors.append(f"{who} tried to register the reserved backend id {reg.id!r}; refused (only "
+                            f"{PROJECT_DISTRIBUTION} registers it). Fix: {plugin_fix(entry.plugin)}.")
         return
     old = table.get(reg.id)
     if old is not None:
-        _load_errors.append(f"backend id {reg.id!r} is registered by both {old[1]} and {source}; keeping {old[1]}")
+        _load_errors.append(f"backend id {reg.id!r} is registered by both {old.distribution} and {entry.distribution}; "
+                            f"keeping {old.distribution}, which comes first. Fix: give {who}'s backend another id, "
+                            "or uninstall one of them.")
         return
-    table[reg.id] = (reg, source)
+    table[reg.id] = entry
 
 
 def _plain_impls(hook: pluggy.HookCaller) -> list:
@@ -154,14 +234,15 @@ def _plain_impls(hook: pluggy.HookCaller) -> list:
 
 def registered_backends() -> list[BackendInfo]:
     """Every registered backend as ``(id, rank, dispatches, version, distribution)``, by rank."""
-    rows = [BackendInfo(r.id, r.rank, r.dispatches, r.version, dist) for r, dist in _backend_table().values()]
+    rows = [BackendInfo(e.reg.id, e.reg.rank, e.reg.dispatches, e.reg.version, e.distribution)
+            for e in _backend_table().values()]
     return sorted(rows, key=lambda b: (b.rank, b.id))
 
 
 def registration(backend_id: str) -> BackendRegistration | None:
     """The registration of ``backend_id``, or None."""
     entry = _backend_table().get(backend_id)
-    return entry[0] if entry else None
+    return entry.reg if entry else None
 
 
 def parse_backend_id(spec: str) -> tuple[str, int | None]:
@@ -176,25 +257,46 @@ def parse_backend_id(spec: str) -> tuple[str, int | None]:
 
 
 def start_backend(spec: str) -> Any:
-    """Start exactly the backend ``spec`` (``ID`` or ``ID:N``) unwrapped, or raise why it cannot."""
+    """Start exactly the backend ``spec`` (``ID`` or ``ID:N``) unwrapped, or raise why it cannot.
+
+    A third-party factory runs in a worker thread and is given up on after ``plugin_timeout()``
+    seconds; whatever it raises (``SystemExit`` too), or a result that is not a backend, is
+    ``BackendUnavailable`` with the reason.
+    """
     backend_id, device = parse_backend_id(spec)
-    reg = registration(backend_id)
-    if reg is None:
+    entry = _backend_table().get(backend_id)
+    if entry is None:
         known = ", ".join(b.id for b in registered_backends()) or "none"
         raise BackendUnavailable(f"no backend {backend_id!r} is registered (registered: {known})",
                                  "install the plugin that provides it, or run `vyre backends` to list the backends.")
+    reg = entry.reg
     if not reg.dispatches:
         raise BackendUnavailable(f"backend {backend_id!r} is registered but does not dispatch",
                                  "pick a dispatching backend (see `vyre backends`).")
-    try:
-        backend = reg.factory() if device is None else reg.factory(device)
-    except Exception as exc:
-        reason = (exc.message if isinstance(exc, VyreError) else f"{type(exc).__name__}: {exc}").rstrip(".")
-        error = BackendUnavailable(f"backend {spec!r} could not start: {reason}",
-                                   exc.fix if isinstance(exc, VyreError) else None)
-        error.reason = reason  # the factory's own words, for listings
-        raise error from exc
-    return backend
+    def call() -> Any:
+        return reg.factory() if device is None else reg.factory(device)
+
+    done = _call_plugin(call, entry.own, f"{entry.distribution}: {spec}")
+    exc = done.error
+    if isinstance(exc, VyreError):
+        _unavailable(spec, exc.message.rstrip("."), exc.fix, exc)
+    if exc is not None or done.timed_out:
+        _unavailable(spec, done.reason(plugin_timeout()), f"{plugin_fix(entry.plugin)}.", exc)
+    if not _looks_like_a_backend(done.value):
+        _unavailable(spec, f"its factory returned {done.value!r:.80}, not a backend",
+                     f"{plugin_fix(entry.plugin)}.", None)
+    return done.value
+
+
+def _looks_like_a_backend(obj: object) -> bool:
+    """The least a dispatching backend has: a str ``id`` and a callable ``dispatch``."""
+    return isinstance(getattr(obj, "id", None), str) and callable(getattr(obj, "dispatch", None))
+
+
+def _unavailable(spec: str, reason: str, fix: str | None, cause: BaseException | None) -> None:
+    error = BackendUnavailable(f"backend {spec!r} could not start: {reason}", fix)
+    error.reason = reason  # the factory's own words, for listings
+    raise error from cause
 
 
 def failure_reason(exc: BackendUnavailable) -> str:
@@ -215,8 +317,33 @@ def acquire(id: str | None = None, *, allow_reference: bool = False) -> Any:
     backend = start_backend(spec) if spec else _first_available(allow_reference)
     pm = get_plugin_manager()
     backend_id = getattr(backend, "id", spec or "?")
-    pm.hook.vyre_backend_acquired(backend_id=backend_id, backend=backend)
+    _backend_acquired(pm, backend_id, backend)
+    _warn_plugin_problems()
     return HookedBackend(backend, pm.hook)
+
+
+def _backend_acquired(pm: pluggy.PluginManager, backend_id: str, backend: Any) -> None:
+    """Call every ``vyre_backend_acquired``; one that raises is reported (a warning naming it), not fatal."""
+    kwargs = {"backend_id": backend_id, "backend": backend}
+    for impl in _plain_impls(pm.hook.vyre_backend_acquired):
+        done = call_guarded(lambda impl=impl: impl.function(*(kwargs[a] for a in impl.argnames)))
+        if done.error is not None:
+            message = (f"plugin {impl.plugin_name!r}: vyre_backend_acquired raised {describe(done.error)} "
+                       f"(the backend was handed out anyway). Fix: {plugin_fix(impl.plugin_name)}.")
+            _load_errors.append(message)
+            _warn(message)
+
+
+def _warn_plugin_problems() -> None:
+    """Say once per process, as a ``PluginWarning``, what went wrong with plugins (collisions included)."""
+    for problem in plugin_errors():
+        _warn(problem)
+
+
+def _warn(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, PluginWarning, stacklevel=3)
 
 
 def _first_available(allow_reference: bool) -> Any:
@@ -263,7 +390,12 @@ def load_plugin_ops() -> None:
         from vyre.ops import OpDef, register_op
 
         for impl in _plain_impls(get_plugin_manager().hook.vyre_register_ops):
-            for op in impl.function() or ():
+            done = call_guarded(lambda impl=impl: list(impl.function() or ()))
+            if done.error is not None:
+                _load_errors.append(f"plugin {impl.plugin_name!r}: vyre_register_ops failed ({describe(done.error)}); "
+                                    f"its ops are skipped. Fix: {plugin_fix(impl.plugin_name)}.")
+                continue
+            for op in done.value:
                 try:
                     if not isinstance(op, OpDef):
                         raise TypeError(f"{op!r} is not a vyre.ops.OpDef")

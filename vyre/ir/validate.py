@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from vyre.driver.errors import Finding, ValidationError
 from vyre.ir.expr import Expr
+from vyre.ir.layout import MAX_BINDING, MAX_BOUND_BUFFERS, MAX_PARAM_BYTES, MAX_WORKGROUP_BYTES, workgroup_bytes
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shape import (
@@ -30,8 +31,6 @@ U32, BOOL = DataType.U32, DataType.BOOL
 #: per-axis workgroup size limits and the limit on their product (invocations per workgroup)
 WORKGROUP_AXIS_LIMITS = (1024, 1024, 64)
 MAX_WORKGROUP_INVOCATIONS = 1024
-#: total bytes of all workgroup buffers of a program
-MAX_WORKGROUP_BYTES = 48 * 1024
 MAX_BUFFER_COUNT = 0xFFFFFFFF  # indices are U32
 
 #: expression ops whose value can differ between the invocations of a workgroup
@@ -142,7 +141,6 @@ class _Validator:
 
     def _check_buffers(self) -> None:
         bindings: dict[int, str] = {}
-        shared_bytes = 0
         for i, b in enumerate(self.program.buffers):
             path = f"buffers[{i}]"
             if not buffer_well_formed(b):
@@ -158,16 +156,30 @@ class _Validator:
             if not b.is_workgroup:
                 self._check_binding(b, bindings, path)
             self._check_count(b, path)
-            if b.is_workgroup and b.count > 0:
-                shared_bytes += b.count * b.dtype.size
+        self._check_memory_spaces()
+
+    def _check_memory_spaces(self) -> None:
+        """Workgroup memory (with its alignment padding) and kernel parameter space must fit."""
+        well_formed = [b for b in self.program.buffers if buffer_well_formed(b)]
+        shared_bytes = workgroup_bytes(well_formed)
         if shared_bytes > MAX_WORKGROUP_BYTES:
             self.add("workgroup_memory_too_large",
-                     f"workgroup buffers use {shared_bytes} bytes, over the limit {MAX_WORKGROUP_BYTES}",
+                     f"workgroup buffers use {shared_bytes} bytes (each starts on a 4-byte boundary), "
+                     f"over the limit {MAX_WORKGROUP_BYTES}",
                      "shrink the workgroup buffers or use a smaller element type", "buffers")
+        bound = sum(not b.is_workgroup for b in well_formed)
+        if bound > MAX_BOUND_BUFFERS:
+            self.add("too_many_buffers",
+                     f"the program declares {bound} non-workgroup buffers, over the limit {MAX_BOUND_BUFFERS} "
+                     f"(one 8-byte kernel parameter each plus the parameter block must fit in {MAX_PARAM_BYTES} bytes)",
+                     "pack several arrays into one buffer and index it with an offset", "buffers")
 
     def _check_binding(self, b: BufferDecl, bindings: dict[int, str], path: str) -> None:
         if b.binding < 0:
             self.add("negative_binding", f"buffer {b.name!r} has negative binding {b.binding}",
+                     "number bindings 0, 1, 2, ... in declaration order", path)
+        elif b.binding > MAX_BINDING:
+            self.add("binding_too_large", f"buffer {b.name!r} has binding {b.binding}, over {MAX_BINDING} (u32)",
                      "number bindings 0, 1, 2, ... in declaration order", path)
         elif b.binding in bindings:
             self.add("duplicate_binding", f"buffers {bindings[b.binding]!r} and {b.name!r} share binding {b.binding}",

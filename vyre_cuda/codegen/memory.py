@@ -10,6 +10,7 @@ safe, go through the non-coherent cache (``ld.global.nc``).
 from __future__ import annotations
 
 from vyre.ir.expr import AtomicOp
+from vyre.ir.layout import workgroup_layout
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre_cuda.codegen.abi import count_word, param_name
@@ -42,13 +43,8 @@ class Buffers:
         self.b = b
         self.decls = {d.name: d for d in program.buffers}
         self.param_index = {d.name: i for i, d in enumerate(program.bound_buffers)}
-        self.shared_offset: dict[str, int] = {}
-        offset = 0
-        for d in program.buffers:
-            if d.is_workgroup:
-                self.shared_offset[d.name] = offset
-                offset += -(-d.count * d.dtype.size // 4) * 4
-        self.shared_bytes = offset
+        #: workgroup buffers' byte offsets and the padded total (the validator checks the same layout)
+        self.shared_offset, self.shared_bytes = workgroup_layout(program)
         #: written buffers whose loads may still use the read-only cache (``own_index``)
         self.cached_read_write = cached_read_write(program)
 

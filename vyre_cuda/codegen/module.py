@@ -5,17 +5,26 @@ from __future__ import annotations
 import importlib.util
 
 from vyre.driver.config import DispatchConfig
+from vyre.driver.errors import InvalidProgram
+from vyre.ir.layout import param_bytes
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 from vyre.ir.walk import iter_all_exprs
 from vyre_cuda.codegen.abi import ENTRY_NAME, param_name
 from vyre_cuda.codegen.builder import Builder
-from vyre_cuda.codegen.coarsen import Coarsening, check_factor
+from vyre_cuda.codegen.coarsen import MAX_FACTOR, Coarsening, check_factor
 from vyre_cuda.codegen.exprs import ExprLowering
 from vyre_cuda.codegen.memory import SHARED_SYMBOL, Buffers
 from vyre_cuda.codegen.names import sanitize
 from vyre_cuda.codegen.stmts import StmtLowering
-from vyre_cuda.codegen.versions import check_ptx_version, normalize_sm, required_ptx_version, sm_number
+from vyre_cuda.codegen.versions import (
+    SMALL_PARAM_BYTES,
+    check_ptx_version,
+    parse_ptx_version,
+    parse_sm,
+    required_ptx_version,
+    sm_number,
+)
 
 CODEGEN_VERSION = "2"
 #: lowest target with programmatic dependent launch (``griddepcontrol``, PTX ISA 7.8)
@@ -55,7 +64,27 @@ def features(program: Program) -> frozenset[str]:
         used.add("scoped_atomics")
     if any(e.op.startswith("subgroup_") for e in iter_all_exprs(program.body)):
         used.add("sync_warp_ops")
+    if param_bytes(len(program.bound_buffers)) > SMALL_PARAM_BYTES:
+        used.add("large_params")
     return frozenset(used)
+
+
+def _check_arguments(sm: object, ptx_version: object, config: object, coarsen: object) -> tuple[str, str | None, int]:
+    """``emit_ptx``'s arguments checked before any work: (target, PTX version or None, coarsening factor).
+
+    Malformed arguments are ``InvalidProgram`` with a Fix; a well-formed target or version this
+    emitter cannot serve is ``UnsupportedFeature``.
+    """
+    try:
+        factor = check_factor(coarsen)
+    except ValueError as exc:
+        raise InvalidProgram(f"coarsen={coarsen!r} is not a power of two from 1 to {MAX_FACTOR}",
+                             f"pass coarsen=1 (no coarsening), 2, 4, ... up to {MAX_FACTOR}.") from exc
+    if config is not None and not isinstance(config, DispatchConfig):
+        raise InvalidProgram(f"config is a {type(config).__name__}, not a vyre.DispatchConfig",
+                             "pass config=vyre.DispatchConfig(...) or leave it out.")
+    version = None if ptx_version is None else parse_ptx_version(ptx_version)
+    return parse_sm(sm), version, factor
 
 
 def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
@@ -68,10 +97,13 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     module serves any ``workgroup_override``. ``coarsen`` (a power of two) > 1 makes each
     hardware workgroup run that many logical workgroups along x (``codegen.coarsen``); the kernel
     then reads the logical grid x from the parameter block (``abi.param_block_layout``).
+    A malformed argument (``sm``, ``ptx_version``, ``coarsen``, ``config``) is ``InvalidProgram``
+    before any other work; a well-formed target or version that cannot serve the program (too
+    old for the target, or for more than 543 buffers: PTX ISA 8.1 raised the kernel parameter
+    space from 4,352 to 32,764 bytes) is ``UnsupportedFeature``.
     """
-    coarsen = check_factor(coarsen)
+    sm, ptx_version, coarsen = _check_arguments(sm, ptx_version, config, coarsen)
     _validate(program)
-    sm = normalize_sm(sm)
     need = required_ptx_version(sm, features(program))
     version = need if ptx_version is None else check_ptx_version(ptx_version, need)
 

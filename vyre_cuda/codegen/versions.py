@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from vyre.driver.errors import UnsupportedFeature
+import re
+
+from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 
 #: lowest PTX ISA that ptxas accepts for ``.target sm_XX`` (cupy-api.md section 10, PTX ISA notes)
 TARGET_MIN_PTX: dict[str, str] = {
@@ -16,8 +18,16 @@ DRIVER_MAX_PTX: tuple[tuple[int, str], ...] = (
     (12000, "8.0"), (11080, "7.8"), (11070, "7.7"), (11060, "7.6"), (11050, "7.5"),
     (11040, "7.4"), (11030, "7.3"), (11020, "7.2"), (11010, "7.1"), (11000, "7.0"),
 )
+#: every PTX ISA version there is (ptxas rejects any other ``.version``), oldest first
+PTX_VERSIONS: tuple[str, ...] = (
+    "6.0", "6.1", "6.2", "6.3", "6.4", "6.5", *(f"7.{i}" for i in range(9)), *(f"8.{i}" for i in range(9)),
+    "9.0", "9.1",
+)
+#: kernel parameter space before PTX ISA 8.1 (measured with ptxas 13.0 for sm_90: 0x1100); 32,764 bytes from 8.1
+SMALL_PARAM_BYTES = 4352
 #: features the emitter may use -> (lowest PTX ISA, lowest sm) they need
 FEATURES: dict[str, tuple[str, int]] = {
+    "large_params": ("8.1", 70),  # kernel parameters over SMALL_PARAM_BYTES (more than 543 buffers)
     "bf16": ("7.0", 80),  # cvt.rn.bf16.f32
     "scoped_atomics": ("6.0", 70),  # atom.acq_rel.gpu, fence.sc
     "sync_warp_ops": ("6.0", 70),  # shfl.sync, vote.sync
@@ -76,6 +86,33 @@ def ptx_version_for_driver(driver_version: int, sm: str) -> str:
             f"sm_{normalize_sm(sm)} (needs PTX ISA {need}) on CUDA driver {major}.{minor} (loads up to PTX ISA {have})",
             "cuda", "update the NVIDIA driver to one that supports this GPU.")
     return have
+
+
+_SM_TEXT = re.compile(r"(?:sm_)?[0-9]{2,3}a?", re.ASCII)
+_VERSION_TEXT = re.compile(r"[0-9]\.[0-9]", re.ASCII)
+
+
+def parse_sm(sm: object) -> str:
+    """A target argument (``"90"``, ``"sm_90"``, ``90``) normalised; ``InvalidProgram`` if malformed.
+
+    A well-formed target this emitter does not know (``sm_42``) is ``UnsupportedFeature``.
+    """
+    text = sm.lower() if isinstance(sm, str) else str(sm) if type(sm) is int else None
+    if text is None or not _SM_TEXT.fullmatch(text):
+        raise InvalidProgram(f"sm={sm!r} is not a compute capability",
+                             "pass the target as a string of ASCII digits such as '90' or 'sm_80' (or an int).")
+    return normalize_sm(text)
+
+
+def parse_ptx_version(version: object) -> str:
+    """A ``ptx_version`` argument that names a real PTX ISA (``"8.0"``); ``InvalidProgram`` otherwise."""
+    if not isinstance(version, str):
+        raise InvalidProgram(f"ptx_version={version!r} is a {type(version).__name__}, not a str",
+                             "pass the PTX ISA version as a string such as '8.0' (or None to choose it).")
+    if not _VERSION_TEXT.fullmatch(version) or version not in PTX_VERSIONS:
+        raise InvalidProgram(f"ptx_version={version!r} is not a PTX ISA version",
+                             f"pass one of {PTX_VERSIONS[0]} ... {PTX_VERSIONS[-1]} as a string, or None.")
+    return version
 
 
 def check_ptx_version(version: str, need: str) -> str:

@@ -6,15 +6,30 @@ Layout under the root (``VYRE_CUDA_CACHE_DIR``, default ``$XDG_CACHE_HOME/vyre-c
     files/<sha256><suffix>  raw files named by their content, for ``cupy.RawModule(path=...)``
     driver-jit/             the CUDA driver's own JIT cache (``CUDA_CACHE_PATH``), capped by the driver
 
-Writes go to a temporary file in the same directory, then ``os.replace``. Reads verify the header
-(magic, format version, key, length, SHA-256 of the payload); anything that does not verify is a
-miss and is removed. Every file is opened relative to a directory descriptor with ``O_NOFOLLOW``,
-so a planted symlink is never followed. A write that fails (read-only, full, no permission) is
-counted and warned about once, never raised: the cache only ever makes things faster.
+Writes go to a temporary file in the same directory, then ``os.replace``. Reads check the size
+against the cap and the header (magic, format version, key, length) before reading the payload,
+then its SHA-256; anything that does not verify is a miss and is removed. Every file is opened
+relative to a directory descriptor with ``O_NOFOLLOW``, so a planted symlink is never followed,
+and ``get`` returns the bytes it verified through that one descriptor.
+
+Like ssh with its keys, the cache refuses a root that is a symlink, and directories or entries
+that another user owns or that group or others may write (``cache_fs.trust_problem``): anyone who
+can write there could plant a kernel whose key and checksum are computed from public data.
+``problems()`` lists what was refused (``vyre doctor`` and ``vyre cache info`` show it).
+``clear`` and eviction touch only names the cache writes itself (``<sha256>.<suffix>`` and its
+temporary files; in ``driver-jit/`` the driver's ``index`` and hexadecimal names).
+
+A write that fails (read-only, full, no permission, refused) is counted and warned about once,
+never raised: the cache only ever makes things faster.
+
+Loaders: load ``get(key, suffix)``'s bytes directly (``cuModuleLoadData``); never a path to an
+entry, which could be replaced between the check and the load. ``private_file(data, suffix)``
+gives a path for APIs that need one: a copy in a 0o700 directory that only this process writes.
 """
 
 from __future__ import annotations
 
+import atexit
 import errno
 import hashlib
 import os
@@ -32,6 +47,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from vyre_cuda.runtime.cache_fs import DIR_FLAGS, TreeWalk, UntrustedCache, open_trusted_dir, trust_problem
+
 ENV_DIR = "VYRE_CUDA_CACHE_DIR"
 ENV_MAX_BYTES = "VYRE_CUDA_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 1 << 30
@@ -43,10 +60,13 @@ _HEADER = struct.Struct("<4sHHQ32s32s")  # magic, format version, flags, payload
 _KEY = re.compile(r"[0-9a-f]{64}")
 _SUFFIX = re.compile(r"\.[a-z0-9]{1,8}")
 _TMP_PREFIX = ".tmp-"
+#: every name the cache itself writes in entries/ and files/: content or key names and temporary files
+_OWN_NAME = re.compile(r"[0-9a-f]{64}\.[a-z0-9]{1,8}|\.tmp-(?:probe-)?[0-9]+-[0-9a-f]+")
+#: names the CUDA driver writes in its JIT cache (an ``index`` file, hexadecimal directories and files)
+_DRIVER_NAME = re.compile(r"index|[0-9a-f]{1,64}")
 _STALE_TMP_NS = 3600 * 10**9
 _LOW_WATER = 0.9  # evict down to 90% of the cap so that not every write rescans
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # POSIX; the cache needs dir_fd support
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW  # NONBLOCK: a planted FIFO can't hang us
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -112,10 +132,11 @@ def jit_cache_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
 def configure_driver_jit_cache(root: str | os.PathLike[str] | None = None) -> str | None:
     """Apply ``jit_cache_env`` to ``os.environ``; call before the CUDA driver initialises. Returns the path in use."""
     for name, path in jit_cache_env(root).items():
-        try:
-            _make_dirs(Path(path))
+        try:  # the driver loads what it finds there: only a directory nobody else can write
+            with DiskCache(Path(path).parent)._dir(DRIVER_JIT, create=True):
+                pass
         except OSError:
-            return None  # an unusable directory would silently disable the driver's cache: keep its default
+            return None  # an unusable or untrusted directory: keep the driver's default
         os.environ[name] = path
     return os.environ.get("CUDA_CACHE_PATH")
 
@@ -140,13 +161,21 @@ def _pack(key: str, payload: bytes) -> bytes:
     return _HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(payload), bytes.fromhex(key), digest) + payload
 
 
-def _unpack(key: str, blob: bytes) -> bytes | None:
-    """The payload if ``blob`` is a complete, intact entry for ``key``; else None."""
-    if len(blob) < _HEADER.size:
+def _read_entry_payload(fd: int, key: str, size: int) -> bytes | None:
+    """The payload of the ``size``-byte entry open at ``fd`` if it is a complete, intact entry for ``key``.
+
+    The header is read and checked before the payload, so a bad or oversized file costs one small read.
+    """
+    if size < _HEADER.size:
         return None
-    magic, version, _flags, length, stored_key, digest = _HEADER.unpack_from(blob)
-    payload = blob[_HEADER.size:]
-    if (magic, version, stored_key) != (MAGIC, FORMAT_VERSION, bytes.fromhex(key)) or length != len(payload):
+    header = _read_all(fd, _HEADER.size - 1)
+    if len(header) != _HEADER.size:
+        return None
+    magic, version, _flags, length, stored_key, digest = _HEADER.unpack(header)
+    if (magic, version, stored_key) != (MAGIC, FORMAT_VERSION, bytes.fromhex(key)) or length != size - _HEADER.size:
+        return None
+    payload = _read_all(fd, length)
+    if len(payload) != length:
         return None
     return payload if hashlib.sha256(payload).digest() == digest else None
 
@@ -212,7 +241,7 @@ class DiskCache:
         self.root = Path(root).expanduser() if root is not None else default_cache_dir()
         self.max_bytes = max_bytes_from_env() if max_bytes is None else int(max_bytes)
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(("hits", "misses", "evictions", "corrupt", "write_errors"), 0)
+        self._counts = dict.fromkeys(("hits", "misses", "evictions", "corrupt", "untrusted", "write_errors"), 0)
         self._approx_bytes: int | None = None  # unknown until the first scan
         self._warned = False
 
@@ -221,7 +250,10 @@ class DiskCache:
 
     # ---- entries ------------------------------------------------------------------------
     def get(self, key: str, suffix: str = ".bin") -> bytes | None:
-        """The payload stored under ``key``, or None (missing, corrupt, unreadable: all misses)."""
+        """The payload stored under ``key``, or None (missing, corrupt, untrusted, unreadable: all misses).
+
+        The bytes returned are the very bytes verified, read through one ``O_NOFOLLOW`` descriptor.
+        """
         name = _entry_name(key, suffix)
         try:
             with self._dir(ENTRIES, create=False) as dir_fd:
@@ -249,7 +281,10 @@ class DiskCache:
             pass
 
     def store_file(self, data: bytes, suffix: str) -> Path | None:
-        """A file holding exactly ``data`` (named by its SHA-256), for loaders that need a path; None if unwritable."""
+        """A shared file holding ``data`` (named by its SHA-256); None if unwritable.
+
+        Whoever opens the path later opens it again: load ``data`` itself, or use ``private_file``.
+        """
         digest = hashlib.sha256(data).hexdigest()
         name = _entry_name(digest, suffix)
         try:
@@ -267,13 +302,16 @@ class DiskCache:
 
     # ---- reporting and maintenance -------------------------------------------------------
     def counters(self) -> dict[str, int]:
-        """hits, misses, evictions, corrupt (bad files removed), write_errors (entries not stored)."""
+        """hits, misses, evictions, corrupt (bad files removed), untrusted (files refused and removed),
+        write_errors (entries not stored)."""
         with self._lock:
             return dict(self._counts)
 
     def info(self) -> dict[str, object]:
-        """Path, entry/file counts, bytes, cap, driver JIT cache size, writability and counters."""
+        """Path, entry/file counts, bytes, cap, driver JIT cache size (and whether the bounded walk saw all
+        of it), writability, problems (see ``problems``) and counters."""
         files = self._scan(clean=False)
+        jit_bytes, jit_complete = self._driver_jit_usage()
         return {
             "path": str(self.root),
             "entries": sum(f.sub == ENTRIES for f in files),
@@ -281,10 +319,37 @@ class DiskCache:
             "bytes": sum(f.size for f in files),
             "max_bytes": self.max_bytes,
             "driver_jit_path": str(self.root / DRIVER_JIT),
-            "driver_jit_bytes": _tree_bytes(self.root / DRIVER_JIT),
+            "driver_jit_bytes": jit_bytes,
             "writable": self.writable(),
+            "driver_jit_complete": jit_complete,
+            "problems": self.problems(),
             **self.counters(),
         }
+
+    def problems(self) -> list[str]:
+        """Why (parts of) this cache are refused: a symlinked root, directories or entries that another
+        user owns or that group or others may write. Empty when the cache is trusted (or absent)."""
+        found: list[str] = []
+        try:
+            os.close(self._open_root(create=False))
+        except FileNotFoundError:
+            return found
+        except OSError as exc:
+            return [exc.strerror or str(exc)]
+        for sub in (ENTRIES, FILES, DRIVER_JIT):
+            try:
+                with self._dir(sub, create=False) as dir_fd:
+                    if sub == DRIVER_JIT:
+                        continue
+                    for name, st in _listing(dir_fd):
+                        problem = trust_problem(st, f"{sub}/{name}") if _OWN_NAME.fullmatch(name) else None
+                        if problem is not None:
+                            found.append(problem)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                found.append(exc.strerror or str(exc))
+        return found
 
     def writable(self) -> bool:
         """Whether a file can really be created here now (as root, permission bits say little)."""
@@ -298,40 +363,84 @@ class DiskCache:
             return False
 
     def clear(self) -> int:
-        """Remove every entry, file and the driver JIT cache; returns the number of files removed."""
+        """Remove every entry, module file and driver JIT file; returns the number of files removed.
+
+        Only names the cache (or, in ``driver-jit/``, the driver) writes are removed: anything else
+        someone keeps there stays, and nothing is removed from a refused (untrusted) cache.
+        """
         removed = 0
         fresh = time.time_ns() - _STALE_TMP_NS
         for sub in (ENTRIES, FILES):
             try:
                 with self._dir(sub, create=False) as dir_fd:
                     for name, st in _listing(dir_fd):
-                        if stat.S_ISDIR(st.st_mode):
+                        if stat.S_ISDIR(st.st_mode) or not _OWN_NAME.fullmatch(name):
                             continue
                         if name.startswith(_TMP_PREFIX) and st.st_mtime_ns > fresh:
                             continue  # another writer's file in flight: its rename would fail
                         removed += _unlink(dir_fd, name)
             except OSError:
                 continue
-        jit = self.root / DRIVER_JIT
-        if jit.is_dir() and not jit.is_symlink():
-            removed += sum(len(names) for _, _, names in os.walk(jit))
-            shutil.rmtree(jit, ignore_errors=True)
+        removed += self._clear_driver_jit()
         with self._lock:
             self._approx_bytes = None
         return removed
 
     # ---- internals -------------------------------------------------------------------------
+    def _open_root(self, create: bool) -> int:
+        """A descriptor of the root: a real directory (not a symlink) that this user owns and only they write."""
+        if create and not os.path.lexists(self.root):
+            _make_dirs(self.root)
+        if os.path.islink(self.root):
+            raise UntrustedCache(f"the cache directory {self.root} is a symbolic link")
+        return open_trusted_dir(self.root, f"the cache directory {self.root}")  # O_NOFOLLOW: no swap after the check
+
     @contextmanager
     def _dir(self, sub: str, create: bool) -> Iterator[int]:
-        """A descriptor of ``root/sub`` that is a real directory (never a symlink)."""
-        path = self.root / sub
-        if create and not path.is_dir():
-            _make_dirs(path)
-        fd = os.open(path, _DIR_FLAGS)
+        """A descriptor of ``root/sub``: a real directory (never a symlink) that passes ``trust_problem``."""
+        root_fd = self._open_root(create)
+        try:
+            if create:
+                try:
+                    os.mkdir(sub, 0o700, dir_fd=root_fd)
+                except FileExistsError:
+                    pass
+            fd = open_trusted_dir(sub, f"the cache directory {self.root / sub}", dir_fd=root_fd)
+        finally:
+            os.close(root_fd)
         try:
             yield fd
         finally:
             os.close(fd)
+
+    def _driver_jit_usage(self) -> tuple[int, bool]:
+        """Bytes of the driver JIT cache and whether the bounded walk saw all of it."""
+        walk = TreeWalk()
+        try:
+            with self._dir(DRIVER_JIT, create=False) as top:
+                total = sum(st.st_size for _, _, st in walk.walk(top) if not stat.S_ISDIR(st.st_mode))
+        except OSError:
+            return 0, True
+        return total, walk.complete
+
+    def _clear_driver_jit(self) -> int:
+        """Remove the driver's files (and emptied directories) from ``driver-jit/``; the number of files removed."""
+        removed = 0
+        try:
+            with self._dir(DRIVER_JIT, create=False) as top:
+                for parent, name, st in TreeWalk().walk(top, descend=_DRIVER_NAME.fullmatch):
+                    if not _DRIVER_NAME.fullmatch(name):
+                        continue
+                    if stat.S_ISDIR(st.st_mode):
+                        try:
+                            os.rmdir(name, dir_fd=parent)
+                        except OSError:
+                            pass  # still holds something that is not the driver's, or too deep to walk
+                    else:
+                        removed += _unlink(parent, name)
+        except OSError:
+            pass
+        return removed
 
     def _read_entry(self, dir_fd: int, name: str, key: str) -> bytes | None:
         try:
@@ -344,7 +453,10 @@ class DiskCache:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 return None
-            payload = _unpack(key, _read_all(fd, st.st_size))
+            if trust_problem(st, name):
+                self._remove_bad(dir_fd, name, st, "untrusted")
+                return None
+            payload = _read_entry_payload(fd, key, st.st_size) if st.st_size <= self.max_bytes else None
             if payload is None:
                 self._remove_bad(dir_fd, name, st)
                 return None
@@ -363,7 +475,11 @@ class DiskCache:
             return False
         try:
             st = os.fstat(fd)
-            if stat.S_ISREG(st.st_mode) and hashlib.sha256(_read_all(fd, st.st_size)).hexdigest() == digest:
+            if stat.S_ISREG(st.st_mode) and trust_problem(st, name):
+                self._remove_bad(dir_fd, name, st, "untrusted")
+                return False
+            if stat.S_ISREG(st.st_mode) and st.st_size <= self.max_bytes \
+                    and hashlib.sha256(_read_all(fd, st.st_size)).hexdigest() == digest:
                 _touch(fd)
                 return True
             self._remove_bad(dir_fd, name, st)
@@ -371,9 +487,9 @@ class DiskCache:
         finally:
             os.close(fd)
 
-    def _remove_bad(self, dir_fd: int, name: str, seen: os.stat_result | None) -> None:
-        """Remove a corrupt entry, unless another writer has meanwhile replaced it with a new file."""
-        self._count("corrupt")
+    def _remove_bad(self, dir_fd: int, name: str, seen: os.stat_result | None, counter: str = "corrupt") -> None:
+        """Remove a corrupt (or untrusted) entry, unless another writer has meanwhile replaced it with a new file."""
+        self._count(counter)
         try:
             now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
@@ -439,6 +555,8 @@ class DiskCache:
             try:
                 with self._dir(sub, create=False) as dir_fd:
                     for name, st in _listing(dir_fd):
+                        if not _OWN_NAME.fullmatch(name):
+                            continue  # not ours: never counted, evicted or removed
                         if name.startswith(_TMP_PREFIX):
                             if clean and now - st.st_mtime_ns > _STALE_TMP_NS:
                                 _unlink(dir_fd, name)
@@ -472,17 +590,45 @@ def _listing(dir_fd: int) -> Iterator[tuple[str, os.stat_result]]:
             continue
 
 
-def _tree_bytes(path: Path) -> int:
-    if path.is_symlink() or not path.is_dir():
-        return 0
-    total = 0
-    for top, _dirs, names in os.walk(path):
-        for name in names:
-            try:
-                total += os.lstat(os.path.join(top, name)).st_size
-            except OSError:
-                pass
-    return total
+
+
+_PRIVATE_LOCK = threading.Lock()
+_private: dict[int, str] = {}  # pid -> this process's private directory
+
+
+def private_file(data: bytes, suffix: str) -> Path:
+    """A path to exactly ``data`` in a 0o700 directory that only this process writes (removed at exit).
+
+    For loaders that must hand a path to an API that opens it (``cupy.RawModule(path=...)``):
+    unlike a shared cache file, nobody else can replace it between the check and the load.
+    Raises ``OSError`` when no such file can be written (e.g. TMPDIR is full).
+    """
+    name = _entry_name(hashlib.sha256(data).hexdigest(), suffix)
+    directory = _private_dir()
+    dir_fd = os.open(directory, DIR_FLAGS)
+    try:
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            _write_atomic(dir_fd, name, bytes(data))
+    finally:
+        os.close(dir_fd)
+    return Path(directory) / name
+
+
+def _private_dir() -> str:
+    """This process's private directory (``mkdtemp``: 0o700, a fresh one after a fork)."""
+    pid = os.getpid()
+    with _PRIVATE_LOCK:
+        if pid not in _private:
+            _private[pid] = tempfile.mkdtemp(prefix="vyre-cuda-private-")
+            atexit.register(_remove_private_dir, pid)
+        return _private[pid]
+
+
+def _remove_private_dir(pid: int) -> None:
+    if os.getpid() == pid:  # a forked child inherits the handler, not the directory
+        shutil.rmtree(_private.pop(pid, ""), ignore_errors=True)
 
 
 _DEFAULTS: dict[tuple[str, int], DiskCache] = {}
@@ -500,5 +646,5 @@ def default_disk_cache() -> DiskCache:
 
 __all__ = [
     "DEFAULT_MAX_BYTES", "ENV_DIR", "ENV_MAX_BYTES", "DiskCache", "cache_version", "configure_driver_jit_cache",
-    "default_cache_dir", "default_disk_cache", "jit_cache_env", "max_bytes_from_env", "parse_size",
+    "default_cache_dir", "default_disk_cache", "jit_cache_env", "max_bytes_from_env", "parse_size", "private_file",
 ]

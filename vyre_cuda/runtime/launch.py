@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram
+from vyre.ir.layout import workgroup_bytes
 from vyre.ir.program import Program
 from vyre_cuda.runtime.errors import cuda_errors, device_lost
 
@@ -65,15 +66,6 @@ class DeviceLimits:
             sm_count=info.sm_count,
             warp_size=info.warp_size,
         )
-
-
-def workgroup_bytes(program: Program) -> int:
-    """Static shared memory the program's workgroup buffers need (each 16-byte aligned)."""
-    total = 0
-    for b in program.buffers:
-        if b.is_workgroup:
-            total = -(-total // 16) * 16 + b.count * b.dtype.size
-    return total
 
 
 def check_workgroup_memory(program: Program, limits: DeviceLimits) -> int:

@@ -1,0 +1,69 @@
+"""Where a program's buffers live at run time: workgroup memory offsets and kernel parameters.
+
+One definition serves the validator, the PTX emitter and the launcher, so that a program the
+validator accepts is exactly a program that fits: workgroup buffers are laid out in declaration
+order, each starting on a ``WORKGROUP_ALIGN``-byte boundary, and the total is rounded up to that
+boundary (the emitted code zeroes workgroup memory one 4-byte word at a time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from vyre.ir.program import BufferDecl, Program
+
+#: every workgroup buffer starts on (and the total is padded to) this many bytes
+WORKGROUP_ALIGN = 4
+#: static workgroup (shared) memory per workgroup: 48 KiB on every CUDA target (ptxas: 0xc000)
+MAX_WORKGROUP_BYTES = 48 * 1024
+#: bytes of kernel parameter space each bound buffer (and the parameter block) takes: a 64-bit pointer
+PARAM_POINTER_BYTES = 8
+#: kernel parameter space on CUDA targets with PTX ISA 8.1 or newer (measured with ptxas: 0x7ffc)
+MAX_PARAM_BYTES = 32764
+#: non-workgroup buffers a program may declare: their pointers plus the parameter block's must fit
+MAX_BOUND_BUFFERS = MAX_PARAM_BYTES // PARAM_POINTER_BYTES - 1
+#: bindings are u32 slot numbers
+MAX_BINDING = 0xFFFFFFFF
+
+
+class WorkgroupLayout(NamedTuple):
+    """Byte offset of each workgroup buffer from the start of workgroup memory, and the padded total."""
+
+    offsets: dict[str, int]
+    total: int
+
+
+def _align(n: int) -> int:
+    return -(-n // WORKGROUP_ALIGN) * WORKGROUP_ALIGN
+
+
+def workgroup_layout(buffers: Program | Iterable[BufferDecl]) -> WorkgroupLayout:
+    """Offsets and total bytes of the workgroup buffers among ``buffers`` (or a program's buffers).
+
+    Buffers with a non-positive count take no space; a repeated name keeps its first offset.
+    """
+    decls = buffers.buffers if isinstance(buffers, Program) else buffers
+    offsets: dict[str, int] = {}
+    total = 0
+    for d in decls:
+        if d.is_workgroup and d.count > 0:
+            offsets.setdefault(d.name, total)
+            total = _align(total + d.count * d.dtype.size)
+    return WorkgroupLayout(offsets, total)
+
+
+def workgroup_bytes(buffers: Program | Iterable[BufferDecl]) -> int:
+    """Bytes of workgroup memory a workgroup of the program needs (alignment padding included)."""
+    return workgroup_layout(buffers).total
+
+
+def param_bytes(bound_buffers: int) -> int:
+    """Kernel parameter space of a program with ``bound_buffers`` non-workgroup buffers."""
+    return (bound_buffers + 1) * PARAM_POINTER_BYTES
+
+
+__all__ = [
+    "MAX_BINDING", "MAX_BOUND_BUFFERS", "MAX_PARAM_BYTES", "MAX_WORKGROUP_BYTES", "PARAM_POINTER_BYTES",
+    "WORKGROUP_ALIGN", "WorkgroupLayout", "param_bytes", "workgroup_bytes", "workgroup_layout",
+]
