@@ -58,7 +58,22 @@ def vyre_register_backends() -> list[Any]:
     from vyre import __version__
     from vyre.driver.registry import BackendRegistration
 
-    return [BackendRegistration("cuda", CUDA_RANK, create_backend, dispatches=True, version=__version__)]
+    return [BackendRegistration("cuda", CUDA_RANK, create_backend, dispatches=True, version=__version__,
+                                devices=list_devices, all_reduce=nccl_all_reduce)]
+
+
+def list_devices() -> list[dict[str, Any]]:
+    """Every visible CUDA device's properties (``vyre.devices()``); reading them creates no context."""
+    from vyre_cuda.runtime.device import device_count, probe
+
+    return [probe(index).as_profile() for index in range(device_count())]
+
+
+def nccl_all_reduce(backends: Any, handles: Any, dtype: Any, op: str) -> bool:
+    """The registration's ``all_reduce``: NCCL over the backends' devices (see ``vyre_cuda.collectives``)."""
+    from vyre_cuda.collectives import all_reduce
+
+    return all_reduce(backends, handles, dtype, op)
 
 
 @hookimpl

@@ -29,7 +29,13 @@ REFERENCE_ID = "reference"
 
 @dataclass(frozen=True)
 class BackendRegistration:
-    """A backend a plugin offers: ``factory(device=None)`` starts it; lower ``rank`` wins."""
+    """A backend a plugin offers: ``factory(device=None)`` starts it; lower ``rank`` wins.
+
+    Optional multi-device parts (``vyre.devices()``, ``vyre.lib.multi``): ``devices()`` lists the
+    backend's devices as mappings with at least ``index`` and ``name``, without starting a backend;
+    ``all_reduce(backends, handles, dtype, op)`` combines equal resident buffers of several of its
+    backends in place and returns False when it cannot (the caller then combines on the host).
+    """
 
     id: str
     rank: int
@@ -37,6 +43,8 @@ class BackendRegistration:
     dispatches: bool = True
     supported_ops: frozenset[str] | None = None
     version: str = ""
+    devices: Callable[[], Any] | None = None
+    all_reduce: Callable[..., bool] | None = None
 
 
 class BackendInfo(NamedTuple):
