@@ -26,10 +26,10 @@ from vyre.driver.inputs import as_bytes_view, check_byte_length, check_input_cou
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shard import SplitPlan, plan_split, shard_program
 
-HOST_REDUCE: dict[str, Callable[..., np.ndarray]] = {
-    "add": np.add.reduce, "min": np.minimum.reduce, "max": np.maximum.reduce,
-    "or": np.bitwise_or.reduce, "and": np.bitwise_and.reduce, "xor": np.bitwise_xor.reduce,
-}
+UFUNCS: dict[str, np.ufunc] = {
+    "add": np.add, "min": np.minimum, "max": np.maximum, "or": np.bitwise_or, "and": np.bitwise_and,
+    "xor": np.bitwise_xor,
+}  # each reduce op on the host (integers wrap, as on the device)
 
 _acquired: dict[tuple[str, int], Any] = {}
 _acquire_lock = threading.Lock()
@@ -286,7 +286,7 @@ def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard]) -> tup
         elif on_device[b.name]:
             outputs.append(pieces[0])
         else:
-            outputs.append(HOST_REDUCE[plan.reduce_ops[b.name]](np.stack(pieces), axis=0, dtype=b.dtype.np_dtype))
+            outputs.append(UFUNCS[plan.reduce_ops[b.name]].reduce(np.stack(pieces), axis=0, dtype=b.dtype.np_dtype))
     return outputs, how
 
 
