@@ -33,7 +33,7 @@ class Device:
 
 
 def devices() -> list[Device]:
-    """Every device of every dispatching backend that lists its devices, by backend rank then index.
+    """Every device of every dispatching backend that lists its devices (backends in rank order).
 
     A backend whose listing fails because its driver is missing contributes nothing; any other
     failure is reported as a warning and that backend is skipped.
