@@ -2,8 +2,8 @@
 
 ``vyre.lib.multi.map`` calls this (through the ``cuda`` registration's ``all_reduce``) to combine
 the partial results of a reduced output in place on every device. It needs CuPy's NCCL binding
-(``cupy.cuda.nccl``), one backend per distinct device and ``backend.view(handle, dtype)``; when
-any of those is missing it returns False and the caller combines on the host instead.
+(``cupy.cuda.nccl``) and one backend per distinct device; when either is missing it returns
+False and the caller combines on the host instead.
 Communicators are made once per tuple of devices and kept for the process.
 """
 
@@ -37,6 +37,19 @@ def _raw(backend: Any) -> Any:
     return unwrap() if callable(unwrap) else backend
 
 
+def device_pointer(backend: Any, handle: Any) -> int | None:
+    """Device address of a resident handle: from the backend's resident pool, else ``backend.view``."""
+    resolve = getattr(getattr(backend, "resident", None), "resolve", None)
+    if callable(resolve):
+        return int(resolve(handle).ptr)
+    view = getattr(backend, "view", None)
+    if not callable(view):
+        return None
+    from vyre.ir.types import DataType
+
+    return int(view(handle, DataType.U8 if handle.nbytes % 4 else DataType.U32).data.ptr)
+
+
 def _communicators(nccl: Any, devices: tuple[int, ...]) -> list[Any]:
     with _lock:
         comms = _comms.get(devices)
@@ -48,8 +61,8 @@ def _communicators(nccl: Any, devices: tuple[int, ...]) -> list[Any]:
 def all_reduce(backends: Sequence[Any], handles: Sequence[Any], dtype: np.dtype, op: str) -> bool:
     """Combine ``handles[k]`` (on ``backends[k]``, equal sizes) with ``op`` in place on every device.
 
-    Returns False, touching nothing, when NCCL, the op, the element type or ``view`` is missing or
-    two backends share a device. Ordered on each backend's stream after its earlier work, and
+    Returns False, touching nothing, when NCCL, the op or the element type is missing, or two
+    backends share a device. Ordered on each backend's stream after its earlier work, and
     finished before returning.
     """
     nccl = nccl_module()
@@ -57,9 +70,12 @@ def all_reduce(backends: Sequence[Any], handles: Sequence[Any], dtype: np.dtype,
     devices = tuple(getattr(b, "device_id", -1) for b in raws)
     dtype = np.dtype(dtype)
     if (nccl is None or op not in _OPS or dtype not in _TYPES or len(set(devices)) != len(devices)
-            or min(devices, default=-1) < 0 or not all(hasattr(b, "view") for b in raws)):
+            or min(devices, default=-1) < 0):
         return False
-    views = [b.view(h, dtype) for b, h in zip(raws, handles)]
+    pointers = [device_pointer(b, h) for b, h in zip(raws, handles)]
+    if None in pointers:
+        return False
+    count = handles[0].nbytes // dtype.itemsize
     comms = _communicators(nccl, devices)
     nccl_op, nccl_type = getattr(nccl, _OPS[op]), getattr(nccl, _TYPES[dtype])
     import cupy
@@ -67,10 +83,9 @@ def all_reduce(backends: Sequence[Any], handles: Sequence[Any], dtype: np.dtype,
     with cuda_errors(f"NCCL all-reduce ({op}) over devices {list(devices)}"):
         nccl.groupStart()
         try:
-            for comm, backend, view in zip(comms, raws, views):
+            for comm, backend, ptr in zip(comms, raws, pointers):
                 with cupy.cuda.Device(backend.device_id):
-                    ptr = view.data.ptr
-                    comm.allReduce(ptr, ptr, view.size, nccl_type, nccl_op, backend.stream.ptr)
+                    comm.allReduce(ptr, ptr, count, nccl_type, nccl_op, backend.stream.ptr)
         finally:
             nccl.groupEnd()
         for backend in raws:
@@ -78,4 +93,4 @@ def all_reduce(backends: Sequence[Any], handles: Sequence[Any], dtype: np.dtype,
     return True
 
 
-__all__ = ["all_reduce", "nccl_module"]
+__all__ = ["all_reduce", "device_pointer", "nccl_module"]
