@@ -28,7 +28,7 @@ EDGES = np.array([0, 1, 2, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF], np.u
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = vdask.local_cluster(2)
+    cluster = vdask.local_cluster(2, backend="reference")  # oracle workers on GPU machines too
     with distributed.Client(cluster) as c:
         yield c
     cluster.close()
@@ -131,6 +131,17 @@ def test_bad_arguments_say_how_to_fix() -> None:
     with pytest.raises(InvalidProgram, match="1-D"):
         vdask.map_blocks(xor_key(), da.ones((2, 2), dtype=np.uint32), da.ones(4, dtype=np.uint32),
                          np.ones(1, np.uint32))
+
+
+def test_cuda_workers_without_gpus_are_refused_before_starting() -> None:
+    import vyre
+    from vyre.driver.errors import BackendUnavailable
+
+    if any(d.backend == "cuda" for d in vyre.devices()):
+        pytest.skip("this machine lists CUDA devices")
+    with pytest.raises(BackendUnavailable, match="Fix:"):
+        vdask.worker_environments(2, backend="cuda")
+    assert vdask.worker_environments(3, backend="reference") == [{"VYRE_BACKEND": "reference"}] * 3
 
 
 def test_plain_local_cluster_runs_blocks_on_the_named_backend(rng) -> None:

@@ -240,3 +240,18 @@ def test_handles_are_freed_after_success_and_failure() -> None:
     with pytest.raises(UnsupportedFeature):  # the base class has no resident buffers: that shard fails
         multi.map(xor_program(), [np.ones(640, np.uint32)] * 2, devices=[*backends, Backend()])
     assert [b.metrics()["reference_resident_bytes"] for b in backends] == before
+
+
+def test_cuda_collective_declines_without_nccl() -> None:
+    """Without CuPy's NCCL the cuda registration's all_reduce says no, and multi.map combines on the host."""
+    from vyre_cuda.collectives import all_reduce, nccl_module
+
+    if nccl_module() is not None:
+        pytest.skip("this machine has NCCL; the GPU tests cover the collective")
+    backends = multi.backends_for(oracles(2))
+    handles = [b.allocate_resident(16) for b in backends]
+    try:
+        assert all_reduce(backends, handles, np.uint32, "add") is False
+    finally:
+        for b, h in zip(backends, handles):
+            b.free_resident(h)

@@ -169,9 +169,14 @@ def map(kernel_or_program: object, inputs: Sequence[object], devices: Sequence[o
         for shard in shards:
             shard.free()
     if stats is not None:
-        stats.update(devices=[getattr(b, "id", "?") for b in backends[:len(shards)]], workgroup_ranges=ranges,
-                     reduction=how)
+        stats.update(devices=[_name(b) for b in backends[:len(shards)]], workgroup_ranges=ranges, reduction=how)
     return outputs
+
+
+def _name(backend: Any) -> str:
+    """``cuda:1`` for a backend on a numbered device, else its id."""
+    device = getattr(backend, "device_id", None)
+    return f"{backend.id}:{device}" if isinstance(device, int) else str(getattr(backend, "id", "?"))
 
 
 def _fold_workgroup(program: Program, config: DispatchConfig) -> tuple[Program, DispatchConfig]:
