@@ -3,7 +3,7 @@
 Needs the optional extra ``vyre-cuda[dask]`` (``dask[distributed]``); importing ``vyre`` does
 not import Dask. Every block runs on the backend of the worker process that holds it, acquired
 once per process (``vyre.acquire()``, which honours ``VYRE_BACKEND``; ``local_cluster`` gives each
-worker one GPU through ``CUDA_VISIBLE_DEVICES``, or the CPU oracle when there is no GPU).
+worker process one GPU through ``CUDA_VISIBLE_DEVICES``, or the CPU oracle when there is no GPU).
 
 - ``map_blocks(program, *arrays)``: one dispatch per block; the program sees the block's own
   indices and lengths, as a numpy function does under ``dask.array.map_blocks``.
@@ -296,20 +296,33 @@ def worker_environments(n_workers: int | None = None, backend: str | None = None
 
 
 def local_cluster(n_workers: int | None = None, *, backend: str | None = None, threads_per_worker: int = 1,
-                  **scheduler_options: Any) -> Any:
-    """A ``distributed.SpecCluster`` on this host: one worker process per visible GPU (like dask-cuda's
-    ``LocalCUDACluster``), or ``n_workers`` CPU workers on the oracle when no GPU is listed.
+                  **cluster_options: Any) -> Any:
+    """A ``distributed.LocalCluster`` of worker processes: one per visible GPU, each seeing only its GPU
+    (like dask-cuda's ``LocalCUDACluster``), or ``n_workers`` oracle workers when no GPU is listed.
 
     Connect with ``distributed.Client(cluster)``; close it with ``cluster.close()``.
     """
     try:
-        from distributed import Nanny, Scheduler, SpecCluster
+        from distributed import LocalCluster
     except ImportError as exc:
         raise InvalidProgram(f"vyre.dask.local_cluster needs dask.distributed ({exc})", FIX_INSTALL) from exc
-    options = {"host": "127.0.0.1", "port": 0, "dashboard": False, **scheduler_options}
-    workers = {k: {"cls": Nanny, "options": {"nthreads": threads_per_worker, "env": env, "host": "127.0.0.1"}}
-               for k, env in enumerate(worker_environments(n_workers, backend))}
-    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": options}, name="vyre")
+    environments = worker_environments(n_workers, backend)
+
+    class PerWorkerEnvironment(LocalCluster):
+        """Worker k gets ``environments[k]`` (``scale`` asks ``new_worker_spec`` for each new worker)."""
+
+        def new_worker_spec(self) -> dict:
+            spec = super().new_worker_spec()
+            name, template = next(iter(spec.items()))
+            options = dict(template["options"], env=environments[int(name) % len(environments)])
+            return {name: dict(template, options=options)}
+
+    options = {"host": "127.0.0.1", "dashboard_address": None, **cluster_options}
+    cluster = PerWorkerEnvironment(n_workers=0, processes=True, threads_per_worker=threads_per_worker,
+                                   name="vyre", **options)
+    cluster.scale(len(environments))
+    cluster.sync(cluster._correct_state)
+    return cluster
 
 
 __all__ = ["OPS", "histogram", "identity", "inclusive_scan", "local_cluster", "map_blocks", "reduce",

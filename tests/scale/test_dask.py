@@ -55,6 +55,7 @@ def xor_key() -> Program:
 
 
 def test_two_worker_processes_each_with_its_own_oracle(client) -> None:
+    assert isinstance(client.cluster, distributed.LocalCluster)
     info = client.run(lambda: (os.getpid(), vdask.worker_backend().id, os.environ.get("VYRE_BACKEND")))
     assert len(info) == 2
     pids = {pid for pid, _, _ in info.values()}
@@ -144,13 +145,12 @@ def test_cuda_workers_without_gpus_are_refused_before_starting() -> None:
     assert vdask.worker_environments(3, backend="reference") == [{"VYRE_BACKEND": "reference"}] * 3
 
 
-def test_plain_local_cluster_runs_blocks_on_the_named_backend(rng) -> None:
+def test_named_backend_is_used_by_every_block(client, rng) -> None:
     a, b = data(rng, 999), data(rng, 999)
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
-        with distributed.Client(cluster):
-            out = vdask.map_blocks(xor_key(), da.from_array(a, chunks=250), da.from_array(b, chunks=250),
-                                   np.zeros(1, np.uint32), backend="reference").compute()
+    out = vdask.map_blocks(xor_key(), da.from_array(a, chunks=250), da.from_array(b, chunks=250),
+                           np.zeros(1, np.uint32), backend="reference").compute()
     assert np.array_equal(out, a ^ b)
+    assert all(client.run(lambda: "reference" in vdask._backends).values())  # acquired by that id on each worker
 
 
 def test_importing_vyre_does_not_import_dask() -> None:
