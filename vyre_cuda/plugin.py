@@ -69,8 +69,8 @@ def list_devices() -> list[dict[str, Any]]:
     return [probe(index).as_profile() for index in range(device_count())]
 
 
-def nccl_all_reduce(backends: Any, handles: Any, dtype: Any, op: str) -> bool:
-    """The registration's ``all_reduce``: NCCL over the backends' devices (see ``vyre_cuda.collectives``)."""
+def nccl_all_reduce(backends: Any, handles: Any, dtype: Any, op: str) -> str | None:
+    """The registration's ``all_reduce``: NCCL, else peer copies (see ``vyre_cuda.collectives``)."""
     from vyre_cuda.collectives import all_reduce
 
     return all_reduce(backends, handles, dtype, op)

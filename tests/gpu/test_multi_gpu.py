@@ -119,7 +119,17 @@ def test_histogram_reduced_over_every_gpu(rng) -> None:
     (bins,) = multi.map(histogram(), [data], reduce={"bins": "add"}, config=DispatchConfig(elements=data.size),
                         stats=stats)
     assert np.array_equal(bins, np.bincount(data & 255, minlength=256).astype(np.uint32))
-    assert stats["reduction"] == ("collective" if nccl_module() is not None else "host")
+    assert stats["reduction"] == ("nccl" if nccl_module() is not None else "peer")
+    for op in ("max", "xor"):  # xor has no NCCL op: peer copies and a ufunc on the first device
+        program = Program(histogram().buffers, (256, 1, 1),
+                          [Node.let("o", Expr.atomic(AtomicOp.MAX if op == "max" else AtomicOp.XOR, "bins",
+                                                     Expr.bitand(Expr.load("data", gid), Expr.u32(255)),
+                                                     Expr.load("data", gid)))], name=f"bins_{op}")
+        want = run(program, [data], DispatchConfig(elements=data.size))[0]
+        (got,) = multi.map(program, [data], reduce={"bins": op}, config=DispatchConfig(elements=data.size),
+                           stats=stats)
+        assert np.array_equal(got, want), op
+        assert stats["reduction"] == ("peer" if op == "xor" or nccl_module() is None else "nccl")
 
 
 def test_dask_cluster_has_one_gpu_per_worker(rng) -> None:

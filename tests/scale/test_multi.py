@@ -115,7 +115,7 @@ def test_histogram_reduced_with_add(rng, n: int) -> None:
     (bins,) = multi.map(histogram_program(), [data], devices=oracles(3), reduce={"bins": "add"},
                         config=DispatchConfig(elements=n), stats=stats)
     assert np.array_equal(bins, np.bincount(data % 256, minlength=256).astype(np.uint32))
-    assert stats["reduction"] in ("host", "single")
+    assert stats["reduction"] == ("single" if len(stats["devices"]) == 1 else "host")
 
 
 @pytest.mark.parametrize("op,name", [(AtomicOp.MIN, "min"), (AtomicOp.MAX, "max"), (AtomicOp.XOR, "xor"),
@@ -242,16 +242,14 @@ def test_handles_are_freed_after_success_and_failure() -> None:
     assert [b.metrics()["reference_resident_bytes"] for b in backends] == before
 
 
-def test_cuda_collective_declines_without_nccl() -> None:
-    """Without CuPy's NCCL the cuda registration's all_reduce says no, and multi.map combines on the host."""
-    from vyre_cuda.collectives import all_reduce, nccl_module
+def test_cuda_collective_declines_backends_without_devices() -> None:
+    """The cuda collective says no (None) for backends it cannot address, so multi.map combines on the host."""
+    from vyre_cuda.collectives import all_reduce
 
-    if nccl_module() is not None:
-        pytest.skip("this machine has NCCL; the GPU tests cover the collective")
     backends = multi.backends_for(oracles(2))
     handles = [b.allocate_resident(16) for b in backends]
     try:
-        assert all_reduce(backends, handles, np.uint32, "add") is False
+        assert all_reduce(backends, handles, np.uint32, "add") is None
     finally:
         for b, h in zip(backends, handles):
             b.free_resident(h)

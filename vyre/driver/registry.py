@@ -34,7 +34,8 @@ class BackendRegistration:
     Optional multi-device parts (``vyre.devices()``, ``vyre.lib.multi``): ``devices()`` lists the
     backend's devices as mappings with at least ``index`` and ``name``, without starting a backend;
     ``all_reduce(backends, handles, dtype, op)`` combines equal resident buffers of several of its
-    backends in place and returns False when it cannot (the caller then combines on the host).
+    backends into (at least) the first one and returns the name of the path it took, or None when
+    it cannot (the caller then combines on the host).
     """
 
     id: str
@@ -44,7 +45,7 @@ class BackendRegistration:
     supported_ops: frozenset[str] | None = None
     version: str = ""
     devices: Callable[[], Any] | None = None
-    all_reduce: Callable[..., bool] | None = None
+    all_reduce: Callable[..., str | None] | None = None
 
 
 class BackendInfo(NamedTuple):

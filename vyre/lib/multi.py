@@ -6,7 +6,8 @@ replicated buffer and a zeroed copy of every reduced output (``vyre.ir.shard`` d
 which and refuses programs that do not survive the split). One thread per device uploads, runs
 and downloads through the resident-buffer API of its own backend; sharded outputs are
 concatenated in order and reduced outputs combined: with the backend's collective where its
-registration offers one (``cuda``: an NCCL all-reduce), else on the host with numpy.
+registration offers one (``cuda``: an NCCL all-reduce, else peer copies and a sum on the first
+device), else on the host with numpy.
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def map(kernel_or_program: object, inputs: Sequence[object], devices: Sequence[o
     ``reduce`` names ``output`` buffers that are atomic accumulators and how to combine them
     (``{"bins": "add"}``; also min, max, or, and, xor). Programs that do not survive splitting are
     ``InvalidProgram`` with a ``Fix:``. ``stats``, when given, receives the devices, the
-    workgroup ranges and how reduced outputs were combined (``"nccl"``-style collective or ``"host"``).
+    workgroup ranges and how reduced outputs were combined (the collective's path, e.g. ``"nccl"``,
+    ``"host"``, or ``"single"`` for one device).
     """
     program = as_program(kernel_or_program)
     from vyre.ir.validate import validate
@@ -271,9 +273,9 @@ def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard]) -> tup
     decls = [b for b in program.buffers if not b.is_workgroup]
     index = {b.name: k for k, b in enumerate(decls)}
     on_device = {name: _device_reduce(shards, index[name], _decl(decls, name), op)
-                 for name, op in plan.reduced} if len(shards) > 1 else {name: True for name, _ in plan.reduced}
-    how = None if not plan.reduced else ("host" if not all(on_device.values()) else
-                                         "single" if len(shards) == 1 else "collective")
+                 for name, op in plan.reduced} if len(shards) > 1 else {name: "single" for name, _ in plan.reduced}
+    paths = set(on_device.values())
+    how = None if not paths else ("host" if None in paths else "+".join(sorted(paths)))
 
     def fetch(shard: _Shard) -> dict[str, np.ndarray]:
         got = {}
@@ -299,16 +301,18 @@ def _decl(decls: Sequence[BufferDecl], name: str) -> BufferDecl:
     return next(b for b in decls if b.name == name)
 
 
-def _device_reduce(shards: Sequence[_Shard], index: int, decl: BufferDecl, op: str) -> bool:
-    """Combine one reduced output in place with the backends' own collective; False if there is none."""
+def _device_reduce(shards: Sequence[_Shard], index: int, decl: BufferDecl, op: str) -> str | None:
+    """Combine one reduced output into the first shard's buffer with the backends' own collective.
+
+    Returns the collective's path name, or None when the backends offer none (then the host combines).
+    """
     from vyre.driver.registry import registration
 
     ids = {getattr(s.backend, "id", None) for s in shards}
     reg = registration(ids.pop()) if len(ids) == 1 else None
     if reg is None or reg.all_reduce is None:
-        return False
-    return bool(reg.all_reduce([s.backend for s in shards], [s.handles[index] for s in shards],
-                               decl.dtype.np_dtype, op))
+        return None
+    return reg.all_reduce([s.backend for s in shards], [s.handles[index] for s in shards], decl.dtype.np_dtype, op)
 
 
 __all__ = ["as_program", "backends_for", "map", "split_workgroups"]
