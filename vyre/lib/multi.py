@@ -32,7 +32,7 @@ UFUNCS: dict[str, np.ufunc] = {
     "xor": np.bitwise_xor,
 }  # each reduce op on the host (integers wrap, as on the device)
 
-_acquired: dict[tuple[str, int], Any] = {}
+_acquired: dict[tuple[str, int], Any] = {}  # started backends (and the default device list) by key
 _acquire_lock = threading.Lock()
 
 
@@ -50,7 +50,7 @@ def as_program(kernel_or_program: object) -> Program:
 def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
     """Started backends for ``devices``: ids (``"cuda:1"``, ``"reference"``), ``vyre.Device``s or backends.
 
-    ``None`` means every device of ``vyre.devices()``, or one backend from
+    ``None`` means every device of ``vyre.devices()`` (listed once per process), or one backend from
     ``vyre.acquire(allow_reference=True)`` when no backend lists devices. Backends started from an
     id are kept for the process; an id given twice starts two backends.
     """
@@ -59,7 +59,7 @@ def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
     from vyre.driver.devices import devices as list_devices
 
     if devices is None:
-        devices = [d.id for d in list_devices()]
+        devices = _cached(("*", 0), lambda: [d.id for d in list_devices()])  # listed once per process
         if not devices:
             return [_cached(("", 0), lambda: acquire(allow_reference=True))]
     if isinstance(devices, (str, Device)) or not len(devices):
