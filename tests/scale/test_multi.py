@@ -253,3 +253,22 @@ def test_cuda_collective_declines_backends_without_devices() -> None:
     finally:
         for b, h in zip(backends, handles):
             b.free_resident(h)
+
+
+def test_scale_benchmark_runs_end_to_end_on_the_oracle(tmp_path) -> None:
+    """The benchmark's code path (not its numbers) at toy sizes, so a GPU run does not die on a typo."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import vyre
+
+    if any(d.backend == "cuda" for d in vyre.devices()):
+        pytest.skip("GPUs are listed: the benchmark would run at full size")
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "scale.json"
+    subprocess.run([sys.executable, str(root / "benchmarks" / "bench_scale.py"), "--no-dask", "--json", str(out)],
+                   check=True, capture_output=True, timeout=120)
+    result = json.loads(out.read_text())
+    assert result["histogram"]["equals_numpy"] and [r["gpus"] for r in result["xor"]] == [1, 2]
