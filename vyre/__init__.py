@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 from vyre import ir, reference
 from vyre.driver import errors
 from vyre.driver.config import DispatchConfig
+from vyre.driver.devices import Device, devices
 from vyre.driver.hookspecs import hookimpl
 from vyre.driver.registry import BackendRegistration, acquire, registered_backends
 from vyre.ir.program import Program
@@ -24,6 +25,6 @@ def validate(program: Program) -> None:
 
 
 __all__ = [
-    "BackendRegistration", "DispatchConfig", "__version__", "acquire", "errors", "hookimpl", "ir",
-    "reference", "registered_backends", "validate",
+    "BackendRegistration", "Device", "DispatchConfig", "__version__", "acquire", "devices", "errors", "hookimpl",
+    "ir", "reference", "registered_backends", "validate",
 ]

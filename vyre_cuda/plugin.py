@@ -66,7 +66,22 @@ def vyre_register_backends() -> list[Any]:
     except Exception:  # noqa: S110 - a broken lowering plugin is reported when the emitter loads lowerings
         pass
     return [BackendRegistration("cuda", CUDA_RANK, create_backend, dispatches=True, version=__version__,
-                                supported_ops=frozenset(ALL_OPS) | lowered_ops())]
+                                supported_ops=frozenset(ALL_OPS) | lowered_ops(),
+                                devices=list_devices, all_reduce=nccl_all_reduce)]
+
+
+def list_devices() -> list[dict[str, Any]]:
+    """Every visible CUDA device's properties (``vyre.devices()``); reading them creates no context."""
+    from vyre_cuda.runtime.device import device_count, probe
+
+    return [probe(index).as_profile() for index in range(device_count())]
+
+
+def nccl_all_reduce(backends: Any, handles: Any, dtype: Any, op: str) -> str | None:
+    """The registration's ``all_reduce``: NCCL, else peer copies (see ``vyre_cuda.collectives``)."""
+    from vyre_cuda.collectives import all_reduce
+
+    return all_reduce(backends, handles, dtype, op)
 
 
 @hookimpl

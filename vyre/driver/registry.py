@@ -49,7 +49,14 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 @dataclass(frozen=True)
 class BackendRegistration:
-    """A backend a plugin offers: ``factory(device=None)`` starts it; lower ``rank`` wins."""
+    """A backend a plugin offers: ``factory(device=None)`` starts it; lower ``rank`` wins.
+
+    Optional multi-device parts (``vyre.devices()``, ``vyre.lib.multi``): ``devices()`` lists the
+    backend's devices as mappings with at least ``index`` and ``name``, without starting a backend;
+    ``all_reduce(backends, handles, dtype, op)`` combines equal resident buffers of several of its
+    backends into (at least) the first one and returns the name of the path it took, or None when
+    it cannot (the caller then combines on the host).
+    """
 
     id: str
     rank: int
@@ -57,6 +64,8 @@ class BackendRegistration:
     dispatches: bool = True
     supported_ops: frozenset[str] | None = None
     version: str = ""
+    devices: Callable[[], Any] | None = None
+    all_reduce: Callable[..., str | None] | None = None
 
 
 class _Entry(NamedTuple):

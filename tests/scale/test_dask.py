@@ -1,0 +1,158 @@
+"""``vyre.dask`` on a real two-process Dask cluster running the oracle, judged by numpy.
+
+One cluster from ``vyre.dask.local_cluster(2)`` serves the module; one test also starts a plain
+``distributed.LocalCluster``. No mocks: blocks travel to worker processes and run there.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vyre import DispatchConfig
+from vyre.driver.errors import InvalidProgram
+from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+
+da = pytest.importorskip("dask.array", reason="vyre.dask needs the dask extra")
+distributed = pytest.importorskip("distributed", reason="vyre.dask needs dask[distributed]")
+vdask = pytest.importorskip("vyre.dask")
+
+U32 = DataType.U32
+gid = Expr.invocation_id(0)
+EDGES = np.array([0, 1, 2, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF], np.uint32)
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = vdask.local_cluster(2, backend="reference")  # oracle workers on GPU machines too
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng()
+
+
+def data(rng: np.random.Generator, n: int, dtype=np.uint32) -> np.ndarray:
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    x[: min(n, EDGES.size)] = EDGES[: min(n, EDGES.size)]
+    return x.view(dtype)
+
+
+def xor_key() -> Program:
+    """``a[i] ^= b[i] ^ key[0]``: a split read_write, a split read and a whole uniform."""
+    return Program([BufferDecl.read_write("a", 0, U32), BufferDecl.read("b", 1, U32),
+                    BufferDecl.uniform("key", 2, U32, 1)], (64, 1, 1),
+                   [Node.store("a", gid, Expr.bitxor(Expr.load("a", gid),
+                                                     Expr.bitxor(Expr.load("b", gid), Expr.load("key", Expr.u32(0)))))],
+                   name="xor_key")
+
+
+def test_two_worker_processes_each_with_its_own_oracle(client) -> None:
+    assert isinstance(client.cluster, distributed.LocalCluster)
+    info = client.run(lambda: (os.getpid(), vdask.worker_backend().id, os.environ.get("VYRE_BACKEND")))
+    assert len(info) == 2
+    pids = {pid for pid, _, _ in info.values()}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert {(b, env) for _, b, env in info.values()} == {("reference", "reference")}
+
+
+def test_map_blocks_matches_numpy(client, rng) -> None:
+    a, b = data(rng, 10_001), data(rng, 10_001)
+    key = np.array([rng.integers(0, 2**32)], np.uint32)
+    out = vdask.map_blocks(xor_key(), da.from_array(a, chunks=1500), da.from_array(b, chunks=4000), key)
+    assert out.chunks == ((1500,) * 6 + (1001,),)
+    result = out.compute()
+    assert np.array_equal(result, a ^ b ^ key[0])
+
+
+def test_map_blocks_output_with_declared_count(client, rng) -> None:
+    program = Program([BufferDecl.read("x", 0, U32), BufferDecl.output("bins", 1, U32, 16)], (64, 1, 1),
+                      [Node.if_(Expr.lt(gid, Expr.buf_len("x")), [
+                          Node.let("o", Expr.atomic(AtomicOp.ADD, "bins", Expr.rem(Expr.load("x", gid), Expr.u32(16)),
+                                                    Expr.u32(1)))])],
+                      name="bins16")
+    x = data(rng, 3000)
+    # the grid follows the dispatch rule: without elements= it would cover only the 16 bins
+    parts = vdask.map_blocks(program, da.from_array(x, chunks=1000), config=DispatchConfig(elements=1000)).compute()
+    assert parts.shape == (48,)
+    for k in range(3):
+        block = x[k * 1000:(k + 1) * 1000]
+        assert np.array_equal(parts[k * 16:(k + 1) * 16], np.bincount(block % 16, minlength=16))
+
+
+@pytest.mark.parametrize("op", vdask.OPS)
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32])
+def test_reduce(client, rng, op: str, dtype) -> None:
+    x = data(rng, 7_777, dtype)
+    got = vdask.reduce(da.from_array(x, chunks=1000), op, split_every=3).compute()
+    ufunc = {"add": np.add, "min": np.minimum, "max": np.maximum, "or": np.bitwise_or, "and": np.bitwise_and,
+             "xor": np.bitwise_xor}[op]
+    assert got.dtype == dtype and got == ufunc.reduce(x, dtype=dtype)
+
+
+def test_reduce_of_nothing_is_the_identity(client) -> None:
+    empty = da.from_array(np.zeros(0, np.uint32), chunks=10)
+    assert vdask.reduce(empty, "min").compute() == 0xFFFFFFFF
+    assert vdask.reduce(empty, "add").compute() == 0
+
+
+@pytest.mark.parametrize("bins", [1, 256, 1000])
+def test_histogram(client, rng, bins: int) -> None:
+    x = np.concatenate([rng.integers(0, bins + 50, 20_000).astype(np.uint32), EDGES])
+    got = vdask.histogram(da.from_array(x, chunks=3000), bins, split_every=2).compute()
+    kept = x[x < bins]
+    assert got.dtype == np.uint32 and np.array_equal(got, np.bincount(kept, minlength=bins))
+
+
+@pytest.mark.parametrize("op", ["add", "max", "xor", "min"])
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32])
+def test_inclusive_scan(client, rng, op: str, dtype) -> None:
+    x = data(rng, 5_000, dtype)
+    got = vdask.inclusive_scan(da.from_array(x, chunks=(1, 999, 1000, 3000)), op).compute()
+    ufunc = {"add": np.add, "min": np.minimum, "max": np.maximum, "xor": np.bitwise_xor}[op]
+    assert got.dtype == dtype and np.array_equal(got, ufunc.accumulate(x, dtype=dtype))
+
+
+def test_bad_arguments_say_how_to_fix() -> None:
+    with pytest.raises(InvalidProgram, match="Fix:"):
+        vdask.reduce(da.ones(10, dtype=np.float32), "add")
+    with pytest.raises(InvalidProgram, match="Fix:"):
+        vdask.reduce(da.ones(10, dtype=np.uint32), "mul")
+    with pytest.raises(InvalidProgram, match="Fix:"):
+        vdask.histogram(da.ones(10, dtype=np.uint32), 0)
+    with pytest.raises(InvalidProgram, match="inputs"):
+        vdask.map_blocks(xor_key(), da.ones(10, dtype=np.uint32))
+    with pytest.raises(InvalidProgram, match="1-D"):
+        vdask.map_blocks(xor_key(), da.ones((2, 2), dtype=np.uint32), da.ones(4, dtype=np.uint32),
+                         np.ones(1, np.uint32))
+
+
+def test_cuda_workers_without_gpus_are_refused_before_starting() -> None:
+    import vyre
+    from vyre.driver.errors import BackendUnavailable
+
+    if any(d.backend == "cuda" for d in vyre.devices()):
+        pytest.skip("this machine lists CUDA devices")
+    with pytest.raises(BackendUnavailable, match="Fix:"):
+        vdask.worker_environments(2, backend="cuda")
+    assert vdask.worker_environments(3, backend="reference") == [{"VYRE_BACKEND": "reference"}] * 3
+
+
+def test_named_backend_is_used_by_every_block(client, rng) -> None:
+    a, b = data(rng, 999), data(rng, 999)
+    out = vdask.map_blocks(xor_key(), da.from_array(a, chunks=250), da.from_array(b, chunks=250),
+                           np.zeros(1, np.uint32), backend="reference").compute()
+    assert np.array_equal(out, a ^ b)
+    assert all(client.run(lambda: "reference" in vdask._backends).values())  # acquired by that id on each worker
+
+
+def test_importing_vyre_does_not_import_dask() -> None:
+    code = "import sys, vyre, vyre.lib.multi; sys.exit('dask' in sys.modules or 'distributed' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=os.getcwd()).returncode == 0

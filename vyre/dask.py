@@ -1,0 +1,329 @@
+"""``vyre.dask``: vyre programs over Dask arrays, one backend per worker process.
+
+Needs the optional extra ``vyre-cuda[dask]`` (``dask[distributed]``); importing ``vyre`` does
+not import Dask. Every block runs on the backend of the worker process that holds it, acquired
+once per process (``vyre.acquire()``, which honours ``VYRE_BACKEND``; ``local_cluster`` gives each
+worker process one GPU through ``CUDA_VISIBLE_DEVICES``, or the CPU oracle when there is no GPU).
+
+- ``map_blocks(program, *arrays)``: one dispatch per block; the program sees the block's own
+  indices and lengths, as a numpy function does under ``dask.array.map_blocks``.
+- ``reduce`` / ``histogram`` / ``inclusive_scan``: small per-block vyre programs combined with
+  Dask's tree reductions (``reduce`` also combines partials with its kernel; ``histogram`` sums
+  partial counts with ``dask.array.sum``; ``inclusive_scan`` carries each block's last value into
+  the next with one numpy op). Element types U32 and I32; integers wrap as on the device.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.config import DispatchConfig
+from vyre.driver.errors import BackendUnavailable, InvalidProgram
+from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+from vyre.ir.program import Access
+from vyre.lib.multi import UFUNCS, as_program
+
+FIX_INSTALL = "install the extra: pip install 'vyre-cuda[dask]'."
+OPS = ("add", "min", "max", "or", "and", "xor")
+_backends: dict[str, Any] = {}
+_programs: dict[bytes, Program] = {}
+_lock = threading.Lock()
+_WG = 256
+
+
+def _dask_array() -> Any:
+    try:
+        import dask.array as da
+    except ImportError as exc:
+        raise InvalidProgram(f"vyre.dask needs Dask, which is not installed ({exc})", FIX_INSTALL) from exc
+    return da
+
+
+# ---- the worker side --------------------------------------------------------------------------------------
+def worker_backend(backend: str | None = None) -> Any:
+    """This process's backend for ``backend`` (an id, else ``VYRE_BACKEND``, else the best; oracle allowed)."""
+    key = backend or ""
+    with _lock:
+        found = _backends.get(key)
+        if found is None:
+            from vyre import acquire
+
+            found = _backends[key] = acquire(backend) if backend else acquire(allow_reference=True)
+        return found
+
+
+def _program(wire: bytes) -> Program:
+    """Programs travel as their wire form (hashes of Python values differ between processes)."""
+    with _lock:
+        program = _programs.get(wire)
+        if program is None:
+            program = _programs[wire] = Program.from_wire(wire)
+        return program
+
+
+def _run_block(*blocks: Any, wire: bytes, output_index: int, config: DispatchConfig | None,
+               backend: str | None) -> np.ndarray:
+    inputs = [np.ascontiguousarray(b) for b in blocks]
+    return worker_backend(backend).dispatch(_program(wire), inputs, config)[output_index]
+
+
+# ---- map_blocks -----------------------------------------------------------------------------------------------
+def map_blocks(kernel_or_program: object, *args: Any, output: str | None = None,
+               config: DispatchConfig | None = None, backend: str | None = None) -> Any:
+    """A dask array of ``output`` (default: the program's first output), one dispatch per block.
+
+    ``args`` are the program's inputs in declaration order: 1-D dask arrays are split into
+    blocks (all rechunked like the first), anything else (a numpy table, a uniform) goes whole to
+    every block. A ``read_write`` output has its input's chunks; an ``output`` buffer its declared
+    count per block.
+    """
+    da = _dask_array()
+    program = as_program(kernel_or_program)
+    from vyre.ir.validate import validate
+
+    validate(program)
+    if len(args) != len(program.inputs):
+        names = ", ".join(b.name for b in program.inputs)
+        raise InvalidProgram(f"program {program.name or '<unnamed>'} takes {len(program.inputs)} inputs ({names}), "
+                             f"got {len(args)}", "pass one argument per read/read_write/uniform buffer, in order.")
+    arrays = [a for a in args if isinstance(a, da.Array)]
+    if not arrays or any(a.ndim != 1 for a in arrays):
+        raise InvalidProgram("map_blocks needs at least one dask array, and only 1-D ones",
+                             "pass 1-D dask arrays (x.ravel()) for the buffers to split.")
+    chunks = arrays[0].chunks
+    args = tuple(a.rechunk(chunks) if isinstance(a, da.Array) else a for a in args)
+    outputs = program.outputs
+    names = [b.name for b in outputs]
+    if not outputs or (output is not None and output not in names):
+        raise InvalidProgram(f"program {program.name or '<unnamed>'} has no output {output!r} (outputs: {names})",
+                             "pass output= one of the program's read_write/output buffers.")
+    index = names.index(output) if output is not None else 0
+    decl = outputs[index]
+    if decl.access is Access.OUTPUT:
+        if not decl.count:
+            raise InvalidProgram(f"output buffer {decl.name!r} is sized at dispatch; map_blocks needs a declared count",
+                                 f"declare a count for {decl.name!r}, or make it read_write.")
+        out_chunks: tuple = ((decl.count,) * len(chunks[0]),)
+    else:
+        source = args[[b.name for b in program.inputs].index(decl.name)]
+        if not isinstance(source, da.Array):
+            raise InvalidProgram(f"read_write buffer {decl.name!r} must be a dask array to be split into blocks",
+                                 f"pass {decl.name!r} as a dask array (dask.array.from_array(x)).")
+        out_chunks = chunks
+    return da.map_blocks(_run_block, *args, wire=program.to_wire(), output_index=index, config=config,
+                         backend=backend, dtype=decl.dtype.np_dtype, chunks=out_chunks,
+                         meta=np.empty(0, decl.dtype.np_dtype))
+
+
+# ---- per-block programs -------------------------------------------------------------------------------------
+def _dtype_of(x: Any, what: str) -> DataType:
+    kinds = {np.dtype(np.uint32): DataType.U32, np.dtype(np.int32): DataType.I32}
+    dtype = kinds.get(np.dtype(x.dtype))
+    if dtype is None or getattr(x, "ndim", 1) != 1:
+        raise InvalidProgram(f"{what} takes 1-D uint32 or int32 dask arrays, got {x.ndim}-D {x.dtype}",
+                             "cast with x.astype('uint32') and flatten with x.ravel(); for floats use Dask's own "
+                             "reductions.")
+    return dtype
+
+
+def _check_op(op: str) -> None:
+    if op not in OPS:
+        raise InvalidProgram(f"op {op!r} is not one of {', '.join(OPS)}", 'use op="add", "min", "max", ...')
+
+
+def identity(op: str, dtype: DataType) -> int:
+    """The start value of ``op`` over ``dtype`` (all ones for and, the extreme for min/max)."""
+    info = np.iinfo(dtype.np_dtype)
+    return {"add": 0, "or": 0, "xor": 0, "and": -1 if info.min else info.max,
+            "min": info.max, "max": info.min}[op]
+
+
+@functools.cache
+def reduce_program(op: str, dtype: DataType) -> Program:
+    """``acc[0] = acc[0] op x[0] op x[1] ...``: per workgroup in shared memory, then one global atomic."""
+    atomic = AtomicOp[op.upper()]
+    lid, gid = Expr.local_id(0), Expr.invocation_id(0)
+    start = Expr.u32(identity(op, dtype)) if dtype is DataType.U32 else Expr.i32(identity(op, dtype))
+    first = Expr.eq(lid, Expr.u32(0))
+    return Program(
+        [BufferDecl.read("x", 0, dtype), BufferDecl.read_write("acc", 1, dtype, 1),
+         BufferDecl.workgroup("part", 1, dtype)],
+        (_WG, 1, 1),
+        [Node.if_(first, [Node.store("part", Expr.u32(0), start)]),
+         Node.barrier(),
+         Node.if_(Expr.lt(gid, Expr.buf_len("x")),
+                  [Node.let("a", Expr.atomic(atomic, "part", Expr.u32(0), Expr.load("x", gid)))]),
+         Node.barrier(),
+         Node.if_(first, [Node.let("b", Expr.atomic(atomic, "acc", Expr.u32(0), Expr.load("part", Expr.u32(0))))])],
+        name=f"dask_reduce_{op}_{dtype.name.lower()}")
+
+
+@functools.cache
+def histogram_program(bins: int) -> Program:
+    """``counts[v] += 1`` for every value ``v < bins`` (others are ignored)."""
+    gid, v = Expr.invocation_id(0), Expr.var("v")
+    return Program(
+        [BufferDecl.read("x", 0, DataType.U32), BufferDecl.output("counts", 1, DataType.U32, bins)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(gid, Expr.buf_len("x")), [
+            Node.let("v", Expr.load("x", gid)),
+            Node.if_(Expr.lt(v, Expr.u32(bins)),
+                     [Node.let("old", Expr.atomic(AtomicOp.ADD, "counts", v, Expr.u32(1)))])])],
+        name=f"dask_histogram_{bins}")
+
+
+_SCAN_EXPR = {"add": Expr.add, "min": Expr.min, "max": Expr.max, "or": Expr.bitor, "and": Expr.bitand,
+              "xor": Expr.bitxor}
+
+
+@functools.cache
+def scan_step_program(op: str, dtype: DataType) -> Program:
+    """One Hillis-Steele step: ``dst[i] = src[i - d] op src[i]`` where ``i >= d``, else ``src[i]``."""
+    i, d = Expr.var("i"), Expr.load("d", Expr.u32(0))
+    v = Expr.var("v")
+    return Program(
+        [BufferDecl.read("src", 0, dtype), BufferDecl.read_write("dst", 1, dtype), BufferDecl.uniform("d", 2,
+                                                                                                   DataType.U32, 1)],
+        (_WG, 1, 1),
+        [Node.let("i", Expr.invocation_id(0)),
+         Node.if_(Expr.lt(i, Expr.buf_len("src")), [
+             Node.let("v", Expr.load("src", i)),
+             Node.let("w", _SCAN_EXPR[op](Expr.load("src", Expr.sub(i, d)), v)),
+             Node.store("dst", i, Expr.select(Expr.ge(i, d), Expr.var("w"), v))])],
+        name=f"dask_scan_{op}_{dtype.name.lower()}")
+
+
+# ---- block functions (run on the workers) --------------------------------------------------------------------
+def _reduce_block(block: np.ndarray, axis: Any = None, keepdims: bool = False, *, op: str,
+                  backend: str | None) -> np.ndarray:
+    dtype = DataType.U32 if block.dtype == np.uint32 else DataType.I32
+    start = np.array([identity(op, dtype)], dtype.np_dtype)
+    data = np.ascontiguousarray(block).ravel()
+    (acc,) = worker_backend(backend).dispatch(reduce_program(op, dtype), [data, start],
+                                              DispatchConfig(elements=data.size))
+    return acc if keepdims else acc.reshape(())
+
+
+def _histogram_block(block: np.ndarray, *, bins: int, backend: str | None) -> np.ndarray:
+    data = np.ascontiguousarray(block).view(np.uint32)
+    (counts,) = worker_backend(backend).dispatch(histogram_program(bins), [data], DispatchConfig(elements=data.size))
+    return counts.reshape(1, bins)
+
+
+def _scan_block(block: np.ndarray, axis: int = 0, *, op: str, backend: str | None) -> np.ndarray:
+    """Inclusive scan of one block: log2(n) steps on resident buffers, one sequence, one read."""
+    dtype = DataType.U32 if block.dtype == np.uint32 else DataType.I32
+    data = np.ascontiguousarray(block)
+    if data.size <= 1:
+        return data.copy()
+    be = worker_backend(backend)
+    program = scan_step_program(op, dtype)
+    handles = [be.allocate_resident(data.nbytes), be.allocate_resident(data.nbytes)]
+    try:
+        be.upload_resident(handles[0], data)
+        steps, d = [], 1
+        while d < data.size:
+            handles.append(be.allocate_resident(4))
+            be.upload_resident(handles[-1], np.array([d], np.uint32))
+            src, dst = handles[len(steps) % 2], handles[(len(steps) + 1) % 2]
+            steps.append((program, [src, dst, handles[-1]], DispatchConfig(elements=data.size)))
+            d *= 2
+        (out,) = be.dispatch_sequence(steps, reads=[(handles[len(steps) % 2], 0, data.nbytes)])
+        return out.view(data.dtype)
+    finally:
+        for h in handles:
+            be.free_resident(h)
+
+
+# ---- public reductions ------------------------------------------------------------------------------------------
+def reduce(x: Any, op: str = "add", *, split_every: int | None = None, backend: str | None = None) -> Any:
+    """A 0-d dask array: ``op`` over every element of the 1-D uint32/int32 dask array ``x``.
+
+    Blocks and the levels of Dask's tree both run the per-block kernel; an empty array gives the
+    op's identity (0, or all ones for ``and``, the largest value for ``min``, the smallest for ``max``).
+    """
+    da = _dask_array()
+    _check_op(op)
+    _dtype_of(x, "vyre.dask.reduce")
+    block = functools.partial(_reduce_block, op=op, backend=backend)
+    return da.reduction(x, chunk=block, aggregate=block, combine=block, dtype=x.dtype, split_every=split_every,
+                        concatenate=True, meta=np.empty((), x.dtype))
+
+
+def histogram(x: Any, bins: int, *, split_every: int | None = None, backend: str | None = None) -> Any:
+    """A dask array of ``bins`` uint32 counts of each value of ``x`` in ``[0, bins)`` (int32 read as uint32)."""
+    da = _dask_array()
+    _dtype_of(x, "vyre.dask.histogram")
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 2**24:
+        raise InvalidProgram(f"bins={bins!r} is not an int in 1..2**24", "pass the number of bins, e.g. bins=256.")
+    partial_counts = da.map_blocks(functools.partial(_histogram_block, bins=bins, backend=backend), x, new_axis=1,
+                                   chunks=((1,) * x.numblocks[0], (bins,)), dtype=np.uint32)
+    return partial_counts.sum(axis=0, dtype=np.uint32, split_every=split_every)
+
+
+def inclusive_scan(x: Any, op: str = "add", *, backend: str | None = None) -> Any:
+    """A dask array like ``x``: element i is ``x[0] op ... op x[i]`` (per-block kernels, a carry between blocks)."""
+    _dask_array()
+    _check_op(op)
+    dtype = _dtype_of(x, "vyre.dask.inclusive_scan")
+    from dask.array.reductions import cumreduction
+
+    block = functools.update_wrapper(functools.partial(_scan_block, op=op, backend=backend), _scan_block)
+    return cumreduction(block, UFUNCS[op], identity(op, dtype), x, axis=0, dtype=x.dtype)
+
+
+# ---- clusters --------------------------------------------------------------------------------------------------
+def worker_environments(n_workers: int | None = None, backend: str | None = None) -> list[dict[str, str]]:
+    """The environment of each worker: one visible GPU per worker when ``cuda`` lists devices, else the oracle."""
+    from vyre.driver.devices import devices
+
+    gpus = [d for d in devices() if d.backend == "cuda"] if backend in (None, "cuda") else []
+    if gpus:
+        visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        names = [visible[g.index] if g.index < len(visible) else str(g.index) for g in gpus]
+        count = n_workers or len(names)
+        return [{"CUDA_VISIBLE_DEVICES": names[k % len(names)], "VYRE_BACKEND": "cuda"} for k in range(count)]
+    if backend == "cuda":
+        raise BackendUnavailable("no CUDA device is listed (vyre.devices() has none)",
+                                 "check nvidia-smi and CUDA_VISIBLE_DEVICES, or leave backend=None for oracle workers.")
+    count = n_workers or max(1, min(4, os.cpu_count() or 1))
+    return [{"VYRE_BACKEND": backend or "reference"} for _ in range(count)]
+
+
+def local_cluster(n_workers: int | None = None, *, backend: str | None = None, threads_per_worker: int = 1,
+                  **cluster_options: Any) -> Any:
+    """A ``distributed.LocalCluster`` of worker processes: one per visible GPU, each seeing only its GPU
+    (like dask-cuda's ``LocalCUDACluster``), or ``n_workers`` oracle workers when no GPU is listed.
+
+    Connect with ``distributed.Client(cluster)``; close it with ``cluster.close()``.
+    """
+    try:
+        from distributed import LocalCluster
+    except ImportError as exc:
+        raise InvalidProgram(f"vyre.dask.local_cluster needs dask.distributed ({exc})", FIX_INSTALL) from exc
+    environments = worker_environments(n_workers, backend)
+
+    class PerWorkerEnvironment(LocalCluster):
+        """Worker k gets ``environments[k]`` (``scale`` asks ``new_worker_spec`` for each new worker)."""
+
+        def new_worker_spec(self) -> dict:
+            spec = super().new_worker_spec()
+            name, template = next(iter(spec.items()))
+            options = dict(template["options"], env=environments[int(name) % len(environments)])
+            return {name: dict(template, options=options)}
+
+    options = {"host": "127.0.0.1", "dashboard_address": None, **cluster_options}
+    cluster = PerWorkerEnvironment(n_workers=0, processes=True, threads_per_worker=threads_per_worker,
+                                   name="vyre", **options)
+    cluster.scale(len(environments))
+    cluster.sync(cluster._correct_state)
+    return cluster
+
+
+__all__ = ["OPS", "histogram", "identity", "inclusive_scan", "local_cluster", "map_blocks", "reduce",
+           "worker_backend", "worker_environments"]

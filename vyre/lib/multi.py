@@ -1,0 +1,318 @@
+"""``vyre.lib.multi.map``: one 1-D program over every device of a host.
+
+The workgroups of the program's x range are divided into contiguous ranges, one per device.
+Each device gets the elements of its range of every sharded buffer, the whole of every
+replicated buffer and a zeroed copy of every reduced output (``vyre.ir.shard`` decides which is
+which and refuses programs that do not survive the split). One thread per device uploads, runs
+and downloads through the resident-buffer API of its own backend; sharded outputs are
+concatenated in order and reduced outputs combined: with the backend's collective where its
+registration offers one (``cuda``: an NCCL all-reduce, else peer copies and a sum on the first
+device), else on the host with numpy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.config import DispatchConfig, effective_workgroup, resolve_grid
+from vyre.driver.errors import InvalidProgram
+from vyre.driver.inputs import as_bytes_view, check_byte_length, check_input_count
+from vyre.ir.program import Access, BufferDecl, Program
+from vyre.ir.shard import SplitPlan, plan_split, shard_program
+
+UFUNCS: dict[str, np.ufunc] = {
+    "add": np.add, "min": np.minimum, "max": np.maximum, "or": np.bitwise_or, "and": np.bitwise_and,
+    "xor": np.bitwise_xor,
+}  # each reduce op on the host (integers wrap, as on the device)
+
+_acquired: dict[tuple[str, int], Any] = {}  # started backends (and the default device list) by key
+_acquire_lock = threading.Lock()
+
+
+def as_program(kernel_or_program: object) -> Program:
+    """A ``Program``, or the ``.program`` of a front-end kernel."""
+    program = kernel_or_program if isinstance(kernel_or_program, Program) else getattr(kernel_or_program,
+                                                                                      "program", None)
+    if not isinstance(program, Program):
+        raise InvalidProgram(f"{type(kernel_or_program).__name__} is neither a vyre.ir.Program nor a kernel "
+                             "with a .program", "pass a Program or a @vyre.kernel function.")
+    return program
+
+
+# ---- devices -------------------------------------------------------------------------------------------
+def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
+    """Started backends for ``devices``: ids (``"cuda:1"``, ``"reference"``), ``vyre.Device``s or backends.
+
+    ``None`` means every device of ``vyre.devices()`` (listed once per process), or one backend from
+    ``vyre.acquire(allow_reference=True)`` when no backend lists devices. Backends started from an
+    id are kept for the process; an id given twice starts two backends.
+    """
+    from vyre import acquire
+    from vyre.driver.devices import Device
+    from vyre.driver.devices import devices as list_devices
+
+    if devices is None:
+        devices = _cached(("*", 0), lambda: [d.id for d in list_devices()])  # listed once per process
+        if not devices:
+            return [_cached(("", 0), lambda: acquire(allow_reference=True))]
+    if isinstance(devices, (str, Device)) or not len(devices):
+        raise InvalidProgram(f"devices={devices!r} is not a non-empty list",
+                             'pass a list such as ["cuda:0", "cuda:1"], or None for every device.')
+    seen: dict[str, int] = {}
+    out = []
+    for item in devices:
+        spec = item.id if isinstance(item, Device) else item
+        if not isinstance(spec, str):
+            out.append(spec)  # a started backend
+            continue
+        seen[spec] = seen.get(spec, 0) + 1
+        out.append(_cached((spec, seen[spec]), lambda spec=spec: acquire(spec)))
+    return out
+
+
+def _cached(key: tuple[str, int], start: Callable[[], Any]) -> Any:
+    with _acquire_lock:
+        backend = _acquired.get(key)
+        if backend is None:
+            backend = _acquired[key] = start()
+        return backend
+
+
+# ---- the split --------------------------------------------------------------------------------------------
+@dataclass
+class _Shard:
+    """One device's part: its backend, program, buffers (declaration order) and handles."""
+
+    backend: Any
+    program: Program
+    config: DispatchConfig
+    data: list[np.ndarray | None]  # per non-workgroup buffer: the input slice, or None for outputs
+    sizes: list[int]  # bytes per buffer
+    handles: list[Any] = field(default_factory=list)
+
+    def start(self) -> None:
+        """Allocate, upload, dispatch (on the calling thread; the backend's own stream)."""
+        try:
+            for data, nbytes in zip(self.data, self.sizes):
+                self.handles.append(self.backend.allocate_resident(nbytes))
+                if data is not None and nbytes:
+                    self.backend.upload_resident(self.handles[-1], data)
+            self.backend.dispatch_resident(self.program, self.handles, self.config)
+        except BaseException:
+            self.free()
+            raise
+
+    def download(self, index: int, dtype: np.dtype) -> np.ndarray:
+        if not self.sizes[index]:
+            return np.zeros(0, dtype)
+        return self.backend.download_resident(self.handles[index]).view(dtype)
+
+    def free(self) -> None:
+        for handle in self.handles:
+            try:
+                self.backend.free_resident(handle)
+            except Exception:  # noqa: BLE001 - freeing after a failure must not hide that failure
+                pass
+        self.handles = []
+
+
+def split_workgroups(groups: int, parts: int) -> list[tuple[int, int]]:
+    """``groups`` workgroups as at most ``parts`` contiguous non-empty ranges (one range when 0)."""
+    parts = max(1, min(parts, groups))
+    base, extra = divmod(groups, parts)
+    ranges, start = [], 0
+    for k in range(parts):
+        stop = start + base + (k < extra)
+        ranges.append((start, stop))
+        start = stop
+    return ranges
+
+
+def map(kernel_or_program: object, inputs: Sequence[object], devices: Sequence[object] | None = None,
+        reduce: Mapping[str, str] | None = None, *, config: DispatchConfig | None = None,
+        stats: dict | None = None) -> list[np.ndarray]:
+    """Run a 1-D program with its x range split over ``devices``; returns what one ``dispatch`` would.
+
+    ``inputs`` are host arrays, one per read/read_write/uniform buffer in declaration order.
+    ``reduce`` names ``output`` buffers that are atomic accumulators and how to combine them
+    (``{"bins": "add"}``; also min, max, or, and, xor). Programs that do not survive splitting are
+    ``InvalidProgram`` with a ``Fix:``. ``stats``, when given, receives the devices, the
+    workgroup ranges and how reduced outputs were combined (the collective's path, e.g. ``"nccl"``,
+    ``"host"``, or ``"single"`` for one device).
+    """
+    program = as_program(kernel_or_program)
+    from vyre.ir.validate import validate
+
+    validate(program)
+    program, config = _fold_workgroup(program, config or DispatchConfig())
+    plan = plan_split(program, reduce)
+    arrays = _host_inputs(program, inputs)
+    lengths = {name: arr.size for name, arr in arrays.items()}
+    lengths.update(_output_counts(program, config, lengths))
+    grid = resolve_grid(program, config, lengths)
+    if grid[1] != 1 or grid[2] != 1:
+        raise InvalidProgram(f"grid {grid} is not 1-D; multi.map splits the x range only",
+                             "give a grid of (gx, 1, 1), or run the program on one device.")
+    backends = backends_for(devices)
+    ranges = split_workgroups(grid[0], len(backends))
+    shards = [_make_shard(program, plan, config, arrays, lengths, backends[k], ranges[k], k == len(ranges) - 1)
+              for k in range(len(ranges))]
+    try:
+        _each(shards, lambda s: s.start())
+        outputs, how = _collect(program, plan, shards)
+    finally:
+        for shard in shards:
+            shard.free()
+    if stats is not None:
+        stats.update(devices=[_name(b) for b in backends[:len(shards)]], workgroup_ranges=ranges, reduction=how)
+    return outputs
+
+
+def _name(backend: Any) -> str:
+    """``cuda:1`` for a backend on a numbered device, else its id."""
+    device = getattr(backend, "device_id", None)
+    return f"{backend.id}:{device}" if isinstance(device, int) else str(getattr(backend, "id", "?"))
+
+
+def _fold_workgroup(program: Program, config: DispatchConfig) -> tuple[Program, DispatchConfig]:
+    """Apply ``workgroup_override`` to the program; refuse what cannot span devices."""
+    if config.cooperative:
+        raise InvalidProgram("a cooperative dispatch cannot span devices (its workgroups must be co-resident)",
+                             "run cooperative programs on one device.")
+    wg = effective_workgroup(program, config)
+    if wg[1] != 1 or wg[2] != 1:
+        raise InvalidProgram(f"workgroup size {wg} has y or z > 1; multi.map splits 1-D programs only",
+                             "use a workgroup size of (x, 1, 1), or run the program on one device.")
+    if config.workgroup_override is not None:
+        program = Program(program.buffers, wg, program.body, name=program.name)
+        config = dataclasses.replace(config, workgroup_override=None)
+    return program, config
+
+
+def _host_inputs(program: Program, inputs: Sequence[object]) -> dict[str, np.ndarray]:
+    """Typed views (no copy) of the inputs, cut to declared counts."""
+    check_input_count(program, inputs)
+    arrays = {}
+    for decl, data in zip(program.inputs, inputs):
+        if hasattr(data, "__cuda_array_interface__"):
+            raise InvalidProgram(f"input for buffer {decl.name!r} is a device array; multi.map shards host arrays",
+                                 "pass a host array (CuPy: x.get()), or dispatch on that array's own device.")
+        view = as_bytes_view(decl, data)
+        count = check_byte_length(decl, view.nbytes)
+        arrays[decl.name] = np.frombuffer(view, dtype=decl.dtype.np_dtype, count=count)
+    return arrays
+
+
+def _output_counts(program: Program, config: DispatchConfig, lengths: Mapping[str, int]) -> dict[str, int]:
+    sized = getattr(config, "output_counts", None) or {}
+    counts = {}
+    for b in program.buffers:
+        if b.access is Access.OUTPUT:
+            count = b.count or sized.get(b.name) or config.elements
+            if not count:
+                raise InvalidProgram(f"output buffer {b.name!r} has no element count",
+                                     f"declare its count, or pass DispatchConfig(output_counts={{{b.name!r}: n}}).")
+            counts[b.name] = count
+    return counts
+
+
+def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, arrays: Mapping[str, np.ndarray],
+                lengths: Mapping[str, int], backend: Any, groups: tuple[int, int], last: bool) -> _Shard:
+    wgx = program.workgroup_size[0]
+    lo, hi = groups[0] * wgx, groups[1] * wgx
+    data: list[np.ndarray | None] = []
+    sizes: list[int] = []
+    out_counts: dict[str, int] = {}
+    for b in program.buffers:
+        if b.is_workgroup:
+            continue
+        length = lengths[b.name]
+        if b.name in plan.sharded:
+            start, stop = min(lo, length), (length if last else min(hi, length))
+            count = stop - start
+            if b.access is Access.OUTPUT:
+                if count == 0:
+                    raise InvalidProgram(
+                        f"output buffer {b.name!r} has {length} elements, none of them in the range of the device "
+                        f"that runs invocations from {lo}", f"give {b.name!r} one element per invocation, name it "
+                        "in reduce=, or pass fewer devices.")
+                out_counts[b.name] = count
+            data.append(arrays[b.name][start:stop] if b.access.is_input else None)
+        else:
+            count = length
+            data.append(arrays.get(b.name))  # replicated input, or a reduced output (None)
+        sizes.append(count * b.dtype.size)
+    shard = shard_program(program, plan, lo, lengths, out_counts)
+    extra = {"output_counts": None} if hasattr(config, "output_counts") else {}
+    shard_config = dataclasses.replace(config, grid=(groups[1] - groups[0], 1, 1), elements=None, **extra)
+    return _Shard(backend, shard, shard_config, data, sizes)
+
+
+def _each(shards: Sequence[_Shard], work: Callable[[_Shard], Any]) -> list[Any]:
+    """``work(shard)`` on one thread per shard; raises the first failure after all finished."""
+    if len(shards) == 1:
+        return [work(shards[0])]
+    with ThreadPoolExecutor(len(shards), thread_name_prefix="vyre-multi") as pool:
+        futures = [pool.submit(work, s) for s in shards]
+        errors = [f.exception() for f in futures]
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+    return [f.result() for f in futures]
+
+
+def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard]) -> tuple[list[np.ndarray], str | None]:
+    """Combine reduced outputs, download everything, and assemble the outputs in declaration order."""
+    decls = [b for b in program.buffers if not b.is_workgroup]
+    index = {b.name: k for k, b in enumerate(decls)}
+    on_device = {name: _device_reduce(shards, index[name], _decl(decls, name), op)
+                 for name, op in plan.reduced} if len(shards) > 1 else {name: "single" for name, _ in plan.reduced}
+    paths = set(on_device.values())
+    how = None if not paths else ("host" if None in paths else "+".join(sorted(paths)))
+
+    def fetch(shard: _Shard) -> dict[str, np.ndarray]:
+        got = {}
+        for b in program.outputs:
+            if b.name in plan.sharded or not on_device[b.name] or shard is shards[0]:
+                got[b.name] = shard.download(index[b.name], b.dtype.np_dtype)
+        return got
+
+    parts = _each(shards, fetch)
+    outputs = []
+    for b in program.outputs:
+        pieces = [p[b.name] for p in parts if b.name in p]
+        if b.name in plan.sharded:
+            outputs.append(pieces[0] if len(pieces) == 1 else np.concatenate(pieces))
+        elif on_device[b.name]:
+            outputs.append(pieces[0])
+        else:
+            outputs.append(UFUNCS[plan.reduce_ops[b.name]].reduce(np.stack(pieces), axis=0, dtype=b.dtype.np_dtype))
+    return outputs, how
+
+
+def _decl(decls: Sequence[BufferDecl], name: str) -> BufferDecl:
+    return next(b for b in decls if b.name == name)
+
+
+def _device_reduce(shards: Sequence[_Shard], index: int, decl: BufferDecl, op: str) -> str | None:
+    """Combine one reduced output into the first shard's buffer with the backends' own collective.
+
+    Returns the collective's path name, or None when the backends offer none (then the host combines).
+    """
+    from vyre.driver.registry import registration
+
+    ids = {getattr(s.backend, "id", None) for s in shards}
+    reg = registration(ids.pop()) if len(ids) == 1 else None
+    if reg is None or reg.all_reduce is None:
+        return None
+    return reg.all_reduce([s.backend for s in shards], [s.handles[index] for s in shards], decl.dtype.np_dtype, op)
+
+
+__all__ = ["as_program", "backends_for", "map", "split_workgroups"]
