@@ -28,21 +28,21 @@ from vyre.ir.walk import iter_all_exprs, iter_nodes
 _WRITTEN = (Access.READ_WRITE, Access.OUTPUT)
 
 
-def _own_index_names(program: Program) -> frozenset[str]:
+def own_index_names(program: Program) -> frozenset[str]:
     """Variables bound exactly once, by ``let v = invocation_id(0)``, and never assigned or reused."""
     bindings: dict[str, int] = {}
     own: set[str] = set()
     for node in iter_nodes(program.body):
         if isinstance(node, (Let, Assign)):
             bindings[node.name] = bindings.get(node.name, 0) + 1
-            if isinstance(node, Let) and _is_invocation_x(node.value):
+            if isinstance(node, Let) and is_invocation_x(node.value):
                 own.add(node.name)
         elif isinstance(node, Loop):
             bindings[node.var] = bindings.get(node.var, 0) + 1
     return frozenset(n for n in own if bindings[n] == 1)
 
 
-def _is_invocation_x(e: Expr) -> bool:
+def is_invocation_x(e: Expr) -> bool:
     return e.op == "invocation_id" and e.value == 0
 
 
@@ -54,10 +54,10 @@ def cached_read_write(program: Program) -> frozenset[str]:
     decl = next((d for d in program.buffers if d.name == last.buffer), None)
     if decl is None or decl.is_workgroup or decl.access not in _WRITTEN:
         return frozenset()
-    own = _own_index_names(program)
+    own = own_index_names(program)
 
     def is_own(e: Expr) -> bool:
-        return _is_invocation_x(e) or (e.op == "var" and e.name in own)
+        return is_invocation_x(e) or (e.op == "var" and e.name in own)
 
     if not is_own(last.index):
         return frozenset()
