@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,8 @@ import numpy as np
 
 from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram
 from vyre.ir.program import Program
-from vyre_cuda.runtime.errors import cuda_errors, device_lost
+from vyre_cuda.runtime import settings
+from vyre_cuda.runtime.errors import cuda_errors, device_lost, translate
 
 _WORD = 4
 _CTX_ERRORS = (201, 3)  # CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_INITIALIZED
@@ -144,7 +144,7 @@ DEFAULT_LAUNCH_MODE = "pyctypes"
 
 def launch_mode() -> str:
     """The launch path in use: ``VYRE_CUDA_LAUNCH`` if valid, else the default; "cupy" without libcuda."""
-    mode = os.environ.get("VYRE_CUDA_LAUNCH", DEFAULT_LAUNCH_MODE)
+    mode = settings.launch(DEFAULT_LAUNCH_MODE)
     mode = mode if mode in LAUNCH_MODES else DEFAULT_LAUNCH_MODE
     return mode if mode == "cupy" or _cu_launch(mode) is not None else "cupy"
 
@@ -165,7 +165,7 @@ def _cu_launch(mode: str) -> Any:
 
 
 # ---- programmatic dependent launch ------------------------------------------------------------------
-PDL_ENV = "VYRE_CUDA_PDL"
+PDL_ENV = settings.PDL
 PDL_MIN_CC = 90  # griddepcontrol and programmatic stream serialization: sm_90+
 _PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
@@ -201,7 +201,7 @@ def programmatic_launches(compute_capability: str) -> bool:
     True on sm_90+ when libcuda has ``cuLaunchKernelEx`` and ``VYRE_CUDA_PDL`` is not 0/false/off/no
     (read on each call: a change applies to graphs captured afterwards).
     """
-    if os.environ.get(PDL_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
+    if not settings.pdl():
         return False
     return int(compute_capability.rstrip("a")) >= PDL_MIN_CC and _cu_launch_ex() is not None
 
@@ -386,6 +386,36 @@ def _bind_context() -> None:
     runtime.free(0)  # forces the runtime to make the primary context current
 
 
+# ---- zero fills and launches as one step ---------------------------------------------------------------
+def zero_fills(memset: Callable[..., Any], zero: Sequence[tuple[int, int]], stream_ptr: int, name: str) -> None:
+    """Enqueue ``memset(ptr, 0, nbytes, stream_ptr)`` for each ``(ptr, nbytes)``; CUDA errors become vyre errors."""
+    try:
+        for ptr, nbytes in zero:
+            memset(ptr, 0, nbytes, stream_ptr)
+    except Exception as exc:  # noqa: BLE001 - CuPy errors never reach users unwrapped
+        raise translate(exc, f"zeroing the outputs of program {name}") from exc
+
+
+def record_launch(memset: Callable[..., Any], plan: LaunchPlan, zero: Sequence[tuple[int, int]], stream_ptr: int,
+                  after_kernel: bool = False, overlap: bool = False) -> bool:
+    """The zero fills and launch of ``plan`` with no counters (also inside a graph capture).
+
+    ``after_kernel``: the last work on the stream is a kernel. With ``overlap`` too and no zero fill
+    in between, the launch is programmatic (``launch_programmatic``). Returns whether a kernel is
+    now the last work enqueued.
+    """
+    if zero:
+        zero_fills(memset, zero, stream_ptr, plan.name)
+        after_kernel = False
+    if plan.empty:
+        return after_kernel
+    if overlap and after_kernel:
+        plan.launch_programmatic(stream_ptr)
+    else:
+        plan.launch(stream_ptr)
+    return True
+
+
 # ---- the parameter block --------------------------------------------------------------------------
 class PinnedRing:
     """Pinned host words written in order; wrapping around waits for the stream first."""
@@ -444,6 +474,11 @@ class ParamBlock:
             runtime.memcpyAsync(self.ptr, host, self.nwords * _WORD, 1, stream.ptr)
         self._last = words
         return True
+
+    @property
+    def last(self) -> tuple[int, ...] | None:
+        """The words last written (None: unknown, the next ``write`` copies)."""
+        return self._last
 
     def invalidate(self) -> None:
         """Forget the last words (the next ``write`` copies)."""
