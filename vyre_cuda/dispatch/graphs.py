@@ -158,6 +158,7 @@ class GraphCache:
             self._count("cuda_graph_capture_failures", 1)
         else:
             self._count("cuda_graph_captures", 1)
+            self._count("cuda_graphs_live", 1)
         entry = CapturedGraph(graph, record, tuple(pinned), tuple(keepalive))
         pin(entry.pinned)
         self._entries[key] = entry
@@ -201,9 +202,10 @@ class GraphCache:
         while self._entries:
             self._drop(self._entries.popitem(last=False)[1])
 
-    @staticmethod
-    def _drop(entry: CapturedGraph) -> None:
+    def _drop(self, entry: CapturedGraph) -> None:
         # CuPy destroys the graph and its executable on dealloc; CUDA lets an in-flight launch finish.
+        if entry.graph is not None:
+            self._count("cuda_graphs_live", -1)
         entry.graph, entry.alive = None, False
         pinned, entry.pinned, entry.keepalive = entry.pinned, (), ()
         unpin(pinned)
