@@ -45,6 +45,7 @@ U32 = DataType.U32
 MiB = 1 << 20
 STEPS = 64
 TINY_N = 4096
+LAUNCH_N = 256  # one workgroup: the device never holds the launches back
 
 
 # ---- programs ---------------------------------------------------------------------------------------------
@@ -135,14 +136,14 @@ def bandwidth(be, nbytes: int, reps: int) -> dict:
         ms = device_ms(lambda p=program: be.dispatch_resident(p, handles), stream, reps)
         gbs[f"vyre_xor_{access}"] = traffic / ms / 1e6
     a, b, c = (be.view(h, np.uint32) for h in handles)
-    with stream:
+    with stream:  # CuPy and torch run on the backend's stream, so each path is timed alike
         gbs["cupy_bitwise_xor"] = traffic / device_ms(lambda: cupy.bitwise_xor(a, b, out=c), stream, reps) / 1e6
         gbs["copy"] = 2 * nbytes / device_ms(lambda: c.data.copy_from_device_async(a.data, nbytes, stream),
                                             stream, reps) / 1e6
     try:
         import torch
 
-        ta, tb, tc = (torch.from_dlpack(x) for x in (a, b, c))
+        ta, tb, tc = (torch.from_dlpack(x.view(np.int32)) for x in (a, b, c))  # torch has no uint32 xor
         ts = torch.cuda.ExternalStream(stream.ptr)
         with torch.cuda.stream(ts):
             gbs["torch_bitwise_xor"] = traffic / device_ms(lambda: torch.bitwise_xor(ta, tb, out=tc), stream,
@@ -158,39 +159,55 @@ def bandwidth(be, nbytes: int, reps: int) -> dict:
 
 
 # ---- 2. host cost per launch ----------------------------------------------------------------------------
-def launch_cost(be, calls: int) -> dict:
+def launch_cost(be, calls: int, rounds: int = 3) -> dict:
+    """Host µs per launch of each path, measured in ``rounds`` interleaved rounds (best round kept)."""
     import cupy
 
     from vyre_cuda import ENTRY_NAME
 
-    program = four_buffer_program(TINY_N)
-    handles = [be.allocate_resident(TINY_N * 4) for _ in range(4)]
+    n = LAUNCH_N
+    program = four_buffer_program(n)
+    handles = [be.allocate_resident(n * 4) for _ in range(4)]
     for h in handles:
-        be.upload_resident(h, np.arange(TINY_N, dtype=np.uint32))
-    sync = be.stream.synchronize
+        be.upload_resident(h, np.arange(n, dtype=np.uint32))
+    sync, stream = be.stream.synchronize, be.stream
     pipe = be.compile(program)
-    out = {"pipeline_dispatch_resident": host_us(lambda: pipe.dispatch_resident(handles), sync, calls),
-           "backend_dispatch_resident": host_us(lambda: be.dispatch_resident(program, handles), sync, calls)}
+    pipe.dispatch_resident(handles)
     binding = pipe.resources.resident
-    plan, stream = binding.plan, be.stream
+    plan = binding.plan
     launch, args = plan.prebound(stream.ptr)
-    out["prepacked_cuLaunchKernel"] = host_us(lambda: launch(*args), sync, calls)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "four.ptx"
-        path.write_text(binding.prepared.ptx)
-        raw = cupy.RawModule(path=str(path)).get_function(ENTRY_NAME)
-        ptrs = [*(buf.ptr for buf in binding.buffers), plan.params.ptr]
-        kargs = tuple(cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(p, 16, None), 0) for p in ptrs)
-        g, b = plan.grid, plan.block
-        out["cupy_rawkernel"] = host_us(lambda: raw(g, b, kargs, stream=stream), sync, calls)
+    paths = {"pipeline_dispatch_resident": lambda: pipe.dispatch_resident(handles),
+             "backend_dispatch_resident": lambda: be.dispatch_resident(program, handles),
+             "prepacked_cuLaunchKernel": lambda: launch(*args)}
+    tmp = tempfile.TemporaryDirectory()
+    path = Path(tmp.name) / "four.ptx"
+    path.write_text(binding.prepared.ptx)
+    raw = cupy.RawModule(path=str(path)).get_function(ENTRY_NAME)
+    ptrs = [*(buf.ptr for buf in binding.buffers), plan.params.ptr]
+    kargs = tuple(cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(p, 16, None), 0) for p in ptrs)
+    g, b = plan.grid, plan.block
+    paths["cupy_rawkernel"] = lambda: raw(g, b, kargs, stream=stream)
+    out: dict = {}
     try:
         import torch
 
-        a, b_, d = (torch.from_dlpack(be.view(h, np.uint32)) for h in (handles[0], handles[1], handles[3]))
-        with torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr)):
-            out["torch_bitwise_xor"] = host_us(lambda: torch.bitwise_xor(a, b_, out=d), sync, calls)
+        tx, ty = (torch.from_dlpack(be.view(h, np.float32)) for h in (handles[0], handles[1]))
+        torch_stream = torch.cuda.ExternalStream(stream.ptr)
+
+        def torch_add() -> None:
+            with torch.cuda.stream(torch_stream):
+                torch.add(tx, tx, out=ty)
+
+        paths["torch_add"] = torch_add
     except Exception as exc:  # noqa: BLE001 - torch is optional
         out["torch_error"] = str(exc)
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, fn in paths.items():
+            us = host_us(fn, sync, calls)
+            best[name] = min(best.get(name, us), us)
+    out = {**best, **out}
+    tmp.cleanup()
     pipe.close()
     for h in handles:
         be.free_resident(h)
@@ -259,6 +276,9 @@ WARM = """
     t0 = time.perf_counter()
     be = vyre.acquire("cuda")
     t1 = time.perf_counter()
+    if sys.argv[1] == "phases":  # the preparation alone (validate, emit, cache lookup, load), then the rest
+        be.prepared(p)
+        t_prep = time.perf_counter()
     out = be.dispatch(p, [a, a, a])
     t2 = time.perf_counter()
     assert not out[0].any()
@@ -270,6 +290,9 @@ WARM = """
     if cubin is not None:
         cupy.cuda.function.Module().load(cubin)
     t4 = time.perf_counter()
+    if sys.argv[1] == "phases":
+        print(json.dumps({"prepare_ms": (t_prep - t1) * 1e3, "dispatch_after_prepare_ms": (t2 - t_prep) * 1e3}))
+        sys.exit(0)
     print(json.dumps({"acquire_ms": (t1 - t0) * 1e3, "first_dispatch_ms": (t2 - t1) * 1e3,
                       "cuModuleLoadData_ms": (t4 - t3) * 1e3 if cubin is not None else None,
                       "disk_cache_hits": m["cuda_disk_cache_hits"]}))
@@ -280,16 +303,18 @@ def warm_start(runs: int = 3) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "VYRE_CUDA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
         results = []
-        for k in range(runs + 1):  # the first run fills the cache
-            done = subprocess.run([sys.executable, "-c", textwrap.dedent(WARM)], capture_output=True, text=True,
-                                  env=env, timeout=300, check=False)
+        for k in range(runs + 2):  # the first run fills the cache, the last times the phases
+            mode = "phases" if k == runs + 1 else "whole"
+            done = subprocess.run([sys.executable, "-c", textwrap.dedent(WARM), mode], capture_output=True,
+                                  text=True, env=env, timeout=300, check=False)
             if done.returncode:
                 return {"error": done.stderr[-2000:]}
             if k:
                 results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        phases = results.pop()
     keys = ("acquire_ms", "first_dispatch_ms", "cuModuleLoadData_ms")
     return {**{k: statistics.median(r[k] for r in results) for k in keys if results[0][k] is not None},
-            "disk_cache_hits": min(r["disk_cache_hits"] for r in results), "runs": runs}
+            **phases, "disk_cache_hits": min(r["disk_cache_hits"] for r in results), "runs": runs}
 
 
 # ---- report ---------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -67,6 +67,7 @@ class Body:
     pins: tuple  # unique device buffers a captured graph of the body points at
     buffers: tuple  # unique resident buffers of the steps (a retired one kills the body)
     generation: int  # ResidentPool.generation when the body was last seen live
+    graphs: dict = field(default_factory=dict)  # (chunk, overlap) -> CapturedGraph, replayed while alive
 
 
 def snapshot(steps: Sequence) -> Sequence:
@@ -149,10 +150,10 @@ class SequenceDispatcher:
     def run_body(self, body: Body | Sequence[ResidentBinding], count: int = 1) -> None:
         """Enqueue the body ``count`` times: replayed graphs when graphs are on, else eager launches."""
         if isinstance(body, Body):
-            bindings, key, pinned = body.bindings, body.key, body.pins
+            bindings, key, pinned, captured = body.bindings, body.key, body.pins, body.graphs
         else:
             bindings = tuple(body)
-            key, pinned = tuple(b.key for b in bindings), pins(bindings)
+            key, pinned, captured = tuple(b.key for b in bindings), pins(bindings), {}
         if not bindings or count <= 0:
             return
         rt = self.runtime
@@ -163,6 +164,11 @@ class SequenceDispatcher:
             return
         overlap = programmatic_launches(rt.info.compute_capability)
         for chunk in _chunks(count, _unroll(count, len(bindings))):
+            entry = captured.get((chunk, overlap))
+            if entry is not None and entry.alive:  # the body's own graph: no key to hash or compare
+                self.graphs.replay(entry, rt.stream)
+                continue
+
             def record(stream_ptr: int, chunk: int = chunk) -> None:
                 after_kernel = False
                 for _ in range(chunk):
@@ -170,7 +176,8 @@ class SequenceDispatcher:
                         after_kernel = b.record(stream_ptr, after_kernel, overlap)
 
             with cuda_errors("running a captured sequence"):
-                self.graphs.run(body_key(key, chunk, overlap), rt.stream, record, pinned, bindings)
+                entry = self.graphs.run(body_key(key, chunk, overlap), rt.stream, record, pinned, bindings)
+            captured[(chunk, overlap)] = entry
 
     def _until_batch(self, body: Body, flag: Any, slots: Any, n: int) -> None:
         """Enqueue ``n`` iterations: clear the flag, run the steps, copy the flag to slot ``i``."""

@@ -30,10 +30,12 @@ from vyre.driver.errors import BackendUnavailable, DeviceLost, DispatchFailed
 from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.device import DeviceInfo, import_cupy
 from vyre_cuda.runtime.errors import FIX_LOST, cuda_errors
-from vyre_cuda.runtime.launch import DeviceLimits, LaunchPlan, ParamBlock, PinnedRing, zero_fills
-from vyre_cuda.runtime.pools import DeviceBuffer, DeviceHeap, PinnedStaging, ResidentPool, TransientPool
+from vyre_cuda.runtime.launch import DeviceLimits, LaunchPlan, ParamBlock, PinnedRing, launch_mode, zero_fills
+from vyre_cuda.runtime.pools import H2D, DeviceBuffer, DeviceHeap, PinnedStaging, ResidentPool, TransientPool
 from vyre_cuda.runtime.telemetry import COUNTERS, Telemetry
 
+WARM_STAGING_BYTES = 1 << 16  # pinned bytes of each staging slot made at start
+WARM_BLOCKS = (256, 256, 4096, 4096, 4096, 65536)  # device blocks taken and cached at start
 FIX_TIMEOUT = ("raise DispatchConfig.timeout_s or shrink the work; the kernel may still be running, and later "
                "calls on this backend queue behind it until it finishes")
 
@@ -68,6 +70,21 @@ class DeviceRuntime:
             self.ring = PinnedRing(self.stream, on_sync=lambda: self.telemetry.add("cuda_sync_points"))
         self.modules = ModuleCache(info, DiskCache())
         self.param_buffers: list[DeviceBuffer] = []
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Pay first-use costs when the backend starts rather than in its first dispatch: the
+        allocator's first ``cudaMalloc`` and a few small blocks, both pinned staging slots with their
+        events, a first copy, and the driver entry point of launches."""
+        with cuda_errors("warming up the cuda backend"):
+            for _ in range(2):
+                self.staging.slot(WARM_STAGING_BYTES)
+            blocks = [self.heap.take(n) for n in WARM_BLOCKS]
+            self.cuda.memcpyAsync(blocks[0].ptr, self.staging.slot(4).ptr, 4, H2D, self.stream_ptr)
+            self.stream.synchronize()
+            for block in blocks:
+                self.heap.put(block)
+        launch_mode()
 
     # ---- state -------------------------------------------------------------------------------------
     def check_open(self) -> None:
