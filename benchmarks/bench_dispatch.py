@@ -176,9 +176,17 @@ def launch_cost(be, calls: int, rounds: int = 3) -> dict:
     binding = pipe.resources.resident
     plan = binding.plan
     launch, args = plan.prebound(stream.ptr)
+    saved = os.environ.get("VYRE_CUDA_LAUNCH")
+    os.environ["VYRE_CUDA_LAUNCH"] = "pyctypes"  # the same pipeline launching through ctypes
+    pipe_ctypes = be.compile(program)
+    pipe_ctypes.dispatch_resident(handles)
+    os.environ.pop("VYRE_CUDA_LAUNCH") if saved is None else os.environ.update(VYRE_CUDA_LAUNCH=saved)
+    launch_ct, args_ct = pipe_ctypes.resources.resident.plan.prebound(stream.ptr)
     paths = {"pipeline_dispatch_resident": lambda: pipe.dispatch_resident(handles),
              "backend_dispatch_resident": lambda: be.dispatch_resident(program, handles),
-             "prepacked_cuLaunchKernel": lambda: launch(*args)}
+             "pipeline_dispatch_resident_pyctypes": lambda: pipe_ctypes.dispatch_resident(handles),
+             f"prepacked_launch_{plan.mode}": lambda: launch(*args),
+             "prepacked_launch_pyctypes": lambda: launch_ct(*args_ct)}
     tmp = tempfile.TemporaryDirectory()
     path = Path(tmp.name) / "four.ptx"
     path.write_text(binding.prepared.ptx)
@@ -209,6 +217,7 @@ def launch_cost(be, calls: int, rounds: int = 3) -> dict:
     out = {**best, **out}
     tmp.cleanup()
     pipe.close()
+    pipe_ctypes.close()
     for h in handles:
         be.free_resident(h)
     return out

@@ -107,16 +107,17 @@ def run_binding(runtime: Any, binding: ResidentBinding) -> None:
 def fast_launcher(runtime: Any, binding: ResidentBinding) -> Callable[[Sequence[Resident]], bool]:
     """A closure relaunching ``binding`` when called with the same handles; False means "slow path".
 
-    Everything is bound once, so a call is a handle comparison, a liveness check that only runs
-    after some handle was freed, the zero fills (if any), one launch and one counter bump. The
-    caller holds the runtime's lock. Debug syncs (``VYRE_CUDA_SYNC_EACH``) and empty grids always
-    take the slow path.
+    Everything is bound once, so a call is a handle comparison, a generation check, the zero fills
+    (if any), one launch and one counter increment. The pool's generation moves with every free and
+    when the runtime closes, is lost or has a test fault armed, so only then are the bound buffers
+    and the runtime's state looked at. The caller holds the runtime's lock. Debug syncs
+    (``VYRE_CUDA_SYNC_EACH``) and empty grids always take the slow path.
     """
     if runtime.sync_each or binding.plan.empty:
         return _never
     expect_list, expect_tuple = list(binding.handles), binding.handles
     resident, buffers, zero, memset = runtime.resident, binding.buffers, binding.zero, binding.memset
-    plan, stream_ptr, bump, name = binding.plan, runtime.stream_ptr, runtime.telemetry.bump, binding.prepared.name
+    plan, stream_ptr, name = binding.plan, runtime.stream_ptr, binding.prepared.name
     launch, args = plan.prebound(stream_ptr)
     seen = resident.generation
 
@@ -124,18 +125,22 @@ def fast_launcher(runtime: Any, binding: ResidentBinding) -> Callable[[Sequence[
         nonlocal seen
         if handles != expect_list and tuple(handles) != expect_tuple:
             return False
-        if resident.generation != seen:  # something was freed since: is it one of ours?
+        if resident.generation != seen:  # a free, a shutdown, a lost device or an armed test fault
+            if runtime.closed or runtime.fault is not None:
+                return False
             for buf in buffers:
                 if buf.retired:
                     return False
             seen = resident.generation
-        if runtime.closed or runtime.fault is not None:  # shut down, lost, or a test fault armed
-            return False
         if zero:
             zero_fills(memset, zero, stream_ptr, name)
-        if launch(*args):
+        try:
+            failed = launch(*args)
+        except Exception:  # noqa: BLE001 - relaunched below, which retries or raises the vyre error
+            failed = True
+        if failed:
             plan.launch(stream_ptr)
-        bump("cuda_kernel_launches")
+        runtime.launches += 1
         return True
 
     return relaunch
@@ -221,14 +226,10 @@ class CudaPipeline(CompiledPipeline):
     # ---- resident fast path ----------------------------------------------------------------------
     def dispatch_resident(self, handles: Sequence[Resident]) -> None:
         """Run on resident buffers; after the first call with the same handles, one pre-packed launch."""
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             fast = self.resources.fast
             if fast is None or not fast(handles):
                 self._dispatch_resident_slow(handles)
-        finally:
-            lock.release()
 
     def _dispatch_resident_slow(self, handles: Sequence[Resident]) -> None:
         """Check the handles, (re)bind when they changed, then launch with counters and debug modes."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import is_
 from typing import Any
 
 import numpy as np
@@ -148,9 +147,9 @@ class ResidentDispatcher:
         """Run ``program`` on resident buffers (one handle per declared buffer); results stay on the device."""
         rt = self.runtime
         with rt.lock:
-            memo = self.last  # the same call as last time: identity checks only
+            memo = self.last  # the same call as last time: identity checks only (handles compare by identity)
             if (memo is None or memo.program is not program or memo.config is not config
-                    or len(handles) != len(memo.handles) or not all(map(is_, handles, memo.handles))):
+                    or (handles != memo.handles and tuple(handles) != memo.handles)):
                 memo = self.memo.get((id(program), id(config), *map(id, handles)))  # the memo keeps them alive
             if memo is None or memo.generation != rt.resident.generation:
                 memo = self._checked(program, handles, config, memo)

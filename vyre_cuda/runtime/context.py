@@ -204,6 +204,7 @@ class DeviceRuntime:
         """After a device fault: drop every CUDA object without freeing through the dead context."""
         self.lost = self.closed = True
         self.fault = None
+        self.resident.invalidate()
         self.param_buffers.clear()
         self.modules.clear()
         self.heap.forget()

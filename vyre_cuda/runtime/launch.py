@@ -135,11 +135,12 @@ def check_cooperative(name: str, kernel_ptr: int, grid: Sequence[int], block: Se
 
 # ---- the driver entry point ------------------------------------------------------------------------
 #: how ``LaunchPlan.launch`` reaches ``cuLaunchKernel`` (``VYRE_CUDA_LAUNCH`` overrides):
-#: "pyctypes" - libcuda through ``ctypes.PyDLL`` with pre-built ctypes arguments (no per-call
-#: conversion, GIL kept for the few microseconds of the call); "ctypes" - ``ctypes.CDLL`` with
-#: ``argtypes``; "cupy" - ``cupy.cuda.driver.launchKernel``. All pass the same pre-packed ``void**``.
-LAUNCH_MODES = ("pyctypes", "ctypes", "cupy")
-DEFAULT_LAUNCH_MODE = "pyctypes"
+#: "cupy" - ``cupy.cuda.driver.launchKernel``, a compiled wrapper called with plain ints (the
+#: default: the cheapest per call, it releases the GIL around the driver call); "pyctypes" -
+#: libcuda through ``ctypes.PyDLL`` with pre-built ctypes arguments; "ctypes" - ``ctypes.CDLL``
+#: with ``argtypes``. All pass the same pre-packed ``void**``.
+LAUNCH_MODES = ("cupy", "pyctypes", "ctypes")
+DEFAULT_LAUNCH_MODE = "cupy"
 
 
 def launch_mode() -> str:
@@ -147,6 +148,12 @@ def launch_mode() -> str:
     mode = settings.launch(DEFAULT_LAUNCH_MODE)
     mode = mode if mode in LAUNCH_MODES else DEFAULT_LAUNCH_MODE
     return mode if mode == "cupy" or _cu_launch(mode) is not None else "cupy"
+
+
+def _driver() -> Any:
+    from cupy.cuda import driver
+
+    return driver
 
 
 @functools.lru_cache(maxsize=2)
@@ -301,7 +308,12 @@ class LaunchPlan:
         """Enqueue the kernel on ``stream_ptr``: one driver call."""
         if stream_ptr != self._stream:
             self._build_call(stream_ptr)
-        rc = self._call_fn(*self._call)
+        try:
+            rc = self._call_fn(*self._call)
+        except Exception as exc:  # noqa: BLE001 - the "cupy" path raises; classified below
+            rc = _status(exc)
+            if rc is None or self._cooperative:
+                raise translate(exc, f"launching program {self.name}") from exc
         if rc:
             self._failed(rc, stream_ptr)
 
@@ -310,10 +322,11 @@ class LaunchPlan:
 
         The kernel must wait for that kernel itself (``griddepcontrol.wait``, sm_90+), as every
         sm_90 kernel of the emitter does. Used while recording graphs (a cold path: the
-        configuration is built per call). Cooperative plans and the "cupy" path launch normally.
+        configuration is built per call). Cooperative plans, and any plan when libcuda has no
+        ``cuLaunchKernelEx``, launch normally.
         """
         fn = _cu_launch_ex()
-        if fn is None or self._cooperative or self.mode == "cupy":
+        if fn is None or self._cooperative:
             self.launch(stream_ptr)
             return
         attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
@@ -329,12 +342,17 @@ class LaunchPlan:
     def prebound(self, stream_ptr: int) -> tuple[Callable[..., int], tuple]:
         """``(fn, args)``: ``fn(*args)`` enqueues the plan on ``stream_ptr``; non-zero means it failed.
 
-        On the default "pyctypes" path this is ``cuLaunchKernel`` itself with its ctypes arguments
-        built once (for callers that keep them in a closure); any other path goes through
-        ``launch``. On a non-zero result call ``launch`` again: it retries a missing context and
-        raises the vyre error. Rebinding or a new grid invalidates the pair.
+        On the "cupy" path this is ``cupy.cuda.driver.launchKernel`` with plain int arguments, on
+        the "pyctypes" path ``cuLaunchKernel`` itself with its ctypes arguments built once (for
+        callers that keep them in a closure); any other path goes through ``launch``. When the call
+        raises or returns non-zero, call ``launch`` again: it retries a missing context and raises
+        the vyre error. Rebinding or a new grid invalidates the pair.
         """
-        if self._cooperative or self.mode != "pyctypes" or self._fn is None:
+        if self._cooperative:
+            return _launch_via_plan, (self, stream_ptr)
+        if self.mode == "cupy":
+            return _driver().launchKernel, (*self._head, stream_ptr, self.argv_ptr, 0)
+        if self.mode != "pyctypes" or self._fn is None:
             return _launch_via_plan, (self, stream_ptr)
         return self._fn, (*self._chead, ctypes.c_void_p(stream_ptr), self._argv, None)
 
@@ -345,8 +363,10 @@ class LaunchPlan:
 
     def _build_call(self, stream_ptr: int) -> None:
         """The driver entry point and its arguments for launches on ``stream_ptr``."""
-        if self._cooperative or self.mode == "cupy":
-            self._call_fn, self._call = self._launch_cupy, (stream_ptr,)
+        if self._cooperative:
+            self._call_fn, self._call = _driver().launchCooperativeKernel, (*self._head, stream_ptr, self.argv_ptr)
+        elif self.mode == "cupy":
+            self._call_fn, self._call = _driver().launchKernel, (*self._head, stream_ptr, self.argv_ptr, 0)
         elif self.mode == "pyctypes":
             self._call_fn, self._call = self._fn, (*self._chead, ctypes.c_void_p(stream_ptr), self._argv, None)
         else:
@@ -358,19 +378,19 @@ class LaunchPlan:
         if rc in _CTX_ERRORS:
             _bind_context()
             self._build_call(stream_ptr)
-            rc = self._call_fn(*self._call)
+            try:
+                rc = self._call_fn(*self._call)
+            except Exception as exc:  # noqa: BLE001 - the "cupy" path raises
+                rc = _status(exc)
+                if rc is None:
+                    raise translate(exc, f"launching program {self.name}") from exc
         if rc:
             raise launch_error(rc, self.name)
 
-    def _launch_cupy(self, stream_ptr: int) -> int:
-        from cupy.cuda import driver
-
-        with cuda_errors(f"launching program {self.name}"):
-            if self._cooperative:
-                driver.launchCooperativeKernel(*self._head, stream_ptr, self.argv_ptr)
-            else:
-                driver.launchKernel(*self._head, stream_ptr, self.argv_ptr, 0)
-        return 0
+def _status(exc: BaseException) -> int | None:
+    """The CUDA status of a ``cupy.cuda.driver.CUDADriverError`` (None for any other exception)."""
+    status = getattr(exc, "status", None)
+    return status if type(exc).__name__ == "CUDADriverError" and isinstance(status, int) and status else None
 
 
 def _launch_via_plan(plan: LaunchPlan, stream_ptr: int) -> int:
