@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program  # noqa: E402
+from vyre_cuda.bench import device_ms, host_us  # noqa: E402  (CUDA-event medians; host µs per call)
 
 U32 = DataType.U32
 MiB = 1 << 20
@@ -76,38 +77,6 @@ def step_program() -> Program:
 
 
 # ---- timing ---------------------------------------------------------------------------------------------
-def device_ms(fn: Callable[[], object], stream, reps: int) -> float:
-    """Median device ms of ``fn`` (CUDA events on ``stream``) after one warm-up call."""
-    import cupy
-
-    fn()
-    stream.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        fn()
-        end.record(stream)
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end))
-    return statistics.median(times)
-
-
-def host_us(fn: Callable[[], object], sync: Callable[[], object], calls: int) -> float:
-    """Median host µs per call over 5 batches of ``calls`` un-synchronised calls, after a warm-up."""
-    for _ in range(200):
-        fn()
-    sync()
-    batches = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        batches.append((time.perf_counter() - t0) / calls * 1e6)
-        sync()
-    return statistics.median(batches)
-
-
 def wall_us(fn: Callable[[], object], reps: int) -> float:
     """Median wall µs of a synchronous ``fn`` after one warm-up call."""
     fn()

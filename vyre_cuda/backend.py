@@ -227,8 +227,12 @@ def _warm_up_host_side(cc: str) -> None:
     from vyre_cuda import emit_ptx
     from vyre_cuda.codegen.written import whole_writes
 
-    program = Program([BufferDecl.output("o", 0, DataType.U32, 1)], (1, 1, 1),
-                      [Node.store("o", Expr.local_id(0), Expr.u32(1))], name="warm_up")
+    i = Expr.var("i")
+    value = Expr.add(Expr.bitxor(Expr.load("a", i), Expr.u32(1)), Expr.load("o", i))
+    program = Program([BufferDecl.read("a", 0, DataType.U32), BufferDecl.output("o", 1, DataType.U32, 1)],
+                      (64, 1, 1), [Node.let("i", Expr.invocation_id(0)),
+                                   Node.if_(Expr.lt(i, Expr.buf_len("o")), Node.store("o", i, value))],
+                      name="warm_up")
     try:
         validate(program)
         program.fingerprint()
