@@ -102,7 +102,7 @@ def launch_overhead(be, calls: int) -> dict:
     pipe = be.compile(program)
     out = {"pipeline_dispatch_resident_us": host_us(lambda: pipe.dispatch_resident(handles), sync, calls),
            "backend_dispatch_resident_us": host_us(lambda: be.dispatch_resident(program, handles), sync, calls)}
-    binding = pipe._res.resident
+    binding = pipe.resources.resident
     plan, stream_ptr = binding.plan, be.stream.ptr
     g, b = plan.grid, plan.block
     out.update(ctypes_baselines(plan.kernel_ptr, g, b, stream_ptr, plan.argv_ptr, sync, calls))
@@ -144,7 +144,7 @@ def sequence_replay(be, reps: int, calls: int) -> dict:
     graph_dev = device_us(seq.launch, be.stream, reps)
     replays = min(calls, 300)  # each replay is ~64 µs of device work: keep the launch queue short
     graph_host = host_us(seq.launch, sync, replays)
-    entry = seq._entry
+    entry = seq.entry
     raw_host = host_us(lambda: entry.graph.launch(be.stream), sync, replays) if entry and entry.graph else None
     full_host = host_us(lambda: be.dispatch_sequence(steps), sync, replays)
     os.environ["VYRE_CUDA_GRAPHS"] = "0"

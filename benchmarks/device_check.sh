@@ -12,7 +12,9 @@ for what in "$@"; do
     tests)    python3 -m pytest -q -m gpu tests/gpu tests/fuzz -p no:cacheprovider >"$OUT/gpu_tests.log" 2>&1
               tail -n 15 "$OUT/gpu_tests.log" ;;
     bench)    python3 benchmarks/bench_cuda.py >"$OUT/bench_cuda.log" 2>&1; tail -n 40 "$OUT/bench_cuda.log"
-              python3 benchmarks/bench_resident.py >"$OUT/bench_resident.log" 2>&1; tail -n 30 "$OUT/bench_resident.log" ;;
+              python3 benchmarks/bench_resident.py >"$OUT/bench_resident.log" 2>&1; tail -n 30 "$OUT/bench_resident.log"
+              python3 benchmarks/bench_dispatch.py --json "$OUT/bench_dispatch.json" >"$OUT/bench_dispatch.log" 2>&1
+              tail -n 32 "$OUT/bench_dispatch.log" ;;
     fuzz)     python3 -m vyre.fuzz --backend cuda --count "${FUZZ_COUNT:-5000}" --seed "${FUZZ_SEED:-20261126}" \
                 --input-sets 3 --corpus "$OUT/corpus" >"$OUT/fuzz.log" 2>&1; tail -n 8 "$OUT/fuzz.log" ;;
     memcheck) compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 86 --print-limit 20 \

@@ -83,7 +83,7 @@ def test_memory_hit_returns_the_loaded_kernel(device, tmp_path: Path) -> None:
     cache = ModuleCache(device, DiskCache(tmp_path))
     ptx = add_one_ptx()
     first = cache.load(ptx, "add_one")
-    assert first.ptr == first.function.kernel.ptr != 0 and first.key == module_key(ptx, device)
+    assert first.ptr == first.function.ptr != 0 and first.key == module_key(ptx, device)
     assert not first.cubin_cached
     assert cache.load(ptx, "add_one") is first
     run_add_one(first.function)

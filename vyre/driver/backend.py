@@ -157,6 +157,10 @@ class Backend:
     def free_resident(self, handle: Resident) -> None:
         raise UnsupportedFeature("resident buffers", self.id)
 
+    def view(self, handle: Resident, dtype: Any = np.uint8) -> Any:
+        """A typed array over ``handle``'s memory without a copy, valid until the handle is freed."""
+        raise UnsupportedFeature("views of resident buffers", self.id)
+
     def dispatch_resident(self, program: Program, handles: Sequence[Resident],
                           config: DispatchConfig | None = None) -> None:
         raise UnsupportedFeature("resident dispatch", self.id)

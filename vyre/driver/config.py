@@ -20,6 +20,7 @@ class DispatchConfig:
     timeout_s: float | None = None
     cooperative: bool = False
     profile: bool = False
+    outputs: str = "host"  # "device": the cuda backend returns CuPy arrays that own their memory
 
 
 MAX_GRID = (2**31 - 1, 65535, 65535)

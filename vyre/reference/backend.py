@@ -89,6 +89,10 @@ class ReferenceBackend(Backend):
     def download_resident(self, handle: Resident, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
         return self._store.download(handle, offset, nbytes)
 
+    def view(self, handle: Resident, dtype: Any = np.uint8) -> np.ndarray:
+        """A numpy array over the resident bytes (no copy), valid until the handle is freed."""
+        return self._store.view(handle, dtype)
+
     def free_resident(self, handle: Resident) -> None:
         self._store.free(handle)
 

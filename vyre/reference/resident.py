@@ -65,6 +65,15 @@ class HostResidentStore:
         lo, hi = _range(handle, offset, size)
         return src[lo:hi].copy()
 
+    def view(self, handle: object, dtype: object = np.uint8) -> np.ndarray:
+        """A numpy array of ``dtype`` over the bytes behind ``handle`` (no copy; valid until freed)."""
+        data = self.storage(handle)
+        dt = np.dtype(dtype)  # type: ignore[call-overload]
+        if data.size % dt.itemsize:
+            raise InvalidProgram(f"{handle!r} holds {data.size} bytes, not a whole number of {dt} elements",
+                                 f"view it with a dtype whose size divides {data.size}.")
+        return data.view(dt)
+
     def free_all(self) -> None:
         with self._lock:
             self._buffers.clear()

@@ -20,26 +20,17 @@ The variable is read each time a dispatch is bound, so a change applies to new b
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
-ENV = "VYRE_CUDA_COARSEN"
+from vyre_cuda.runtime import settings
+
+ENV = settings.COARSEN
 AUTO_FACTOR = 4
 #: resident threads per SM assumed for "the coarsened grid still fills the GPU" (sm_80/sm_90: 2048)
 THREADS_PER_SM = 2048
 #: the auto factor needs at least this many hardware workgroups along x (bounds the skipped tail)
 MIN_HARDWARE_X = 16
-_OFF = ("0", "1", "off", "false", "no")
-
-
-def setting() -> int | None:
-    """``VYRE_CUDA_COARSEN`` as a forced factor (1 = off), or None for the automatic choice."""
-    raw = os.environ.get(ENV, "").strip().lower()
-    if raw in _OFF:
-        return 1
-    if raw.isdigit() and 2 <= int(raw) <= 64 and int(raw) & (int(raw) - 1) == 0:
-        return int(raw)
-    return None
+setting = settings.coarsen  # ``VYRE_CUDA_COARSEN`` as a forced factor (1 = off), or None for the automatic choice
 
 
 def factor(grid: Sequence[int], block: Sequence[int], sm_count: int, cooperative: bool = False) -> int:

@@ -23,17 +23,17 @@ lock-free); the cache itself has no lock.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.errors import cuda_errors, translate
 from vyre_cuda.runtime.profiler import enabled as nvtx_enabled
 from vyre_cuda.runtime.profiler import nvtx_range
 
-GRAPHS_ENV = "VYRE_CUDA_GRAPHS"
+GRAPHS_ENV = settings.GRAPHS
 DEFAULT_CAPACITY = 64
 
 Record = Callable[[int], None]
@@ -44,7 +44,7 @@ def graphs_enabled(backend: Any = None) -> bool:
     """False when ``VYRE_CUDA_GRAPHS`` is 0/false/off/no, or ``backend`` syncs after each launch."""
     if backend is not None and getattr(backend, "sync_each", False):
         return False  # VYRE_CUDA_SYNC_EACH=1 synchronises after every launch: impossible in a capture
-    return os.environ.get(GRAPHS_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    return settings.graphs()
 
 
 def pin(buffers: Iterable[Any]) -> None:
@@ -72,7 +72,7 @@ class GraphKey:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, GraphKey) and self._hash == other._hash
+        return self is other or (isinstance(other, GraphKey) and self._hash == hash(other)
                                  and self.parts == other.parts)
 
     def __repr__(self) -> str:
@@ -158,6 +158,7 @@ class GraphCache:
             self._count("cuda_graph_capture_failures", 1)
         else:
             self._count("cuda_graph_captures", 1)
+            self._count("cuda_graphs_live", 1)
         entry = CapturedGraph(graph, record, tuple(pinned), tuple(keepalive))
         pin(entry.pinned)
         self._entries[key] = entry
@@ -201,9 +202,10 @@ class GraphCache:
         while self._entries:
             self._drop(self._entries.popitem(last=False)[1])
 
-    @staticmethod
-    def _drop(entry: CapturedGraph) -> None:
+    def _drop(self, entry: CapturedGraph) -> None:
         # CuPy destroys the graph and its executable on dealloc; CUDA lets an in-flight launch finish.
+        if entry.graph is not None:
+            self._count("cuda_graphs_live", -1)
         entry.graph, entry.alive = None, False
         pinned, entry.pinned, entry.keepalive = entry.pinned, (), ()
         unpin(pinned)

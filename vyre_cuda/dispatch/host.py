@@ -1,13 +1,13 @@
-"""Host-input dispatch of the ``cuda`` backend: ``dispatch``, ``dispatch_async`` and ``dispatch_timed``.
+"""``HostDispatcher``: ``dispatch``, ``dispatch_async`` and ``dispatch_timed`` of the cuda backend.
 
-Flow of one ``dispatch``: ``prepared`` (validate -> emit PTX -> load module -> launch plan, cached
-per program and workgroup size) -> inputs staged into transient device buffers (host data through
-pinned staging, device arrays device-to-device or by pointer) -> outputs zeroed -> one launch ->
-outputs copied back -> one synchronisation.
+Flow of one ``dispatch``: ``ProgramCache.prepared`` (validate -> emit PTX -> load module -> launch
+plan, cached per program and workgroup size) -> inputs checked and staged (``dispatch.staging``:
+host data through pinned staging, device arrays device-to-device, or read in place when a
+read-only buffer's array is aligned) -> the ``output`` buffers that need it zeroed and the kernel
+launched in one step (``DeviceRuntime.run``) -> outputs copied back -> one synchronisation.
 
-``HostDispatch`` is a mixin of ``vyre_cuda.backend.CudaBackend``: it works on the backend's state and
-launch primitives (``lock``, ``stream``, ``staging``, ``transient``, ``prepared``, ``for_grid``,
-``update_plan``, ``launch``, ``wait``).
+With ``DispatchConfig(outputs="device")`` the written buffers are CuPy arrays allocated for the
+call and returned as they are (they own their memory; no copy to the host).
 """
 
 from __future__ import annotations
@@ -18,67 +18,75 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from vyre.driver.backend import PendingDispatch, TimedDispatch
 from vyre.driver.config import DispatchConfig, resolve_grid
-from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
+from vyre.driver.errors import InvalidProgram
 from vyre.ir.program import Access, BufferDecl, Program
-from vyre_cuda.dispatch.prepared import PreparedProgram
-from vyre_cuda.runtime.arrays import device_array, order_after_producers
+from vyre_cuda.dispatch.prepared import PreparedProgram, ProgramCache
+from vyre_cuda.dispatch.staging import aligned, check_inputs, copy_in, host_bytes_of
+from vyre_cuda.runtime.arrays import order_after_producers
+from vyre_cuda.runtime.context import DeviceRuntime
 from vyre_cuda.runtime.errors import cuda_errors
-from vyre_cuda.runtime.pools import D2D, D2H, H2D, DeviceBuffer, PinnedStaging, StagingSlot
+from vyre_cuda.runtime.pools import D2H, DeviceBuffer, PinnedStaging, StagingSlot
 from vyre_cuda.runtime.profiler import nvtx_range
 
-_ALIGN = 16
+OUTPUT_PLACES = ("host", "device")
 
 
 @dataclass(eq=False)
 class _Run:
-    """One enqueued dispatch: where its outputs land in the staging slot."""
+    """One enqueued dispatch: where its outputs land (staging slot offsets, or device arrays)."""
 
     prepared: PreparedProgram
     slot: StagingSlot
     outputs: list[tuple[BufferDecl, int, int]]  # decl, byte offset in slot, element count
     keep: list[Any]  # device arrays read in place: alive until the dispatch finished
     timing: tuple[Any, Any] | None = None
-    enqueue_ns: int = 0
-    started_ns: int = 0
+    device_outputs: list[Any] | None = None  # outputs="device": the CuPy arrays returned
 
 
-class HostDispatch:
-    """Dispatches whose inputs come from the host (or as device arrays) and whose outputs are
-    copied back: a mixin of ``CudaBackend``."""
+class HostDispatcher:
+    """Dispatches whose inputs come from the host (or as device arrays) and whose outputs are returned."""
+
+    def __init__(self, runtime: DeviceRuntime, programs: ProgramCache) -> None:
+        self.runtime = runtime
+        self.programs = programs
+        self.worker: ThreadPoolExecutor | None = None
 
     def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
-                 ) -> list[np.ndarray]:
-        with self.lock, nvtx_range("vyre.cuda.dispatch"):
+                 ) -> list[Any]:
+        """Run ``program`` once on ``inputs``; one array per ``read_write``/``output`` buffer."""
+        with self.runtime.lock, nvtx_range("vyre.cuda.dispatch"):
             run = self._enqueue(program, inputs, config, private=False, timed=False)
-            self.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
+            self.runtime.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
             run.slot.pending = False
             return self._collect(run)
 
     def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
                        ) -> PendingDispatch:
-        with self.lock, nvtx_range("vyre.cuda.dispatch"):
+        """``dispatch`` that returns at once; ``result()`` waits (on a worker thread)."""
+        rt = self.runtime
+        with rt.lock, nvtx_range("vyre.cuda.dispatch"):
             run = self._enqueue(program, inputs, config, private=True, timed=False)
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(1, thread_name_prefix="vyre-cuda-wait",
-                                                  initializer=self._rt.setDevice, initargs=(self.device_id,))
-            future: Future = self._worker.submit(self._finish_async, run, config)
+            if self.worker is None:
+                self.worker = ThreadPoolExecutor(1, thread_name_prefix="vyre-cuda-wait",
+                                                 initializer=rt.cuda.setDevice, initargs=(rt.device_id,))
+            future: Future = self.worker.submit(self._finish_async, run, config)
         return PendingDispatch(future)
 
-    def _finish_async(self, run: _Run, config: DispatchConfig | None) -> list[np.ndarray]:
-        self.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
+    def _finish_async(self, run: _Run, config: DispatchConfig | None) -> list[Any]:
+        self.runtime.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
         return self._collect(run)
 
     def dispatch_timed(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
                        ) -> TimedDispatch:
-        with self.lock, nvtx_range("vyre.cuda.dispatch"):
+        """``dispatch`` with wall, device (CUDA events), enqueue and wait times."""
+        rt = self.runtime
+        with rt.lock, nvtx_range("vyre.cuda.dispatch"):
             start = time.perf_counter_ns()
             run = self._enqueue(program, inputs, config, private=False, timed=True)
             enqueued = time.perf_counter_ns()
-            self.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
+            rt.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
             run.slot.pending = False
             waited = time.perf_counter_ns()
             outputs = self._collect(run)
@@ -87,110 +95,120 @@ class HostDispatch:
                 import cupy
 
                 device_ns = int(cupy.cuda.get_elapsed_time(*run.timing) * 1e6)
-            self.telemetry.add("cuda_timed_dispatches")
-            self.telemetry.add("cuda_device_ns", device_ns)
+            rt.telemetry.add("cuda_timed_dispatches")
+            rt.telemetry.add("cuda_device_ns", device_ns)
             return TimedDispatch(outputs, time.perf_counter_ns() - start, device_ns, enqueued - start,
                                  waited - enqueued)
 
     def _enqueue(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None,
                  private: bool, timed: bool) -> _Run:
         """Stage inputs, zero outputs, launch and queue the output copies (no waiting)."""
-        self._check_open()
-        self._use_device()
-        prep = self.prepared(program, config)
-        check_input_count(program, inputs)
-        staged: list[tuple[BufferDecl, Any, int, bool]] = []  # decl, data, count, on device
-        input_counts: dict[str, int] = {}
-        for decl, data in zip(program.inputs, inputs):
-            dev = device_array(data, f"input for buffer {decl.name!r}", self.device_id)
-            data = as_bytes_view(decl, data) if dev is None else dev
-            count = check_byte_length(decl, data.nbytes)
-            input_counts[decl.name] = count
-            staged.append((decl, data, count, dev is not None))
-        counts = buffer_counts(program, input_counts)
+        rt = self.runtime
+        rt.check_open()
+        rt.use_device()
+        on_device = _output_place(config) == "device"
+        prep = self.programs.prepared(program, config)
+        sources, counts = check_inputs(program, inputs, rt.device_id)
         grid = resolve_grid(program, config, counts)
-        prep = self.for_grid(prep, grid, config)
-        host_bytes = sum(_aligned(c * d.dtype.size) for d, _, c, on_dev in staged if not on_dev)
-        out_bytes = sum(_aligned(counts[b.name] * b.dtype.size) for b in program.outputs)
-        slot = PinnedStaging.private(host_bytes + out_bytes) if private else self.staging.slot(host_bytes + out_bytes)
-        ptrs: dict[str, int] = {}
+        prep = self.programs.for_grid(prep, grid, config)
+        out_bytes = 0 if on_device else sum(aligned(counts[b.name] * b.dtype.size) for b in program.outputs)
+        need = host_bytes_of(sources) + out_bytes
+        slot = PinnedStaging.private(need) if private else rt.staging.slot(need)
+        dev_out = _device_outputs(program, counts, rt.device_id) if on_device else {}
+        ptrs: dict[str, int] = {name: arr.data.ptr for name, arr in dev_out.items()}
         lent: list[DeviceBuffer] = []
         keep: list[Any] = []
-        stream = self.stream.ptr
         try:
             with cuda_errors(f"staging the buffers of program {prep.name}"):
-                if any(on_dev for *_, on_dev in staged):
-                    order_after_producers(self.stream)
+                if on_device or any(s.on_device for s in sources):  # after CuPy's stream: arrays, allocations
+                    order_after_producers(rt.stream)
                 off = 0
-                for decl, data, count, on_dev in staged:
-                    nbytes = count * decl.dtype.size
-                    if on_dev and decl.access is not Access.READ_WRITE and data.data.ptr % decl.dtype.size == 0:
-                        ptrs[decl.name] = data.data.ptr
-                        keep.append(data)
-                        continue
-                    buf = self.transient.acquire(nbytes)
-                    lent.append(buf)
-                    ptrs[decl.name] = buf.ptr
-                    if on_dev:
-                        keep.append(data)
-                        if nbytes:
-                            self._rt.memcpyAsync(buf.ptr, data.data.ptr, nbytes, D2D, stream)
-                            self.telemetry.add("cuda_d2d_bytes", nbytes)
-                        continue
-                    if nbytes:
-                        slot.array[off:off + nbytes] = np.frombuffer(data, np.uint8, nbytes)
-                        self._rt.memcpyAsync(buf.ptr, slot.ptr + off, nbytes, H2D, stream)
-                        self.telemetry.add("cuda_h2d_bytes", nbytes)
-                    off += _aligned(nbytes)
+                for src in sources:
+                    decl = src.decl
+                    if decl.name not in ptrs:
+                        if (src.on_device and decl.access is not Access.READ_WRITE
+                                and src.data.data.ptr % decl.dtype.size == 0):
+                            ptrs[decl.name] = src.data.data.ptr  # read in place
+                            keep.append(src.data)
+                            continue
+                        buf = rt.transient.acquire(src.nbytes)
+                        lent.append(buf)
+                        ptrs[decl.name] = buf.ptr
+                    if src.on_device:
+                        keep.append(src.data)
+                    off = copy_in(rt, src, ptrs[decl.name], slot.array, slot.ptr, off)
                 for b in program.buffers:
-                    if b.access is Access.OUTPUT:
-                        buf = self.transient.acquire(b.count * b.dtype.size)
+                    if b.access is Access.OUTPUT and b.name not in ptrs:
+                        buf = rt.transient.acquire(counts[b.name] * b.dtype.size)
                         lent.append(buf)
                         ptrs[b.name] = buf.ptr
-                        self.zero(buf, b.count * b.dtype.size)
+                zero = tuple((ptrs[b.name], counts[b.name] * b.dtype.size) for b in prep.zero_fills(grid, counts))
                 plan = prep.plan
-                self.update_plan(plan, prep, counts, grid, None, config)
+                self.programs.update_plan(plan, prep, counts, grid, None, config)
                 plan.bind([ptrs[b.name] for b in prep.bound], plan.params.ptr)
                 timing = None
                 if timed:
                     import cupy
 
                     timing = (cupy.cuda.Event(), cupy.cuda.Event())
-                    timing[0].record(self.stream)
-                self.launch(plan, prep.name)
+                    timing[0].record(rt.stream)
+                rt.run(plan, zero, prep.name)
                 if timing is not None:
-                    timing[1].record(self.stream)
+                    timing[1].record(rt.stream)
                 outputs = []
-                for b in program.outputs:
-                    nbytes = counts[b.name] * b.dtype.size
-                    if nbytes:
-                        self._rt.memcpyAsync(slot.ptr + off, ptrs[b.name], nbytes, D2H, stream)
-                        self.telemetry.add("cuda_d2h_bytes", nbytes)
-                    outputs.append((b, off, counts[b.name]))
-                    off += _aligned(nbytes)
-                slot.fence(self.stream)
+                if not on_device:
+                    for b in program.outputs:
+                        nbytes = counts[b.name] * b.dtype.size
+                        if nbytes:
+                            rt.cuda.memcpyAsync(slot.ptr + off, ptrs[b.name], nbytes, D2H, rt.stream_ptr)
+                            rt.telemetry.add("cuda_d2h_bytes", nbytes)
+                        outputs.append((b, off, counts[b.name]))
+                        off += aligned(nbytes)
+                slot.fence(rt.stream)
         except BaseException:
             if not slot.pending:  # copies may be queued from the slot: keep it busy until they ran
                 try:
-                    slot.fence(self.stream)
-                except Exception:  # noqa: BLE001 - the original error matters more
+                    slot.fence(rt.stream)
+                except Exception:  # noqa: BLE001, S110 - the original error matters more
                     pass
             raise
         finally:
-            self.transient.recycle(lent)  # stream order keeps reuse safe even before the copies ran
-        self.telemetry.add("cuda_dispatches")
-        return _Run(prep, slot, outputs, keep, timing)
+            rt.transient.recycle(lent)  # stream order keeps reuse safe even before the copies ran
+        rt.telemetry.add("cuda_dispatches")
+        device_outputs = [dev_out[b.name] for b in program.outputs] if on_device else None
+        return _Run(prep, slot, outputs, keep, timing, device_outputs)
 
     @staticmethod
-    def _collect(run: _Run) -> list[np.ndarray]:
-        """Typed copies of the outputs from the staging slot (after its event completed)."""
+    def _collect(run: _Run) -> list[Any]:
+        """The outputs after the dispatch's event completed: typed host copies, or the device arrays."""
+        run.keep.clear()
+        if run.device_outputs is not None:
+            return run.device_outputs
         out = []
         for decl, off, count in run.outputs:
             nbytes = count * decl.dtype.size
             out.append(run.slot.array[off:off + nbytes].view(decl.dtype.np_dtype).copy())
-        run.keep.clear()
         return out
 
+    def close(self, wait: bool = True) -> None:
+        """Stop the worker thread of ``dispatch_async`` (after its pending waits when ``wait``)."""
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.shutdown(wait=wait)
 
-def _aligned(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
+
+def _output_place(config: DispatchConfig | None) -> str:
+    place = getattr(config, "outputs", "host") if config is not None else "host"
+    if place not in OUTPUT_PLACES:
+        raise InvalidProgram(f"DispatchConfig(outputs={place!r}) is not one of {OUTPUT_PLACES}",
+                             "pass outputs='host' (numpy results) or outputs='device' (CuPy results).")
+    return place
+
+
+def _device_outputs(program: Program, counts: dict[str, int], device_id: int) -> dict[str, Any]:
+    """A new CuPy array (owning its memory) per written buffer, for ``outputs="device"``."""
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        return {b.name: cupy.empty(counts[b.name], b.dtype.np_dtype) for b in program.outputs}
+

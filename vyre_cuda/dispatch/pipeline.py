@@ -13,7 +13,8 @@
   the same handles are the zero fills of ``output`` buffers and one ``cuLaunchKernel``.
 
 Results are bit-identical to ``backend.dispatch`` / ``backend.dispatch_resident``: same kernel,
-same parameter words, same zero fills. Every method holds ``backend.lock``.
+same parameter words, same zero fills (only the ``output`` buffers ``codegen.written`` cannot prove
+written whole). Every method holds the runtime's lock.
 """
 
 from __future__ import annotations
@@ -28,27 +29,17 @@ import numpy as np
 
 from vyre.driver.backend import CompiledPipeline, Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
-from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
-from vyre.ir.program import Access, BufferDecl, Program
+from vyre.ir.program import BufferDecl, Program
 from vyre_cuda.dispatch.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
-from vyre_cuda.runtime.arrays import device_array, order_after_producers
-from vyre_cuda.runtime.errors import cuda_errors, translate
-from vyre_cuda.runtime.pools import D2D, D2H, H2D, StagingSlot, capacity_class
+from vyre_cuda.dispatch.staging import Source, aligned, check_inputs, copy_in, host_bytes_of
+from vyre_cuda.runtime.arrays import order_after_producers
+from vyre_cuda.runtime.errors import cuda_errors
+from vyre_cuda.runtime.launch import record_launch, zero_fills
+from vyre_cuda.runtime.pools import D2H, StagingSlot, capacity_class
 from vyre_cuda.runtime.profiler import nvtx_range
 
-_ALIGN = 16
 SLOT_SETS = 4  # capacity-class buffer sets a pipeline keeps (least recently used freed first)
 PIPELINE_GRAPHS = 16
-
-
-def _aligned(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
-
-
-def _runtime() -> Any:
-    from cupy.cuda import runtime
-
-    return runtime
 
 
 # ---- resident dispatch bound once -------------------------------------------------------------------
@@ -60,7 +51,7 @@ class ResidentBinding:
     ``buffer.retired`` and its memory is not reused while the binding exists.
     """
 
-    __slots__ = ("program", "config", "handles", "prepared", "plan", "buffers", "zero", "key", "closed", "_rt")
+    __slots__ = ("program", "config", "handles", "prepared", "plan", "buffers", "zero", "key", "closed", "memset")
 
     def __init__(self, backend: Any, program: Program, handles: Sequence[Resident],
                  config: DispatchConfig | None) -> None:
@@ -70,12 +61,12 @@ class ResidentBinding:
         prepared = backend.for_grid(prepared, grid, config)
         self.program, self.config, self.handles, self.prepared = program, config, handles, prepared
         self.buffers = tuple(buffers)  # binding order
-        self.zero = tuple((buf.ptr, counts[b.name] * b.dtype.size) for b, buf in zip(prepared.bound, buffers)
-                          if b.access is Access.OUTPUT and counts[b.name])
+        ptr = {b.name: buf.ptr for b, buf in zip(prepared.bound, buffers)}
+        self.zero = tuple((ptr[b.name], counts[b.name] * b.dtype.size) for b in prepared.zero_fills(grid, counts))
         words = prepared.words(counts, prepared.elements(config, counts), grid)
         self.key = GraphKey((program.fingerprint(), prepared.block, tuple(grid), prepared.coarsen, words,
                              tuple((b.binding, buf.ptr, buf.capacity) for b, buf in zip(prepared.bound, buffers))))
-        self._rt = _runtime()
+        self.memset = backend.runtime.cuda.memsetAsync
         self.plan = backend.plan_for(prepared, buffers, counts, grid, config=config)
         self.closed = False
         pin(self.buffers)
@@ -92,24 +83,9 @@ class ResidentBinding:
         return True
 
     def record(self, stream_ptr: int, after_kernel: bool = False, overlap: bool = False) -> bool:
-        """Enqueue the zero fills and the launch (no counters: also used inside a capture).
-
-        ``after_kernel``: the last work on the stream is a kernel launch. With ``overlap`` too and no
-        zero fill in between, the launch is programmatic (``LaunchPlan.launch_programmatic``): it
-        may start while that kernel runs. Returns whether a kernel is now the last work enqueued.
-        """
-        if self.zero:
-            for ptr, nbytes in self.zero:
-                self._rt.memsetAsync(ptr, 0, nbytes, stream_ptr)
-            after_kernel = False
-        plan = self.plan
-        if plan.empty:
-            return after_kernel
-        if overlap and after_kernel:
-            plan.launch_programmatic(stream_ptr)
-        else:
-            plan.launch(stream_ptr)
-        return True
+        """Enqueue the zero fills and the launch without counters (``launch.record_launch``; also
+        used inside a capture). Returns whether a kernel is now the last work enqueued."""
+        return record_launch(self.memset, self.plan, self.zero, stream_ptr, after_kernel, overlap)
 
     def device_buffers(self) -> tuple:
         """Every device buffer a captured launch of this binding points at (to pin in a graph)."""
@@ -123,28 +99,25 @@ class ResidentBinding:
             backend.close_plan(self.plan)
 
 
-def run_binding(backend: Any, binding: ResidentBinding) -> None:
-    """Launch a binding eagerly on the backend stream, with counters and ``VYRE_CUDA_SYNC_EACH``."""
-    try:
-        for ptr, nbytes in binding.zero:
-            binding._rt.memsetAsync(ptr, 0, nbytes, backend.stream.ptr)
-    except Exception as exc:  # noqa: BLE001 - CuPy errors never reach users unwrapped
-        raise translate(exc, f"zeroing the outputs of program {binding.prepared.name}") from exc
-    backend.launch(binding.plan, binding.prepared.name)
+def run_binding(runtime: Any, binding: ResidentBinding) -> None:
+    """Launch a binding eagerly: the runtime's zero-and-launch step (counters, ``VYRE_CUDA_SYNC_EACH``)."""
+    runtime.run(binding.plan, binding.zero, binding.prepared.name)
 
 
-def fast_launcher(backend: Any, binding: ResidentBinding) -> Callable[[Sequence[Resident]], bool]:
+def fast_launcher(runtime: Any, binding: ResidentBinding) -> Callable[[Sequence[Resident]], bool]:
     """A closure relaunching ``binding`` when called with the same handles; False means "slow path".
 
-    Everything is bound once, so a call is a handle comparison, a liveness check that only runs
-    after some handle was freed, the zero fills, one launch and one counter bump. The caller holds
-    ``backend.lock``. Debug syncs (``VYRE_CUDA_SYNC_EACH``) and empty grids always take the slow path.
+    Everything is bound once, so a call is a handle comparison, a generation check, the zero fills
+    (if any), one launch and one counter increment. The pool's generation moves with every free and
+    when the runtime closes, is lost or has a test fault armed, so only then are the bound buffers
+    and the runtime's state looked at. The caller holds the runtime's lock. Debug syncs
+    (``VYRE_CUDA_SYNC_EACH``) and empty grids always take the slow path.
     """
-    if backend.sync_each or binding.plan.empty:
+    if runtime.sync_each or binding.plan.empty:
         return _never
     expect_list, expect_tuple = list(binding.handles), binding.handles
-    resident, buffers, zero, memset = backend.resident, binding.buffers, binding.zero, binding._rt.memsetAsync
-    plan, stream_ptr, bump = binding.plan, backend.stream.ptr, backend.telemetry.bump
+    resident, buffers, zero, memset = runtime.resident, binding.buffers, binding.zero, binding.memset
+    plan, stream_ptr, name = binding.plan, runtime.stream_ptr, binding.prepared.name
     launch, args = plan.prebound(stream_ptr)
     seen = resident.generation
 
@@ -152,22 +125,22 @@ def fast_launcher(backend: Any, binding: ResidentBinding) -> Callable[[Sequence[
         nonlocal seen
         if handles != expect_list and tuple(handles) != expect_tuple:
             return False
-        if resident.generation != seen:  # something was freed since: is it one of ours?
+        if resident.generation != seen:  # a free, a shutdown, a lost device or an armed test fault
+            if runtime.closed or runtime.fault is not None:
+                return False
             for buf in buffers:
                 if buf.retired:
                     return False
             seen = resident.generation
-        if backend._closed or backend._fault is not None:  # shut down, lost, or a test fault armed
-            return False
         if zero:
-            try:
-                for ptr, nbytes in zero:
-                    memset(ptr, 0, nbytes, stream_ptr)
-            except Exception as exc:  # noqa: BLE001 - CuPy errors never reach users unwrapped
-                raise translate(exc, f"zeroing the outputs of program {binding.prepared.name}") from exc
-        if launch(*args):
+            zero_fills(memset, zero, stream_ptr, name)
+        try:
+            failed = launch(*args)
+        except Exception:  # noqa: BLE001 - relaunched below, which retries or raises the vyre error
+            failed = True
+        if failed:
             plan.launch(stream_ptr)
-        bump("cuda_kernel_launches")
+        runtime.launches += 1
         return True
 
     return relaunch
@@ -191,14 +164,13 @@ class _SlotSet:
 class _Call:
     """One dispatch's inputs, checked: sources, run-time counts, grid and capacity classes."""
 
-    sources: list[tuple[BufferDecl, Any, int, bool]]  # decl, data, bytes, on device
+    sources: list[Source]
     counts: dict[str, int]
     grid: tuple[int, int, int]  # logical
     prepared: Any  # the kernel variant that runs ``grid`` (backend.for_grid)
     classes: tuple[int, ...]
     host_bytes: int
     out_bytes: int
-    keep: list[Any] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -219,7 +191,7 @@ class _Resources:
 
     def drop_slots(self, slots: _SlotSet) -> None:
         self.graphs.evict_if(lambda key, _: key[0] == slots.classes)
-        self.backend.transient.recycle(list(slots.buffers.values()))
+        self.backend.runtime.transient.recycle(list(slots.buffers.values()))
         for plan in slots.plans.values():
             self.backend.close_plan(plan)
 
@@ -243,37 +215,34 @@ class CudaPipeline(CompiledPipeline):
 
     def __init__(self, backend: Any, program: Program, config: DispatchConfig | None = None) -> None:
         super().__init__(backend, program, config)
+        self.runtime = backend.runtime
         self.prepared = backend.prepared(program, config)  # validate, emit and load now
-        self._stage = StagingSlot()
-        self._res = _Resources(backend, GraphCache(backend.telemetry.add, PIPELINE_GRAPHS, backend.telemetry.bump))
-        self._finalizer = weakref.finalize(self, _release, self._res)
-        self._rt = _runtime()
+        self.stage = StagingSlot()
+        telemetry = self.runtime.telemetry
+        self.resources = _Resources(backend, GraphCache(telemetry.add, PIPELINE_GRAPHS, telemetry.bump))
+        self._finalizer = weakref.finalize(self, _release, self.resources)
         self._lock = backend.lock
 
     # ---- resident fast path ----------------------------------------------------------------------
     def dispatch_resident(self, handles: Sequence[Resident]) -> None:
         """Run on resident buffers; after the first call with the same handles, one pre-packed launch."""
-        lock = self._lock
-        lock.acquire()
-        try:
-            fast = self._res.fast
+        with self._lock:
+            fast = self.resources.fast
             if fast is None or not fast(handles):
                 self._dispatch_resident_slow(handles)
-        finally:
-            lock.release()
 
     def _dispatch_resident_slow(self, handles: Sequence[Resident]) -> None:
         """Check the handles, (re)bind when they changed, then launch with counters and debug modes."""
-        backend, res = self.backend, self._res
-        backend._check_open()
-        backend._use_device()
+        rt, res = self.runtime, self.resources
+        rt.check_open()
+        rt.use_device()
         handles = tuple(handles)
         binding = res.resident
         if binding is None or not binding.matches(self.program, handles, self.config):
             res.drop_resident()
-            binding = res.resident = ResidentBinding(backend, self.program, handles, self.config)
-            res.fast = fast_launcher(backend, binding)
-        run_binding(backend, binding)
+            binding = res.resident = ResidentBinding(self.backend, self.program, handles, self.config)
+            res.fast = fast_launcher(rt, binding)
+        run_binding(rt, binding)
 
     # ---- host/device inputs --------------------------------------------------------------------------
     def dispatch(self, inputs: Sequence[object]) -> list[np.ndarray]:
@@ -285,123 +254,96 @@ class CudaPipeline(CompiledPipeline):
         return self._run(list(batch))
 
     def _run(self, batch: list[Sequence[object]]) -> list[list[np.ndarray]]:
-        backend = self.backend
-        with backend.lock, nvtx_range("vyre.cuda.dispatch"):
-            backend._check_open()
-            backend._use_device()
+        rt = self.runtime
+        with rt.lock, nvtx_range("vyre.cuda.dispatch"):
+            rt.check_open()
+            rt.use_device()
             calls = [self._check(inputs) for inputs in batch]
             if not calls:
                 return []
-            stage = self._stage.ready(sum(c.host_bytes + c.out_bytes for c in calls), self._count_wait)
-            graphs = graphs_enabled(backend)
+            stage = self.stage.ready(sum(c.host_bytes + c.out_bytes for c in calls), self._count_wait)
+            graphs = graphs_enabled(rt)
             layout: list[list[tuple[BufferDecl, int, int]]] = []
             off = 0
             try:
                 with cuda_errors(f"dispatching program {self.prepared.name}"):
-                    if any(on_dev for c in calls for *_, on_dev in c.sources):
-                        order_after_producers(backend.stream)
+                    if any(s.on_device for c in calls for s in c.sources):
+                        order_after_producers(rt.stream)
                     for call in calls:
                         outputs, off = self._enqueue(call, stage, off, graphs)
                         layout.append(outputs)
             finally:  # copies already enqueued still read the staging area: fence it in any case
                 with cuda_errors("fencing the staging area"):
-                    self._stage.fence(backend.stream)
+                    self.stage.fence(rt.stream)
             timeout = self.config.timeout_s if self.config else None
-            backend.wait(self._stage.event, timeout, self.prepared.name)
-            self._stage.pending = False
-            backend.telemetry.add("cuda_dispatches", len(calls))
+            rt.wait(self.stage.event, timeout, self.prepared.name)
+            self.stage.pending = False
+            rt.telemetry.add("cuda_dispatches", len(calls))
             return [[stage[o:o + n * d.dtype.size].view(d.dtype.np_dtype).copy() for d, o, n in outs]
                     for outs in layout]
 
     def _check(self, inputs: Sequence[object]) -> _Call:
-        """Validate one input list (SPEC 3) and size it: counts, grid, capacity classes."""
-        program, backend = self.program, self.backend
-        check_input_count(program, inputs)
-        sources: list[tuple[BufferDecl, Any, int, bool]] = []
-        input_counts: dict[str, int] = {}
-        keep: list[Any] = []
-        for decl, data in zip(program.inputs, inputs):
-            dev = device_array(data, f"input for buffer {decl.name!r}", backend.device_id)
-            src = dev if dev is not None else as_bytes_view(decl, data)
-            count = check_byte_length(decl, src.nbytes)
-            input_counts[decl.name] = count
-            sources.append((decl, src, count * decl.dtype.size, dev is not None))
-            if dev is not None:
-                keep.append(dev)
-        counts = buffer_counts(program, input_counts)
+        """Validate one input list and size it: counts, grid, capacity classes."""
+        program = self.program
+        sources, counts = check_inputs(program, inputs, self.runtime.device_id)
         grid = resolve_grid(program, self.config, counts)
         classes = tuple(capacity_class(counts[b.name] * b.dtype.size) for b in self.prepared.bound)
-        host = sum(_aligned(n) for _, _, n, on_dev in sources if not on_dev)
-        out = sum(_aligned(counts[b.name] * b.dtype.size) for b in program.outputs)
-        prepared = backend.for_grid(self.prepared, grid, self.config)
-        return _Call(sources, counts, grid, prepared, classes, host, out, keep)
+        out = sum(aligned(counts[b.name] * b.dtype.size) for b in program.outputs)
+        prepared = self.backend.for_grid(self.prepared, grid, self.config)
+        return _Call(sources, counts, grid, prepared, classes, host_bytes_of(sources), out)
 
     def _enqueue(self, call: _Call, stage: np.ndarray, off: int, graphs: bool
                  ) -> tuple[list[tuple[BufferDecl, int, int]], int]:
         """Copy inputs in, update the parameter block, launch (graph or eager), copy outputs out."""
-        backend, rt, stream = self.backend, self._rt, self.backend.stream.ptr
+        rt = self.runtime
         slots = self._slots(call)
-        for decl, src, nbytes, on_dev in call.sources:
-            if not nbytes:
-                continue
-            dst = slots.buffers[decl.name].ptr
-            if on_dev:
-                rt.memcpyAsync(dst, src.data.ptr, nbytes, D2D, stream)
-                backend.telemetry.add("cuda_d2d_bytes", nbytes)
-                continue
-            stage[off:off + nbytes] = np.frombuffer(src, np.uint8, nbytes)
-            rt.memcpyAsync(dst, self._stage.ptr + off, nbytes, H2D, stream)
-            backend.telemetry.add("cuda_h2d_bytes", nbytes)
-            off += _aligned(nbytes)
+        for src in call.sources:
+            off = copy_in(rt, src, slots.buffers[src.decl.name].ptr, stage, self.stage.ptr, off)
         plan = self._plan(slots, call)
-        backend.update_plan(plan, call.prepared, call.counts, call.grid, None, self.config)
-        zero = tuple((slots.buffers[b.name].ptr, b.count * b.dtype.size) for b in self.program.buffers
-                     if b.access is Access.OUTPUT and b.count)
+        self.backend.update_plan(plan, call.prepared, call.counts, call.grid, None, self.config)
+        zero = tuple((slots.buffers[b.name].ptr, call.counts[b.name] * b.dtype.size)
+                     for b in call.prepared.zero_fills(call.grid, call.counts))
         self._launch(slots, plan, zero, (call.grid, call.prepared.coarsen), graphs)
         outputs = []
         for b in self.program.outputs:
             nbytes = call.counts[b.name] * b.dtype.size
             if nbytes:
-                rt.memcpyAsync(self._stage.ptr + off, slots.buffers[b.name].ptr, nbytes, D2H, stream)
-                backend.telemetry.add("cuda_d2h_bytes", nbytes)
+                rt.cuda.memcpyAsync(self.stage.ptr + off, slots.buffers[b.name].ptr, nbytes, D2H, rt.stream_ptr)
+                rt.telemetry.add("cuda_d2h_bytes", nbytes)
             outputs.append((b, off, call.counts[b.name]))
-            off += _aligned(nbytes)
+            off += aligned(nbytes)
         return outputs, off
 
     def _launch(self, slots: _SlotSet, plan: Any, zero: tuple[tuple[int, int], ...], shape: tuple, graphs: bool
                 ) -> None:
-        """Zero fills and the launch, eager or as a graph keyed by (classes, logical grid, factor)."""
-        backend, rt = self.backend, self._rt
+        """Zero fills and the launch, eager or as a graph keyed by (classes, logical grid, factor, zero fills)."""
+        rt = self.runtime
         if not graphs or (plan.empty and not zero):
-            for ptr, nbytes in zero:
-                rt.memsetAsync(ptr, 0, nbytes, backend.stream.ptr)
-            backend.launch(plan, self.prepared.name)
+            rt.run(plan, zero, self.prepared.name)
             return
+        memset = rt.cuda.memsetAsync
 
         def record(stream_ptr: int) -> None:
-            for ptr, nbytes in zero:
-                rt.memsetAsync(ptr, 0, nbytes, stream_ptr)
-            if not plan.empty:
-                plan.launch(stream_ptr)
+            record_launch(memset, plan, zero, stream_ptr)
 
         pinned = (*slots.buffers.values(), plan.params.buffer)
-        self._res.graphs.run((slots.classes, *shape), backend.stream, record, pinned)
+        self.resources.graphs.run((slots.classes, *shape, zero), rt.stream, record, pinned)
 
     def _slots(self, call: _Call) -> _SlotSet:
         """The buffer set for ``call``'s capacity classes (taken from the transient pool once)."""
-        res = self._res
+        res = self.resources
         slots = res.slots.get(call.classes)
         if slots is not None:
             res.slots.move_to_end(call.classes)
             return slots
-        backend = self.backend
+        transient = self.runtime.transient
         slots = _SlotSet(call.classes, {})
         try:
             for b, cap in zip(self.prepared.bound, call.classes):
-                slots.buffers[b.name] = backend.transient.acquire(cap)
+                slots.buffers[b.name] = transient.acquire(cap)
             self._plan(slots, call)
         except BaseException:
-            backend.transient.recycle(list(slots.buffers.values()))
+            transient.recycle(list(slots.buffers.values()))
             raise
         res.slots[call.classes] = slots
         while len(res.slots) > SLOT_SETS:
@@ -418,12 +360,12 @@ class CudaPipeline(CompiledPipeline):
         return plan
 
     def _count_wait(self) -> None:
-        self.backend.telemetry.add("cuda_sync_points")
+        self.runtime.telemetry.add("cuda_sync_points")
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def close(self) -> None:
         """Give the pipeline's buffers, plans and graphs back (the pipeline stays usable)."""
-        self._res.release()
+        self.resources.release()
 
     def __enter__(self) -> CudaPipeline:
         return self
@@ -432,4 +374,5 @@ class CudaPipeline(CompiledPipeline):
         self.close()
 
     def __repr__(self) -> str:
-        return f"CudaPipeline({self.prepared.name}, slot_sets={len(self._res.slots)}, graphs={len(self._res.graphs)})"
+        return (f"CudaPipeline({self.prepared.name}, slot_sets={len(self.resources.slots)}, "
+                f"graphs={len(self.resources.graphs)})")

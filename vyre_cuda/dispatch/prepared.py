@@ -1,21 +1,34 @@
-"""``PreparedProgram``: a program ready to launch on the ``cuda`` backend.
+"""Programs ready to launch: ``PreparedProgram`` and ``ProgramCache``, the cache that makes them.
 
-Made and cached by ``CudaBackend.prepared`` (per program, workgroup size and coarsening factor):
-the loaded kernel, the bound buffers in kernel ABI order, the default ``LaunchPlan`` that
-``dispatch`` / ``dispatch_resident`` rebind on each call, and the kernel's parameter words and
-hardware grid.
+``ProgramCache.prepared(program, config, coarsen)`` validates, emits PTX, loads the module through
+the runtime's ``ModuleCache`` and builds a default launch plan, once per program, workgroup size
+and coarsening factor (keyed by fingerprint, with an identity-keyed front cache). ``for_grid``
+picks the kernel variant that runs a logical grid (``dispatch.coarsening``). ``plan_for`` /
+``update_plan`` / ``close_plan`` make, configure and give back launch plans with their own
+parameter blocks. Which ``output`` buffers need a zero fill comes from ``codegen.written``
+(``PreparedProgram.zero_fills``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vyre.driver.config import DispatchConfig
+from vyre.driver.config import DispatchConfig, effective_workgroup
+from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir.program import BufferDecl, Program
+from vyre.ir.types import DataType
+from vyre_cuda.codegen.written import outputs_to_zero
+from vyre_cuda.dispatch.coarsening import factor as coarsen_factor
 from vyre_cuda.dispatch.coarsening import launch_grid
-from vyre_cuda.runtime.launch import LaunchPlan
+from vyre_cuda.runtime.context import DeviceRuntime
+from vyre_cuda.runtime.errors import cuda_errors
+from vyre_cuda.runtime.launch import LaunchPlan, check_cooperative, check_geometry, check_workgroup_memory
+from vyre_cuda.runtime.profiler import nvtx_range
+
+MEMO_CAP = 512  # entries of an identity-keyed memo before it is cleared
 
 
 @dataclass(eq=False)
@@ -34,7 +47,7 @@ class PreparedProgram:
     load_ns: int = 0
     coarsen: int = 1  # logical workgroups along x per hardware workgroup (codegen.coarsen)
 
-    def elements(self, config: DispatchConfig | None, counts: dict[str, int]) -> int:
+    def elements(self, config: DispatchConfig | None, counts: Mapping[str, int]) -> int:
         """Word 0 of the parameter block: ``config.elements``, else the largest output, else input."""
         if config is not None and config.elements is not None:
             return config.elements
@@ -47,7 +60,7 @@ class PreparedProgram:
         """u32 words of the kernel's parameter block (``codegen.abi.param_block_layout``)."""
         return len(self.bound) + (2 if self.coarsen > 1 else 1)
 
-    def words(self, counts: dict[str, int], elements: int,
+    def words(self, counts: Mapping[str, int], elements: int,
               grid: Sequence[int] | None = None) -> tuple[int, ...]:
         """The parameter block: elements, each bound buffer's element count, then (coarsened
         kernels only) the logical grid x."""
@@ -62,3 +75,132 @@ class PreparedProgram:
     def launch_grid(self, grid: Sequence[int]) -> tuple[int, int, int]:
         """The hardware grid that runs the logical ``grid``."""
         return launch_grid(grid, self.coarsen) if self.coarsen > 1 else tuple(grid)
+
+    def zero_fills(self, grid: Sequence[int], counts: Mapping[str, int]) -> tuple[BufferDecl, ...]:
+        """The ``output`` buffers to zero before a launch of the logical ``grid`` (``codegen.written``):
+        those the kernel may leave partly unwritten or read before writing."""
+        names = outputs_to_zero(self.program, self.block, grid, counts)
+        return tuple(b for b in self.program.buffers if b.name in names)
+
+
+class ProgramCache:
+    """Prepared programs of one runtime, and the launch plans made from them."""
+
+    def __init__(self, runtime: DeviceRuntime) -> None:
+        self.runtime = runtime
+        self.by_key: dict[tuple[bytes, tuple[int, int, int], int], PreparedProgram] = {}
+        self.by_id: dict[tuple[int, tuple[int, int, int], int], PreparedProgram] = {}
+
+    def prepared(self, program: Program, config: DispatchConfig | None = None, coarsen: int = 1) -> PreparedProgram:
+        """The cached ``PreparedProgram`` for ``program`` at its effective workgroup size, its
+        kernel coarsened ``coarsen`` times along x (1: as written)."""
+        block = effective_workgroup(program, config)
+        fast = self.by_id.get((id(program), block, coarsen))
+        if fast is not None and fast.program is program:
+            return fast
+        with self.runtime.lock:
+            self.runtime.check_open()
+            key = (program.fingerprint(), block, coarsen)
+            prep = self.by_key.get(key)
+            if prep is None:
+                prep = self._prepare(program, block, coarsen)
+                self.by_key[key] = prep
+            if len(self.by_id) > MEMO_CAP:
+                self.by_id.clear()
+            self.by_id[(id(program), block, coarsen)] = prep
+            return prep
+
+    def for_grid(self, prepared: PreparedProgram, grid: Sequence[int],
+                 config: DispatchConfig | None = None) -> PreparedProgram:
+        """The variant of ``prepared`` (same program and block) that runs the logical ``grid``:
+        coarsened along x when ``dispatch.coarsening.factor`` says so, else the plain kernel."""
+        k = coarsen_factor(grid, prepared.block, self.runtime.limits.sm_count,
+                           bool(config is not None and config.cooperative))
+        if k == prepared.coarsen:
+            return prepared
+        return self.prepared(prepared.program, config, coarsen=k)
+
+    def _prepare(self, program: Program, block: tuple[int, int, int], coarsen: int = 1) -> PreparedProgram:
+        from vyre.ir.validate import validate
+        from vyre_cuda import ENTRY_NAME, emit_ptx
+        from vyre_cuda.codegen.versions import ptx_version_for_driver
+
+        rt, name = self.runtime, program.name or "<unnamed>"
+        validate(program)
+        self._check_capabilities(program)
+        check_workgroup_memory(program, rt.limits)
+        check_geometry(name, (1, 1, 1), block, 0, rt.limits)
+        cc = rt.info.compute_capability
+        config = DispatchConfig(workgroup_override=block) if block != program.workgroup_size else None
+        t0 = time.perf_counter_ns()
+        with nvtx_range("vyre.cuda.codegen"):
+            ptx = emit_ptx(program, sm=cc, ptx_version=ptx_version_for_driver(rt.info.driver_version, cc),
+                           config=config, coarsen=coarsen)
+        t1 = time.perf_counter_ns()
+        with nvtx_range("vyre.cuda.compile"), cuda_errors(f"loading the kernel of program {name}"):
+            kernel = rt.modules.load(ptx, ENTRY_NAME)
+        t2 = time.perf_counter_ns()
+        check_geometry(name, (1, 1, 1), block, kernel.shared_bytes, rt.limits, kernel.max_threads)
+        bound = program.bound_buffers
+        plan = LaunchPlan(kernel.ptr, (0, 0, 0), block, 0, len(bound) + 1, name)
+        prep = PreparedProgram(program, name, block, kernel, ptx, bound, kernel.shared_bytes, plan, t1 - t0,
+                               t2 - t1, coarsen)
+        plan.params = rt.param_block(prep.nwords)
+        return prep
+
+    def _check_capabilities(self, program: Program) -> None:
+        dtypes = {b.dtype for b in program.buffers}
+        cc = int(self.runtime.info.compute_capability.rstrip("a"))
+        if DataType.BF16 in dtypes and cc < 80:
+            raise UnsupportedFeature("BF16 buffers", "cuda", f"use F32 or F16 buffers (device cc {cc} < 80).")
+        if DataType.F16 in dtypes and cc < 53:
+            raise UnsupportedFeature("F16 buffers", "cuda", "use F32 buffers on this device.")
+
+    # ---- launch plans ----------------------------------------------------------------------------------
+    def plan_for(self, prepared: PreparedProgram, buffers: Sequence[Any], counts: Mapping[str, int],
+                 grid: Sequence[int], elements: int | None = None,
+                 config: DispatchConfig | None = None) -> LaunchPlan:
+        """A new plan for ``prepared`` over ``buffers`` (binding order), with its own parameter block."""
+        with self.runtime.lock:
+            self.runtime.check_open()
+            if len(buffers) != len(prepared.bound):
+                raise InvalidProgram(f"program {prepared.name} binds {len(prepared.bound)} buffers, got {len(buffers)}",
+                                     "pass one buffer per bound buffer, in binding order.")
+            plan = LaunchPlan(prepared.kernel.ptr, prepared.launch_grid(grid), prepared.block, 0,
+                              len(prepared.bound) + 1, prepared.name)
+            plan.params = self.runtime.param_block(prepared.nwords)
+            self.update_plan(plan, prepared, counts, grid, elements, config)
+            plan.bind([b.ptr for b in buffers], plan.params.ptr)
+            return plan
+
+    def update_plan(self, plan: LaunchPlan, prepared: PreparedProgram, counts: Mapping[str, int],
+                    grid: Sequence[int], elements: int | None = None,
+                    config: DispatchConfig | None = None) -> None:
+        """Set ``plan``'s grid (checked; ``grid`` is logical, the plan launches ``prepared.launch_grid``)
+        and enqueue its parameter words if they changed."""
+        self.check_launch(prepared, grid, config)
+        plan.cooperative = bool(config is not None and config.cooperative)
+        plan.set_grid(prepared.launch_grid(grid))
+        if elements is None:
+            elements = prepared.elements(config, counts)
+        plan.params.write(prepared.words(counts, elements, grid), self.runtime.stream)
+
+    def check_launch(self, prepared: PreparedProgram, grid: Sequence[int], config: DispatchConfig | None) -> None:
+        """Geometry (and, for cooperative configs, co-residency) of a launch of the logical ``grid``."""
+        rt = self.runtime
+        check_geometry(prepared.name, grid, prepared.block, prepared.shared_bytes, rt.limits)
+        if config is not None and config.cooperative:
+            check_cooperative(prepared.name, prepared.kernel.ptr, grid, prepared.block, 0, rt.limits,
+                              rt.info.cooperative_launch)
+
+    def close_plan(self, plan: LaunchPlan) -> None:
+        """Give a plan's parameter block back (the plan may not be launched afterwards)."""
+        with self.runtime.lock:
+            params, plan.params = plan.params, None
+            if params is not None:
+                self.runtime.release_params(params)
+
+    def forget(self) -> None:
+        """Drop every prepared program (their kernels stay valid while referenced)."""
+        self.by_key.clear()
+        self.by_id.clear()

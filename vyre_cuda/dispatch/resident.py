@@ -1,37 +1,35 @@
-"""Resident buffers of the ``cuda`` backend and dispatch over them (``dispatch_resident``).
+"""``ResidentDispatcher``: resident buffers of the cuda backend and ``dispatch_resident`` over them.
 
-``allocate_resident`` / ``upload_resident`` / ``download_resident`` / ``free_resident`` manage the
-``Resident`` handles of ``backend.resident`` (a ``ResidentPool``). ``dispatch_resident`` is the hot
-path: a repeated call with the same program, config and handles reuses its ``_ResidentMemo`` after
-identity checks only, rewrites the program's default launch plan only when something else
-configured it last, zeroes the outputs and launches. A new call, or one after a handle was freed
-(the pool's ``generation`` moved), takes the checked path (``_resident_memo_checked``).
-``resident_layout`` gives pipelines the checked layout of a resident dispatch.
-
-``ResidentDispatch`` is a mixin of ``vyre_cuda.backend.CudaBackend``: it works on the backend's state
-and primitives (``lock``, ``stream``, ``staging``, ``resident``, ``prepared``, ``for_grid``).
+``allocate_resident`` / ``upload_resident`` (host data, or device arrays device to device) /
+``download_resident`` / ``free_resident`` / ``view`` manage the ``Resident`` handles of the
+runtime's ``ResidentPool``. ``dispatch_resident`` is the hot path: a repeated call with the same
+program, config and handles reuses its ``_ResidentMemo`` after identity checks only, rewrites the
+program's default launch plan only when something else configured it last, and runs the one
+zero-and-launch step (``DeviceRuntime.run``; ``output`` buffers the kernel writes whole are not
+zeroed, ``codegen.written``). A new call, or one after a handle was freed (the pool's
+``generation`` moved), takes the checked path. ``resident_layout`` gives pipelines and sequences
+the checked layout of a resident dispatch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import is_
+from typing import Any
 
 import numpy as np
 
 from vyre.driver.backend import Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
-from vyre.driver.errors import InvalidHandle
+from vyre.driver.errors import InvalidHandle, InvalidProgram
 from vyre.driver.inputs import check_byte_length, host_bytes, resident_decls
-from vyre.ir.program import Access, Program
-from vyre_cuda.dispatch.prepared import PreparedProgram
+from vyre.ir.program import Program
+from vyre_cuda.dispatch.prepared import MEMO_CAP, PreparedProgram, ProgramCache
 from vyre_cuda.runtime.arrays import device_array, is_device_array, order_after_producers
+from vyre_cuda.runtime.context import DeviceRuntime
 from vyre_cuda.runtime.errors import cuda_errors
-from vyre_cuda.runtime.launch import LaunchPlan, check_cooperative, check_geometry
+from vyre_cuda.runtime.launch import LaunchPlan
 from vyre_cuda.runtime.pools import D2D, DeviceBuffer
-
-_MEMO_CAP = 512  # entries of an identity-keyed memo (also CudaBackend.prepared's) before it is cleared
 
 
 @dataclass(eq=False)
@@ -46,100 +44,130 @@ class _ResidentMemo:
     handles: tuple[Resident, ...]
     prepared: PreparedProgram
     order: tuple[int, ...]  # handle index of each bound buffer
-    zero_index: tuple[tuple[int, int], ...]  # (handle index, bytes) of output buffers
+    zero_index: tuple[tuple[int, int], ...]  # (handle index, bytes) of output buffers to zero
     grid: tuple[int, int, int]  # logical
     words: tuple[int, ...]
     cooperative: bool = False
     launch: tuple[int, int, int] = (0, 0, 0)  # the hardware grid (prepared.launch_grid(grid))
     generation: int = -1  # ResidentPool.generation when the pointers below were resolved
     values: tuple[int, ...] = ()  # launch slots: bound buffer pointers, then the parameter block
-    zero_ptrs: tuple[tuple[int, int], ...] = ()  # (pointer, bytes) to zero before each launch
+    zero: tuple[tuple[int, int], ...] = ()  # (pointer, bytes) to zero before each launch
 
 
-class ResidentDispatch:
-    """Resident buffers and ``dispatch_resident``: a mixin of ``CudaBackend``."""
+class ResidentDispatcher:
+    """Resident buffers and ``dispatch_resident`` (see the module docstring)."""
 
+    def __init__(self, runtime: DeviceRuntime, programs: ProgramCache) -> None:
+        self.runtime = runtime
+        self.programs = programs
+        self.memo: dict[tuple, _ResidentMemo] = {}
+        self.last: _ResidentMemo | None = None
+
+    # ---- buffers -------------------------------------------------------------------------------------
     def allocate_resident(self, nbytes: int) -> Resident:
-        with self.lock:
-            self._check_open()
-            self._use_device()
-            return self.resident.allocate(nbytes)
+        """A new handle to ``nbytes`` of device memory (contents undefined until uploaded)."""
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            rt.use_device()
+            return rt.resident.allocate(nbytes)
 
     def upload_resident(self, handle: Resident, data: object, offset: int = 0) -> None:
-        with self.lock:
-            self._check_open()
-            self._use_device()
-            buf = self.resident.resolve(handle)
+        """Copy host bytes, or a device array (device to device), into ``handle`` at ``offset``."""
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            rt.use_device()
+            buf = rt.resident.resolve(handle)
             if is_device_array(data):
-                arr = device_array(data, f"upload to {handle!r}", self.device_id)
+                arr = device_array(data, f"upload to {handle!r}", rt.device_id)
                 nbytes = int(arr.nbytes)
-                _check_range(handle, offset, nbytes)
+                check_range(handle, offset, nbytes)
                 with cuda_errors(f"copying into {handle!r}"):
-                    order_after_producers(self.stream)
-                    self._rt.memcpyAsync(buf.ptr + offset, arr.data.ptr, nbytes, D2D, self.stream.ptr)
-                    self.stream.record().synchronize()  # the source array may be freed after we return
-                self.telemetry.add("cuda_d2d_bytes", nbytes)
+                    order_after_producers(rt.stream)
+                    rt.cuda.memcpyAsync(buf.ptr + offset, arr.data.ptr, nbytes, D2D, rt.stream_ptr)
+                    rt.stream.record().synchronize()  # the source array may be freed after we return
+                rt.telemetry.add("cuda_d2d_bytes", nbytes)
                 return
             view = host_bytes(data, f"upload to {handle!r}")
-            _check_range(handle, offset, view.nbytes)
-            self.staging.upload(buf.ptr + offset, view)
+            check_range(handle, offset, view.nbytes)
+            rt.staging.upload(buf.ptr + offset, view)
 
     def download_resident(self, handle: Resident, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
-        with self.lock:
-            self._check_open()
-            self._use_device()
-            buf = self.resident.resolve(handle)
+        """``nbytes`` (default: to the end) of ``handle`` from ``offset``, as a new uint8 array."""
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            rt.use_device()
+            buf = rt.resident.resolve(handle)
             if nbytes is None:
                 nbytes = handle.nbytes - offset if isinstance(offset, int) else -1
-            _check_range(handle, offset, nbytes)
-            return self.staging.download(buf.ptr + offset, nbytes)
+            check_range(handle, offset, nbytes)
+            return rt.staging.download(buf.ptr + offset, nbytes)
 
     def free_resident(self, handle: Resident) -> None:
-        with self.lock:
-            self._check_open()
-            self.resident.free(handle)
+        """Release ``handle``; using it afterwards is ``InvalidHandle``."""
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            rt.resident.free(handle)
 
+    def view(self, handle: Resident, dtype: Any = np.uint8) -> Any:
+        """A CuPy array of ``dtype`` over ``handle``'s memory, no copy; valid until the handle is freed.
+
+        Work on the backend's stream is finished first, so the view reads what earlier dispatches
+        wrote; writes through it must be finished (``cupy.cuda.get_current_stream().synchronize()``)
+        before the next dispatch reads them."""
+        import cupy
+
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            buf = rt.resident.resolve(handle)
+            dt = np.dtype(dtype)
+            if handle.nbytes % dt.itemsize:
+                raise InvalidProgram(f"{handle!r} holds {handle.nbytes} bytes, not a whole number of {dt} elements",
+                                     f"view it with a dtype whose size divides {handle.nbytes}.")
+            with cuda_errors(f"viewing {handle!r}"):
+                rt.stream.synchronize()
+                memory = cupy.cuda.UnownedMemory(buf.ptr, handle.nbytes, handle, rt.device_id)
+                return cupy.ndarray((handle.nbytes // dt.itemsize,), dt, cupy.cuda.MemoryPointer(memory, 0))
+
+    # ---- dispatch --------------------------------------------------------------------------------------
     def resident_layout(self, prepared: PreparedProgram, handles: Sequence[Resident],
                         config: DispatchConfig | None) -> tuple[list[DeviceBuffer], dict[str, int], tuple]:
         """Checked buffers (binding order), element counts and grid of a resident dispatch."""
-        memo = self._resident_memo(prepared.program, tuple(handles), config)
-        bufs = [self.resident.resolve(h) for h in handles]
+        memo = self._memo_for(prepared.program, tuple(handles), config)
+        bufs = [self.runtime.resident.resolve(h) for h in handles]
         counts = dict(zip((b.name for b in prepared.bound), memo.words[1:1 + len(prepared.bound)]))
         return [bufs[i] for i in memo.order], counts, memo.grid
 
     def dispatch_resident(self, program: Program, handles: Sequence[Resident],
                           config: DispatchConfig | None = None) -> None:
-        with self.lock:
-            memo = self._last_resident  # the same call as last time: identity checks only
+        """Run ``program`` on resident buffers (one handle per declared buffer); results stay on the device."""
+        rt = self.runtime
+        with rt.lock:
+            memo = self.last  # the same call as last time: identity checks only (handles compare by identity)
             if (memo is None or memo.program is not program or memo.config is not config
-                    or len(handles) != len(memo.handles) or not all(map(is_, handles, memo.handles))):
-                memo = self._memo.get((id(program), id(config), *map(id, handles)))  # the memo keeps them alive
-            if memo is None or memo.generation != self.resident.generation:
-                memo = self._resident_memo_checked(program, handles, config, memo)
-            self._last_resident = memo
+                    or (handles != memo.handles and tuple(handles) != memo.handles)):
+                memo = self.memo.get((id(program), id(config), *map(id, handles)))  # the memo keeps them alive
+            if memo is None or memo.generation != rt.resident.generation:
+                memo = self._checked(program, handles, config, memo)
+            self.last = memo
             plan = memo.prepared.plan
-            if plan.configured is not memo or plan.params._last is not memo.words:
+            if plan.configured is not memo or plan.params.last is not memo.words:
                 self._configure(plan, memo)
-            if memo.zero_ptrs:
-                self._zero_outputs(memo)
-            if not plan.empty:
-                plan.launch(self._stream_ptr)
-                self._launches += 1
-                if self.sync_each:
-                    self._sync_each(memo.prepared.name)
+            rt.run(plan, memo.zero, memo.prepared.name)
 
-    def _resident_memo_checked(self, program: Program, handles: Sequence[Resident], config: DispatchConfig | None,
-                               memo: _ResidentMemo | None) -> _ResidentMemo:
-        """The slow path of ``dispatch_resident``: open check, handle checks, an armed fault."""
-        self._check_open()
-        self._use_device()
+    def _checked(self, program: Program, handles: Sequence[Resident], config: DispatchConfig | None,
+                 memo: _ResidentMemo | None) -> _ResidentMemo:
+        """The slow path of ``dispatch_resident``: open check, handle checks."""
+        self.runtime.check_open()
+        self.runtime.use_device()
         if memo is None:
-            memo = self._resident_memo(program, tuple(handles), config)
-        else:
-            self._refresh_memo(memo)
-            memo.prepared.plan.configured = None  # rebind the refreshed pointers
-        if self._fault is not None:
-            self._fire_fault()
+            return self._memo_for(program, tuple(handles), config)
+        self._refresh(memo)
+        memo.prepared.plan.configured = None  # rebind the refreshed pointers
         return memo
 
     def _configure(self, plan: LaunchPlan, memo: _ResidentMemo) -> None:
@@ -147,53 +175,51 @@ class ResidentDispatch:
         if plan.grid != memo.launch:
             plan.set_grid(memo.launch)
         plan.cooperative = memo.cooperative
-        plan.params.write(memo.words, self.stream)
+        plan.params.write(memo.words, self.runtime.stream)
         plan.bind_values(memo.values)
         plan.configured = memo
 
-    def _zero_outputs(self, memo: _ResidentMemo) -> None:
-        with cuda_errors(f"zeroing the outputs of program {memo.prepared.name}"):
-            for ptr, nbytes in memo.zero_ptrs:
-                self._rt.memsetAsync(ptr, 0, nbytes, self._stream_ptr)
-
-    def _resident_memo(self, program: Program, handles: tuple[Resident, ...],
-                       config: DispatchConfig | None) -> _ResidentMemo:
-        self._check_open()
-        prep = self.prepared(program, config)
+    def _memo_for(self, program: Program, handles: tuple[Resident, ...],
+                  config: DispatchConfig | None) -> _ResidentMemo:
+        rt = self.runtime
+        rt.check_open()
+        prep = self.programs.prepared(program, config)
         decls = resident_decls(program, handles)
         counts: dict[str, int] = {}
         for decl, handle in zip(decls, handles):
-            self.resident.resolve(handle)
+            rt.resident.resolve(handle)
             counts[decl.name] = check_byte_length(decl, handle.nbytes)
         grid = resolve_grid(program, config, counts)
-        check_geometry(prep.name, grid, prep.block, prep.shared_bytes, self.limits)
-        cooperative = bool(config is not None and config.cooperative)
-        if cooperative:
-            check_cooperative(prep.name, prep.kernel.ptr, grid, prep.block, 0, self.limits,
-                              self.supports_cooperative())
-        prep = self.for_grid(prep, grid, config)
+        self.programs.check_launch(prep, grid, config)
+        prep = self.programs.for_grid(prep, grid, config)
         index = {b.name: i for i, b in enumerate(decls)}
-        zero = tuple((index[b.name], counts[b.name] * b.dtype.size) for b in decls
-                     if b.access is Access.OUTPUT and counts[b.name])
+        zero = tuple((index[b.name], counts[b.name] * b.dtype.size) for b in prep.zero_fills(grid, counts))
         memo = _ResidentMemo(program, config, handles, prep, tuple(index[b.name] for b in prep.bound), zero,
-                             grid, prep.words(counts, prep.elements(config, counts), grid), cooperative,
-                             prep.launch_grid(grid))
-        self._refresh_memo(memo)
-        if len(self._memo) >= _MEMO_CAP:
-            self._memo.clear()
-        self._memo[(id(program), id(config), *map(id, handles))] = memo
+                             grid, prep.words(counts, prep.elements(config, counts), grid),
+                             bool(config is not None and config.cooperative), prep.launch_grid(grid))
+        self._refresh(memo)
+        if len(self.memo) >= MEMO_CAP:
+            self.memo.clear()
+        self.memo[(id(program), id(config), *map(id, handles))] = memo
         return memo
 
-    def _refresh_memo(self, memo: _ResidentMemo) -> None:
+    def _refresh(self, memo: _ResidentMemo) -> None:
         """Resolve the memo's handles again (one was freed since): InvalidHandle if any is gone."""
-        self._check_open()
-        bufs = [self.resident.resolve(h) for h in memo.handles]
+        rt = self.runtime
+        rt.check_open()
+        bufs = [rt.resident.resolve(h) for h in memo.handles]
         memo.values = (*(bufs[i].ptr for i in memo.order), memo.prepared.plan.params.ptr)
-        memo.zero_ptrs = tuple((bufs[i].ptr, nbytes) for i, nbytes in memo.zero_index)
-        memo.generation = self.resident.generation
+        memo.zero = tuple((bufs[i].ptr, nbytes) for i, nbytes in memo.zero_index)
+        memo.generation = rt.resident.generation
+
+    def forget(self) -> None:
+        """Drop every memo (they hold programs, handles and pointers)."""
+        self.memo.clear()
+        self.last = None
 
 
-def _check_range(handle: Resident, offset: int, nbytes: int) -> None:
+def check_range(handle: Resident, offset: int, nbytes: int) -> None:
+    """``InvalidHandle`` unless ``[offset, offset + nbytes)`` lies within ``handle``."""
     bad = any(isinstance(v, bool) or not isinstance(v, int) for v in (offset, nbytes))
     if bad or offset < 0 or nbytes < 0 or offset + nbytes > handle.nbytes:
         raise InvalidHandle(f"byte range offset={offset!r} nbytes={nbytes!r} is outside {handle!r}",

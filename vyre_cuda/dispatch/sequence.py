@@ -11,11 +11,19 @@
   small readback per batch, which tells exactly the first iteration whose flag stayed zero.
 - ``compile_sequence(backend, steps)``: a ``CompiledSequence`` whose ``launch()`` is one graph replay.
 
+``SequenceDispatcher`` (one per backend, released by ``close``) owns everything these keep: step
+bindings, the graph cache, the staging area, the flag slots and the recently used *bodies*. A
+body is a list of steps bound once, with its graph key and pinned buffers; a later call whose
+steps compare equal (same program, handle and config objects, checked in one C-level list
+comparison) reuses it, so a repeated call costs one lookup plus a graph replay, whatever the
+number of steps. Freeing a handle of a body retires it (the pool's ``generation`` moved and one of
+its buffers is ``retired``).
+
 Each step becomes a ``ResidentBinding`` (own plan and parameter block, buffers pinned), cached
 per backend; with graphs on (``VYRE_CUDA_GRAPHS``, default 1) bodies are captured once in the
 backend's ``GraphCache`` and replayed. A binding fixes its kernel variant (coarsened along x or
 not, ``backend.for_grid``) when it is made, and its ``key`` names the factor, so graph keys built
-from binding keys never mix variants. Everything runs under ``backend.lock``.
+from binding keys never mix variants. Everything runs under the runtime's lock.
 
 While recording a graph on sm_90+, a step launched right after another kernel (no zero fill in
 between) is a programmatic launch (``LaunchPlan.launch_programmatic``): it starts and reads its
@@ -25,9 +33,9 @@ touching any buffer. ``VYRE_CUDA_PDL=0`` records plain launches (applies to new 
 
 from __future__ import annotations
 
-import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +44,7 @@ from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram
 from vyre_cuda.dispatch.graphs import GraphCache, graphs_enabled
 from vyre_cuda.dispatch.pipeline import ResidentBinding, run_binding
+from vyre_cuda.dispatch.staging import aligned
 from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.launch import programmatic_launches
 from vyre_cuda.runtime.pools import D2D, D2H, StagingSlot
@@ -45,89 +54,264 @@ MAX_BATCH = 64  # iterations of run_until per readback
 UNROLL_LAUNCHES = 256  # launches in one captured chunk of a repeated body
 BINDINGS_CAP = 1024
 GRAPHS_CAP = 128
-_ALIGN = 16
+BODIES_CAP = 16  # recently used step lists kept bound
 
 
-def _runtime() -> Any:
-    from cupy.cuda import runtime
+@dataclass(eq=False)
+class Body:
+    """A list of steps bound once: what a repeated call with equal steps reuses."""
 
-    return runtime
+    steps: Sequence  # a copy of the steps as given (containers copied), compared with ``==``
+    bindings: tuple[ResidentBinding, ...]
+    key: tuple  # the binding keys (graph keys are made from them)
+    pins: tuple  # unique device buffers a captured graph of the body points at
+    buffers: tuple  # unique resident buffers of the steps (a retired one kills the body)
+    generation: int  # ResidentPool.generation when the body was last seen live
+    graphs: dict = field(default_factory=dict)  # (chunk, overlap) -> CapturedGraph, replayed while alive
 
 
-# ---- per-backend state -------------------------------------------------------------------------------
-class SequenceState:
-    """A backend's step bindings, graph cache, staging area and run_until flag slots."""
+def snapshot(steps: Sequence) -> Sequence:
+    """A copy of ``steps`` with each step and handle list copied, so in-place edits are noticed."""
+    copied = [type(s)((s[0], type(s[1])(s[1]), *s[2:])) if isinstance(s, (tuple, list)) and len(s) >= 2
+              and isinstance(s[1], (tuple, list)) else s for s in steps]
+    return copied if isinstance(steps, list) else tuple(copied)
+
+
+class SequenceDispatcher:
+    """Sequences, repeats and fixed points of one backend (see the module docstring)."""
 
     def __init__(self, backend: Any) -> None:
-        self.graphs = GraphCache(backend.telemetry.add, GRAPHS_CAP, backend.telemetry.bump)
+        self.backend = backend  # its prepared / resident_layout / for_grid / plan_for / close_plan
+        self.runtime = backend.runtime
+        telemetry = self.runtime.telemetry
+        self.graphs = GraphCache(telemetry.add, GRAPHS_CAP, telemetry.bump)
         self.bindings: OrderedDict[tuple, ResidentBinding] = OrderedDict()
+        self.bodies: list[Body] = []  # most recently used first
         self.stage = StagingSlot()
         self.flag_slots: Any = None  # DeviceBuffer of MAX_BATCH u32 words
 
-    def bind(self, backend: Any, step: object) -> ResidentBinding:
+    # ---- binding -----------------------------------------------------------------------------------
+    def bind(self, step: object) -> ResidentBinding:
         """The binding of one ``(program, handles[, config])`` step (made once, then reused)."""
-        program, handles, config = _unpack(step)
+        program, handles, config = unpack(step)
         key = (id(program), id(config), *map(id, handles))
         binding = self.bindings.get(key)
         if binding is not None and binding.matches(program, handles, config):
             self.bindings.move_to_end(key)
             return binding
-        self.prune(backend)
-        binding = ResidentBinding(backend, program, handles, config)
+        self.prune()
+        binding = ResidentBinding(self.backend, program, handles, config)
         old = self.bindings.pop(key, None)
         if old is not None:
-            old.close(backend)
+            old.close(self.backend)
         self.bindings[key] = binding
         while len(self.bindings) > BINDINGS_CAP:
-            self.bindings.popitem(last=False)[1].close(backend)
+            self.bindings.popitem(last=False)[1].close(self.backend)
         return binding
 
-    def prune(self, backend: Any) -> None:
-        """Drop bindings and graphs that use a freed handle (their memory then returns to the heap)."""
+    def body(self, steps: Sequence[object]) -> Body:
+        """The bound body of ``steps``: a recent one whose steps compare equal and are all live, else new."""
+        generation = self.runtime.resident.generation
+        for i, body in enumerate(self.bodies):
+            if body.steps == steps:
+                if body.generation != generation:
+                    if any(buf.retired for buf in body.buffers):
+                        del self.bodies[i]
+                        break
+                    body.generation = generation
+                if i:
+                    self.bodies.insert(0, self.bodies.pop(i))
+                return body
+        bindings = tuple(self.bind(s) for s in steps)
+        body = Body(snapshot(steps), bindings, tuple(b.key for b in bindings), pins(bindings),
+                    tuple({id(buf): buf for b in bindings for buf in b.buffers}.values()), generation)
+        self.bodies.insert(0, body)
+        del self.bodies[BODIES_CAP:]
+        return body
+
+    def prune(self) -> None:
+        """Drop bodies, bindings and graphs that use a freed handle (their memory then returns to the heap)."""
+        self.bodies = [b for b in self.bodies if not any(buf.retired for buf in b.buffers)]
         self.graphs.evict_if(lambda _, entry: not all(b.live() for b in entry.keepalive))
         for key in [k for k, b in self.bindings.items() if not b.live()]:
-            self.bindings.pop(key).close(backend)
+            self.bindings.pop(key).close(self.backend)
 
-    def flags(self, backend: Any) -> Any:
-        """The device array of per-iteration flag words used by ``run_until``."""
+    def flags(self) -> Any:
+        """The device buffer of per-iteration flag words used by ``dispatch_until``."""
         if self.flag_slots is None:
-            self.flag_slots = backend.transient.acquire(MAX_BATCH * 4)
+            self.flag_slots = self.runtime.transient.acquire(MAX_BATCH * 4)
         return self.flag_slots
 
-    def close(self, backend: Any) -> None:
-        """Drop every graph and binding and give the flag slots back."""
+    def open(self) -> None:
+        self.runtime.check_open()
+        self.runtime.use_device()
+
+    # ---- running bodies ----------------------------------------------------------------------------
+    def run_body(self, body: Body | Sequence[ResidentBinding], count: int = 1) -> None:
+        """Enqueue the body ``count`` times: replayed graphs when graphs are on, else eager launches."""
+        if isinstance(body, Body):
+            bindings, key, pinned, captured = body.bindings, body.key, body.pins, body.graphs
+        else:
+            bindings = tuple(body)
+            key, pinned, captured = tuple(b.key for b in bindings), pins(bindings), {}
+        if not bindings or count <= 0:
+            return
+        rt = self.runtime
+        if not graphs_enabled(rt):
+            for _ in range(count):
+                for b in bindings:
+                    run_binding(rt, b)
+            return
+        overlap = programmatic_launches(rt.info.compute_capability)
+        for chunk in _chunks(count, _unroll(count, len(bindings))):
+            entry = captured.get((chunk, overlap))
+            if entry is not None and entry.alive:  # the body's own graph: no key to hash or compare
+                self.graphs.replay(entry, rt.stream)
+                continue
+
+            def record(stream_ptr: int, chunk: int = chunk) -> None:
+                after_kernel = False
+                for _ in range(chunk):
+                    for b in bindings:
+                        after_kernel = b.record(stream_ptr, after_kernel, overlap)
+
+            with cuda_errors("running a captured sequence"):
+                entry = self.graphs.run(body_key(key, chunk, overlap), rt.stream, record, pinned, bindings)
+            captured[(chunk, overlap)] = entry
+
+    def _until_batch(self, body: Body, flag: Any, slots: Any, n: int) -> None:
+        """Enqueue ``n`` iterations: clear the flag, run the steps, copy the flag to slot ``i``."""
+        rt = self.runtime
+        cuda, bindings = rt.cuda, body.bindings
+        overlap = programmatic_launches(rt.info.compute_capability)
+
+        def record(stream_ptr: int) -> None:
+            for i in range(n):
+                cuda.memsetAsync(flag.ptr, 0, 4, stream_ptr)
+                after_kernel = False
+                for b in bindings:
+                    after_kernel = b.record(stream_ptr, after_kernel, overlap)
+                cuda.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, stream_ptr)
+
+        if graphs_enabled(rt):
+            key = ("until", body.key, flag.ptr, slots.ptr, n, overlap)
+            with cuda_errors("running a captured dispatch_until batch"):
+                self.graphs.run(key, rt.stream, record, (*body.pins, flag, slots), bindings)
+            return
+        for i in range(n):
+            with cuda_errors("clearing the dispatch_until flag"):
+                cuda.memsetAsync(flag.ptr, 0, 4, rt.stream_ptr)
+            for b in bindings:
+                run_binding(rt, b)
+            with cuda_errors("recording the dispatch_until flag"):
+                cuda.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, rt.stream_ptr)
+
+    # ---- reading back --------------------------------------------------------------------------------
+    def read_ranges(self, reads: Sequence[tuple]) -> list[tuple[int, int]]:
+        """``(device pointer, nbytes)`` of each read, checked before any work is enqueued."""
+        out = []
+        for read in reads:
+            if not isinstance(read, (tuple, list)) or len(read) != 3:
+                raise InvalidProgram(f"read {read!r} is not (handle, offset, nbytes)",
+                                     "pass reads as (handle, offset, nbytes) tuples.")
+            handle, offset, nbytes = read
+            buf = self.runtime.resident.resolve(handle)
+            bad = any(isinstance(v, bool) or not isinstance(v, int) for v in (offset, nbytes))
+            if bad or offset < 0 or nbytes < 0 or offset + nbytes > handle.nbytes:
+                raise InvalidHandle(f"read range offset={offset!r} nbytes={nbytes!r} is outside {handle!r}",
+                                    f"keep offset + nbytes within the handle's {handle.nbytes} bytes.")
+            out.append((buf.ptr + offset, nbytes))
+        return out
+
+    def read_back(self, ranges: Sequence[tuple[int, int]], what: str) -> list[np.ndarray]:
+        """Copy ``ranges`` to the host after everything enqueued so far: the one synchronisation."""
+        rt, stage = self.runtime, self.stage
+        array = stage.ready(sum(aligned(n) for _, n in ranges), lambda: rt.telemetry.add("cuda_sync_points"))
+        places = []
+        off = 0
+        try:
+            with cuda_errors(f"reading back the results of {what}"):
+                for ptr, nbytes in ranges:
+                    if nbytes:
+                        rt.cuda.memcpyAsync(stage.ptr + off, ptr, nbytes, D2H, rt.stream_ptr)
+                    places.append((off, nbytes))
+                    off += aligned(nbytes)
+        finally:
+            with cuda_errors("fencing the staging area"):
+                stage.fence(rt.stream)
+        rt.telemetry.add("cuda_d2h_bytes", sum(n for _, n in ranges))
+        rt.wait(stage.event, None, what)
+        stage.pending = False
+        return [array[o:o + n].copy() for o, n in places]
+
+    # ---- the backend entry points ------------------------------------------------------------------
+    def dispatch_sequence(self, steps: Sequence[object], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
+        """Run ``steps`` on the backend stream, then read ``reads`` back; one synchronisation."""
+        return self.dispatch_repeated(steps, (), 0, reads)
+
+    def dispatch_repeated(self, prefix: Sequence[object], repeated: Sequence[object], count: int,
+                          reads: Sequence[tuple] = ()) -> list[np.ndarray]:
+        """Run ``prefix`` once and ``repeated`` ``count`` times, then read ``reads`` back; one sync."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidProgram(f"repeat count {count!r} is not a non-negative int", "pass count >= 0.")
+        with self.runtime.lock, nvtx_range("vyre.cuda.sequence"):
+            self.open()
+            head = self.body(prefix) if prefix else None
+            body = self.body(repeated) if count and repeated else None
+            ranges = self.read_ranges(reads)
+            if head is not None:
+                self.run_body(head)
+            if body is not None:
+                self.run_body(body, count)
+            return self.read_back(ranges, "dispatch_sequence")
+
+    def dispatch_until(self, steps: Sequence[object], flag_handle: Resident, max_iterations: int) -> int:
+        """Repeat ``steps`` until the flag's first u32 word stays zero; the iterations that took (<= max)."""
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 0:
+            raise InvalidProgram(f"max_iterations {max_iterations!r} is not a non-negative int",
+                                 "pass max_iterations >= 0.")
+        with self.runtime.lock, nvtx_range("vyre.cuda.sequence"):
+            self.open()
+            body = self.body(steps)
+            flag = self.runtime.resident.resolve(flag_handle)
+            if flag_handle.nbytes < 4:
+                raise InvalidProgram(f"the flag {flag_handle!r} of dispatch_until has fewer than 4 bytes",
+                                     "pass a resident buffer of at least 4 bytes (its first u32 word is the flag).")
+            slots = self.flags()
+            done, batch = 0, 1
+            while done < max_iterations:
+                n = min(batch, max_iterations - done)
+                self._until_batch(body, flag, slots, n)
+                words = self.read_back([(slots.ptr, 4 * n)], "dispatch_until")[0].view(np.uint32)
+                settled = np.flatnonzero(words == 0)
+                if settled.size:
+                    return done + int(settled[0]) + 1
+                done += n
+                batch = min(batch * 2, MAX_BATCH)
+            return max_iterations
+
+    def close(self) -> None:
+        """Drop every body, graph and binding and give the flag slots back.
+
+        Apart from the graphs' own destructors it makes no CUDA call, only pool bookkeeping, so it
+        also serves for forgetting a lost device (inside ``errors.quiet_teardown``)."""
+        self.bodies.clear()
         self.graphs.clear()
         while self.bindings:
-            self.bindings.popitem(last=False)[1].close(backend)
+            self.bindings.popitem(last=False)[1].close(self.backend)
         if self.flag_slots is not None:
-            backend.transient.recycle([self.flag_slots])
+            self.runtime.transient.recycle([self.flag_slots])
             self.flag_slots = None
 
 
-_STATES: weakref.WeakKeyDictionary[Any, SequenceState] = weakref.WeakKeyDictionary()
-
-
-def state_for(backend: Any) -> SequenceState:
-    """The backend's ``SequenceState`` (made on first use)."""
-    state = _STATES.get(backend)
-    if state is None:
-        state = _STATES[backend] = SequenceState(backend)
-    return state
-
-
 def release(backend: Any) -> None:
-    """Drop what sequences keep for ``backend`` (graphs, bindings, flag slots).
-
-    Meant for ``shutdown`` and for forgetting a lost device (inside ``quiet_teardown``): apart from
-    the graphs' own destructors it makes no CUDA call, only pool bookkeeping.
-    """
+    """Drop what sequences keep for ``backend`` (graphs, bindings, bodies, flag slots)."""
     with backend.lock:
-        state = _STATES.pop(backend, None)
-        if state is not None:
-            state.close(backend)
+        backend.sequences.close()
 
 
-def _unpack(step: object) -> tuple[Any, tuple[Resident, ...], Any]:
+def unpack(step: object) -> tuple[Any, tuple[Resident, ...], Any]:
+    """``(program, handles, config)`` of one step; ``InvalidProgram`` for anything else."""
     if not isinstance(step, (tuple, list)) or len(step) not in (2, 3):
         raise InvalidProgram(f"sequence step {step!r} is not (program, handles) or (program, handles, config)",
                              "pass each step as a tuple (program, [handle, ...], config_or_None).")
@@ -135,14 +319,7 @@ def _unpack(step: object) -> tuple[Any, tuple[Resident, ...], Any]:
     return program, handles, step[2] if len(step) == 3 else None
 
 
-def _open(backend: Any) -> SequenceState:
-    backend._check_open()
-    backend._use_device()
-    return state_for(backend)
-
-
-# ---- running bodies ----------------------------------------------------------------------------------
-def _pins(bindings: Iterable[ResidentBinding], *extra: Any) -> tuple:
+def pins(bindings: Iterable[ResidentBinding], *extra: Any) -> tuple:
     """Unique device buffers of ``bindings`` plus ``extra`` (what a captured graph points at)."""
     seen: dict[int, Any] = {}
     for b in bindings:
@@ -175,202 +352,62 @@ def body_key(body: tuple, chunk: int, overlap: bool) -> tuple:
     return ("body", body, chunk, overlap)
 
 
-def run_body(backend: Any, state: SequenceState, bindings: Sequence[ResidentBinding], count: int = 1) -> None:
-    """Enqueue ``bindings`` ``count`` times: replayed graphs when graphs are on, else eager launches."""
-    if not bindings or count <= 0:
-        return
-    if not graphs_enabled(backend):
-        for _ in range(count):
-            for b in bindings:
-                run_binding(backend, b)
-        return
-    body = tuple(b.key for b in bindings)
-    pins = _pins(bindings)
-    overlap = programmatic_launches(backend.info.compute_capability)
-    for chunk in _chunks(count, _unroll(count, len(bindings))):
-        def record(stream_ptr: int, chunk: int = chunk) -> None:
-            after_kernel = False
-            for _ in range(chunk):
-                for b in bindings:
-                    after_kernel = b.record(stream_ptr, after_kernel, overlap)
-
-        with cuda_errors("running a captured sequence"):
-            state.graphs.run(body_key(body, chunk, overlap), backend.stream, record, pins, tuple(bindings))
-
-
-def _until_batch(backend: Any, state: SequenceState, bindings: Sequence[ResidentBinding], flag: Any,
-                 slots: Any, n: int) -> None:
-    """Enqueue ``n`` iterations: clear the flag, run the steps, copy the flag to slot ``i``."""
-    rt = _runtime()
-    overlap = programmatic_launches(backend.info.compute_capability)
-
-    def record(stream_ptr: int) -> None:
-        for i in range(n):
-            rt.memsetAsync(flag.ptr, 0, 4, stream_ptr)
-            after_kernel = False
-            for b in bindings:
-                after_kernel = b.record(stream_ptr, after_kernel, overlap)
-            rt.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, stream_ptr)
-
-    if graphs_enabled(backend):
-        key = ("until", tuple(b.key for b in bindings), flag.ptr, slots.ptr, n, overlap)
-        with cuda_errors("running a captured dispatch_until batch"):
-            state.graphs.run(key, backend.stream, record, _pins(bindings, flag, slots), tuple(bindings))
-        return
-    stream = backend.stream.ptr
-    for i in range(n):
-        with cuda_errors("clearing the dispatch_until flag"):
-            rt.memsetAsync(flag.ptr, 0, 4, stream)
-        for b in bindings:
-            run_binding(backend, b)
-        with cuda_errors("recording the dispatch_until flag"):
-            rt.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, stream)
-
-
-# ---- reading back --------------------------------------------------------------------------------------
-def _read_ranges(backend: Any, reads: Sequence[tuple]) -> list[tuple[int, int]]:
-    """``(device pointer, nbytes)`` of each read, checked before any work is enqueued."""
-    out = []
-    for read in reads:
-        if not isinstance(read, (tuple, list)) or len(read) != 3:
-            raise InvalidProgram(f"read {read!r} is not (handle, offset, nbytes)",
-                                 "pass reads as (handle, offset, nbytes) tuples.")
-        handle, offset, nbytes = read
-        buf = backend.resident.resolve(handle)
-        bad = any(isinstance(v, bool) or not isinstance(v, int) for v in (offset, nbytes))
-        if bad or offset < 0 or nbytes < 0 or offset + nbytes > handle.nbytes:
-            raise InvalidHandle(f"read range offset={offset!r} nbytes={nbytes!r} is outside {handle!r}",
-                                f"keep offset + nbytes within the handle's {handle.nbytes} bytes.")
-        out.append((buf.ptr + offset, nbytes))
-    return out
-
-
-def read_back(backend: Any, state: SequenceState, ranges: Sequence[tuple[int, int]], what: str
-              ) -> list[np.ndarray]:
-    """Copy ``ranges`` to the host after everything enqueued so far: the one synchronisation."""
-    stage = state.stage
-    total = sum(-(-n // _ALIGN) * _ALIGN for _, n in ranges)
-    array = stage.ready(total, lambda: backend.telemetry.add("cuda_sync_points"))
-    places = []
-    off = 0
-    try:
-        with cuda_errors(f"reading back the results of {what}"):
-            rt = _runtime()
-            for ptr, nbytes in ranges:
-                if nbytes:
-                    rt.memcpyAsync(stage.ptr + off, ptr, nbytes, D2H, backend.stream.ptr)
-                places.append((off, nbytes))
-                off += -(-nbytes // _ALIGN) * _ALIGN
-    finally:
-        with cuda_errors("fencing the staging area"):
-            stage.fence(backend.stream)
-    backend.telemetry.add("cuda_d2h_bytes", sum(n for _, n in ranges))
-    backend.wait(stage.event, None, what)
-    stage.pending = False
-    return [array[o:o + n].copy() for o, n in places]
-
-
-# ---- the backend entry points --------------------------------------------------------------------------
-def run_sequence(backend: Any, steps: Sequence[object], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
-    """Run ``steps`` on the backend stream, then read ``reads`` back; one synchronisation."""
-    return run_repeated(backend, steps, (), 0, reads)
-
-
-def run_repeated(backend: Any, prefix: Sequence[object], repeated: Sequence[object], count: int,
-                 reads: Sequence[tuple] = ()) -> list[np.ndarray]:
-    """Run ``prefix`` once and ``repeated`` ``count`` times, then read ``reads`` back; one sync."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise InvalidProgram(f"repeat count {count!r} is not a non-negative int", "pass count >= 0.")
-    with backend.lock, nvtx_range("vyre.cuda.sequence"):
-        state = _open(backend)
-        head = [state.bind(backend, s) for s in prefix]
-        body = [state.bind(backend, s) for s in repeated] if count else []
-        ranges = _read_ranges(backend, reads)
-        run_body(backend, state, head)
-        run_body(backend, state, body, count)
-        return read_back(backend, state, ranges, "dispatch_sequence")
-
-
-def run_until(backend: Any, steps: Sequence[object], flag_handle: Resident, max_iterations: int) -> int:
-    """Repeat ``steps`` until the flag's first u32 word stays zero; the iterations that took (<= max)."""
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 0:
-        raise InvalidProgram(f"max_iterations {max_iterations!r} is not a non-negative int",
-                             "pass max_iterations >= 0.")
-    with backend.lock, nvtx_range("vyre.cuda.sequence"):
-        state = _open(backend)
-        bindings = [state.bind(backend, s) for s in steps]
-        flag = backend.resident.resolve(flag_handle)
-        if flag_handle.nbytes < 4:
-            raise InvalidProgram(f"the flag {flag_handle!r} of dispatch_until has fewer than 4 bytes",
-                                 "pass a resident buffer of at least 4 bytes (its first u32 word is the flag).")
-        slots = state.flags(backend)
-        done, batch = 0, 1
-        while done < max_iterations:
-            n = min(batch, max_iterations - done)
-            _until_batch(backend, state, bindings, flag, slots, n)
-            words = read_back(backend, state, [(slots.ptr, 4 * n)], "dispatch_until")[0].view(np.uint32)
-            settled = np.flatnonzero(words == 0)
-            if settled.size:
-                return done + int(settled[0]) + 1
-            done += n
-            batch = min(batch * 2, MAX_BATCH)
-        return max_iterations
-
-
 class CompiledSequence:
     """Steps bound and (with graphs on) captured once: ``launch()`` is one graph replay."""
 
     def __init__(self, backend: Any, steps: Sequence[object]) -> None:
         self.backend = backend
-        self._bindings: tuple[ResidentBinding, ...] = ()
-        with backend.lock:
-            self._state = _open(backend)
+        self.runtime = backend.runtime
+        self.sequences: SequenceDispatcher = backend.sequences
+        self.bindings: tuple[ResidentBinding, ...] = ()
+        with self.runtime.lock:
+            self.sequences.open()
             try:
                 for step in steps:
-                    self._bindings += (ResidentBinding(backend, *_unpack(step)),)
+                    self.bindings += (ResidentBinding(backend, *unpack(step)),)
             except BaseException:
                 self.close()
                 raise
-        self._buffers = tuple({id(b): b for x in self._bindings for b in x.buffers}.values())
-        self._body = tuple(b.key for b in self._bindings)
-        self._entry: Any = None  # the CapturedGraph of the last launch, replayed while still cached
-        self._seen = backend.resident.generation
+        self.buffers = tuple({id(b): b for x in self.bindings for b in x.buffers}.values())
+        self.key = tuple(b.key for b in self.bindings)
+        self.entry: Any = None  # the CapturedGraph of the last launch, replayed while still cached
+        self.seen = self.runtime.resident.generation
 
     def launch(self) -> None:
         """Enqueue the steps once (no synchronisation): a replay once captured, else eager launches."""
-        backend = self.backend
-        with backend.lock:
-            if backend.resident.generation != self._seen:  # something was freed: one of ours?
-                for buf in self._buffers:
+        rt, sequences = self.runtime, self.sequences
+        with rt.lock:
+            if rt.resident.generation != self.seen:  # something was freed: one of ours?
+                for buf in self.buffers:
                     if buf.retired:
                         raise InvalidHandle("a handle of this compiled sequence was freed",
                                             "compile the sequence again with live handles.")
-                self._seen = backend.resident.generation
-            entry = self._entry
-            if entry is not None and entry.alive and not backend._closed:  # captured while graphs were on
-                self._state.graphs.replay(entry, backend.stream)
+                self.seen = rt.resident.generation
+            entry = self.entry
+            if entry is not None and entry.alive and not rt.closed:  # captured while graphs were on
+                sequences.graphs.replay(entry, rt.stream)
                 return
-            backend._check_open()
-            run_body(backend, self._state, self._bindings)
-            if graphs_enabled(backend):
-                overlap = programmatic_launches(backend.info.compute_capability)
-                self._entry = self._state.graphs.lookup(body_key(self._body, 1, overlap))
+            rt.check_open()
+            sequences.run_body(self.bindings)
+            if graphs_enabled(rt):
+                overlap = programmatic_launches(rt.info.compute_capability)
+                self.entry = sequences.graphs.lookup(body_key(self.key, 1, overlap))
             else:
-                self._entry = None
+                self.entry = None
 
     def run(self, reads: Sequence[tuple] = ()) -> list[np.ndarray]:
         """``launch()`` then read ``reads`` back: one synchronisation."""
-        with self.backend.lock:
-            ranges = _read_ranges(self.backend, reads)
+        with self.runtime.lock:
+            ranges = self.sequences.read_ranges(reads)
             self.launch()
-            return read_back(self.backend, self._state, ranges, "compiled sequence")
+            return self.sequences.read_back(ranges, "compiled sequence")
 
     def close(self) -> None:
         """Unpin the buffers and give the parameter blocks back."""
-        with self.backend.lock:
-            for b in self._bindings:
+        with self.runtime.lock:
+            for b in self.bindings:
                 b.close(self.backend)
-            self._bindings, self._buffers, self._entry = (), (), None
+            self.bindings, self.buffers, self.entry = (), (), None
 
 
 def compile_sequence(backend: Any, steps: Sequence[object]) -> CompiledSequence:

@@ -5,14 +5,14 @@ CuPy is imported lazily (``import_cupy``) so that importing ``vyre_cuda`` works 
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
 
 from vyre.driver.errors import BackendUnavailable
+from vyre_cuda.runtime import settings
 
-ENV_DEVICE = "VYRE_CUDA_DEVICE"
+ENV_DEVICE = settings.DEVICE
 
 FIX_INSTALL = "pip install 'vyre-cuda[cuda12]' (or [cuda13] for a CUDA 13 driver)"
 FIX_NO_DRIVER = ("install the NVIDIA driver (check with nvidia-smi); on a machine without a GPU use "
@@ -78,7 +78,7 @@ def import_cupy() -> ModuleType:
 
 def resolve_index(device: int | str | None = None) -> int:
     """Device ordinal from the argument (``3``, ``"3"``, ``"cuda:3"``), else ``VYRE_CUDA_DEVICE``, else 0."""
-    raw: int | str | None = device if device is not None else os.environ.get(ENV_DEVICE) or None
+    raw: int | str | None = device if device is not None else settings.device()
     if raw is None:
         return 0
     text = str(raw).strip()

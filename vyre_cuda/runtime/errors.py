@@ -9,7 +9,7 @@ Lost devices: a sticky CUDA error (illegal address, trap, ECC...) poisons the de
 context for the whole process. Whenever a ``DeviceLost`` is made here, ``note_device_lost`` asks
 the current device whether its context really is poisoned (a fake or stale error is not); if so
 the device is recorded as needing a reset and every backend watching it (``watch_device``) is told
-(``backend._mark_lost()``: it refuses further use with ``DeviceLost``). The next backend started
+(``backend.mark_lost()``: it refuses further use with ``DeviceLost``). The next backend started
 on that device calls ``reset_device``, which drops every object of the old context and resets it.
 Some drivers keep the fault for the whole process even then (seen on driver 580 / CUDA 13.0 on an
 H100: every new context fails with the fault's status); the reset then ends in a
@@ -180,7 +180,7 @@ def device_lost(message: str, fix: str = FIX_LOST) -> DeviceLost:
 
 
 def watch_device(index: int, backend: Any) -> None:
-    """Call ``backend._mark_lost()`` when device ``index`` is found poisoned (held weakly)."""
+    """Call ``backend.mark_lost()`` when device ``index`` is found poisoned (held weakly)."""
     with _lost_lock:
         _watchers.setdefault(index, weakref.WeakSet()).add(backend)
 
@@ -199,7 +199,7 @@ def note_device_lost() -> int | None:
         _needs_reset.add(index)
         backends = list(_watchers.get(index, ()))
     for backend in backends:
-        backend._mark_lost()
+        backend.mark_lost()
     return index
 
 
@@ -238,7 +238,7 @@ def reset_device(index: int) -> None:
     """Make device ``index`` usable again after a sticky error (see the module docstring).
 
     Drops, while the old context still exists: the lost backends' CUDA objects
-    (``backend._forget_device()``), CuPy's default device and pinned pools' cached blocks and
+    (``backend.forget_device()``), CuPy's default device and pinned pools' cached blocks and
     CuPy's memoised modules (``cupy.clear_memo()``); then resets the primary context and checks
     that the device works. ``BackendUnavailable`` if it does not.
     """
@@ -249,7 +249,7 @@ def reset_device(index: int) -> None:
             return
         with quiet_teardown():
             for backend in list(_watchers.get(index, ())):
-                backend._forget_device()
+                backend.forget_device()
             for pool in (cupy.get_default_memory_pool(), cupy.get_default_pinned_memory_pool()):
                 try:
                     pool.free_all_blocks()

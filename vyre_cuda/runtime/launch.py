@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,8 @@ import numpy as np
 from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram
 from vyre.ir.layout import workgroup_bytes
 from vyre.ir.program import Program
-from vyre_cuda.runtime.errors import cuda_errors, device_lost
+from vyre_cuda.runtime import settings
+from vyre_cuda.runtime.errors import cuda_errors, device_lost, translate
 
 _WORD = 4
 _CTX_ERRORS = (201, 3)  # CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_INITIALIZED
@@ -127,18 +127,25 @@ def check_cooperative(name: str, kernel_ptr: int, grid: Sequence[int], block: Se
 
 # ---- the driver entry point ------------------------------------------------------------------------
 #: how ``LaunchPlan.launch`` reaches ``cuLaunchKernel`` (``VYRE_CUDA_LAUNCH`` overrides):
-#: "pyctypes" - libcuda through ``ctypes.PyDLL`` with pre-built ctypes arguments (no per-call
-#: conversion, GIL kept for the few microseconds of the call); "ctypes" - ``ctypes.CDLL`` with
-#: ``argtypes``; "cupy" - ``cupy.cuda.driver.launchKernel``. All pass the same pre-packed ``void**``.
-LAUNCH_MODES = ("pyctypes", "ctypes", "cupy")
-DEFAULT_LAUNCH_MODE = "pyctypes"
+#: "cupy" - ``cupy.cuda.driver.launchKernel``, a compiled wrapper called with plain ints (the
+#: default: the cheapest per call, it releases the GIL around the driver call); "pyctypes" -
+#: libcuda through ``ctypes.PyDLL`` with pre-built ctypes arguments; "ctypes" - ``ctypes.CDLL``
+#: with ``argtypes``. All pass the same pre-packed ``void**``.
+LAUNCH_MODES = ("cupy", "pyctypes", "ctypes")
+DEFAULT_LAUNCH_MODE = "cupy"
 
 
 def launch_mode() -> str:
     """The launch path in use: ``VYRE_CUDA_LAUNCH`` if valid, else the default; "cupy" without libcuda."""
-    mode = os.environ.get("VYRE_CUDA_LAUNCH", DEFAULT_LAUNCH_MODE)
+    mode = settings.launch(DEFAULT_LAUNCH_MODE)
     mode = mode if mode in LAUNCH_MODES else DEFAULT_LAUNCH_MODE
     return mode if mode == "cupy" or _cu_launch(mode) is not None else "cupy"
+
+
+def _driver() -> Any:
+    from cupy.cuda import driver
+
+    return driver
 
 
 @functools.lru_cache(maxsize=2)
@@ -157,7 +164,7 @@ def _cu_launch(mode: str) -> Any:
 
 
 # ---- programmatic dependent launch ------------------------------------------------------------------
-PDL_ENV = "VYRE_CUDA_PDL"
+PDL_ENV = settings.PDL
 PDL_MIN_CC = 90  # griddepcontrol and programmatic stream serialization: sm_90+
 _PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
@@ -193,7 +200,7 @@ def programmatic_launches(compute_capability: str) -> bool:
     True on sm_90+ when libcuda has ``cuLaunchKernelEx`` and ``VYRE_CUDA_PDL`` is not 0/false/off/no
     (read on each call: a change applies to graphs captured afterwards).
     """
-    if os.environ.get(PDL_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
+    if not settings.pdl():
         return False
     return int(compute_capability.rstrip("a")) >= PDL_MIN_CC and _cu_launch_ex() is not None
 
@@ -293,7 +300,12 @@ class LaunchPlan:
         """Enqueue the kernel on ``stream_ptr``: one driver call."""
         if stream_ptr != self._stream:
             self._build_call(stream_ptr)
-        rc = self._call_fn(*self._call)
+        try:
+            rc = self._call_fn(*self._call)
+        except Exception as exc:  # noqa: BLE001 - the "cupy" path raises; classified below
+            rc = _status(exc)
+            if rc is None or self._cooperative:
+                raise translate(exc, f"launching program {self.name}") from exc
         if rc:
             self._failed(rc, stream_ptr)
 
@@ -302,10 +314,11 @@ class LaunchPlan:
 
         The kernel must wait for that kernel itself (``griddepcontrol.wait``, sm_90+), as every
         sm_90 kernel of the emitter does. Used while recording graphs (a cold path: the
-        configuration is built per call). Cooperative plans and the "cupy" path launch normally.
+        configuration is built per call). Cooperative plans, and any plan when libcuda has no
+        ``cuLaunchKernelEx``, launch normally.
         """
         fn = _cu_launch_ex()
-        if fn is None or self._cooperative or self.mode == "cupy":
+        if fn is None or self._cooperative:
             self.launch(stream_ptr)
             return
         attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
@@ -321,12 +334,17 @@ class LaunchPlan:
     def prebound(self, stream_ptr: int) -> tuple[Callable[..., int], tuple]:
         """``(fn, args)``: ``fn(*args)`` enqueues the plan on ``stream_ptr``; non-zero means it failed.
 
-        On the default "pyctypes" path this is ``cuLaunchKernel`` itself with its ctypes arguments
-        built once (for callers that keep them in a closure); any other path goes through
-        ``launch``. On a non-zero result call ``launch`` again: it retries a missing context and
-        raises the vyre error. Rebinding or a new grid invalidates the pair.
+        On the "cupy" path this is ``cupy.cuda.driver.launchKernel`` with plain int arguments, on
+        the "pyctypes" path ``cuLaunchKernel`` itself with its ctypes arguments built once (for
+        callers that keep them in a closure); any other path goes through ``launch``. When the call
+        raises or returns non-zero, call ``launch`` again: it retries a missing context and raises
+        the vyre error. Rebinding or a new grid invalidates the pair.
         """
-        if self._cooperative or self.mode != "pyctypes" or self._fn is None:
+        if self._cooperative:
+            return _launch_via_plan, (self, stream_ptr)
+        if self.mode == "cupy":
+            return _driver().launchKernel, (*self._head, stream_ptr, self.argv_ptr, 0)
+        if self.mode != "pyctypes" or self._fn is None:
             return _launch_via_plan, (self, stream_ptr)
         return self._fn, (*self._chead, ctypes.c_void_p(stream_ptr), self._argv, None)
 
@@ -337,8 +355,10 @@ class LaunchPlan:
 
     def _build_call(self, stream_ptr: int) -> None:
         """The driver entry point and its arguments for launches on ``stream_ptr``."""
-        if self._cooperative or self.mode == "cupy":
-            self._call_fn, self._call = self._launch_cupy, (stream_ptr,)
+        if self._cooperative:
+            self._call_fn, self._call = _driver().launchCooperativeKernel, (*self._head, stream_ptr, self.argv_ptr)
+        elif self.mode == "cupy":
+            self._call_fn, self._call = _driver().launchKernel, (*self._head, stream_ptr, self.argv_ptr, 0)
         elif self.mode == "pyctypes":
             self._call_fn, self._call = self._fn, (*self._chead, ctypes.c_void_p(stream_ptr), self._argv, None)
         else:
@@ -350,19 +370,19 @@ class LaunchPlan:
         if rc in _CTX_ERRORS:
             _bind_context()
             self._build_call(stream_ptr)
-            rc = self._call_fn(*self._call)
+            try:
+                rc = self._call_fn(*self._call)
+            except Exception as exc:  # noqa: BLE001 - the "cupy" path raises
+                rc = _status(exc)
+                if rc is None:
+                    raise translate(exc, f"launching program {self.name}") from exc
         if rc:
             raise launch_error(rc, self.name)
 
-    def _launch_cupy(self, stream_ptr: int) -> int:
-        from cupy.cuda import driver
-
-        with cuda_errors(f"launching program {self.name}"):
-            if self._cooperative:
-                driver.launchCooperativeKernel(*self._head, stream_ptr, self.argv_ptr)
-            else:
-                driver.launchKernel(*self._head, stream_ptr, self.argv_ptr, 0)
-        return 0
+def _status(exc: BaseException) -> int | None:
+    """The CUDA status of a ``cupy.cuda.driver.CUDADriverError`` (None for any other exception)."""
+    status = getattr(exc, "status", None)
+    return status if type(exc).__name__ == "CUDADriverError" and isinstance(status, int) and status else None
 
 
 def _launch_via_plan(plan: LaunchPlan, stream_ptr: int) -> int:
@@ -376,6 +396,36 @@ def _bind_context() -> None:
 
     runtime.setDevice(runtime.getDevice())
     runtime.free(0)  # forces the runtime to make the primary context current
+
+
+# ---- zero fills and launches as one step ---------------------------------------------------------------
+def zero_fills(memset: Callable[..., Any], zero: Sequence[tuple[int, int]], stream_ptr: int, name: str) -> None:
+    """Enqueue ``memset(ptr, 0, nbytes, stream_ptr)`` for each ``(ptr, nbytes)``; CUDA errors become vyre errors."""
+    try:
+        for ptr, nbytes in zero:
+            memset(ptr, 0, nbytes, stream_ptr)
+    except Exception as exc:  # noqa: BLE001 - CuPy errors never reach users unwrapped
+        raise translate(exc, f"zeroing the outputs of program {name}") from exc
+
+
+def record_launch(memset: Callable[..., Any], plan: LaunchPlan, zero: Sequence[tuple[int, int]], stream_ptr: int,
+                  after_kernel: bool = False, overlap: bool = False) -> bool:
+    """The zero fills and launch of ``plan`` with no counters (also inside a graph capture).
+
+    ``after_kernel``: the last work on the stream is a kernel. With ``overlap`` too and no zero fill
+    in between, the launch is programmatic (``launch_programmatic``). Returns whether a kernel is
+    now the last work enqueued.
+    """
+    if zero:
+        zero_fills(memset, zero, stream_ptr, plan.name)
+        after_kernel = False
+    if plan.empty:
+        return after_kernel
+    if overlap and after_kernel:
+        plan.launch_programmatic(stream_ptr)
+    else:
+        plan.launch(stream_ptr)
+    return True
 
 
 # ---- the parameter block --------------------------------------------------------------------------
@@ -436,6 +486,11 @@ class ParamBlock:
             runtime.memcpyAsync(self.ptr, host, self.nwords * _WORD, 1, stream.ptr)
         self._last = words
         return True
+
+    @property
+    def last(self) -> tuple[int, ...] | None:
+        """The words last written (None: unknown, the next ``write`` copies)."""
+        return self._last
 
     def invalidate(self) -> None:
         """Forget the last words (the next ``write`` copies)."""

@@ -3,12 +3,16 @@
 ``ModuleCache.load(ptx, entry)`` looks in this order:
 
 1. memory: a module already loaded in this process for the same key;
-2. disk: a cubin linked by an earlier process (``DiskCache`` entry ``<key>.cubin``), written to a
-   content-addressed file and loaded with ``cupy.RawModule(path=...)`` - no PTX JIT at all;
-3. miss: the PTX is written to a content-addressed ``.ptx`` file, linked to a cubin once with
-   ``cupy.cuda.function.LinkState`` (stored on disk for the next process) and the cubin loaded.
-   If linking fails, the ``.ptx`` file itself is loaded (the driver JITs it), so a driver that
-   cannot link still runs, and a bad PTX fails with the driver's own error.
+2. disk: a cubin linked by an earlier process (``DiskCache`` entry ``<key>.cubin``), loaded with
+   ``cuModuleLoadData`` from the very bytes the disk cache read and verified (no file is opened
+   again, no PTX JIT at all);
+3. miss: the PTX is linked to a cubin once with ``cupy.cuda.function.LinkState`` (stored on disk
+   for the next process) and the cubin loaded the same way. If linking fails, the PTX is written
+   to a content-addressed ``.ptx`` file and loaded from there (the driver JITs it), so a driver
+   that cannot link still runs, and a bad PTX fails with the driver's own error and diagnostics.
+
+``VYRE_CUDA_LOADER=cupy`` loads cubins through ``cupy.RawModule(path=...)`` instead (the path
+of earlier versions, kept for comparison).
 
 The key is SHA-256 over the PTX text, the compute capability, the driver version and the
 vyre_cuda version: anything that changes the binary changes the key.
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from vyre.driver.errors import DispatchFailed, KernelCompileFailed
+from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.cache import DiskCache, cache_version
 from vyre_cuda.runtime.device import DeviceInfo, import_cupy
 from vyre_cuda.runtime.errors import cuda_errors, translate
@@ -44,10 +49,12 @@ class LoadedKernel:
     """A kernel ready to launch: the module, its function and the raw ``CUfunction`` pointer."""
 
     key: str
-    module: Any  # cupy.RawModule
-    function: Any  # cupy.RawKernel
+    module: Any  # cupy.cuda.function.Module (or cupy.RawModule with VYRE_CUDA_LOADER=cupy)
+    function: Any  # callable as function(grid, block, args): cupy.cuda.function.Function or cupy.RawKernel
     ptr: int
     cubin_cached: bool  # True when the module came from a cubin cached by an earlier process
+    max_threads: int | None = None  # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (None: unknown)
+    shared_bytes: int = 0  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES (static shared memory)
 
 
 def module_key(ptx: str, device: DeviceInfo) -> str:
@@ -123,7 +130,8 @@ class ModuleCache:
         cupy = import_cupy()
         with cuda_errors(f"finding kernel {entry!r} in its module"), cupy.cuda.Device(self.device.index):
             function = module.get_function(entry)
-            kernel = LoadedKernel(key, module, function, int(function.kernel.ptr), cubin_cached)
+            ptr = int(function.kernel.ptr if hasattr(function, "kernel") else function.ptr)
+            kernel = LoadedKernel(key, module, function, ptr, cubin_cached, *_attributes(cupy, ptr))
         with self._lock:
             self._kernels[(key, entry)] = kernel
         return kernel
@@ -140,7 +148,6 @@ class ModuleCache:
                         return module, True
                     self.disk.discard(key, ".cubin")
             ptx_bytes = ptx.encode()
-            ptx_path = self._file(ptx_bytes, ".ptx")
             cubin = self._link(cupy, ptx_bytes)
             if cubin is not None:
                 if self.disk is not None:
@@ -148,17 +155,21 @@ class ModuleCache:
                 module = self._try_load(cupy, cubin, ".cubin")
                 if module is not None:
                     return module, False
-            return self._load_ptx(cupy, key, ptx, ptx_path), False
+            return self._load_ptx(cupy, key, ptx, self._file(ptx_bytes, ".ptx")), False
 
     def _try_load(self, cupy: Any, image: bytes, suffix: str) -> Any | None:
         """A loaded module from ``image``, or None when the driver refuses it (not for OOM or a lost device)."""
-        path = self._file(image, suffix)
         try:
+            if settings.loader() == "driver":
+                module = cupy.cuda.function.Module()
+                module.load(bytes(image))  # cuModuleLoadData on these bytes
+                return module
+            path = self._file(image, suffix)
             module = cupy.RawModule(path=str(path))
             module.module  # noqa: B018 - RawModule loads lazily; load now so failures surface here
             return module
         except Exception as exc:  # noqa: BLE001 - sorted by translate below
-            err = translate(exc, f"loading {path.name}")
+            err = translate(exc, f"loading a {suffix} module")
             if not isinstance(err, (KernelCompileFailed, DispatchFailed)):
                 raise err from exc
             return None
@@ -212,7 +223,16 @@ class ModuleCache:
             self._counts[name] += 1
 
 
-# ---- a kernel that faults on purpose (the test hook CudaBackend._inject_fault) -------------------------------
+def _attributes(cupy: Any, ptr: int) -> tuple[int | None, int]:
+    """The kernel's max threads per block and static shared bytes (``(None, 0)`` when unknown)."""
+    try:
+        driver = cupy.cuda.driver
+        return int(driver.funcGetAttribute(0, ptr)), int(driver.funcGetAttribute(1, ptr))
+    except Exception:  # noqa: BLE001 - attributes only sharpen the geometry check
+        return None, 0
+
+
+# ---- a kernel that faults on purpose (the test hook DeviceRuntime.inject_fault) -------------------------------
 FAULT_ENTRY = "vyre_fault"
 FAULT_ADDRESS = 0x8  # never mapped: a store there is an illegal-address fault
 _FAULT_BODIES = {

@@ -23,7 +23,6 @@ Layers (each usable by the pipelines/graphs code):
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ import numpy as np
 
 from vyre.driver.backend import Resident
 from vyre.driver.errors import DeviceOutOfMemory, InvalidHandle
+from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.telemetry import Telemetry
 
@@ -49,19 +49,7 @@ def capacity_class(nbytes: int) -> int:
     return MIN_BLOCK if nbytes <= MIN_BLOCK else 1 << (nbytes - 1).bit_length()
 
 
-def memory_limit() -> int | None:
-    """``VYRE_CUDA_MEMORY_LIMIT`` in bytes (None when unset)."""
-    raw = os.environ.get("VYRE_CUDA_MEMORY_LIMIT", "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"VYRE_CUDA_MEMORY_LIMIT={raw!r} is not a byte count. "
-                         "Fix: set it to an integer number of bytes, or unset it.") from None
-    if value < 0:
-        raise ValueError(f"VYRE_CUDA_MEMORY_LIMIT={raw!r} is negative. Fix: set a byte count >= 0.")
-    return value
+memory_limit = settings.memory_limit  # ``VYRE_CUDA_MEMORY_LIMIT`` in bytes (None when unset)
 
 
 def _runtime() -> Any:

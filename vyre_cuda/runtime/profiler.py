@@ -7,8 +7,9 @@ once; call ``refresh()`` after changing it in a running process.
 
 from __future__ import annotations
 
-import os
 from types import TracebackType
+
+from vyre_cuda.runtime import settings
 
 RANGES = ("vyre.cuda.codegen", "vyre.cuda.compile", "vyre.cuda.dispatch", "vyre.cuda.sequence",
           "vyre.cuda.graph_replay")
@@ -56,7 +57,7 @@ def enabled() -> bool:
     """True when ``VYRE_CUDA_NVTX=1`` (read once, see ``refresh``)."""
     global _enabled
     if _enabled is None:
-        _enabled = os.environ.get("VYRE_CUDA_NVTX", "") == "1"
+        _enabled = settings.nvtx()
     return _enabled
 
 
