@@ -133,8 +133,7 @@ def configure_driver_jit_cache(root: str | os.PathLike[str] | None = None) -> st
     """Apply ``jit_cache_env`` to ``os.environ``; call before the CUDA driver initialises. Returns the path in use."""
     for name, path in jit_cache_env(root).items():
         try:  # the driver loads what it finds there: only a directory nobody else can write
-            with DiskCache(Path(path).parent)._dir(DRIVER_JIT, create=True):
-                pass
+            DiskCache(Path(path).parent).ensure_trusted_dir(DRIVER_JIT)
         except OSError:
             return None  # an unusable or untrusted directory: keep the driver's default
         os.environ[name] = path
@@ -394,6 +393,11 @@ class DiskCache:
         if os.path.islink(self.root):
             raise UntrustedCache(f"the cache directory {self.root} is a symbolic link")
         return open_trusted_dir(self.root, f"the cache directory {self.root}")  # O_NOFOLLOW: no swap after the check
+
+    def ensure_trusted_dir(self, sub: str) -> None:
+        """Create ``root/sub`` if missing; ``OSError`` unless it is a real directory that passes the trust check."""
+        with self._dir(sub, create=True):
+            pass
 
     @contextmanager
     def _dir(self, sub: str, create: bool) -> Iterator[int]:
