@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 from vyre.driver.config import DispatchConfig
+from vyre.ir.expand import expand_calls
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 from vyre.ir.walk import iter_all_exprs
@@ -71,6 +72,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     """
     coarsen = check_factor(coarsen)
     _validate(program)
+    program = expand_calls(program)  # composed ops: call by value, as on the oracle
     sm = normalize_sm(sm)
     need = required_ptx_version(sm, features(program))
     version = need if ptx_version is None else check_ptx_version(ptx_version, need)
