@@ -25,7 +25,7 @@ from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre_cuda.dispatch.prepared import PreparedProgram
-from vyre_cuda.runtime.arrays import device_array, order_after_producers
+from vyre_cuda.runtime.arrays import device_input, order_after_producers
 from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.pools import D2D, D2H, H2D, DeviceBuffer, PinnedStaging, StagingSlot
 from vyre_cuda.runtime.profiler import nvtx_range
@@ -102,7 +102,7 @@ class HostDispatch:
         staged: list[tuple[BufferDecl, Any, int, bool]] = []  # decl, data, count, on device
         input_counts: dict[str, int] = {}
         for decl, data in zip(program.inputs, inputs):
-            dev = device_array(data, f"input for buffer {decl.name!r}", self.device_id)
+            dev = device_input(decl, data, self.device_id)
             data = as_bytes_view(decl, data) if dev is None else dev
             count = check_byte_length(decl, data.nbytes)
             input_counts[decl.name] = count

@@ -31,7 +31,7 @@ from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre_cuda.dispatch.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
-from vyre_cuda.runtime.arrays import device_array, order_after_producers
+from vyre_cuda.runtime.arrays import device_input, order_after_producers
 from vyre_cuda.runtime.errors import cuda_errors, translate
 from vyre_cuda.runtime.pools import D2D, D2H, H2D, StagingSlot, capacity_class
 from vyre_cuda.runtime.profiler import nvtx_range
@@ -321,7 +321,7 @@ class CudaPipeline(CompiledPipeline):
         input_counts: dict[str, int] = {}
         keep: list[Any] = []
         for decl, data in zip(program.inputs, inputs):
-            dev = device_array(data, f"input for buffer {decl.name!r}", backend.device_id)
+            dev = device_input(decl, data, backend.device_id)
             src = dev if dev is not None else as_bytes_view(decl, data)
             count = check_byte_length(decl, src.nbytes)
             input_counts[decl.name] = count
