@@ -22,8 +22,8 @@ import numpy as np
 
 from vyre.driver.backend import Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
-from vyre.driver.errors import InvalidHandle
 from vyre.driver.inputs import check_byte_length, host_bytes, resident_decls
+from vyre.driver.resident_args import check_allocation, check_byte_range, download_size
 from vyre.ir.program import Access, Program
 from vyre_cuda.dispatch.prepared import PreparedProgram
 from vyre_cuda.runtime.arrays import device_array, is_device_array, order_after_producers
@@ -63,7 +63,7 @@ class ResidentDispatch:
         with self.lock:
             self._check_open()
             self._use_device()
-            return self.resident.allocate(nbytes)
+            return self.resident.allocate(check_allocation(nbytes))
 
     def upload_resident(self, handle: Resident, data: object, offset: int = 0) -> None:
         with self.lock:
@@ -73,7 +73,7 @@ class ResidentDispatch:
             if is_device_array(data):
                 arr = device_array(data, f"upload to {handle!r}", self.device_id)
                 nbytes = int(arr.nbytes)
-                _check_range(handle, offset, nbytes)
+                check_byte_range(handle, offset, nbytes)
                 with cuda_errors(f"copying into {handle!r}"):
                     order_after_producers(self.stream)
                     self._rt.memcpyAsync(buf.ptr + offset, arr.data.ptr, nbytes, D2D, self.stream.ptr)
@@ -81,7 +81,7 @@ class ResidentDispatch:
                 self.telemetry.add("cuda_d2d_bytes", nbytes)
                 return
             view = host_bytes(data, f"upload to {handle!r}")
-            _check_range(handle, offset, view.nbytes)
+            check_byte_range(handle, offset, view.nbytes)
             self.staging.upload(buf.ptr + offset, view)
 
     def download_resident(self, handle: Resident, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
@@ -89,9 +89,7 @@ class ResidentDispatch:
             self._check_open()
             self._use_device()
             buf = self.resident.resolve(handle)
-            if nbytes is None:
-                nbytes = handle.nbytes - offset if isinstance(offset, int) else -1
-            _check_range(handle, offset, nbytes)
+            nbytes = download_size(handle, offset, nbytes)
             return self.staging.download(buf.ptr + offset, nbytes)
 
     def free_resident(self, handle: Resident) -> None:
@@ -192,9 +190,3 @@ class ResidentDispatch:
         memo.zero_ptrs = tuple((bufs[i].ptr, nbytes) for i, nbytes in memo.zero_index)
         memo.generation = self.resident.generation
 
-
-def _check_range(handle: Resident, offset: int, nbytes: int) -> None:
-    bad = any(isinstance(v, bool) or not isinstance(v, int) for v in (offset, nbytes))
-    if bad or offset < 0 or nbytes < 0 or offset + nbytes > handle.nbytes:
-        raise InvalidHandle(f"byte range offset={offset!r} nbytes={nbytes!r} is outside {handle!r}",
-                            f"keep offset + nbytes within the handle's {handle.nbytes} bytes.")

@@ -33,7 +33,15 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.backend import Resident
-from vyre.driver.errors import InvalidHandle, InvalidProgram
+from vyre.driver.errors import InvalidHandle
+from vyre.driver.resident_args import (
+    check_byte_range,
+    check_flag,
+    check_max_iterations,
+    check_repeat_count,
+    unpack_read,
+    unpack_step,
+)
 from vyre_cuda.dispatch.graphs import GraphCache, graphs_enabled
 from vyre_cuda.dispatch.pipeline import ResidentBinding, run_binding
 from vyre_cuda.runtime.errors import cuda_errors
@@ -66,7 +74,7 @@ class SequenceState:
 
     def bind(self, backend: Any, step: object) -> ResidentBinding:
         """The binding of one ``(program, handles[, config])`` step (made once, then reused)."""
-        program, handles, config = _unpack(step)
+        program, handles, config = unpack_step(step)
         key = (id(program), id(config), *map(id, handles))
         binding = self.bindings.get(key)
         if binding is not None and binding.matches(program, handles, config):
@@ -125,14 +133,6 @@ def release(backend: Any) -> None:
         state = _STATES.pop(backend, None)
         if state is not None:
             state.close(backend)
-
-
-def _unpack(step: object) -> tuple[Any, tuple[Resident, ...], Any]:
-    if not isinstance(step, (tuple, list)) or len(step) not in (2, 3):
-        raise InvalidProgram(f"sequence step {step!r} is not (program, handles) or (program, handles, config)",
-                             "pass each step as a tuple (program, [handle, ...], config_or_None).")
-    program, handles = step[0], tuple(step[1])
-    return program, handles, step[2] if len(step) == 3 else None
 
 
 def _open(backend: Any) -> SequenceState:
@@ -232,15 +232,9 @@ def _read_ranges(backend: Any, reads: Sequence[tuple]) -> list[tuple[int, int]]:
     """``(device pointer, nbytes)`` of each read, checked before any work is enqueued."""
     out = []
     for read in reads:
-        if not isinstance(read, (tuple, list)) or len(read) != 3:
-            raise InvalidProgram(f"read {read!r} is not (handle, offset, nbytes)",
-                                 "pass reads as (handle, offset, nbytes) tuples.")
-        handle, offset, nbytes = read
+        handle, offset, nbytes = unpack_read(read)
         buf = backend.resident.resolve(handle)
-        bad = any(isinstance(v, bool) or not isinstance(v, int) for v in (offset, nbytes))
-        if bad or offset < 0 or nbytes < 0 or offset + nbytes > handle.nbytes:
-            raise InvalidHandle(f"read range offset={offset!r} nbytes={nbytes!r} is outside {handle!r}",
-                                f"keep offset + nbytes within the handle's {handle.nbytes} bytes.")
+        check_byte_range(handle, offset, nbytes, "read range")
         out.append((buf.ptr + offset, nbytes))
     return out
 
@@ -279,8 +273,7 @@ def run_sequence(backend: Any, steps: Sequence[object], reads: Sequence[tuple] =
 def run_repeated(backend: Any, prefix: Sequence[object], repeated: Sequence[object], count: int,
                  reads: Sequence[tuple] = ()) -> list[np.ndarray]:
     """Run ``prefix`` once and ``repeated`` ``count`` times, then read ``reads`` back; one sync."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise InvalidProgram(f"repeat count {count!r} is not a non-negative int", "pass count >= 0.")
+    check_repeat_count(count)
     with backend.lock, nvtx_range("vyre.cuda.sequence"):
         state = _open(backend)
         head = [state.bind(backend, s) for s in prefix]
@@ -293,16 +286,12 @@ def run_repeated(backend: Any, prefix: Sequence[object], repeated: Sequence[obje
 
 def run_until(backend: Any, steps: Sequence[object], flag_handle: Resident, max_iterations: int) -> int:
     """Repeat ``steps`` until the flag's first u32 word stays zero; the iterations that took (<= max)."""
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 0:
-        raise InvalidProgram(f"max_iterations {max_iterations!r} is not a non-negative int",
-                             "pass max_iterations >= 0.")
+    check_max_iterations(max_iterations)
     with backend.lock, nvtx_range("vyre.cuda.sequence"):
         state = _open(backend)
         bindings = [state.bind(backend, s) for s in steps]
         flag = backend.resident.resolve(flag_handle)
-        if flag_handle.nbytes < 4:
-            raise InvalidProgram(f"the flag {flag_handle!r} of dispatch_until has fewer than 4 bytes",
-                                 "pass a resident buffer of at least 4 bytes (its first u32 word is the flag).")
+        check_flag(flag_handle)
         slots = state.flags(backend)
         done, batch = 0, 1
         while done < max_iterations:
@@ -327,7 +316,7 @@ class CompiledSequence:
             self._state = _open(backend)
             try:
                 for step in steps:
-                    self._bindings += (ResidentBinding(backend, *_unpack(step)),)
+                    self._bindings += (ResidentBinding(backend, *unpack_step(step)),)
             except BaseException:
                 self.close()
                 raise
