@@ -13,18 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from vyre.driver import resident_args as args
 from vyre.driver.backend import Backend, Resident
 from vyre.driver.config import DispatchConfig, effective_workgroup, resolve_grid
 from vyre.driver.errors import InvalidProgram
 from vyre.driver.inputs import check_byte_length, prepare_host_dispatch, resident_decls
-from vyre.driver.resident_args import (
-    check_byte_range,
-    check_flag,
-    check_max_iterations,
-    check_repeat_count,
-    unpack_read,
-    unpack_step,
-)
 from vyre.ir.program import Access, Program
 from vyre.reference.resident import HostResidentStore
 
@@ -131,7 +124,7 @@ class ReferenceBackend(Backend):
 
     def _steps(self, steps: Sequence[tuple]) -> list[tuple]:
         """Every step unpacked and its program validated before any runs (as on ``cuda``)."""
-        unpacked = [unpack_step(step) for step in steps]
+        unpacked = [args.unpack_step(step) for step in steps]
         for program, _, _ in unpacked:
             self._validate(program)
         return unpacked
@@ -142,10 +135,10 @@ class ReferenceBackend(Backend):
 
     def _reads(self, reads: Sequence[tuple]) -> list[tuple]:
         """The read-back requests, every range checked before any step runs."""
-        checked = [unpack_read(r) for r in reads]
+        checked = [args.unpack_read(r) for r in reads]
         for handle, offset, nbytes in checked:
             self._store.storage(handle)
-            check_byte_range(handle, offset, nbytes, "read range")
+            args.check_byte_range(handle, offset, nbytes, "read range")
         return checked
 
     def _read(self, reads: list[tuple]) -> list[np.ndarray]:
@@ -158,7 +151,7 @@ class ReferenceBackend(Backend):
 
     def dispatch_repeated(self, prefix: Sequence[tuple], repeated: Sequence[tuple], count: int,
                           reads: Sequence[tuple] = ()) -> list[np.ndarray]:
-        check_repeat_count(count)
+        args.check_repeat_count(count)
         prefix, repeated, reads = self._steps(prefix), self._steps(repeated), self._reads(reads)
         self._run_steps(prefix)
         for _ in range(count):
@@ -170,10 +163,10 @@ class ReferenceBackend(Backend):
 
         Returns the number of iterations run (at most ``max_iterations``).
         """
-        check_max_iterations(max_iterations)
+        args.check_max_iterations(max_iterations)
         steps = self._steps(steps)
         flag = self._store.storage(flag_handle)
-        check_flag(flag_handle)
+        args.check_flag(flag_handle)
         zero = np.zeros(4, dtype=np.uint8)
         for iteration in range(1, max_iterations + 1):
             flag[:4] = zero
