@@ -152,7 +152,8 @@ class ReferenceBackend(Backend):
     def dispatch_repeated(self, prefix: Sequence[tuple], repeated: Sequence[tuple], count: int,
                           reads: Sequence[tuple] = ()) -> list[np.ndarray]:
         args.check_repeat_count(count)
-        prefix, repeated, reads = self._steps(prefix), self._steps(repeated), self._reads(reads)
+        prefix, repeated = self._steps(prefix), self._steps(repeated) if count else []  # as on cuda
+        reads = self._reads(reads)
         self._run_steps(prefix)
         for _ in range(count):
             self._run_steps(repeated)
