@@ -149,9 +149,8 @@ class _Expander:
         if not _has_composed_call(e):
             return [], e
         pre, args = self.operands(e.args, depth)
-        rebuilt = Expr(e.op, tuple(args), e.dtype, e.value, e.name)
         if not _is_composed_call(e):
-            return pre, rebuilt
+            return pre, Expr(e.op, tuple(args), e.dtype, e.value, e.name)
         bound = []
         for arg in args:  # each argument once, left to right, under a fresh name
             if arg.op == "lit":
