@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 
@@ -25,11 +26,20 @@ def normalise(message: str) -> str:
 
 
 def misuses(backend) -> tuple[list[tuple[str, Callable[[], object], type]], list]:
-    """The misuse cases on ``backend`` and the handles they use (a 16-byte one and a 2-byte one)."""
+    """The misuse cases on ``backend`` and the live handles they use (a 16-byte one and a 2-byte one)."""
     h, tiny = backend.allocate_resident(16), backend.allocate_resident(2)
     backend.upload_resident(h, np.arange(4, dtype=np.uint32))
+    gone = backend.allocate_resident(8)
+    backend.free_resident(gone)
+    forged = Resident(h.id, h.nbytes, h.owner)
     steps = [(BUMP, [h])]
     cases = [
+        ("download a freed handle", lambda: backend.download_resident(gone), InvalidHandle),
+        ("free a freed handle", lambda: backend.free_resident(gone), InvalidHandle),
+        ("upload to a forged handle", lambda: backend.upload_resident(forged, b"\0"), InvalidHandle),
+        ("download a non-handle", lambda: backend.download_resident("handle"), InvalidHandle),
+        ("dispatch a freed handle", lambda: backend.dispatch_resident(BUMP, [gone]), InvalidHandle),
+        ("sequence with a freed handle", lambda: backend.dispatch_sequence([(BUMP, [gone])]), InvalidHandle),
         ("upload past the end", lambda: backend.upload_resident(h, b"\0" * 8, offset=12), InvalidHandle),
         ("upload at a negative offset", lambda: backend.upload_resident(h, b"\0", offset=-1), InvalidHandle),
         ("upload at a bool offset", lambda: backend.upload_resident(h, b"\0", offset=True), InvalidHandle),

@@ -42,3 +42,7 @@ def test_the_messages_say_what_is_wrong():
     assert messages["until bool max_iterations"].startswith("max_iterations False is not a non-negative int")
     assert messages["until a flag under 4 bytes"].startswith(f"the flag {tiny!r} of dispatch_until has fewer")
     assert messages["allocate a bool size"].startswith("cannot allocate True bytes")
+    assert messages["download a freed handle"].endswith("was already freed. Fix: do not use a handle after "
+                                                        "free_resident(); allocate a new one.")
+    assert "(forged or copied)" in messages["upload to a forged handle"]
+    assert messages["download a non-handle"].startswith("'handle' is not a Resident handle")

@@ -1,15 +1,16 @@
 """Argument checks of the resident-buffer API, shared by every backend.
 
-The oracle and ``cuda`` call these, so the same misuse (a byte range past a handle's end, a
-negative or bool repeat count, a malformed sequence step or read, a flag shorter than a word)
-raises the same exception with the same message on both. Handles themselves (freed, foreign,
-forged) are checked by each backend's own store before these run.
+The oracle and ``cuda`` call these, so the same misuse (a freed, foreign or forged handle, a
+byte range past a handle's end, a negative or bool repeat count, a malformed sequence step or
+read, a flag shorter than a word) raises the same exception with the same message on both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any
 
+from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram
 
 #: bytes of the flag word of ``dispatch_until``
@@ -25,6 +26,21 @@ def check_allocation(nbytes: object) -> int:
     if not _is_int(nbytes) or nbytes < 0:  # type: ignore[operator]
         raise InvalidProgram(f"cannot allocate {nbytes!r} bytes", "pass a non-negative int byte count.")
     return nbytes  # type: ignore[return-value]
+
+
+def invalid_handle(handle: object, owner: int, issued: int, live: Container[int]) -> InvalidHandle:
+    """Why ``handle`` is not a live handle of the store ``owner`` (``issued``: the highest id it gave out)."""
+    if not isinstance(handle, Resident):
+        return InvalidHandle(f"{handle!r} is not a Resident handle",
+                             "pass a handle returned by this backend's allocate_resident().")
+    if handle.owner != owner:
+        return InvalidHandle(f"{handle!r} belongs to another backend instance",
+                             "use a handle only with the backend that allocated it.")
+    if isinstance(handle.id, int) and 0 < handle.id <= issued and handle.id not in live:
+        return InvalidHandle(f"{handle!r} was already freed",
+                             "do not use a handle after free_resident(); allocate a new one.")
+    return InvalidHandle(f"{handle!r} was not issued by this backend (forged or copied)",
+                         "pass the exact handle object that allocate_resident() returned.")
 
 
 def check_byte_range(handle: Any, offset: object, nbytes: object, what: str = "byte range") -> None:

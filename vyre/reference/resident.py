@@ -13,9 +13,8 @@ import threading
 import numpy as np
 
 from vyre.driver.backend import Resident
-from vyre.driver.errors import InvalidHandle
 from vyre.driver.inputs import host_bytes
-from vyre.driver.resident_args import check_allocation, check_byte_range, download_size
+from vyre.driver.resident_args import check_allocation, check_byte_range, download_size, invalid_handle
 
 _owners = itertools.count(1)
 
@@ -28,6 +27,7 @@ class HostResidentStore:
         self.owner = next(_owners)
         self._ids = itertools.count(1)
         self._buffers: dict[int, tuple[Resident, np.ndarray]] = {}
+        self._issued = 0  # the highest handle id given out (tells freed handles from forged ones)
         self._lock = threading.Lock()
 
     @property
@@ -38,6 +38,7 @@ class HostResidentStore:
         check_allocation(nbytes)
         with self._lock:
             handle = Resident(next(self._ids), nbytes, self.owner)
+            self._issued = handle.id
             self._buffers[handle.id] = (handle, np.zeros(nbytes, dtype=np.uint8))
         return handle
 
@@ -45,7 +46,7 @@ class HostResidentStore:
         """The bytes behind ``handle``; freed, foreign or forged handles raise ``InvalidHandle``."""
         entry = self._buffers.get(getattr(handle, "id", None)) if isinstance(handle, Resident) else None
         if entry is None or entry[0] is not handle:
-            raise InvalidHandle(f"{handle!r} is not a live resident buffer of this {self.backend_id} backend")
+            raise invalid_handle(handle, self.owner, self._issued, self._buffers)
         return entry[1]
 
     def free(self, handle: object) -> None:
