@@ -34,6 +34,10 @@ class HostDispatch:
         return [self.arrays[b.name] for b in program.outputs]
 
 
+_RAW = np.dtype(np.uint8)
+_STORAGE = {t: t.np_dtype for t in DataType}
+
+
 def element_dtype(data: object) -> str | None:
     """The element type of a typed array as a numpy-style name, or None for untyped bytes.
 
@@ -67,6 +71,12 @@ def accepted_dtypes(decl: BufferDecl) -> tuple[str, ...]:
 
 def check_input_dtype(decl: BufferDecl, data: object) -> None:
     """A typed array must hold the buffer's element type; untyped bytes are taken as they are."""
+    dtype = getattr(data, "dtype", None)
+    want = _STORAGE[decl.dtype]
+    if dtype is want or dtype is _RAW:  # numpy's built-in dtypes are singletons: the common case
+        return
+    if isinstance(dtype, np.dtype) and (dtype == want or dtype == _RAW):
+        return
     got = element_dtype(data)
     if got is None or got in accepted_dtypes(decl):
         return
@@ -85,7 +95,10 @@ def check_input_dtype(decl: BufferDecl, data: object) -> None:
 
 def is_bfloat16(data: object) -> bool:
     """True for arrays of a bfloat16 dtype (ml_dtypes/JAX ``bfloat16``, ``torch.bfloat16``)."""
-    return str(getattr(data, "dtype", "")).endswith("bfloat16")
+    dtype = getattr(data, "dtype", None)
+    if dtype is None or (isinstance(dtype, np.dtype) and dtype.kind != "V"):  # ml_dtypes' bfloat16 is kind V
+        return False
+    return str(dtype).endswith("bfloat16")
 
 
 def bfloat16_bits(data: object) -> object:
@@ -108,15 +121,19 @@ def host_bytes(data: object, what: str) -> memoryview:
     Takes bytes, bytearray, memoryview, any C-contiguous buffer-protocol object, and host arrays
     that only offer ``__array__`` (torch and JAX CPU arrays). Non-native byte order is refused.
     """
-    if is_bfloat16(data):
+    if isinstance(data, np.ndarray):
+        kind = data.dtype.kind
+        if kind == "V" and is_bfloat16(data):
+            data = data.view(np.uint16)
+        elif data.dtype.hasobject or kind in "OMmU":
+            raise InvalidProgram(
+                f"{what} is a numpy array of dtype {data.dtype}, which holds no plain numbers",
+                "pass the values as a numeric array, e.g. numpy.asarray(x, dtype=numpy.uint32).",
+            )
+    elif is_bfloat16(data):  # torch and JAX host arrays
         data = bfloat16_bits(data)
-    if isinstance(data, np.ndarray) and (data.dtype.hasobject or data.dtype.kind in "OMmU"):
-        raise InvalidProgram(
-            f"{what} is a numpy array of dtype {data.dtype}, which holds no plain numbers",
-            "pass the values as a numeric array, e.g. numpy.asarray(x, dtype=numpy.uint32).",
-        )
     try:
-        view = memoryview(_buffer_object(data, what))  # type: ignore[arg-type]
+        view = memoryview(data if isinstance(data, np.ndarray) else _buffer_object(data, what))  # type: ignore
     except (TypeError, ValueError):
         raise InvalidProgram(
             f"{what} is a {type(data).__name__}, not a buffer",
