@@ -28,6 +28,7 @@ from vyre.ir.program import Program
 from vyre.ir.shape import MAX_NODES
 from vyre.ir.typing import ExprTyper, IRTypeError
 from vyre.ir.walk import iter_all_exprs, iter_nodes, iter_subexprs
+from vyre.ops import get_op
 
 #: most composed calls nested inside one another's expansions (a recursive op hits this)
 MAX_EXPANSION_DEPTH = 32
@@ -65,8 +66,6 @@ def _expand(program: Program) -> Program:
 def _is_composed_call(e: Expr) -> bool:
     if e.op != "call":
         return False
-    from vyre.ops import get_op
-
     op = get_op(e.name)
     return op is None or op.expand is not None  # an unknown op is reported by the expander
 
@@ -164,8 +163,6 @@ class _Expander:
 
     def instantiate(self, op_id: str, args: list[Expr], depth: int) -> Expr:
         """The op's expansion over ``args`` (literals and fresh variables), checked."""
-        from vyre.ops import get_op
-
         op = get_op(op_id)
         if op is None:
             raise self.fail("unknown_op", f"op {op_id!r} is not registered",
