@@ -1,7 +1,7 @@
 """Histogram of the low byte of u32 data: workgroup-local bins, a barrier, then global atomics.
 
-The largest output (256 bins) is smaller than the data, so the grid comes from
-``DispatchConfig(elements=len(data))`` (``vyre run ... --elements data`` on the command line).
+By default the grid covers the largest buffer (the data, not the 256 bins); passing
+``DispatchConfig(elements=len(data))`` (``vyre run ... --elements data``) says the same explicitly.
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from vyre import ir, reference
-from vyre.driver import errors
+from vyre import errors, ir, reference
 from vyre.driver.config import DispatchConfig
 from vyre.driver.devices import Device, devices
 from vyre.driver.hookspecs import hookimpl

@@ -1,8 +1,13 @@
 """Registered ops for ``Expr.call``: definitions contributed by op packs through hooks.
 
-An op is either *composed* (``expand`` builds IR from the argument expressions, so every backend
-runs it by expansion) or *primitive* (``reference`` gives its semantics as a numpy function over
-whole lanes, and each backend needs its own lowering, else ``UnsupportedFeature``).
+An op is either *composed* (``expand`` builds IR from its arguments, so every backend runs it by
+expansion, call by value: ``vyre.ir.expand``) or *primitive* (``reference`` gives its semantics
+as a numpy function over whole lanes, and each backend needs its own lowering, else
+``UnsupportedFeature``).
+
+Ops whose id starts with ``GENERATOR_OP_PREFIX`` belong to the random program generator
+(``vyre.ir.generate``), which registers them when imported; looking one up imports it, so stored
+generated programs (fuzz corpora) run in any process.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ class OpDef:
     id: str
     arg_types: tuple[DataType, ...]
     result_type: DataType
-    expand: Callable[..., object] | None = None  # (*arg Exprs) -> Expr
+    expand: Callable[..., object] | None = None  # (*arg Exprs: literals or variables) -> Expr
     reference: Callable[..., object] | None = None  # (*numpy arrays) -> numpy array
     doc: str = ""
 
@@ -33,6 +38,8 @@ class OpDef:
 
 
 _OPS: dict[str, OpDef] = {}
+#: id prefix of the composed ops that ``vyre.ir.generate`` registers
+GENERATOR_OP_PREFIX = "vyre.generate."
 
 
 def register_op(op: OpDef) -> None:
@@ -46,11 +53,14 @@ def register_op(op: OpDef) -> None:
 def get_op(op_id: str) -> OpDef | None:
     """The op registered as ``op_id`` (loading plugins first), or None."""
     if op_id not in _OPS:
+        if isinstance(op_id, str) and op_id.startswith(GENERATOR_OP_PREFIX):
+            import vyre.ir.generate  # noqa: F401 - registers the generator's ops
         _load_plugin_ops()
     return _OPS.get(op_id)
 
 
 def registered_ops() -> dict[str, OpDef]:
+    """Every registered op by id (plugin ops loaded first)."""
     _load_plugin_ops()
     return dict(_OPS)
 

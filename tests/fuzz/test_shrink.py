@@ -68,7 +68,10 @@ def test_shrink_keeps_the_failure_and_ends_tiny(op: str) -> None:
     vyre.validate(small)
     assert uses(small, op)
     assert small.buffers == original.buffers and small.workgroup_size == original.workgroup_size
-    assert size(small) <= 6 < size(original), small.to_text()
+    # at most: the op and its two operands, the store keeping it with its own-index variable, that
+    # variable's let with a literal value, and the barriers the shrinker keeps on purpose
+    barriers = sum(isinstance(n, Barrier) for n in iter_nodes(small.body))
+    assert size(small) <= 7 + barriers < size(original), small.to_text()
     assert seen, "the predicate was never consulted"
 
 

@@ -370,10 +370,12 @@ def test_malformed_inputs_are_invalid_program_naming_the_buffer(inputs: object, 
     assert names in str(err)
 
 
-def test_inputs_are_reinterpreted_as_bytes_whatever_their_dtype() -> None:
-    """Well-formed inputs of another dtype are the same bytes (SPEC 3 takes any contiguous buffer)."""
+def test_typed_inputs_of_another_dtype_are_refused_and_their_bytes_are_taken_raw() -> None:
+    """A typed array must have the buffer's dtype; the same bytes passed untyped are reinterpreted."""
     as_f64 = SRC.view(np.float64)
-    assert run(INPUT_PROGRAM, [as_f64, PARAMS.tobytes(), memoryview(RW)])[1].tolist() == list(range(8))
+    with pytest.raises(InvalidProgram, match=r"buffer 'src' is a float64 array.*U32 \(uint32\).*Fix:"):
+        run(INPUT_PROGRAM, [as_f64, PARAMS.tobytes(), memoryview(RW)])
+    assert run(INPUT_PROGRAM, [as_f64.view(np.uint8), PARAMS.tobytes(), memoryview(RW)])[1].tolist() == list(range(8))
 
 
 # ==== deep nesting ==================================================================================

@@ -86,8 +86,9 @@ def grid(p: Program, inputs, config=None):
     return prepare_host_dispatch(p, inputs, config).grid
 
 
-def test_grid_follows_the_largest_output_rounded_up():
-    assert grid(XOR, [DATA, DATA[:1], DATA[:65]]) == (2, 1, 1)  # outputs 65 and 10 -> 65 / 64
+def test_grid_follows_the_largest_read_read_write_or_output_buffer_rounded_up():
+    assert grid(XOR, [DATA[:50], DATA[:1], DATA[:65]]) == (2, 1, 1)  # a 50, b 65, c 10 -> 65 / 64
+    assert grid(XOR, [np.zeros(200, np.uint32), DATA[:1], DATA[:65]]) == (4, 1, 1)  # the read input: 200 / 64
 
 
 def test_grid_follows_the_largest_input_when_there_is_no_output():

@@ -1,4 +1,4 @@
-"""``DispatchConfig`` and the grid rule of SPEC section 3."""
+"""``DispatchConfig`` and the default grid rule (docs/semantics.md, "Dispatch inputs and the grid")."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vyre.driver.errors import InvalidProgram
-from vyre.ir.program import Program
+from vyre.ir.program import Access, Program
 
 
 @dataclass(frozen=True)
@@ -24,10 +24,15 @@ class DispatchConfig:
 
 
 MAX_GRID = (2**31 - 1, 65535, 65535)
+#: buffers whose element counts set the default grid
+GRID_ACCESS = (Access.READ, Access.READ_WRITE, Access.OUTPUT)
 
 
 def resolve_grid(program: Program, config: DispatchConfig | None, counts: dict[str, int]) -> tuple[int, int, int]:
     """Workgroup counts for a dispatch: ``config.grid``, else ``elements`` / workgroup x-size.
+
+    ``elements`` is ``config.elements``, else ``default_elements``: by default every element of
+    every read, read_write and output buffer has an invocation (programs guard with ``buf_len``).
 
     ``counts`` maps every non-workgroup buffer name to its element count at run time. An
     elements-derived grid of 0 workgroups (empty buffers) is returned as is: nothing runs.
@@ -44,17 +49,21 @@ def resolve_grid(program: Program, config: DispatchConfig | None, counts: dict[s
     if wg[1] != 1 or wg[2] != 1:
         raise InvalidProgram(f"workgroup size {wg} has y or z > 1 and no grid was given",
                              "pass DispatchConfig(grid=(gx, gy, gz)).")
-    if config.elements is not None:
-        elements = config.elements
-    else:
-        outs = [counts[b.name] for b in program.outputs]
-        ins = [counts[b.name] for b in program.inputs]
-        elements = max(outs) if outs else (max(ins) if ins else 0)
+    elements = config.elements if config.elements is not None else default_elements(program, counts)
     if isinstance(elements, bool) or not isinstance(elements, int) or elements < 0:
         raise InvalidProgram(f"elements {elements!r} is not a non-negative int", "pass DispatchConfig(elements=N).")
     grid = (-(-elements // wg[0]), 1, 1)
     _check_grid(grid)
     return grid
+
+
+def default_elements(program: Program, counts: dict[str, int]) -> int:
+    """The largest run-time element count among the ``read``, ``read_write`` and ``output`` buffers.
+
+    Uniform and workgroup buffers do not count: a small parameter block or a scratch tile must not
+    decide how many invocations run. 0 when the program has none of these buffers.
+    """
+    return max((counts[b.name] for b in program.buffers if b.access in GRID_ACCESS), default=0)
 
 
 def effective_workgroup(program: Program, config: DispatchConfig | None) -> tuple[int, int, int]:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vyre.driver.backend import Backend
+from vyre.driver.backend import Backend, CompiledPipeline
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import DispatchFailed, VyreError
 from vyre.driver.guard import blame, describe, plugin_fix
@@ -187,7 +187,7 @@ def _forwarder(name: str) -> Callable[..., Any]:
         return getattr(self.backend, name)(*args, **kwargs)
 
     forward.__name__ = name
-    forward.__doc__ = f"Forwards to the backend's ``{name}``."
+    forward.__doc__ = getattr(Backend, name).__doc__ or f"Forwards to the backend's ``{name}``."
     return forward
 
 
@@ -226,3 +226,10 @@ class HookedPipeline:
 
     def dispatch_batch(self, batch: Sequence[Sequence[object]]) -> Any:
         return self._observe("pipeline.dispatch_batch", lambda: self.pipeline.dispatch_batch(batch))
+
+
+# ``help(backend.dispatch)`` on what ``vyre.acquire`` returns shows the protocol's documentation.
+for _proxy, _base in ((HookedBackend, Backend), (HookedPipeline, CompiledPipeline)):
+    for _name, _value in vars(_proxy).items():
+        if callable(_value) and not _name.startswith("_") and _value.__doc__ is None and hasattr(_base, _name):
+            _value.__doc__ = getattr(_base, _name).__doc__

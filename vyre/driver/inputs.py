@@ -1,12 +1,15 @@
-"""The host side of SPEC section 3: turn dispatch inputs into typed arrays, sized buffers and a grid.
+"""Dispatch inputs, as every backend takes them: typed arrays, sized buffers and a grid.
 
-Every backend calls ``prepare_host_dispatch`` so that input checking, runtime buffer sizes and
-the grid rule are the same everywhere (the CUDA backend has its own device-array path that
-reuses ``check_byte_length`` and ``buffer_counts``).
+Every backend calls ``prepare_host_dispatch`` (or ``as_bytes_view`` per input) so that input
+checking, run-time buffer sizes and the grid rule are the same everywhere; the CUDA backend's
+device-array path checks dtypes with ``check_input_dtype`` and reuses ``check_byte_length`` and
+``buffer_counts``. A typed array must hold the buffer's element type (docs/semantics.md,
+"Dispatch inputs and the grid"); untyped bytes are raw little-endian data.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +18,7 @@ import numpy as np
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.errors import InvalidHandle, InvalidProgram
 from vyre.ir.program import Access, BufferDecl, Program
+from vyre.ir.types import DataType
 
 
 @dataclass
@@ -30,15 +34,106 @@ class HostDispatch:
         return [self.arrays[b.name] for b in program.outputs]
 
 
+_RAW = np.dtype(np.uint8)
+_STORAGE = {t: t.np_dtype for t in DataType}
+
+
+def element_dtype(data: object) -> str | None:
+    """The element type of a typed array as a numpy-style name, or None for untyped bytes.
+
+    Names are numpy's (``uint32``, ``float64``, ``>u4`` for a byte-swapped array, ``bfloat16``);
+    torch dtypes lose their ``torch.`` prefix. ``bytes``, ``bytearray``, a ``memoryview`` of
+    format ``B``, a uint8 array and objects that are not arrays at all give None.
+    """
+    if isinstance(data, (bytes, bytearray)):
+        return None
+    dtype = getattr(data, "dtype", None)
+    if dtype is None:
+        try:
+            view = memoryview(data)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+        if view.format == "B":
+            return None
+        try:
+            dtype = np.asarray(view).dtype
+        except (TypeError, ValueError):
+            return view.format
+    name = str(dtype) if isinstance(dtype, np.dtype) else str(dtype).removeprefix("torch.")
+    return None if name == "uint8" else name
+
+
+def accepted_dtypes(decl: BufferDecl) -> tuple[str, ...]:
+    """Element types a typed input for ``decl`` may have (BF16: uint16 bits or bfloat16)."""
+    own = str(decl.dtype.np_dtype)
+    return (own, "bfloat16") if decl.dtype is DataType.BF16 else (own,)
+
+
+def check_input_dtype(decl: BufferDecl, data: object) -> None:
+    """A typed array must hold the buffer's element type; untyped bytes are taken as they are."""
+    dtype = getattr(data, "dtype", None)
+    want = _STORAGE[decl.dtype]
+    if dtype is want or dtype is _RAW:  # numpy's built-in dtypes are singletons: the common case
+        return
+    if isinstance(dtype, np.dtype) and (dtype == want or dtype == _RAW):
+        return
+    got = element_dtype(data)
+    if got is None or got in accepted_dtypes(decl):
+        return
+    want = decl.dtype.np_dtype.name
+    if decl.dtype is DataType.BF16:
+        fix = "pass bfloat16 values as their uint16 bits (or a bfloat16 array)"
+    elif decl.dtype is DataType.BOOL:
+        fix = "pass BOOL as uint32 0/1 words: numpy.asarray(x, dtype=numpy.uint32)"
+    else:
+        fix = f"convert it with numpy.asarray(x, dtype=numpy.{want}) (or x.astype(...) for device arrays)"
+    raise InvalidProgram(
+        f"input for buffer {decl.name!r} is a {got} array, but the buffer holds {decl.dtype.name} ({want})",
+        f"{fix}; to reinterpret the bytes instead, pass them untyped (x.tobytes() or x.view(numpy.uint8)).",
+    )
+
+
+def is_bfloat16(data: object) -> bool:
+    """True for arrays of a bfloat16 dtype (ml_dtypes/JAX ``bfloat16``, ``torch.bfloat16``)."""
+    dtype = getattr(data, "dtype", None)
+    if dtype is None or (isinstance(dtype, np.dtype) and dtype.kind != "V"):  # ml_dtypes' bfloat16 is kind V
+        return False
+    return str(dtype).endswith("bfloat16")
+
+
+def bfloat16_bits(data: object) -> object:
+    """A bfloat16 array (numpy/ml_dtypes, torch, JAX) as a 16-bit integer array over the same bits."""
+    if isinstance(data, np.ndarray):
+        return data.view(np.uint16)
+    root = type(data).__module__.partition(".")[0]
+    if root == "torch":
+        return data.view(sys.modules["torch"].int16)  # type: ignore[attr-defined]
+    if root in ("jax", "jaxlib"):
+        jax = sys.modules["jax"]
+        return jax.lax.bitcast_convert_type(data, jax.numpy.uint16)
+    raise InvalidProgram(f"a bfloat16 array of type {type(data).__name__} cannot be read as bits",
+                         "pass the bfloat16 values as their uint16 bits.")
+
+
 def host_bytes(data: object, what: str) -> memoryview:
-    """A flat byte view of a host buffer; ``what`` names it in errors (e.g. "input for buffer 'a'")."""
-    if isinstance(data, np.ndarray) and (data.dtype.hasobject or data.dtype.kind in "OMmU"):
-        raise InvalidProgram(
-            f"{what} is a numpy array of dtype {data.dtype}, which holds no plain numbers",
-            "pass the values as a numeric array, e.g. numpy.asarray(x, dtype=numpy.uint32).",
-        )
+    """A flat byte view of a host buffer; ``what`` names it in errors (e.g. "input for buffer 'a'").
+
+    Takes bytes, bytearray, memoryview, any C-contiguous buffer-protocol object, and host arrays
+    that only offer ``__array__`` (torch and JAX CPU arrays). Non-native byte order is refused.
+    """
+    if isinstance(data, np.ndarray):
+        kind = data.dtype.kind
+        if kind == "V" and is_bfloat16(data):
+            data = data.view(np.uint16)
+        elif data.dtype.hasobject or kind in "OMmU":
+            raise InvalidProgram(
+                f"{what} is a numpy array of dtype {data.dtype}, which holds no plain numbers",
+                "pass the values as a numeric array, e.g. numpy.asarray(x, dtype=numpy.uint32).",
+            )
+    elif is_bfloat16(data):  # torch and JAX host arrays
+        data = bfloat16_bits(data)
     try:
-        view = memoryview(data)
+        view = memoryview(data if isinstance(data, np.ndarray) else _buffer_object(data, what))  # type: ignore
     except (TypeError, ValueError):
         raise InvalidProgram(
             f"{what} is a {type(data).__name__}, not a buffer",
@@ -46,11 +141,35 @@ def host_bytes(data: object, what: str) -> memoryview:
         ) from None
     if not view.c_contiguous:
         raise InvalidProgram(f"{what} is not C-contiguous", "pass numpy.ascontiguousarray(x).")
+    if view.format[:1] in _FOREIGN_ORDER:
+        raise InvalidProgram(f"{what} is an array in non-native byte order ({element_dtype(view)})",
+                             "convert it to native order first: x.astype(x.dtype.newbyteorder('=')).")
     return view.cast("B") if view.ndim != 1 or view.format != "B" else view
 
 
+#: struct-format prefixes of a byte order other than this machine's
+_FOREIGN_ORDER = (">", "!") if sys.byteorder == "little" else ("<",)
+
+
+def _buffer_object(data: object, what: str) -> object:
+    """``data``, or a numpy array of it when it offers ``__array__`` but no buffer (torch, JAX on the CPU)."""
+    if isinstance(data, (bytes, bytearray, memoryview, np.ndarray)) or not hasattr(data, "__array__"):
+        return data
+    try:
+        memoryview(data)  # type: ignore[arg-type]
+        return data
+    except (TypeError, ValueError):
+        pass
+    try:
+        return np.asarray(data)
+    except Exception as exc:  # noqa: BLE001 - whatever the library raises, the caller passed it
+        raise InvalidProgram(f"{what} is a {type(data).__name__} that numpy cannot read ({exc})",
+                             "pass a numpy array (e.g. tensor.detach().cpu().numpy()).") from exc
+
+
 def as_bytes_view(decl: BufferDecl, data: object) -> memoryview:
-    """A flat byte view of a host input for ``decl``; errors name the buffer."""
+    """A flat byte view of a host input for ``decl``, its dtype checked; errors name the buffer."""
+    check_input_dtype(decl, data)
     return host_bytes(data, f"input for buffer {decl.name!r}")
 
 

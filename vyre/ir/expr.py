@@ -27,6 +27,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Union
 
+import numpy as np
+
 from vyre.ir.types import DataType, f32_bits
 
 BINARY_OPS = (
@@ -113,8 +115,9 @@ class Expr:
         raise TypeError("an Expr has no truth value. Fix: build conditions with Expr.eq/lt/... and Node.if_.")
 
     def __repr__(self) -> str:
+        """The constructor call that builds this expression (``Expr.u32(1)``, ``Expr.add(...)``)."""
         if self.op == "lit":
-            return f"Expr.lit({self.dtype.value}, {literal_value(self)!r})"
+            return _literal_repr(self)
         if self.op == "var":
             return f"Expr.var({self.name!r})"
         parts = [repr(a) for a in self.args]
@@ -129,14 +132,17 @@ class Expr:
     # ---- literals and variables -------------------------------------------------------
     @staticmethod
     def u32(v: int) -> Expr:
+        """A U32 literal, 0 <= v <= 0xFFFFFFFF."""
         return Expr("lit", dtype=DataType.U32, value=_int_in(v, 0, 0xFFFFFFFF, "u32"))
 
     @staticmethod
     def i32(v: int) -> Expr:
+        """An I32 literal, -2**31 <= v < 2**31 (stored as its two's complement bits)."""
         return Expr("lit", dtype=DataType.I32, value=_int_in(v, -(2**31), 2**31 - 1, "i32") & 0xFFFFFFFF)
 
     @staticmethod
     def f32(v: float) -> Expr:
+        """An F32 literal: ``v`` rounded to binary32 (nearest even; overflow gives infinity)."""
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError(f"f32 literal must be a float, got {v!r}. Fix: pass a Python float.")
         return Expr("lit", dtype=DataType.F32, value=f32_bits(float(v)))
@@ -148,12 +154,14 @@ class Expr:
 
     @staticmethod
     def bool(v: bool) -> Expr:
+        """A BOOL literal (a 0/1 word in buffers)."""
         if not isinstance(v, (bool, int)):
             raise TypeError(f"bool literal must be a bool, got {v!r}. Fix: pass True or False.")
         return Expr("lit", dtype=DataType.BOOL, value=1 if v else 0)
 
     @staticmethod
     def var(name: str) -> Expr:
+        """The value of the variable ``name`` (declared by ``Node.let`` or a loop)."""
         if not isinstance(name, str):
             raise TypeError(f"variable name must be a str, got {name!r}. Fix: pass a str.")
         return Expr("var", name=name)
@@ -161,41 +169,54 @@ class Expr:
     # ---- memory and ids -----------------------------------------------------------------
     @staticmethod
     def load(buffer: BufferRef, index: Expr) -> Expr:
+        """Element ``index`` (U32) of ``buffer``, widened to its arithmetic type; out of bounds: a typed zero."""
         return Expr("load", (_expr(index, "index"),), name=_buffer_name(buffer))
 
     @staticmethod
     def buf_len(buffer: BufferRef) -> Expr:
+        """The element count of ``buffer`` at run time (U32)."""
         return Expr("buf_len", name=_buffer_name(buffer))
 
     @staticmethod
     def invocation_id(axis: int = 0) -> Expr:
+        """The global invocation id along ``axis`` (0..2): workgroup_id * workgroup_size + local_id."""
         return Expr("invocation_id", value=_int_in(axis, 0, 2, "axis"))
 
     @staticmethod
     def workgroup_id(axis: int = 0) -> Expr:
+        """The id of this invocation's workgroup along ``axis`` (0..2)."""
         return Expr("workgroup_id", value=_int_in(axis, 0, 2, "axis"))
 
     @staticmethod
     def local_id(axis: int = 0) -> Expr:
+        """The id of this invocation within its workgroup along ``axis`` (0..2)."""
         return Expr("local_id", value=_int_in(axis, 0, 2, "axis"))
 
     # ---- composite ------------------------------------------------------------------------
     @staticmethod
     def select(cond: Expr, if_true: Expr, if_false: Expr) -> Expr:
+        """``if_true`` where ``cond`` (BOOL) holds, else ``if_false``; all three are evaluated."""
         return Expr("select", (_expr(cond, "cond"), _expr(if_true, "if_true"), _expr(if_false, "if_false")))
 
     @staticmethod
     def cast(dtype: DataType, value: Expr) -> Expr:
+        """``value`` converted to ``dtype`` (U32, I32, F32 or BOOL; rules in docs/semantics.md, Casts)."""
         if not isinstance(dtype, DataType):
             raise TypeError(f"cast target must be a DataType, got {dtype!r}. Fix: pass DataType.U32/I32/F32/BOOL.")
         return Expr("cast", (_expr(value, "value"),), dtype=dtype)
 
     @staticmethod
     def fma(a: Expr, b: Expr, c: Expr) -> Expr:
+        """``a * b + c``; F32 rounds once (the only contraction), integers wrap."""
         return Expr("fma", (_expr(a, "a"), _expr(b, "b"), _expr(c, "c")))
 
     @staticmethod
     def atomic(op: AtomicOp, buffer: BufferRef, index: Expr, value: Expr, expected: Expr | None = None) -> Expr:
+        """Atomically apply ``op`` to ``buffer[index]`` with ``value``; returns the old value.
+
+        ``expected`` is given exactly for ``AtomicOp.COMPARE_EXCHANGE``. Only on U32/I32 buffers
+        that the program may write; out of bounds it returns 0 and writes nothing.
+        """
         if not isinstance(op, AtomicOp):
             raise TypeError(f"atomic op must be an AtomicOp, got {op!r}. Fix: pass AtomicOp.ADD etc.")
         args = (_expr(index, "index"), _expr(value, "value"))
@@ -206,29 +227,65 @@ class Expr:
     # ---- subgroups ------------------------------------------------------------------------
     @staticmethod
     def subgroup_ballot(cond: Expr) -> Expr:
+        """A U32 whose bit ``i`` is ``cond`` of subgroup lane ``i`` (32 lanes)."""
         return Expr("subgroup_ballot", (_expr(cond, "cond"),))
 
     @staticmethod
     def subgroup_shuffle(value: Expr, lane: Expr) -> Expr:
+        """``value`` of subgroup lane ``lane & 31``."""
         return Expr("subgroup_shuffle", (_expr(value, "value"), _expr(lane, "lane")))
 
     @staticmethod
     def subgroup_add(value: Expr) -> Expr:
+        """The sum of ``value`` over the 32 lanes of the subgroup, given to every lane."""
         return Expr("subgroup_add", (_expr(value, "value"),))
 
     @staticmethod
     def subgroup_local_id() -> Expr:
+        """This invocation's lane in its subgroup (0..31)."""
         return Expr("subgroup_local_id")
 
     @staticmethod
     def subgroup_size() -> Expr:
+        """The subgroup size: 32."""
         return Expr("subgroup_size")
 
     @staticmethod
     def call(op_id: str, *args: Expr) -> Expr:
+        """A call of the registered op ``op_id`` (``vyre.ops``), call by value.
+
+        Each argument is evaluated exactly once, left to right, before the op, however often (or
+        never) a composed op's expansion uses it (``vyre.ir.expand``).
+        """
         if not isinstance(op_id, str):
             raise TypeError(f"op id must be a str, got {op_id!r}. Fix: pass the registered op's id.")
         return Expr("call", tuple(_expr(a, "argument") for a in args), name=op_id)
+
+
+#: what each operator computes, for the docstrings of its constructor
+_OP_DOCS = {
+    "add": "a + b (integers wrap)", "sub": "a - b (integers wrap)", "mul": "a * b (integers wrap)",
+    "div": "a / b (integers: toward zero; x / 0 is all ones)", "rem": "a % b (the sign of a; x % 0 is 0)",
+    "bitand": "bitwise and (logical on BOOL)", "bitor": "bitwise or (logical on BOOL)",
+    "bitxor": "bitwise xor (logical on BOOL)", "shl": "a << (b & 31)", "shr": "a >> (b & 31), arithmetic for I32",
+    "eq": "a == b (BOOL)", "ne": "a != b (BOOL; true when either is NaN)", "lt": "a < b (BOOL)",
+    "gt": "a > b (BOOL)", "le": "a <= b (BOOL)", "ge": "a >= b (BOOL)", "and_": "a and b (BOOL operands)",
+    "or_": "a or b (BOOL operands)", "min": "the smaller operand (F32: the other one when one is NaN)",
+    "max": "the larger operand (F32: the other one when one is NaN)", "abs_diff": "|a - b|",
+    "saturating_add": "a + b clamped to the type's range", "saturating_sub": "a - b clamped to the type's range",
+    "saturating_mul": "a * b clamped to the type's range", "rotate_left": "a rotated left by b & 31 bits",
+    "rotate_right": "a rotated right by b & 31 bits", "mul_high": "the high 32 bits of the 64-bit product",
+    "neg": "-a (integers wrap)", "bitnot": "~a", "not_": "not a (BOOL)", "popcount": "the number of set bits",
+    "clz": "leading zero bits (32 for 0)", "ctz": "trailing zero bits (32 for 0)",
+    "reverse_bits": "the 32 bits in reverse order", "abs": "|a| (I32 MIN stays MIN)", "sign": "-1, 0 or 1",
+    "sqrt": "the square root (correctly rounded)", "inverse_sqrt": "1 / sqrt(a)",
+    "reciprocal": "1 / a (correctly rounded)", "floor": "rounded down", "ceil": "rounded up",
+    "round": "rounded half away from zero", "trunc": "rounded toward zero", "exp": "e ** a", "exp2": "2 ** a",
+    "log": "the natural logarithm", "log2": "the base-2 logarithm", "sin": "the sine", "cos": "the cosine",
+    "tan": "the tangent", "asin": "the arcsine", "acos": "the arccosine", "atan": "the arctangent",
+    "sinh": "the hyperbolic sine", "cosh": "the hyperbolic cosine", "tanh": "the hyperbolic tangent",
+    "is_nan": "a is a NaN (BOOL)", "is_inf": "a is an infinity (BOOL)", "is_finite": "a is finite (BOOL)",
+}
 
 
 def _binary(op: str):
@@ -236,7 +293,7 @@ def _binary(op: str):
         return Expr(op, (_expr(a, "a"), _expr(b, "b")))
 
     build.__name__ = op
-    build.__doc__ = f"``{op}(a, b)``; semantics in docs/semantics.md."
+    build.__doc__ = f"``Expr.{op}(a, b)``: {_OP_DOCS[op]}. Exact rules per type in docs/semantics.md."
     return staticmethod(build)
 
 
@@ -245,7 +302,7 @@ def _unary(op: str):
         return Expr(op, (_expr(a, "a"),))
 
     build.__name__ = op
-    build.__doc__ = f"``{op}(a)``; semantics in docs/semantics.md."
+    build.__doc__ = f"``Expr.{op}(a)``: {_OP_DOCS[op]}. Exact rules per type in docs/semantics.md."
     return staticmethod(build)
 
 
@@ -253,6 +310,21 @@ for _op in BINARY_OPS:
     setattr(Expr, _op, _binary(_op))
 for _op in UNARY_OPS:
     setattr(Expr, _op, _unary(_op))
+
+
+def _literal_repr(e: Expr) -> str:
+    """``Expr.u32(7)``, ``Expr.i32(-1)``, ``Expr.f32(0.5)``, ``Expr.bool(True)``; F32 NaN and infinities
+    as ``Expr.f32_from_bits(0x7FC00000)`` (their exact bits)."""
+    constructor = {DataType.U32: "u32", DataType.I32: "i32", DataType.F32: "f32", DataType.BOOL: "bool"}
+    name = constructor.get(e.dtype) if isinstance(e.dtype, DataType) else None
+    if name is None or not isinstance(e.value, int):
+        return f"Expr('lit', dtype={e.dtype!r}, value={e.value!r})"
+    value = literal_value(e)
+    if name == "f32":
+        if not math.isfinite(value):
+            return f"Expr.f32_from_bits(0x{int(e.value):08X})"
+        return f"Expr.f32({str(np.float32(value))})"  # numpy's shortest text that reads back to these bits
+    return f"Expr.{name}({value!r})"
 
 
 def literal_value(e: Expr) -> int | float | bool:

@@ -16,6 +16,12 @@ gives results bit-identical to the oracle (NaNs compared as NaN):
   final statement, at ``gid = invocation_id(0)`` (the read-modify-write shape that backends may
   optimise, e.g. ``vyre_cuda.codegen.own_index``); it is read, like the others, only at ``gid``.
 
+- expressions call the composed ops of ``GENERATOR_OPS`` (``Expr.call``), some with an argument
+  that runs an atomic on the dedicated atomic buffer but whose value does not depend on the
+  atomic's result (``select(atomic(...) == 0, v, v)``); ops that use an argument twice, never, or
+  in another order, and ops whose expansion calls other ops, make the final value of that buffer
+  count how often each argument was evaluated (call by value: exactly once).
+
 With ``approximate=False`` no transcendental op or ``inverse_sqrt`` appears (their results are
 only ULP-bounded). Programs are small so that the oracle runs them in milliseconds.
 """
@@ -33,6 +39,7 @@ from vyre.ir.node import Node
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre.ir.values import random_values
+from vyre.ops import GENERATOR_OP_PREFIX, OpDef, register_op
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
 ARITH = (U32, I32, F32, BOOL)
@@ -57,6 +64,30 @@ _F32_EDGE_BITS = (0x00000000, 0x80000000, 0x3F800000, 0xBF800000, 0x3F000000, 0x
                   0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000,
                   0x7FC00000, 0xFFC00001, 0x4B000001, 0x4F000000, 0xCF000000)
 _ODD_NAMES = ("x y", "ünï", "名前", 'q"t', "nl\nx", "tab\t", "in", "add", "true", "u32", "ω", "back\\s", "#c")
+
+
+def _generator_ops() -> dict[tuple[str, DataType], OpDef]:
+    """The composed ops generated programs call, by (kind, type): each uses its arguments differently."""
+    ops: dict[tuple[str, DataType], OpDef] = {}
+
+    def add(kind: str, t: DataType, args: tuple[DataType, ...], expand) -> None:
+        ops[kind, t] = OpDef(f"{GENERATOR_OP_PREFIX}{kind}_{t.value}", args, t, expand=expand,
+                             doc=f"used by vyre.ir.generate: {kind}")
+
+    for t in ARITH:
+        both = Expr.and_ if t is BOOL else Expr.add
+        add("twice", t, (t,), lambda x, both=both: both(x, x))  # an argument used twice
+        add("first", t, (t, t), lambda a, b: a)  # an argument never used
+        add("pick", t, (BOOL, t, t), lambda c, a, b: Expr.select(c, b, a))  # used in another order
+        add("nest", t, (t, t), lambda a, b, t=t: Expr.call(ops["first", t].id,  # calls inside the expansion
+                                                             Expr.call(ops["twice", t].id, b), a))
+    return ops
+
+
+#: composed ops that generated programs call, by (kind, result type); registered on import
+GENERATOR_OPS = _generator_ops()
+for _op in GENERATOR_OPS.values():
+    register_op(_op)
 
 
 @dataclass(frozen=True)
@@ -399,7 +430,7 @@ class _Generator:
         r = self.rng
         if depth <= 0 or r.random() < 0.25:
             return self.leaf(t, ctx)
-        forms = ["op", "op", "op", "select", "cast"]
+        forms = ["op", "op", "op", "select", "cast", "call"]
         if t is not BOOL:
             forms.append("fma")
         if ctx.sync and self.subgroups:
@@ -414,7 +445,29 @@ class _Generator:
             return Expr.fma(self.expr(t, sub, ctx), self.expr(t, sub, ctx), self.expr(t, sub, ctx))
         if form == "subgroup":
             return self._subgroup(t, sub, ctx)
+        if form == "call":
+            return self._call(t, sub, ctx)
         return self._operator(t, sub, lambda t2: self.expr(t2, sub, ctx))
+
+    def _call(self, t: DataType, depth: int, ctx: _Ctx) -> Expr:
+        """A call of a generator op; with an atomic buffer, often with a side-effecting argument."""
+        op = GENERATOR_OPS[self.rng.choice(("twice", "first", "pick", "nest")), t]
+        args = [self.expr(a, depth, ctx) for a in op.arg_types]
+        if self.bufs.atomic is not None and self.rng.random() < 0.6:
+            k = self.rng.randrange(len(args))
+            args[k] = self._effect(op.arg_types[k], depth, ctx)
+        return Expr.call(op.id, *args)
+
+    def _effect(self, t: DataType, depth: int, ctx: _Ctx) -> Expr:
+        """A value of type ``t`` that runs an atomic on the dedicated buffer, independent of its result."""
+        target = self.bufs.atomic
+        count = target.buffer.count
+        index = Expr.u32(self.rng.randrange(count + 1))  # sometimes out of bounds: does nothing
+        value = self.literal(target.buffer.dtype)
+        old = Expr.atomic(target.op, target.buffer, index, value)
+        v = self.expr(t, depth, ctx)
+        zero = Expr.u32(0) if target.buffer.dtype is U32 else Expr.i32(0)
+        return Expr.select(Expr.eq(old, zero), v, v)
 
     def uniform_expr(self, t: DataType, depth: int) -> Expr:
         """A workgroup-uniform expression of type ``t``."""

@@ -41,40 +41,55 @@ class Node:
     def _cached_hash(self) -> int:
         return self._hash
 
+    def _constructor_repr(self) -> str:
+        """The ``Node.*`` call that builds this statement (statement lists shown as lists)."""
+        values = (getattr(self, f.name) for f in fields(self))
+        parts = [repr(list(v)) if isinstance(v, tuple) else repr(v) for v in values]
+        return f"Node.{_CONSTRUCTOR[type(self).__name__]}({', '.join(parts)})"
+
     @staticmethod
     def let(name: str, value: Expr) -> Let:
+        """Declare ``name`` with ``value`` for the rest of the enclosing block; names never shadow."""
         return Let(_name(name, "let name"), _expr(value, "value"))
 
     @staticmethod
     def assign(name: str, value: Expr) -> Assign:
+        """Give the variable ``name`` (declared by an enclosing ``let``, not a loop) a new value."""
         return Assign(_name(name, "assign name"), _expr(value, "value"))
 
     @staticmethod
     def store(buffer: object, index: Expr, value: Expr) -> Store:
+        """Write ``value`` to ``buffer[index]`` (U32 index; narrowed to the storage type; out of bounds: nothing)."""
         return Store(_buffer_name(buffer), _expr(index, "index"), _expr(value, "value"))
 
     @staticmethod
     def if_(cond: Expr, then: Iterable[Node] | Node, otherwise: Iterable[Node] | Node = ()) -> If:
+        """Run ``then`` where ``cond`` (BOOL) holds, ``otherwise`` elsewhere."""
         return If(_expr(cond, "cond"), _nodes(then, "then"), _nodes(otherwise, "otherwise"))
 
     @staticmethod
     def loop(var: str, start: Expr, end: Expr, body: Iterable[Node] | Node) -> Loop:
+        """Run ``body`` with ``var`` = start, start+1, ..., end-1 (U32; bounds evaluated once)."""
         return Loop(_name(var, "loop variable"), _expr(start, "start"), _expr(end, "end"), _nodes(body, "body"))
 
     @staticmethod
     def barrier() -> Barrier:
+        """Wait for every invocation of the workgroup; earlier writes become visible to all of them."""
         return Barrier()
 
     @staticmethod
     def block(nodes: Iterable[Node] | Node) -> Block:
+        """A nested scope: ``let``s declared inside end with it."""
         return Block(_nodes(nodes, "block"))
 
     @staticmethod
     def region(generator: str, body: Iterable[Node] | Node) -> Region:
+        """A named scope; ``generator`` records what produced it (an op pack, a front end)."""
         return Region(_name(generator, "region generator"), _nodes(body, "body"))
 
     @staticmethod
     def return_() -> Return:
+        """End this invocation."""
         return Return()
 
 
@@ -145,5 +160,8 @@ class Return(Node):
     """End this invocation."""
 
 
+_CONSTRUCTOR = {"Let": "let", "Assign": "assign", "Store": "store", "If": "if_", "Loop": "loop",
+                "Barrier": "barrier", "Block": "block", "Region": "region", "Return": "return_"}
 for _cls in (Let, Assign, Store, If, Loop, Barrier, Block, Region, Return):
     _cls.__hash__ = Node._cached_hash  # type: ignore[method-assign]
+    _cls.__repr__ = Node._constructor_repr  # type: ignore[method-assign]

@@ -43,9 +43,14 @@ def _check_count(count: object) -> int:
     return count
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BufferDecl:
-    """One buffer of a program. ``binding`` is -1 for workgroup buffers; ``count`` 0 = runtime-sized."""
+    """One buffer of a program. ``binding`` is -1 for workgroup buffers; ``count`` 0 = runtime-sized.
+
+    Build it with a constructor: ``read``, ``read_write``, ``output``, ``uniform`` take
+    ``(name, binding, dtype, count)``; ``workgroup`` takes ``(name, count, dtype)`` (no binding).
+    Every argument may also be passed by keyword (``name=``, ``binding=``, ``dtype=``, ``count=``).
+    """
 
     name: str
     binding: int
@@ -55,23 +60,47 @@ class BufferDecl:
 
     @staticmethod
     def read(name: str, binding: int, dtype: DataType, count: int = 0) -> BufferDecl:
+        """An input the program only reads; ``count=0``: sized at dispatch from the input."""
         return BufferDecl(name, binding, dtype, _check_count(count), Access.READ)
 
     @staticmethod
     def read_write(name: str, binding: int, dtype: DataType, count: int = 0) -> BufferDecl:
+        """An input the program may read and write; returned by the dispatch. ``count=0``: sized at dispatch."""
         return BufferDecl(name, binding, dtype, _check_count(count), Access.READ_WRITE)
 
     @staticmethod
     def output(name: str, binding: int, dtype: DataType, count: int) -> BufferDecl:
+        """An output of ``count`` elements: takes no input, zero-filled before the dispatch, returned."""
         return BufferDecl(name, binding, dtype, _check_count(count), Access.OUTPUT)
 
     @staticmethod
     def uniform(name: str, binding: int, dtype: DataType, count: int) -> BufferDecl:
+        """A small read-only input of ``count`` elements (parameters)."""
         return BufferDecl(name, binding, dtype, _check_count(count), Access.UNIFORM)
 
     @staticmethod
     def workgroup(name: str, count: int, dtype: DataType) -> BufferDecl:
+        """Shared memory of ``count`` elements per workgroup, zeroed at the start of each workgroup.
+
+        The order is ``(name, count, dtype)``; keywords (``count=``, ``dtype=``) work too and avoid
+        mixing it up with the ``(name, binding, dtype, count)`` order of the other constructors.
+        """
+        if isinstance(count, DataType) and not isinstance(dtype, DataType):
+            raise TypeError(f"BufferDecl.workgroup takes (name, count, dtype), got dtype {count!r} as the count. "
+                            f"Fix: write BufferDecl.workgroup({name!r}, count={dtype!r}, dtype={count!r}).")
         return BufferDecl(name, -1, dtype, _check_count(count), Access.WORKGROUP)
+
+    def __repr__(self) -> str:
+        """The constructor call that builds this declaration."""
+        access = self.access.value if isinstance(self.access, Access) else None
+        if access == "workgroup":
+            return f"BufferDecl.workgroup({self.name!r}, {self.count!r}, {self.dtype!r})"
+        if access in ("read", "read_write") and self.count == 0:
+            return f"BufferDecl.{access}({self.name!r}, {self.binding!r}, {self.dtype!r})"
+        if access is not None:
+            return f"BufferDecl.{access}({self.name!r}, {self.binding!r}, {self.dtype!r}, {self.count!r})"
+        return (f"BufferDecl(name={self.name!r}, binding={self.binding!r}, dtype={self.dtype!r}, "
+                f"count={self.count!r}, access={self.access!r})")
 
     @property
     def is_workgroup(self) -> bool:

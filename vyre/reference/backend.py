@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre.driver import resident_args as args
 from vyre.driver.backend import Backend, Resident
 from vyre.driver.config import DispatchConfig, effective_workgroup, resolve_grid
 from vyre.driver.errors import InvalidProgram
@@ -125,20 +126,38 @@ class ReferenceBackend(Backend):
                 data = arrays[decl.name].view(np.uint8)
                 storage[: data.size] = data
 
-    def _run_steps(self, steps: Sequence[tuple]) -> None:
-        for step in steps:
-            program, handles, *rest = step
-            self.dispatch_resident(program, handles, rest[0] if rest else None)
+    def _steps(self, steps: Sequence[tuple]) -> list[tuple]:
+        """Every step unpacked and its program validated before any runs (as on ``cuda``)."""
+        unpacked = [args.unpack_step(step) for step in steps]
+        for program, _, _ in unpacked:
+            self._validate(program)
+        return unpacked
 
-    def _read(self, reads: Sequence[tuple]) -> list[np.ndarray]:
+    def _run_steps(self, steps: list[tuple]) -> None:
+        for step in steps:
+            self.dispatch_resident(*step)
+
+    def _reads(self, reads: Sequence[tuple]) -> list[tuple]:
+        """The read-back requests, every range checked before any step runs."""
+        checked = [args.unpack_read(r) for r in reads]
+        for handle, offset, nbytes in checked:
+            self._store.storage(handle)
+            args.check_byte_range(handle, offset, nbytes, "read range")
+        return checked
+
+    def _read(self, reads: list[tuple]) -> list[np.ndarray]:
         return [self._store.download(h, off, n) for h, off, n in reads]
 
     def dispatch_sequence(self, steps: Sequence[tuple], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
+        steps, reads = self._steps(steps), self._reads(reads)
         self._run_steps(steps)
         return self._read(reads)
 
     def dispatch_repeated(self, prefix: Sequence[tuple], repeated: Sequence[tuple], count: int,
                           reads: Sequence[tuple] = ()) -> list[np.ndarray]:
+        args.check_repeat_count(count)
+        prefix, repeated = self._steps(prefix), self._steps(repeated) if count else []  # as on cuda
+        reads = self._reads(reads)
         self._run_steps(prefix)
         for _ in range(count):
             self._run_steps(repeated)
@@ -149,9 +168,10 @@ class ReferenceBackend(Backend):
 
         Returns the number of iterations run (at most ``max_iterations``).
         """
+        args.check_max_iterations(max_iterations)
+        steps = self._steps(steps)
         flag = self._store.storage(flag_handle)
-        if flag.size < 4:
-            raise InvalidProgram("the flag of dispatch_until needs at least 4 bytes", "allocate_resident(4) or more.")
+        args.check_flag(flag_handle)
         zero = np.zeros(4, dtype=np.uint8)
         for iteration in range(1, max_iterations + 1):
             flag[:4] = zero

@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
+from vyre.ir.expand import expand_calls
 from vyre.ir.expr import BINARY_OPS, UNARY_OPS, Expr
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.program import Program
@@ -39,8 +40,10 @@ def execute(
     """Run ``program`` over ``grid`` workgroups, mutating ``arrays`` (one per non-workgroup buffer).
 
     ``arrays`` are 1-D, in each buffer's storage dtype (``decl.dtype.np_dtype``); their lengths
-    are the run-time element counts. ``workgroup_size`` overrides the program's.
+    are the run-time element counts. ``workgroup_size`` overrides the program's. Calls of composed
+    ops run call by value (``vyre.ir.expand.expand_calls``).
     """
+    program = expand_calls(program)  # composed ops: call by value (vyre.ir.expand)
     ids = Grid(grid, workgroup_size or program.workgroup_size)
     if ids.lanes > MAX_LANES:
         raise UnsupportedFeature(f"dispatches of {ids.lanes} invocations (the oracle holds every invocation's "
@@ -70,7 +73,6 @@ class _Run:
         self.memory = {b.name: self._memory(b, arrays) for b in program.buffers}
         self.vars: dict[str, Lanes] = {}
         self.alive: np.ndarray | None = None
-        self._expanded: dict[Expr, Expr] = {}
 
     def _memory(self, decl, arrays: Mapping[str, np.ndarray]) -> Memory:
         if decl.is_workgroup:
@@ -216,10 +218,9 @@ class _Run:
         op = get_op(e.name)
         if op is None:
             raise InvalidProgram(f"op {e.name!r} is not registered", "install the op pack that provides it.")
-        if op.expand is not None:
-            if e not in self._expanded:
-                self._expanded[e] = op.expand(*e.args)
-            return self.eval(self._expanded[e], mask)
+        if op.expand is not None:  # execute() expanded every composed call
+            raise InvalidProgram(f"composed op {e.name!r} reached the interpreter unexpanded",
+                                 "run programs through vyre.reference.interpreter.execute, which expands them.")
         args = [np.broadcast_to(self.eval(x, mask), (self.lanes,)) for x in e.args]
         result = np.asarray(op.reference(*args))
         return result.astype(LANE_DTYPE[op.result_type], copy=False)

@@ -13,8 +13,9 @@ import threading
 import numpy as np
 
 from vyre.driver.backend import Resident
-from vyre.driver.errors import InvalidHandle, InvalidProgram
+from vyre.driver.errors import InvalidProgram
 from vyre.driver.inputs import host_bytes
+from vyre.driver.resident_args import check_allocation, check_byte_range, download_size, invalid_handle
 
 _owners = itertools.count(1)
 
@@ -27,6 +28,7 @@ class HostResidentStore:
         self.owner = next(_owners)
         self._ids = itertools.count(1)
         self._buffers: dict[int, tuple[Resident, np.ndarray]] = {}
+        self._issued = 0  # the highest handle id given out (tells freed handles from forged ones)
         self._lock = threading.Lock()
 
     @property
@@ -34,10 +36,10 @@ class HostResidentStore:
         return sum(h.nbytes for h, _ in self._buffers.values())
 
     def allocate(self, nbytes: int) -> Resident:
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
-            raise InvalidProgram(f"cannot allocate {nbytes!r} bytes", "pass a non-negative int byte count.")
+        check_allocation(nbytes)
         with self._lock:
             handle = Resident(next(self._ids), nbytes, self.owner)
+            self._issued = handle.id
             self._buffers[handle.id] = (handle, np.zeros(nbytes, dtype=np.uint8))
         return handle
 
@@ -45,7 +47,7 @@ class HostResidentStore:
         """The bytes behind ``handle``; freed, foreign or forged handles raise ``InvalidHandle``."""
         entry = self._buffers.get(getattr(handle, "id", None)) if isinstance(handle, Resident) else None
         if entry is None or entry[0] is not handle:
-            raise InvalidHandle(f"{handle!r} is not a live resident buffer of this {self.backend_id} backend")
+            raise invalid_handle(handle, self.owner, self._issued, self._buffers)
         return entry[1]
 
     def free(self, handle: object) -> None:
@@ -56,14 +58,13 @@ class HostResidentStore:
     def upload(self, handle: object, data: object, offset: int = 0) -> None:
         dest = self.storage(handle)
         src = np.frombuffer(host_bytes(data, "upload data"), dtype=np.uint8)
-        lo, hi = _range(handle, offset, src.size)
-        dest[lo:hi] = src
+        check_byte_range(handle, offset, src.size)
+        dest[offset:offset + src.size] = src
 
     def download(self, handle: object, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
         src = self.storage(handle)
-        size = src.size - offset if nbytes is None else nbytes
-        lo, hi = _range(handle, offset, size)
-        return src[lo:hi].copy()
+        size = download_size(handle, offset, nbytes)
+        return src[offset:offset + size].copy()
 
     def view(self, handle: object, dtype: object = np.uint8) -> np.ndarray:
         """A numpy array of ``dtype`` over the bytes behind ``handle`` (no copy; valid until freed)."""
@@ -78,10 +79,3 @@ class HostResidentStore:
         with self._lock:
             self._buffers.clear()
 
-
-def _range(handle: object, offset: int, size: int) -> tuple[int, int]:
-    nbytes = handle.nbytes  # type: ignore[attr-defined]
-    if offset < 0 or size < 0 or offset + size > nbytes:
-        raise InvalidProgram(f"byte range [{offset}, {offset + size}) is outside the {nbytes}-byte resident buffer",
-                             "keep offset + length within the size given to allocate_resident.")
-    return offset, offset + size

@@ -168,12 +168,10 @@ class ExprLowering:
         op = get_op(e.name)
         if op is None:
             raise UnsupportedFeature(f"op {e.name}", "cuda", "install the op pack that registers it.")
+        if op.expand is not None:  # emit_ptx expanded every composed call (vyre.ir.expand)
+            raise InvalidProgram(f"composed op {e.name!r} reached the emitter unexpanded",
+                                 "emit through vyre_cuda.emit_ptx, which expands composed ops first.")
         args = [self.lower(a, scope) for a in e.args]
-        if op.expand is not None:
-            # arguments are evaluated once, then the expansion sees them as variables
-            names = [f"arg{i}" for i in range(len(args))]
-            body = op.expand(*(Expr.var(n) for n in names))
-            return self.lower(body, dict(zip(names, args)))
         fn = get_lowering(e.name)
         if fn is None:
             raise UnsupportedFeature(f"op {e.name}", "cuda")

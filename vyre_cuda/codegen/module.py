@@ -6,6 +6,7 @@ import importlib.util
 
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
+from vyre.ir.expand import expand_calls
 from vyre.ir.layout import param_bytes
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
@@ -104,6 +105,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     """
     sm, ptx_version, coarsen = _check_arguments(sm, ptx_version, config, coarsen)
     _validate(program)
+    program = expand_calls(program)  # composed ops: call by value, as on the oracle
     need = required_ptx_version(sm, features(program))
     version = need if ptx_version is None else check_ptx_version(ptx_version, need)
 

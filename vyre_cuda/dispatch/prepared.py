@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vyre.driver.config import DispatchConfig, effective_workgroup
+from vyre.driver.config import DispatchConfig, default_elements, effective_workgroup
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
@@ -48,12 +48,10 @@ class PreparedProgram:
     coarsen: int = 1  # logical workgroups along x per hardware workgroup (codegen.coarsen)
 
     def elements(self, config: DispatchConfig | None, counts: Mapping[str, int]) -> int:
-        """Word 0 of the parameter block: ``config.elements``, else the largest output, else input."""
+        """Word 0 of the parameter block: ``config.elements``, else the default-grid element count."""
         if config is not None and config.elements is not None:
             return config.elements
-        outs = [counts[b.name] for b in self.program.outputs]
-        ins = [counts[b.name] for b in self.program.inputs]
-        return max(outs) if outs else (max(ins) if ins else 0)
+        return default_elements(self.program, counts)
 
     @property
     def nwords(self) -> int:

@@ -21,8 +21,9 @@ import numpy as np
 
 from vyre.driver.backend import Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
-from vyre.driver.errors import InvalidHandle, InvalidProgram
+from vyre.driver.errors import InvalidProgram
 from vyre.driver.inputs import check_byte_length, host_bytes, resident_decls
+from vyre.driver.resident_args import check_allocation, check_byte_range, download_size
 from vyre.ir.program import Program
 from vyre_cuda.dispatch.prepared import MEMO_CAP, PreparedProgram, ProgramCache
 from vyre_cuda.runtime.arrays import device_array, is_device_array, order_after_producers
@@ -70,7 +71,7 @@ class ResidentDispatcher:
         with rt.lock:
             rt.check_open()
             rt.use_device()
-            return rt.resident.allocate(nbytes)
+            return rt.resident.allocate(check_allocation(nbytes))
 
     def upload_resident(self, handle: Resident, data: object, offset: int = 0) -> None:
         """Copy host bytes, or a device array (device to device), into ``handle`` at ``offset``."""
@@ -82,7 +83,7 @@ class ResidentDispatcher:
             if is_device_array(data):
                 arr = device_array(data, f"upload to {handle!r}", rt.device_id)
                 nbytes = int(arr.nbytes)
-                check_range(handle, offset, nbytes)
+                check_byte_range(handle, offset, nbytes)
                 with cuda_errors(f"copying into {handle!r}"):
                     order_after_producers(rt.stream)
                     rt.cuda.memcpyAsync(buf.ptr + offset, arr.data.ptr, nbytes, D2D, rt.stream_ptr)
@@ -90,7 +91,7 @@ class ResidentDispatcher:
                 rt.telemetry.add("cuda_d2d_bytes", nbytes)
                 return
             view = host_bytes(data, f"upload to {handle!r}")
-            check_range(handle, offset, view.nbytes)
+            check_byte_range(handle, offset, view.nbytes)
             rt.staging.upload(buf.ptr + offset, view)
 
     def download_resident(self, handle: Resident, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
@@ -100,9 +101,7 @@ class ResidentDispatcher:
             rt.check_open()
             rt.use_device()
             buf = rt.resident.resolve(handle)
-            if nbytes is None:
-                nbytes = handle.nbytes - offset if isinstance(offset, int) else -1
-            check_range(handle, offset, nbytes)
+            nbytes = download_size(handle, offset, nbytes)
             return rt.staging.download(buf.ptr + offset, nbytes)
 
     def free_resident(self, handle: Resident) -> None:
@@ -216,11 +215,3 @@ class ResidentDispatcher:
         """Drop every memo (they hold programs, handles and pointers)."""
         self.memo.clear()
         self.last = None
-
-
-def check_range(handle: Resident, offset: int, nbytes: int) -> None:
-    """``InvalidHandle`` unless ``[offset, offset + nbytes)`` lies within ``handle``."""
-    bad = any(isinstance(v, bool) or not isinstance(v, int) for v in (offset, nbytes))
-    if bad or offset < 0 or nbytes < 0 or offset + nbytes > handle.nbytes:
-        raise InvalidHandle(f"byte range offset={offset!r} nbytes={nbytes!r} is outside {handle!r}",
-                            f"keep offset + nbytes within the handle's {handle.nbytes} bytes.")

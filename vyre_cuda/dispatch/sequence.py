@@ -41,7 +41,15 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.backend import Resident
-from vyre.driver.errors import InvalidHandle, InvalidProgram
+from vyre.driver.errors import InvalidHandle
+from vyre.driver.resident_args import (
+    check_byte_range,
+    check_flag,
+    check_max_iterations,
+    check_repeat_count,
+    unpack_read,
+    unpack_step,
+)
 from vyre_cuda.dispatch.graphs import GraphCache, graphs_enabled
 from vyre_cuda.dispatch.pipeline import ResidentBinding, run_binding
 from vyre_cuda.dispatch.staging import aligned
@@ -93,7 +101,7 @@ class SequenceDispatcher:
     # ---- binding -----------------------------------------------------------------------------------
     def bind(self, step: object) -> ResidentBinding:
         """The binding of one ``(program, handles[, config])`` step (made once, then reused)."""
-        program, handles, config = unpack(step)
+        program, handles, config = unpack_step(step)
         key = (id(program), id(config), *map(id, handles))
         binding = self.bindings.get(key)
         if binding is not None and binding.matches(program, handles, config):
@@ -211,15 +219,9 @@ class SequenceDispatcher:
         """``(device pointer, nbytes)`` of each read, checked before any work is enqueued."""
         out = []
         for read in reads:
-            if not isinstance(read, (tuple, list)) or len(read) != 3:
-                raise InvalidProgram(f"read {read!r} is not (handle, offset, nbytes)",
-                                     "pass reads as (handle, offset, nbytes) tuples.")
-            handle, offset, nbytes = read
+            handle, offset, nbytes = unpack_read(read)
             buf = self.runtime.resident.resolve(handle)
-            bad = any(isinstance(v, bool) or not isinstance(v, int) for v in (offset, nbytes))
-            if bad or offset < 0 or nbytes < 0 or offset + nbytes > handle.nbytes:
-                raise InvalidHandle(f"read range offset={offset!r} nbytes={nbytes!r} is outside {handle!r}",
-                                    f"keep offset + nbytes within the handle's {handle.nbytes} bytes.")
+            check_byte_range(handle, offset, nbytes, "read range")
             out.append((buf.ptr + offset, nbytes))
         return out
 
@@ -252,8 +254,7 @@ class SequenceDispatcher:
     def dispatch_repeated(self, prefix: Sequence[object], repeated: Sequence[object], count: int,
                           reads: Sequence[tuple] = ()) -> list[np.ndarray]:
         """Run ``prefix`` once and ``repeated`` ``count`` times, then read ``reads`` back; one sync."""
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise InvalidProgram(f"repeat count {count!r} is not a non-negative int", "pass count >= 0.")
+        check_repeat_count(count)
         with self.runtime.lock, nvtx_range("vyre.cuda.sequence"):
             self.open()
             head = self.body(prefix) if prefix else None
@@ -267,16 +268,12 @@ class SequenceDispatcher:
 
     def dispatch_until(self, steps: Sequence[object], flag_handle: Resident, max_iterations: int) -> int:
         """Repeat ``steps`` until the flag's first u32 word stays zero; the iterations that took (<= max)."""
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 0:
-            raise InvalidProgram(f"max_iterations {max_iterations!r} is not a non-negative int",
-                                 "pass max_iterations >= 0.")
+        check_max_iterations(max_iterations)
         with self.runtime.lock, nvtx_range("vyre.cuda.sequence"):
             self.open()
             body = self.body(steps)
             flag = self.runtime.resident.resolve(flag_handle)
-            if flag_handle.nbytes < 4:
-                raise InvalidProgram(f"the flag {flag_handle!r} of dispatch_until has fewer than 4 bytes",
-                                     "pass a resident buffer of at least 4 bytes (its first u32 word is the flag).")
+            check_flag(flag_handle)
             slots = self.flags()
             done, batch = 0, 1
             while done < max_iterations:
@@ -308,15 +305,6 @@ def release(backend: Any) -> None:
     """Drop what sequences keep for ``backend`` (graphs, bindings, bodies, flag slots)."""
     with backend.lock:
         backend.sequences.close()
-
-
-def unpack(step: object) -> tuple[Any, tuple[Resident, ...], Any]:
-    """``(program, handles, config)`` of one step; ``InvalidProgram`` for anything else."""
-    if not isinstance(step, (tuple, list)) or len(step) not in (2, 3):
-        raise InvalidProgram(f"sequence step {step!r} is not (program, handles) or (program, handles, config)",
-                             "pass each step as a tuple (program, [handle, ...], config_or_None).")
-    program, handles = step[0], tuple(step[1])
-    return program, handles, step[2] if len(step) == 3 else None
 
 
 def pins(bindings: Iterable[ResidentBinding], *extra: Any) -> tuple:
@@ -364,7 +352,7 @@ class CompiledSequence:
             self.sequences.open()
             try:
                 for step in steps:
-                    self.bindings += (ResidentBinding(backend, *unpack(step)),)
+                    self.bindings += (ResidentBinding(backend, *unpack_step(step)),)
             except BaseException:
                 self.close()
                 raise

@@ -16,7 +16,7 @@ import numpy as np
 
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
 from vyre.ir.program import BufferDecl, Program
-from vyre_cuda.runtime.arrays import device_array
+from vyre_cuda.runtime.arrays import device_input
 from vyre_cuda.runtime.pools import D2D, H2D
 
 ALIGN = 16  # bytes: every staged input and output starts on this boundary
@@ -43,7 +43,7 @@ def check_inputs(program: Program, inputs: Sequence[object], device_id: int) -> 
     sources: list[Source] = []
     input_counts: dict[str, int] = {}
     for decl, data in zip(program.inputs, inputs):
-        dev = device_array(data, f"input for buffer {decl.name!r}", device_id)
+        dev = device_input(decl, data, device_id)
         src = dev if dev is not None else as_bytes_view(decl, data)
         count = check_byte_length(decl, src.nbytes)
         input_counts[decl.name] = count

@@ -3,6 +3,8 @@
 ``device_array(data, what, device_id)`` wraps objects exposing ``__cuda_array_interface__``
 (CuPy, PyTorch, Numba) or a CUDA ``__dlpack__`` (JAX, PyTorch) as a CuPy array without a host
 round trip, checking device and contiguity; host objects give None and take the host path.
+``device_input(decl, data, device_id)`` does the same for a dispatch input and first checks that
+a typed array holds the buffer's element type (``vyre.driver.inputs.check_input_dtype``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.errors import DeviceLost, InvalidProgram
+from vyre.driver.inputs import bfloat16_bits, check_input_dtype, is_bfloat16
+from vyre.ir.program import BufferDecl
 from vyre_cuda.runtime.errors import cuda_errors
 
 _HOST_TYPES = (bytes, bytearray, memoryview, np.ndarray)
@@ -22,7 +26,7 @@ def is_device_array(data: object) -> bool:
     """True for CUDA device arrays (CUDA array interface, or DLPack on a CUDA device)."""
     if isinstance(data, _HOST_TYPES):
         return False
-    if hasattr(data, "__cuda_array_interface__"):
+    if _has_cuda_interface(data):
         return True
     dev = getattr(data, "__dlpack_device__", None)
     if dev is None:
@@ -33,15 +37,36 @@ def is_device_array(data: object) -> bool:
         return False
 
 
+def _has_cuda_interface(data: object) -> bool:
+    """``__cuda_array_interface__`` is there and usable (torch raises KeyError for bfloat16 tensors)."""
+    try:
+        return hasattr(data, "__cuda_array_interface__")
+    except Exception:  # noqa: BLE001 - a dtype the interface cannot describe: use DLPack instead
+        return False
+
+
+def device_input(decl: BufferDecl, data: object, device_id: int) -> Any | None:
+    """``device_array`` for a dispatch input of ``decl``: a typed array must hold the buffer's type."""
+    if not is_device_array(data):
+        return None
+    check_input_dtype(decl, data)
+    return device_array(data, f"input for buffer {decl.name!r}", device_id)
+
+
 def device_array(data: object, what: str, device_id: int) -> Any | None:
-    """A C-contiguous CuPy view of a device array on ``device_id``; None for host data."""
+    """A C-contiguous CuPy view of a device array on ``device_id``; None for host data.
+
+    A bfloat16 array (torch, JAX) is viewed as its 16-bit patterns, which CuPy can hold.
+    """
     if not is_device_array(data):
         return None
     import cupy
 
     try:
         with cuda_errors(f"importing the device array for {what}"):
-            arr = cupy.asarray(data) if hasattr(data, "__cuda_array_interface__") else cupy.from_dlpack(data)
+            if is_bfloat16(data):
+                data = bfloat16_bits(data)
+            arr = cupy.asarray(data) if _has_cuda_interface(data) else cupy.from_dlpack(data)
     except DeviceLost:
         raise
     except Exception as exc:  # noqa: BLE001 - a bad pointer or protocol is the caller's input error

@@ -32,6 +32,7 @@ import numpy as np
 
 from vyre.driver.backend import Resident
 from vyre.driver.errors import DeviceOutOfMemory, InvalidHandle
+from vyre.driver.resident_args import invalid_handle
 from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.telemetry import Telemetry
@@ -329,17 +330,7 @@ class ResidentPool(_Pool):
         self.generation += 1
 
     def _why_invalid(self, handle: object) -> InvalidHandle:
-        if not isinstance(handle, Resident):
-            return InvalidHandle(f"{handle!r} is not a Resident handle",
-                                 "pass a handle returned by this backend's allocate_resident().")
-        if handle.owner != self.owner:
-            return InvalidHandle(f"{handle!r} belongs to another backend instance",
-                                 "use a handle only with the backend that allocated it.")
-        if isinstance(handle.id, int) and 0 < handle.id <= self._issued and handle.id not in self._live:
-            return InvalidHandle(f"{handle!r} was already freed",
-                                 "do not use a handle after free_resident(); allocate a new one.")
-        return InvalidHandle(f"{handle!r} was not issued by this backend (forged or copied)",
-                             "pass the exact handle object that allocate_resident() returned.")
+        return invalid_handle(handle, self.owner, self._issued, self._live)
 
 
 _copy_pool: ThreadPoolExecutor | None = None
