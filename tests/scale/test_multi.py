@@ -211,7 +211,10 @@ def test_output_shorter_than_the_split_range_is_refused() -> None:
     with pytest.raises(InvalidProgram, match="none of them"):
         multi.map(program, [np.ones(256, np.uint32)], devices=oracles(4), config=DispatchConfig(elements=256))
     data = np.arange(256, dtype=np.uint32)
-    assert np.array_equal(multi.map(program, [data], devices=oracles(4))[0], data[:10])  # grid from o: one device
+    with pytest.raises(InvalidProgram, match="none of them"):  # the default grid covers a (256 elements)
+        multi.map(program, [data], devices=oracles(4))
+    small = DispatchConfig(elements=10)  # one workgroup: one device runs it all
+    assert np.array_equal(multi.map(program, [data], devices=oracles(4), config=small)[0], data[:10])
 
 
 def test_bad_inputs_name_the_buffer() -> None:
