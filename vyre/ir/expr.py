@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Union
 
+from vyre.ir.sugar import ExprOperators
 from vyre.ir.types import DataType, f32_bits
 
 BINARY_OPS = (
@@ -91,7 +92,7 @@ def _int_in(v: object, lo: int, hi: int, what: str) -> int:
 
 
 @dataclass(frozen=True, eq=True, repr=False)
-class Expr:
+class Expr(ExprOperators):
     """One IR expression node (see the module docstring for the field layout)."""
 
     op: str
