@@ -23,8 +23,9 @@ from vyre.frontend.annotations import (
 )
 from vyre.frontend.intrinsics import INTRINSICS, Intrinsic
 from vyre.frontend.kernel import Func, Kernel, func, kernel, kernel_from_source
+from vyre.frontend.printer import to_python
 
 __all__ = [
     "INTRINSICS", "Func", "In", "InOut", "Intrinsic", "Kernel", "Out", "ScalarType", "Uniform", "bf16", "boolean",
-    "f16", "f32", "func", "i8", "i16", "i32", "kernel", "kernel_from_source", "u8", "u16", "u32",
+    "f16", "f32", "func", "i8", "i16", "i32", "kernel", "kernel_from_source", "to_python", "u8", "u16", "u32",
 ]

@@ -140,8 +140,8 @@ class Lowering(ExprLowering):
                  options: Options) -> None:
         super().__init__(source, [])
         self.fndef, self.options = fndef, options
-        self.taken: set[str] = set(options.names.values())
-        self._take_identifiers(fndef)
+        self.taken: set[str] | None = None  # every identifier in the sources, collected at the first fresh()
+        self.sources: list[ast.AST] = [fndef]
         names = options.names
         self.frame = _Frame(source, namespace, lambda n: names.get(n, n), is_helper=False)
         self.lines = LineMap(source, source.line(fndef))
@@ -435,6 +435,11 @@ class Lowering(ExprLowering):
                              "level (numbers become literals)", "unknown_var") from None
 
     def fresh(self, base: str) -> str:
+        """A new IR name that no identifier of the kernel or its helpers (or an earlier fresh name) uses."""
+        if self.taken is None:
+            self.taken = set(self.options.names.values())
+            for tree in self.sources:
+                self._take_identifiers(tree)
         k = 0
         while f"{base}_{k}" in self.taken:
             k += 1
@@ -480,7 +485,9 @@ class Lowering(ExprLowering):
         if len(params) != len(node.args) or fndef.args.vararg or fndef.args.kwarg or fndef.args.kwonlyargs:
             raise self.error(node, f"{func.name}() takes {len(params)} positional arguments, got {len(node.args)}",
                              "pass one argument per parameter, by position")
-        self._take_identifiers(fndef)
+        self.sources.append(fndef)
+        if self.taken is not None:
+            self._take_identifiers(fndef)
         namespace = namespace_of(func.fn)
         frame = _Frame(source, namespace, self.fresh, is_helper=True)
         for param, arg in zip(params, node.args):
