@@ -17,7 +17,19 @@ from vyre.driver.errors import ValidationError
 from vyre.frontend.annotations import ScalarType
 from vyre.frontend.intrinsics import F32_OPERAND_OPS, Intrinsic
 from vyre.frontend.source import SourceFile
-from vyre.frontend.values import BOOL, F32, U32, Buffer, Number, PyObject, Typed, Value, number_expr, peer_type
+from vyre.frontend.values import (
+    BOOL,
+    F32,
+    U32,
+    Buffer,
+    Number,
+    PyObject,
+    Typed,
+    Untyped,
+    Value,
+    number_expr,
+    peer_type,
+)
 from vyre.ir.expr import AtomicOp, Expr
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
@@ -33,6 +45,7 @@ _NO_OPERATOR = {
     ast.MatMult: "`@` is not supported: write the loop with `for k in range(n)`",
 }
 _BUILTIN_CASTS = {"int": "vyre.i32(x) or vyre.u32(x)", "float": "vyre.f32(x)", "bool": "vyre.boolean(x) or x != 0"}
+_COMPARE_OPS = frozenset(_COMPARES.values()) | {"and_", "or_"}
 _PLACEHOLDERS = tuple(Expr.var(f"\0{i}") for i in range(3))
 
 
@@ -63,6 +76,8 @@ class ExprLowering:
             except (TypeError, ValueError) as exc:
                 msg, _, fix = str(exc).partition(". Fix: ")
                 raise self.error(node, msg, fix or "write a literal that fits", "type_mismatch") from None
+        if isinstance(v, Untyped):
+            return v.build(dtype or v.default)
         if isinstance(v, Typed):
             if dtype is not None and v.dtype is not dtype:
                 raise self.error(node, f"{what} is {v.dtype.name}, expected {dtype.name}",
@@ -103,10 +118,28 @@ class ExprLowering:
     def peer_values(self, nodes: list[ast.expr], values: list[Value]) -> list[Typed]:
         """``peers`` for operands already lowered."""
         for n, v in zip(nodes, values):
-            if not isinstance(v, (Typed, Number)):
+            if not isinstance(v, (Typed, Number, Untyped)):
                 raise self.not_a_value(n, v)
         dtype = peer_type(values)
         return [v if isinstance(v, Typed) else self.coerce(n, v, dtype) for n, v in zip(nodes, values)]
+
+    def combine(self, node: ast.AST, op: str, nodes: list[ast.expr], values: list[Value],
+                prefix: tuple[Typed, ...] = (), **attrs: Any) -> Value:
+        """``op`` over operands of one type; with only untyped operands the result is typed by its context."""
+        if values and all(isinstance(v, (Number, Untyped)) for v in values):
+            default = peer_type(values)
+
+            def build(t: DataType) -> Typed:
+                return self.build(node, op, [*prefix, *(self.coerce(n, v, t) for n, v in zip(nodes, values))], **attrs)
+
+            return Untyped(build, default)
+        return self.build(node, op, [*prefix, *self.peer_values(nodes, values)], **attrs)
+
+    def untyped_unary(self, node: ast.AST, op: str, operand_node: ast.expr, v: Value) -> Value:
+        """A unary op of an untyped operand stays untyped; of a typed one it is built now."""
+        if isinstance(v, (Number, Untyped)):
+            return Untyped(lambda t: self.build(node, op, [self.coerce(operand_node, v, t)]), v.default_type())
+        return self.build(node, op, [self.coerce(operand_node, v)])
 
     # ---- leaves -------------------------------------------------------------------------------------
     def _Constant(self, node: ast.Constant) -> Value:
@@ -166,28 +199,31 @@ class ExprLowering:
         return self.binop(node, node.op, node.left, self.value(node.left), node.right, self.value(node.right))
 
     def binop(self, node: ast.AST, op_node: ast.operator, left_node: ast.expr, left: Value,
-              right_node: ast.expr, right: Value) -> Typed:
+              right_node: ast.expr, right: Value) -> Value:
         """``left <op> right`` of two lowered operands (also used by augmented assignment)."""
         if type(op_node) in _NO_OPERATOR:
             message, fix = _NO_OPERATOR[type(op_node)].split(": ")
             raise self.error(node, message, fix)
         op = _BINOPS[type(op_node)]
         if op in SHIFT_OPS:
-            args = [self.coerce(left_node, left), self.coerce(right_node, right, U32, "shift amount")]
-        else:
-            args = self.peer_values([left_node, right_node], [left, right])
-            if isinstance(op_node, ast.FloorDiv) and args[0].dtype is F32:
-                raise self.error(node, "`//` on F32 is not supported", "write vyre.floor(a / b)", "type_mismatch")
-        return self.build(node, op, args)
+            amount = self.coerce(right_node, right, U32, "shift amount")
+            if isinstance(left, (Number, Untyped)):
+                return Untyped(lambda t: self.build(node, op, [self.coerce(left_node, left, t), amount]),
+                               left.default_type())
+            return self.build(node, op, [self.coerce(left_node, left), amount])
+        result = self.combine(node, op, [left_node, right_node], [left, right])
+        if isinstance(op_node, ast.FloorDiv) and peer_type([left, right]) is F32:
+            raise self.error(node, "`//` on F32 is not supported", "write vyre.floor(a / b)", "type_mismatch")
+        return result
 
     def _UnaryOp(self, node: ast.UnaryOp) -> Value:
         if isinstance(node.op, ast.USub):
             v = self.value(node.operand)
             if isinstance(v, Number):
                 return Number(-v.value)
-            return self.build(node, "neg", [self.coerce(node.operand, v)])
+            return self.untyped_unary(node, "neg", node.operand, v)
         if isinstance(node.op, ast.Invert):
-            return self.build(node, "bitnot", [self.typed(node.operand)])
+            return self.untyped_unary(node, "bitnot", node.operand, self.value(node.operand))
         if isinstance(node.op, ast.Not):
             return self.build(node, "not_", [self.typed(node.operand, BOOL, "operand of `not`")])
         raise self.error(node, "unary `+` is not supported", "drop the `+`")
@@ -212,8 +248,8 @@ class ExprLowering:
 
     def _IfExp(self, node: ast.IfExp) -> Value:
         cond = self.typed(node.test, BOOL, "condition of `a if c else b`")
-        a, b = self.peers([node.body, node.orelse])
-        return self.build(node, "select", [cond, a, b])
+        nodes = [node.body, node.orelse]
+        return self.combine(node, "select", nodes, [self.value(n) for n in nodes], (cond,))
 
     # ---- calls --------------------------------------------------------------------------------------
     def _Call(self, node: ast.Call) -> Value:
@@ -231,14 +267,14 @@ class ExprLowering:
             if len(node.args) < 2:
                 raise self.error(node, f"{obj.__name__}() needs at least two values", f"write {obj.__name__}(a, b)")
             self.no_keywords(node)
-            args = self.peers(list(node.args))
-            acc = args[0]
-            for a in args[1:]:
-                acc = self.build(node, obj.__name__, [acc, a])
+            values = [self.value(a) for a in node.args]
+            acc = values[0]
+            for arg, v in zip(node.args[1:], values[1:]):
+                acc = self.combine(node, obj.__name__, [node.args[0], arg], [acc, v])
             return acc
         if obj is builtins.abs:
             self.arity(node, 1)
-            return self.build(node, "abs", [self.typed(node.args[0])])
+            return self.untyped_unary(node, "abs", node.args[0], self.value(node.args[0]))
         name = getattr(obj, "__name__", None)
         if name in _BUILTIN_CASTS and obj is getattr(builtins, name):
             raise self.error(node, f"{name}() is not supported in kernels", f"cast with {_BUILTIN_CASTS[name]}")
@@ -265,9 +301,9 @@ class ExprLowering:
     def cast(self, node: ast.Call, t: ScalarType) -> Typed:
         self.arity(node, 1)
         v = self.value(node.args[0])
-        if isinstance(v, Number):
+        if isinstance(v, (Number, Untyped)):  # untyped numbers take the named type: a typed literal
             if t.dtype not in (U32, DataType.I32, F32):
-                raise self.error(node, f"{t!r}({v.value!r}) has no literal form",
+                raise self.error(node, f"{t!r}({ast.unparse(node.args[0])}) has no literal form",
                                  "write True/False for BOOL; storage types have no literals", "type_mismatch")
             return self.coerce(node.args[0], v, t.dtype)
         return self.build(node, "cast", [self.coerce(node.args[0], v)], dtype=t.dtype)
@@ -292,25 +328,28 @@ class ExprLowering:
             return self.build(node, f.op, [], value=axis)
         if kind == "unary":
             self.arity(node, 1)
-            dtype = F32 if f.op in F32_OPERAND_OPS else None
-            return self.build(node, f.op, [self.typed(node.args[0], dtype)])
+            if f.op in F32_OPERAND_OPS:
+                return self.build(node, f.op, [self.typed(node.args[0], F32)])
+            return self.untyped_unary(node, f.op, node.args[0], self.value(node.args[0]))
         if kind == "binary":
             self.arity(node, 2)
             if f.op in SHIFT_OPS:
                 args = [self.typed(node.args[0]), self.typed(node.args[1], U32, "shift amount")]
-            else:
-                args = self.peers(list(node.args))
-            return self.build(node, f.op, args)
+                return self.build(node, f.op, args)
+            if f.op in _COMPARE_OPS:
+                return self.build(node, f.op, self.peers(list(node.args)))
+            return self.combine(node, f.op, list(node.args), [self.value(a) for a in node.args])
         if kind == "leaf":
             self.arity(node, 0)
             return self.build(node, f.op, [])
         if kind == "select":
             self.arity(node, 3)
             cond = self.typed(node.args[0], BOOL, "condition of select")
-            return self.build(node, "select", [cond, *self.peers(list(node.args[1:]))])
+            nodes = list(node.args[1:])
+            return self.combine(node, "select", nodes, [self.value(n) for n in nodes], (cond,))
         if kind == "fma":
             self.arity(node, 3)
-            return self.build(node, "fma", self.peers(list(node.args)))
+            return self.combine(node, "fma", list(node.args), [self.value(a) for a in node.args])
         if kind == "atomic":
             return self.atomic(node, f.op)
         if kind == "ballot":

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram, ValidationError
 from vyre.frontend.lower import Lowering, Options, chain_lookup, namespace_of, static_value, with_output_counts
@@ -25,6 +27,7 @@ _FUNCTION_NAME = object()  # default of name=: the function's own name
 _PACKERS = {DataType.U32: struct.Struct("<I").pack, DataType.I32: struct.Struct("<i").pack,
             DataType.F32: struct.Struct("<f").pack, DataType.BOOL: struct.Struct("<I").pack}
 _RANGES = {DataType.U32: "0 .. 4294967295", DataType.I32: "-2147483648 .. 2147483647", DataType.BOOL: "0 or 1"}
+_NUMBERS = (int, float, np.integer, np.floating, np.bool_)
 _default_backend: Any = None
 
 
@@ -152,7 +155,7 @@ class Kernel:
             if i >= len(args):
                 break  # the backend reports the missing input
             v = args[i]
-            if isinstance(v, (int, float)):
+            if isinstance(v, _NUMBERS):
                 try:
                     args[i] = _PACKERS[dtype](v)
                 except (struct.error, OverflowError, TypeError):
@@ -163,8 +166,6 @@ class Kernel:
 def _scalar_bytes(name: str, dtype: DataType, v: int | float) -> bytes:
     """The slow path of scalar conversion: F32 overflow rounds to inf, other misfits are errors."""
     if dtype is DataType.F32 and not isinstance(v, bool):
-        import numpy as np
-
         with np.errstate(over="ignore"):
             return np.float32(float(v)).tobytes()
     raise InvalidProgram(f"scalar parameter {name!r} is {v!r}, which is not a {dtype.name} ({_RANGES[dtype]})",

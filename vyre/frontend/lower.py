@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,11 @@ _UNSUPPORTED = {
     "Delete": ("`del` is not supported", "names end with their block; just stop using it"),
     "ClassDef": ("classes are not supported in kernels", "define classes outside the kernel"),
 }
+
+
+#: integer arithmetic allowed in constant expressions (annotation counts, shared sizes)
+_STATIC_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+               ast.LShift: operator.lshift}
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,10 @@ def static_value(node: ast.expr, namespace: Callable[[str], Any], source: Source
                     for k, v in zip(node.keys, node.values)}
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -static_value(node.operand, namespace, source)
+        if isinstance(node, ast.BinOp) and type(node.op) in _STATIC_OPS:
+            left, right = static_value(node.left, namespace, source), static_value(node.right, namespace, source)
+            if isinstance(left, int) and isinstance(right, int):
+                return _STATIC_OPS[type(node.op)](left, right)
     except (AttributeError, KeyError, TypeError) as exc:
         raise source.error(node, f"`{ast.unparse(node)}` cannot be resolved ({exc})",
                            "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants") from None
@@ -406,7 +416,10 @@ class Lowering(ExprLowering):
         dtype = static_value(call.args[0], self.frame.namespace, self.source)
         if not isinstance(dtype, ScalarType):
             raise self.error(call, "vyre.shared() takes an element type first", "write vyre.shared(vyre.f32, 256)")
-        count = self.constant_int(call.args[1], "the shared buffer's element count")
+        count = static_value(call.args[1], self.frame.namespace, self.source)
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise self.error(call, f"the shared buffer's count `{ast.unparse(call.args[1])}` is not an int constant",
+                             "write a number or a module-level int constant, e.g. vyre.shared(vyre.f32, TILE)")
         self._add_buffer(name, BufferDecl.workgroup(self.frame.rename(name), count, dtype.dtype), stmt)
 
     # ---- names --------------------------------------------------------------------------------------

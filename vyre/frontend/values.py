@@ -7,6 +7,7 @@ operand of a binary op, the variable it is assigned to, the buffer it is stored 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vyre.frontend.annotations import number_literal
@@ -36,6 +37,17 @@ class Number:
 
 
 @dataclass(frozen=True)
+class Untyped:
+    """An expression of untyped numbers only (``1 + 2``, ``1 if c else 0``): built once its type is known."""
+
+    build: Callable[[DataType], Typed]
+    default: DataType
+
+    def default_type(self) -> DataType:
+        return self.default
+
+
+@dataclass(frozen=True)
 class Buffer:
     """A name that refers to a buffer (a parameter or ``vyre.shared``); only indexable."""
 
@@ -49,15 +61,15 @@ class PyObject:
     obj: object
 
 
-Value = Typed | Number | Buffer | PyObject
+Value = Typed | Number | Untyped | Buffer | PyObject
 
 
-def peer_type(values: list[Typed | Number]) -> DataType:
-    """The type untyped numbers take among ``values``: the first typed one's, else F32 if any float, else U32."""
+def peer_type(values: list[Value]) -> DataType:
+    """The type untyped operands take among ``values``: the first typed one's, else F32 if any float, else U32."""
     for v in values:
         if isinstance(v, Typed):
             return v.dtype
-    return F32 if any(isinstance(v, Number) and isinstance(v.value, float) for v in values) else U32
+    return F32 if any(v.default_type() is F32 for v in values) else U32
 
 
 def number_expr(n: Number, dtype: DataType) -> Expr:
