@@ -143,7 +143,7 @@ def sign3(x: vyre.In[vyre.i32], out: vyre.Out[vyre.i32, N]):
                Node.loop("k", Expr.u32(0), Expr.load("n", Expr.u32(0)),
                          [Node.assign("acc", Expr.add(Expr.var("acc"),
                                                       Expr.load("x", Expr.add(Expr.var("i"), Expr.var("k")))))]),
-               Node.loop("k", Expr.u32(1), Expr.u32(3),
+               Node.loop("_k", Expr.u32(1), Expr.u32(3),
                          [Node.assign("acc", Expr.mul(Expr.var("acc"), Expr.f32(0.5)))]),
                Node.store("out", Expr.var("i"), Expr.var("acc"))],
               name="window_sum"),
@@ -157,7 +157,7 @@ def window_sum(x: vyre.In[vyre.f32], n: vyre.u32, out: vyre.Out[vyre.f32, N]):
     acc = 0.0
     for k in range(n):
         acc += x[i + k]
-    for k in range(1, 3):
+    for _k in range(1, 3):
         acc *= 0.5
     out[i] = acc
 
@@ -177,7 +177,8 @@ def _window(x, n):
               [Node.let("l", Expr.local_id(0)),
                Node.store("tile", Expr.var("l"), Expr.load("x", gid())),
                Node.barrier(),
-               Node.store("out", gid(), Expr.load("tile", Expr.sub(Expr.sub(Expr.u32(TILE), Expr.u32(1)), Expr.var("l"))))],
+               Node.store("out", gid(),
+                          Expr.load("tile", Expr.sub(Expr.sub(Expr.u32(TILE), Expr.u32(1)), Expr.var("l"))))],
               name="reverse_tiles"),
       lambda rng: [u32s(rng)],
       lambda x: [_reverse_tiles(x)])
@@ -335,7 +336,7 @@ def bucket(v, bins):
                    Node.let("v_0", Expr.load("data", Expr.var("i"))),
                    Node.let("_atomic_0", Expr.atomic(AtomicOp.ADD, "counts", Expr.rem(Expr.var("v_0"), Expr.u32(16)),
                                                      Expr.u32(1))),
-                   Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "first", Expr.u32(0),
+                   Node.let("_old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "first", Expr.u32(0),
                                                Expr.add(Expr.var("i"), Expr.u32(1)), Expr.u32(0))),
                ])],
               name="histogram16"),
@@ -346,7 +347,7 @@ def histogram16(data: vyre.In[vyre.u32], counts: vyre.Out[vyre.u32, 16], first: 
     i = vyre.gid()
     if i < len(data):
         vyre.atomic_add(counts, bucket(data[i], 16), 1)
-        old = vyre.atomic_compare_exchange(first, 0, 0, i + 1)
+        _old = vyre.atomic_compare_exchange(first, 0, 0, i + 1)
 
 
 # ---- Out[T] sized at dispatch, 3-D workgroups and explicit grids, a name= --------------------------------

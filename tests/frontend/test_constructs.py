@@ -26,7 +26,8 @@ def test_program_equals_the_builders(case):
 def test_oracle_matches_numpy(case, oracle, rng):
     inputs = case.inputs(rng)
     outputs = case.kernel(*inputs, backend=oracle, **case.call)
-    expected = case.expected(*inputs)
+    with np.errstate(all="ignore"):
+        expected = case.expected(*inputs)
     assert len(outputs) == len(expected)
     for got, want in zip(outputs, expected):
         if want is not None:
