@@ -44,6 +44,18 @@ _NO_OPERATOR = {
     ast.Pow: "`**` is not supported: multiply (x * x) or use vyre.exp2(y * vyre.log2(x))",
     ast.MatMult: "`@` is not supported: write the loop with `for k in range(n)`",
 }
+_UNSUPPORTED_EXPRS = {
+    "Lambda": ("lambdas are not supported", "define a module-level helper with @vyre.func"),
+    "NamedExpr": ("`:=` is not supported", "assign the value on its own line first"),
+    "JoinedStr": ("strings are not supported in kernels", "kernels compute on numbers and True/False"),
+    "List": ("lists are not supported in kernels", "use buffers (parameters or vyre.shared) for arrays"),
+    "Tuple": ("tuples are not supported in kernels", "use one variable per value"),
+    "Dict": ("dicts are not supported in kernels", "use buffers (parameters or vyre.shared) for tables"),
+    "Set": ("sets are not supported in kernels", "use buffers (parameters or vyre.shared) for tables"),
+    "ListComp": ("comprehensions are not supported", "write a `for k in range(n)` loop"),
+    "GeneratorExp": ("generator expressions are not supported", "write a `for k in range(n)` loop"),
+    "Starred": ("`*args` is not supported", "pass each argument by position"),
+}
 _BUILTIN_CASTS = {"int": "vyre.i32(x) or vyre.u32(x)", "float": "vyre.f32(x)", "bool": "vyre.boolean(x) or x != 0"}
 _COMPARE_OPS = frozenset(_COMPARES.values()) | {"and_", "or_"}
 _PLACEHOLDERS = tuple(Expr.var(f"\0{i}") for i in range(3))
@@ -94,7 +106,11 @@ class ExprLowering:
 
     def value(self, node: ast.expr) -> Value:
         """Lower ``node`` to a Value (typed expression, number, buffer or Python object)."""
-        method = getattr(self, "_" + type(node).__name__, None)
+        kind = type(node).__name__
+        if kind in _UNSUPPORTED_EXPRS:
+            message, fix = _UNSUPPORTED_EXPRS[kind]
+            raise self.error(node, message, fix)
+        method = getattr(self, "_" + kind, None)
         if method is None:
             raise self.error(node, f"`{ast.unparse(node)}` ({type(node).__name__}) is not supported in kernels",
                              "use arithmetic, comparisons, indexing, `a if c else b` and vyre.* calls")

@@ -35,7 +35,6 @@ _UNSUPPORTED = {
     "Break": ("`break` is not supported", "guard the rest of the loop body with an `if` on a flag variable"),
     "Continue": ("`continue` is not supported", "guard the rest of the loop body with an `if`"),
     "FunctionDef": ("nested functions are not supported", "define a module-level helper with @vyre.func"),
-    "Lambda": ("lambdas are not supported", "define a module-level helper with @vyre.func"),
     "Try": ("`try` is not supported", "kernels cannot raise: guard with `if` instead"),
     "Raise": ("`raise` is not supported", "kernels cannot raise: guard with `if` instead"),
     "Assert": ("`assert` is not supported", "check inputs on the host, or guard with `if`"),
