@@ -1,8 +1,8 @@
 """Connected components by label propagation: one step per dispatch, repeated with dispatch_until.
 
 Each step lowers both ends of every edge to the smaller label (atomic MIN, in a ``@vyre.func``
-helper that the kernel inlines) and raises the ``changed`` flag; ``dispatch_until`` zeroes the flag, runs the step, and repeats while it is set,
-all on resident buffers.
+helper that the kernel inlines) and raises the ``changed`` flag; ``dispatch_until`` zeroes the
+flag, runs the step, and repeats while it is set, all on resident buffers.
 """
 
 from __future__ import annotations
