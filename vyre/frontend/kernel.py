@@ -27,6 +27,7 @@ _FUNCTION_NAME = object()  # default of name=: the function's own name
 _PACKERS = {DataType.U32: struct.Struct("<I").pack, DataType.I32: struct.Struct("<i").pack,
             DataType.F32: struct.Struct("<f").pack, DataType.BOOL: struct.Struct("<I").pack}
 _RANGES = {DataType.U32: "0 .. 4294967295", DataType.I32: "-2147483648 .. 2147483647", DataType.BOOL: "0 or 1"}
+_PLAIN_NUMBERS = frozenset({int, float, bool})
 _NUMBERS = (int, float, np.integer, np.floating, np.bool_)
 _default_backend: Any = None
 
@@ -74,8 +75,9 @@ class Kernel:
         self.program = program
         self.source = source
         self._sized_later = tuple(b.name for b in program.buffers if b.access is Access.OUTPUT and b.count == 0)
-        self._scalars = tuple((i, b.name, b.dtype) for i, b in enumerate(program.inputs)
+        self._scalars = tuple((i, _PACKERS[b.dtype], b.name, b.dtype) for i, b in enumerate(program.inputs)
                               if b.access is Access.UNIFORM and b.count == 1 and b.dtype in _PACKERS)
+        self._fast = not self._sized_later  # the default call goes straight to a cached pipeline
         self._specialised: dict[tuple[int, ...], Program] = {}
         self._pipeline: Any = None
 
@@ -95,14 +97,14 @@ class Kernel:
                  elements: int | None = None, config: DispatchConfig | None = None,
                  output_counts: Mapping[str, int] | None = None) -> list[Any]:
         """Dispatch with one input per In/InOut/Uniform/scalar parameter, in order; returns the outputs."""
-        args = self._convert(inputs) if self._scalars else inputs
+        if self._scalars:
+            inputs = self._convert(inputs)
         if backend is None and grid is None and elements is None and config is None and output_counts is None \
-                and not self._sized_later:
-            pipeline = self._pipeline or self._default_pipeline()
-            return pipeline.dispatch(args)
+                and self._fast:
+            return (self._pipeline or self._default_pipeline()).dispatch(inputs)
         config = _config(config, grid, elements)
         program = self.specialise(output_counts, config.elements)
-        return (backend or default_backend()).dispatch(program, args, config)
+        return (backend or default_backend()).dispatch(program, inputs, config)
 
     def _default_pipeline(self) -> Any:
         self._pipeline = default_backend().compile(self.program)
@@ -151,15 +153,15 @@ class Kernel:
 
     def _convert(self, inputs: Sequence[Any]) -> list[Any]:
         args = list(inputs)
-        for i, name, dtype in self._scalars:
-            if i >= len(args):
-                break  # the backend reports the missing input
-            v = args[i]
-            if isinstance(v, _NUMBERS):
-                try:
-                    args[i] = _PACKERS[dtype](v)
-                except (struct.error, OverflowError, TypeError):
-                    args[i] = _scalar_bytes(name, dtype, v)
+        n = len(args)
+        for i, pack, name, dtype in self._scalars:
+            if i < n:  # a missing input is reported by the backend
+                v = args[i]
+                if type(v) in _PLAIN_NUMBERS or isinstance(v, _NUMBERS):
+                    try:
+                        args[i] = pack(v)
+                    except (struct.error, OverflowError, TypeError):
+                        args[i] = _scalar_bytes(name, dtype, v)
         return args
 
 
@@ -209,7 +211,7 @@ def kernel(fn: Callable[..., Any] | None = None, *, workgroup_size: int | tuple[
         try:
             source, fndef = function_source(f)
             options = _options(f.__name__, workgroup_size, name, names, bindings, source, fndef)
-            program = Lowering(source, fndef, namespace_of(f), options).program()
+            program = Lowering(source, fndef, namespace_of(f), options, f.__code__).program()
         except ValidationError as exc:
             raise exc.with_traceback(None) from None  # the finding names the user's line: skip our frames
         return Kernel(program, source)
@@ -227,7 +229,7 @@ def kernel_from_source(text: str, filename: str = "<kernel>", namespace: Mapping
     ns = {"vyre": vyre, **(namespace or {})}
     tree = ast.parse(text, filename)
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    source = SourceFile(filename, 1, text)
+    source = SourceFile(filename)
     if len(defs) != 1:
         raise source.error(None, f"expected one kernel function, found {len(defs)}",
                            "pass the text of exactly one decorated def")

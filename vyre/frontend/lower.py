@@ -146,11 +146,11 @@ class Lowering(ExprLowering):
     """Lowers one kernel (and the helpers it calls) to a validated ``Program``."""
 
     def __init__(self, source: SourceFile, fndef: ast.FunctionDef, namespace: Callable[[str], Any],
-                 options: Options) -> None:
+                 options: Options, code: Any = None) -> None:
         super().__init__(source, [])
         self.fndef, self.options = fndef, options
         self.taken: set[str] | None = None  # every identifier in the sources, collected at the first fresh()
-        self.sources: list[ast.AST] = [fndef]
+        self.sources: list[tuple[ast.AST, Any]] = [(fndef, code)]  # (definition, code object or None)
         names = options.names
         self.frame = _Frame(source, namespace, lambda n: names.get(n, n), is_helper=False)
         self.lines = LineMap(source, source.line(fndef))
@@ -450,8 +450,8 @@ class Lowering(ExprLowering):
         """A new IR name that no identifier of the kernel or its helpers (or an earlier fresh name) uses."""
         if self.taken is None:
             self.taken = set(self.options.names.values())
-            for tree in self.sources:
-                self._take_identifiers(tree)
+            for tree, code in self.sources:
+                self._take_identifiers(tree, code)
         k = 0
         while f"{base}_{k}" in self.taken:
             k += 1
@@ -459,7 +459,10 @@ class Lowering(ExprLowering):
         self.taken.add(name)
         return name
 
-    def _take_identifiers(self, tree: ast.AST) -> None:
+    def _take_identifiers(self, tree: ast.AST, code: Any = None) -> None:
+        if code is not None:  # the compiler's lists of names: no tree walk
+            self.taken.update(code.co_varnames, code.co_names, code.co_freevars, code.co_cellvars)
+            return
         for n in ast.walk(tree):
             if isinstance(n, ast.Name):
                 self.taken.add(n.id)
@@ -497,9 +500,10 @@ class Lowering(ExprLowering):
         if len(params) != len(node.args) or fndef.args.vararg or fndef.args.kwarg or fndef.args.kwonlyargs:
             raise self.error(node, f"{func.name}() takes {len(params)} positional arguments, got {len(node.args)}",
                              "pass one argument per parameter, by position")
-        self.sources.append(fndef)
+        code = getattr(func.fn, "__code__", None)
+        self.sources.append((fndef, code))
         if self.taken is not None:
-            self._take_identifiers(fndef)
+            self._take_identifiers(fndef, code)
         namespace = namespace_of(func.fn)
         frame = _Frame(source, namespace, self.fresh, is_helper=True)
         for param, arg in zip(params, node.args):

@@ -9,8 +9,7 @@ them through ``LineMap``.
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
+import linecache
 from dataclasses import dataclass, field
 
 from vyre.driver.errors import Finding, ValidationError
@@ -21,11 +20,10 @@ from vyre.ir.walk import child_bodies
 
 @dataclass(frozen=True)
 class SourceFile:
-    """The text of one function and where it lives: ``line(n)`` maps an ``ast`` line to the file's."""
+    """Where kernel source lives: ``line(node)`` maps an ``ast`` node's line to the file's."""
 
     filename: str
-    first_line: int  # file line of the function text's first line
-    text: str
+    first_line: int = 1  # file line of the parsed text's first line
 
     def line(self, node: ast.AST | None) -> int:
         return self.first_line + max(getattr(node, "lineno", 1), 1) - 1
@@ -38,22 +36,45 @@ class SourceFile:
 
 
 def function_source(fn: object) -> tuple[SourceFile, ast.FunctionDef]:
-    """The parsed definition of a Python function, read with ``inspect`` (the file must exist)."""
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        filename = inspect.getsourcefile(fn) or "<unknown>"
-    except (OSError, TypeError) as exc:
+    """The parsed definition of a Python function, found in its file's (cached) syntax tree."""
+    code = getattr(fn, "__code__", None)
+    filename = code.co_filename if code is not None else "<unknown>"
+    lines = linecache.getlines(filename, getattr(fn, "__globals__", None))
+    fndef = _find_def(filename, lines, code.co_firstlineno) if code is not None and lines else None
+    if fndef is None:
         name = getattr(fn, "__qualname__", repr(fn))
         raise ValidationError([Finding(
-            "no_source", f"the source of {name} cannot be read ({exc})",
+            "no_source", f"the source of {name} cannot be read (no file {filename!r} or no def there)",
             "define kernels in a .py file (not in an interactive prompt or exec), "
-            "or pass the text to vyre.frontend.kernel_from_source")]) from None
-    source = SourceFile(filename, first, textwrap.dedent("".join(lines)))
-    tree = ast.parse(source.text)
-    fndef = tree.body[0]
-    if not isinstance(fndef, ast.FunctionDef):
-        raise source.error(fndef, "a kernel must be a plain `def` function", "write `def name(params): ...`")
-    return source, fndef
+            "or pass the text to vyre.frontend.kernel_from_source")])
+    return SourceFile(filename), fndef
+
+
+_TREES: dict[str, tuple[list[str], dict[int, ast.FunctionDef]]] = {}
+
+
+def _find_def(filename: str, lines: list[str], first_line: int) -> ast.FunctionDef | None:
+    """The ``def`` starting (with its decorators) at ``first_line``; one parse per file version."""
+    cached = _TREES.get(filename)
+    if cached is None or cached[0] is not lines:
+        try:
+            tree = ast.parse("".join(lines), filename)
+        except SyntaxError:
+            return None
+        defs: dict[int, ast.FunctionDef] = {}
+        _collect_defs(tree.body, defs)
+        cached = _TREES[filename] = (lines, defs)
+    return cached[1].get(first_line)
+
+
+def _collect_defs(body: list[ast.AST], defs: dict[int, ast.FunctionDef]) -> None:
+    """Every ``def`` in ``body`` and the statement lists nested in it, by its first line (statements only)."""
+    for node in body:
+        if isinstance(node, ast.FunctionDef):
+            defs[min([node.lineno, *(d.lineno for d in node.decorator_list)])] = node
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list) and value and isinstance(value[0], (ast.stmt, ast.excepthandler)):
+                _collect_defs(value, defs)
 
 
 @dataclass
