@@ -1,16 +1,20 @@
 """Front-end kernels, one per construct of the subset, each with the builder's Program and numpy.
 
 Shared by the CPU tests (structural equality with the builder, oracle against numpy) and the GPU
-tests (the same kernels on ``cuda`` against the oracle). Inputs are fresh random values mixed
-with edge values; ``expected`` computes the outputs with numpy.
+tests (the same kernels on ``cuda`` against the oracle); test modules import the ``rng`` fixture
+(``rng_fixture``). Inputs are fresh random values mixed with edge values; ``expected`` computes
+the outputs with numpy.
 """
 
 from __future__ import annotations
 
+import os
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 
 import vyre
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
@@ -18,6 +22,14 @@ from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
 N = 300  # odd size: not a multiple of any workgroup size used here
 TILE = 64
+
+
+@pytest.fixture(name="rng")
+def rng_fixture(request: pytest.FixtureRequest) -> np.random.Generator:
+    """A freshly seeded generator; the seed is reported with a failure (``VYRE_TEST_SEED`` replays)."""
+    seed = int(os.environ.get("VYRE_TEST_SEED") or struct.unpack("<Q", os.urandom(8))[0] >> 1)
+    request.node.user_properties.append(("seed", seed))
+    return np.random.default_rng(seed)
 
 
 @dataclass

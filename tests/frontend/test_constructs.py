@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from frontend_cases import CASES, N, by_name
+from frontend_cases import CASES, N, by_name, rng_fixture  # noqa: F401 - the rng fixture
 
 from vyre.reference import ReferenceBackend
 from vyre.reference.ulp import assert_outputs_equal

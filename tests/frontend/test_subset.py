@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from frontend_cases import rng_fixture  # noqa: F401 - the rng fixture
 
 import vyre
 from vyre.driver.errors import InvalidProgram
