@@ -106,15 +106,20 @@ class ExprLowering:
 
     def value(self, node: ast.expr) -> Value:
         """Lower ``node`` to a Value (typed expression, number, buffer or Python object)."""
+        return self.handler(node, "_", _UNSUPPORTED_EXPRS,
+                            "use arithmetic, comparisons, indexing, `a if c else b` and vyre.* calls")(node)
+
+    def handler(self, node: ast.AST, prefix: str, unsupported: dict[str, tuple[str, str]], instead: str) -> Any:
+        """The method lowering ``node`` (``prefix`` + its class name); an error naming what to use instead."""
         kind = type(node).__name__
-        if kind in _UNSUPPORTED_EXPRS:
-            message, fix = _UNSUPPORTED_EXPRS[kind]
+        if kind in unsupported:
+            message, fix = unsupported[kind]
             raise self.error(node, message, fix)
-        method = getattr(self, "_" + kind, None)
+        method = getattr(self, prefix + kind, None)
         if method is None:
-            raise self.error(node, f"`{ast.unparse(node)}` ({type(node).__name__}) is not supported in kernels",
-                             "use arithmetic, comparisons, indexing, `a if c else b` and vyre.* calls")
-        return method(node)
+            raise self.error(node, f"`{ast.unparse(node).splitlines()[0]}` ({kind}) is not supported in kernels",
+                             instead)
+        return method
 
     def build(self, node: ast.AST, op: str, args: list[Typed], **attrs: Any) -> Typed:
         """``Expr(op, args, **attrs)`` typed by the IR's rules; a type error names ``node``'s line."""

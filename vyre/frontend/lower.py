@@ -216,16 +216,8 @@ class Lowering(ExprLowering):
         self.out.append(self.lines.record(node, self.site or where))
 
     def statement(self, stmt: ast.stmt) -> None:
-        kind = type(stmt).__name__
-        if kind in _UNSUPPORTED:
-            message, fix = _UNSUPPORTED[kind]
-            raise self.error(stmt, message, fix)
-        method = getattr(self, "_stmt_" + kind, None)
-        if method is None:
-            raise self.error(stmt, f"`{ast.unparse(stmt).splitlines()[0]}` ({kind}) is not supported in kernels",
-                             "use assignments, buf[i] = v, if/elif/else, for ... in range(...), return, "
-                             "vyre.barrier() and atomics (docs/kernels.md)")
-        method(stmt)
+        self.handler(stmt, "_stmt_", _UNSUPPORTED, "use assignments, buf[i] = v, if/elif/else, for ... in range(...), "
+                     "return, vyre.barrier() and atomics (docs/kernels.md)")(stmt)
 
     def block(self, stmts: list[ast.stmt], loop_var: tuple[str, _Var] | None = None) -> list[Node]:
         """Lower ``stmts`` in a new scope; returns the statements (the names declared end here)."""
