@@ -78,6 +78,14 @@ def test_parameter_errors():
     assert "count must be a positive int" in str(_error("pass\n", "@vyre.kernel\ndef k(x: vyre.Uniform[vyre.u32]):\n"))
 
 
+def test_bad_decorator_arguments_and_syntax():
+    assert "name=5 is not a str" in str(_error("pass\n", "@vyre.kernel(name=5)\ndef k(x: vyre.In[vyre.u32]):\n"))
+    assert "bindings= must map" in str(_error("pass\n", "@vyre.kernel(bindings={'x': 'a'})\n"
+                                                         "def k(x: vyre.In[vyre.u32]):\n"))
+    assert "user_kernel.py:3: invalid syntax" in str(_error("y[0] = = 1\n"))
+    assert "cannot assign to parameter 'x'" in str(_error("x += 1\n"))
+
+
 def test_program_level_findings_point_at_the_def_line():
     err = _error("pass\n", "@vyre.kernel(workgroup_size=2048)\ndef k(x: vyre.In[vyre.u32]):\n")
     assert re.search(r"user_kernel.py:\d+: workgroup size axis 0 is 2048", str(err))

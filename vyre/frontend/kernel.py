@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.config import DispatchConfig
-from vyre.driver.errors import InvalidProgram, ValidationError
-from vyre.frontend.lower import Lowering, Options, chain_lookup, namespace_of, static_value, with_output_counts
+from vyre.driver.errors import Finding, InvalidProgram, ValidationError
+from vyre.frontend.lower import Lowering, Options, with_output_counts
+from vyre.frontend.names import chain_lookup, namespace_of, static_value
 from vyre.frontend.source import SourceFile, function_source
 from vyre.ir.program import Access, Program
 from vyre.ir.types import DataType
@@ -193,8 +194,15 @@ def _workgroup(size: object, source: SourceFile, node: ast.AST | None) -> tuple[
 
 def _options(fn_name: str, workgroup_size: object, name: object, names: Mapping[str, str] | None,
              bindings: Mapping[str, int] | None, source: SourceFile, node: ast.AST | None) -> Options:
-    return Options(_workgroup(workgroup_size, source, node), fn_name if name is _FUNCTION_NAME else name,
-                   dict(names or {}), dict(bindings or {}))
+    name = fn_name if name is _FUNCTION_NAME else name
+    if name is not None and not isinstance(name, str):
+        raise source.error(node, f"name={name!r} is not a str", "write name=\"my_kernel\" or name=None")
+    names, bindings = dict(names or {}), dict(bindings or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+        raise source.error(node, "names= must map identifiers to IR names (str to str)", "write names={\"x\": \"x y\"}")
+    if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in bindings.items()):
+        raise source.error(node, "bindings= must map parameter names to ints", "write bindings={\"x\": 2}")
+    return Options(_workgroup(workgroup_size, source, node), name, names, bindings)
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, workgroup_size: int | tuple[int, int, int] = 256,
@@ -227,9 +235,13 @@ def kernel_from_source(text: str, filename: str = "<kernel>", namespace: Mapping
     import vyre
 
     ns = {"vyre": vyre, **(namespace or {})}
-    tree = ast.parse(text, filename)
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     source = SourceFile(filename)
+    try:
+        tree = ast.parse(text, filename)
+    except SyntaxError as exc:
+        raise ValidationError([Finding("syntax_error", f"{filename}:{exc.lineno}: {exc.msg}",
+                                       "correct the Python syntax")]) from None
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if len(defs) != 1:
         raise source.error(None, f"expected one kernel function, found {len(defs)}",
                            "pass the text of exactly one decorated def")

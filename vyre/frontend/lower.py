@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from vyre.driver.errors import ValidationError
 from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
 from vyre.frontend.exprs import ExprLowering, cast_name
 from vyre.frontend.intrinsics import Intrinsic
+from vyre.frontend.names import namespace_of, static_value
 from vyre.frontend.source import LineMap, SourceFile
 from vyre.frontend.values import BOOL, U32, Buffer, Number, PyObject, Typed, Value
 from vyre.ir.expr import Expr
@@ -45,11 +45,6 @@ _UNSUPPORTED = {
     "Delete": ("`del` is not supported", "names end with their block; just stop using it"),
     "ClassDef": ("classes are not supported in kernels", "define classes outside the kernel"),
 }
-
-
-#: integer arithmetic allowed in constant expressions (annotation counts, shared sizes)
-_STATIC_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-               ast.LShift: operator.lshift}
 
 
 @dataclass(frozen=True)
@@ -89,57 +84,6 @@ class _Frame:
             if name in scope:
                 return scope[name]
         return None
-
-
-def namespace_of(fn: Any) -> Callable[[str], Any]:
-    """Free-name lookup of a Python function: closure cells, then globals, then builtins."""
-    closure = {}
-    if getattr(fn, "__closure__", None):
-        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
-            try:
-                closure[name] = cell.cell_contents
-            except ValueError:
-                pass
-    return chain_lookup(closure, fn.__globals__)
-
-
-def chain_lookup(*maps: Mapping[str, Any]) -> Callable[[str], Any]:
-    def lookup(name: str) -> Any:
-        for m in maps:
-            if name in m:
-                return m[name]
-        return getattr(builtins, name)  # AttributeError when absent
-
-    return lookup
-
-
-def static_value(node: ast.expr, namespace: Callable[[str], Any], source: SourceFile) -> Any:
-    """Evaluate a constant expression (names, attributes, subscripts, tuples, dicts) without ``eval``."""
-    try:
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name):
-            return namespace(node.id)
-        if isinstance(node, ast.Attribute):
-            return getattr(static_value(node.value, namespace, source), node.attr)
-        if isinstance(node, ast.Subscript):
-            return static_value(node.value, namespace, source)[static_value(node.slice, namespace, source)]
-        if isinstance(node, ast.Tuple):
-            return tuple(static_value(e, namespace, source) for e in node.elts)
-        if isinstance(node, ast.Dict) and None not in node.keys:
-            return {static_value(k, namespace, source): static_value(v, namespace, source)
-                    for k, v in zip(node.keys, node.values)}
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -static_value(node.operand, namespace, source)
-        if isinstance(node, ast.BinOp) and type(node.op) in _STATIC_OPS:
-            left, right = static_value(node.left, namespace, source), static_value(node.right, namespace, source)
-            if isinstance(left, int) and isinstance(right, int):
-                return _STATIC_OPS[type(node.op)](left, right)
-    except (AttributeError, KeyError, TypeError) as exc:
-        raise source.error(node, f"`{ast.unparse(node)}` cannot be resolved ({exc})",
-                           "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants") from None
-    raise source.error(node, f"`{ast.unparse(node)}` is not a constant expression",
-                       "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants")
 
 
 class Lowering(ExprLowering):
@@ -301,6 +245,9 @@ class Lowering(ExprLowering):
             return
         if not isinstance(target, ast.Name):
             raise self.error(stmt, f"cannot update `{ast.unparse(target)}`", "update a name or buf[i]")
+        if target.id in self.frame.buffers:
+            raise self.error(stmt, f"cannot assign to parameter {target.id!r}",
+                             f"copy it into a new variable first: v = {target.id}")
         var = self.frame.find(target.id)
         if var is None or var.loop:
             what = "a loop variable" if var else "not assigned yet"
@@ -548,4 +495,4 @@ def with_output_counts(program: Program, counts: Mapping[str, int]) -> Program:
     return Program(buffers, program.workgroup_size, program.body, program.name)
 
 
-__all__ = ["Lowering", "Options", "cast_name", "namespace_of", "static_value", "with_output_counts"]
+__all__ = ["Lowering", "Options", "cast_name", "with_output_counts"]
