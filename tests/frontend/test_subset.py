@@ -264,6 +264,10 @@ def test_scalar_parameters_become_one_element_uniforms(oracle):
     assert np.isinf(fo[0])  # beyond F32: rounds to inf like any f32 conversion
     out, fo = scalars(np.uint32(3), np.int32(-1), np.float32(0.5), False, backend=oracle)
     assert list(out[:3]) == [3, 0xFFFFFFFF, 0] and fo[0] == 0.5
+    out, _ = scalars(1, 2, 0.0, np.bool_(True), backend=oracle)
+    assert out[2] == 1
+    out, _ = scalars(1, 2, 0.0, 7, backend=oracle)  # a BOOL is a 0/1 word: any non-zero number is 1
+    assert out[2] == 1
 
 
 @pytest.mark.parametrize(("args", "name"), [((-1, 0, 0.0, True), "u"), ((0, 2**31, 0.0, True), "s"),

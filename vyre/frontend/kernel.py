@@ -25,8 +25,16 @@ from vyre.ir.program import Access, Program
 from vyre.ir.types import DataType
 
 _FUNCTION_NAME = object()  # default of name=: the function's own name
+_TRUE, _FALSE = struct.pack("<I", 1), struct.pack("<I", 0)
+
+
+def _pack_bool(v: object) -> bytes:
+    """A BOOL scalar is a 0/1 word: any truthy number is 1."""
+    return _TRUE if v else _FALSE
+
+
 _PACKERS = {DataType.U32: struct.Struct("<I").pack, DataType.I32: struct.Struct("<i").pack,
-            DataType.F32: struct.Struct("<f").pack, DataType.BOOL: struct.Struct("<I").pack}
+            DataType.F32: struct.Struct("<f").pack, DataType.BOOL: _pack_bool}
 _RANGES = {DataType.U32: "0 .. 4294967295", DataType.I32: "-2147483648 .. 2147483647", DataType.BOOL: "0 or 1"}
 _PLAIN_NUMBERS = frozenset({int, float, bool})
 _NUMBERS = (int, float, np.integer, np.floating, np.bool_)
