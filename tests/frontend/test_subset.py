@@ -317,3 +317,33 @@ def test_default_backend_is_acquired_once():
     x = np.arange(8, dtype=np.float32)
     (y,) = double(x, elements=8)
     np.testing.assert_array_equal(y, x * 2)
+
+
+@vyre.kernel(workgroup_size=64)
+def storage(x: vyre.In[vyre.u8], coeffs: vyre.Uniform[vyre.f32, 2], h: vyre.In[vyre.f16, 16],
+            out: vyre.Out[vyre.i16, N], fo: vyre.Out[vyre.f32, N]):
+    i = vyre.gid()
+    out[i] = vyre.i32(x[i]) - 100
+    fo[i] = h[i % 16] * coeffs[0] + coeffs[1]
+
+
+def test_storage_types_uniforms_and_counted_inputs(oracle, rng):
+    i = Expr.var("i")
+    assert storage.program == Program(
+        [BufferDecl.read("x", 0, DataType.U8), BufferDecl.uniform("coeffs", 1, F32, 2),
+         BufferDecl.read("h", 2, DataType.F16, 16), BufferDecl.output("out", 3, DataType.I16, N),
+         BufferDecl.output("fo", 4, F32, N)],
+        (64, 1, 1),
+        [Node.let("i", Expr.invocation_id(0)),
+         Node.store("out", i, Expr.sub(Expr.cast(I32, Expr.load("x", i)), Expr.i32(100))),
+         Node.store("fo", i, Expr.add(Expr.mul(Expr.load("h", Expr.rem(i, Expr.u32(16))),
+                                               Expr.load("coeffs", Expr.u32(0))),
+                                      Expr.load("coeffs", Expr.u32(1))))],
+        name="storage")
+    x = rng.integers(0, 256, N, dtype=np.uint8)
+    coeffs = np.array([1.5, -2.0], np.float32)
+    h = rng.standard_normal(16).astype(np.float16)
+    out, fo = storage(x, coeffs, h, backend=oracle)
+    np.testing.assert_array_equal(out, (x.astype(np.int32) - 100).astype(np.int16))
+    expected = np.tile(h.astype(np.float32), N // 16 + 1)[:N] * np.float32(1.5) + np.float32(-2.0)
+    np.testing.assert_array_equal(fo, expected)
