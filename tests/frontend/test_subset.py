@@ -162,6 +162,16 @@ def test_literal_typing_by_context():
     assert kernel_from_source(LITERALS_TEXT).program == expected
 
 
+def test_literal_typing_on_the_oracle(oracle, rng):
+    a = rng.integers(-(2**31), 2**31, 1, dtype=np.int64).astype(np.int32)
+    f = (rng.standard_normal(1) * 100).astype(np.float32)
+    out, fo = kernel_from_source(LITERALS_TEXT)(a, f, backend=oracle, grid=(1, 1, 1))
+    with np.errstate(all="ignore"):
+        assert list(out[:5]) == [a[0] + 1, 1 if a[0] > -2 else 0, 14, -a[0], 3]
+        np.testing.assert_array_equal(fo[:3], [f[0] * np.float32(2) + np.float32(0.5), -0.0, 5.0])
+    assert np.signbit(fo[1])
+
+
 COUNTER = 4
 
 
