@@ -124,7 +124,7 @@ def test_every_atomic(op, oracle, rng):
 
 
 LITERALS_TEXT = '''
-@vyre.kernel(workgroup_size=64, name="literals")
+@vyre.kernel(workgroup_size=1, name="literals")
 def k(a: vyre.In[vyre.i32], f: vyre.In[vyre.f32], out: vyre.Out[vyre.i32, 8], fo: vyre.Out[vyre.f32, 8]):
     i = vyre.gid()
     out[0] = a[i] + 1
@@ -158,7 +158,7 @@ def test_literal_typing_by_context():
         Node.store("out", Expr.u32(4), Expr.cast(I32, Expr.var("n"))),
     ]
     expected = Program([BufferDecl.read("a", 0, I32), BufferDecl.read("f", 1, F32), BufferDecl.output("out", 2, I32, 8),
-                        BufferDecl.output("fo", 3, F32, 8)], (64, 1, 1), body, name="literals")
+                        BufferDecl.output("fo", 3, F32, 8)], (1, 1, 1), body, name="literals")
     assert kernel_from_source(LITERALS_TEXT).program == expected
 
 
