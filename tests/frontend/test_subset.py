@@ -272,6 +272,8 @@ def test_scalar_parameters_become_one_element_uniforms(oracle):
     out, fo = scalars(0xFFFFFFFF, -7, 1e39, True, backend=oracle)
     assert list(out[:3]) == [0xFFFFFFFF, 0xFFFFFFF9, 1]
     assert np.isinf(fo[0])  # beyond F32: rounds to inf like any f32 conversion
+    _, fo = scalars(0, 0, -(10**400), True, backend=oracle)
+    assert fo[0] == -np.inf
     out, fo = scalars(np.uint32(3), np.int32(-1), np.float32(0.5), False, backend=oracle)
     assert list(out[:3]) == [3, 0xFFFFFFFF, 0] and fo[0] == 0.5
     out, _ = scalars(1, 2, 0.0, np.bool_(True), backend=oracle)

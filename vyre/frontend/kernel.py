@@ -9,6 +9,7 @@ to a ``CompiledPipeline`` made once per kernel on the default backend.
 from __future__ import annotations
 
 import ast
+import math
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -110,7 +111,10 @@ class Kernel:
             inputs = self._convert(inputs)
         if backend is None and grid is None and elements is None and config is None and output_counts is None \
                 and self._fast:
-            return (self._pipeline or self._default_pipeline()).dispatch(inputs)
+            pipeline = self._pipeline
+            if pipeline is None:
+                pipeline = self._default_pipeline()
+            return pipeline.dispatch(inputs)
         config = _config(config, grid, elements)
         program = self.specialise(output_counts, config.elements)
         return (backend or default_backend()).dispatch(program, inputs, config)
@@ -131,7 +135,7 @@ class Kernel:
 
     def dispatch_resident(self, handles: Sequence[Any], backend: Any = None, config: DispatchConfig | None = None,
                           output_counts: Mapping[str, int] | None = None) -> None:
-        """Run on resident buffers: one handle per parameter and ``vyre.shared``-free buffer, in order."""
+        """Run on resident buffers: one handle per parameter, in order (results stay on the device)."""
         program = self.specialise(output_counts, config.elements if config else None)
         (backend or default_backend()).dispatch_resident(program, handles, config)
 
@@ -176,9 +180,10 @@ class Kernel:
 
 def _scalar_bytes(name: str, dtype: DataType, v: int | float) -> bytes:
     """The slow path of scalar conversion: F32 overflow rounds to inf, other misfits are errors."""
-    if dtype is DataType.F32 and not isinstance(v, bool):
+    if dtype is DataType.F32:
+        value = float(v) if abs(v) < 2**1024 else math.copysign(math.inf, v)  # ints beyond any float
         with np.errstate(over="ignore"):
-            return np.float32(float(v)).tobytes()
+            return np.float32(value).tobytes()
     raise InvalidProgram(f"scalar parameter {name!r} is {v!r}, which is not a {dtype.name} ({_RANGES[dtype]})",
                          f"pass a value in range, or declare {name!r} with another scalar type.")
 
