@@ -181,7 +181,7 @@ class Kernel:
 def _scalar_bytes(name: str, dtype: DataType, v: int | float) -> bytes:
     """The slow path of scalar conversion: F32 overflow rounds to inf, other misfits are errors."""
     if dtype is DataType.F32:
-        value = float(v) if abs(v) < 2**1024 else math.copysign(math.inf, v)  # ints beyond any float
+        value = float(v) if abs(v) < 2**1024 else (math.inf if v > 0 else -math.inf)  # ints beyond any float
         with np.errstate(over="ignore"):
             return np.float32(value).tobytes()
     raise InvalidProgram(f"scalar parameter {name!r} is {v!r}, which is not a {dtype.name} ({_RANGES[dtype]})",
