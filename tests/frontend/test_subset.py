@@ -244,6 +244,21 @@ def test_block_and_region_scopes(oracle):
 
 
 register_op(OpDef("test.frontend.mad", (I32, I32), I32, expand=lambda a, b: Expr.add(Expr.mul(a, b), a)))
+register_op(OpDef("test.frontend.sum4", (F32, F32, F32, U32), F32,
+                  expand=lambda a, b, c, d: Expr.add(Expr.add(a, b), Expr.mul(c, Expr.cast(F32, d)))))
+
+
+def test_vyre_call_with_many_arguments(oracle, rng):
+    kernel = kernel_from_source(
+        "@vyre.kernel(workgroup_size=64, name='calls4')\n"
+        f"def k(a: vyre.In[vyre.f32], out: vyre.Out[vyre.f32, {N}]):\n"
+        "    i = vyre.gid()\n    out[i] = vyre.call('test.frontend.sum4', a[i], 1, 0.5, 3)\n")
+    load = Expr.load("a", Expr.var("i"))
+    assert kernel.program == _elementwise("calls4", [("a", F32)], F32, Expr.call(
+        "test.frontend.sum4", load, Expr.f32(1.0), Expr.f32(0.5), Expr.u32(3)))
+    a = typed_values(rng, F32)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(kernel(a, backend=oracle)[0], a + np.float32(1) + np.float32(1.5))
 
 
 def test_vyre_call_types_literals_from_the_op(oracle, rng):

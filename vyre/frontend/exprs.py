@@ -58,7 +58,7 @@ _UNSUPPORTED_EXPRS = {
 }
 _BUILTIN_CASTS = {"int": "vyre.i32(x) or vyre.u32(x)", "float": "vyre.f32(x)", "bool": "vyre.boolean(x) or x != 0"}
 _COMPARE_OPS = frozenset(_COMPARES.values()) | {"and_", "or_"}
-_PLACEHOLDERS = tuple(Expr.var(f"\0{i}") for i in range(3))
+_PLACEHOLDERS: list[Expr] = []  # typed stand-ins for operands (grown on demand: vyre.call takes any number)
 
 
 class ExprLowering:
@@ -124,6 +124,8 @@ class ExprLowering:
     def build(self, node: ast.AST, op: str, args: list[Typed], **attrs: Any) -> Typed:
         """``Expr(op, args, **attrs)`` typed by the IR's rules; a type error names ``node``'s line."""
         expr = Expr(op, tuple(a.expr for a in args), **attrs)
+        while len(_PLACEHOLDERS) < len(args):
+            _PLACEHOLDERS.append(Expr.var(f"\0{len(_PLACEHOLDERS)}"))
         holders = _PLACEHOLDERS[: len(args)]
         shallow = Expr(op, holders, **attrs) if args else expr
         try:
