@@ -126,7 +126,7 @@ class ExprLowering:
         expr = Expr(op, tuple(a.expr for a in args), **attrs)
         while len(_PLACEHOLDERS) < len(args):
             _PLACEHOLDERS.append(Expr.var(f"\0{len(_PLACEHOLDERS)}"))
-        holders = _PLACEHOLDERS[: len(args)]
+        holders = tuple(_PLACEHOLDERS[: len(args)])
         shallow = Expr(op, holders, **attrs) if args else expr
         try:
             dtype = self.typer.type_of(shallow, {h.name: a.dtype for h, a in zip(holders, args)})
