@@ -33,8 +33,11 @@ from vyre.frontend import (
     u32,
 )
 from vyre.frontend.intrinsics import *  # noqa: F403 - vyre.sqrt, vyre.gid, vyre.atomic_add, ... (docs/kernels.md)
+from vyre.frontend.intrinsics import INTRINSICS as _INTRINSICS
 from vyre.frontend.intrinsics import __all__ as _intrinsics
 from vyre.ir.program import Program
+
+abs, max, min, round = (_INTRINSICS[n] for n in ("abs", "max", "min", "round"))  # vyre.min etc., not exported by *
 
 
 def validate(program: Program) -> None:

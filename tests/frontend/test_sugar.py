@@ -59,3 +59,10 @@ def test_sugar_rejects_other_operands():
         Expr.add(x, "a")
     with pytest.raises(TypeError, match="only has a meaning inside a @vyre.kernel"):
         vyre.shared(vyre.f32, 4)
+
+
+def test_star_import_keeps_python_builtins():
+    namespace: dict = {}
+    exec("from vyre import *", namespace)
+    assert "min" not in namespace and "abs" not in namespace and "sqrt" in namespace and "kernel" in namespace
+    assert vyre.min(i, 1) == Expr.min(i, Expr.i32(1))  # still reachable as vyre.min

@@ -8,6 +8,7 @@ to literals like the operator sugar does), so builder users can write ``vyre.sqr
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from vyre.ir.expr import BINARY_OPS, UNARY_OPS, AtomicOp, Expr
@@ -109,4 +110,6 @@ _add("block", "block")
 _add("region", "region")
 
 globals().update(INTRINSICS)
-__all__ = sorted(INTRINSICS)
+#: every intrinsic except those named like a builtin (abs, min, max, round): ``from vyre import *``
+#: must not replace Python's own; they stay reachable as ``vyre.min`` and so on
+__all__ = sorted(n for n in INTRINSICS if not hasattr(builtins, n))
