@@ -248,28 +248,24 @@ register_op(OpDef("test.frontend.sum4", (F32, F32, F32, U32), F32,
                   expand=lambda a, b, c, d: Expr.add(Expr.add(a, b), Expr.mul(c, Expr.cast(F32, d)))))
 
 
-def test_vyre_call_with_many_arguments(oracle, rng):
-    kernel = kernel_from_source(
-        "@vyre.kernel(workgroup_size=64, name='calls4')\n"
-        f"def k(a: vyre.In[vyre.f32], out: vyre.Out[vyre.f32, {N}]):\n"
-        "    i = vyre.gid()\n    out[i] = vyre.call('test.frontend.sum4', a[i], 1, 0.5, 3)\n")
-    load = Expr.load("a", Expr.var("i"))
-    assert kernel.program == _elementwise("calls4", [("a", F32)], F32, Expr.call(
-        "test.frontend.sum4", load, Expr.f32(1.0), Expr.f32(0.5), Expr.u32(3)))
-    a = typed_values(rng, F32)
-    with np.errstate(all="ignore"):
-        np.testing.assert_array_equal(kernel(a, backend=oracle)[0], a + np.float32(1) + np.float32(1.5))
+CALLS = [  # (op id, element type, literal arguments as written, as typed by the op, numpy of a)
+    ("test.frontend.mad", I32, "3", (Expr.i32(3),), lambda a: a * np.int32(3) + a),
+    ("test.frontend.sum4", F32, "1, 0.5, 3", (Expr.f32(1.0), Expr.f32(0.5), Expr.u32(3)),
+     lambda a: a + np.float32(1) + np.float32(1.5)),
+]
 
 
-def test_vyre_call_types_literals_from_the_op(oracle, rng):
+@pytest.mark.parametrize(("op_id", "dtype", "written", "typed", "expected"), CALLS, ids=[c[0] for c in CALLS])
+def test_vyre_call_types_literals_from_the_op(op_id, dtype, written, typed, expected, oracle, rng):
     kernel = kernel_from_source(
         "@vyre.kernel(workgroup_size=64, name='calls')\n"
-        f"def k(a: vyre.In[vyre.i32], out: vyre.Out[vyre.i32, {N}]):\n"
-        "    i = vyre.gid()\n    out[i] = vyre.call('test.frontend.mad', a[i], 3)\n")
-    load = Expr.load("a", Expr.var("i"))
-    assert kernel.program == _elementwise("calls", [("a", I32)], I32, Expr.call("test.frontend.mad", load, Expr.i32(3)))
-    a = typed_values(rng, I32)
-    np.testing.assert_array_equal(kernel(a, backend=oracle)[0], a * np.int32(3) + a)
+        f"def k(a: vyre.In[vyre.{dtype.value}], out: vyre.Out[vyre.{dtype.value}, {N}]):\n"
+        f"    i = vyre.gid()\n    out[i] = vyre.call('{op_id}', a[i], {written})\n")
+    call = Expr.call(op_id, Expr.load("a", Expr.var("i")), *typed)
+    assert kernel.program == _elementwise("calls", [("a", dtype)], dtype, call)
+    a = typed_values(rng, dtype)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(kernel(a, backend=oracle)[0], expected(a))
 
 
 @vyre.kernel(workgroup_size=64)
