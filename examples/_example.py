@@ -1,12 +1,18 @@
-"""Shared command line of the example scripts: run the program, check it with numpy, or --write it."""
+"""Shared command line of the example scripts: run the program, check it with numpy, or --write it.
+
+Without a GPU (or without CuPy) the scripts run on the CPU reference oracle and say so; a backend
+that cannot start is one error line with its Fix, not a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import vyre
+from vyre.driver.errors import VyreError
 from vyre.ir import Program
 
 
@@ -24,8 +30,12 @@ def main(build: Callable[[], Program], demo: Callable[[object, Program, int], No
         path.write_text(program.to_text(), encoding="utf-8")
         print(f"wrote {path}")
         return
-    vyre.validate(program)
-    backend = vyre.acquire(args.backend) if args.backend else vyre.acquire(allow_reference=True)
-    with backend:
-        demo(backend, program, args.n)
-    print(f"{program.name}: ok on {backend.id}")
+    try:
+        backend = vyre.acquire(args.backend) if args.backend else vyre.acquire(allow_reference=True)
+        with backend:
+            demo(backend, program, args.n)
+    except VyreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    where = " (the CPU reference oracle: no GPU backend started)" if backend.id == "reference" else ""
+    print(f"{program.name}: ok on {backend.id}{where}")

@@ -9,42 +9,35 @@ from __future__ import annotations
 import numpy as np
 from _example import main
 
-from vyre import DispatchConfig
-from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+import vyre
+from vyre.ir import Program
 
 BINS = 256
+MASK = BINS - 1  # module-level numbers are literals inside kernels
+
+
+@vyre.kernel(workgroup_size=BINS)
+def histogram(data: vyre.In[vyre.u32], bins: vyre.Out[vyre.u32, BINS]):
+    """256-bin histogram of (data & 255), per-workgroup bins merged with atomics."""
+    local_bins = vyre.shared(vyre.u32, BINS)
+    i = vyre.gid()
+    if i < len(data):
+        vyre.atomic_add(local_bins, data[i] & MASK, 1)
+    vyre.barrier()
+    count = local_bins[vyre.lid()]
+    if count != 0:
+        vyre.atomic_add(bins, vyre.lid(), count)
 
 
 def build() -> Program:
     """256-bin histogram of (data & 255), per-workgroup bins merged with atomics."""
-    gid, lid = Expr.invocation_id(0), Expr.local_id(0)
-    add = AtomicOp.ADD
-    return Program(
-        [
-            BufferDecl.read("data", 0, DataType.U32),
-            BufferDecl.output("bins", 1, DataType.U32, BINS),
-            BufferDecl.workgroup("local_bins", BINS, DataType.U32),
-        ],
-        (BINS, 1, 1),
-        [
-            Node.if_(Expr.lt(gid, Expr.buf_len("data")), [
-                Node.let("bin", Expr.bitand(Expr.load("data", gid), Expr.u32(BINS - 1))),
-                Node.let("old_local", Expr.atomic(add, "local_bins", Expr.var("bin"), Expr.u32(1))),
-            ]),
-            Node.barrier(),
-            Node.let("count", Expr.load("local_bins", lid)),
-            Node.if_(Expr.ne(Expr.var("count"), Expr.u32(0)), [
-                Node.let("old_global", Expr.atomic(add, "bins", lid, Expr.var("count"))),
-            ]),
-        ],
-        name="histogram",
-    )
+    return histogram.program
 
 
 def demo(backend, program: Program, n: int) -> None:
     data = np.random.default_rng(1).integers(0, 2**32, n, dtype=np.uint32)
-    (bins,) = backend.dispatch(program, [data], DispatchConfig(elements=n))
-    expected = np.bincount(data & (BINS - 1), minlength=BINS).astype(np.uint32)
+    (bins,) = histogram(data, backend=backend, elements=n)
+    expected = np.bincount(data & MASK, minlength=BINS).astype(np.uint32)
     assert np.array_equal(bins, expected), "histogram differs from numpy"
 
 

@@ -1,8 +1,8 @@
 """Connected components by label propagation: one step per dispatch, repeated with dispatch_until.
 
-Each step lowers both ends of every edge to the smaller label (atomic MIN) and raises the
-``changed`` flag; ``dispatch_until`` zeroes the flag, runs the step, and repeats while it is set,
-all on resident buffers.
+Each step lowers both ends of every edge to the smaller label (atomic MIN, in a ``@vyre.func``
+helper that the kernel inlines) and raises the ``changed`` flag; ``dispatch_until`` zeroes the
+flag, runs the step, and repeats while it is set, all on resident buffers.
 """
 
 from __future__ import annotations
@@ -10,40 +10,36 @@ from __future__ import annotations
 import numpy as np
 from _example import main
 
-from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+import vyre
+from vyre.ir import Program
+
+
+@vyre.func
+def lower_label(labels, changed, node, label):
+    """labels[node] = min(labels[node], label), and raise the changed flag."""
+    vyre.atomic_min(labels, node, label)
+    vyre.atomic_or(changed, 0, 1)
+
+
+@vyre.kernel(workgroup_size=256)
+def label_propagation(src: vyre.In[vyre.u32], dst: vyre.In[vyre.u32], labels: vyre.InOut[vyre.u32],
+                      changed: vyre.InOut[vyre.u32, 1]):
+    """One label propagation step over an edge list (src[i], dst[i])."""
+    i = vyre.gid()
+    if i < len(src):
+        u = src[i]
+        v = dst[i]
+        lu = labels[u]
+        lv = labels[v]
+        if lu < lv:
+            lower_label(labels, changed, v, lu)
+        if lv < lu:
+            lower_label(labels, changed, u, lv)
 
 
 def build() -> Program:
     """One label propagation step over an edge list (src[i], dst[i])."""
-    i = Expr.invocation_id(0)
-    lu, lv = Expr.var("lu"), Expr.var("lv")
-
-    def lower(node: Expr, label: Expr, tag: str) -> list[Node]:
-        return [
-            Node.let(f"old_{tag}", Expr.atomic(AtomicOp.MIN, "labels", node, label)),
-            Node.let(f"flag_{tag}", Expr.atomic(AtomicOp.OR, "changed", Expr.u32(0), Expr.u32(1))),
-        ]
-
-    return Program(
-        [
-            BufferDecl.read("src", 0, DataType.U32),
-            BufferDecl.read("dst", 1, DataType.U32),
-            BufferDecl.read_write("labels", 2, DataType.U32),
-            BufferDecl.read_write("changed", 3, DataType.U32, 1),
-        ],
-        (256, 1, 1),
-        [
-            Node.if_(Expr.lt(i, Expr.buf_len("src")), [
-                Node.let("u", Expr.load("src", i)),
-                Node.let("v", Expr.load("dst", i)),
-                Node.let("lu", Expr.load("labels", Expr.var("u"))),
-                Node.let("lv", Expr.load("labels", Expr.var("v"))),
-                Node.if_(Expr.lt(lu, lv), lower(Expr.var("v"), lu, "v")),
-                Node.if_(Expr.lt(lv, lu), lower(Expr.var("u"), lv, "u")),
-            ]),
-        ],
-        name="label_propagation",
-    )
+    return label_propagation.program
 
 
 def components(n_nodes: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -73,7 +69,8 @@ def demo(backend, program: Program, n: int) -> None:
     try:
         for handle, array in zip(handles, arrays):
             backend.upload_resident(handle, array)
-        iterations = backend.dispatch_until([(program, handles, None)], handles[3], max_iterations=n_nodes)
+        iterations = backend.dispatch_until([(label_propagation.program, handles, None)], handles[3],
+                                            max_iterations=n_nodes)
         labels = backend.download_resident(handles[2]).view(np.uint32)
     finally:
         for handle in handles:

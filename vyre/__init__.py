@@ -1,6 +1,7 @@
 """vyre: a GPU compute IR with a CPU reference oracle and pluggable backends.
 
-Build a ``vyre.ir.Program``, check it with ``vyre.validate``, and run it on
+Write a kernel as a Python function with ``@vyre.kernel`` (docs/kernels.md) or build a
+``vyre.ir.Program``, check it with ``vyre.validate``, and run it on
 ``vyre.acquire()`` (the best backend that starts) or on the oracle (``vyre.reference.run``).
 """
 
@@ -13,7 +14,30 @@ from vyre.driver.config import DispatchConfig
 from vyre.driver.devices import Device, devices
 from vyre.driver.hookspecs import hookimpl
 from vyre.driver.registry import BackendRegistration, acquire, registered_backends
+from vyre.frontend import (
+    In,
+    InOut,
+    Out,
+    Uniform,
+    bf16,
+    boolean,
+    f16,
+    f32,
+    func,
+    i8,
+    i16,
+    i32,
+    kernel,
+    u8,
+    u16,
+    u32,
+)
+from vyre.frontend.intrinsics import *  # noqa: F403 - vyre.sqrt, vyre.gid, vyre.atomic_add, ... (docs/kernels.md)
+from vyre.frontend.intrinsics import INTRINSICS as _INTRINSICS
+from vyre.frontend.intrinsics import __all__ as _intrinsics
 from vyre.ir.program import Program
+
+abs, max, min, round = (_INTRINSICS[n] for n in ("abs", "max", "min", "round"))  # vyre.min etc., not exported by *
 
 
 def validate(program: Program) -> None:
@@ -24,6 +48,7 @@ def validate(program: Program) -> None:
 
 
 __all__ = [
-    "BackendRegistration", "Device", "DispatchConfig", "__version__", "acquire", "devices", "errors", "hookimpl",
-    "ir", "reference", "registered_backends", "validate",
+    "BackendRegistration", "Device", "DispatchConfig", "In", "InOut", "Out", "Uniform", "__version__", "acquire",
+    "bf16", "boolean", "devices", "errors", "f16", "f32", "func", "hookimpl", "i8", "i16", "i32", "ir", "kernel",
+    "reference", "registered_backends", "u8", "u16", "u32", "validate", *_intrinsics,
 ]

@@ -29,6 +29,7 @@ from typing import Union
 
 import numpy as np
 
+from vyre.ir.sugar import ExprOperators
 from vyre.ir.types import DataType, f32_bits
 
 BINARY_OPS = (
@@ -93,7 +94,7 @@ def _int_in(v: object, lo: int, hi: int, what: str) -> int:
 
 
 @dataclass(frozen=True, eq=True, repr=False)
-class Expr:
+class Expr(ExprOperators):
     """One IR expression node (see the module docstring for the field layout)."""
 
     op: str

@@ -1,0 +1,31 @@
+"""The Python front end: ``@vyre.kernel`` functions lowered to ``vyre.ir`` programs (docs/kernels.md).
+
+``kernel``/``func`` decorate functions written in a restricted Python subset; ``to_python``
+prints any ``Program`` back as such a function; ``kernel_from_source`` lowers kernel text.
+"""
+
+from vyre.frontend.annotations import (
+    In,
+    InOut,
+    Out,
+    ScalarType,
+    Uniform,
+    bf16,
+    boolean,
+    f16,
+    f32,
+    i8,
+    i16,
+    i32,
+    u8,
+    u16,
+    u32,
+)
+from vyre.frontend.intrinsics import INTRINSICS, Intrinsic
+from vyre.frontend.kernel import Func, Kernel, func, kernel, kernel_from_source
+from vyre.frontend.printer import to_python
+
+__all__ = [
+    "INTRINSICS", "Func", "In", "InOut", "Intrinsic", "Kernel", "Out", "ScalarType", "Uniform", "bf16", "boolean",
+    "f16", "f32", "func", "i8", "i16", "i32", "kernel", "kernel_from_source", "to_python", "u8", "u16", "u32",
+]

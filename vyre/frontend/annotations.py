@@ -1,0 +1,111 @@
+"""Type names and parameter kinds of ``@vyre.kernel`` functions.
+
+``vyre.u8 ... vyre.f32`` and ``vyre.boolean`` name element types: in annotations (``x: vyre.f32``,
+``vyre.In[vyre.u32]``), in ``vyre.shared(vyre.f32, 256)``, and as casts inside kernels
+(``vyre.u32(x)``; ``vyre.u32(7)`` of a number is a typed literal). Called outside a kernel they
+build the same ``Expr`` (cast or literal).
+
+``vyre.In[T]`` (read), ``vyre.InOut[T]`` (read_write), ``vyre.Out[T, N]`` (output of N elements,
+``vyre.Out[T]`` sized at dispatch) and ``vyre.Uniform[T, N]`` annotate buffer parameters;
+``In`` and ``InOut`` also take a count (``vyre.In[T, N]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vyre.ir.expr import Expr
+from vyre.ir.program import Access
+from vyre.ir.types import DataType
+
+
+class ScalarType:
+    """An element type name usable in annotations, ``vyre.shared`` and as a cast."""
+
+    __slots__ = ("dtype", "name")
+
+    def __init__(self, dtype: DataType, name: str) -> None:
+        self.dtype = dtype
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"vyre.{self.name}"
+
+    def __call__(self, value: object) -> Expr:
+        """``Expr.cast(T, value)`` for an Expr; a typed literal for a Python number."""
+        if isinstance(value, Expr):
+            return Expr.cast(self.dtype, value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{self!r}() takes an Expr or a number, got {value!r}. Fix: pass an Expr or a number.")
+        return number_literal(self.dtype, value)
+
+
+def number_literal(dtype: DataType, value: int | float) -> Expr:
+    """A literal of ``dtype`` holding a Python number; raises ``ValueError``/``TypeError`` if it cannot."""
+    if dtype is DataType.F32:
+        return Expr.f32(float(value))
+    if dtype is DataType.U32:
+        return Expr.u32(_exact_int(value, dtype))
+    if dtype is DataType.I32:
+        return Expr.i32(_exact_int(value, dtype))
+    raise TypeError(f"{dtype.name} has no literals. Fix: write a U32, I32 or F32 literal (storage types only "
+                    "appear in buffers).")
+
+
+def _exact_int(value: int | float, dtype: DataType) -> int:
+    if isinstance(value, float):
+        raise TypeError(f"{value!r} is a float, not a {dtype.name} literal. Fix: write an int literal.")
+    return value
+
+
+u8 = ScalarType(DataType.U8, "u8")
+u16 = ScalarType(DataType.U16, "u16")
+u32 = ScalarType(DataType.U32, "u32")
+i8 = ScalarType(DataType.I8, "i8")
+i16 = ScalarType(DataType.I16, "i16")
+i32 = ScalarType(DataType.I32, "i32")
+f16 = ScalarType(DataType.F16, "f16")
+bf16 = ScalarType(DataType.BF16, "bf16")
+f32 = ScalarType(DataType.F32, "f32")
+boolean = ScalarType(DataType.BOOL, "boolean")
+
+TYPE_NAMES: dict[DataType, ScalarType] = {t.dtype: t for t in (u8, u16, u32, i8, i16, i32, f16, bf16, f32, boolean)}
+#: scalar parameter types (a one-element uniform passed as a Python number)
+SCALAR_PARAM_TYPES = (DataType.U32, DataType.I32, DataType.F32, DataType.BOOL)
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A buffer parameter's annotation: access, element type and count (0 = sized at dispatch)."""
+
+    access: Access
+    dtype: DataType
+    count: int = 0
+
+
+class BufferKind:
+    """``vyre.In`` / ``InOut`` / ``Out`` / ``Uniform``: subscript with ``[T]`` or ``[T, N]``."""
+
+    def __init__(self, name: str, access: Access, needs_count: bool) -> None:
+        self.name, self.access, self.needs_count = name, access, needs_count
+
+    def __repr__(self) -> str:
+        return f"vyre.{self.name}"
+
+    def __getitem__(self, args: Any) -> BufferSpec:
+        args = args if isinstance(args, tuple) else (args,)
+        if not args or len(args) > 2 or not isinstance(args[0], ScalarType):
+            raise TypeError(f"{self!r}[...] takes an element type and an optional count, got {args!r}. "
+                            f"Fix: write {self!r}[vyre.f32] or {self!r}[vyre.f32, 256].")
+        count = args[1] if len(args) == 2 else 0
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0 or (self.needs_count and count < 1):
+            raise TypeError(f"{self!r}[...] count must be a positive int, got {count!r}. "
+                            f"Fix: write {self!r}[{args[0]!r}, 256].")
+        return BufferSpec(self.access, args[0].dtype, count)
+
+
+In = BufferKind("In", Access.READ, needs_count=False)
+InOut = BufferKind("InOut", Access.READ_WRITE, needs_count=False)
+Out = BufferKind("Out", Access.OUTPUT, needs_count=False)
+Uniform = BufferKind("Uniform", Access.UNIFORM, needs_count=True)

@@ -1,0 +1,498 @@
+"""Lowering a kernel function's ``ast`` to a ``Program``: parameters, statements, helper inlining.
+
+The statement half of the front end (``exprs.py`` is the expression half). Scoping follows the
+IR: the first assignment of a name is a ``let`` in the current block, later ones ``assign``; a
+name keeps its type for the whole function; names first assigned inside an ``if``/``for`` body
+end with it. ``@vyre.func`` helpers are inlined: each argument is bound once to a fresh ``let``
+(buffers are passed through), the body's statements go before the calling statement, and the
+final ``return expr`` is the call's value.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vyre.driver.errors import ValidationError
+from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
+from vyre.frontend.exprs import ExprLowering, cast_name
+from vyre.frontend.intrinsics import Intrinsic
+from vyre.frontend.names import namespace_of, static_value
+from vyre.frontend.source import LineMap, SourceFile
+from vyre.frontend.values import BOOL, U32, Buffer, Number, PyObject, Typed, Value
+from vyre.ir.expr import Expr
+from vyre.ir.node import Node
+from vyre.ir.program import Access, BufferDecl, Program
+from vyre.ir.types import DataType
+from vyre.ir.typing import ExprTyper
+from vyre.ir.validate import findings
+
+_UNSUPPORTED = {
+    "While": ("`while` is not supported", "use `for _ in range(bound)` with an `if`"),
+    "Break": ("`break` is not supported", "guard the rest of the loop body with an `if` on a flag variable"),
+    "Continue": ("`continue` is not supported", "guard the rest of the loop body with an `if`"),
+    "FunctionDef": ("nested functions are not supported", "define a module-level helper with @vyre.func"),
+    "Try": ("`try` is not supported", "kernels cannot raise: guard with `if` instead"),
+    "Raise": ("`raise` is not supported", "kernels cannot raise: guard with `if` instead"),
+    "Assert": ("`assert` is not supported", "check inputs on the host, or guard with `if`"),
+    "Import": ("imports inside kernels are not supported", "import at module level"),
+    "ImportFrom": ("imports inside kernels are not supported", "import at module level"),
+    "Global": ("`global` is not supported", "pass values in as parameters"),
+    "Nonlocal": ("`nonlocal` is not supported", "pass values in as parameters"),
+    "Delete": ("`del` is not supported", "names end with their block; just stop using it"),
+    "ClassDef": ("classes are not supported in kernels", "define classes outside the kernel"),
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the decorator says about the program besides the function."""
+
+    workgroup_size: tuple[int, int, int]
+    name: str | None
+    names: Mapping[str, str] = field(default_factory=dict)  # Python identifier -> IR name
+    bindings: Mapping[str, int] = field(default_factory=dict)  # parameter -> binding
+
+
+@dataclass
+class _Var:
+    ir: str
+    dtype: DataType
+    loop: bool
+
+
+@dataclass
+class _Frame:
+    """The names one function body sees (the kernel, or one inlined call of a helper)."""
+
+    source: SourceFile
+    namespace: Callable[[str], Any]  # free names: closure, globals, builtins (KeyError if absent)
+    rename: Callable[[str], str]  # Python name -> IR name of a new variable
+    is_helper: bool
+    buffers: dict[str, BufferDecl] = field(default_factory=dict)
+    numbers: dict[str, Number] = field(default_factory=dict)  # helper parameters bound to number literals
+    scalars: set[str] = field(default_factory=set)
+    scopes: list[dict[str, _Var]] = field(default_factory=lambda: [{}])
+    types: dict[str, DataType] = field(default_factory=dict)
+    ended: dict[str, int] = field(default_factory=dict)  # names whose block ended -> file line
+
+    def find(self, name: str) -> _Var | None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+
+class Lowering(ExprLowering):
+    """Lowers one kernel (and the helpers it calls) to a validated ``Program``."""
+
+    def __init__(self, source: SourceFile, fndef: ast.FunctionDef, namespace: Callable[[str], Any],
+                 options: Options, code: Any = None) -> None:
+        super().__init__(source, [])
+        self.fndef, self.options = fndef, options
+        self.taken: set[str] | None = None  # every identifier in the sources, collected at the first fresh()
+        self.sources: list[tuple[ast.AST, Any]] = [(fndef, code)]  # (definition, code object or None)
+        names = options.names
+        self.frame = _Frame(source, namespace, lambda n: names.get(n, n), is_helper=False)
+        self.lines = LineMap(source, source.line(fndef))
+        self.buffers: list[BufferDecl] = []
+        self.out: list[Node] = []
+        self.site: ast.AST | None = None  # the kernel's call site while a helper is inlined
+        self.inlining: list[object] = []
+
+    # ---- the program --------------------------------------------------------------------------------
+    def program(self) -> Program:
+        """The kernel's ``Program`` (``Out[T]`` outputs keep count 0), checked by the validator."""
+        self._parameters()
+        body = self.fndef.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        self.out = []
+        for stmt in body:
+            self.statement(stmt)
+        program = Program(self.buffers, self.options.workgroup_size, self.out, self.options.name)
+        self._validate(program)
+        return program
+
+    def _validate(self, program: Program) -> None:
+        sized_later = {b.name for b in program.buffers if b.access is Access.OUTPUT and b.count == 0}
+        checked = with_output_counts(program, dict.fromkeys(sized_later, 1)) if sized_later else program
+        found = findings(checked)
+        if found:
+            raise ValidationError(self.lines.place(program, tuple(found)))
+
+    def _parameters(self) -> None:
+        args = self.fndef.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.defaults:
+            raise self.error(self.fndef, "*args, **kwargs, keyword-only parameters and defaults are not supported",
+                             "declare one annotated positional parameter per buffer or scalar")
+        for index, arg in enumerate([*args.posonlyargs, *args.args]):
+            if arg.annotation is None:
+                raise self.error(arg, f"parameter {arg.arg!r} has no annotation",
+                                 f"annotate it, e.g. {arg.arg}: vyre.In[vyre.f32] or {arg.arg}: vyre.f32")
+            spec = static_value(arg.annotation, self.frame.namespace, self.source)
+            binding = self.options.bindings.get(arg.arg, index)
+            name = self.frame.rename(arg.arg)
+            if isinstance(spec, ScalarType):
+                if spec.dtype not in SCALAR_PARAM_TYPES:
+                    raise self.error(arg, f"scalar parameter {arg.arg!r} has storage type {spec!r}",
+                                     "scalar parameters are vyre.u32, vyre.i32, vyre.f32 or vyre.boolean")
+                decl = BufferDecl.uniform(name, binding, spec.dtype, 1)
+                self.frame.scalars.add(arg.arg)
+            elif isinstance(spec, BufferSpec):
+                decl = BufferDecl(name, binding, spec.dtype, spec.count, spec.access)
+            else:
+                raise self.error(arg, f"parameter {arg.arg!r} has annotation `{ast.unparse(arg.annotation)}`",
+                                 "annotate buffers vyre.In/InOut/Out/Uniform[T] and scalars vyre.u32/i32/f32/boolean")
+            self._add_buffer(arg.arg, decl, arg)
+
+    def _add_buffer(self, py_name: str, decl: BufferDecl, node: ast.AST) -> None:
+        self.frame.buffers[py_name] = decl
+        self.buffers.append(decl)
+        self.lines.buffer_lines.append(self.source.line(node))
+        self.typer = ExprTyper(Program(self.buffers, (1, 1, 1), ()))
+
+    # ---- statements ---------------------------------------------------------------------------------
+    def emit(self, node: Node, where: ast.AST) -> None:
+        self.out.append(self.lines.record(node, self.site or where))
+
+    def statement(self, stmt: ast.stmt) -> None:
+        self.handler(stmt, "_stmt_", _UNSUPPORTED, "use assignments, buf[i] = v, if/elif/else, for ... in range(...), "
+                     "return, vyre.barrier() and atomics (docs/kernels.md)")(stmt)
+
+    def block(self, stmts: list[ast.stmt], loop_var: tuple[str, _Var] | None = None) -> list[Node]:
+        """Lower ``stmts`` in a new scope; returns the statements (the names declared end here)."""
+        saved, self.out = self.out, []
+        scope: dict[str, _Var] = dict([loop_var]) if loop_var else {}
+        self.frame.scopes.append(scope)
+        try:
+            for stmt in stmts:
+                self.statement(stmt)
+        finally:
+            self.frame.scopes.pop()
+            body, self.out = self.out, saved
+        end_line = self.source.line(stmts[-1]) if stmts else 0
+        for name in scope:
+            self.frame.ended.setdefault(name, end_line)
+        return body
+
+    def _stmt_Pass(self, stmt: ast.Pass) -> None:
+        pass
+
+    def _stmt_Assign(self, stmt: ast.Assign) -> None:
+        if len(stmt.targets) != 1 or isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
+            raise self.error(stmt, "multiple assignment is not supported", "assign one name per statement")
+        target = stmt.targets[0]
+        if isinstance(target, ast.Subscript):
+            self._store(stmt, target, stmt.value)
+        elif isinstance(target, ast.Name):
+            self._assign_name(stmt, target.id, stmt.value)
+        else:
+            raise self.error(stmt, f"cannot assign to `{ast.unparse(target)}`", "assign a name or buf[i]")
+
+    def _stmt_AnnAssign(self, stmt: ast.AnnAssign) -> None:
+        spec = static_value(stmt.annotation, self.frame.namespace, self.source)
+        if not isinstance(stmt.target, ast.Name) or stmt.value is None or not isinstance(spec, ScalarType) \
+                or not spec.dtype.is_arith:
+            raise self.error(stmt, f"`{ast.unparse(stmt)}` is not supported",
+                             "annotate a new variable with a value: x: vyre.f32 = 0")
+        self._assign_name(stmt, stmt.target.id, stmt.value, spec.dtype)
+
+    def _assign_name(self, stmt: ast.stmt, name: str, value: ast.expr, annotated: DataType | None = None) -> None:
+        frame = self.frame
+        if name in frame.buffers:
+            raise self.error(stmt, f"cannot assign to parameter {name!r}",
+                             f"store an element ({name}[i] = v) or use a new variable name")
+        if self._is_call_to(value, "shared"):
+            self._shared(stmt, name, value)
+            return
+        var = frame.find(name)
+        if var is not None:
+            if var.loop:
+                raise self.error(stmt, f"cannot assign to loop variable {name!r}",
+                                 "copy it into a new variable and update that", "assign_loop_var")
+            v = self.typed(value, annotated or var.dtype, f"value assigned to {name!r}")
+            self.emit(Node.assign(var.ir, v.expr), stmt)
+            return
+        v = self.typed(value, annotated or frame.types.get(name), f"value assigned to {name!r}")
+        ir = frame.rename(name)
+        self.emit(Node.let(ir, v.expr), stmt)
+        frame.scopes[-1][name] = _Var(ir, v.dtype, False)
+        frame.types[name] = v.dtype
+
+    def _store(self, stmt: ast.stmt, target: ast.Subscript, value: ast.expr, op: ast.operator | None = None) -> None:
+        buf = self.buffer(target.value)
+        if buf.access in (Access.READ, Access.UNIFORM):
+            kind = "scalar" if target.value in self.frame.scalars else buf.access.value
+            raise self.error(stmt, f"store to {kind} buffer {buf.name!r}",
+                             "annotate it vyre.InOut[...] or vyre.Out[...] to write it", "read_only_write")
+        index = self.index(target.slice)
+        if op is None:
+            v = self.typed(value, buf.dtype.arith, f"value stored to {buf.name!r}")
+        else:
+            current = Typed(Expr.load(buf.name, index.expr), buf.dtype.arith)
+            v = self.binop(stmt, op, target, current, value, self.value(value))
+            v = self.coerce(value, v, buf.dtype.arith, f"value stored to {buf.name!r}")
+        self.emit(Node.store(buf.name, index.expr, v.expr), stmt)
+
+    def _stmt_AugAssign(self, stmt: ast.AugAssign) -> None:
+        target = stmt.target
+        if isinstance(target, ast.Subscript):
+            self._store(stmt, target, stmt.value, stmt.op)
+            return
+        if not isinstance(target, ast.Name):
+            raise self.error(stmt, f"cannot update `{ast.unparse(target)}`", "update a name or buf[i]")
+        if target.id in self.frame.buffers:
+            raise self.error(stmt, f"cannot assign to parameter {target.id!r}",
+                             f"copy it into a new variable first: v = {target.id}")
+        var = self.frame.find(target.id)
+        if var is None or var.loop:
+            what = "a loop variable" if var else "not assigned yet"
+            raise self.error(stmt, f"{target.id!r} is {what}", f"assign it first: {target.id} = 0, then update it")
+        v = self.binop(stmt, stmt.op, target, Typed(Expr.var(var.ir), var.dtype), stmt.value, self.value(stmt.value))
+        v = self.coerce(stmt.value, v, var.dtype, f"value assigned to {target.id!r}")
+        self.emit(Node.assign(var.ir, v.expr), stmt)
+
+    def _stmt_If(self, stmt: ast.If) -> None:
+        cond = self.value(stmt.test)
+        if isinstance(cond, Typed) and cond.dtype is not BOOL:
+            raise self.error(stmt.test, f"if condition is {cond.dtype.name}, expected BOOL",
+                             f"compare it: `if {ast.unparse(stmt.test)} != 0:`", "type_mismatch")
+        cond = self.coerce(stmt.test, cond, BOOL, "if condition")
+        then = self.block(stmt.body)
+        otherwise = self.block(stmt.orelse) if stmt.orelse else []
+        self.emit(Node.if_(cond.expr, then, otherwise), stmt)
+
+    def _stmt_For(self, stmt: ast.For) -> None:
+        it = stmt.iter
+        if stmt.orelse:
+            raise self.error(stmt, "`for ... else` is not supported", "put the else part after the loop")
+        if not isinstance(stmt.target, ast.Name):
+            raise self.error(stmt, "the loop variable must be one name", "write `for k in range(n):`")
+        target = self.value(it.func) if isinstance(it, ast.Call) else None
+        if not (isinstance(target, PyObject) and target.obj is builtins.range):
+            raise self.error(stmt, f"`for` over `{ast.unparse(it)}` is not supported",
+                             "loop over range(n) or range(start, end) and index buffers with the loop variable")
+        self.no_keywords(it)
+        if len(it.args) == 3:
+            raise self.error(stmt, "range() with a step is not supported",
+                             "loop over range(count) and compute start + k * step")
+        if len(it.args) not in (1, 2):
+            raise self.error(stmt, "range() takes one or two arguments here", "write range(n) or range(start, end)")
+        start = self.typed(it.args[0], U32, "loop start") if len(it.args) == 2 else Typed(Expr.u32(0), U32)
+        end = self.typed(it.args[-1], U32, "loop end")
+        name = stmt.target.id
+        if self.frame.find(name) is not None or name in self.frame.buffers:
+            raise self.error(stmt, f"loop variable {name!r} is already a variable here",
+                             "use a new name for the loop variable", "shadowed_name")
+        var = _Var(self.frame.rename(name), U32, True)
+        self.frame.types.setdefault(name, U32)
+        body = self.block(stmt.body, (name, var))
+        self.emit(Node.loop(var.ir, start.expr, end.expr, body), stmt)
+
+    def _stmt_Return(self, stmt: ast.Return) -> None:
+        if stmt.value is not None or self.frame.is_helper:
+            raise self.error(stmt, "a kernel returns nothing" if not self.frame.is_helper else
+                             "a @vyre.func may return only as its last statement",
+                             "store results into an Out/InOut buffer; `return` alone ends the invocation"
+                             if not self.frame.is_helper else "compute the result into a variable and return it last")
+        self.emit(Node.return_(), stmt)
+
+    def _stmt_With(self, stmt: ast.With) -> None:
+        item = stmt.items[0] if len(stmt.items) == 1 else None
+        if item is None or item.optional_vars is not None or not (
+                self._is_call_to(item.context_expr, "block") or self._is_call_to(item.context_expr, "region")):
+            raise self.error(stmt, "`with` is only supported as `with vyre.block():` or `with vyre.region(name):`",
+                             "remove the `with`")
+        call = item.context_expr
+        if self._is_call_to(call, "block"):
+            self.arity(call, 0)
+            self.emit(Node.block(self.block(stmt.body)), stmt)
+            return
+        self.arity(call, 1)
+        if not isinstance(call.args[0], ast.Constant) or not isinstance(call.args[0].value, str):
+            raise self.error(call, "vyre.region() takes its name as a string", 'write vyre.region("my.pass")')
+        self.emit(Node.region(call.args[0].value, self.block(stmt.body)), stmt)
+
+    def _stmt_Expr(self, stmt: ast.Expr) -> None:
+        value = stmt.value
+        if isinstance(value, ast.Constant) and (isinstance(value.value, str) or value.value is Ellipsis):
+            return  # a docstring or `...`
+        if not isinstance(value, ast.Call):
+            raise self.error(stmt, f"the value of `{ast.unparse(value)}` is not used",
+                             "assign it to a name or store it: buf[i] = ...")
+        target = self.value(value.func)
+        obj = target.obj if isinstance(target, PyObject) else None
+        if isinstance(obj, Intrinsic) and obj.kind == "barrier":
+            self.arity(value, 0)
+            self.emit(Node.barrier(), stmt)
+            return
+        if isinstance(obj, Intrinsic) and obj.kind == "atomic":
+            old = self.intrinsic(value, obj)
+            self.emit(Node.let(self.fresh("_atomic"), old.expr), stmt)
+            return
+        from vyre.frontend.kernel import Func
+
+        if isinstance(obj, Func):
+            result = self.inline(value, obj, stmt)
+            if isinstance(result, Typed) and _has_effect(result.expr):
+                self.emit(Node.let(self.fresh("_result"), result.expr), stmt)
+            return
+        raise self.error(stmt, f"the value of `{ast.unparse(value)}` is not used",
+                         "assign it to a name; only vyre.barrier(), atomics and @vyre.func calls stand alone")
+
+    def _shared(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
+        if self.frame.is_helper or len(self.frame.scopes) != 1:
+            raise self.error(stmt, "vyre.shared() is only allowed at the top level of a kernel body",
+                             "declare workgroup memory first in the kernel, outside if/for and helpers")
+        if name in self.frame.types:
+            raise self.error(stmt, f"{name!r} is already a variable", "give the shared buffer its own name")
+        self.arity(call, 2)
+        dtype = static_value(call.args[0], self.frame.namespace, self.source)
+        if not isinstance(dtype, ScalarType):
+            raise self.error(call, "vyre.shared() takes an element type first", "write vyre.shared(vyre.f32, 256)")
+        count = static_value(call.args[1], self.frame.namespace, self.source)
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise self.error(call, f"the shared buffer's count `{ast.unparse(call.args[1])}` is not an int constant",
+                             "write a number or a module-level int constant, e.g. vyre.shared(vyre.f32, TILE)")
+        self._add_buffer(name, BufferDecl.workgroup(self.frame.rename(name), count, dtype.dtype), stmt)
+
+    # ---- names --------------------------------------------------------------------------------------
+    def lookup(self, node: ast.Name) -> Value | None:
+        frame, name = self.frame, node.id
+        var = frame.find(name)
+        if var is not None:
+            return Typed(Expr.var(var.ir), var.dtype)
+        if name in frame.numbers:
+            return frame.numbers[name]
+        decl = frame.buffers.get(name)
+        if decl is not None:
+            if name in frame.scalars:
+                return Typed(Expr.load(decl.name, Expr.u32(0)), decl.dtype.arith)
+            return Buffer(decl)
+        if name in frame.ended:
+            raise self.error(node, f"{name!r} was assigned only inside a block that ended (line {frame.ended[name]})",
+                             f"assign it before the if/for (e.g. `{name} = 0`) and update it inside", "unknown_var")
+        return None
+
+    def global_value(self, node: ast.Name) -> object:
+        try:
+            return self.frame.namespace(node.id)
+        except (KeyError, AttributeError):
+            raise self.error(node, f"name {node.id!r} is not defined", "assign it first, or define it at module "
+                             "level (numbers become literals)", "unknown_var") from None
+
+    def fresh(self, base: str) -> str:
+        """A new IR name that no identifier of the kernel or its helpers (or an earlier fresh name) uses."""
+        if self.taken is None:
+            self.taken = set(self.options.names.values())
+            for tree, code in self.sources:
+                self._take_identifiers(tree, code)
+        k = 0
+        while f"{base}_{k}" in self.taken:
+            k += 1
+        name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
+
+    def _take_identifiers(self, tree: ast.AST, code: Any = None) -> None:
+        if code is not None:  # the compiler's lists of names: no tree walk
+            self.taken.update(code.co_varnames, code.co_names, code.co_freevars, code.co_cellvars)
+            return
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name):
+                self.taken.add(n.id)
+            elif isinstance(n, ast.arg):
+                self.taken.add(n.arg)
+
+    def _is_call_to(self, node: ast.expr, kind: str) -> bool:
+        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
+            return False
+        try:
+            target = self.value(node.func)
+        except ValidationError:
+            return False
+        return isinstance(target, PyObject) and isinstance(target.obj, Intrinsic) and target.obj.kind == kind
+
+    # ---- helpers ------------------------------------------------------------------------------------
+    def call_other(self, node: ast.Call, target: Value) -> Value:
+        from vyre.frontend.kernel import Func
+
+        if isinstance(target, PyObject) and isinstance(target.obj, Func):
+            result = self.inline(node, target.obj, node)
+            if result is None:
+                raise self.error(node, f"{target.obj.name}() returns nothing, so it has no value",
+                                 "end the helper with `return value`, or call it as a statement")
+            return result
+        return super().call_other(node, target)
+
+    def inline(self, node: ast.Call, func: Any, stmt: ast.AST) -> Typed | Number | None:
+        """Inline a ``@vyre.func`` call: bind arguments once, emit its statements, return its value."""
+        if func in self.inlining:
+            raise self.error(node, f"{func.name}() calls itself", "helpers cannot recurse: write a loop")
+        self.no_keywords(node)
+        source, fndef = func.parsed()
+        params = [*fndef.args.posonlyargs, *fndef.args.args]
+        if len(params) != len(node.args) or fndef.args.vararg or fndef.args.kwarg or fndef.args.kwonlyargs:
+            raise self.error(node, f"{func.name}() takes {len(params)} positional arguments, got {len(node.args)}",
+                             "pass one argument per parameter, by position")
+        code = getattr(func.fn, "__code__", None)
+        self.sources.append((fndef, code))
+        if self.taken is not None:
+            self._take_identifiers(fndef, code)
+        namespace = namespace_of(func.fn)
+        frame = _Frame(source, namespace, self.fresh, is_helper=True)
+        for param, arg in zip(params, node.args):
+            v = self.value(arg)
+            want = None
+            if param.annotation is not None:
+                spec = static_value(param.annotation, namespace, source)
+                want = spec.dtype if isinstance(spec, ScalarType) else None
+            if isinstance(v, Buffer):
+                frame.buffers[param.arg] = v.decl
+                continue
+            if isinstance(v, Number) and want is None:
+                frame.numbers[param.arg] = v  # a literal has no effect: it stays untyped, typed where used
+                continue
+            v = self.coerce(arg, v, want, f"argument {param.arg!r} of {func.name}()")
+            ir = self.fresh(param.arg)
+            self.emit(Node.let(ir, v.expr), stmt)
+            frame.scopes[0][param.arg] = _Var(ir, v.dtype, False)
+            frame.types[param.arg] = v.dtype
+        body = list(fndef.body)
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]
+        ret = body.pop() if body and isinstance(body[-1], ast.Return) else None
+        saved = (self.frame, self.source, self.site)
+        self.frame, self.source, self.site = frame, source, self.site or stmt
+        self.inlining.append(func)
+        try:
+            for s in body:
+                self.statement(s)
+            return self.value(ret.value) if ret is not None and ret.value is not None else None
+        finally:
+            self.inlining.pop()
+            self.frame, self.source, self.site = saved
+
+
+def _has_effect(e: Expr) -> bool:
+    stack = [e]
+    while stack:
+        cur = stack.pop()
+        if cur.op in ("atomic", "call"):
+            return True
+        stack.extend(cur.args)
+    return False
+
+
+def with_output_counts(program: Program, counts: Mapping[str, int]) -> Program:
+    """``program`` with the named ``Out[T]`` outputs (count 0) given element counts."""
+    buffers = [BufferDecl(b.name, b.binding, b.dtype, counts[b.name], b.access) if b.name in counts else b
+               for b in program.buffers]
+    return Program(buffers, program.workgroup_size, program.body, program.name)
+
+
+__all__ = ["Lowering", "Options", "cast_name", "with_output_counts"]

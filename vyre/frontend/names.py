@@ -1,0 +1,73 @@
+"""How a kernel's free names resolve, and constant expressions evaluated without ``eval``.
+
+Free names (not parameters or variables) are looked up in the function's closure, then its
+module's globals, then builtins, once, when the kernel is decorated: ``vyre`` and its functions,
+``@vyre.func`` helpers, and numbers (which become literals). Annotations, ``vyre.shared`` sizes
+and decorator arguments are constant expressions: names, attributes, subscripts, tuples, dicts,
+unary minus and integer ``+ - * // <<``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from vyre.frontend.source import SourceFile
+
+#: integer arithmetic allowed in constant expressions (annotation counts, shared sizes)
+_STATIC_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+               ast.LShift: operator.lshift}
+
+
+def namespace_of(fn: Any) -> Callable[[str], Any]:
+    """Free-name lookup of a Python function: closure cells, then globals, then builtins."""
+    closure = {}
+    if getattr(fn, "__closure__", None):
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                closure[name] = cell.cell_contents
+            except ValueError:
+                pass
+    return chain_lookup(closure, fn.__globals__)
+
+
+def chain_lookup(*maps: Mapping[str, Any]) -> Callable[[str], Any]:
+    def lookup(name: str) -> Any:
+        for m in maps:
+            if name in m:
+                return m[name]
+        return getattr(builtins, name)  # AttributeError when absent
+
+    return lookup
+
+
+def static_value(node: ast.expr, namespace: Callable[[str], Any], source: SourceFile) -> Any:
+    """Evaluate a constant expression (names, attributes, subscripts, tuples, dicts) without ``eval``."""
+    try:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return namespace(node.id)
+        if isinstance(node, ast.Attribute):
+            return getattr(static_value(node.value, namespace, source), node.attr)
+        if isinstance(node, ast.Subscript):
+            return static_value(node.value, namespace, source)[static_value(node.slice, namespace, source)]
+        if isinstance(node, ast.Tuple):
+            return tuple(static_value(e, namespace, source) for e in node.elts)
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            return {static_value(k, namespace, source): static_value(v, namespace, source)
+                    for k, v in zip(node.keys, node.values)}
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -static_value(node.operand, namespace, source)
+        if isinstance(node, ast.BinOp) and type(node.op) in _STATIC_OPS:
+            left, right = static_value(node.left, namespace, source), static_value(node.right, namespace, source)
+            if isinstance(left, int) and isinstance(right, int):
+                return _STATIC_OPS[type(node.op)](left, right)
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise source.error(node, f"`{ast.unparse(node)}` cannot be resolved ({exc})",
+                           "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants") from None
+    raise source.error(node, f"`{ast.unparse(node)}` is not a constant expression",
+                       "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants")
