@@ -185,7 +185,10 @@ def test_unusable_name_is_rejected_everywhere(name: str, code: str, where: str) 
     if code == "empty_name":
         return  # the formats may carry an empty name; the validator rejects it
     expect_codes(program.to_wire, code)
-    assert parse(program.to_text()) == program  # text may carry it exactly; validation rejects it
+    if code == "invalid_name" and len(name) > 4096:
+        expect_codes(program.to_text, code)  # the text form carries only names parse reads back
+    else:
+        assert parse(program.to_text()) == program  # text may carry it exactly; validation rejects it
 
 
 def test_encoding_error_says_how_to_fix_the_program() -> None:

@@ -37,7 +37,15 @@ from vyre.driver.errors import Finding, ValidationError
 from vyre.ir.expr import ALL_OPS, AtomicOp, Expr
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Store
 from vyre.ir.program import Access, BufferDecl, Program
-from vyre.ir.shape import MAX_DEPTH, MAX_NODES, buffer_well_formed, describe, node_well_formed, shape_problem
+from vyre.ir.shape import (
+    MAX_DEPTH,
+    MAX_NAME_BYTES,
+    MAX_NODES,
+    buffer_well_formed,
+    describe,
+    node_well_formed,
+    shape_problem,
+)
 from vyre.ir.types import DataType, bits_f32, f32_bits
 
 _DTYPES = {t.value: t for t in DataType}
@@ -98,6 +106,8 @@ def _unprintable(code: str, message: str) -> ValidationError:
 def _name(s: str) -> str:
     if not isinstance(s, str):
         raise _unprintable("malformed_node", f"name {describe(s)} is not a str")
+    if len(s) > MAX_NAME_BYTES // 4 and len(s.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise _unprintable("invalid_name", f"a name of over {MAX_NAME_BYTES} UTF-8 bytes has no text form")
     if _BARE.fullmatch(s) and s not in _RESERVED:
         return s
     return '"' + "".join(_ESCAPES.get(c) or (c if c.isprintable() else f"\\u{{{ord(c):x}}}") for c in s) + '"'
