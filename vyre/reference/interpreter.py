@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from vyre.driver.errors import InvalidProgram, UnsupportedFeature
+from vyre.driver.errors import InvalidProgram
 from vyre.ir.expr import BINARY_OPS, UNARY_OPS, Expr
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.program import Program
@@ -22,12 +22,10 @@ from vyre.ir.types import DataType
 from vyre.ops import get_op
 from vyre.reference import scalar_ops, subgroups
 from vyre.reference.atomics import apply_atomic
-from vyre.reference.grid import Grid
+from vyre.reference.grid import Grid, chunks
+from vyre.reference.limits import NO_DEADLINE, Deadline
 from vyre.reference.memory import Memory
 from vyre.reference.scalar_ops import LANE_DTYPE, Lanes
-
-#: most invocations one dispatch may have: every lane's values are numpy arrays held at once
-MAX_LANES = 1 << 28
 
 
 def execute(
@@ -35,21 +33,21 @@ def execute(
     arrays: dict[str, np.ndarray],
     grid: tuple[int, int, int],
     workgroup_size: tuple[int, int, int] | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> None:
     """Run ``program`` over ``grid`` workgroups, mutating ``arrays`` (one per non-workgroup buffer).
 
     ``arrays`` are 1-D, in each buffer's storage dtype (``decl.dtype.np_dtype``); their lengths
-    are the run-time element counts. ``workgroup_size`` overrides the program's.
+    are the run-time element counts. ``workgroup_size`` overrides the program's. Workgroups run in
+    chunks of bounded size (``vyre.reference.grid.chunks``); ``deadline`` is checked between
+    statements and loop iterations.
     """
-    ids = Grid(grid, workgroup_size or program.workgroup_size)
-    if ids.lanes > MAX_LANES:
-        raise UnsupportedFeature(f"dispatches of {ids.lanes} invocations (the oracle holds every invocation's "
-                                 f"values at once; its limit is {MAX_LANES})", "reference",
-                                 "dispatch fewer invocations on the oracle, or use a GPU backend.")
-    run = _Run(program, arrays, ids)
-    if run.lanes:
-        with np.errstate(all="ignore"):
-            run.block(program.body, None)
+    shared = sum(b.count * b.dtype.size for b in program.buffers if b.is_workgroup)
+    for ids in chunks(grid, workgroup_size or program.workgroup_size, shared):
+        run = _Run(program, arrays, ids, deadline)
+        if run.lanes:
+            with np.errstate(all="ignore"):
+                run.block(program.body, None)
 
 
 @lru_cache(maxsize=4096)
@@ -64,8 +62,9 @@ def literal(e: Expr) -> Lanes:
 class _Run:
     """State of one execution: memories, variables, the alive mask and the grid."""
 
-    def __init__(self, program: Program, arrays: Mapping[str, np.ndarray], grid: Grid) -> None:
+    def __init__(self, program: Program, arrays: Mapping[str, np.ndarray], grid: Grid, deadline: Deadline) -> None:
         self.grid = grid
+        self.deadline = deadline
         self.lanes = grid.lanes
         self.memory = {b.name: self._memory(b, arrays) for b in program.buffers}
         self.vars: dict[str, Lanes] = {}
@@ -75,7 +74,7 @@ class _Run:
     def _memory(self, decl, arrays: Mapping[str, np.ndarray]) -> Memory:
         if decl.is_workgroup:
             data = np.zeros(self.grid.groups * decl.count, decl.dtype.np_dtype)
-            base = self.grid.group_linear() * decl.count if self.lanes else None
+            base = self.grid.group_offset() * decl.count if self.lanes else None
             return Memory(decl.name, decl.dtype, data, decl.count, base)
         data = arrays.get(decl.name)
         if not isinstance(data, np.ndarray) or data.ndim != 1 or data.dtype != decl.dtype.np_dtype:
@@ -95,6 +94,7 @@ class _Run:
         """Run a statement list under ``ctrl``; its lets end with it."""
         declared: list[str] = []
         for node in body:
+            self.deadline.check()
             mask = self._active(ctrl)
             if mask is False:
                 break
@@ -138,6 +138,7 @@ class _Run:
         start, end = self.eval(node.start, mask), self.eval(node.end, mask)
         if np.ndim(start) == 0 and np.ndim(end) == 0:
             for i in range(int(start), int(end)):
+                self.deadline.check()
                 if self._active(mask) is False:
                     break
                 self.vars[node.var] = np.uint32(i)
@@ -149,6 +150,7 @@ class _Run:
                 trips = np.where(mask, trips, np.uint32(0))
             everyone = int(trips[mask].min()) if mask is not None and mask.any() else int(trips.min())
             for k in range(int(trips.max())):
+                self.deadline.check()
                 sub = mask if k < everyone else _normalise(trips > k)
                 if self._active(sub) is False:
                     break
