@@ -15,6 +15,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from vyre.driver.errors import UnsupportedFeature
+
+#: most invocations of one dispatch: memory is bounded by the chunk, time is not (about a minute
+#: per simple statement at this size; ``DispatchConfig.timeout_s`` stops a dispatch earlier)
+MAX_INVOCATIONS = 1 << 30
 #: most invocations of one chunk: each live value of a program is one array of this many lanes
 CHUNK_LANES = 1 << 18
 #: most bytes of workgroup memory allocated for one chunk (all its workgroups together)
@@ -82,6 +87,10 @@ def chunks(grid: tuple[int, int, int], workgroup_size: tuple[int, int, int], wor
     workgroup per chunk."""
     total = math.prod(int(g) for g in grid)
     per_group = math.prod(int(w) for w in workgroup_size)
+    if total * per_group > MAX_INVOCATIONS:
+        raise UnsupportedFeature(f"dispatches of {total * per_group} invocations (its limit is {MAX_INVOCATIONS}: "
+                                 "it runs every invocation on the CPU)", "reference",
+                                 "dispatch fewer invocations on the oracle, or use a GPU backend.")
     step = max(1, min(CHUNK_LANES // per_group, CHUNK_WORKGROUP_BYTES // max(workgroup_bytes, 1)))
     for first in range(0, total, step):
         yield Grid(grid, workgroup_size, first, min(step, total - first))
