@@ -26,6 +26,7 @@ from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, ValidationErro
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program, parse, wire
 from vyre.ir.generate import generate_case, random_inputs
 from vyre.ir.text import MAX_LINE_CHARS, MAX_TEXT_CHARS, parse_with_source_map
+from vyre.ir.validate import findings
 from vyre.reference import grid as grid_mod
 
 U32 = DataType.U32
@@ -122,19 +123,13 @@ def test_bare_number_suggests_a_typed_literal() -> None:
 def test_source_map_names_the_line_of_each_statement() -> None:
     text = HEAD + "let a = u32:1\nif true {\n  let b = u32:2\n} else {\n\n  store o[i32:0] = a\n}\n"
     program, source = parse_with_source_map(text)
-    (finding,) = vyre.validate.__wrapped__(program) if hasattr(vyre.validate, "__wrapped__") else _findings(program)
+    (finding,) = findings(program)
     assert finding.path == "body[1].otherwise[0].index"
     assert source.line_of(finding.path) == 8
     assert source.line_of("body[1].then[0].value") == 5
     assert source.line_of("body[1]") == 4
     assert source.line_of("buffers[0]") == 2 and source.line_of("workgroup_size") == 1
     assert source.line_of("body[7]") is None
-
-
-def _findings(program: Program) -> list:
-    from vyre.ir.validate import findings
-
-    return findings(program)
 
 
 def test_cli_validate_prints_file_and_line(tmp_path: Path) -> None:
@@ -282,7 +277,8 @@ def test_huge_grid_with_workgroup_memory_stays_in_bounded_memory() -> None:
 def histogram_program(bins: int) -> Program:
     i, lid = Expr.invocation_id(0), Expr.local_id(0)
     return Program(
-        [BufferDecl.read("data", 0, U32), BufferDecl.output("hist", 1, U32, bins), BufferDecl.workgroup("h", bins, U32)],
+        [BufferDecl.read("data", 0, U32), BufferDecl.output("hist", 1, U32, bins),
+         BufferDecl.workgroup("h", bins, U32)],
         (32, 1, 1),
         [Node.if_(Expr.lt(i, Expr.buf_len("data")), [
             Node.let("b", Expr.rem(Expr.load("data", i), Expr.u32(bins))),

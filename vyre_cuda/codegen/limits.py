@@ -13,7 +13,7 @@ from __future__ import annotations
 from vyre.driver.errors import UnsupportedFeature
 
 #: most PTX instructions in one kernel (labels, declarations and comments do not count)
-MAX_INSTRUCTIONS = 8192
+MAX_INSTRUCTIONS = 4096
 
 
 def instruction_count(code: list[str]) -> int:
