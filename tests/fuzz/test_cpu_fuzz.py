@@ -9,7 +9,6 @@ size and by the node cap; every crafted input is decided within a time limit.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 import tracemalloc
@@ -18,6 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from vyre.driver.errors import ValidationError
+from vyre.fuzz.wire_blobs import body_head, literal, signed, varint
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.expr import ALL_OPS
 from vyre.ir.generate import generate_program
@@ -25,7 +25,7 @@ from vyre.ir.node import If, Let, Loop, Region, Store
 from vyre.ir.shape import MAX_DEPTH, MAX_NODES
 from vyre.ir.text import MAX_LINE_CHARS, MAX_LITERAL_CHARS, parse, to_text
 from vyre.ir.validate import findings
-from vyre.ir.wire import BARRIER, DTYPES, HEADER_SIZE, LET, MAGIC, OPS, from_wire, to_wire
+from vyre.ir.wire import BARRIER, HEADER_SIZE, LET, OPS, from_wire, to_wire
 
 #: Each decoded IR node is a Python object of ~200 bytes (an Expr plus its operand tuple) while
 #: the compact encoding spends as little as 1 byte on one, so the tight bound is ~215x; and the
@@ -45,10 +45,6 @@ def corpus() -> list[Program]:
 CORPUS = corpus()
 WIRES = [to_wire(p) for p in CORPUS]
 TEXTS = [to_text(p) for p in CORPUS]
-
-
-def sign(body: bytes) -> bytes:
-    return MAGIC + b"\x01\x00\x00\x00" + hashlib.blake2b(body, digest_size=32).digest() + body
 
 
 def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
@@ -82,12 +78,12 @@ def wire_inputs(count: int, seed: int) -> list[bytes]:
         kind = i % 10
         if kind == 0:  # random bytes, sometimes behind a valid header
             raw = bytes(rng.randrange(256) for _ in range(rng.randint(0, 80)))
-            inputs.append(sign(raw) if rng.random() < 0.7 else raw)
+            inputs.append(signed(raw) if rng.random() < 0.7 else raw)
         elif kind == 1:  # a mutated header
             inputs.append(mutate_bytes(rng.choice(WIRES)[:HEADER_SIZE + 8], rng) + rng.choice(WIRES)[HEADER_SIZE + 8:])
         else:  # a mutated body, usually re-signed so that the body decoder sees it
             body = mutate_bytes(rng.choice(WIRES)[HEADER_SIZE:], rng)
-            inputs.append(sign(body) if rng.random() < 0.9 else rng.choice(WIRES)[:HEADER_SIZE] + body)
+            inputs.append(signed(body) if rng.random() < 0.9 else rng.choice(WIRES)[:HEADER_SIZE] + body)
     return inputs
 
 
@@ -135,29 +131,21 @@ def adversarial_wires() -> list[bytes]:
     return [to_wire(p) for p in programs]
 
 
-def uv(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    return bytes(out + bytes([v]))
-
-
 def crafted_wires() -> list[bytes]:
     """Varint-heavy blobs: long, non-minimal and huge varints, counts past the node cap, many strings."""
-    table = uv(1) + uv(1) + b"x"
-    head = table + uv(0) + uv(2) * 3 + uv(0)  # no name, workgroup (1, 1, 1), no buffers
-    lit = bytes([OPS.index("lit"), DTYPES.index(DataType.U32)])
-    n = MAX_NODES // 2 + 10
+    head, let = body_head("x"), bytes([LET, 0])  # let <string 0> = ...
+    lit_tag = literal(DataType.U32, 0)[:-1]  # a U32 literal without its bits
+    n, million = MAX_NODES // 2 + 10, 10**6
     return [
-        sign(head + uv(n) + (bytes([LET, 0]) + lit + uv(0xFFFFFFFF)) * n),  # lets of 5-byte literals
-        sign(head + uv(n) + (bytes([LET, 0]) + lit + b"\x80\x80\x00") * n),  # non-minimal varints
-        sign(head + uv(MAX_NODES + 1) + bytes([BARRIER]) * (MAX_NODES + 1)),  # one statement over the cap
-        sign(head + uv(1) + bytes([LET, 0, OPS.index("call")]) + uv(0) + uv(10**6) + (lit + b"\0") * 10**6),
-        sign(head + uv(3) + bytes([LET, 0]) + lit + b"\xff" * 9 + b"\x01"),  # a 10-byte varint literal
-        sign(uv(200_000) + b"".join(uv(3) + b"%03d" % (i % 1000) for i in range(200_000))),  # repeated strings
-        sign(table + uv(0) + uv(2) * 3 + uv(2**62) + b"\0" * 64),  # 2**62 buffers claimed
-        sign(head + uv(1) + bytes([LET, 0]) + bytes([OPS.index("neg")]) * 100_000 + lit + b"\0"),  # deep
+        signed(head + varint(n) + (let + literal(DataType.U32, 0xFFFFFFFF)) * n),  # lets of 5-byte literals
+        signed(head + varint(n) + (let + lit_tag + b"\x80\x80\x00") * n),  # non-minimal varints
+        signed(head + varint(MAX_NODES + 1) + bytes([BARRIER]) * (MAX_NODES + 1)),  # one statement over the cap
+        signed(head + varint(1) + let + bytes([OPS.index("call")]) + varint(0) + varint(million)
+               + literal(DataType.U32, 0) * million),
+        signed(head + varint(3) + let + lit_tag + b"\xff" * 9 + b"\x01"),  # a 10-byte varint literal
+        signed(varint(200_000) + b"".join(varint(3) + b"%03d" % (i % 1000) for i in range(200_000))),  # repeats
+        signed(body_head("x")[:-1] + varint(2**62) + b"\0" * 64),  # 2**62 buffers claimed
+        signed(head + varint(1) + let + bytes([OPS.index("neg")]) * 100_000 + literal(DataType.U32, 0)),  # deep
     ]
 
 
@@ -176,8 +164,8 @@ def test_wire_decoder_on_crafted_blobs() -> None:
 def test_wire_decoder_allocation_is_bounded() -> None:
     rng = random.Random(2)
     samples = WIRES[:40] + adversarial_wires() + wire_inputs(200, seed=3)
-    samples.append(sign(b"\x7f" + b"\x80" * 9 + b"\x01"))  # a huge count prefix
-    samples.append(sign(b"\x00\x00\x02\x02\x02\xff\xff\xff\xff\x0f"))  # 2**32 buffers claimed
+    samples.append(signed(b"\x7f" + b"\x80" * 9 + b"\x01"))  # a huge count prefix
+    samples.append(signed(b"\x00\x00\x02\x02\x02\xff\xff\xff\xff\x0f"))  # 2**32 buffers claimed
     for data in samples + [mutate_bytes(w, rng) for w in samples[:40]] + CRAFTED_WIRES:
         peak = peak_allocation(data)
         assert peak <= min(ALLOC_FACTOR * len(data) + ALLOC_CONSTANT, ALLOC_CEILING), (len(data), peak)

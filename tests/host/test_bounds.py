@@ -7,7 +7,6 @@ a ``Fix:``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import resource
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 import vyre
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, ValidationError
+from vyre.fuzz.wire_blobs import body_head, literal, signed, varint
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program, parse, wire
 from vyre.ir.generate import generate_case, random_inputs
 from vyre.ir.text import MAX_LINE_CHARS, MAX_TEXT_CHARS, parse_with_source_map
@@ -148,35 +148,16 @@ def test_cli_validate_prints_file_and_line(tmp_path: Path) -> None:
 
 
 # ---- wire ---------------------------------------------------------------------------------------
-def uv(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    return bytes(out + bytes([v]))
-
-
-def signed(body: bytes) -> bytes:
-    return wire.MAGIC + b"\x01\x00\x00\x00" + hashlib.blake2b(body, digest_size=32).digest() + body
-
-
-def head(*strings: str) -> bytes:
-    """String table, no program name, workgroup (1, 1, 1), no buffers."""
-    table = uv(len(strings)) + b"".join(uv(len(s)) + s.encode() for s in strings)
-    return table + uv(0) + uv(2) * 3 + uv(0)
-
-
 def varint_heavy_wires() -> dict[str, bytes]:
-    lit = bytes([wire.OPS.index("lit"), wire.DTYPES.index(U32)])
-    call = bytes([wire.OPS.index("call")])
-    n = 200_000
+    let = bytes([wire.LET, 0])  # let <string 0> = ...
+    u32_0, n, million = literal(U32, 0), 200_000, 10**6
     return {
-        "one_mb_of_lets_bad_last_byte": signed(head("x") + uv(n) + (bytes([wire.LET, 0]) + lit + b"\0") * n + b"\0"),
-        "call_with_a_million_args": signed(head("x") + uv(1) + bytes([wire.LET, 0]) + call + uv(0) + uv(10**6)
-                                           + (lit + b"\0") * 10**6),
-        "five_byte_literals": signed(head("x") + uv(n) + (bytes([wire.LET, 0]) + lit + uv(0xFFFFFFFF)) * n),
-        "million_barriers": signed(head() + uv(10**6) + bytes([wire.BARRIER]) * 10**6),
-        "million_strings": signed(uv(10**6) + b"".join(uv(3) + f"{i:03x}".encode()[-3:] for i in range(10**6))),
+        "one_mb_of_lets_bad_last_byte": signed(body_head("x") + varint(n) + (let + u32_0) * n + b"\0"),
+        "call_with_a_million_args": signed(body_head("x") + varint(1) + let + bytes([wire.OPS.index("call")])
+                                           + varint(0) + varint(million) + u32_0 * million),
+        "five_byte_literals": signed(body_head("x") + varint(n) + (let + literal(U32, 0xFFFFFFFF)) * n),
+        "million_barriers": signed(body_head() + varint(million) + bytes([wire.BARRIER]) * million),
+        "million_strings": signed(varint(million) + b"".join(varint(3) + b"%03x" % (i % 4096) for i in range(million))),
     }
 
 
@@ -197,7 +178,7 @@ def test_varint_heavy_wire_fails_early(name: str) -> None:
 
 
 def test_noncanonical_varint_is_refused_where_it_is() -> None:
-    body = head("x") + uv(1) + bytes([wire.LET, 0, wire.OPS.index("lit"), wire.DTYPES.index(U32)]) + b"\x81\x00"
+    body = body_head("x") + varint(1) + bytes([wire.LET, 0]) + literal(U32, 1)[:-1] + b"\x81\x00"
     with pytest.raises(ValidationError) as info:
         wire.from_wire(signed(body))
     assert info.value.codes == ("wire_noncanonical",) and "redundant zero" in str(info.value)
