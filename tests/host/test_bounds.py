@@ -21,7 +21,7 @@ import pytest
 
 import vyre
 from vyre.driver.config import DispatchConfig
-from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, ValidationError
+from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram, ValidationError
 from vyre.fuzz.wire_blobs import body_head, literal, signed, varint
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program, parse, wire
 from vyre.ir.generate import generate_case, random_inputs
@@ -217,6 +217,13 @@ def test_oracle_honours_timeout(build) -> None:
     assert backend.dispatch(build(), [], DispatchConfig(grid=(0, 1, 1)))[0].sum() == 0  # still usable
 
 
+@pytest.mark.parametrize("bad", [-1, float("nan"), "1", True])
+def test_oracle_rejects_a_bad_timeout(bad: object) -> None:
+    with pytest.raises(InvalidProgram) as info:
+        vyre.acquire("reference").dispatch(long_loop(), [], DispatchConfig(timeout_s=bad))
+    assert "timeout_s" in str(info.value) and "Fix:" in str(info.value)
+
+
 def test_dispatch_async_runs_in_the_background_and_times_out() -> None:
     backend = vyre.acquire("reference")
     start = time.perf_counter()
@@ -275,7 +282,7 @@ def test_chunked_execution_matches_one_chunk(monkeypatch: pytest.MonkeyPatch, ch
     data = rng.integers(0, 2**32, 10_001, dtype=np.uint32)
     cases = [(histogram_program(32), [data], DispatchConfig(elements=data.size))]
     for seed in range(20):
-        case = generate_case(4000 + seed)
+        case = generate_case(4000 + seed, subgroups=seed % 2 == 1)
         cases.append((case.program, random_inputs(case.program, seed), case.config))
     whole = [vyre.reference.run(p, inputs, config) for p, inputs, config in cases]
     monkeypatch.setattr(grid_mod, "CHUNK_LANES", chunk_lanes)

@@ -9,13 +9,14 @@ oracle, host memory is its device memory.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed
+from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram
 
 FIX_TIMEOUT = ("raise DispatchConfig.timeout_s, or shrink the work (fewer workgroups, shorter loops); the "
                "oracle runs every invocation on the CPU and is far slower than a GPU.")
@@ -27,8 +28,12 @@ class Deadline:
     """When a dispatch must stop; ``check()`` raises ``DispatchFailed('timeout')`` once it has passed."""
 
     def __init__(self, timeout_s: float | None, name: str) -> None:
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+                                      or math.isnan(timeout_s) or timeout_s < 0):
+            raise InvalidProgram(f"timeout_s {timeout_s!r} is not a number of seconds >= 0",
+                                 "pass DispatchConfig(timeout_s=seconds) as a non-negative number, or None.")
         self.timeout_s, self.name = timeout_s, name
-        self.at = None if timeout_s is None else time.monotonic() + timeout_s
+        self.at = None if timeout_s is None or math.isinf(timeout_s) else time.monotonic() + timeout_s
 
     def check(self) -> None:
         if self.at is not None and time.monotonic() > self.at:
