@@ -148,6 +148,7 @@ def test_cli_validate_prints_file_and_line(tmp_path: Path) -> None:
 
 
 # ---- wire ---------------------------------------------------------------------------------------
+@functools.cache
 def varint_heavy_wires() -> dict[str, bytes]:
     let = bytes([wire.LET, 0])  # let <string 0> = ...
     u32_0, n, million = literal(U32, 0), 200_000, 10**6
