@@ -7,6 +7,7 @@ a ``Fix:``.
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import subprocess
