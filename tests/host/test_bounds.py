@@ -31,6 +31,7 @@ from vyre.ir.validate import findings
 from vyre.reference import grid as grid_mod
 
 U32 = DataType.U32
+GID = Expr.invocation_id(0)
 HEAD = "program workgroup(4, 1, 1)\nbuffer o: output u32[4] @0\n"
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1 << 30
@@ -295,11 +296,15 @@ def test_chunked_execution_matches_one_chunk(monkeypatch: pytest.MonkeyPatch, ch
     np.testing.assert_array_equal(whole[0][0], np.bincount(data % 32, minlength=32))
 
 
-def test_chunks_bound_workgroup_memory() -> None:
-    sizes = [c.groups for c in grid_mod.chunks((1 << 20, 1, 1), (1, 1, 1), 48 * 1024)]
+def test_chunks_bound_workgroup_memory_and_lane_values() -> None:
+    shared = Program([BufferDecl.workgroup("w", 12 * 1024, U32)], (1, 1, 1), [])
+    sizes = [c.groups for c in grid_mod.chunks(shared, (1 << 20, 1, 1), (1, 1, 1))]
     assert max(sizes) * 48 * 1024 <= grid_mod.CHUNK_WORKGROUP_BYTES and sum(sizes) == 1 << 20
-    firsts = [c.first for c in grid_mod.chunks((5, 3, 2), (64, 1, 1), 0)]
-    assert firsts == [0]
+    small = Program([], (64, 1, 1), [Node.let("x", Expr.u32(1))])
+    assert [c.first for c in grid_mod.chunks(small, (5, 3, 2), (64, 1, 1))] == [0]
+    big = Program([], (64, 1, 1), [Node.let(f"x{k}", Expr.add(GID, Expr.u32(k))) for k in range(10_000)])
+    lanes = [c.lanes for c in grid_mod.chunks(big, (1 << 12, 1, 1), (64, 1, 1))]
+    assert max(lanes) * 8 * 40_000 <= grid_mod.CHUNK_VALUE_BYTES and sum(lanes) == 1 << 18
 
 
 def test_resident_allocation_failure_is_device_out_of_memory() -> None:

@@ -5,7 +5,8 @@ and workgroups are runs of consecutive lanes and lane order is the linear invoca
 
 A big grid runs in chunks of consecutive workgroups (``chunks``): workgroups are independent, so
 running them chunk by chunk is one of the orders a GPU may pick, and the oracle's memory is bounded
-by the chunk (every lane's values, and the workgroup memory of the chunk's workgroups).
+by the chunk (every lane's values, at most one per statement and expression of the program, and
+the workgroup memory of the chunk's workgroups).
 """
 
 from __future__ import annotations
@@ -16,12 +17,17 @@ from collections.abc import Iterator
 import numpy as np
 
 from vyre.driver.errors import UnsupportedFeature
+from vyre.ir.program import Program
+from vyre.ir.walk import iter_all_exprs, iter_nodes
 
 #: most invocations of one dispatch: memory is bounded by the chunk, time is not (about a minute
 #: per simple statement at this size; ``DispatchConfig.timeout_s`` stops a dispatch earlier)
 MAX_INVOCATIONS = 1 << 30
-#: most invocations of one chunk: each live value of a program is one array of this many lanes
-CHUNK_LANES = 1 << 18
+#: most invocations of one chunk
+CHUNK_LANES = 1 << 20
+#: most bytes of lane values one chunk may hold, counting one 8-byte value per lane for every
+#: statement and expression of the program (a bigger program runs in smaller chunks)
+CHUNK_VALUE_BYTES = 1 << 30
 #: most bytes of workgroup memory allocated for one chunk (all its workgroups together)
 CHUNK_WORKGROUP_BYTES = 64 << 20
 
@@ -81,16 +87,19 @@ def _split(linear: np.ndarray, dims: tuple[int, ...], axis: int) -> np.ndarray:
     return ((linear // stride) % dims[axis]).astype(np.uint32)
 
 
-def chunks(grid: tuple[int, int, int], workgroup_size: tuple[int, int, int], workgroup_bytes: int) -> Iterator[Grid]:
-    """The dispatch as chunks of consecutive workgroups, each within ``CHUNK_LANES`` invocations and
-    ``CHUNK_WORKGROUP_BYTES`` of workgroup memory (``workgroup_bytes`` per workgroup); at least one
-    workgroup per chunk."""
+def chunks(program: Program, grid: tuple[int, int, int], workgroup_size: tuple[int, int, int]) -> Iterator[Grid]:
+    """``program``'s dispatch as chunks of consecutive workgroups, each within ``CHUNK_LANES``
+    invocations, ``CHUNK_VALUE_BYTES`` of lane values and ``CHUNK_WORKGROUP_BYTES`` of workgroup
+    memory; at least one workgroup per chunk."""
     total = math.prod(int(g) for g in grid)
     per_group = math.prod(int(w) for w in workgroup_size)
     if total * per_group > MAX_INVOCATIONS:
         raise UnsupportedFeature(f"dispatches of {total * per_group} invocations (its limit is {MAX_INVOCATIONS}: "
                                  "it runs every invocation on the CPU)", "reference",
                                  "dispatch fewer invocations on the oracle, or use a GPU backend.")
-    step = max(1, min(CHUNK_LANES // per_group, CHUNK_WORKGROUP_BYTES // max(workgroup_bytes, 1)))
+    nodes = sum(1 for _ in iter_nodes(program.body)) + sum(1 for _ in iter_all_exprs(program.body))
+    shared = sum(b.count * b.dtype.size for b in program.buffers if b.is_workgroup)
+    lanes = min(CHUNK_LANES, CHUNK_VALUE_BYTES // (8 * max(nodes, 1)))
+    step = max(1, min(lanes // per_group, CHUNK_WORKGROUP_BYTES // max(shared, 1)))
     for first in range(0, total, step):
         yield Grid(grid, workgroup_size, first, min(step, total - first))

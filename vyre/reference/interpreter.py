@@ -42,8 +42,7 @@ def execute(
     chunks of bounded size (``vyre.reference.grid.chunks``); ``deadline`` is checked between
     statements and loop iterations.
     """
-    shared = sum(b.count * b.dtype.size for b in program.buffers if b.is_workgroup)
-    for ids in chunks(grid, workgroup_size or program.workgroup_size, shared):
+    for ids in chunks(program, grid, workgroup_size or program.workgroup_size):
         run = _Run(program, arrays, ids, deadline)
         if run.lanes:
             with np.errstate(all="ignore"):
