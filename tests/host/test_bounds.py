@@ -131,6 +131,7 @@ def test_source_map_names_the_line_of_each_statement() -> None:
     assert source.line_of("body[1].then[0].value") == 5
     assert source.line_of("body[1]") == 4
     assert source.line_of("buffers[0]") == 2 and source.line_of("workgroup_size") == 1
+    assert source.line_of("buffers") == 2
     assert source.line_of("body[7]") is None
 
 

@@ -514,6 +514,7 @@ def _parse_lines(text: str) -> tuple[Program, SourceMap]:
                 if len(stack) > 1 or stack[0].body:
                     raise _ParseError("buffer declarations must come before the statements")
                 parser.tick()
+                where.setdefault("buffers", lineno)  # findings about all buffers name the first
                 where[f"buffers[{len(buffers)}]"] = lineno
                 buffers.append(_buffer(line))
             else:
