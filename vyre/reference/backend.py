@@ -116,7 +116,8 @@ class ReferenceBackend(Backend):
         self._store.upload(handle, data, offset)
 
     def download_resident(self, handle: Resident, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
-        return self._store.download(handle, offset, nbytes)
+        with host_memory(nbytes or 0):
+            return self._store.download(handle, offset, nbytes)
 
     def free_resident(self, handle: Resident) -> None:
         self._store.free(handle)
