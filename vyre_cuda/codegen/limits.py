@@ -2,10 +2,10 @@
 
 ptxas (and the driver's JIT, which runs the same compiler) takes time that grows faster than
 linearly with the kernel: measured with ``ptxas --gpu-name sm_90`` (CUDA 13.0) on a 2-core CPU
-host, 2,000 guarded stores took 4 s and 8,000 took 75 s; a chain of 20,000 ``let`` s took 84 s
-(docs/security.md, "Bounds", has the table). The bound is on PTX instructions, which is what
-the compiler's time follows, whatever IR produced them (a ``sin`` lowers to ~70 instructions,
-a ``let`` of a variable to none).
+host, 2,000 guarded stores took 4 s and 8,000 took 75 s, while the costliest kernel this bound
+admits takes 1.5 s (docs/semantics.md, "Limits", has the table). The bound is on PTX
+instructions, which is what the compiler's time follows, whatever IR produced them (a ``sin``
+lowers to about 100 instructions, a ``let`` of a variable to none).
 """
 
 from __future__ import annotations
