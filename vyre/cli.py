@@ -69,7 +69,12 @@ def progress(message: str) -> None:
 
 def load_program(path: str):
     """Parse a ``.vyre`` text file into a Program (errors name the file)."""
-    from vyre.ir import parse
+    return load_located(path)[0]
+
+
+def load_located(path: str):
+    """Parse a ``.vyre`` text file into a Program and its ``SourceMap`` (IR paths -> lines)."""
+    from vyre.ir.text import parse_with_source_map
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -79,7 +84,7 @@ def load_program(path: str):
     except UnicodeDecodeError as exc:
         raise InvalidProgram(f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
                              "pass a .vyre text file saved as UTF-8 (Program.to_text() writes one).") from None
-    return parse(text)
+    return parse_with_source_map(text)
 
 
 # ---- verbs --------------------------------------------------------------------------------------
@@ -121,14 +126,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     bad = 0
     for path in args.files:
+        source_map = None
         try:
-            validate(load_program(path))
+            program, source_map = load_located(path)
+            validate(program)
         except ValidationError as exc:
             bad += 1
             print(f"{path}: {len(exc.findings)} finding(s)")
             for f in exc.findings:
-                where = f" at {f.path}" if f.path else ""
-                print(f"  [{f.code}] {f.message}{where}\n    Fix: {cli_fix(f.fix)}.")
+                line = source_map.line_of(f.path) if source_map else None
+                where = f" (at {f.path})" if f.path and source_map else ""  # parse errors name their line
+                print(f"  {path}:{line}: " if line else "  ", end="")
+                print(f"[{f.code}] {f.message}{where}\n    Fix: {cli_fix(f.fix)}.")
             continue
         except InvalidProgram as exc:
             bad += 1

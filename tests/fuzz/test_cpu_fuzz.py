@@ -1,33 +1,40 @@
 """CPU fuzzing of the decoders and the validator: malformed input only ever gives ValidationError.
 
-Wire and text inputs are random or mutated encodings of generated programs; a decoded program
-must re-encode to the very same input (the wire form is canonical). The wire decoder's peak
-allocation is bounded by a constant multiple of the input size.
+Wire and text inputs are random or mutated encodings of generated programs, plus hand-crafted
+hostile shapes (deep and long text, huge literals and strings, varint-heavy wire blobs) and
+mutations of them; a decoded program must re-encode to the very same input (the wire form is
+canonical). The wire decoder's peak allocation is bounded by a constant multiple of the input
+size and by the node cap; every crafted input is decided within a time limit.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
+import time
 import tracemalloc
 from collections.abc import Callable
 
 import pytest
 
 from vyre.driver.errors import ValidationError
+from vyre.fuzz.wire_blobs import body_head, literal, signed, varint
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.expr import ALL_OPS
 from vyre.ir.generate import generate_program
 from vyre.ir.node import If, Let, Loop, Region, Store
-from vyre.ir.shape import MAX_DEPTH
-from vyre.ir.text import parse, to_text
+from vyre.ir.shape import MAX_DEPTH, MAX_NODES
+from vyre.ir.text import MAX_LINE_CHARS, MAX_LITERAL_CHARS, parse, to_text
 from vyre.ir.validate import findings
-from vyre.ir.wire import HEADER_SIZE, MAGIC, from_wire, to_wire
+from vyre.ir.wire import BARRIER, HEADER_SIZE, LET, OPS, from_wire, to_wire
 
 #: Each decoded IR node is a Python object of ~200 bytes (an Expr plus its operand tuple) while
-#: the compact encoding spends as little as 1 byte on one, so the tight bound is ~215x.
+#: the compact encoding spends as little as 1 byte on one, so the tight bound is ~215x; and the
+#: decoder builds at most MAX_NODES nodes, whatever the input size.
 ALLOC_FACTOR = 256
 ALLOC_CONSTANT = 64 * 1024
+ALLOC_CEILING = 4 * 1024 * 1024 + 256 * MAX_NODES  # strings of a few MiB plus every node
+#: seconds within which any one crafted input must be decided (measured: well under 0.2 s each)
+CRAFTED_SECONDS = 2.0
 
 
 def corpus() -> list[Program]:
@@ -38,10 +45,6 @@ def corpus() -> list[Program]:
 CORPUS = corpus()
 WIRES = [to_wire(p) for p in CORPUS]
 TEXTS = [to_text(p) for p in CORPUS]
-
-
-def sign(body: bytes) -> bytes:
-    return MAGIC + b"\x01\x00\x00\x00" + hashlib.blake2b(body, digest_size=32).digest() + body
 
 
 def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
@@ -75,12 +78,12 @@ def wire_inputs(count: int, seed: int) -> list[bytes]:
         kind = i % 10
         if kind == 0:  # random bytes, sometimes behind a valid header
             raw = bytes(rng.randrange(256) for _ in range(rng.randint(0, 80)))
-            inputs.append(sign(raw) if rng.random() < 0.7 else raw)
+            inputs.append(signed(raw) if rng.random() < 0.7 else raw)
         elif kind == 1:  # a mutated header
             inputs.append(mutate_bytes(rng.choice(WIRES)[:HEADER_SIZE + 8], rng) + rng.choice(WIRES)[HEADER_SIZE + 8:])
         else:  # a mutated body, usually re-signed so that the body decoder sees it
             body = mutate_bytes(rng.choice(WIRES)[HEADER_SIZE:], rng)
-            inputs.append(sign(body) if rng.random() < 0.9 else rng.choice(WIRES)[:HEADER_SIZE] + body)
+            inputs.append(signed(body) if rng.random() < 0.9 else rng.choice(WIRES)[:HEADER_SIZE] + body)
     return inputs
 
 
@@ -128,14 +131,44 @@ def adversarial_wires() -> list[bytes]:
     return [to_wire(p) for p in programs]
 
 
+def crafted_wires() -> list[bytes]:
+    """Varint-heavy blobs: long, non-minimal and huge varints, counts past the node cap, many strings."""
+    head, let = body_head("x"), bytes([LET, 0])  # let <string 0> = ...
+    lit_tag = literal(DataType.U32, 0)[:-1]  # a U32 literal without its bits
+    n, million = MAX_NODES // 2 + 10, 10**6
+    return [
+        signed(head + varint(n) + (let + literal(DataType.U32, 0xFFFFFFFF)) * n),  # lets of 5-byte literals
+        signed(head + varint(n) + (let + lit_tag + b"\x80\x80\x00") * n),  # non-minimal varints
+        signed(head + varint(MAX_NODES + 1) + bytes([BARRIER]) * (MAX_NODES + 1)),  # one statement over the cap
+        signed(head + varint(1) + let + bytes([OPS.index("call")]) + varint(0) + varint(million)
+               + literal(DataType.U32, 0) * million),
+        signed(head + varint(3) + let + lit_tag + b"\xff" * 9 + b"\x01"),  # a 10-byte varint literal
+        signed(varint(200_000) + b"".join(varint(3) + b"%03d" % (i % 1000) for i in range(200_000))),  # repeats
+        signed(body_head("x")[:-1] + varint(2**62) + b"\0" * 64),  # 2**62 buffers claimed
+        signed(head + varint(1) + let + bytes([OPS.index("neg")]) * 100_000 + literal(DataType.U32, 0)),  # deep
+    ]
+
+
+CRAFTED_WIRES = crafted_wires()
+
+
+def test_wire_decoder_on_crafted_blobs() -> None:
+    rng = random.Random(6)
+    for data in CRAFTED_WIRES + [mutate_bytes(w, rng) for w in CRAFTED_WIRES for _ in range(3)]:
+        start = time.perf_counter()
+        program = outcome(from_wire, data)
+        assert time.perf_counter() - start < CRAFTED_SECONDS, len(data)
+        assert program is None or to_wire(program) == data
+
+
 def test_wire_decoder_allocation_is_bounded() -> None:
     rng = random.Random(2)
     samples = WIRES[:40] + adversarial_wires() + wire_inputs(200, seed=3)
-    samples.append(sign(b"\x7f" + b"\x80" * 9 + b"\x01"))  # a huge count prefix
-    samples.append(sign(b"\x00\x00\x02\x02\x02\xff\xff\xff\xff\x0f"))  # 2**32 buffers claimed
-    for data in samples + [mutate_bytes(w, rng) for w in samples[:40]]:
+    samples.append(signed(b"\x7f" + b"\x80" * 9 + b"\x01"))  # a huge count prefix
+    samples.append(signed(b"\x00\x00\x02\x02\x02\xff\xff\xff\xff\x0f"))  # 2**32 buffers claimed
+    for data in samples + [mutate_bytes(w, rng) for w in samples[:40]] + CRAFTED_WIRES:
         peak = peak_allocation(data)
-        assert peak <= ALLOC_FACTOR * len(data) + ALLOC_CONSTANT, (len(data), peak)
+        assert peak <= min(ALLOC_FACTOR * len(data) + ALLOC_CONSTANT, ALLOC_CEILING), (len(data), peak)
 
 
 def mutate_text(text: str, rng: random.Random) -> str:
@@ -176,6 +209,45 @@ def text_inputs(count: int, seed: int) -> list[str]:
         else:
             out.append(mutate_text(rng.choice(TEXTS), rng))
     return out
+
+
+def crafted_texts() -> list[str]:
+    """Deep and long text: nesting past the cap, lines and literals at and past their caps, huge strings."""
+    head = "program workgroup(4, 1, 1)\nbuffer o: output u32[4] @0\n"
+    deep = MAX_DEPTH + 5
+    wide = ", ".join(["u32:1"] * 20_000)
+    return [
+        head + "if true {\n" * deep + "}\n" * deep,
+        head + "let x = " + "neg(" * deep + "u32:1" + ")" * deep + "\n",
+        head + "let x = " + "neg(" * 100_000 + "\n",
+        head + "let x = " + "(" * (MAX_LINE_CHARS + 1) + "\n",
+        head + "let x = f32:" + "7" * (MAX_LITERAL_CHARS - 4) + "\nstore o[u32:0] = cast(u32, x)\n",
+        head + "let x = f32:" + "7" * 50_000 + "e\n",
+        head + "let x = u32:" + "9" * 5_000 + "\n",
+        head + 'let "' + "\\u{41}" * 20_000 + '" = u32:1\n',
+        head + 'let "' + "a" * 100_000 + "\n",
+        head + f"let x = call(f, {wide})\n",
+        head + "block {\n" * 100 + "\n" * 100_000 + "}\n" * 100,
+        head + "# comment\n" * 50_000 + "barrier\n",
+        head + "store o[u32:0] = u32:1\n" * (MAX_NODES // 4),
+    ]
+
+
+CRAFTED_TEXTS = crafted_texts()
+
+
+def test_text_parser_on_crafted_shapes() -> None:
+    rng = random.Random(7)
+    inputs = CRAFTED_TEXTS + [mutate_text(t, rng) for t in CRAFTED_TEXTS if len(t) < 200_000 for _ in range(3)]
+    parsed = 0
+    for text in inputs:
+        start = time.perf_counter()
+        program = outcome(parse, text)
+        assert time.perf_counter() - start < CRAFTED_SECONDS, text[:80]
+        if program is not None:
+            parsed += 1
+            assert parse(to_text(program)) == program
+    assert parsed >= 3
 
 
 def test_text_parser_fuzz() -> None:

@@ -7,12 +7,10 @@ exception) whose message ends with an actionable ``Fix: ...`` sentence.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import textwrap
@@ -34,6 +32,7 @@ from vyre.fuzz.catalogue import (
     oob_store_case,
     poisoned,
 )
+from vyre.fuzz.wire_blobs import literal, signed, varint
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program, parse, wire
 from vyre.reference import run
 
@@ -185,7 +184,10 @@ def test_unusable_name_is_rejected_everywhere(name: str, code: str, where: str) 
     if code == "empty_name":
         return  # the formats may carry an empty name; the validator rejects it
     expect_codes(program.to_wire, code)
-    assert parse(program.to_text()) == program  # text may carry it exactly; validation rejects it
+    if code == "invalid_name" and len(name) > 4096:
+        expect_codes(program.to_text, code)  # the text form carries only names parse reads back
+    else:
+        assert parse(program.to_text()) == program  # text may carry it exactly; validation rejects it
 
 
 def test_encoding_error_says_how_to_fix_the_program() -> None:
@@ -424,38 +426,22 @@ def test_deep_text_is_a_parse_error() -> None:
         assert "deeper than" in str(err)
 
 
-def _uv(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    return bytes(out + bytes([v]))
-
-
-def _wire(body: bytes) -> bytes:
-    return struct.pack("<4sHH", wire.MAGIC, wire.VERSION, 0) + hashlib.blake2b(body, digest_size=32).digest() + body
-
-
 def _deep_wire(statement_prefix: bytes, statement_suffix: bytes, innermost: bytes, depth: int = DEPTH) -> bytes:
     """A wire blob (valid digest): one output buffer ``o``, then ``prefix * depth + innermost + suffix * depth``."""
-    ones = _uv(2)  # zigzag(1)
-    header = (_uv(1) + _uv(1) + b"o" + _uv(0) + ones * 3 + _uv(1) + _uv(0)
-              + bytes([wire.ACCESSES.index(DEEP_OUT.access), wire.DTYPES.index(D.U32)]) + _uv(0) + _uv(8))
-    return _wire(header + _uv(1) + statement_prefix * depth + innermost + statement_suffix * depth)
-
-
-def _lit(dtype: DataType, bits: int) -> bytes:
-    return bytes([wire.OPS.index("lit"), wire.DTYPES.index(dtype)]) + _uv(bits)
+    ones = varint(2)  # zigzag(1)
+    header = (varint(1) + varint(1) + b"o" + varint(0) + ones * 3 + varint(1) + varint(0)
+              + bytes([wire.ACCESSES.index(DEEP_OUT.access), wire.DTYPES.index(D.U32)]) + varint(0) + varint(8))
+    return signed(header + varint(1) + statement_prefix * depth + innermost + statement_suffix * depth)
 
 
 #: ``if true { <next> } else {}`` around the innermost statement: tag, cond, then-count 1 ... else-count 0
-IF_PREFIX, IF_SUFFIX = bytes([wire.IF]) + _lit(D.BOOL, 1) + _uv(1), _uv(0)
-STORE_0 = bytes([wire.STORE]) + _uv(0) + _lit(D.U32, 0)  # store o[u32:0] = <value>
+IF_PREFIX, IF_SUFFIX = bytes([wire.IF]) + literal(D.BOOL, 1) + varint(1), varint(0)
+STORE_0 = bytes([wire.STORE]) + varint(0) + literal(D.U32, 0)  # store o[u32:0] = <value>
 
 
 def test_deep_wire_is_a_wire_limit_error() -> None:
-    ifs = _deep_wire(IF_PREFIX, IF_SUFFIX, STORE_0 + _lit(D.U32, 1))
-    expression = _deep_wire(b"", b"", STORE_0 + bytes([wire.OPS.index("neg")]) * DEPTH + _lit(D.U32, 1))
+    ifs = _deep_wire(IF_PREFIX, IF_SUFFIX, STORE_0 + literal(D.U32, 1))
+    expression = _deep_wire(b"", b"", STORE_0 + bytes([wire.OPS.index("neg")]) * DEPTH + literal(D.U32, 1))
     for blob in (ifs, expression):
         expect_codes(lambda blob=blob: Program.from_wire(blob), "wire_limit")
 
@@ -466,4 +452,4 @@ def test_deep_wire_blobs_are_well_formed_apart_from_their_depth() -> None:
     for _ in range(3):
         body = [Node.if_(Expr.bool(True), body)]
     expected = Program([DEEP_OUT], (1, 1, 1), body)
-    assert Program.from_wire(_deep_wire(IF_PREFIX, IF_SUFFIX, STORE_0 + _lit(D.U32, 1), depth=3)) == expected
+    assert Program.from_wire(_deep_wire(IF_PREFIX, IF_SUFFIX, STORE_0 + literal(D.U32, 1), depth=3)) == expected

@@ -19,8 +19,10 @@ from vyre.ir.types import DataType
 #: structural equality and recursive passes use several stack frames per level, so 128 keeps
 #: every recursive walk far from the interpreter's default recursion limit (1000).
 MAX_DEPTH = 128
-#: Most statements plus expression nodes (counted as a tree) in one program.
-MAX_NODES = 1_000_000
+#: Most statements plus expression nodes (counted as a tree) in one program. The text parser also
+#: counts buffer declarations. This bounds the time and memory of validating and decoding any input;
+#: compile time is bounded separately, per backend (``vyre_cuda.codegen.limits``).
+MAX_NODES = 65_536
 #: Longest buffer, variable, op or program name, in UTF-8 bytes.
 MAX_NAME_BYTES = 4096
 

@@ -18,19 +18,34 @@ double-quoted string with escapes ``\\\\ \\" \\n \\t \\r \\u{HEX}``; reserved wo
 
 An F32 literal prints as the shortest decimal that reads back to the same bits, else as its bits.
 Malformed text raises ``ValidationError`` with code ``parse_error`` and the line number.
+
+Parsing runs in time and memory linear in the input: the text, each line and each token have a
+cap (``MAX_TEXT_CHARS``, ``MAX_LINE_CHARS``, ``MAX_TOKEN_CHARS``, ``MAX_LITERAL_CHARS``), checked
+before the part is scanned; a line is tokenised lazily, so a malformed line fails at its first
+bad token. ``parse_with_source_map`` also returns where each statement came from, so validation
+findings can name their ``.vyre`` line.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from vyre.driver.errors import Finding, ValidationError
 from vyre.ir.expr import ALL_OPS, AtomicOp, Expr
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Store
 from vyre.ir.program import Access, BufferDecl, Program
-from vyre.ir.shape import MAX_DEPTH, MAX_NODES, buffer_well_formed, describe, node_well_formed, shape_problem
+from vyre.ir.shape import (
+    MAX_DEPTH,
+    MAX_NAME_BYTES,
+    MAX_NODES,
+    buffer_well_formed,
+    describe,
+    node_well_formed,
+    shape_problem,
+)
 from vyre.ir.types import DataType, bits_f32, f32_bits
 
 _DTYPES = {t.value: t for t in DataType}
@@ -49,9 +64,19 @@ _TOKEN = re.compile(r"""
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<punct>\.\.|[(){}\[\],=:@])
 """, re.VERBOSE)
-_DECIMAL = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+# one way to match each digit (no nested choices), so a long run of digits cannot backtrack quadratically
+_DECIMAL = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _HEX_BITS = re.compile(r"0x[0-9a-fA-F]{1,8}")
 _FIX = "correct that line; the grammar is in the vyre.ir.text module docstring"
+
+#: Longest text ``parse`` reads, in characters (a program at the node cap prints far shorter).
+MAX_TEXT_CHARS = 64 * 1024 * 1024
+#: Longest line, in characters; ``to_text`` refuses a program with a longer statement.
+MAX_LINE_CHARS = 1024 * 1024
+#: Longest name token (bare or quoted, escapes included): a 4096-byte name fits with every escape.
+MAX_TOKEN_CHARS = 64 * 1024
+#: Longest literal token (``u32:...``, ``f32:...``, a bare integer): room for any exact decimal F32.
+MAX_LITERAL_CHARS = 1024
 
 
 # ==== printing ==================================================================================
@@ -62,7 +87,16 @@ def to_text(program: Program) -> str:
     lines = [f"program {name}workgroup({wx}, {wy}, {wz})"]
     lines += [_buffer_line(b) for b in program.buffers]
     _print_body(program.body, 0, lines, [0])
-    return "\n".join(lines) + "\n"
+    for number, line in enumerate(lines, 1):
+        if len(line) > MAX_LINE_CHARS:
+            raise _unprintable("line_too_long", f"statement {number} prints as {len(line)} characters, over the "
+                                                f"text form's {MAX_LINE_CHARS}-character line limit "
+                                                "(bind sub-expressions with Node.let, or use to_wire)")
+    text = "\n".join(lines) + "\n"
+    if len(text) > MAX_TEXT_CHARS:
+        raise _unprintable("text_too_large", f"the program prints as {len(text)} characters, over the text form's "
+                                             f"limit of {MAX_TEXT_CHARS} (use to_wire)")
+    return text
 
 
 def _unprintable(code: str, message: str) -> ValidationError:
@@ -72,6 +106,8 @@ def _unprintable(code: str, message: str) -> ValidationError:
 def _name(s: str) -> str:
     if not isinstance(s, str):
         raise _unprintable("malformed_node", f"name {describe(s)} is not a str")
+    if len(s) > MAX_NAME_BYTES // 4 and len(s.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise _unprintable("invalid_name", f"a name of over {MAX_NAME_BYTES} UTF-8 bytes has no text form")
     if _BARE.fullmatch(s) and s not in _RESERVED:
         return s
     return '"' + "".join(_ESCAPES.get(c) or (c if c.isprintable() else f"\\u{{{ord(c):x}}}") for c in s) + '"'
@@ -191,36 +227,68 @@ class _Token:
 
 
 class _Line:
-    """A cursor over the tokens of one line."""
+    """A cursor over the tokens of one line, scanned lazily (a bad token stops the scan there)."""
 
     def __init__(self, text: str) -> None:
-        self.tokens = _tokenize(text)
-        self.pos = 0
+        if len(text) > MAX_LINE_CHARS:
+            raise _ParseError(f"the line has {len(text)} characters, over the limit of {MAX_LINE_CHARS}")
+        self.text = text
+        self.scanned = 0  # characters of ``text`` already tokenised
+        self.ahead: list[_Token] = []  # scanned tokens not consumed yet
+
+    def token(self, k: int = 0) -> _Token | None:
+        """The ``k``-th token not consumed yet, or None past the end of the line."""
+        while len(self.ahead) <= k:
+            tok = self._scan()
+            if tok is None:
+                return None
+            self.ahead.append(tok)
+        return self.ahead[k]
+
+    def _scan(self) -> _Token | None:
+        text, pos = self.text, self.scanned
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if m is None:
+                raise _ParseError(f"unexpected character {text[pos]!r} at column {pos + 1}")
+            pos = m.end()
+            kind = m.lastgroup
+            if kind == "ws":
+                continue
+            self.scanned = pos
+            return _make_token(kind, m.group(), m.start() + 1)
+        self.scanned = pos
+        return None
+
+    def empty(self) -> bool:
+        return self.token() is None
 
     def peek(self, text: str) -> bool:
-        tok = self.tokens[self.pos] if self.pos < len(self.tokens) else None
+        tok = self.token()
         return tok is not None and tok.kind in ("punct", "ident") and tok.text == text
 
     def next(self, what: str) -> _Token:
-        if self.pos >= len(self.tokens):
+        tok = self.token()
+        if tok is None:
             raise _ParseError(f"expected {what} but the line ended")
-        self.pos += 1
-        return self.tokens[self.pos - 1]
+        self.ahead.pop(0)
+        return tok
 
     def expect(self, text: str) -> None:
         tok = self.next(repr(text))
         if tok.kind not in ("punct", "ident") or tok.text != text:
-            raise _ParseError(f"expected {text!r}, found {tok.text!r}")
+            raise _ParseError(f"expected {text!r}, found {_shown(tok)}")
 
     def accept(self, text: str) -> bool:
         if self.peek(text):
-            self.pos += 1
+            self.ahead.pop(0)
             return True
         return False
 
     def end(self) -> None:
-        if self.pos < len(self.tokens):
-            raise _ParseError(f"unexpected {self.tokens[self.pos].text!r} at the end of the line")
+        tok = self.token()
+        if tok is not None:
+            raise _ParseError(f"unexpected {_shown(tok)} at the end of the line")
 
     def name(self, what: str) -> str:
         tok = self.next(what)
@@ -228,32 +296,47 @@ class _Line:
             return tok.text
         if tok.kind == "str":
             return tok.value
-        raise _ParseError(f"expected {what}, found {tok.text!r}")
+        raise _ParseError(f"expected {what}, found {_shown(tok)}")
 
     def int(self, what: str) -> int:
         tok = self.next(what)
         if tok.kind != "int":
-            raise _ParseError(f"expected {what} (an integer), found {tok.text!r}")
+            raise _ParseError(f"expected {what} (an integer), found {_shown(tok)}")
         return int(tok.text)
 
     def word(self, table: dict, what: str):
         tok = self.next(what)
         if tok.kind != "ident" or tok.text not in table:
-            raise _ParseError(f"expected {what} ({', '.join(table)}), found {tok.text!r}")
+            raise _ParseError(f"expected {what} ({', '.join(table)}), found {_shown(tok)}")
         return table[tok.text]
 
 
-def _tokenize(text: str) -> list[_Token]:
-    tokens, pos = [], 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise _ParseError(f"unexpected character {text[pos]!r} at column {pos + 1}")
-        pos = m.end()
-        kind = m.lastgroup
-        if kind != "ws":
-            tokens.append(_Token(kind, m.group(), _unquote(m.group()) if kind == "str" else None))
-    return tokens
+def _make_token(kind: str, text: str, column: int) -> _Token:
+    """A token, after checking its length against the caps (before any conversion of its text)."""
+    cap = MAX_LITERAL_CHARS if kind in ("lit", "int") else MAX_TOKEN_CHARS
+    if len(text) > cap:
+        what = "literal" if kind in ("lit", "int") else "name"
+        raise _ParseError(f"the {what} at column {column} has {len(text)} characters, over the limit of {cap}")
+    return _Token(kind, text, _unquote(text) if kind == "str" else None)
+
+
+def _shown(tok: _Token) -> str:
+    """A token for a message: quoted, and shortened when long."""
+    return repr(tok.text) if len(tok.text) <= 40 else repr(tok.text[:37] + "...")
+
+
+#: a line with something besides blanks and a comment (found at C speed: blank lines cost nothing)
+_CONTENT_LINE = re.compile(r"^[^\S\n]*[^\s#][^\n]*", re.MULTILINE)
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of each line with content, ``\\r`` ending dropped, without a list of lines."""
+    lineno, scanned = 1, 0
+    for m in _CONTENT_LINE.finditer(text):
+        lineno += text.count("\n", scanned, m.start())
+        scanned = m.start()
+        line = m.group()
+        yield lineno, line[:-1] if line.endswith("\r") else line
 
 
 _ESCAPE_RE = re.compile(r"\\(?:u\{([0-9a-fA-F]{1,6})\}|(.))")
@@ -314,8 +397,12 @@ class _Parser:
             return Expr.var(tok.value)
         if tok.kind == "lit":
             return _parse_literal(tok)
+        if tok.kind == "int":
+            typed = f"i32:{tok.text}" if tok.text.startswith("-") else f"u32:{tok.text}, i32:{tok.text}"
+            raise _ParseError(f"found the bare number {_shown(tok)} where an expression belongs; literals carry "
+                              f"their type: write {typed} or f32:{tok.text}.0")
         if tok.kind != "ident":
-            raise _ParseError(f"expected an expression, found {tok.text!r}")
+            raise _ParseError(f"expected an expression, found {_shown(tok)}")
         if not line.peek("("):
             if tok.text in ("true", "false"):
                 return Expr.bool(tok.text == "true")
@@ -355,12 +442,36 @@ class _Frame:
 
     kind: str  # root if else loop block region
     line: int
+    path: str  # IR path of the statement list, e.g. ``body[3].then``
     body: list[Node] = field(default_factory=list)
     data: tuple = ()
 
 
 def parse(text: str | bytes) -> Program:
     """Parse the text form back into a Program; malformed text raises ValidationError (``parse_error``)."""
+    return parse_with_source_map(text)[0]
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Where the parts of a parsed program came from: IR paths (``body[2].then[0]``) -> 1-based lines."""
+
+    lines: dict[str, int]
+
+    def line_of(self, path: str) -> int | None:
+        """The line of ``path`` or of the nearest statement (or declaration) that contains it."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:max(path.rfind("."), path.rfind("["), 0)]
+        return None
+
+
+def parse_with_source_map(text: str | bytes) -> tuple[Program, SourceMap]:
+    """``parse``, also returning the line of each statement, buffer and the header (see ``SourceMap``)."""
+    size = len(text) if isinstance(text, (str, bytes, bytearray)) else 0
+    if size > MAX_TEXT_CHARS:
+        raise _parse_error(0, f"the text has {size} characters, over the limit of {MAX_TEXT_CHARS}")
     if isinstance(text, (bytes, bytearray)):
         try:
             text = bytes(text).decode("utf-8")
@@ -369,7 +480,7 @@ def parse(text: str | bytes) -> Program:
     if not isinstance(text, str):
         raise _parse_error(0, f"expected str, got {type(text).__name__}")
     try:
-        return _parse_lines(text.split("\n"))
+        return _parse_lines(text)
     except _ParseAt as err:
         raise _parse_error(*err.args) from None
 
@@ -380,40 +491,48 @@ class _ParseAt(Exception):
 
 def _parse_error(lineno: int, message: str) -> ValidationError:
     where = f"line {lineno}: " if lineno else ""
-    return ValidationError([Finding("parse_error", f"{where}{message}", _FIX, f"line {lineno}")])
+    fix = _FIX if lineno else "pass the UTF-8 text of one program, at most MAX_TEXT_CHARS characters"
+    return ValidationError([Finding("parse_error", f"{where}{message}", fix, f"line {lineno}")])
 
 
-def _parse_lines(lines: list[str]) -> Program:
+def _parse_lines(text: str) -> tuple[Program, SourceMap]:
     parser = _Parser()
     header: tuple | None = None
     buffers: list[BufferDecl] = []
-    stack = [_Frame("root", 0)]
-    for lineno, raw in enumerate(lines, 1):
+    where: dict[str, int] = {}
+    stack = [_Frame("root", 0, "body")]
+    lineno = 0
+    for lineno, raw in _lines(text):
         try:
-            line = _Line(raw[:-1] if raw.endswith("\r") else raw)
-            if not line.tokens:
+            line = _Line(raw)
+            if line.empty():
                 continue
             if header is None:
                 header = _header(line)
+                where["workgroup_size"] = where["name"] = lineno
             elif line.peek("buffer"):
                 if len(stack) > 1 or stack[0].body:
                     raise _ParseError("buffer declarations must come before the statements")
+                parser.tick()
+                where.setdefault("buffers", lineno)  # findings about all buffers name the first
+                where[f"buffers[{len(buffers)}]"] = lineno
                 buffers.append(_buffer(line))
             else:
-                _statement(parser, line, stack, lineno)
+                _statement(parser, line, stack, lineno, where)
         except (_ParseError, ValueError, TypeError, OverflowError) as err:
             raise _ParseAt(lineno, str(err)) from None
     if header is None:
-        raise _ParseAt(len(lines), "missing the 'program ... workgroup(x, y, z)' header")
+        raise _ParseAt(text.count("\n") + 1, "missing the 'program ... workgroup(x, y, z)' header")
     if len(stack) > 1:
         raise _ParseAt(stack[-1].line, "this block is not closed with '}' before the end of the text")
     name, wg = header
-    return Program(buffers, wg, stack[0].body, name)
+    return Program(buffers, wg, stack[0].body, name), SourceMap(where)
 
 
 def _header(line: _Line) -> tuple:
     line.expect("program")
-    unnamed = line.peek("workgroup") and [t.text for t in line.tokens[line.pos + 1:line.pos + 2]] == ["("]
+    after = line.token(1)
+    unnamed = line.peek("workgroup") and after is not None and after.text == "("
     name = None if unnamed else line.name("the program name")
     line.expect("workgroup")
     line.expect("(")
@@ -446,11 +565,13 @@ def _buffer(line: _Line) -> BufferDecl:
     return BufferDecl(name, binding, dtype, count, access)
 
 
-def _statement(parser: _Parser, line: _Line, stack: list[_Frame], lineno: int) -> None:
+def _statement(parser: _Parser, line: _Line, stack: list[_Frame], lineno: int, where: dict[str, int]) -> None:
     if line.accept("}"):
         _close(line, stack, lineno)
         return
     parser.tick()
+    path = f"{stack[-1].path}[{len(stack[-1].body)}]"  # of the statement this line starts
+    where[path] = lineno
     depth = len(stack)  # of this statement; its expressions start one deeper
     if depth > MAX_DEPTH:
         raise _ParseError(f"statements nest deeper than {MAX_DEPTH} levels")
@@ -473,7 +594,7 @@ def _statement(parser: _Parser, line: _Line, stack: list[_Frame], lineno: int) -
     elif word == "if":
         cond = parser.expr(line, depth + 1)
         line.expect("{")
-        stack.append(_Frame("if", lineno, data=(cond,)))
+        stack.append(_Frame("if", lineno, path + ".then", data=(cond,)))
     elif word == "loop":
         var = line.name("the loop variable")
         line.expect("in")
@@ -481,14 +602,14 @@ def _statement(parser: _Parser, line: _Line, stack: list[_Frame], lineno: int) -
         line.expect("..")
         end = parser.expr(line, depth + 1)
         line.expect("{")
-        stack.append(_Frame("loop", lineno, data=(var, start, end)))
+        stack.append(_Frame("loop", lineno, path + ".body", data=(var, start, end)))
     elif word == "block":
         line.expect("{")
-        stack.append(_Frame("block", lineno))
+        stack.append(_Frame("block", lineno, path + ".body"))
     elif word == "region":
         generator = line.name("the region generator")
         line.expect("{")
-        stack.append(_Frame("region", lineno, data=(generator,)))
+        stack.append(_Frame("region", lineno, path + ".body", data=(generator,)))
     else:
         raise _ParseError(f"unknown statement {kw.text!r}")
     line.end()
@@ -503,7 +624,8 @@ def _close(line: _Line, stack: list[_Frame], lineno: int) -> None:
         line.end()
         if frame.kind != "if":
             raise _ParseError("'} else {' must close the then-branch of an if")
-        stack.append(_Frame("else", lineno, data=(*frame.data, tuple(frame.body))))
+        stack.append(_Frame("else", lineno, frame.path[: -len("then")] + "otherwise",
+                            data=(*frame.data, tuple(frame.body))))
         return
     line.end()
     body = tuple(frame.body)

@@ -16,10 +16,17 @@ then the body (integers little-endian; ``uv`` = unsigned LEB128 varint, ``sv`` =
                value is uv bits for lit, u8 axis for ids, u8 AtomicOp for atomic; n only for
                the ops of variable arity, atomic and call)
 
-Enum codes are the positions in the tables below and never change within a version. Decoding
-is bounded: counts are checked against the bytes left, names are capped, nesting and node
-counts use the validator's limits, and only the canonical encoding is accepted (decoding then
-re-encoding gives the same bytes), so one program has exactly one wire form and one fingerprint.
+Enum codes are the positions in the tables below and never change within a version. Only the
+canonical encoding is accepted (decoding then re-encoding gives the same bytes), so one program
+has exactly one wire form and one fingerprint.
+
+Decoding is bounded and fails early. Before anything is built: the input is at most
+``MAX_WIRE_BYTES`` and the header and BLAKE2b digest match. While decoding: every count is
+checked against the bytes left and the nodes left (``MAX_NODES`` statements and expressions in
+all, nesting at most ``MAX_DEPTH``), names are at most ``MAX_NAME_BYTES`` and unique, and a
+varint that is not minimal is refused at once. So decoding takes time linear in the input and
+allocates the decoded strings (at most the input size) plus one IR object per node (at most
+``MAX_NODES`` of them, about 200 bytes each).
 """
 
 from __future__ import annotations
@@ -70,6 +77,8 @@ _INDEX = {**{v: i for i, v in enumerate(DTYPES)}, **{v: i for i, v in enumerate(
           **{v: i for i, v in enumerate(ATOMICS)}}
 _OP_CODE = {op: i for i, op in enumerate(OPS)}
 _INT64 = 1 << 63
+#: Longest wire blob ``from_wire`` reads (header included); far above any program at the node cap.
+MAX_WIRE_BYTES = 64 * 1024 * 1024
 
 
 def _error(code: str, message: str) -> ValidationError:
@@ -247,6 +256,8 @@ class _Decoder:
             shift += 7
             if shift >= 70:
                 raise _error("wire_value", f"varint for {what} at byte {self.pos} is too long")
+        if b == 0 and shift:
+            raise _error("wire_noncanonical", f"varint for {what} ending at byte {self.pos} has a redundant zero byte")
         if v > limit:
             raise _error("wire_value", f"{what} {v} is over {limit}")
         return v
@@ -255,11 +266,15 @@ class _Decoder:
         v = self.uv(what)
         return (v >> 1) ^ -(v & 1)
 
-    def count(self, what: str) -> int:
-        """A list length: each element takes at least one byte, so it cannot exceed the bytes left."""
+    def count(self, what: str, nodes: bool = True) -> int:
+        """A list length: each element takes at least one byte (and, for ``nodes``, one node of the
+        budget), so it cannot exceed the bytes left or the nodes left."""
         n = self.uv(what)
         if n > self.left():
             raise _error("wire_truncated", f"{what} {n} is more than the {self.left()} bytes left")
+        if nodes and n > MAX_NODES - self.nodes:
+            raise _error("wire_limit", f"{what} {n} would take the program over {MAX_NODES} statements and "
+                                       "expressions")
         return n
 
     def enum(self, table: tuple, what: str):
@@ -275,16 +290,21 @@ class _Decoder:
         return self.strings[index]
 
     def string_table(self) -> None:
-        for _ in range(self.count("string count")):
+        seen: set[str] = set()
+        for _ in range(self.count("string count", nodes=False)):
             n = self.uv("string length", MAX_NAME_BYTES)
             if n > self.left():
                 raise _error("wire_truncated", f"string of {n} bytes but only {self.left()} left")
             raw = bytes(self.data[self.pos:self.pos + n])
             self.pos += n
             try:
-                self.strings.append(raw.decode("utf-8"))
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
                 raise _error("wire_utf8", f"string is not valid UTF-8 ({err.reason})") from None
+            if text in seen:
+                raise _error("wire_noncanonical", f"string {len(self.strings)} repeats an earlier one")
+            seen.add(text)
+            self.strings.append(text)
 
     def tick(self, depth: int) -> None:
         self.nodes += 1
@@ -349,7 +369,7 @@ class _Decoder:
         name = None if name_ref == 0 else self.name_at(name_ref - 1)
         wg = tuple(self.sv("workgroup size") for _ in range(3))
         buffers = []
-        for _ in range(self.count("buffer count")):
+        for _ in range(self.count("buffer count", nodes=False)):
             bname = self.name("buffer name")
             access = self.enum(ACCESSES, "access")
             dtype = self.enum(DTYPES, "dtype")
@@ -371,6 +391,8 @@ def from_wire(data: bytes) -> Program:
         view = memoryview(data).cast("B")
     except TypeError:
         raise _error("wire_value", f"expected bytes, got {type(data).__name__}") from None
+    if len(view) > MAX_WIRE_BYTES:
+        raise _error("wire_limit", f"{len(view)} bytes is more than the {MAX_WIRE_BYTES}-byte limit")
     if len(view) < HEADER_SIZE:
         raise _error("wire_truncated", f"{len(view)} bytes is shorter than the {HEADER_SIZE}-byte header")
     magic, version, flags, digest = _HEADER.unpack_from(view)

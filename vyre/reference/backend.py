@@ -1,24 +1,28 @@
 """``ReferenceBackend``: the CPU reference oracle behind the backend protocol (id ``reference``).
 
-Every dispatch validates, prepares the host arrays (SPEC 3), runs the interpreter over the whole
-grid and returns the outputs. Resident buffers are emulated on the host so programs written
-against the resident API run here too. It is the judge of every other backend, not a fast path.
+Every dispatch validates, prepares the host arrays, runs the interpreter over the whole grid (in
+chunks of workgroups, checking ``DispatchConfig.timeout_s`` as it goes) and returns the outputs;
+``dispatch_async`` runs it on a worker thread. Resident buffers are emulated on the host so programs
+written against the resident API run here too; a host allocation that fails is ``DeviceOutOfMemory``.
+It is the judge of every other backend, not a fast path.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from vyre.driver import resident_args as args
-from vyre.driver.backend import Backend, Resident
+from vyre.driver.backend import Backend, PendingDispatch, Resident
 from vyre.driver.config import DispatchConfig, effective_workgroup, resolve_grid
 from vyre.driver.errors import InvalidProgram
 from vyre.driver.inputs import check_byte_length, prepare_host_dispatch, resident_decls
 from vyre.ir.program import Access, Program
+from vyre.reference.limits import Deadline, check_allocation, host_memory, physical_memory
 from vyre.reference.resident import HostResidentStore
 
 
@@ -26,7 +30,9 @@ def _execute(program: Program, arrays: dict[str, np.ndarray], grid: tuple[int, i
              config: DispatchConfig | None) -> None:
     from vyre.reference.interpreter import execute
 
-    execute(program, arrays, grid, effective_workgroup(program, config))
+    deadline = Deadline(config.timeout_s if config else None, program.name or "(unnamed)")
+    with host_memory():
+        execute(program, arrays, grid, effective_workgroup(program, config), deadline)
 
 
 class ReferenceBackend(Backend):
@@ -45,6 +51,7 @@ class ReferenceBackend(Backend):
         self._validated: set[Program] = set()
         self._lock = threading.Lock()
         self._dispatches = 0
+        self._worker: ThreadPoolExecutor | None = None
 
     # ---- identity and capabilities -----------------------------------------------------------
     def device_profile(self) -> dict[str, Any]:
@@ -63,6 +70,9 @@ class ReferenceBackend(Backend):
     def supports_cooperative(self) -> bool:
         return True  # every workgroup of a host dispatch is "co-resident"
 
+    def max_buffer_bytes(self) -> int:
+        return physical_memory() or (1 << 34)
+
     # ---- dispatch ----------------------------------------------------------------------------------
     def _validate(self, program: Program) -> None:
         if program not in self._validated:
@@ -73,8 +83,24 @@ class ReferenceBackend(Backend):
 
     def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
                  ) -> list[np.ndarray]:
+        return self._run_prepared(program, self._prepare(program, inputs, config), config)
+
+    def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
+                       ) -> PendingDispatch:
+        """Validate and copy the inputs now, run on a worker thread; ``result(timeout)`` waits for it."""
+        hd = self._prepare(program, inputs, config)
+        with self._lock:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="vyre-reference")
+            worker = self._worker
+        return PendingDispatch(worker.submit(self._run_prepared, program, hd, config))
+
+    def _prepare(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None):
         self._validate(program)
-        hd = prepare_host_dispatch(program, inputs, config)
+        with host_memory():
+            return prepare_host_dispatch(program, inputs, config)
+
+    def _run_prepared(self, program: Program, hd, config: DispatchConfig | None) -> list[np.ndarray]:
         with self._lock:
             _execute(program, hd.arrays, hd.grid, config)
             self._dispatches += 1
@@ -82,13 +108,17 @@ class ReferenceBackend(Backend):
 
     # ---- resident buffers ---------------------------------------------------------------------------
     def allocate_resident(self, nbytes: int) -> Resident:
-        return self._store.allocate(nbytes)
+        if isinstance(nbytes, int) and not isinstance(nbytes, bool):
+            check_allocation(nbytes)
+        with host_memory(nbytes if isinstance(nbytes, int) else 0):
+            return self._store.allocate(nbytes)
 
     def upload_resident(self, handle: Resident, data: object, offset: int = 0) -> None:
         self._store.upload(handle, data, offset)
 
     def download_resident(self, handle: Resident, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
-        return self._store.download(handle, offset, nbytes)
+        with host_memory(nbytes or 0):
+            return self._store.download(handle, offset, nbytes)
 
     def view(self, handle: Resident, dtype: Any = np.uint8) -> np.ndarray:
         """A numpy array over the resident bytes (no copy), valid until the handle is freed."""
@@ -112,10 +142,11 @@ class ReferenceBackend(Backend):
         for decl, storage in zip(decls, storages):
             count = check_byte_length(decl, storage.size - storage.size % decl.dtype.size)
             nbytes = count * decl.dtype.size
-            if decl.access is Access.OUTPUT:
-                arrays[decl.name] = np.zeros(count, dtype=decl.dtype.np_dtype)
-            else:
-                arrays[decl.name] = storage[:nbytes].view(decl.dtype.np_dtype).copy()
+            with host_memory(nbytes):
+                if decl.access is Access.OUTPUT:
+                    arrays[decl.name] = np.zeros(count, dtype=decl.dtype.np_dtype)
+                else:
+                    arrays[decl.name] = storage[:nbytes].view(decl.dtype.np_dtype).copy()
             counts[decl.name] = count
         grid = resolve_grid(program, config, counts)
         with self._lock:
@@ -185,4 +216,7 @@ class ReferenceBackend(Backend):
         return {"reference_dispatches": self._dispatches, "reference_resident_bytes": self._store.bytes_in_use}
 
     def shutdown(self) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=False, cancel_futures=True)
+            self._worker = None
         self._store.free_all()

@@ -2,29 +2,58 @@
 
 ``w`` and ``l`` are linear (x fastest), ``T`` the workgroup's invocation count, so subgroups
 and workgroups are runs of consecutive lanes and lane order is the linear invocation order.
+
+A big grid runs in chunks of consecutive workgroups (``chunks``): workgroups are independent, so
+running them chunk by chunk is one of the orders a GPU may pick, and the oracle's memory is bounded
+by the chunk (every lane's values, at most one per statement and expression of the program, and
+the workgroup memory of the chunk's workgroups).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
+from vyre.driver.errors import UnsupportedFeature
+from vyre.ir.program import Program
+from vyre.ir.walk import iter_all_exprs, iter_nodes
+
+#: most invocations of one dispatch: memory is bounded by the chunk, time is not (about a minute
+#: per simple statement at this size; ``DispatchConfig.timeout_s`` stops a dispatch earlier)
+MAX_INVOCATIONS = 1 << 30
+#: most invocations of one chunk
+CHUNK_LANES = 1 << 20
+#: most bytes of lane values one chunk may hold, counting one 8-byte value per lane for every
+#: statement and expression of the program (a bigger program runs in smaller chunks)
+CHUNK_VALUE_BYTES = 1 << 30
+#: most bytes of workgroup memory allocated for one chunk (all its workgroups together)
+CHUNK_WORKGROUP_BYTES = 64 << 20
+
 
 class Grid:
-    """Per-lane ids (cached uint32 arrays) of ``grid`` workgroups of ``workgroup_size`` invocations."""
+    """Per-lane ids (cached uint32 arrays) of the workgroups ``first .. first + groups - 1`` of a
+    dispatch of ``grid`` workgroups of ``workgroup_size`` invocations (all of them by default)."""
 
-    def __init__(self, grid: tuple[int, int, int], workgroup_size: tuple[int, int, int]) -> None:
+    def __init__(self, grid: tuple[int, int, int], workgroup_size: tuple[int, int, int], first: int = 0,
+                 groups: int | None = None) -> None:
         self.grid = tuple(int(g) for g in grid)
         self.workgroup_size = tuple(int(w) for w in workgroup_size)
-        self.groups = math.prod(self.grid)
+        self.first = first
+        self.groups = math.prod(self.grid) - first if groups is None else groups
         self.per_group = math.prod(self.workgroup_size)
         self.lanes = self.groups * self.per_group
         self._ids: dict[tuple[str, int], np.ndarray] = {}
 
     def group_linear(self) -> np.ndarray:
-        """Linear workgroup index of each lane."""
-        return self._memo("group", 3, lambda: np.repeat(np.arange(self.groups, dtype=np.int64), self.per_group))
+        """Linear workgroup index (in the whole dispatch) of each lane."""
+        return self._memo("group", 3, lambda: np.repeat(np.arange(self.first, self.first + self.groups,
+                                                                  dtype=np.int64), self.per_group))
+
+    def group_offset(self) -> np.ndarray:
+        """Index of each lane's workgroup within this chunk (where its workgroup memory starts)."""
+        return self._memo("offset", 3, lambda: np.repeat(np.arange(self.groups, dtype=np.int64), self.per_group))
 
     def local_linear(self) -> np.ndarray:
         """Linear local id of each lane (``lx + ly*wx + lz*wx*wy``)."""
@@ -56,3 +85,21 @@ def _split(linear: np.ndarray, dims: tuple[int, ...], axis: int) -> np.ndarray:
         return np.zeros(linear.shape, np.uint32)
     stride = math.prod(dims[:axis])
     return ((linear // stride) % dims[axis]).astype(np.uint32)
+
+
+def chunks(program: Program, grid: tuple[int, int, int], workgroup_size: tuple[int, int, int]) -> Iterator[Grid]:
+    """``program``'s dispatch as chunks of consecutive workgroups, each within ``CHUNK_LANES``
+    invocations, ``CHUNK_VALUE_BYTES`` of lane values and ``CHUNK_WORKGROUP_BYTES`` of workgroup
+    memory; at least one workgroup per chunk."""
+    total = math.prod(int(g) for g in grid)
+    per_group = math.prod(int(w) for w in workgroup_size)
+    if total * per_group > MAX_INVOCATIONS:
+        raise UnsupportedFeature(f"dispatches of {total * per_group} invocations (its limit is {MAX_INVOCATIONS}: "
+                                 "it runs every invocation on the CPU)", "reference",
+                                 "dispatch fewer invocations on the oracle, or use a GPU backend.")
+    nodes = sum(1 for _ in iter_nodes(program.body)) + sum(1 for _ in iter_all_exprs(program.body))
+    shared = sum(b.count * b.dtype.size for b in program.buffers if b.is_workgroup)
+    lanes = min(CHUNK_LANES, CHUNK_VALUE_BYTES // (8 * max(nodes, 1)))
+    step = max(1, min(lanes // per_group, CHUNK_WORKGROUP_BYTES // max(shared, 1)))
+    for first in range(0, total, step):
+        yield Grid(grid, workgroup_size, first, min(step, total - first))

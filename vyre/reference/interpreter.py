@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from vyre.driver.errors import InvalidProgram, UnsupportedFeature
+from vyre.driver.errors import InvalidProgram
 from vyre.ir.expand import expand_calls
 from vyre.ir.expr import BINARY_OPS, UNARY_OPS, Expr
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
@@ -23,12 +23,10 @@ from vyre.ir.types import DataType
 from vyre.ops import get_op
 from vyre.reference import scalar_ops, subgroups
 from vyre.reference.atomics import apply_atomic
-from vyre.reference.grid import Grid
+from vyre.reference.grid import Grid, chunks
+from vyre.reference.limits import NO_DEADLINE, Deadline
 from vyre.reference.memory import Memory
 from vyre.reference.scalar_ops import LANE_DTYPE, Lanes
-
-#: most invocations one dispatch may have: every lane's values are numpy arrays held at once
-MAX_LANES = 1 << 28
 
 
 def execute(
@@ -36,23 +34,22 @@ def execute(
     arrays: dict[str, np.ndarray],
     grid: tuple[int, int, int],
     workgroup_size: tuple[int, int, int] | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> None:
     """Run ``program`` over ``grid`` workgroups, mutating ``arrays`` (one per non-workgroup buffer).
 
     ``arrays`` are 1-D, in each buffer's storage dtype (``decl.dtype.np_dtype``); their lengths
-    are the run-time element counts. ``workgroup_size`` overrides the program's. Calls of composed
-    ops run call by value (``vyre.ir.expand.expand_calls``).
+    are the run-time element counts. ``workgroup_size`` overrides the program's. Workgroups run in
+    chunks of bounded size (``vyre.reference.grid.chunks``); ``deadline`` is checked between
+    statements and loop iterations. Calls of composed ops run call by value
+    (``vyre.ir.expand.expand_calls``).
     """
-    program = expand_calls(program)  # composed ops: call by value (vyre.ir.expand)
-    ids = Grid(grid, workgroup_size or program.workgroup_size)
-    if ids.lanes > MAX_LANES:
-        raise UnsupportedFeature(f"dispatches of {ids.lanes} invocations (the oracle holds every invocation's "
-                                 f"values at once; its limit is {MAX_LANES})", "reference",
-                                 "dispatch fewer invocations on the oracle, or use a GPU backend.")
-    run = _Run(program, arrays, ids)
-    if run.lanes:
-        with np.errstate(all="ignore"):
-            run.block(program.body, None)
+    program = expand_calls(program)
+    for ids in chunks(program, grid, workgroup_size or program.workgroup_size):
+        run = _Run(program, arrays, ids, deadline)
+        if run.lanes:
+            with np.errstate(all="ignore"):
+                run.block(program.body, None)
 
 
 @lru_cache(maxsize=4096)
@@ -67,8 +64,9 @@ def literal(e: Expr) -> Lanes:
 class _Run:
     """State of one execution: memories, variables, the alive mask and the grid."""
 
-    def __init__(self, program: Program, arrays: Mapping[str, np.ndarray], grid: Grid) -> None:
+    def __init__(self, program: Program, arrays: Mapping[str, np.ndarray], grid: Grid, deadline: Deadline) -> None:
         self.grid = grid
+        self.deadline = deadline
         self.lanes = grid.lanes
         self.memory = {b.name: self._memory(b, arrays) for b in program.buffers}
         self.vars: dict[str, Lanes] = {}
@@ -77,7 +75,7 @@ class _Run:
     def _memory(self, decl, arrays: Mapping[str, np.ndarray]) -> Memory:
         if decl.is_workgroup:
             data = np.zeros(self.grid.groups * decl.count, decl.dtype.np_dtype)
-            base = self.grid.group_linear() * decl.count if self.lanes else None
+            base = self.grid.group_offset() * decl.count if self.lanes else None
             return Memory(decl.name, decl.dtype, data, decl.count, base)
         data = arrays.get(decl.name)
         if not isinstance(data, np.ndarray) or data.ndim != 1 or data.dtype != decl.dtype.np_dtype:
@@ -97,6 +95,7 @@ class _Run:
         """Run a statement list under ``ctrl``; its lets end with it."""
         declared: list[str] = []
         for node in body:
+            self.deadline.check()
             mask = self._active(ctrl)
             if mask is False:
                 break
@@ -140,6 +139,7 @@ class _Run:
         start, end = self.eval(node.start, mask), self.eval(node.end, mask)
         if np.ndim(start) == 0 and np.ndim(end) == 0:
             for i in range(int(start), int(end)):
+                self.deadline.check()
                 if self._active(mask) is False:
                     break
                 self.vars[node.var] = np.uint32(i)
@@ -151,6 +151,7 @@ class _Run:
                 trips = np.where(mask, trips, np.uint32(0))
             everyone = int(trips[mask].min()) if mask is not None and mask.any() else int(trips.min())
             for k in range(int(trips.max())):
+                self.deadline.check()
                 sub = mask if k < everyone else _normalise(trips > k)
                 if self._active(sub) is False:
                     break

@@ -2,7 +2,8 @@
 
 A ``Memory`` is one flat numpy array in the buffer's storage dtype. Global buffers are the
 caller's arrays (mutated in place); a workgroup buffer is one array of ``groups * count``
-elements, lane ``l`` of workgroup ``w`` addressing ``w * count + index``.
+elements for the ``groups`` workgroups of the chunk being run (see ``vyre.reference.grid``),
+lane ``l`` of the chunk's ``w``-th workgroup addressing ``w * count + index``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from vyre_cuda.codegen.abi import ENTRY_NAME, param_name
 from vyre_cuda.codegen.builder import Builder
 from vyre_cuda.codegen.coarsen import MAX_FACTOR, Coarsening, check_factor
 from vyre_cuda.codegen.exprs import ExprLowering
+from vyre_cuda.codegen.limits import check_kernel_size
 from vyre_cuda.codegen.memory import SHARED_SYMBOL, Buffers
 from vyre_cuda.codegen.names import sanitize
 from vyre_cuda.codegen.stmts import StmtLowering
@@ -117,6 +118,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), exprs.workgroup_threads(),
                                               wait_first=loop is not None) if buffers.shared_bytes else []
     code = loop.wrap(zero_init) if loop else [*zero_init, *b.body]
+    check_kernel_size(code, program.name)
 
     nparams = len(program.bound_buffers) + 1
     params = ",\n".join(f"\t.param .u64 {param_name(i)}" for i in range(nparams))
