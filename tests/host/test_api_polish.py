@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import pydoc
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -86,8 +87,13 @@ def test_backend_and_pending_dispatch_reprs():
     program = Program([BufferDecl.output("o", 0, DataType.U32, 4)], (4, 1, 1), [], name="p")
     with ReferenceBackend() as backend:
         assert repr(backend) == f"ReferenceBackend(id='reference', version={vyre.__version__!r})"
-        assert repr(backend.dispatch_async(program, [])) == "PendingDispatch(done)"
-        assert repr(backend.dispatch_async(program, [b"x"])) == "PendingDispatch(failed: InvalidProgram)"
+        pending = backend.dispatch_async(program, [])  # runs on a worker thread: running or done at first
+        assert repr(pending) in ("PendingDispatch(running)", "PendingDispatch(done)")
+        pending.result(timeout=30)
+        assert repr(pending) == "PendingDispatch(done)"
+        failed: Future = Future()
+        failed.set_exception(InvalidProgram("bad input", "pass a good one."))
+        assert repr(PendingDispatch(failed)) == "PendingDispatch(failed: InvalidProgram)"
         assert repr(backend.compile(program)) == f"CompiledPipeline(program='p', backend={backend!r})"
     assert repr(vyre.acquire("reference")).startswith("HookedBackend(ReferenceBackend(id='reference'")
 
@@ -101,8 +107,13 @@ def test_workgroup_takes_keywords_and_refuses_the_other_order_with_a_fix():
     assert BufferDecl.read(name="a", binding=0, dtype=DataType.U32, count=4).count == 4
 
 
-def test_pending_dispatch_result_raises_the_dispatch_error():
+def test_pending_dispatch_errors_surface_at_the_call_or_in_result():
+    loop = Program([BufferDecl.read_write("a", 0, DataType.U32)], (1, 1, 1),
+                   [Node.loop("k", Expr.u32(0), Expr.u32(0xFFFFFFFF), [
+                       Node.store("a", Expr.u32(0), Expr.add(Expr.load("a", Expr.u32(0)), Expr.var("k")))])])
     with ReferenceBackend() as backend:
-        pending = backend.dispatch_async(Program([BufferDecl.read("a", 0, DataType.U32)], (1, 1, 1), []), [])
-        with pytest.raises(InvalidProgram):
-            pending.result()
+        with pytest.raises(InvalidProgram):  # bad inputs: checked in the caller's thread, as on cuda
+            backend.dispatch_async(Program([BufferDecl.read("a", 0, DataType.U32)], (1, 1, 1), []), [])
+        pending = backend.dispatch_async(loop, [np.zeros(1, np.uint32)], vyre.DispatchConfig(timeout_s=0.2))
+        with pytest.raises(vyre.errors.DispatchFailed):  # a failure while running: raised by result()
+            pending.result(timeout=30)
