@@ -66,8 +66,6 @@ def _scan(x: object, op: str, inclusive: bool, init: object, backend: Any, scrat
     init_word = None
     if not inclusive:
         start = m.empty_value() if init is None else init
-        if m.dtype is DataType.F32 and init is None:
-            start = 0.0
         init_word = plan.typed_word("scan.init", _scalar(start, a, "init"), a.dtype)
     topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word)
     plan.run()
