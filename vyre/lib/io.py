@@ -20,6 +20,7 @@ import numpy as np
 from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram, UnsupportedFeature
 from vyre.ir import DataType
+from vyre.lib.kernels import PARAM_WORDS
 from vyre.lib.plan import Plan
 from vyre.lib.scratch import ScratchCache, scratch_for
 
@@ -95,9 +96,19 @@ class Call:
 
     def __init__(self, backend: Any, scratch: ScratchCache, on_device: bool) -> None:
         self.backend, self.scratch, self.on_device = backend, scratch, on_device
-        if on_device and getattr(backend, "view", None) is None:
-            raise UnsupportedFeature("device arrays in vyre.lib (backend.view)", getattr(backend, "id", "?"),
-                                     "pass numpy arrays, or use a backend whose resident buffers have view().")
+        if on_device:
+            self._check_view()
+
+    def _check_view(self) -> None:
+        """Device arrays come back through ``backend.view``; say so up front if the backend lacks it."""
+        fix = "pass numpy arrays, or use a backend whose resident buffers have view() (cuda)."
+        view = getattr(self.backend, "view", None)
+        if view is None:
+            raise UnsupportedFeature("device arrays in vyre.lib (backend.view)", getattr(self.backend, "id", "?"), fix)
+        try:
+            view(self.scratch.get("params", PARAM_WORDS * 4), np.dtype(np.uint32))
+        except UnsupportedFeature as exc:
+            raise UnsupportedFeature("device arrays in vyre.lib (backend.view)", exc.backend, fix) from None
 
     def plan(self) -> Plan:
         return Plan(self.backend, self.scratch)
