@@ -1,10 +1,12 @@
-"""Arrays in and out of ``vyre.lib``: numpy on the host, or device arrays on ``cuda``.
+"""Arrays in and out of ``vyre.lib``: numpy, device arrays on ``cuda``, or resident buffers.
 
 Host arrays are uploaded into scratch buffers and results come back as numpy. Arrays with
 ``__cuda_array_interface__`` (CuPy, torch, ...) are copied device to device into scratch and
 results come back as CuPy arrays that own their memory, through ``backend.view``; a backend
-without device-array support says so with ``UnsupportedFeature``. Compacted results cross only
-their counted prefix.
+without device-array support says so with ``UnsupportedFeature``. A ``ResidentArray`` (a
+resident handle, an element type and a length) is read in place, and results come back as new
+``ResidentArray``s the caller owns (free them with ``backend.free_resident``). Compacted results
+cross only their counted prefix.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram, UnsupportedFeature
 from vyre.ir import DataType
 from vyre.lib.kernels import PARAM_WORDS
-from vyre.lib.plan import Plan
+from vyre.lib.plan import Plan, capacity
 from vyre.lib.scratch import ScratchCache, scratch_for
 
 MAX_ELEMENTS = 1 << 31
@@ -31,15 +33,35 @@ _NP_TO_TYPE = {np.dtype(np.uint32): DataType.U32, np.dtype(np.int32): DataType.I
                np.dtype(np.int16): DataType.I16, np.dtype(np.bool_): DataType.U8}
 
 
+class ResidentArray:
+    """``n`` elements of ``dtype`` at the start of a resident buffer (``n`` defaults to all that fit)."""
+
+    __slots__ = ("handle", "dtype", "n")
+
+    def __init__(self, handle: Resident, dtype: object, n: int | None = None) -> None:
+        if not isinstance(handle, Resident):
+            raise InvalidProgram(f"ResidentArray needs a Resident handle, not {type(handle).__name__}",
+                                 "pass a handle from backend.allocate_resident().")
+        self.handle, self.dtype = handle, np.dtype(dtype)
+        self.n = handle.nbytes // self.dtype.itemsize if n is None else int(n)
+        if not 0 <= self.n * self.dtype.itemsize <= handle.nbytes:
+            raise InvalidProgram(f"{self.n} elements of {self.dtype} do not fit the {handle.nbytes}-byte handle",
+                                 "pass n within the handle's size.")
+
+    def __repr__(self) -> str:
+        return f"ResidentArray({self.handle!r}, {self.dtype}, n={self.n})"
+
+
 @dataclass
 class Array:
-    """One input: its data (numpy or a device array), element type, length and where it lives."""
+    """One input: its data (numpy, a device array or a handle), element type, length and where it lives."""
 
     data: Any
     dtype: DataType
     np_dtype: np.dtype
     n: int
     on_device: bool
+    resident: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -48,7 +70,10 @@ class Array:
 
 def as_array(x: object, name: str, allowed: tuple[DataType, ...]) -> Array:
     """Check ``x`` (1-D data of an ``allowed`` type) and describe it; errors name the argument."""
-    if hasattr(x, "__cuda_array_interface__"):
+    resident = isinstance(x, ResidentArray)
+    if resident:
+        data, np_dtype, n, on_device = x.handle, x.dtype, x.n, False
+    elif hasattr(x, "__cuda_array_interface__"):
         info = x.__cuda_array_interface__
         np_dtype = np.dtype(info["typestr"])
         shape = tuple(info["shape"])
@@ -75,7 +100,7 @@ def as_array(x: object, name: str, allowed: tuple[DataType, ...]) -> Array:
     if n >= MAX_ELEMENTS:
         raise InvalidProgram(f"{name!r} has {n} elements; vyre.lib takes fewer than 2**31",
                              "split the data into chunks and combine the results.")
-    return Array(data, dtype, np_dtype, n, on_device)
+    return Array(data, dtype, np_dtype, n, on_device, resident)
 
 
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -92,11 +117,19 @@ def same_length(a: Array, b: Array, what: str) -> None:
 
 
 class Call:
-    """One library call: the backend, its scratch cache (locked for the call) and output conversion."""
+    """One library call: the backend, its scratch cache (locked for the call) and output conversion.
 
-    def __init__(self, backend: Any, scratch: ScratchCache, on_device: bool) -> None:
-        self.backend, self.scratch, self.on_device = backend, scratch, on_device
-        if on_device:
+    Results are numpy for host inputs, CuPy for device arrays, and new ``ResidentArray``s when any
+    input is one.
+    """
+
+    def __init__(self, backend: Any, scratch: ScratchCache, *arrays: Array | None) -> None:
+        given = [a for a in arrays if a is not None]
+        self.backend, self.scratch = backend, scratch
+        self.resident = any(a.resident for a in given)
+        self.on_device = not self.resident and any(a.on_device for a in given)
+        self._fresh: list[Resident] = []
+        if self.on_device:
             self._check_view()
 
     def _check_view(self) -> None:
@@ -114,14 +147,36 @@ class Call:
         return Plan(self.backend, self.scratch)
 
     def upload(self, plan: Plan, role: str, array: Array) -> Resident:
-        """``array`` into the scratch buffer ``role`` (sized by capacity class)."""
+        """``array`` into the scratch buffer ``role`` (sized by capacity class); a resident one stays put."""
+        if array.resident:
+            return array.data
         handle = plan.buffer(role, array.n, array.np_dtype.itemsize)
         if array.n:
             self.backend.upload_resident(handle, array.data)
         return handle
 
+    def result(self, plan: Plan, role: str, elements: int, itemsize: int = 4) -> Resident:
+        """Where a result goes: scratch ``role``, or a new handle for the caller in resident mode."""
+        if not self.resident:
+            return plan.buffer(role, elements, itemsize)
+        handle = self.backend.allocate_resident(max(capacity(elements) * itemsize, 4))
+        self._fresh.append(handle)
+        return handle
+
+    def run(self, plan: Plan, reads: list[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
+        """Run the plan; on failure, free the result handles made for the caller."""
+        try:
+            return plan.run(reads)
+        except BaseException:
+            for handle in self._fresh:
+                self.backend.free_resident(handle)
+            self._fresh.clear()
+            raise
+
     def output(self, handle: Resident, np_dtype: np.dtype, count: int) -> Any:
-        """The first ``count`` elements of ``handle``: numpy, or an owning CuPy array on the device."""
+        """The first ``count`` elements of ``handle``: numpy, an owning CuPy array, or a ``ResidentArray``."""
+        if self.resident:
+            return ResidentArray(handle, np_dtype, count)
         if self.on_device:
             return self.backend.view(handle, np.dtype(np_dtype))[:count].copy()
         if count == 0:
@@ -129,7 +184,10 @@ class Call:
         return self.backend.download_resident(handle, 0, count * np.dtype(np_dtype).itemsize).view(np_dtype)
 
     def empty(self, np_dtype: np.dtype) -> Any:
-        """A zero-length result (numpy, or CuPy on the device)."""
+        """A zero-length result (numpy, CuPy, or a ``ResidentArray`` of a new 4-byte handle)."""
+        if self.resident:
+            handle = self.backend.allocate_resident(4)
+            return ResidentArray(handle, np_dtype, 0)
         return self.output(self.scratch.get("empty", 4), np_dtype, 0)
 
 

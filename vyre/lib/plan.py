@@ -10,6 +10,7 @@ The topologies below (scan, reduction, compaction, radix sort) are shared by the
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,12 @@ from vyre.lib.monoid import Monoid
 from vyre.lib.scratch import ScratchCache
 
 COUNT = Monoid("add", DataType.U32)
+
+
+@functools.cache
+def grid_config(groups: int) -> DispatchConfig:
+    """One shared config per grid: a backend that caches step bindings by config object reuses them."""
+    return DispatchConfig(grid=(groups, 1, 1))
 
 
 def capacity(n: int) -> int:
@@ -64,7 +71,7 @@ class Plan:
         return self.scratch.get(role, capacity(elements) * itemsize)
 
     def step(self, program: Program, handles: list[Resident], groups: int) -> None:
-        self.steps.append((program, handles, DispatchConfig(grid=(max(groups, 1), 1, 1))))
+        self.steps.append((program, handles, grid_config(max(groups, 1))))
 
     def run(self, reads: list[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
         self.backend.upload_resident(self.params, self._words)
@@ -137,10 +144,12 @@ RADIX = 1 << K.RADIX_BITS
 
 
 def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
-               n: int, cap: int) -> tuple[Resident, Resident | None]:
+               n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
+               ) -> tuple[Resident, Resident | None]:
     """Stable LSD radix sort, four 8-bit passes: per-tile digit histograms, one scan, stable scatter.
 
     ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or ``"iota"`` (carry indices).
+    The last pass writes into ``final`` (keys, values) when given, else into scratch.
     Returns the handles holding the sorted raw keys and values.
     """
     tiles_cap = ceil_div(cap, SORT_TILE)
@@ -159,27 +168,28 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
         plan.step(K.radix_histogram(shift, key_in, K.SORT_ITEMS, n_word, tiles_word), [src_k, hist, plan.params],
                   tiles_cap)
         scan(plan, COUNT, hist, offsets, RADIX * tiles_cap, RADIX * tiles_cap, False, role="sort.scan")
-        dst_k = key_bufs[p % 2]
+        last = p == passes - 1 and final is not None
+        dst_k = final[0] if last else key_bufs[p % 2]
+        dst_v = (final[1] if last else val_bufs[p % 2]) if val_bufs else None
         handles = [src_k, offsets, dst_k]
         if mode == "load":
             handles.append(src_v)
         if mode != "none":
-            handles.append(val_bufs[p % 2])
+            handles.append(dst_v)
         plan.step(K.radix_scatter(shift, key_in, key_out, mode, K.SORT_ITEMS, n_word, tiles_word),
                   [*handles, plan.params], tiles_cap)
-        src_k = dst_k
-        src_v = val_bufs[p % 2] if val_bufs else None
+        src_k, src_v = dst_k, dst_v
     return src_k, src_v
 
 
-def run_length(plan: Plan, dtype: DataType, src: Resident, n: int, cap: int
-               ) -> tuple[Resident, Resident, Resident]:
-    """Run starts by compaction, then lengths from consecutive starts; returns (values, lengths, count)."""
-    values, starts = plan.buffer("rle.values", cap), plan.buffer("rle.starts", cap)
-    lengths, count = plan.buffer("rle.lengths", cap), plan.buffer("rle.count", 1)
+def run_length(plan: Plan, dtype: DataType, src: Resident, values: Resident, lengths: Resident, n: int,
+               cap: int) -> Resident:
+    """Run starts by compaction (first value of each run into ``values``), then ``lengths`` from
+    consecutive starts; returns the buffer whose first word is the number of runs."""
+    starts, count = plan.buffer("rle.starts", cap), plan.buffer("rle.count", 1)
     compact(plan, K.Predicate("run_start", dtype), [src], values, starts, count, n, cap)
     plan.step(K.run_lengths(plan.word("rle.n", n)), [starts, count, lengths, plan.params], ceil_div(cap, WG))
-    return values, lengths, count
+    return count
 
 
 def segments_groups(segments_cap: int) -> int:

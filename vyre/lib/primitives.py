@@ -14,7 +14,7 @@ from vyre.driver.errors import InvalidProgram
 from vyre.ir import DataType
 from vyre.lib import kernels as K
 from vyre.lib import plan as topo
-from vyre.lib.io import Array, Call, as_array, library_call, same_length
+from vyre.lib.io import Array, Call, ResidentArray, as_array, library_call, same_length
 from vyre.lib.monoid import SCAN_TYPES, monoid
 from vyre.lib.plan import Plan, capacity, ceil_div
 
@@ -37,9 +37,9 @@ def reduce(x: object, op: str = "add", *, backend: Any = None, scratch: Any = No
     """
     a = as_array(x, "x", VALUE_TYPES)
     m = monoid(op, a.dtype)
-    call = Call(backend, scratch, a.on_device)
+    call = Call(backend, scratch, a)
     if a.n == 0:
-        if not a.on_device:
+        if not call.on_device:
             return m.numpy_empty()
         word = call.scratch.get("reduce.empty", 4)
         backend.upload_resident(word, np.array([m.numpy_empty()]))
@@ -47,28 +47,28 @@ def reduce(x: object, op: str = "add", *, backend: Any = None, scratch: Any = No
     plan = call.plan()
     src = call.upload(plan, "x", a)
     result = topo.reduce(plan, m, src, a.n, capacity(a.n))
-    if a.on_device:
-        plan.run()
+    if call.on_device:
+        call.run(plan)
         return call.output(result, a.np_dtype, 1).reshape(())
-    (word,) = plan.run([(result, 0, a.np_dtype.itemsize)])
+    (word,) = call.run(plan, [(result, 0, a.np_dtype.itemsize)])
     return word.view(a.np_dtype)[0]
 
 
 def _scan(x: object, op: str, inclusive: bool, init: object, backend: Any, scratch: Any) -> Any:
     a = as_array(x, "x", VALUE_TYPES)
     m = monoid(op, a.dtype)
-    call = Call(backend, scratch, a.on_device)
+    call = Call(backend, scratch, a)
     if a.n == 0:
         return call.empty(a.np_dtype)
     plan = call.plan()
     src = call.upload(plan, "x", a)
-    out = plan.buffer("scan.out", a.n)
+    out = call.result(plan, "scan.out", a.n)
     init_word = None
     if not inclusive:
         start = m.empty_value() if init is None else init
         init_word = plan.typed_word("scan.init", _scalar(start, a, "init"), a.dtype)
     topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word)
-    plan.run()
+    call.run(plan)
     return call.output(out, a.np_dtype, a.n)
 
 
@@ -103,9 +103,9 @@ def exclusive_scan(x: object, op: str = "add", init: object = None, *, backend: 
 def _compact(call: Call, plan: Plan, pred: K.Predicate, arrays: list[Array]) -> Any:
     a = arrays[0]
     inputs = [call.upload(plan, f"select.in{i}", arr) for i, arr in enumerate(arrays)]
-    out, count = plan.buffer("select.out", a.n), plan.buffer("select.count", 1)
+    out, count = call.result(plan, "select.out", a.n), plan.buffer("select.count", 1)
     topo.compact(plan, pred, inputs, out, None, count, a.n, capacity(a.n))
-    (raw,) = plan.run([(count, 0, 4)])
+    (raw,) = call.run(plan, [(count, 0, 4)])
     return call.output(out, a.np_dtype, int(raw.view(np.uint32)[0]))
 
 
@@ -115,7 +115,7 @@ def select(x: object, flags: object, *, backend: Any = None, scratch: Any = None
     a = as_array(x, "x", VALUE_TYPES)
     f = as_array(flags, "flags", FLAG_TYPES)
     same_length(a, f, "select(x, flags)")
-    call = Call(backend, scratch, a.on_device or f.on_device)
+    call = Call(backend, scratch, a, f)
     if a.n == 0:
         return call.empty(a.np_dtype)
     return _compact(call, call.plan(), K.Predicate("flags", a.dtype, f.dtype), [a, f])
@@ -125,7 +125,7 @@ def select(x: object, flags: object, *, backend: Any = None, scratch: Any = None
 def select_if(x: object, lo: object, hi: object, *, backend: Any = None, scratch: Any = None) -> Any:
     """The elements with ``lo <= x < hi``, in their original order (NaN is never kept)."""
     a = as_array(x, "x", VALUE_TYPES)
-    call = Call(backend, scratch, a.on_device)
+    call = Call(backend, scratch, a)
     lo_value, hi_value = _scalar(lo, a, "lo"), _scalar(hi, a, "hi")
     if a.n == 0:
         return call.empty(a.np_dtype)
@@ -146,7 +146,7 @@ def histogram(x: object, bins: int, *, backend: Any = None, scratch: Any = None)
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or not 0 <= int(bins) < 2**32:
         raise InvalidProgram(f"bins={bins!r} is not a count in [0, 2**32)", "pass a non-negative int bins.")
     bins = int(bins)
-    call = Call(backend, scratch, a.on_device)
+    call = Call(backend, scratch, a)
     if bins == 0:
         return call.empty(np.dtype(np.uint32))
     plan = call.plan()
@@ -154,11 +154,11 @@ def histogram(x: object, bins: int, *, backend: Any = None, scratch: Any = None)
     blocks = min(ceil_div(cap, K.WG * HISTOGRAM_ITEMS), HISTOGRAM_BLOCKS_MAX)
     words = (plan.word("hist.n", a.n), plan.word("hist.bins", bins), plan.word("hist.blocks", blocks))
     src = call.upload(plan, "x", a)
-    counts = plan.buffer("hist.counts", bins)
+    counts = call.result(plan, "hist.counts", bins)
     shared = capacity(max(bins, K.WG)) if bins <= HISTOGRAM_SHARED_MAX else 0
     plan.step(K.zero_fill(words[1]), [counts, plan.params], ceil_div(capacity(bins), K.WG))
     plan.step(K.histogram_kernel(a.dtype, shared, *words), [src, counts, plan.params], blocks)
-    plan.run()
+    call.run(plan)
     return call.output(counts, np.dtype(np.uint32), bins)
 
 
@@ -168,11 +168,11 @@ def segmented_reduce(x: object, offsets: object, op: str = "add", *, backend: An
     """``out[s] = reduce(x[offsets[s]:offsets[s+1]], op)`` for each of the ``len(offsets) - 1``
     segments (CSR offsets); an empty segment gives the op's identity, as ``reduce`` does."""
     a = as_array(x, "x", VALUE_TYPES)
-    o = as_array(offsets, "offsets", (DataType.U32, DataType.I32) if hasattr(offsets, "__cuda_array_interface__")
-                 else INT_TYPES + (DataType.U32,))
+    on_host = not hasattr(offsets, "__cuda_array_interface__") and not isinstance(offsets, ResidentArray)
+    o = as_array(offsets, "offsets", INT_TYPES if on_host else (DataType.U32, DataType.I32))
     m = monoid(op, a.dtype)
-    call = Call(backend, scratch, a.on_device or o.on_device)
-    if not o.on_device:
+    call = Call(backend, scratch, a, o)
+    if not (o.on_device or o.resident):  # offsets on the device are clamped there instead
         o = _checked_offsets(offsets, a.n)
     segments = max(o.n - 1, 0)
     if segments == 0:
@@ -180,10 +180,10 @@ def segmented_reduce(x: object, offsets: object, op: str = "add", *, backend: An
     plan = call.plan()
     n_word, s_word = plan.word("seg.n", a.n), plan.word("seg.segments", segments)
     src, offs = call.upload(plan, "x", a), call.upload(plan, "seg.offsets", o)
-    out = plan.buffer("seg.out", segments)
+    out = call.result(plan, "seg.out", segments)
     plan.step(K.segmented_reduce_kernel(m, n_word, s_word), [src, offs, out, plan.params],
               topo.segments_groups(capacity(segments)))
-    plan.run()
+    call.run(plan)
     return call.output(out, a.np_dtype, segments)
 
 

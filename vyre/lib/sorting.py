@@ -24,15 +24,17 @@ def _sorted(keys: object, values: object, mode: str, backend: Any, scratch: Any)
     v = as_array(values, "values", VALUE_TYPES) if mode == "load" else None
     if v is not None:
         same_length(k, v, "sort(keys, values)")
-    call = Call(backend, scratch, k.on_device or (v is not None and v.on_device))
+    call = Call(backend, scratch, k, v)
     value_dtype = v.np_dtype if v is not None else U32
     if k.n == 0:
         return call.empty(k.np_dtype), call.empty(value_dtype)
     plan = call.plan()
     src_k = call.upload(plan, "sort.keys", k)
     src_v = call.upload(plan, "sort.values", v) if v is not None else None
-    out_k, out_v = topo.radix_sort(plan, k.dtype, src_k, src_v, mode, k.n, capacity(k.n))
-    plan.run()
+    final = (call.result(plan, "sort.out_keys", k.n),
+             call.result(plan, "sort.out_values", k.n) if mode != "none" else None)
+    out_k, out_v = topo.radix_sort(plan, k.dtype, src_k, src_v, mode, k.n, capacity(k.n), final)
+    call.run(plan)
     keys_out = call.output(out_k, k.np_dtype, k.n)
     return keys_out, (call.output(out_v, value_dtype, k.n) if out_v is not None else None)
 
@@ -52,8 +54,9 @@ def argsort(keys: object, *, backend: Any = None, scratch: Any = None) -> Any:
 
 
 def _runs(call: Call, plan: topo.Plan, dtype: Any, src: Any, n: int, np_dtype: np.dtype) -> tuple[Any, Any]:
-    values, lengths, count = topo.run_length(plan, dtype, src, n, capacity(n))
-    (raw,) = plan.run([(count, 0, 4)])
+    values, lengths = call.result(plan, "rle.values", n), call.result(plan, "rle.lengths", n)
+    count = topo.run_length(plan, dtype, src, values, lengths, n, capacity(n))
+    (raw,) = call.run(plan, [(count, 0, 4)])
     runs = int(raw.view(np.uint32)[0])
     return call.output(values, np_dtype, runs), call.output(lengths, U32, runs)
 
@@ -65,7 +68,7 @@ def run_length_encode(x: object, *, backend: Any = None, scratch: Any = None) ->
     Equality is bitwise, except that every f32 NaN equals every other (so -0.0 and +0.0 differ).
     """
     a = as_array(x, "x", KEY_TYPES)
-    call = Call(backend, scratch, a.on_device)
+    call = Call(backend, scratch, a)
     if a.n == 0:
         return call.empty(a.np_dtype), call.empty(U32)
     plan = call.plan()
@@ -79,7 +82,7 @@ def unique(x: object, *, backend: Any = None, scratch: Any = None) -> tuple[Any,
     Distinct by the sort's total order: -0.0 and +0.0 are two values, all NaNs are one.
     """
     a = as_array(x, "x", KEY_TYPES)
-    call = Call(backend, scratch, a.on_device)
+    call = Call(backend, scratch, a)
     if a.n == 0:
         return call.empty(a.np_dtype), call.empty(U32)
     plan = call.plan()
