@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import struct
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ def backend():
 
 @pytest.fixture
 def rng(request: pytest.FixtureRequest) -> np.random.Generator:
-    """A freshly seeded generator; the seed is recorded with the test (``VYRE_TEST_SEED`` replays)."""
-    seed = int(os.environ.get("VYRE_TEST_SEED") or struct.unpack("<Q", os.urandom(8))[0] >> 1)
+    """A generator from fresh entropy (or ``VYRE_TEST_SEED``); the seed is recorded with the test."""
+    seed = int(os.environ.get("VYRE_TEST_SEED") or np.random.SeedSequence().entropy % (1 << 63))
     request.node.user_properties.append(("seed", seed))
     return np.random.default_rng(seed)

@@ -115,3 +115,14 @@ def test_every_kernel_assembles_for_sm90(rng):
     assert len(programs) > 15
     failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
     assert not failures, "\n".join(failures[:20])
+
+
+def test_default_backend_is_acquired_once():
+    """Without ``backend=`` the library acquires a backend (the oracle on a machine without a GPU) once."""
+    from vyre.lib import io
+
+    x = np.arange(1, 3000, dtype=np.uint32)
+    assert lib.reduce(x) == x.sum()
+    first = io.default_backend()
+    scanned = lib.inclusive_scan(x)
+    assert scanned[-1] == x.sum() and io.default_backend() is first
