@@ -76,7 +76,8 @@ def test_histogram_zero_bins(backend):
 
 @pytest.mark.parametrize("dtype, op", [(np.uint32, "add"), (np.int32, "min"), (np.float32, "max"),
                                        (np.float32, "add"), (np.uint32, "xor"), (np.int32, "and")])
-@pytest.mark.parametrize("n, segments", [(0, 3), (1, 1), (300, 17), (5000, 40), (5000, 1)])
+@pytest.mark.parametrize("n, segments", [(0, 3), (1, 1), (255, 256), (300, 17), (5000, 40), (5000, 1),
+                                         (2**16 + 1, 300)])
 def test_segmented_reduce(backend, rng, dtype, op, n, segments):
     x = E.data(rng, dtype, n, finite=(op == "add"))
     offsets = E.random_offsets(rng, n, segments)

@@ -60,13 +60,22 @@ def test_sort_large_pairs(backend, rng):
 
 @pytest.mark.parametrize("dtype", KEY_TYPES)
 @pytest.mark.parametrize("n", [0, 1, 257, 3000])
-def test_unique(backend, rng, dtype, n):
+def test_unique_types(backend, rng, dtype, n):
     x = E.runs(rng, dtype, n)
     x[: min(n, 4)] = E.EDGES[np.dtype(dtype)][: min(n, 4)]
     values, counts = lib.unique(x, backend=backend)
     want_values, want_counts = E.unique(x)
     E.assert_same_bits(values, want_values.astype(dtype))
     E.assert_same(counts, want_counts)
+
+
+@pytest.mark.parametrize("n", [255, 256, 2**16 + 1])
+def test_unique_sizes(backend, rng, n):
+    x = rng.integers(0, n // 3 + 2, n).astype(np.int32)
+    values, counts = lib.unique(x, backend=backend)
+    want_values, want_counts = np.unique(x, return_counts=True)
+    E.assert_same(values, want_values)
+    E.assert_same(counts, want_counts.astype(np.uint32))
 
 
 @pytest.mark.parametrize("dtype", KEY_TYPES)
