@@ -100,13 +100,18 @@ def warp_reduce(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
     return nodes, current
 
 
-def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None) -> Expr:
-    """``pad op sums[0] op ... op sums[upto - 1]`` (all eight when ``upto`` is None), in order."""
-    acc = m.pad()
+def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str) -> list[Node]:
+    """Bind ``name = pad op sums[0] op ... op sums[upto - 1]`` (all eight when ``upto`` is None), in order.
+
+    One statement per warp, so every value is computed once (a nested expression would repeat
+    the running value in both arms of each select).
+    """
+    acc = var(name)
+    nodes: list[Node] = [Node.let(name, m.pad())]
     for j in range(WARPS):
         nxt = m.combine(acc, Expr.load(sums, u(j)))
-        acc = nxt if upto is None else Expr.select(Expr.lt(u(j), upto), nxt, acc)
-    return acc
+        nodes.append(Node.assign(name, nxt if upto is None else Expr.select(Expr.lt(u(j), upto), nxt, acc)))
+    return nodes
 
 
 def block_reduce(m: Monoid, value: Expr, sums: str, prefix: str) -> tuple[list[Node], Expr]:
@@ -117,7 +122,7 @@ def block_reduce(m: Monoid, value: Expr, sums: str, prefix: str) -> tuple[list[N
     nodes, total = warp_reduce(m, value, f"{prefix}w")
     nodes.append(Node.if_(Expr.eq(lane(), u(0)), Node.store(sums, warp(), total)))
     nodes.append(Node.barrier())
-    nodes.append(Node.let(f"{prefix}t", fold_warp_totals(m, sums, None)))
+    nodes += fold_warp_totals(m, sums, None, f"{prefix}t")
     return nodes, var(f"{prefix}t")
 
 
@@ -141,8 +146,8 @@ def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums
     nodes.append(Node.let(f"{prefix}e", Expr.select(Expr.eq(lane(), u(0)), m.pad(), earlier_lanes)))
     nodes.append(Node.if_(Expr.eq(lane(), u(31)), Node.store(sums, warp(), inclusive_total)))
     nodes.append(Node.barrier())
-    start = m.combine(m.combine(carry, fold_warp_totals(m, sums, warp())), var(f"{prefix}e"))
-    nodes.append(Node.let(f"{prefix}p", start))
+    nodes += fold_warp_totals(m, sums, warp(), f"{prefix}w")
+    nodes.append(Node.let(f"{prefix}p", m.combine(m.combine(carry, var(f"{prefix}w")), var(f"{prefix}e"))))
     before = var(f"{prefix}p")
     if inclusive:
         return nodes, [m.combine(before, r) for r in running]
