@@ -69,8 +69,11 @@ def test_partial_handle_and_bad_handles(rng):
     with pytest.raises(InvalidProgram, match="Fix: "):
         ResidentArray(rx.handle, np.uint32, 101)
     be.free_resident(rx.handle)
+    held = be.metrics()["reference_resident_bytes"]
     with pytest.raises(InvalidHandle):
         lib.inclusive_scan(rx, backend=be)
+    assert be.metrics()["reference_resident_bytes"] <= held, "a failed call leaks no scratch"
+    E.assert_same(lib.inclusive_scan(x, backend=be), np.cumsum(x, dtype=np.uint32))
     other = ReferenceBackend()
     with pytest.raises(InvalidHandle):
         lib.reduce(_put(other, x), backend=be)

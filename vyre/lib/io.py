@@ -210,7 +210,7 @@ T = TypeVar("T")
 
 def library_call(fn: Callable[..., T]) -> Callable[..., T]:
     """Resolve ``backend=``, hold its scratch lock for the call, and retry once with fresh scratch
-    if the backend no longer knows a cached handle (it was shut down and restarted, for instance)."""
+    if the backend no longer knows a cached handle (its buffers were freed by a shutdown, say)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, backend: Any = None, **kwargs: Any) -> T:
@@ -222,7 +222,7 @@ def library_call(fn: Callable[..., T]) -> Callable[..., T]:
             except InvalidHandle:
                 if not scratch.nbytes:
                     raise
-                scratch.forget()
+                scratch.release()  # stale scratch is skipped, live scratch freed; a bad caller handle fails again
                 return fn(*args, backend=backend, scratch=scratch, **kwargs)
 
     return wrapper

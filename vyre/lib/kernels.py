@@ -262,8 +262,9 @@ def radix_histogram(shift: int, key_type: DataType | None, items: int, n_word: i
     body: list[Node] = []
     for k in range(items):
         index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        digit = _digit(_sort_key(key_type, Expr.load("keys", index)), shift)
-        body.append(Node.if_(Expr.lt(index, n), Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", digit, u(1)))))
+        digit = _digit(_sort_key(key_type, var(f"raw{k}")), shift)
+        body += [Node.let(f"raw{k}", Expr.load("keys", index)),
+                 Node.if_(Expr.lt(index, n), Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", digit, u(1))))]
     body += [Node.barrier(),
              Node.store("hist", Expr.add(Expr.mul(lid(), tiles), wid()), Expr.load("local", lid()))]
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), _params(2),
@@ -303,7 +304,8 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
         p = f"k{k}"
         body += [Node.let(f"{p}i", Expr.add(base, Expr.add(u(k * WG), lid()))),
                  Node.let(f"{p}ok", Expr.lt(var(f"{p}i"), n)),
-                 Node.let(f"{p}key", _sort_key(key_in, Expr.load("keys", var(f"{p}i")))),
+                 Node.let(f"{p}raw", Expr.load("keys", var(f"{p}i"))),
+                 Node.let(f"{p}key", _sort_key(key_in, var(f"{p}raw"))),
                  Node.let(f"{p}d", _digit(var(f"{p}key"), shift))]
         nodes, peers = _peers(var(f"{p}d"), var(f"{p}ok"), p)
         body += nodes

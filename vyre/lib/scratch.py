@@ -41,19 +41,15 @@ class ScratchCache:
     def nbytes(self) -> int:
         return sum(size for _, size in self._handles)
 
-    def forget(self) -> None:
-        """Drop every handle without freeing (the backend already lost them, e.g. after shutdown)."""
-        self._handles.clear()
-
     def release(self) -> None:
-        """Free every scratch handle; handles the backend no longer knows are skipped."""
-        from vyre.driver.errors import InvalidHandle
+        """Free every scratch handle; handles the backend no longer holds (after a shutdown) are skipped."""
+        from vyre.driver.errors import VyreError
 
         handles, self._handles = list(self._handles.values()), {}
         for handle in handles:
             try:
                 self.backend.free_resident(handle)
-            except InvalidHandle:
+            except VyreError:
                 pass
 
 
