@@ -126,3 +126,14 @@ def test_default_backend_is_acquired_once():
     first = io.default_backend()
     scanned = lib.inclusive_scan(x)
     assert scanned[-1] == x.sum() and io.default_backend() is first
+
+
+def test_backend_without_subgroups_is_refused():
+    from vyre.driver.errors import UnsupportedFeature
+
+    class NoSubgroups(ReferenceBackend):
+        def supports_subgroup_ops(self) -> bool:
+            return False
+
+    with pytest.raises(UnsupportedFeature, match="subgroup.*Fix: "):
+        lib.inclusive_scan(np.ones(10, np.uint32), backend=NoSubgroups())

@@ -129,6 +129,9 @@ class Call:
         self.resident = any(a.resident for a in given)
         self.on_device = not self.resident and any(a.on_device for a in given)
         self._fresh: list[Resident] = []
+        supports = getattr(backend, "supports_subgroup_ops", None)
+        if supports is not None and not supports():
+            raise UnsupportedFeature("subgroup operations (the vyre.lib kernels use them)", getattr(backend, "id", "?"))
         if self.on_device:
             self._check_view()
 
