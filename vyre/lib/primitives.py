@@ -77,7 +77,7 @@ def _scalar(value: object, a: Array, name: str) -> Any:
     try:
         with np.errstate(over="raise", invalid="raise"):
             converted = np.array([value]).astype(a.np_dtype, casting="unsafe")[0]
-        exact = a.dtype is DataType.F32 or int(converted) == int(value)
+        exact = a.dtype is DataType.F32 or int(converted) == value
     except (TypeError, ValueError, OverflowError, FloatingPointError):
         exact = False
     if not exact:
