@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 PRIMITIVES = ("reduce", "inclusive_scan", "exclusive_scan", "select", "select_if", "histogram", "sort", "argsort",
               "unique", "segmented_reduce", "run_length_encode")
 # bytes a primitive must move at least, per element (u32: read the input once, write the output once)
-MIN_BYTES = {"reduce": 4, "inclusive_scan": 8, "exclusive_scan": 8, "select": 8 + 2, "select_if": 4 + 2,
+MIN_BYTES = {"reduce": 4, "inclusive_scan": 8, "exclusive_scan": 8, "select": 5 + 2, "select_if": 4 + 2,
              "histogram": 4, "sort": 8, "argsort": 8, "unique": 4, "segmented_reduce": 4 + 0.1,
              "run_length_encode": 4}
 
@@ -79,8 +79,7 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
     x = rng.integers(0, 2**31, n, dtype=cupy.int64).astype(cupy.uint32)
     small = (x & 255).astype(cupy.uint32)
     runs = (x >> 29).astype(cupy.uint32)  # 4 values: long-ish runs for RLE
-    flags = (x & 1).astype(cupy.uint32)
-    mask = flags.astype(cupy.bool_)
+    mask = (x & 1).astype(cupy.bool_)  # 1-byte flags for every implementation
     offsets = cupy.linspace(0, n, n // 1024 + 1).astype(cupy.uint32)
 
     def resident(a: Any) -> ResidentArray:
@@ -89,7 +88,7 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
         return ResidentArray(handle, a.dtype.str, a.size)
 
     r = {name: resident(a) for name, a in
-         (("x", x), ("small", small), ("runs", runs), ("flags", flags), ("offsets", offsets))}
+         (("x", x), ("small", small), ("runs", runs), ("mask", mask), ("offsets", offsets))}
     lo, hi = 0, 2**30
 
     def vy(call: Callable[[], object]) -> Callable[[], object]:
@@ -104,8 +103,8 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
         "exclusive_scan": {"vyre": vy(lambda: lib.exclusive_scan(r["x"], backend=backend)),
                            "vyre_cupy": lambda: lib.exclusive_scan(x, backend=backend),
                            "cupy": lambda: cupy.cumsum(x)},
-        "select": {"vyre": vy(lambda: lib.select(r["x"], r["flags"], backend=backend)),
-                   "vyre_cupy": lambda: lib.select(x, flags, backend=backend), "cupy": lambda: x[mask]},
+        "select": {"vyre": vy(lambda: lib.select(r["x"], r["mask"], backend=backend)),
+                   "vyre_cupy": lambda: lib.select(x, mask, backend=backend), "cupy": lambda: x[mask]},
         "select_if": {"vyre": vy(lambda: lib.select_if(r["x"], lo, hi, backend=backend)),
                       "vyre_cupy": lambda: lib.select_if(x, lo, hi, backend=backend),
                       "cupy": lambda: x[(x >= lo) & (x < hi)]},
