@@ -137,3 +137,17 @@ def test_backend_without_subgroups_is_refused():
 
     with pytest.raises(UnsupportedFeature, match="subgroup.*Fix: "):
         lib.inclusive_scan(np.ones(10, np.uint32), backend=NoSubgroups())
+
+
+def test_threads_share_one_backend(rng):
+    """Calls from several threads on one backend are serialised by the scratch lock and all correct."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    be = ReferenceBackend()
+    inputs = [rng.integers(0, 2**32, 3000 + 500 * k, dtype=np.uint64).astype(np.uint32) for k in range(6)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        sorted_ = list(pool.map(lambda x: lib.sort(x, backend=be), inputs))
+        scanned = list(pool.map(lambda x: lib.inclusive_scan(x, backend=be), inputs))
+    for x, s, c in zip(inputs, sorted_, scanned):
+        np.testing.assert_array_equal(s, np.sort(x))
+        np.testing.assert_array_equal(c, np.cumsum(x, dtype=np.uint32))

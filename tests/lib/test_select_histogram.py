@@ -101,6 +101,7 @@ def test_segmented_reduce_no_segments(backend):
     lambda b: lib.select_if(np.ones(4, np.int32), 0, float("nan"), backend=b),
     lambda b: lib.histogram(np.ones(4, np.float32), 4, backend=b),
     lambda b: lib.histogram(np.ones(4, np.uint32), -1, backend=b),
+    lambda b: lib.histogram(np.ones(4, np.uint32), 2**32 - 1, backend=b),
     lambda b: lib.segmented_reduce(np.ones(4, np.uint32), np.array([0, 3, 2, 4]), backend=b),
     lambda b: lib.segmented_reduce(np.ones(4, np.uint32), np.array([0, 5]), backend=b),
     lambda b: lib.segmented_reduce(np.ones(4, np.uint32), np.array([0.0, 4.0]), backend=b),

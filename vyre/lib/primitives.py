@@ -146,6 +146,10 @@ def histogram(x: object, bins: int, *, backend: Any = None, scratch: Any = None)
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or not 0 <= int(bins) < 2**32:
         raise InvalidProgram(f"bins={bins!r} is not a count in [0, 2**32)", "pass a non-negative int bins.")
     bins = int(bins)
+    limit = backend.max_buffer_bytes() if hasattr(backend, "max_buffer_bytes") else 2**31
+    if capacity(bins) * 4 > limit:
+        raise InvalidProgram(f"bins={bins} needs {capacity(bins) * 4} bytes of counts, over the backend's "
+                             f"{limit}-byte buffer limit", "use fewer bins, or bucket the values first.")
     call = Call(backend, scratch, a)
     if bins == 0:
         return call.empty(np.dtype(np.uint32))
