@@ -125,7 +125,9 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
     }
     if torch is not None:
         tx = torch.as_tensor(x.view(cupy.int32), device="cuda")
-        tsmall, truns = torch.as_tensor(small.view(cupy.int32), device="cuda"), torch.as_tensor(runs, device="cuda")
+        tsmall = torch.as_tensor(small.view(cupy.int32), device="cuda")
+        truns = torch.as_tensor(runs.view(cupy.int32), device="cuda")
+        tfloat = tx.float()  # torch's segment_reduce takes floating data
         tmask = torch.as_tensor(mask, device="cuda")
         toff = torch.as_tensor(offsets.astype(cupy.int64), device="cuda")
         torch_impls = {
@@ -135,7 +137,7 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
             "histogram": lambda: torch.bincount(tsmall, minlength=256), "sort": lambda: torch.sort(tx),
             "argsort": lambda: torch.argsort(tx, stable=True),
             "unique": lambda: torch.unique(tsmall, return_counts=True),
-            "segmented_reduce": lambda: torch.segment_reduce(tx.float(), "sum", offsets=toff),
+            "segmented_reduce": lambda: torch.segment_reduce(tfloat, "sum", offsets=toff),
             "run_length_encode": lambda: torch.unique_consecutive(truns, return_counts=True),
         }
         for name, fn in torch_impls.items():
