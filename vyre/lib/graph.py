@@ -158,29 +158,6 @@ def jump_program() -> Program:
     )
 
 
-def connected_components(indptr: object, indices: object, *, backend: object | None = None,
-                         max_iterations: int | None = None) -> np.ndarray:
-    """Label each vertex with the smallest vertex id of its (undirected) component, as u32."""
-    ptr, idx = check_csr(indptr, indices)
-    n = ptr.size - 1
-    if n == 0:
-        return np.zeros(0, dtype=np.uint32)
-    be = _backend(backend)
-    config = DispatchConfig(elements=n)
-    with _Resident(be) as res:
-        h_ptr, h_idx = res.upload(ptr), res.upload(idx)
-        h_parent = res.upload(np.arange(n, dtype=np.uint32))
-        h_flag = res.alloc(4)
-        steps = [(hook_program(), [h_ptr, h_idx, h_parent, h_flag], config),
-                 (jump_program(), [h_parent, h_flag], config)]
-        limit = max_iterations if max_iterations is not None else 2 * n + 64
-        iterations = be.dispatch_until(steps, h_flag, limit)
-        if iterations >= limit and max_iterations is None:
-            raise InvalidProgram(f"connected_components did not converge in {limit} iterations. "
-                                 f"Fix: report this graph as a bug; it should never happen.")
-        return _read_u32(be, h_parent, n)
-
-
 # ---- breadth-first search ------------------------------------------------------------------------
 def _append(vertex: Expr) -> list[Node]:
     """Append ``vertex`` to the next frontier through its atomic counter."""
@@ -258,39 +235,102 @@ def advance_program() -> Program:
     )
 
 
+class Graph:
+    """A CSR graph resident on one backend: upload once, run many traversals, ``close()`` when done."""
+
+    def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
+                 undirected: bool = False) -> None:
+        ptr, idx = check_csr(indptr, indices)
+        self.n = ptr.size - 1
+        self.undirected = undirected
+        self.backend = _backend(backend)
+        self._res = _Resident(self.backend)
+        try:
+            self._indptr, self._indices = self._res.upload(ptr), self._res.upload(idx)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Free the graph's device buffers."""
+        self._res.__exit__()
+        self._res.handles.clear()
+
+    def __enter__(self) -> Graph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def connected_components(self, max_iterations: int | None = None) -> np.ndarray:
+        """Smallest vertex id of each vertex's component (edges taken as undirected), as u32."""
+        n, be = self.n, self.backend
+        if n == 0:
+            return np.zeros(0, dtype=np.uint32)
+        config = DispatchConfig(elements=n)
+        with _Resident(be) as res:
+            h_parent = res.upload(np.arange(n, dtype=np.uint32))
+            h_flag = res.alloc(4)
+            steps = [(hook_program(), [self._indptr, self._indices, h_parent, h_flag], config),
+                     (jump_program(), [h_parent, h_flag], config)]
+            limit = max_iterations if max_iterations is not None else 2 * n + 64
+            iterations = be.dispatch_until(steps, h_flag, limit)
+            if iterations >= limit and max_iterations is None:
+                raise InvalidProgram(f"connected_components did not converge in {limit} iterations. "
+                                     f"Fix: report this graph as a bug; it should never happen.")
+            return _read_u32(be, h_parent, n)
+
+    def bfs(self, source: int, bottom_up_fraction: float = 1 / 16) -> np.ndarray:
+        """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) along the stored edges.
+
+        On an undirected graph, bottom-up steps run while the frontier holds more than
+        ``bottom_up_fraction`` of the vertices.
+        """
+        n, be = self.n, self.backend
+        if isinstance(source, bool) or not isinstance(source, (int, np.integer)) or not 0 <= source < n:
+            raise InvalidProgram(f"source {source!r} is not a vertex of this {n}-vertex graph. "
+                                 f"Fix: pass an int in [0, {n}).")
+        levels = np.full(n, UNREACHED, dtype=np.uint32)
+        levels[source] = 0
+        with _Resident(be) as res:
+            h_levels = res.upload(levels)
+            frontiers = [res.alloc(4 * n), res.alloc(4 * n)]
+            be.upload_resident(frontiers[0], np.array([source], dtype=np.uint32))
+            counts = [res.upload(np.ones(1, dtype=np.uint32)), res.upload(np.zeros(1, dtype=np.uint32))]
+            h_level = res.upload(np.zeros(1, dtype=np.uint32))
+            size, cur = 1, 0
+            while size:
+                nxt = 1 - cur
+                handles = [self._indptr, self._indices, h_levels, frontiers[cur], counts[cur], frontiers[nxt],
+                           counts[nxt], h_level]
+                if self.undirected and size > n * bottom_up_fraction:
+                    step = (bottom_up_program(), handles, DispatchConfig(elements=n))
+                else:
+                    step = (top_down_program(), handles, DispatchConfig(elements=size))
+                (word,) = be.dispatch_sequence(
+                    [step, (advance_program(), [counts[cur], h_level], DispatchConfig(grid=(1, 1, 1)))],
+                    reads=[(counts[nxt], 0, 4)])
+                size, cur = _word(word), nxt
+            return _read_u32(be, h_levels, n)
+
+
+def connected_components(indptr: object, indices: object, *, backend: object | None = None,
+                         max_iterations: int | None = None) -> np.ndarray:
+    """Label each vertex with the smallest vertex id of its (undirected) component, as u32."""
+    with Graph(indptr, indices, backend=backend) as g:
+        return g.connected_components(max_iterations)
+
+
 def bfs(indptr: object, indices: object, source: int, *, backend: object | None = None,
         undirected: bool = False, bottom_up_fraction: float = 1 / 16) -> np.ndarray:
     """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) over the CSR graph's edges.
 
     ``undirected=True`` says every edge is stored both ways, which allows bottom-up steps while the
-    frontier holds more than ``bottom_up_fraction`` of the vertices.
+    frontier holds more than ``bottom_up_fraction`` of the vertices. To run many searches on one
+    graph, build a ``Graph`` once and call its ``bfs``.
     """
-    ptr, idx = check_csr(indptr, indices)
-    n = ptr.size - 1
-    if isinstance(source, bool) or not isinstance(source, (int, np.integer)) or not 0 <= source < n:
-        raise InvalidProgram(f"source {source!r} is not a vertex of this {n}-vertex graph. "
-                             f"Fix: pass an int in [0, {n}).")
-    be = _backend(backend)
-    levels = np.full(n, UNREACHED, dtype=np.uint32)
-    levels[source] = 0
-    with _Resident(be) as res:
-        h_ptr, h_idx, h_levels = res.upload(ptr), res.upload(idx), res.upload(levels)
-        frontiers = [res.upload(np.full(n, source, dtype=np.uint32)), res.alloc(4 * n)]
-        counts = [res.upload(np.ones(1, dtype=np.uint32)), res.upload(np.zeros(1, dtype=np.uint32))]
-        h_level = res.upload(np.zeros(1, dtype=np.uint32))
-        size, cur = 1, 0
-        while size:
-            nxt = 1 - cur
-            handles = [h_ptr, h_idx, h_levels, frontiers[cur], counts[cur], frontiers[nxt], counts[nxt], h_level]
-            if undirected and size > n * bottom_up_fraction:
-                step = (bottom_up_program(), handles, DispatchConfig(elements=n))
-            else:
-                step = (top_down_program(), handles, DispatchConfig(elements=size))
-            (word,) = be.dispatch_sequence(
-                [step, (advance_program(), [counts[cur], h_level], DispatchConfig(grid=(1, 1, 1)))],
-                reads=[(counts[nxt], 0, 4)])
-            size, cur = _word(word), nxt
-        return _read_u32(be, h_levels, n)
+    with Graph(indptr, indices, backend=backend, undirected=undirected) as g:
+        return g.bfs(source, bottom_up_fraction)
 
 
 def reference_levels(indptr: Sequence[int], indices: Sequence[int], source: int) -> np.ndarray:
@@ -308,3 +348,25 @@ def reference_levels(indptr: Sequence[int], indices: Sequence[int], source: int)
                 levels[u] = levels[v] + 1
                 queue.append(int(u))
     return levels
+
+
+def rmat_edges(scale: int, edge_factor: int = 16, seed: int = 0,
+               probabilities: tuple[float, float, float] = (0.57, 0.19, 0.19)) -> tuple[np.ndarray, np.ndarray]:
+    """A Graph500-style R-MAT edge list of ``2**scale`` vertices and ``edge_factor * 2**scale`` edges.
+
+    Vertex ids are permuted so that hubs are spread out; self-loops and duplicates are kept, as in
+    Graph500 generators.
+    """
+    rng = np.random.default_rng(seed)
+    m = edge_factor << scale
+    a, b, c = probabilities
+    src = np.zeros(m, dtype=np.uint32)
+    dst = np.zeros(m, dtype=np.uint32)
+    for bit in range(scale):
+        r = rng.random(m, dtype=np.float32)
+        down = r >= a + b                       # quadrants c and d: the source bit is set
+        right = ((r >= a) & (r < a + b)) | (r >= a + b + c)  # quadrants b and d: the target bit is set
+        src |= down.astype(np.uint32) << np.uint32(bit)
+        dst |= right.astype(np.uint32) << np.uint32(bit)
+    perm = rng.permutation(1 << scale).astype(np.uint32)
+    return perm[src], perm[dst]
