@@ -1,0 +1,254 @@
+"""``vyre.lib`` primitives against torch, CuPy and the copy bandwidth, at 2^20, 2^24 and 2^28 u32.
+
+On a GPU machine: ``python3 benchmarks/bench_lib.py [--sizes 20 24 28] [--json PATH]`` runs every
+primitive once per size (one run: every column of a table shares the card and clocks) and writes
+JSON (default ``$OUT/bench_lib.json`` or ``bench_lib.json``). Anywhere with matplotlib:
+``python3 benchmarks/bench_lib.py --plot bench_lib.json --png docs/lib_bench.png`` draws the chart
+and prints the markdown table for docs/lib.md.
+
+Each implementation is timed the same way: wall clock from the call to a full device
+synchronisation, median of ``--reps`` calls after two warm-up calls. vyre is timed twice:
+``vyre`` on ``ResidentArray``s (data stays in place; results in new handles, freed between
+calls) and ``vyre_cupy`` on CuPy arrays in and out (adds a device copy of the input into scratch
+and of the result out). Copy bandwidth: a device-to-device copy of the input (bytes read + written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PRIMITIVES = ("reduce", "inclusive_scan", "exclusive_scan", "select", "select_if", "histogram", "sort", "argsort",
+              "unique", "segmented_reduce", "run_length_encode")
+# bytes a primitive must move at least, per element (u32: read the input once, write the output once)
+MIN_BYTES = {"reduce": 4, "inclusive_scan": 8, "exclusive_scan": 8, "select": 8 + 2, "select_if": 4 + 2,
+             "histogram": 4, "sort": 8, "argsort": 8, "unique": 4, "segmented_reduce": 4 + 0.1,
+             "run_length_encode": 4}
+
+
+def _sync() -> None:
+    import cupy
+
+    cupy.cuda.runtime.deviceSynchronize()
+
+
+def wall_ms(fn: Callable[[], object], reps: int) -> float:
+    """Median ms from the call to a device synchronisation, after two warm-up calls."""
+    for _ in range(2):
+        fn()
+    _sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _free_results(backend: Any, result: object) -> None:
+    from vyre.lib import ResidentArray
+
+    for r in result if isinstance(result, tuple) else (result,):
+        if isinstance(r, ResidentArray):
+            backend.free_resident(r.handle)
+
+
+def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]]:
+    """For each primitive, the callables of each implementation on the same data (all on the device)."""
+    import cupy
+
+    from vyre import lib
+    from vyre.lib import ResidentArray
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    rng = cupy.random.default_rng(1)
+    x = rng.integers(0, 2**31, n, dtype=cupy.int64).astype(cupy.uint32)
+    small = (x & 255).astype(cupy.uint32)
+    runs = (x >> 29).astype(cupy.uint32)  # 4 values: long-ish runs for RLE
+    flags = (x & 1).astype(cupy.uint32)
+    mask = flags.astype(cupy.bool_)
+    offsets = cupy.linspace(0, n, n // 1024 + 1).astype(cupy.uint32)
+
+    def resident(a: Any) -> ResidentArray:
+        handle = backend.allocate_resident(a.nbytes)
+        backend.upload_resident(handle, a)
+        return ResidentArray(handle, a.dtype.str, a.size)
+
+    r = {name: resident(a) for name, a in
+         (("x", x), ("small", small), ("runs", runs), ("flags", flags), ("offsets", offsets))}
+    lo, hi = 0, 2**30
+
+    def vy(call: Callable[[], object]) -> Callable[[], object]:
+        return lambda: _free_results(backend, call())
+
+    impls: dict[str, dict[str, Callable[[], object]]] = {
+        "reduce": {"vyre": vy(lambda: lib.reduce(r["x"], backend=backend)),
+                   "vyre_cupy": lambda: lib.reduce(x, backend=backend), "cupy": lambda: x.sum()},
+        "inclusive_scan": {"vyre": vy(lambda: lib.inclusive_scan(r["x"], backend=backend)),
+                           "vyre_cupy": lambda: lib.inclusive_scan(x, backend=backend),
+                           "cupy": lambda: cupy.cumsum(x)},
+        "exclusive_scan": {"vyre": vy(lambda: lib.exclusive_scan(r["x"], backend=backend)),
+                           "vyre_cupy": lambda: lib.exclusive_scan(x, backend=backend),
+                           "cupy": lambda: cupy.cumsum(x)},
+        "select": {"vyre": vy(lambda: lib.select(r["x"], r["flags"], backend=backend)),
+                   "vyre_cupy": lambda: lib.select(x, flags, backend=backend), "cupy": lambda: x[mask]},
+        "select_if": {"vyre": vy(lambda: lib.select_if(r["x"], lo, hi, backend=backend)),
+                      "vyre_cupy": lambda: lib.select_if(x, lo, hi, backend=backend),
+                      "cupy": lambda: x[(x >= lo) & (x < hi)]},
+        "histogram": {"vyre": vy(lambda: lib.histogram(r["small"], 256, backend=backend)),
+                      "vyre_cupy": lambda: lib.histogram(small, 256, backend=backend),
+                      "cupy": lambda: cupy.bincount(small, minlength=256)},
+        "sort": {"vyre": vy(lambda: lib.sort(r["x"], backend=backend)),
+                 "vyre_cupy": lambda: lib.sort(x, backend=backend), "cupy": lambda: cupy.sort(x)},
+        "argsort": {"vyre": vy(lambda: lib.argsort(r["x"], backend=backend)),
+                    "vyre_cupy": lambda: lib.argsort(x, backend=backend), "cupy": lambda: cupy.argsort(x)},
+        "unique": {"vyre": vy(lambda: lib.unique(r["small"], backend=backend)),
+                   "vyre_cupy": lambda: lib.unique(small, backend=backend),
+                   "cupy": lambda: cupy.unique(small, return_counts=True)},
+        "segmented_reduce": {"vyre": vy(lambda: lib.segmented_reduce(r["x"], r["offsets"], backend=backend)),
+                             "vyre_cupy": lambda: lib.segmented_reduce(x, offsets, backend=backend)},
+        "run_length_encode": {"vyre": vy(lambda: lib.run_length_encode(r["runs"], backend=backend)),
+                              "vyre_cupy": lambda: lib.run_length_encode(runs, backend=backend)},
+    }
+    if torch is not None:
+        tx = torch.as_tensor(x.view(cupy.int32), device="cuda")
+        tsmall, truns = torch.as_tensor(small.view(cupy.int32), device="cuda"), torch.as_tensor(runs, device="cuda")
+        tmask = torch.as_tensor(mask, device="cuda")
+        toff = torch.as_tensor(offsets.astype(cupy.int64), device="cuda")
+        torch_impls = {
+            "reduce": lambda: tx.sum(), "inclusive_scan": lambda: torch.cumsum(tx, 0, dtype=torch.int32),
+            "exclusive_scan": lambda: torch.cumsum(tx, 0, dtype=torch.int32),
+            "select": lambda: torch.masked_select(tx, tmask), "select_if": lambda: tx[(tx >= lo) & (tx < hi)],
+            "histogram": lambda: torch.bincount(tsmall, minlength=256), "sort": lambda: torch.sort(tx),
+            "argsort": lambda: torch.argsort(tx, stable=True),
+            "unique": lambda: torch.unique(tsmall, return_counts=True),
+            "segmented_reduce": lambda: torch.segment_reduce(tx.float(), "sum", offsets=toff),
+            "run_length_encode": lambda: torch.unique_consecutive(truns, return_counts=True),
+        }
+        for name, fn in torch_impls.items():
+            impls[name]["torch"] = fn
+    impls["_copy"] = {"cupy": lambda: x.copy()}
+    return impls
+
+
+def run(sizes: list[int], reps: int) -> dict[str, Any]:
+    import cupy
+
+    from vyre import lib
+    from vyre_cuda.backend import CudaBackend
+
+    backend = CudaBackend()
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    report: dict[str, Any] = {"device": props["name"].decode(), "sizes": sizes, "results": [], "copy_gbps": {}}
+    for log2n in sizes:
+        n = 1 << log2n
+        for primitive, impls in workloads(backend, n).items():
+            for impl, fn in impls.items():
+                try:
+                    ms = wall_ms(fn, reps)
+                except Exception as exc:  # noqa: BLE001 - a missing baseline must not stop the run
+                    print(f"2^{log2n} {primitive} {impl}: failed ({type(exc).__name__}: {exc})", flush=True)
+                    continue
+                if primitive == "_copy":
+                    report["copy_gbps"][str(log2n)] = 8 * n / ms / 1e6
+                    print(f"2^{log2n} copy: {ms:.3f} ms, {8 * n / ms / 1e6:.0f} GB/s", flush=True)
+                    continue
+                report["results"].append({"primitive": primitive, "log2n": log2n, "impl": impl, "ms": ms,
+                                          "gelem_s": n / ms / 1e6})
+                print(f"2^{log2n} {primitive:18s} {impl:10s} {ms:9.3f} ms {n / ms / 1e6:8.2f} Gelem/s", flush=True)
+        lib.release_scratch(backend)
+    backend.shutdown()
+    return report
+
+
+def _ratio(other: float | None, ms: float) -> str:
+    return f"{other / ms:.2f}x" if other else "-"
+
+
+def table(report: dict[str, Any]) -> str:
+    """Markdown: per size and primitive, vyre's time and its throughput as a ratio of each baseline.
+
+    The last column is the time a copy-bandwidth-bound kernel moving the primitive's minimum bytes
+    would take, as a share of vyre's time (100% = at the copy bandwidth).
+    """
+    rows = ["| n | primitive | vyre ms | vs torch | vs cupy | vyre_cupy ms | min bytes at copy speed |",
+            "|---|---|---|---|---|---|---|"]
+    by = {(r["log2n"], r["primitive"], r["impl"]): r["ms"] for r in report["results"]}
+    for log2n in report["sizes"]:
+        copy = report["copy_gbps"].get(str(log2n))
+        for p in PRIMITIVES:
+            ms = by.get((log2n, p, "vyre"))
+            if ms is None:
+                continue
+            ideal = MIN_BYTES[p] * (1 << log2n) / (copy * 1e6) if copy else None
+            bound = f"{ideal / ms:.0%}" if ideal else "-"
+            cupy_ms = by.get((log2n, p, "vyre_cupy"))
+            via_cupy = f"{cupy_ms:.3f}" if cupy_ms else "-"
+            rows.append(f"| 2^{log2n} | {p} | {ms:.3f} | {_ratio(by.get((log2n, p, 'torch')), ms)} | "
+                        f"{_ratio(by.get((log2n, p, 'cupy')), ms)} | {via_cupy} | {bound} |")
+    return "\n".join(rows)
+
+
+def plot(report: dict[str, Any], png: Path) -> None:
+    """One panel per size: throughput of each implementation relative to torch's, per primitive."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = {(r["log2n"], r["primitive"], r["impl"]): r["gelem_s"] for r in report["results"]}
+    impls = ["vyre", "vyre_cupy", "cupy"]
+    fig, axes = plt.subplots(len(report["sizes"]), 1, figsize=(12, 3.2 * len(report["sizes"])), squeeze=False)
+    for ax, log2n in zip(axes[:, 0], report["sizes"]):
+        for k, impl in enumerate(impls):
+            heights = []
+            for p in PRIMITIVES:
+                base, mine = by.get((log2n, p, "torch")), by.get((log2n, p, impl))
+                heights.append(mine / base if base and mine else 0.0)
+            ax.bar([i + (k - 1) * 0.27 for i in range(len(PRIMITIVES))], heights, width=0.27, label=impl)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(PRIMITIVES)), PRIMITIVES, rotation=20, fontsize=8)
+        ax.set_ylabel("throughput / torch")
+        ax.set_title(f"{report['device']}, 2^{log2n} u32")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[20, 24, 28], help="log2 of the element counts")
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--json", type=Path, default=Path(os.environ.get("OUT", ".")) / "bench_lib.json")
+    parser.add_argument("--plot", type=Path, help="draw the chart from this JSON instead of measuring")
+    parser.add_argument("--png", type=Path, default=ROOT / "docs" / "lib_bench.png")
+    args = parser.parse_args()
+    if args.plot:
+        report = json.loads(args.plot.read_text())
+        plot(report, args.png)
+        print(table(report))
+        print(f"chart: {args.png}")
+        return
+    report = run(args.sizes, args.reps)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1))
+    print(table(report))
+    print(f"results: {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""``vyre.lib`` on ``cuda``: every function at 2**24 against numpy, bit-for-bit agreement with the
+oracle, device arrays in and out, graph reuse per capacity class, and a 2**28 smoke test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.lib import expected as E
+from vyre import lib
+from vyre.reference import ReferenceBackend
+
+pytestmark = pytest.mark.gpu
+N = 1 << 24
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    be = ReferenceBackend()
+    yield be
+    be.shutdown()
+
+
+def test_scans_and_reductions_2_24(backend, rng):
+    x = E.data(rng, np.uint32, N + 3)
+    E.assert_same(lib.inclusive_scan(x, backend=backend), np.cumsum(x, dtype=np.uint32))
+    E.assert_same(lib.exclusive_scan(x, "max", 5, backend=backend), E.exclusive_scan(x, "max", 5))
+    assert lib.reduce(x, backend=backend) == x.sum(dtype=np.uint32)
+    y = E.data(rng, np.int32, N)
+    for op in ("min", "max", "and", "or", "xor"):
+        assert lib.reduce(y, op, backend=backend) == E.reduce(y, op), op
+    E.assert_same(lib.inclusive_scan(y, "min", backend=backend), E.inclusive_scan(y, "min"))
+    f = E.data(rng, np.float32, N)
+    E.assert_same(lib.inclusive_scan(f, "max", backend=backend), E.inclusive_scan(f, "max"))
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 1025, 2**16 + 1, 2**20 + 1])
+def test_float_sums_match_the_oracle_bit_for_bit(backend, oracle, rng, n):
+    """Fixed tree order: cuda and the oracle round float32 sums identically."""
+    x = E.data(rng, np.float32, n, finite=True)
+    assert lib.reduce(x, backend=backend).tobytes() == lib.reduce(x, backend=oracle).tobytes()
+    assert lib.inclusive_scan(x, backend=backend).tobytes() == lib.inclusive_scan(x, backend=oracle).tobytes()
+    offsets = E.random_offsets(rng, n, 33)
+    got = lib.segmented_reduce(x, offsets, backend=backend)
+    assert got.tobytes() == lib.segmented_reduce(x, offsets, backend=oracle).tobytes()
+
+
+@pytest.mark.parametrize("n", [0, 1, 255, 256, 257, 2**16 + 1])
+def test_every_function_matches_the_oracle(backend, oracle, rng, n):
+    x = E.data(rng, np.uint32, n)
+    flags = x & 3
+    calls = [
+        lambda b: lib.exclusive_scan(x, "xor", 9, backend=b),
+        lambda b: lib.select(x, flags, backend=b),
+        lambda b: lib.select_if(x, 100, 2**31, backend=b),
+        lambda b: lib.histogram(x % 3000, 2500, backend=b),
+        lambda b: lib.histogram(x % 30000, 20000, backend=b),
+        lambda b: lib.sort(x.view(np.float32), x, backend=b),
+        lambda b: lib.argsort(x.view(np.int32), backend=b),
+        lambda b: lib.unique(x % 50, backend=b),
+        lambda b: lib.run_length_encode(x >> 31, backend=b),
+    ]
+    for call in calls:
+        got, want = call(backend), call(oracle)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            E.assert_same_bits(g, w)
+
+
+def test_select_histogram_segmented_2_24(backend, rng):
+    x = E.data(rng, np.int32, N)
+    flags = rng.random(N) < 0.5
+    E.assert_same(lib.select(x, flags, backend=backend), x[flags])
+    E.assert_same(lib.select_if(x, -(2**30), 2**30, backend=backend), x[(x >= -(2**30)) & (x < 2**30)])
+    small = (x & 0xFFFF).astype(np.uint32)
+    for values, bins in ((small, 1 << 16), (small & 255, 256)):
+        want = np.bincount(values, minlength=bins).astype(np.uint32)
+        E.assert_same(lib.histogram(values, bins, backend=backend), want)
+    offsets = E.random_offsets(rng, N, 5000)
+    E.assert_same(lib.segmented_reduce(x, offsets, "min", backend=backend), E.segmented_reduce(x, offsets, "min"))
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.float32])
+def test_sort_family_2_24(backend, rng, dtype):
+    keys = E.data(rng, dtype, N)
+    order = E.sort_order(keys)
+    got_k, got_v = lib.sort(keys, np.arange(N, dtype=np.uint32), backend=backend)
+    E.assert_same_bits(got_k, keys[order])
+    E.assert_same(got_v, order.astype(np.uint32))
+    E.assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
+    few = keys[rng.integers(0, 1000, N)]
+    values, counts = lib.unique(few, backend=backend)
+    want_values, want_counts = E.unique(few)
+    E.assert_same_bits(values, want_values)
+    E.assert_same(counts, want_counts)
+    runs = E.runs(rng, dtype, N)
+    values, lengths = lib.run_length_encode(runs, backend=backend)
+    want_values, want_lengths = E.run_length_encode(runs)
+    E.assert_same_bits(values, want_values)
+    E.assert_same(lengths, want_lengths)
+
+
+def test_device_arrays_in_cupy_out(backend, rng):
+    cupy = pytest.importorskip("cupy")
+    x = E.data(rng, np.uint32, 100_003)
+    dx = cupy.asarray(x)
+    got = lib.inclusive_scan(dx, backend=backend)
+    assert isinstance(got, cupy.ndarray)
+    E.assert_same(cupy.asnumpy(got), np.cumsum(x, dtype=np.uint32))
+    picked = lib.select(dx, cupy.asarray(x & 1), backend=backend)
+    assert isinstance(picked, cupy.ndarray)
+    E.assert_same(cupy.asnumpy(picked), x[(x & 1) != 0])
+    keys, values = lib.sort(dx, dx, backend=backend)
+    E.assert_same(cupy.asnumpy(keys), np.sort(x))
+    assert int(lib.reduce(dx, "max", backend=backend)) == int(x.max())
+    d2h = backend.metrics()["cuda_d2h_bytes"]
+    lib.inclusive_scan(dx, backend=backend)
+    assert backend.metrics()["cuda_d2h_bytes"] - d2h < 1024, "device in, device out: no result crossed to the host"
+
+
+def test_torch_tensors_in(backend, rng):
+    torch = pytest.importorskip("torch")
+    cupy = pytest.importorskip("cupy")
+    x = E.data(rng, np.int32, 50_001)
+    t = torch.from_numpy(x).cuda()
+    E.assert_same(cupy.asnumpy(lib.inclusive_scan(t, "max", backend=backend)), E.inclusive_scan(x, "max"))
+    E.assert_same(cupy.asnumpy(lib.sort(t, backend=backend)), np.sort(x))
+
+
+def test_one_graph_per_capacity_class(backend, rng):
+    """Sizes within one capacity class replay the same captured graph."""
+    lib.inclusive_scan(E.data(rng, np.uint32, 600_000), backend=backend)
+    before = backend.metrics()
+    for n in (600_001, 700_000, 1_000_000):
+        x = E.data(rng, np.uint32, n)
+        E.assert_same(lib.inclusive_scan(x, backend=backend), np.cumsum(x, dtype=np.uint32))
+    after = backend.metrics()
+    assert after["cuda_graph_captures"] == before["cuda_graph_captures"]
+    assert after["cuda_graph_replays"] >= before["cuda_graph_replays"] + 3
+
+
+def test_smoke_2_28(backend):
+    """2**28 u32 on the device: scan, reduce, select, histogram and sort give consistent answers."""
+    cupy = pytest.importorskip("cupy")
+    n = 1 << 28
+    x = cupy.random.randint(0, 2**31, n, dtype=cupy.int64).astype(cupy.uint32)
+    total = int(x.sum(dtype=cupy.uint64)) & 0xFFFFFFFF
+    assert int(lib.reduce(x, backend=backend)) == total
+    scanned = lib.inclusive_scan(x, backend=backend)
+    assert int(scanned[-1]) == total and int(scanned[0]) == int(x[0])
+    del scanned
+    mask = (x & 1).astype(cupy.uint32)
+    picked = lib.select(x, mask, backend=backend)
+    assert picked.size == int(mask.sum()) and bool(cupy.all(picked & 1))
+    del picked, mask
+    counts = lib.histogram(x & 1023, 1024, backend=backend)
+    assert bool(cupy.all(counts == cupy.bincount((x & 1023).astype(cupy.int64), minlength=1024).astype(cupy.uint32)))
+    ordered = lib.sort(x, backend=backend)
+    assert bool(cupy.all(ordered[1:] >= ordered[:-1]))
+    assert int(ordered.sum(dtype=cupy.uint64)) & 0xFFFFFFFF == total
+    del ordered
+    lib.release_scratch(backend)

@@ -1,0 +1,128 @@
+"""Topologies, scratch reuse and PTX of ``vyre.lib``: what runs, and that it is the same per capacity class."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.codegen.codegen_support import assemble, needs_ptxas
+from vyre import lib
+from vyre.lib.scratch import scratch_for
+from vyre.reference import ReferenceBackend
+
+
+class RecordingBackend(ReferenceBackend):
+    """The oracle, keeping the steps of every ``dispatch_sequence`` it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sequences: list[list[tuple]] = []
+
+    def dispatch_sequence(self, steps, reads=()):
+        self.sequences.append(list(steps))
+        return super().dispatch_sequence(steps, reads)
+
+
+def _signature(steps):
+    """Programs, grids and handles of a sequence: what a captured CUDA graph is keyed on."""
+    return [(program, config.grid, tuple(h.id for h in handles)) for program, handles, config in steps]
+
+
+EVERY_CALL = {
+    "reduce": lambda x, b: lib.reduce(x, "max", backend=b),
+    "inclusive_scan": lambda x, b: lib.inclusive_scan(x, backend=b),
+    "exclusive_scan": lambda x, b: lib.exclusive_scan(x, "xor", 3, backend=b),
+    "select": lambda x, b: lib.select(x, x & 1, backend=b),
+    "select_if": lambda x, b: lib.select_if(x, 10, 2**31, backend=b),
+    "histogram": lambda x, b: lib.histogram(x & 1023, 1000, backend=b),
+    "sort": lambda x, b: lib.sort(x, x, backend=b),
+    "argsort": lambda x, b: lib.argsort(x.view(np.float32), backend=b),
+    "unique": lambda x, b: lib.unique(x.view(np.int32) & 7, backend=b),
+    "run_length_encode": lambda x, b: lib.run_length_encode(x >> 30, backend=b),
+    "segmented_reduce": lambda x, b: lib.segmented_reduce(x, np.array([0, 5, 5, len(x)], np.uint32), "min", backend=b),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_CALL))
+def test_one_topology_per_capacity_class(rng, name):
+    """Sizes 2100 and 4000 share the class 4096: same programs, grids and scratch handles, one sequence each."""
+    be = RecordingBackend()
+    for n in (2100, 4000):
+        EVERY_CALL[name](rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32), be)
+    assert len(be.sequences) == 2
+    assert _signature(be.sequences[0]) == _signature(be.sequences[1])
+    EVERY_CALL[name](rng.integers(0, 2**32, 5000, dtype=np.uint64).astype(np.uint32), be)
+    assert _signature(be.sequences[2]) != _signature(be.sequences[1])
+
+
+@pytest.mark.parametrize("n, steps", [(1, 1), (1024, 1), (1025, 3), (2**20, 3), (2**20 + 1, 5)])
+def test_scan_levels(n, steps):
+    """Reduce-then-scan over 1024-element tiles: one step per level up, one per level down."""
+    be = RecordingBackend()
+    lib.inclusive_scan(np.ones(n, np.uint32), backend=be)
+    assert len(be.sequences[0]) == steps
+
+
+def test_scratch_is_reused_and_released():
+    be = ReferenceBackend()
+    x = np.arange(3000, dtype=np.uint32)
+    lib.sort(x, backend=be)
+    held = be.metrics()["reference_resident_bytes"]
+    assert held > 0
+    lib.sort(x[::-1].copy(), backend=be)
+    assert be.metrics()["reference_resident_bytes"] == held
+    assert lib.release_scratch(be) == held
+    assert be.metrics()["reference_resident_bytes"] == 0
+    assert lib.release_scratch(be) == 0
+
+
+def test_scratch_survives_backend_restart():
+    """After shutdown frees every handle, the next call notices the stale scratch and starts afresh."""
+    be = ReferenceBackend()
+    x = np.arange(1, 2000, dtype=np.uint32)
+    assert lib.reduce(x, backend=be) == x.sum()
+    be.shutdown()
+    assert lib.reduce(x, backend=be) == x.sum()
+    assert scratch_for(be).nbytes > 0
+
+
+def test_device_arrays_need_view():
+    """A device array on a backend without ``view`` is a clear UnsupportedFeature, not a crash."""
+    from vyre.driver.errors import UnsupportedFeature
+
+    class FakeDeviceArray:  # only the interface vyre.lib inspects; the oracle has no device memory
+        __cuda_array_interface__ = {"typestr": "<u4", "shape": (4,), "strides": None, "data": (0, False),
+                                    "version": 3}
+
+    be = ReferenceBackend()
+    if getattr(be, "view", None) is not None:
+        pytest.skip("this reference backend has view(); the device path is exercised on cuda")
+    with pytest.raises(UnsupportedFeature, match="Fix: "):
+        lib.reduce(FakeDeviceArray(), backend=be)
+
+
+@needs_ptxas
+def test_every_kernel_assembles_for_sm90(rng):
+    from vyre_cuda import emit_ptx
+
+    be = RecordingBackend()
+    x = rng.integers(0, 2**32, 5000, dtype=np.uint64).astype(np.uint32)
+    for call in EVERY_CALL.values():
+        call(x, be)
+    lib.histogram(x, 20_000, backend=be)
+    lib.select(x.view(np.float32), x.view(np.float32), backend=be)
+    programs = {p.name + str(i): p for i, p in enumerate({s[0] for seq in be.sequences for s in seq})}
+    assert len(programs) > 15
+    failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
+    assert not failures, "\n".join(failures[:20])
+
+
+def test_default_backend_is_acquired_once():
+    """Without ``backend=`` the library acquires a backend (the oracle on a machine without a GPU) once."""
+    from vyre.lib import io
+
+    x = np.arange(1, 3000, dtype=np.uint32)
+    assert lib.reduce(x) == x.sum()
+    first = io.default_backend()
+    scanned = lib.inclusive_scan(x)
+    assert scanned[-1] == x.sum() and io.default_backend() is first

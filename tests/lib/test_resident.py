@@ -1,0 +1,76 @@
+"""Resident buffers in, resident buffers out: ``ResidentArray`` on the oracle (the same code runs on cuda)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.lib import expected as E
+from vyre import lib
+from vyre.driver.errors import InvalidHandle, InvalidProgram
+from vyre.lib import ResidentArray
+from vyre.reference import ReferenceBackend
+
+
+def _put(be, a: np.ndarray) -> ResidentArray:
+    handle = be.allocate_resident(max(a.nbytes, 4))
+    if a.size:
+        be.upload_resident(handle, a)
+    return ResidentArray(handle, a.dtype, a.size)
+
+
+def _get(be, r: ResidentArray) -> np.ndarray:
+    assert isinstance(r, ResidentArray)
+    if r.n == 0:
+        return np.zeros(0, r.dtype)
+    return be.download_resident(r.handle, 0, r.n * r.dtype.itemsize).view(r.dtype)
+
+
+def test_resident_in_resident_out(rng):
+    be = ReferenceBackend()
+    x = E.data(rng, np.uint32, 3001)
+    rx = _put(be, x)
+    E.assert_same(_get(be, lib.inclusive_scan(rx, backend=be)), np.cumsum(x, dtype=np.uint32))
+    assert lib.reduce(rx, "max", backend=be) == x.max()
+    flags = x & 1
+    E.assert_same(_get(be, lib.select(rx, _put(be, flags), backend=be)), x[flags != 0])
+    E.assert_same(_get(be, lib.select_if(rx, 7, 2**31, backend=be)), x[(x >= 7) & (x < 2**31)])
+    E.assert_same(_get(be, lib.histogram(ResidentArray(rx.handle, np.uint8), 256, backend=be)),
+                  np.bincount(x.view(np.uint8), minlength=256).astype(np.uint32))
+    keys, values = lib.sort(rx, _put(be, np.arange(3001, dtype=np.uint32)), backend=be)
+    E.assert_same(_get(be, keys), np.sort(x))
+    E.assert_same(_get(be, values), np.argsort(x, kind="stable").astype(np.uint32))
+    small = _put(be, x % 5)
+    values, counts = lib.unique(small, backend=be)
+    want_values, want_counts = np.unique(x % 5, return_counts=True)
+    E.assert_same(_get(be, values), want_values)
+    E.assert_same(_get(be, counts), want_counts.astype(np.uint32))
+    offsets = _put(be, np.array([0, 10, 10, 3001], np.uint32))
+    E.assert_same(_get(be, lib.segmented_reduce(rx, offsets, backend=be)),
+                  E.segmented_reduce(x, np.array([0, 10, 10, 3001]), "add"))
+
+
+def test_outputs_belong_to_the_caller(rng):
+    be = ReferenceBackend()
+    rx = _put(be, E.data(rng, np.int32, 500))
+    out = lib.exclusive_scan(rx, backend=be)
+    before = be.metrics()["reference_resident_bytes"]
+    be.free_resident(out.handle)
+    assert be.metrics()["reference_resident_bytes"] == before - out.handle.nbytes
+    assert _get(be, lib.sort(_put(be, np.zeros(0, np.int32)), backend=be)).size == 0
+
+
+def test_partial_handle_and_bad_handles(rng):
+    be = ReferenceBackend()
+    x = E.data(rng, np.uint32, 100)
+    rx = _put(be, x)
+    E.assert_same(_get(be, lib.inclusive_scan(ResidentArray(rx.handle, np.uint32, 40), backend=be)),
+                  np.cumsum(x[:40], dtype=np.uint32))
+    with pytest.raises(InvalidProgram, match="Fix: "):
+        ResidentArray(rx.handle, np.uint32, 101)
+    be.free_resident(rx.handle)
+    with pytest.raises(InvalidHandle):
+        lib.inclusive_scan(rx, backend=be)
+    other = ReferenceBackend()
+    with pytest.raises(InvalidHandle):
+        lib.reduce(_put(other, x), backend=be)

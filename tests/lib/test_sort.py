@@ -1,0 +1,98 @@
+"""``sort``, ``argsort``, ``unique`` and ``run_length_encode`` on the oracle against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.lib import expected as E
+from vyre import lib
+from vyre.driver.errors import InvalidProgram
+
+SIZES = [0, 1, 255, 256, 257, 1025, 2**16 + 1]
+KEY_TYPES = [np.uint32, np.int32, np.float32]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_sort_sizes(backend, rng, n):
+    keys = E.data(rng, np.uint32, n)
+    E.assert_same(lib.sort(keys, backend=backend), np.sort(keys))
+
+
+@pytest.mark.parametrize("dtype", KEY_TYPES)
+@pytest.mark.parametrize("n", [300, 4000])
+def test_sort_types_total_order(backend, rng, dtype, n):
+    keys = E.data(rng, dtype, n)
+    keys[: n // 4] = keys[n // 4: n // 2]  # plenty of ties, so stability shows
+    order = E.sort_order(keys)
+    E.assert_same_bits(lib.sort(keys, backend=backend), keys[order])
+    E.assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
+
+
+def test_float_total_order_edges(backend):
+    keys = np.array([np.nan, 0.0, -0.0, np.inf, -np.nan, -np.inf, 1e-45, -1e-45, 0.0, -0.0, 1.0], np.float32)
+    got = lib.sort(keys, backend=backend)
+    want_bits = np.array([0xFF800000, 0x80000001, 0x80000000, 0x80000000, 0, 0, 1, 0x3F800000, 0x7F800000,
+                          0x7FFFFFFF, 0x7FFFFFFF], np.uint32)
+    E.assert_same(got.view(np.uint32), want_bits)
+    E.assert_same(lib.argsort(keys, backend=backend), np.array([5, 7, 2, 9, 1, 8, 6, 10, 3, 0, 4], np.uint32))
+
+
+@pytest.mark.parametrize("key_type", KEY_TYPES)
+@pytest.mark.parametrize("value_type", [np.uint32, np.int32, np.float32])
+def test_sort_pairs(backend, rng, key_type, value_type):
+    keys = E.data(rng, key_type, 2500)
+    keys[:1000] = keys[1000:2000]
+    values = E.data(rng, value_type, 2500)
+    got_k, got_v = lib.sort(keys, values, backend=backend)
+    order = E.sort_order(keys)
+    E.assert_same_bits(got_k, keys[order])
+    assert got_v.tobytes() == values[order].tobytes()
+
+
+def test_sort_large_pairs(backend, rng):
+    keys = rng.integers(0, 1000, 2**16 + 1).astype(np.uint32)
+    got_k, got_v = lib.sort(keys, np.arange(keys.size, dtype=np.uint32), backend=backend)
+    order = np.argsort(keys, kind="stable")
+    E.assert_same(got_k, keys[order])
+    E.assert_same(got_v, order.astype(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", KEY_TYPES)
+@pytest.mark.parametrize("n", [0, 1, 257, 3000])
+def test_unique(backend, rng, dtype, n):
+    x = E.runs(rng, dtype, n)
+    x[: min(n, 4)] = E.EDGES[np.dtype(dtype)][: min(n, 4)]
+    values, counts = lib.unique(x, backend=backend)
+    want_values, want_counts = E.unique(x)
+    E.assert_same_bits(values, want_values.astype(dtype))
+    E.assert_same(counts, want_counts)
+
+
+@pytest.mark.parametrize("dtype", KEY_TYPES)
+@pytest.mark.parametrize("n", [0, 1, 256, 1025, 2**16 + 1])
+def test_run_length_encode(backend, rng, dtype, n):
+    x = E.runs(rng, dtype, n)
+    values, lengths = lib.run_length_encode(x, backend=backend)
+    want_values, want_lengths = E.run_length_encode(x)
+    E.assert_same_bits(values, want_values)
+    E.assert_same(lengths, want_lengths)
+
+
+def test_run_length_nan_runs_merge(backend):
+    x = np.array([np.nan, -np.nan, 1.0, -0.0, 0.0, 0.0], np.float32)
+    values, lengths = lib.run_length_encode(x, backend=backend)
+    E.assert_same(lengths, np.array([2, 1, 1, 2], np.uint32))
+    assert np.isnan(values[0]) and values[2] == 0 and np.signbit(values[2]) and not np.signbit(values[3])
+
+
+@pytest.mark.parametrize("call", [
+    lambda b: lib.sort(np.ones(4, np.float64), backend=b),
+    lambda b: lib.sort(np.ones(4, np.uint32), np.ones(3, np.uint32), backend=b),
+    lambda b: lib.sort(np.ones(4, np.uint32), np.ones(4, np.uint8), backend=b),
+    lambda b: lib.unique(np.ones(4, np.int64), backend=b),
+    lambda b: lib.run_length_encode(np.ones(4, np.uint16), backend=b),
+])
+def test_bad_arguments(backend, call):
+    with pytest.raises(InvalidProgram, match="Fix: "):
+        call(backend)

@@ -1,0 +1,149 @@
+"""IR building blocks shared by the ``vyre.lib`` kernels: warp and workgroup scans and reductions.
+
+Every kernel runs workgroups of ``WG = 256`` invocations (8 subgroups of 32). A *tile* is the
+``WG * items`` elements one workgroup handles; invocation ``t`` owns the ``items`` consecutive
+elements ``t*items ... t*items + items - 1`` of its tile ("blocked"), which is what a scan needs.
+Tiles move between global and workgroup memory in the "striped" order (element ``k*WG + t``), so
+global loads and stores stay coalesced. Every helper takes a ``prefix`` for the names it binds,
+so one kernel can use several without shadowing.
+"""
+
+from __future__ import annotations
+
+from vyre.ir import DataType, Expr, Node
+from vyre.lib.monoid import Monoid
+
+WG = 256
+WARPS = WG // 32
+U32 = DataType.U32
+
+
+def u(v: int) -> Expr:
+    return Expr.u32(v)
+
+
+def lid() -> Expr:
+    return Expr.local_id(0)
+
+
+def lane() -> Expr:
+    return Expr.subgroup_local_id()
+
+
+def warp() -> Expr:
+    return Expr.shr(Expr.local_id(0), u(5))
+
+
+def wid() -> Expr:
+    return Expr.workgroup_id(0)
+
+
+def var(name: str) -> Expr:
+    return Expr.var(name)
+
+
+def load_param(word: int) -> Expr:
+    """Word ``word`` of the ``params`` uniform buffer every kernel declares."""
+    return Expr.load("params", u(word))
+
+
+def stage_in(buffer: str, tile: str, base: Expr, n: Expr, items: int, pad: Expr) -> list[Node]:
+    """Copy elements ``base ... base + WG*items`` of ``buffer`` (``pad`` past ``n``) into ``tile``."""
+    nodes: list[Node] = []
+    for k in range(items):
+        index = Expr.add(base, Expr.add(u(k * WG), lid()))
+        value = Expr.select(Expr.lt(index, n), Expr.load(buffer, index), pad)
+        nodes.append(Node.store(tile, Expr.add(u(k * WG), lid()), value))
+    nodes.append(Node.barrier())
+    return nodes
+
+
+def blocked(tile: str, k: int, items: int) -> Expr:
+    """This invocation's ``k``-th element of ``tile`` in blocked order."""
+    return Expr.load(tile, Expr.add(Expr.mul(lid(), u(items)), u(k)))
+
+
+def stage_out(tile: str, buffer: str, base: Expr, n: Expr, values: list[Expr]) -> list[Node]:
+    """Write blocked ``values`` through ``tile`` to ``buffer[base ...]`` with coalesced stores."""
+    items = len(values)
+    nodes: list[Node] = [Node.store(tile, Expr.add(Expr.mul(lid(), u(items)), u(k)), v) for k, v in enumerate(values)]
+    nodes.append(Node.barrier())
+    for k in range(items):
+        index = Expr.add(base, Expr.add(u(k * WG), lid()))
+        value = Expr.load(tile, Expr.add(u(k * WG), lid()))
+        nodes.append(Node.if_(Expr.lt(index, n), Node.store(buffer, index, value)))
+    return nodes
+
+
+def warp_inclusive_scan(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
+    """Hillis-Steele scan over the 32 lanes with shuffles: lane ``i`` gets lanes ``0..i`` combined."""
+    nodes = [Node.let(f"{prefix}0", value)]
+    current = var(f"{prefix}0")
+    for step, d in enumerate((1, 2, 4, 8, 16), start=1):
+        other = Expr.subgroup_shuffle(current, Expr.sub(lane(), u(d)))
+        combined = Expr.select(Expr.ge(lane(), u(d)), m.combine(other, current), current)
+        nodes.append(Node.let(f"{prefix}{step}", combined))
+        current = var(f"{prefix}{step}")
+    return nodes, current
+
+
+def warp_reduce(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
+    """Every lane gets the combination of all 32 (a butterfly; ``subgroup_add`` for add)."""
+    if m.op == "add":
+        return [Node.let(prefix, Expr.subgroup_add(value))], var(prefix)
+    nodes = [Node.let(f"{prefix}0", value)]
+    current = var(f"{prefix}0")
+    for step, d in enumerate((16, 8, 4, 2, 1), start=1):
+        other = Expr.subgroup_shuffle(current, Expr.bitxor(lane(), u(d)))
+        nodes.append(Node.let(f"{prefix}{step}", m.combine(current, other)))
+        current = var(f"{prefix}{step}")
+    return nodes, current
+
+
+def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None) -> Expr:
+    """``pad op sums[0] op ... op sums[upto - 1]`` (all eight when ``upto`` is None), in order."""
+    acc = m.pad()
+    for j in range(WARPS):
+        nxt = m.combine(acc, Expr.load(sums, u(j)))
+        acc = nxt if upto is None else Expr.select(Expr.lt(u(j), upto), nxt, acc)
+    return acc
+
+
+def block_reduce(m: Monoid, value: Expr, sums: str, prefix: str) -> tuple[list[Node], Expr]:
+    """Combine one value per invocation over the workgroup; every invocation gets the total.
+
+    ``sums`` is a workgroup buffer of ``WARPS`` elements of the monoid's type.
+    """
+    nodes, total = warp_reduce(m, value, f"{prefix}w")
+    nodes.append(Node.if_(Expr.eq(lane(), u(0)), Node.store(sums, warp(), total)))
+    nodes.append(Node.barrier())
+    nodes.append(Node.let(f"{prefix}t", fold_warp_totals(m, sums, None)))
+    return nodes, var(f"{prefix}t")
+
+
+def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums: str, prefix: str
+               ) -> tuple[list[Node], list[Expr]]:
+    """Scan the blocked ``values`` of the whole workgroup, starting from ``carry``.
+
+    Each invocation folds its own items, the warps scan their invocations' totals with shuffles,
+    and ``sums`` (a workgroup buffer of ``WARPS`` elements) carries each warp's total to the
+    later warps. Returns one output per item: inclusive, or exclusive (the first item of the
+    tile gets ``carry``).
+    """
+    nodes: list[Node] = []
+    running: list[Expr] = []
+    for k, v in enumerate(values):
+        nodes.append(Node.let(f"{prefix}r{k}", v if k == 0 else m.combine(running[-1], v)))
+        running.append(var(f"{prefix}r{k}"))
+    scan_nodes, inclusive_total = warp_inclusive_scan(m, running[-1], f"{prefix}s")
+    nodes += scan_nodes
+    earlier_lanes = Expr.subgroup_shuffle(inclusive_total, Expr.sub(lane(), u(1)))
+    nodes.append(Node.let(f"{prefix}e", Expr.select(Expr.eq(lane(), u(0)), m.pad(), earlier_lanes)))
+    nodes.append(Node.if_(Expr.eq(lane(), u(31)), Node.store(sums, warp(), inclusive_total)))
+    nodes.append(Node.barrier())
+    start = m.combine(m.combine(carry, fold_warp_totals(m, sums, warp())), var(f"{prefix}e"))
+    nodes.append(Node.let(f"{prefix}p", start))
+    before = var(f"{prefix}p")
+    if inclusive:
+        return nodes, [m.combine(before, r) for r in running]
+    return nodes, [before] + [m.combine(before, r) for r in running[:-1]]

@@ -1,0 +1,78 @@
+"""The combining operations of ``reduce``, the scans and ``segmented_reduce``, as IR and as numpy.
+
+A ``Monoid`` pairs an op name (add, min, max, and, or, xor) with an element type and knows its
+IR combine, the identity used to pad partial tiles, and the value an empty input gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vyre.driver.errors import InvalidProgram
+from vyre.ir import DataType, Expr
+
+OPS = ("add", "min", "max", "and", "or", "xor")
+SCAN_TYPES = (DataType.U32, DataType.I32, DataType.F32)
+_BITWISE = {"and": Expr.bitand, "or": Expr.bitor, "xor": Expr.bitxor}
+_U32_MAX, _I32_MAX, _I32_MIN = 0xFFFFFFFF, 0x7FFFFFFF, -0x80000000
+_F32_NAN_BITS, _F32_NEG_ZERO_BITS = 0x7FC00000, 0x80000000
+
+
+@dataclass(frozen=True)
+class Monoid:
+    """An associative op over one arithmetic type (F32 add and min/max are associative up to rounding)."""
+
+    op: str
+    dtype: DataType
+
+    def combine(self, a: Expr, b: Expr) -> Expr:
+        """``a op b`` with ``a`` the earlier operand (the order matters for F32 rounding)."""
+        if self.op == "add":
+            return Expr.add(a, b)
+        if self.op == "min":
+            return Expr.min(a, b)
+        if self.op == "max":
+            return Expr.max(a, b)
+        return _BITWISE[self.op](a, b)
+
+    def pad(self) -> Expr:
+        """A true identity: F32 add pads with -0.0 and F32 min/max with NaN (min/max skip NaN)."""
+        if self.dtype is DataType.F32:
+            if self.op == "add":
+                return Expr.f32_from_bits(_F32_NEG_ZERO_BITS)
+            return Expr.f32_from_bits(_F32_NAN_BITS)
+        return self.literal(self.empty_value())
+
+    def empty_value(self) -> int | float:
+        """What an empty input reduces to: 0 for add/or/xor, all ones for and, the type's max/min."""
+        if self.op in ("add", "or", "xor"):
+            return 0
+        if self.op == "and":
+            return -1 if self.dtype is DataType.I32 else _U32_MAX
+        big = {DataType.U32: (_U32_MAX, 0), DataType.I32: (_I32_MAX, _I32_MIN),
+               DataType.F32: (float("inf"), float("-inf"))}[self.dtype]
+        return big[0] if self.op == "min" else big[1]
+
+    def literal(self, value: int | float) -> Expr:
+        if self.dtype is DataType.F32:
+            return Expr.f32(float(value))
+        return Expr.i32(int(value)) if self.dtype is DataType.I32 else Expr.u32(int(value))
+
+    def numpy_empty(self) -> np.generic:
+        return self.dtype.np_dtype.type(self.empty_value())
+
+
+def monoid(op: str, dtype: DataType) -> Monoid:
+    """The monoid of ``op`` over ``dtype``, or ``InvalidProgram`` saying which ops and types work."""
+    if op not in OPS:
+        raise InvalidProgram(f"unknown op {op!r} for a vyre.lib reduction or scan",
+                             f"use one of {', '.join(OPS)}.")
+    if dtype not in SCAN_TYPES:
+        raise InvalidProgram(f"vyre.lib reductions and scans take uint32, int32 or float32 data, not {dtype.name}",
+                             "convert the array with .astype(numpy.uint32), int32 or float32 first.")
+    if dtype is DataType.F32 and op in _BITWISE:
+        raise InvalidProgram(f"op {op!r} is bitwise and float32 data has no bitwise {op}",
+                             "use add, min or max on float32, or view the bits as uint32.")
+    return Monoid(op, dtype)

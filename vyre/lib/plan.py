@@ -1,0 +1,196 @@
+"""A run of ``vyre.lib``: a fixed topology of steps per capacity class, executed as one sequence.
+
+``Plan`` collects ``(program, handles, config)`` steps, the u32 parameter words they read and
+the scratch buffers they use; ``run`` uploads the parameter words and calls
+``backend.dispatch_sequence`` once (one synchronisation; on ``cuda`` one captured graph per
+capacity class, replayed). Grids and buffer sizes come from the capacity class (the next power
+of two of the size), never from the exact size, which the kernels read from the parameters.
+The topologies below (scan, reduction, compaction, radix sort) are shared by the primitives.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.backend import Resident
+from vyre.driver.config import DispatchConfig
+from vyre.driver.errors import InvalidProgram
+from vyre.ir import DataType, Program
+from vyre.lib import kernels as K
+from vyre.lib.blocks import WARPS, WG
+from vyre.lib.monoid import Monoid
+from vyre.lib.scratch import ScratchCache
+
+COUNT = Monoid("add", DataType.U32)
+
+
+@functools.cache
+def grid_config(groups: int) -> DispatchConfig:
+    """One shared config per grid: a backend that caches step bindings by config object reuses them."""
+    return DispatchConfig(grid=(groups, 1, 1))
+
+
+def capacity(n: int) -> int:
+    """The capacity class of ``n`` elements: the next power of two (at least 1)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Plan:
+    """Steps, parameter words and scratch buffers of one library call on one backend."""
+
+    def __init__(self, backend: Any, scratch: ScratchCache) -> None:
+        self.backend, self.scratch = backend, scratch
+        self.params = scratch.get("params", K.PARAM_WORDS * 4)
+        self._words = np.zeros(K.PARAM_WORDS, dtype=np.uint32)
+        self._names: dict[str, int] = {}
+        self.steps: list[tuple[Program, list[Resident], DispatchConfig]] = []
+
+    def word(self, name: str, value: int) -> int:
+        """The parameter word called ``name``, set to ``value`` (u32 bits); returns its index."""
+        index = self._names.setdefault(name, len(self._names))
+        if index >= K.PARAM_WORDS:
+            raise InvalidProgram("a vyre.lib plan needs more parameter words than it has",
+                                 "report this as a vyre.lib bug (the plan is too deep).")
+        self._words[index] = np.uint32(int(value) & 0xFFFFFFFF)
+        return index
+
+    def typed_word(self, name: str, value: object, dtype: DataType) -> int:
+        """A word holding ``value`` as ``dtype`` bits (read through a typed uniform view)."""
+        bits = np.array([value], dtype=dtype.np_dtype).view(np.uint32)[0]
+        return self.word(name, int(bits))
+
+    def buffer(self, role: str, elements: int, itemsize: int = 4) -> Resident:
+        """Scratch for ``elements`` of ``itemsize`` bytes, sized by capacity class."""
+        return self.scratch.get(role, capacity(elements) * itemsize)
+
+    def step(self, program: Program, handles: list[Resident], groups: int) -> None:
+        self.steps.append((program, handles, grid_config(max(groups, 1))))
+
+    def run(self, reads: list[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
+        self.backend.upload_resident(self.params, self._words)
+        return self.backend.dispatch_sequence(self.steps, list(reads))
+
+
+# ---- topologies -------------------------------------------------------------------------------------
+SCAN_TILE = WG * K.SCAN_ITEMS
+
+
+def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, inclusive: bool,
+         init_word: int | None = None, role: str = "scan", level: int = 0) -> None:
+    """Reduce-then-scan: tile totals, a scan of the totals (recursively), then each tile scanned.
+
+    Levels of 1024-element tiles: ``n`` -> ``ceil(n/1024)`` totals -> ... until one tile remains,
+    which is scanned directly; then each level's tiles are scanned starting from their carry.
+    """
+    n_word = plan.word(f"{role}.n{level}", n)
+    handles_tail = [plan.params] + ([plan.params] if init_word is not None else [])
+    if cap <= SCAN_TILE:
+        plan.step(K.scan_tiles(m, K.SCAN_ITEMS, inclusive, False, n_word, init_word), [src, dst, *handles_tail], 1)
+        return
+    tiles_cap = ceil_div(cap, SCAN_TILE)
+    partial = plan.buffer(f"{role}.partial{level}", tiles_cap, m.dtype.size)
+    carry = plan.buffer(f"{role}.carry{level}", tiles_cap, m.dtype.size)
+    plan.step(K.reduce_tiles(m, K.SCAN_ITEMS, n_word), [src, partial, plan.params], tiles_cap)
+    scan(plan, m, partial, carry, ceil_div(n, SCAN_TILE), tiles_cap, False, None, role, level + 1)
+    plan.step(K.scan_tiles(m, K.SCAN_ITEMS, inclusive, True, n_word, init_word),
+              [src, dst, carry, *handles_tail], tiles_cap)
+
+
+REDUCE_TILE = WG * K.REDUCE_ITEMS
+
+
+def reduce(plan: Plan, m: Monoid, src: Resident, n: int, cap: int) -> Resident:
+    """Levels of 4096-element tile reductions until one value remains; returns its buffer."""
+    level = 0
+    while True:
+        tiles_cap = ceil_div(cap, REDUCE_TILE)
+        out = plan.buffer(f"reduce.partial{level}", tiles_cap, m.dtype.size)
+        n_word = plan.word(f"reduce.n{level}", n)
+        plan.step(K.reduce_tiles(m, K.REDUCE_ITEMS, n_word), [src, out, plan.params], tiles_cap)
+        if tiles_cap == 1:
+            return out
+        src, n, cap, level = out, ceil_div(n, REDUCE_TILE), tiles_cap, level + 1
+
+
+def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident, out_index: Resident | None,
+            count: Resident, n: int, cap: int) -> None:
+    """Stable compaction (``n >= 1``): count kept per tile, scan the counts, scatter each tile."""
+    n_word = plan.word("compact.n", n)
+    extra = [plan.params] if pred.kind == "range" else []
+    outs = [out] + ([out_index] if out_index is not None else []) + [count]
+    with_index = out_index is not None
+    if cap <= SCAN_TILE:
+        plan.step(K.compact_tiles(pred, K.SCAN_ITEMS, False, with_index, n_word),
+                  [*inputs, *outs, plan.params, *extra], 1)
+        return
+    tiles_cap = ceil_div(cap, SCAN_TILE)
+    partial = plan.buffer("compact.partial", tiles_cap)
+    carry = plan.buffer("compact.carry", tiles_cap)
+    plan.step(K.count_tiles(pred, K.SCAN_ITEMS, n_word), [*inputs, partial, plan.params, *extra], tiles_cap)
+    scan(plan, COUNT, partial, carry, ceil_div(n, SCAN_TILE), tiles_cap, False, role="compact.scan")
+    plan.step(K.compact_tiles(pred, K.SCAN_ITEMS, True, with_index, n_word),
+              [*inputs, *outs, carry, plan.params, *extra], tiles_cap)
+
+
+SORT_TILE = WG * K.SORT_ITEMS
+RADIX = 1 << K.RADIX_BITS
+
+
+def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
+               n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
+               ) -> tuple[Resident, Resident | None]:
+    """Stable LSD radix sort, four 8-bit passes: per-tile digit histograms, one scan, stable scatter.
+
+    ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or ``"iota"`` (carry indices).
+    The last pass writes into ``final`` (keys, values) when given, else into scratch.
+    Returns the handles holding the sorted raw keys and values.
+    """
+    tiles_cap = ceil_div(cap, SORT_TILE)
+    n_word, tiles_word = plan.word("sort.n", n), plan.word("sort.tiles", tiles_cap)
+    hist = plan.buffer("sort.hist", RADIX * tiles_cap)
+    offsets = plan.buffer("sort.offsets", RADIX * tiles_cap)
+    key_bufs = [plan.buffer("sort.keys_b", cap), plan.buffer("sort.keys_a", cap)]
+    val_bufs = [plan.buffer("sort.vals_b", cap), plan.buffer("sort.vals_a", cap)] if values_mode != "none" else None
+    src_k, src_v = keys, values
+    passes = 32 // K.RADIX_BITS
+    for p in range(passes):
+        shift = p * K.RADIX_BITS
+        key_in = dtype if p == 0 else None
+        key_out = dtype if p == passes - 1 else None
+        mode = values_mode if p == 0 else ("none" if values_mode == "none" else "load")
+        plan.step(K.radix_histogram(shift, key_in, K.SORT_ITEMS, n_word, tiles_word), [src_k, hist, plan.params],
+                  tiles_cap)
+        scan(plan, COUNT, hist, offsets, RADIX * tiles_cap, RADIX * tiles_cap, False, role="sort.scan")
+        last = p == passes - 1 and final is not None
+        dst_k = final[0] if last else key_bufs[p % 2]
+        dst_v = (final[1] if last else val_bufs[p % 2]) if val_bufs else None
+        handles = [src_k, offsets, dst_k]
+        if mode == "load":
+            handles.append(src_v)
+        if mode != "none":
+            handles.append(dst_v)
+        plan.step(K.radix_scatter(shift, key_in, key_out, mode, K.SORT_ITEMS, n_word, tiles_word),
+                  [*handles, plan.params], tiles_cap)
+        src_k, src_v = dst_k, dst_v
+    return src_k, src_v
+
+
+def run_length(plan: Plan, dtype: DataType, src: Resident, values: Resident, lengths: Resident, n: int,
+               cap: int) -> Resident:
+    """Run starts by compaction (first value of each run into ``values``), then ``lengths`` from
+    consecutive starts; returns the buffer whose first word is the number of runs."""
+    starts, count = plan.buffer("rle.starts", cap), plan.buffer("rle.count", 1)
+    compact(plan, K.Predicate("run_start", dtype), [src], values, starts, count, n, cap)
+    plan.step(K.run_lengths(plan.word("rle.n", n)), [starts, count, lengths, plan.params], ceil_div(cap, WG))
+    return count
+
+
+def segments_groups(segments_cap: int) -> int:
+    return ceil_div(segments_cap, WARPS)

@@ -1,0 +1,198 @@
+"""``reduce``, the scans, ``select``, ``select_if``, ``histogram`` and ``segmented_reduce``.
+
+Each function checks its arguments, builds the fixed topology of its size class
+(``vyre.lib.plan``) and runs it as one sequence on the backend. See docs/lib.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.errors import InvalidProgram
+from vyre.ir import DataType
+from vyre.lib import kernels as K
+from vyre.lib import plan as topo
+from vyre.lib.io import Array, Call, ResidentArray, as_array, library_call, same_length
+from vyre.lib.monoid import SCAN_TYPES, monoid
+from vyre.lib.plan import Plan, capacity, ceil_div
+
+VALUE_TYPES = SCAN_TYPES
+FLAG_TYPES = (DataType.U8, DataType.I8, DataType.U16, DataType.I16, DataType.U32, DataType.I32, DataType.F32)
+INT_TYPES = (DataType.U8, DataType.I8, DataType.U16, DataType.I16, DataType.U32, DataType.I32)
+HISTOGRAM_SHARED_MAX = 8192
+HISTOGRAM_BLOCKS_MAX = 1024
+HISTOGRAM_ITEMS = 16
+
+
+@library_call
+def reduce(x: object, op: str = "add", *, backend: Any = None, scratch: Any = None) -> Any:
+    """Combine all elements with ``op`` (add, min, max, and, or, xor); an empty input gives the
+    op's identity (0; all ones for and; the type's max for min and min for max, +-inf on float32).
+
+    float32 min/max skip NaNs (NaN only when every element is NaN); float32 sums are added in a
+    fixed tree order, so every backend gives the same bits. Returns a numpy scalar, or a 0-d
+    CuPy array for device input.
+    """
+    a = as_array(x, "x", VALUE_TYPES)
+    m = monoid(op, a.dtype)
+    call = Call(backend, scratch, a)
+    if a.n == 0:
+        if not call.on_device:
+            return m.numpy_empty()
+        word = call.scratch.get("reduce.empty", 4)
+        backend.upload_resident(word, np.array([m.numpy_empty()]))
+        return call.output(word, a.np_dtype, 1).reshape(())
+    plan = call.plan()
+    src = call.upload(plan, "x", a)
+    result = topo.reduce(plan, m, src, a.n, capacity(a.n))
+    if call.on_device:
+        call.run(plan)
+        return call.output(result, a.np_dtype, 1).reshape(())
+    (word,) = call.run(plan, [(result, 0, a.np_dtype.itemsize)])
+    return word.view(a.np_dtype)[0]
+
+
+def _scan(x: object, op: str, inclusive: bool, init: object, backend: Any, scratch: Any) -> Any:
+    a = as_array(x, "x", VALUE_TYPES)
+    m = monoid(op, a.dtype)
+    call = Call(backend, scratch, a)
+    if a.n == 0:
+        return call.empty(a.np_dtype)
+    plan = call.plan()
+    src = call.upload(plan, "x", a)
+    out = call.result(plan, "scan.out", a.n)
+    init_word = None
+    if not inclusive:
+        start = m.empty_value() if init is None else init
+        init_word = plan.typed_word("scan.init", _scalar(start, a, "init"), a.dtype)
+    topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word)
+    call.run(plan)
+    return call.output(out, a.np_dtype, a.n)
+
+
+def _scalar(value: object, a: Array, name: str) -> Any:
+    """``value`` as an ``a``-typed numpy scalar, or ``InvalidProgram`` if it does not fit."""
+    try:
+        with np.errstate(over="raise", invalid="raise"):
+            converted = np.array([value]).astype(a.np_dtype, casting="unsafe")[0]
+        exact = a.dtype is DataType.F32 or int(converted) == int(value)
+    except (TypeError, ValueError, OverflowError, FloatingPointError):
+        exact = False
+    if not exact:
+        raise InvalidProgram(f"{name}={value!r} is not a {a.np_dtype} value",
+                             f"pass a number representable as {a.np_dtype}.")
+    return converted
+
+
+@library_call
+def inclusive_scan(x: object, op: str = "add", *, backend: Any = None, scratch: Any = None) -> Any:
+    """``out[i] = x[0] op x[1] op ... op x[i]`` (integers wrap)."""
+    return _scan(x, op, True, None, backend, scratch)
+
+
+@library_call
+def exclusive_scan(x: object, op: str = "add", init: object = None, *, backend: Any = None,
+                   scratch: Any = None) -> Any:
+    """``out[0] = init``, ``out[i] = init op x[0] op ... op x[i-1]``; ``init`` defaults to the op's
+    identity (0 for add, or, xor)."""
+    return _scan(x, op, False, init, backend, scratch)
+
+
+def _compact(call: Call, plan: Plan, pred: K.Predicate, arrays: list[Array]) -> Any:
+    a = arrays[0]
+    inputs = [call.upload(plan, f"select.in{i}", arr) for i, arr in enumerate(arrays)]
+    out, count = call.result(plan, "select.out", a.n), plan.buffer("select.count", 1)
+    topo.compact(plan, pred, inputs, out, None, count, a.n, capacity(a.n))
+    (raw,) = call.run(plan, [(count, 0, 4)])
+    return call.output(out, a.np_dtype, int(raw.view(np.uint32)[0]))
+
+
+@library_call
+def select(x: object, flags: object, *, backend: Any = None, scratch: Any = None) -> Any:
+    """The elements of ``x`` whose flag is non-zero, in their original order (stable compaction)."""
+    a = as_array(x, "x", VALUE_TYPES)
+    f = as_array(flags, "flags", FLAG_TYPES)
+    same_length(a, f, "select(x, flags)")
+    call = Call(backend, scratch, a, f)
+    if a.n == 0:
+        return call.empty(a.np_dtype)
+    return _compact(call, call.plan(), K.Predicate("flags", a.dtype, f.dtype), [a, f])
+
+
+@library_call
+def select_if(x: object, lo: object, hi: object, *, backend: Any = None, scratch: Any = None) -> Any:
+    """The elements with ``lo <= x < hi``, in their original order (NaN is never kept)."""
+    a = as_array(x, "x", VALUE_TYPES)
+    call = Call(backend, scratch, a)
+    lo_value, hi_value = _scalar(lo, a, "lo"), _scalar(hi, a, "hi")
+    if a.n == 0:
+        return call.empty(a.np_dtype)
+    plan = call.plan()
+    lo_word = plan.typed_word("select.lo", lo_value, a.dtype)
+    if plan.typed_word("select.hi", hi_value, a.dtype) != lo_word + 1:
+        raise AssertionError("select_if needs lo and hi in consecutive parameter words")
+    return _compact(call, plan, K.Predicate("range", a.dtype, lo_word=lo_word), [a])
+
+
+@library_call
+def histogram(x: object, bins: int, *, backend: Any = None, scratch: Any = None) -> Any:
+    """``counts[v]`` = how many elements equal ``v``, for ``v`` in ``[0, bins)`` (u32 counts).
+
+    Values outside the range (negative ones included) are ignored.
+    """
+    a = as_array(x, "x", INT_TYPES)
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or not 0 <= int(bins) < 2**32:
+        raise InvalidProgram(f"bins={bins!r} is not a count in [0, 2**32)", "pass a non-negative int bins.")
+    bins = int(bins)
+    call = Call(backend, scratch, a)
+    if bins == 0:
+        return call.empty(np.dtype(np.uint32))
+    plan = call.plan()
+    cap = capacity(a.n)
+    blocks = min(ceil_div(cap, K.WG * HISTOGRAM_ITEMS), HISTOGRAM_BLOCKS_MAX)
+    words = (plan.word("hist.n", a.n), plan.word("hist.bins", bins), plan.word("hist.blocks", blocks))
+    src = call.upload(plan, "x", a)
+    counts = call.result(plan, "hist.counts", bins)
+    shared = capacity(max(bins, K.WG)) if bins <= HISTOGRAM_SHARED_MAX else 0
+    plan.step(K.zero_fill(words[1]), [counts, plan.params], ceil_div(capacity(bins), K.WG))
+    plan.step(K.histogram_kernel(a.dtype, shared, *words), [src, counts, plan.params], blocks)
+    call.run(plan)
+    return call.output(counts, np.dtype(np.uint32), bins)
+
+
+@library_call
+def segmented_reduce(x: object, offsets: object, op: str = "add", *, backend: Any = None,
+                     scratch: Any = None) -> Any:
+    """``out[s] = reduce(x[offsets[s]:offsets[s+1]], op)`` for each of the ``len(offsets) - 1``
+    segments (CSR offsets); an empty segment gives the op's identity, as ``reduce`` does."""
+    a = as_array(x, "x", VALUE_TYPES)
+    on_host = not hasattr(offsets, "__cuda_array_interface__") and not isinstance(offsets, ResidentArray)
+    o = as_array(offsets, "offsets", INT_TYPES if on_host else (DataType.U32, DataType.I32))
+    m = monoid(op, a.dtype)
+    call = Call(backend, scratch, a, o)
+    if not (o.on_device or o.resident):  # offsets on the device are clamped there instead
+        o = _checked_offsets(offsets, a.n)
+    segments = max(o.n - 1, 0)
+    if segments == 0:
+        return call.empty(a.np_dtype)
+    plan = call.plan()
+    n_word, s_word = plan.word("seg.n", a.n), plan.word("seg.segments", segments)
+    src, offs = call.upload(plan, "x", a), call.upload(plan, "seg.offsets", o)
+    out = call.result(plan, "seg.out", segments)
+    plan.step(K.segmented_reduce_kernel(m, n_word, s_word), [src, offs, out, plan.params],
+              topo.segments_groups(capacity(segments)))
+    call.run(plan)
+    return call.output(out, a.np_dtype, segments)
+
+
+def _checked_offsets(offsets: object, n: int) -> Array:
+    """Host offsets as u32 after checking they start >= 0, never decrease and end <= ``n``."""
+    values = np.asarray(offsets).reshape(-1)
+    if values.size and (values.dtype.kind not in "iu"):
+        raise InvalidProgram(f"offsets have dtype {values.dtype}", "pass integer offsets.")
+    if values.size and (values.min() < 0 or values.max() > n or np.any(np.diff(values.astype(np.int64)) < 0)):
+        raise InvalidProgram(f"offsets must be non-decreasing within [0, {n}] (len(x))",
+                             "pass CSR offsets: offsets[0] >= 0, offsets[s] <= offsets[s+1] <= len(x).")
+    return as_array(values.astype(np.uint32), "offsets", (DataType.U32,))

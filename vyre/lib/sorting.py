@@ -1,0 +1,90 @@
+"""``sort``, ``argsort``, ``unique`` and ``run_length_encode``: LSD radix sort and run detection.
+
+Keys are u32, i32 or f32; f32 keys follow a total order (-0.0 before +0.0, NaN last, every NaN
+returned as 0x7FFFFFFF). See docs/lib.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vyre.lib import plan as topo
+from vyre.lib.io import Call, as_array, library_call, same_length
+from vyre.lib.keys import KEY_TYPES
+from vyre.lib.plan import capacity
+
+VALUE_TYPES = KEY_TYPES
+U32 = np.dtype(np.uint32)
+
+
+def _sorted(keys: object, values: object, mode: str, backend: Any, scratch: Any) -> tuple[Any, Any]:
+    k = as_array(keys, "keys", KEY_TYPES)
+    v = as_array(values, "values", VALUE_TYPES) if mode == "load" else None
+    if v is not None:
+        same_length(k, v, "sort(keys, values)")
+    call = Call(backend, scratch, k, v)
+    value_dtype = v.np_dtype if v is not None else U32
+    if k.n == 0:
+        return call.empty(k.np_dtype), call.empty(value_dtype)
+    plan = call.plan()
+    src_k = call.upload(plan, "sort.keys", k)
+    src_v = call.upload(plan, "sort.values", v) if v is not None else None
+    final = (call.result(plan, "sort.out_keys", k.n),
+             call.result(plan, "sort.out_values", k.n) if mode != "none" else None)
+    out_k, out_v = topo.radix_sort(plan, k.dtype, src_k, src_v, mode, k.n, capacity(k.n), final)
+    call.run(plan)
+    keys_out = call.output(out_k, k.np_dtype, k.n)
+    return keys_out, (call.output(out_v, value_dtype, k.n) if out_v is not None else None)
+
+
+@library_call
+def sort(keys: object, values: object = None, *, backend: Any = None, scratch: Any = None) -> Any:
+    """Keys in ascending order (stable); with ``values`` (4-byte elements), ``(keys, values)``
+    with each value moved along with its key."""
+    out_k, out_v = _sorted(keys, values, "none" if values is None else "load", backend, scratch)
+    return out_k if values is None else (out_k, out_v)
+
+
+@library_call
+def argsort(keys: object, *, backend: Any = None, scratch: Any = None) -> Any:
+    """The u32 indices that sort ``keys`` stably (``keys[argsort(keys)] == sort(keys)``)."""
+    return _sorted(keys, None, "iota", backend, scratch)[1]
+
+
+def _runs(call: Call, plan: topo.Plan, dtype: Any, src: Any, n: int, np_dtype: np.dtype) -> tuple[Any, Any]:
+    values, lengths = call.result(plan, "rle.values", n), call.result(plan, "rle.lengths", n)
+    count = topo.run_length(plan, dtype, src, values, lengths, n, capacity(n))
+    (raw,) = call.run(plan, [(count, 0, 4)])
+    runs = int(raw.view(np.uint32)[0])
+    return call.output(values, np_dtype, runs), call.output(lengths, U32, runs)
+
+
+@library_call
+def run_length_encode(x: object, *, backend: Any = None, scratch: Any = None) -> tuple[Any, Any]:
+    """``(values, lengths)`` of the runs of equal consecutive elements (u32 lengths).
+
+    Equality is bitwise, except that every f32 NaN equals every other (so -0.0 and +0.0 differ).
+    """
+    a = as_array(x, "x", KEY_TYPES)
+    call = Call(backend, scratch, a)
+    if a.n == 0:
+        return call.empty(a.np_dtype), call.empty(U32)
+    plan = call.plan()
+    return _runs(call, plan, a.dtype, call.upload(plan, "x", a), a.n, a.np_dtype)
+
+
+@library_call
+def unique(x: object, *, backend: Any = None, scratch: Any = None) -> tuple[Any, Any]:
+    """``(values, counts)``: the distinct values in sort order and how often each occurs.
+
+    Distinct by the sort's total order: -0.0 and +0.0 are two values, all NaNs are one.
+    """
+    a = as_array(x, "x", KEY_TYPES)
+    call = Call(backend, scratch, a)
+    if a.n == 0:
+        return call.empty(a.np_dtype), call.empty(U32)
+    plan = call.plan()
+    keys, _ = topo.radix_sort(plan, a.dtype, call.upload(plan, "x", a), None, "none", a.n, capacity(a.n))
+    return _runs(call, plan, a.dtype, keys, a.n, a.np_dtype)
