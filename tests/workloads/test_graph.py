@@ -78,3 +78,18 @@ def test_bad_inputs_are_errors_with_a_fix(oracle):
 
 def test_empty_graph(oracle):
     assert graph.connected_components(np.zeros(1, np.uint32), np.zeros(0, np.uint32), backend=oracle).size == 0
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_from_edges_matches_a_stable_host_build(oracle, name):
+    n, src, dst = CASES[name]
+    indptr, indices = graph.from_edges(n, src, dst, backend=oracle)
+    want_ptr, want_idx = csr(n, src, dst)
+    assert indptr.dtype == np.uint32 and indices.dtype == np.uint32
+    assert np.array_equal(indptr, want_ptr) and np.array_equal(indices, want_idx)
+
+
+def test_from_edges_refuses_bad_edges(oracle):
+    for n, src, dst in [(3, [0, 1], [1]), (3, [0, 3], [1, 2]), (3, [0], [-1]), (-1, [], []), (True, [], [])]:
+        with pytest.raises(InvalidProgram, match="Fix:"):
+            graph.from_edges(n, np.array(src), np.array(dst), backend=oracle)

@@ -42,10 +42,10 @@ def _backend(backend: object | None) -> object:
 def _u32_array(name: str, values: object) -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 1 or array.dtype.kind not in "iu":
-        raise InvalidProgram(f"{name} must be a 1-D integer array, got shape {array.shape} dtype {array.dtype}. "
-                             f"Fix: pass a 1-D numpy array of vertex ids or offsets.")
+        raise InvalidProgram(f"{name} must be a 1-D integer array, got shape {array.shape} dtype {array.dtype}",
+                             "pass a 1-D numpy array of vertex ids or offsets.")
     if array.size and (array.min() < 0 or array.max() > UNREACHED):
-        raise InvalidProgram(f"{name} holds values outside u32. Fix: pass ids and offsets in [0, 2**32).")
+        raise InvalidProgram(f"{name} holds values outside u32", "pass ids and offsets in [0, 2**32).")
     return np.ascontiguousarray(array, dtype=np.uint32)
 
 
@@ -53,11 +53,10 @@ def check_csr(indptr: object, indices: object) -> tuple[np.ndarray, np.ndarray]:
     """``indptr`` and ``indices`` as u32 arrays, checked to be a CSR graph."""
     ptr, idx = _u32_array("indptr", indptr), _u32_array("indices", indices)
     if ptr.size == 0:
-        raise InvalidProgram("indptr is empty. Fix: pass n + 1 offsets (np.zeros(1) for a graph of no vertices).")
+        raise InvalidProgram("indptr is empty", "pass n + 1 offsets (np.zeros(1) for a graph of no vertices).")
     if ptr[0] != 0 or np.any(ptr[1:] < ptr[:-1]) or ptr[-1] != idx.size:
-        raise InvalidProgram("indptr is not a CSR offset array (starts at 0, never decreases, ends at "
-                             "len(indices)). Fix: build the graph with vyre.lib.graph.from_edges or "
-                             "scipy.sparse.csr_matrix(...).indptr.")
+        raise InvalidProgram("indptr is not a CSR offset array (starts at 0, never decreases, ends at len(indices))",
+                             "build the graph with vyre.lib.graph.from_edges or scipy.sparse.csr_matrix(...).indptr.")
     return ptr, idx
 
 
@@ -276,8 +275,8 @@ class Graph:
             limit = max_iterations if max_iterations is not None else 2 * n + 64
             iterations = be.dispatch_until(steps, h_flag, limit)
             if iterations >= limit and max_iterations is None:
-                raise InvalidProgram(f"connected_components did not converge in {limit} iterations. "
-                                     f"Fix: report this graph as a bug; it should never happen.")
+                raise InvalidProgram(f"connected_components did not converge in {limit} iterations",
+                                     "report this graph as a bug; it should never happen.")
             return _read_u32(be, h_parent, n)
 
     def bfs(self, source: int, bottom_up_fraction: float = 1 / 16) -> np.ndarray:
@@ -288,8 +287,8 @@ class Graph:
         """
         n, be = self.n, self.backend
         if isinstance(source, bool) or not isinstance(source, (int, np.integer)) or not 0 <= source < n:
-            raise InvalidProgram(f"source {source!r} is not a vertex of this {n}-vertex graph. "
-                                 f"Fix: pass an int in [0, {n}).")
+            raise InvalidProgram(f"source {source!r} is not a vertex of this {n}-vertex graph",
+                                 f"pass an int in [0, {n}).")
         levels = np.full(n, UNREACHED, dtype=np.uint32)
         levels[source] = 0
         with _Resident(be) as res:
@@ -331,6 +330,56 @@ def bfs(indptr: object, indices: object, source: int, *, backend: object | None 
     """
     with Graph(indptr, indices, backend=backend, undirected=undirected) as g:
         return g.bfs(source, bottom_up_fraction)
+
+
+@cache
+def gather_program() -> Program:
+    """``out[i] = values[order[i]]`` for ``i < len(order)``."""
+    i = Expr.invocation_id(0)
+    return Program(
+        [BufferDecl.read("values", 0, U32), BufferDecl.read("order", 1, U32),
+         BufferDecl.read_write("out", 2, U32), BufferDecl.read("count", 3, U32, 1)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(i, Expr.load("count", Expr.u32(0))),
+                  [Node.store("out", i, Expr.load("values", Expr.load("order", i)))])],
+        name="gather_u32",
+    )
+
+
+def from_edges(n: int, src: object, dst: object, *, backend: object | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """CSR ``(indptr, indices)`` of the directed edges ``src[i] -> dst[i]`` over ``n`` vertices.
+
+    Built on the device: a stable radix argsort of ``src`` (so each row keeps the input order of its
+    edges), a gather of ``dst``, a histogram of ``src`` and a scan of it.
+    """
+    from vyre import lib
+
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n < UNREACHED:
+        raise InvalidProgram(f"n={n!r} is not a vertex count", "pass an int in [0, 2**32 - 1).")
+    s, d = _u32_array("src", src), _u32_array("dst", dst)
+    if s.size != d.size:
+        raise InvalidProgram(f"src has {s.size} edges and dst {d.size}", "pass two arrays of the same length.")
+    if s.size and (int(s.max()) >= n or int(d.max()) >= n):
+        raise InvalidProgram(f"an edge names a vertex >= n={n}", "pass vertex ids in [0, n) or a larger n.")
+    m = s.size
+    if m == 0:
+        return np.zeros(n + 1, dtype=np.uint32), np.zeros(0, dtype=np.uint32)
+    be = _backend(backend)
+    with _Resident(be) as res:
+        h_src, h_dst = res.upload(s), res.upload(d)
+        src_ra = lib.ResidentArray(h_src, np.uint32, m)
+        order = lib.argsort(src_ra, backend=be)
+        res.handles.append(order.handle)
+        counts = lib.histogram(src_ra, n, backend=be)
+        res.handles.append(counts.handle)
+        ends = lib.inclusive_scan(counts, backend=be)
+        res.handles.append(ends.handle)
+        h_idx = res.alloc(4 * m)
+        be.dispatch_sequence([(gather_program(), [h_dst, order.handle, h_idx, res.upload(np.array([m], np.uint32))],
+                               DispatchConfig(elements=m))])
+        indptr = np.zeros(n + 1, dtype=np.uint32)
+        indptr[1:] = _read_u32(be, ends.handle, n)
+        return indptr, _read_u32(be, h_idx, m)
 
 
 def reference_levels(indptr: Sequence[int], indices: Sequence[int], source: int) -> np.ndarray:
