@@ -31,7 +31,7 @@ _WG = 256
 _JUMP_HOPS = 64
 
 
-def _backend(backend: object | None) -> object:
+def backend_or_default(backend: object | None) -> object:
     if backend is not None:
         return backend
     import vyre
@@ -39,7 +39,7 @@ def _backend(backend: object | None) -> object:
     return vyre.acquire(allow_reference=True)
 
 
-def _u32_array(name: str, values: object) -> np.ndarray:
+def u32_array(name: str, values: object) -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 1 or array.dtype.kind not in "iu":
         raise InvalidProgram(f"{name} must be a 1-D integer array, got shape {array.shape} dtype {array.dtype}",
@@ -51,7 +51,7 @@ def _u32_array(name: str, values: object) -> np.ndarray:
 
 def check_csr(indptr: object, indices: object) -> tuple[np.ndarray, np.ndarray]:
     """``indptr`` and ``indices`` as u32 arrays, checked to be a CSR graph."""
-    ptr, idx = _u32_array("indptr", indptr), _u32_array("indices", indices)
+    ptr, idx = u32_array("indptr", indptr), u32_array("indices", indices)
     if ptr.size == 0:
         raise InvalidProgram("indptr is empty", "pass n + 1 offsets (np.zeros(1) for a graph of no vertices).")
     if ptr[0] != 0 or np.any(ptr[1:] < ptr[:-1]) or ptr[-1] != idx.size:
@@ -86,7 +86,7 @@ class _Resident:
             self.backend.free_resident(handle)
 
 
-def _read_u32(backend: object, handle: object, count: int) -> np.ndarray:
+def read_u32(backend: object, handle: object, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=np.uint32)
     return backend.download_resident(handle, 0, 4 * count).view(np.uint32).copy()
@@ -242,10 +242,10 @@ class Graph:
         ptr, idx = check_csr(indptr, indices)
         self.n = ptr.size - 1
         self.undirected = undirected
-        self.backend = _backend(backend)
+        self.backend = backend_or_default(backend)
         self._res = _Resident(self.backend)
         try:
-            self._indptr, self._indices = self._res.upload(ptr), self._res.upload(idx)
+            self.indptr_handle, self.indices_handle = self._res.upload(ptr), self._res.upload(idx)
         except BaseException:
             self.close()
             raise
@@ -270,14 +270,14 @@ class Graph:
         with _Resident(be) as res:
             h_parent = res.upload(np.arange(n, dtype=np.uint32))
             h_flag = res.alloc(4)
-            steps = [(hook_program(), [self._indptr, self._indices, h_parent, h_flag], config),
+            steps = [(hook_program(), [self.indptr_handle, self.indices_handle, h_parent, h_flag], config),
                      (jump_program(), [h_parent, h_flag], config)]
             limit = max_iterations if max_iterations is not None else 2 * n + 64
             iterations = be.dispatch_until(steps, h_flag, limit)
             if iterations >= limit and max_iterations is None:
                 raise InvalidProgram(f"connected_components did not converge in {limit} iterations",
                                      "report this graph as a bug; it should never happen.")
-            return _read_u32(be, h_parent, n)
+            return read_u32(be, h_parent, n)
 
     def bfs(self, source: int, bottom_up_fraction: float = 1 / 16) -> np.ndarray:
         """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) along the stored edges.
@@ -300,8 +300,8 @@ class Graph:
             size, cur = 1, 0
             while size:
                 nxt = 1 - cur
-                handles = [self._indptr, self._indices, h_levels, frontiers[cur], counts[cur], frontiers[nxt],
-                           counts[nxt], h_level]
+                handles = [self.indptr_handle, self.indices_handle, h_levels, frontiers[cur], counts[cur],
+                           frontiers[nxt], counts[nxt], h_level]
                 if self.undirected and size > n * bottom_up_fraction:
                     step = (bottom_up_program(), handles, DispatchConfig(elements=n))
                 else:
@@ -310,7 +310,7 @@ class Graph:
                     [step, (advance_program(), [counts[cur], h_level], DispatchConfig(grid=(1, 1, 1)))],
                     reads=[(counts[nxt], 0, 4)])
                 size, cur = _word(word), nxt
-            return _read_u32(be, h_levels, n)
+            return read_u32(be, h_levels, n)
 
 
 def connected_components(indptr: object, indices: object, *, backend: object | None = None,
@@ -356,7 +356,7 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n < UNREACHED:
         raise InvalidProgram(f"n={n!r} is not a vertex count", "pass an int in [0, 2**32 - 1).")
-    s, d = _u32_array("src", src), _u32_array("dst", dst)
+    s, d = u32_array("src", src), u32_array("dst", dst)
     if s.size != d.size:
         raise InvalidProgram(f"src has {s.size} edges and dst {d.size}", "pass two arrays of the same length.")
     if s.size and (int(s.max()) >= n or int(d.max()) >= n):
@@ -364,7 +364,7 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
     m = s.size
     if m == 0:
         return np.zeros(n + 1, dtype=np.uint32), np.zeros(0, dtype=np.uint32)
-    be = _backend(backend)
+    be = backend_or_default(backend)
     with _Resident(be) as res:
         h_src, h_dst = res.upload(s), res.upload(d)
         src_ra = lib.ResidentArray(h_src, np.uint32, m)
@@ -378,8 +378,8 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
         be.dispatch_sequence([(gather_program(), [h_dst, order.handle, h_idx, res.upload(np.array([m], np.uint32))],
                                DispatchConfig(elements=m))])
         indptr = np.zeros(n + 1, dtype=np.uint32)
-        indptr[1:] = _read_u32(be, ends.handle, n)
-        return indptr, _read_u32(be, h_idx, m)
+        indptr[1:] = read_u32(be, ends.handle, n)
+        return indptr, read_u32(be, h_idx, m)
 
 
 def reference_levels(indptr: Sequence[int], indices: Sequence[int], source: int) -> np.ndarray:
