@@ -1,0 +1,234 @@
+"""Workloads on the device: vyre.lib.graph (and the other workloads as they land) against scipy and
+a hand-written CuPy version of the same algorithm, in one run on one card.
+
+Run on a GPU machine: ``python benchmarks/bench_workloads.py [--scale 22] [--edge-factor 8]``. Prints a
+table headed by the card's name and writes ``$OUT/bench_workloads.json`` (or ``--json PATH``).
+
+- BFS and connected components on an R-MAT graph (``2**scale`` vertices, ``edge_factor * 2**scale``
+  edges stored both ways): scipy.sparse.csgraph on the host; vyre through the plain call
+  (``graph.bfs(indptr, indices, source)``: upload, search, download) and on a graph uploaded once
+  (``graph.Graph``: search and download only); the same algorithms written by hand as CuPy
+  ``RawKernel``s (top-down/bottom-up BFS with one count readback per level; hooking + pointer
+  jumping with one flag readback per iteration), on device-resident CuPy arrays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from vyre.lib import graph  # noqa: E402
+
+CUDA_SOURCE = r"""
+#define UNREACHED 0xFFFFFFFFu
+extern "C" __global__ void hook(const unsigned* indptr, const unsigned* indices, unsigned* parent,
+                                unsigned* flag, unsigned n) {
+    unsigned v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    for (unsigned e = indptr[v]; e < indptr[v + 1]; ++e) {
+        unsigned u = indices[e];
+        if (u >= n) continue;
+        unsigned pv = parent[v], pu = parent[u];
+        if (pv != pu) { atomicMin(&parent[max(pv, pu)], min(pv, pu)); *flag = 1; }
+    }
+}
+extern "C" __global__ void jump(unsigned* parent, unsigned* flag, unsigned n) {
+    unsigned v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    unsigned start = parent[v], p = start;
+    for (int hop = 0; hop < 64; ++hop) { unsigned pp = parent[p]; if (pp == p) break; p = pp; }
+    if (p != start) { parent[v] = p; *flag = 1; }
+}
+extern "C" __global__ void top_down(const unsigned* indptr, const unsigned* indices, unsigned* levels,
+                                    const unsigned* frontier, const unsigned* count, unsigned* next,
+                                    unsigned* next_count, unsigned level, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= *count) return;
+    unsigned v = frontier[i];
+    for (unsigned e = indptr[v]; e < indptr[v + 1]; ++e) {
+        unsigned u = indices[e];
+        if (u < n && levels[u] == UNREACHED && atomicCAS(&levels[u], UNREACHED, level + 1) == UNREACHED)
+            next[atomicAdd(next_count, 1u)] = u;
+    }
+}
+extern "C" __global__ void bottom_up(const unsigned* indptr, const unsigned* indices, unsigned* levels,
+                                     unsigned* next, unsigned* next_count, unsigned level, unsigned n) {
+    unsigned v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n || levels[v] != UNREACHED) return;
+    for (unsigned e = indptr[v]; e < indptr[v + 1]; ++e) {
+        unsigned u = indices[e];
+        if (u < n && levels[u] == level) { levels[v] = level + 1; next[atomicAdd(next_count, 1u)] = v; return; }
+    }
+}
+"""
+
+
+class CupyGraph:
+    """The same BFS and components algorithms, written by hand in CUDA C and driven from CuPy."""
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray) -> None:
+        import cupy
+
+        self.cp = cupy
+        self.n = indptr.size - 1
+        self.indptr, self.indices = cupy.asarray(indptr), cupy.asarray(indices)
+        module = cupy.RawModule(code=CUDA_SOURCE)
+        self.k = {name: module.get_function(name) for name in ("hook", "jump", "top_down", "bottom_up")}
+
+    def _grid(self, count: int) -> tuple[int]:
+        return ((count + 255) // 256,)
+
+    def components(self) -> np.ndarray:
+        cp, n = self.cp, self.n
+        parent = cp.arange(n, dtype=cp.uint32)
+        flag = cp.zeros(1, dtype=cp.uint32)
+        while True:
+            flag.fill(0)
+            self.k["hook"](self._grid(n), (256,), (self.indptr, self.indices, parent, flag, np.uint32(n)))
+            self.k["jump"](self._grid(n), (256,), (parent, flag, np.uint32(n)))
+            if not int(flag.get()[0]):
+                return parent.get()
+
+    def bfs(self, source: int, bottom_up_fraction: float = 1 / 16) -> np.ndarray:
+        cp, n = self.cp, self.n
+        levels = cp.full(n, 0xFFFFFFFF, dtype=cp.uint32)
+        levels[source] = 0
+        frontier, nxt = cp.zeros(n, dtype=cp.uint32), cp.zeros(n, dtype=cp.uint32)
+        frontier[0] = source
+        count, next_count = cp.ones(1, dtype=cp.uint32), cp.zeros(1, dtype=cp.uint32)
+        size, level = 1, 0
+        while size:
+            next_count.fill(0)
+            if size > n * bottom_up_fraction:
+                self.k["bottom_up"](self._grid(n), (256,), (self.indptr, self.indices, levels, nxt, next_count,
+                                                            np.uint32(level), np.uint32(n)))
+            else:
+                self.k["top_down"](self._grid(size), (256,), (self.indptr, self.indices, levels, frontier, count,
+                                                              nxt, next_count, np.uint32(level), np.uint32(n)))
+            size = int(next_count.get()[0])
+            frontier, nxt, count, next_count = nxt, frontier, next_count, count
+            level += 1
+        return levels.get()
+
+
+def seconds(fn: Callable[[], object], reps: int) -> float:
+    """Median wall seconds of ``fn`` after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def scipy_levels(matrix, source: int) -> np.ndarray:
+    from scipy.sparse.csgraph import breadth_first_order
+
+    order, pred = breadth_first_order(matrix, source, directed=True, return_predecessors=True)
+    levels = np.full(matrix.shape[0], graph.UNREACHED, dtype=np.uint32)
+    levels[source] = 0
+    for v in order[1:]:
+        levels[v] = levels[pred[v]] + 1
+    return levels
+
+
+def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components as scipy_cc
+
+    n = 1 << scale
+    src, dst = graph.rmat_edges(scale, edge_factor, seed=1)
+    a, b = np.concatenate([src, dst]), np.concatenate([dst, src])
+    order = np.argsort(a, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.uint32)
+    np.cumsum(np.bincount(a, minlength=n), out=indptr[1:])
+    indices = b[order].astype(np.uint32)
+    m = indices.size
+    matrix = csr_matrix((np.ones(m, dtype=np.int8), indices, indptr), shape=(n, n))
+    source = int(src[0])
+
+    _, comp = scipy_cc(matrix, directed=False)
+    smallest = np.full(comp.max() + 1, n, dtype=np.int64)
+    np.minimum.at(smallest, comp, np.arange(n))
+    expected_cc = smallest[comp].astype(np.uint32)
+    expected_levels = scipy_levels(matrix, source)
+    reached = int((expected_levels != graph.UNREACHED).sum())
+    traversed = int(np.diff(indptr)[expected_levels != graph.UNREACHED].sum())
+
+    hand = CupyGraph(indptr, indices)
+    rows = []
+    with graph.Graph(indptr, indices, backend=backend, undirected=True) as g:
+        assert np.array_equal(g.bfs(source), expected_levels), "vyre BFS differs from scipy"
+        assert np.array_equal(g.connected_components(), expected_cc), "vyre components differ from scipy"
+        assert np.array_equal(hand.bfs(source), expected_levels), "CuPy BFS differs from scipy"
+        assert np.array_equal(hand.components(), expected_cc), "CuPy components differ from scipy"
+        timings = {
+            "bfs": {
+                "scipy": seconds(lambda: scipy_levels(matrix, source), 1),
+                "vyre (plain call)": seconds(lambda: graph.bfs(indptr, indices, source, backend=backend,
+                                                               undirected=True), reps),
+                "vyre (Graph, resident)": seconds(lambda: g.bfs(source), reps),
+                "cupy hand-written": seconds(lambda: hand.bfs(source), reps),
+            },
+            "connected_components": {
+                "scipy": seconds(lambda: scipy_cc(matrix, directed=False), 1),
+                "vyre (plain call)": seconds(lambda: graph.connected_components(indptr, indices,
+                                                                                backend=backend), reps),
+                "vyre (Graph, resident)": seconds(g.connected_components, reps),
+                "cupy hand-written": seconds(hand.components, reps),
+            },
+        }
+    for workload, times in timings.items():
+        for path, t in times.items():
+            row = {"workload": workload, "path": path, "seconds": t, "vertices": n, "edges": m,
+                   "x_scipy": times["scipy"] / t, "x_cupy": t / times["cupy hand-written"]}
+            if workload == "bfs":
+                row["gteps"] = traversed / t / 1e9
+                row["reached"] = reached
+            rows.append(row)
+    return rows
+
+
+def card_name() -> str:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=int, default=22)
+    parser.add_argument("--edge-factor", type=int, default=8)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    import vyre
+
+    backend = vyre.acquire("cuda")
+    rows = bench_graph(backend, args.scale, args.edge_factor, args.reps)
+    print(f"# {card_name()}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")
+    print(f"{'workload':22} {'path':26} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
+    for r in rows:
+        gteps = f"{r['gteps']:7.2f}" if "gteps" in r else ""
+        print(f"{r['workload']:22} {r['path']:26} {r['seconds'] * 1e3:10.2f} {r['x_scipy']:9.1f} "
+              f"{r['x_cupy']:8.2f} {gteps}")
+    path = args.json or os.path.join(os.environ.get("OUT", "."), "bench_workloads.json")
+    with open(path, "w") as f:
+        json.dump({"card": card_name(), "graph": rows}, f, indent=1)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
