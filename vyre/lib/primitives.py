@@ -143,8 +143,10 @@ def histogram(x: object, bins: int, *, backend: Any = None, scratch: Any = None)
     Values outside the range (negative ones included) are ignored.
     """
     a = as_array(x, "x", INT_TYPES)
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or not 0 <= int(bins) < 2**32:
-        raise InvalidProgram(f"bins={bins!r} is not a count in [0, 2**32)", "pass a non-negative int bins.")
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or not 0 <= int(bins) <= 2**31:
+        raise InvalidProgram(f"bins={bins!r} is not a count in [0, 2**31]",
+                             "pass a non-negative int bins of at most 2**31 (the counts buffer's capacity class "
+                             "must fit u32 element counts).")
     bins = int(bins)
     limit = backend.max_buffer_bytes() if hasattr(backend, "max_buffer_bytes") else 2**31
     if capacity(bins) * 4 > limit:
