@@ -109,3 +109,9 @@ def test_segmented_reduce_no_segments(backend):
 def test_bad_arguments(backend, call):
     with pytest.raises(InvalidProgram, match="Fix: "):
         call(backend)
+
+
+def test_segmented_reduce_takes_host_offsets_of_any_integer_type(backend):
+    x = np.arange(10, dtype=np.uint32)
+    for offsets in (np.array([0, 3, 10]), np.array([0, 3, 10], dtype=np.int16), [0, 3, 10]):
+        assert lib.segmented_reduce(x, offsets, backend=backend).tolist() == [3, 42]

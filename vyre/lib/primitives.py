@@ -175,11 +175,10 @@ def segmented_reduce(x: object, offsets: object, op: str = "add", *, backend: An
     segments (CSR offsets); an empty segment gives the op's identity, as ``reduce`` does."""
     a = as_array(x, "x", VALUE_TYPES)
     on_host = not hasattr(offsets, "__cuda_array_interface__") and not isinstance(offsets, ResidentArray)
-    o = as_array(offsets, "offsets", INT_TYPES if on_host else (DataType.U32, DataType.I32))
+    # host offsets of any integer type are checked and converted; offsets on the device are clamped there
+    o = _checked_offsets(offsets, a.n) if on_host else as_array(offsets, "offsets", (DataType.U32, DataType.I32))
     m = monoid(op, a.dtype)
     call = Call(backend, scratch, a, o)
-    if not (o.on_device or o.resident):  # offsets on the device are clamped there instead
-        o = _checked_offsets(offsets, a.n)
     segments = max(o.n - 1, 0)
     if segments == 0:
         return call.empty(a.np_dtype)
