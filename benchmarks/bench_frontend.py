@@ -7,8 +7,8 @@ overhead is then measured against a much slower dispatch, so its noise is larger
 1. Decorate: ``vyre.kernel(...)(fn)`` on the 30-line ``stencil`` below: source read, ``ast``
    parse, lowering and validation. Median of 50 (the first call also reads the file).
 2. Call overhead: ``kernel(a, x, y)`` (scalar ``a`` as a Python float) against
-   ``pipeline.dispatch([a_bytes, x, y])`` on the same ``CompiledPipeline``, interleaved in
-   batches; the added time is the difference of the medians of the batch means. Also the
+   ``pipeline.dispatch([a_bytes, x, y])`` on the same ``CompiledPipeline``, as single calls that
+   alternate which runs first; the added time is the difference of the two medians. Also the
    front end's own work alone (scalar conversion and the dispatch path of ``Kernel.__call__``
    with the pipeline's ``dispatch`` replaced by a function that returns at once): that number
    has no device noise.
@@ -106,11 +106,15 @@ def time_call(backend, batches: int, calls: int) -> dict:
 
     for fn in (via_kernel, via_pipeline):
         _batch_us(fn, calls)  # warm-up
-    kernel_us, pipeline_us = [], []
-    for _ in range(batches):
-        kernel_us.append(_batch_us(via_kernel, calls))
-        pipeline_us.append(_batch_us(via_pipeline, calls))
-    k, p = statistics.median(kernel_us), statistics.median(pipeline_us)
+    kernel_ns, pipeline_ns = [], []
+    clock = time.perf_counter_ns
+    for i in range(batches * calls):  # single calls, alternating which goes first: neither always follows the other
+        pair = ((via_kernel, kernel_ns), (via_pipeline, pipeline_ns))
+        for fn, times in (pair if i % 2 else pair[::-1]):
+            start = clock()
+            fn()
+            times.append(clock() - start)
+    k, p = statistics.median(kernel_ns) / 1e3, statistics.median(pipeline_ns) / 1e3
 
     class Returns:
         """Stands in for the pipeline so that only the kernel's own work is timed."""
