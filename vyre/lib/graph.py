@@ -105,6 +105,16 @@ def _neighbours(v: Expr, body: list[Node]) -> Node:
     ])
 
 
+ONE_INVOCATION = DispatchConfig(grid=(1, 1, 1))
+
+
+@cache
+def clear_program() -> Program:
+    """``flag[0] = 0``."""
+    return Program([BufferDecl.read_write("flag", 0, U32, 1)], (1, 1, 1),
+                   [Node.store("flag", Expr.u32(0), Expr.u32(0))], name="clear_flag")
+
+
 @cache
 def hook_program() -> Program:
     """Hook the larger root of every edge's two parents under the smaller one; flag any difference."""
@@ -267,14 +277,20 @@ class Graph:
         if n == 0:
             return np.zeros(0, dtype=np.uint32)
         config = DispatchConfig(elements=n)
+        limit = max_iterations if max_iterations is not None else 2 * n + 64
         with _Resident(be) as res:
             h_parent = res.upload(np.arange(n, dtype=np.uint32))
             h_flag = res.alloc(4)
-            steps = [(hook_program(), [self.indptr_handle, self.indices_handle, h_parent, h_flag], config),
+            # One synchronisation per iteration: an iteration touches every edge, so reading the flag
+            # each time costs far less than the extra iterations a batched dispatch_until would run.
+            steps = [(clear_program(), [h_flag], ONE_INVOCATION),
+                     (hook_program(), [self.indptr_handle, self.indices_handle, h_parent, h_flag], config),
                      (jump_program(), [h_parent, h_flag], config)]
-            limit = max_iterations if max_iterations is not None else 2 * n + 64
-            iterations = be.dispatch_until(steps, h_flag, limit)
-            if iterations >= limit and max_iterations is None:
+            for _ in range(limit):
+                (flag,) = be.dispatch_sequence(steps, reads=[(h_flag, 0, 4)])
+                if _word(flag) == 0:
+                    return read_u32(be, h_parent, n)
+            if max_iterations is None:
                 raise InvalidProgram(f"connected_components did not converge in {limit} iterations",
                                      "report this graph as a bug; it should never happen.")
             return read_u32(be, h_parent, n)
@@ -298,19 +314,25 @@ class Graph:
             counts = [res.upload(np.ones(1, dtype=np.uint32)), res.upload(np.zeros(1, dtype=np.uint32))]
             h_level = res.upload(np.zeros(1, dtype=np.uint32))
             size, cur = 1, 0
+            every_vertex = DispatchConfig(elements=n)
             while size:
                 nxt = 1 - cur
                 handles = [self.indptr_handle, self.indices_handle, h_levels, frontiers[cur], counts[cur],
                            frontiers[nxt], counts[nxt], h_level]
                 if self.undirected and size > n * bottom_up_fraction:
-                    step = (bottom_up_program(), handles, DispatchConfig(elements=n))
-                else:
-                    step = (top_down_program(), handles, DispatchConfig(elements=size))
-                (word,) = be.dispatch_sequence(
-                    [step, (advance_program(), [counts[cur], h_level], DispatchConfig(grid=(1, 1, 1)))],
-                    reads=[(counts[nxt], 0, 4)])
+                    step = (bottom_up_program(), handles, every_vertex)
+                else:  # a grid per capacity class (the kernel reads the exact count): bound steps are reused
+                    step = (top_down_program(), handles, _elements_config(1 << (size - 1).bit_length()))
+                (word,) = be.dispatch_sequence([step, (advance_program(), [counts[cur], h_level], ONE_INVOCATION)],
+                                               reads=[(counts[nxt], 0, 4)])
                 size, cur = _word(word), nxt
             return read_u32(be, h_levels, n)
+
+
+@cache
+def _elements_config(elements: int) -> DispatchConfig:
+    """One shared config per element count, so a backend that caches bound steps by config reuses them."""
+    return DispatchConfig(elements=elements)
 
 
 def connected_components(indptr: object, indices: object, *, backend: object | None = None,
