@@ -60,30 +60,40 @@ def check_csr(indptr: object, indices: object) -> tuple[np.ndarray, np.ndarray]:
     return ptr, idx
 
 
-class _Resident:
-    """Resident copies of host arrays on one backend, freed together."""
+class ResidentSet:
+    """Resident buffers of one backend that are freed together (``close()`` or ``with``)."""
 
     def __init__(self, backend: object) -> None:
         self.backend = backend
         self.handles: list[object] = []
 
     def upload(self, array: np.ndarray) -> object:
+        """A new handle holding ``array``'s bytes (at least 4 bytes, so empty arrays get a handle too)."""
         handle = self.alloc(max(array.nbytes, 4))
         if array.nbytes:
             self.backend.upload_resident(handle, array)
         return handle
 
     def alloc(self, nbytes: int) -> object:
+        """A new handle of ``nbytes``."""
         handle = self.backend.allocate_resident(nbytes)
         self.handles.append(handle)
         return handle
 
-    def __enter__(self) -> _Resident:
+    def adopt(self, *handles: object) -> None:
+        """Free ``handles`` (made elsewhere, e.g. by a library call) with the rest."""
+        self.handles.extend(handles)
+
+    def close(self) -> None:
+        handles, self.handles = self.handles, []
+        for handle in handles:
+            self.backend.free_resident(handle)
+
+    def __enter__(self) -> ResidentSet:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for handle in self.handles:
-            self.backend.free_resident(handle)
+        self.close()
 
 
 def read_u32(backend: object, handle: object, count: int) -> np.ndarray:
@@ -253,7 +263,7 @@ class Graph:
         self.n = ptr.size - 1
         self.undirected = undirected
         self.backend = backend_or_default(backend)
-        self._res = _Resident(self.backend)
+        self._res = ResidentSet(self.backend)
         try:
             self.indptr_handle, self.indices_handle = self._res.upload(ptr), self._res.upload(idx)
         except BaseException:
@@ -262,8 +272,7 @@ class Graph:
 
     def close(self) -> None:
         """Free the graph's device buffers."""
-        self._res.__exit__()
-        self._res.handles.clear()
+        self._res.close()
 
     def __enter__(self) -> Graph:
         return self
@@ -278,7 +287,7 @@ class Graph:
             return np.zeros(0, dtype=np.uint32)
         config = DispatchConfig(elements=n)
         limit = max_iterations if max_iterations is not None else 2 * n + 64
-        with _Resident(be) as res:
+        with ResidentSet(be) as res:
             h_parent = res.upload(np.arange(n, dtype=np.uint32))
             h_flag = res.alloc(4)
             # One synchronisation per iteration: an iteration touches every edge, so reading the flag
@@ -307,7 +316,7 @@ class Graph:
                                  f"pass an int in [0, {n}).")
         levels = np.full(n, UNREACHED, dtype=np.uint32)
         levels[source] = 0
-        with _Resident(be) as res:
+        with ResidentSet(be) as res:
             h_levels = res.upload(levels)
             frontiers = [res.alloc(4 * n), res.alloc(4 * n)]
             be.upload_resident(frontiers[0], np.array([source], dtype=np.uint32))
@@ -387,15 +396,15 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
     if m == 0:
         return np.zeros(n + 1, dtype=np.uint32), np.zeros(0, dtype=np.uint32)
     be = backend_or_default(backend)
-    with _Resident(be) as res:
+    with ResidentSet(be) as res:
         h_src, h_dst = res.upload(s), res.upload(d)
         src_ra = lib.ResidentArray(h_src, np.uint32, m)
         order = lib.argsort(src_ra, backend=be)
-        res.handles.append(order.handle)
+        res.adopt(order.handle)
         counts = lib.histogram(src_ra, n, backend=be)
-        res.handles.append(counts.handle)
+        res.adopt(counts.handle)
         ends = lib.inclusive_scan(counts, backend=be)
-        res.handles.append(ends.handle)
+        res.adopt(ends.handle)
         h_idx = res.alloc(4 * m)
         be.dispatch_sequence([(gather_program(), [h_dst, order.handle, h_idx, res.upload(np.array([m], np.uint32))],
                                DispatchConfig(elements=m))])

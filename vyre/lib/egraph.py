@@ -1,0 +1,279 @@
+"""E-graph structural equivalence and congruence closure on any backend.
+
+The e-graph is given in columns, one row per e-node: ``eclass[r]`` (its e-class), ``op[r]`` (its
+operator id), ``child_offsets[r]`` and ``child_lens[r]`` (its slice of ``children``, which holds
+e-class ids).
+
+``structural_equivalence`` finds the pairs of e-classes that hold e-nodes with equal operators and
+equal children:
+
+1. a signature hash of every e-node (operator, arity, children) - one kernel;
+2. bucket by signature: the library's radix sort of (signature, row), then its run-length encoding
+   and a scan give each bucket's start and size;
+3. one invocation per bucket compares its e-nodes pairwise *exactly* (hash collisions are never
+   reported) and appends each pair of different e-classes, ``(min, max)``, through an atomic counter
+   into a scratch slab;
+4. only the counted prefix of the slab is used: the pairs are sorted and deduplicated on the device
+   (``vyre.lib.datalog``'s operators) and read back.
+
+``congruence_closure`` repeats: canonicalise every e-class id through a union-find on the device,
+find the structurally equal e-classes, union them (hooking roots under the smaller id, then
+pointer jumping), until no new pair appears. It returns each e-class's canonical id (the smallest id
+of its merged set).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.config import DispatchConfig
+from vyre.driver.errors import InvalidProgram
+from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+from vyre.lib import datalog, graph
+from vyre.lib.io import ResidentArray
+from vyre.lib.plan import Plan
+
+U32 = DataType.U32
+_WG = 256
+_GOLDEN = 0x9E3779B1
+
+
+def _mix(h: Expr, value: Expr) -> Expr:
+    """One step of a multiplicative hash: ``(h ^ value) * golden`` then a rotate."""
+    return Expr.rotate_left(Expr.mul(Expr.bitxor(h, value), Expr.u32(_GOLDEN)), Expr.u32(13))
+
+
+_COLUMNS = (BufferDecl.read("eclass", 0, U32), BufferDecl.read("op", 1, U32), BufferDecl.read("offsets", 2, U32),
+            BufferDecl.read("lens", 3, U32), BufferDecl.read("children", 4, U32))
+
+
+@cache
+def signature_program() -> Program:
+    """``sig[r]``: a hash of e-node ``r``'s operator, arity and children; ``rows[r] = r``."""
+    r = Expr.invocation_id(0)
+    h = Expr.var("h")
+    return Program(
+        [*_COLUMNS, BufferDecl.read_write("sig", 5, U32), BufferDecl.read_write("rows", 6, U32)], (_WG, 1, 1),
+        [Node.if_(Expr.lt(r, Expr.buf_len("op")), [
+            Node.let("h", _mix(_mix(Expr.u32(0x811C9DC5), Expr.load("op", r)), Expr.load("lens", r))),
+            Node.let("base", Expr.load("offsets", r)),
+            Node.loop("k", Expr.u32(0), Expr.load("lens", r), [
+                Node.assign("h", _mix(h, Expr.load("children", Expr.add(Expr.var("base"), Expr.var("k"))))),
+            ]),
+            Node.store("sig", r, h),
+            Node.store("rows", r, r),
+        ])],
+        name="egraph_signature",
+    )
+
+
+@cache
+def bucket_pairs_program() -> Program:
+    """One invocation per bucket of equal signatures: exact pairwise comparison, pairs appended."""
+    b = Expr.invocation_id(0)
+    x, y = Expr.var("x"), Expr.var("y")
+    rx, ry = Expr.var("rx"), Expr.var("ry")
+    ca, cb = Expr.load("eclass", rx), Expr.load("eclass", ry)
+    same_child = Expr.eq(Expr.load("children", Expr.add(Expr.load("offsets", rx), Expr.var("k"))),
+                         Expr.load("children", Expr.add(Expr.load("offsets", ry), Expr.var("k"))))
+    compare = [
+        Node.let("ry", Expr.load("rows", Expr.add(Expr.var("start"), y))),
+        Node.let("equal", Expr.and_(Expr.ne(ca, cb), Expr.and_(
+            Expr.eq(Expr.load("op", rx), Expr.load("op", ry)), Expr.eq(Expr.load("lens", rx), Expr.load("lens", ry))))),
+        Node.loop("k", Expr.u32(0), Expr.load("lens", rx), [
+            Node.if_(Expr.var("equal"), [Node.assign("equal", same_child)]),
+        ]),
+        Node.if_(Expr.var("equal"), [
+            Node.let("slot", Expr.atomic(AtomicOp.ADD, "count", Expr.u32(0), Expr.u32(1))),
+            Node.store("out_a", Expr.var("slot"), Expr.min(ca, cb)),   # stores past the slab's end do nothing
+            Node.store("out_b", Expr.var("slot"), Expr.max(ca, cb)),
+        ]),
+    ]
+    return Program(
+        [*_COLUMNS, BufferDecl.read("rows", 5, U32), BufferDecl.read("starts", 6, U32),
+         BufferDecl.read("sizes", 7, U32), BufferDecl.read("buckets", 8, U32, 1),
+         BufferDecl.read_write("out_a", 9, U32), BufferDecl.read_write("out_b", 10, U32),
+         BufferDecl.read_write("count", 11, U32, 1)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(b, Expr.load("buckets", Expr.u32(0))), [
+            Node.let("start", Expr.load("starts", b)),
+            Node.let("size", Expr.load("sizes", b)),
+            Node.loop("x", Expr.u32(0), Expr.var("size"), [
+                Node.let("rx", Expr.load("rows", Expr.add(Expr.var("start"), x))),
+                Node.loop("y", Expr.add(x, Expr.u32(1)), Expr.var("size"), compare),
+            ]),
+        ])],
+        name="egraph_bucket_pairs",
+    )
+
+
+@cache
+def canonical_program() -> Program:
+    """``out[i] = parent[ids[i]]`` (ids outside the table are kept as they are)."""
+    i = Expr.invocation_id(0)
+    v = Expr.var("v")
+    return Program(
+        [BufferDecl.read("ids", 0, U32), BufferDecl.read("parent", 1, U32), BufferDecl.read_write("out", 2, U32)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(i, Expr.buf_len("ids")), [
+            Node.let("v", Expr.load("ids", i)),
+            Node.store("out", i, Expr.select(Expr.lt(v, Expr.buf_len("parent")), Expr.load("parent", v), v)),
+        ])],
+        name="egraph_canonical",
+    )
+
+
+@cache
+def union_program() -> Program:
+    """For each pair: hook the larger root of its two classes under the smaller (atomic min); flag it."""
+    i = Expr.invocation_id(0)
+    pa, pb = Expr.var("pa"), Expr.var("pb")
+    return Program(
+        [BufferDecl.read("a", 0, U32), BufferDecl.read("b", 1, U32), BufferDecl.read("pairs", 2, U32, 1),
+         BufferDecl.read_write("parent", 3, U32), BufferDecl.read_write("flag", 4, U32, 1)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(i, Expr.load("pairs", Expr.u32(0))), [
+            Node.let("pa", Expr.load("parent", Expr.load("a", i))),
+            Node.let("pb", Expr.load("parent", Expr.load("b", i))),
+            Node.if_(Expr.ne(pa, pb), [
+                Node.let("old", Expr.atomic(AtomicOp.MIN, "parent", Expr.max(pa, pb), Expr.min(pa, pb))),
+                Node.store("flag", Expr.u32(0), Expr.u32(1)),
+            ]),
+        ])],
+        name="egraph_union",
+    )
+
+
+class EGraph:
+    """The columns of an e-graph resident on one backend; ``close()`` frees them."""
+
+    def __init__(self, eclass: object, op: object, child_offsets: object, child_lens: object, children: object,
+                 *, backend: Any = None) -> None:
+        cols = [graph.u32_array(name, v) for name, v in (("eclass", eclass), ("op", op),
+                                                          ("child_offsets", child_offsets),
+                                                          ("child_lens", child_lens), ("children", children))]
+        n = cols[0].size
+        if any(c.size != n for c in cols[1:4]):
+            raise InvalidProgram("eclass, op, child_offsets and child_lens must have one entry per e-node",
+                                 "pass columns of equal length (one row per e-node).")
+        ends = cols[2].astype(np.int64) + cols[3]
+        if n and int(ends.max()) > cols[4].size:
+            raise InvalidProgram("an e-node's children run past the end of children",
+                                 "keep child_offsets[r] + child_lens[r] <= len(children) for every row.")
+        self.n, self.n_children = n, cols[4].size
+        self.classes = int(max(cols[0].max(initial=0), cols[4].max(initial=0))) + 1 if n else 0
+        self.backend = graph.backend_or_default(backend)
+        self._res = graph.ResidentSet(self.backend)
+        try:
+            self.eclass, self.op, self.offsets, self.lens, self.children = (self._res.upload(c) for c in cols)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Free the columns."""
+        self._res.close()
+
+    def __enter__(self) -> EGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def pairs(self, eclass: Any = None, children: Any = None) -> datalog.Relation:
+        """The sorted, distinct pairs of e-classes with structurally equal e-nodes (a ``Relation``).
+
+        ``eclass`` / ``children`` replace those columns (resident handles of the same length).
+        """
+        be, n = self.backend, self.n
+        ev = datalog.Evaluator(be)
+        eclass = self.eclass if eclass is None else eclass
+        children = self.children if children is None else children
+        columns = [eclass, self.op, self.offsets, self.lens, children]
+        with graph.ResidentSet(be) as res:
+            sig, rows = res.alloc(4 * n), res.alloc(4 * n)
+            be.dispatch_sequence([(signature_program(), [*columns, sig, rows], DispatchConfig(elements=n))])
+            from vyre import lib
+
+            s_sig, s_rows = lib.sort(ResidentArray(sig, np.uint32, n), ResidentArray(rows, np.uint32, n), backend=be)
+            res.adopt(s_sig.handle, s_rows.handle)
+            values, sizes = lib.run_length_encode(s_sig, backend=be)
+            res.adopt(values.handle, sizes.handle)
+            starts = lib.exclusive_scan(sizes, backend=be)
+            res.adopt(starts.handle)
+            buckets = res.upload(np.array([sizes.n], dtype=np.uint32))
+            capacity = max(n, 16)
+            while True:
+                out_a, out_b = res.alloc(4 * capacity), res.alloc(4 * capacity)
+                count = res.upload(np.zeros(1, np.uint32))
+                (word,) = be.dispatch_sequence(
+                    [(bucket_pairs_program(), [*columns, s_rows.handle, starts.handle, sizes.handle, buckets, out_a,
+                                               out_b, count], DispatchConfig(elements=max(sizes.n, 1)))],
+                    reads=[(count, 0, 4)])
+                found = int(np.asarray(word).view(np.uint32)[0])
+                if found <= capacity:
+                    break
+                capacity = found  # the slab overflowed (its extra stores did nothing): run again with room
+            with ev.scratch.lock:
+                empty = datalog.Relation(be, 0)
+                try:
+                    return ev.fresh(Plan(be, ev.scratch), out_a, out_b, found, empty)
+                finally:
+                    empty.close()
+
+    def congruence_closure(self, max_rounds: int | None = None) -> np.ndarray:
+        """Canonical e-class of every e-class id (the smallest id of its congruence class), u32."""
+        be, n, classes = self.backend, self.n, self.classes
+        if n == 0:
+            return np.arange(classes, dtype=np.uint32)
+        rounds = max_rounds if max_rounds is not None else classes + 1
+        with graph.ResidentSet(be) as res:
+            parent = res.upload(np.arange(classes, dtype=np.uint32))
+            flag = res.alloc(4)
+            kids = self.n_children
+            canon_eclass, canon_children = res.alloc(4 * n), res.alloc(4 * max(kids, 1))
+            for _ in range(rounds):
+                be.dispatch_sequence([
+                    (canonical_program(), [self.eclass, parent, canon_eclass], DispatchConfig(elements=n)),
+                    (canonical_program(), [self.children, parent, canon_children],
+                     DispatchConfig(elements=max(kids, 1))),
+                ])
+                rel = self.pairs(canon_eclass, canon_children if kids else None)
+                try:
+                    if rel.size == 0:
+                        break
+                    count = res.upload(np.array([rel.size], dtype=np.uint32))
+                    merge = [(graph.clear_program(), [flag], graph.ONE_INVOCATION),
+                             (union_program(), [rel.src, rel.dst, count, parent, flag],
+                              DispatchConfig(elements=rel.size)),
+                             (graph.jump_program(), [parent, flag], DispatchConfig(elements=classes))]
+                    while True:  # hook and jump until every pair shares a root
+                        (word,) = be.dispatch_sequence(merge, reads=[(flag, 0, 4)])
+                        if int(np.asarray(word).view(np.uint32)[0]) == 0:
+                            break
+                finally:
+                    rel.close()
+            return graph.read_u32(be, parent, classes)
+
+
+def structural_equivalence(eclass: object, op: object, child_offsets: object, child_lens: object,
+                           children: object, *, backend: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ``(a, b)``, ``a < b``, of e-classes holding e-nodes with equal ``op`` and children."""
+    with EGraph(eclass, op, child_offsets, child_lens, children, backend=backend) as g:
+        if g.n == 0:
+            return np.zeros(0, np.uint32), np.zeros(0, np.uint32)
+        rel = g.pairs()
+        try:
+            return rel.pairs()
+        finally:
+            rel.close()
+
+
+def congruence_closure(eclass: object, op: object, child_offsets: object, child_lens: object, children: object,
+                       *, backend: Any = None) -> np.ndarray:
+    """Canonical e-class id of every e-class id ``0 .. max id`` after congruence closure (u32)."""
+    with EGraph(eclass, op, child_offsets, child_lens, children, backend=backend) as g:
+        return g.congruence_closure()
