@@ -11,6 +11,12 @@ table headed by the card's name and writes ``$OUT/bench_workloads.json`` (or ``-
   (``graph.Graph``: search and download only); the same algorithms written by hand as CuPy
   ``RawKernel``s (top-down/bottom-up BFS with one count readback per level; hooking + pointer
   jumping with one flag readback per iteration), on device-resident CuPy arrays.
+- Transitive closure of a random directed graph: vyre's semi-naive evaluation against a numpy
+  semi-naive evaluator on the same graph, and vyre alone on a larger one.
+- Structural equivalence and congruence closure of a random e-graph of 2**20 e-nodes against a
+  Python reference (grouping by operator and children; union-find).
+- ``text.find_all`` over 1 GiB of random bytes (data resident on the device and the plain call
+  from host bytes) against numpy's vectorised comparison of shifted views.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vyre.lib import graph  # noqa: E402
+from vyre.lib import datalog, egraph, graph, text  # noqa: E402
 
 CUDA_SOURCE = r"""
 #define UNREACHED 0xFFFFFFFFu
@@ -204,6 +210,135 @@ def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
     return rows
 
 
+def numpy_closure(n: int, src: np.ndarray, dst: np.ndarray) -> int:
+    """Semi-naive transitive closure in numpy (int64 pair keys); returns the number of pairs."""
+    src, dst = src.astype(np.int64), dst.astype(np.int64)
+    indices = dst[np.argsort(src, kind="stable")]
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    full = np.unique(src * n + dst)
+    delta = full
+    while delta.size:
+        a, b = np.divmod(delta, n)
+        deg = indptr[b + 1] - indptr[b]
+        total = int(deg.sum())
+        if total == 0:
+            break
+        pos = np.repeat(indptr[b], deg) + np.arange(total) - np.repeat(np.cumsum(deg) - deg, deg)
+        delta = np.setdiff1d(np.unique(np.repeat(a, deg) * n + indices[pos]), full, assume_unique=True)
+        full = np.union1d(full, delta)
+    return int(full.size)
+
+
+def bench_closure(backend) -> list[dict]:
+    rows = []
+    rng = np.random.default_rng(2)
+    for n, m, with_numpy in ((2000, 2700, True), (4000, 6000, False)):
+        src, dst = rng.integers(0, n, m).astype(np.uint32), rng.integers(0, n, m).astype(np.uint32)
+
+        def closure(n: int = n, src: np.ndarray = src, dst: np.ndarray = dst) -> object:
+            return datalog.transitive_closure(n, src, dst, backend=backend)
+
+        pairs = closure()[0].size
+        t_vyre = seconds(closure, 3)
+        row = {"workload": "transitive_closure", "vertices": n, "edges": m, "pairs": pairs,
+               "vyre_s": t_vyre, "pairs_per_s": pairs / t_vyre}
+        if with_numpy:
+            start = time.perf_counter()
+            assert numpy_closure(n, src, dst) == pairs, "numpy closure differs"
+            row["numpy_s"] = time.perf_counter() - start
+            row["x_numpy"] = row["numpy_s"] / t_vyre
+        rows.append(row)
+    return rows
+
+
+def python_pairs(eclass, op, offsets, lens, children) -> int:
+    """Structurally equal e-class pairs by grouping on (op, children) in Python; returns the count."""
+    groups: dict[tuple, set[int]] = {}
+    kids = children.tolist()
+    for c, o, off, ln in zip(eclass.tolist(), op.tolist(), offsets.tolist(), lens.tolist()):
+        groups.setdefault((o, *kids[off:off + ln]), set()).add(c)
+    return len({(a, b) for g in groups.values() if len(g) > 1 for a in g for b in g if a < b})
+
+
+def python_closure(eclass, op, offsets, lens, children) -> np.ndarray:
+    classes = int(max(eclass.max(), children.max())) + 1
+    parent = np.arange(classes)
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    while True:
+        canon = np.array([find(c) for c in range(classes)])
+        groups: dict[tuple, int] = {}
+        merged = False
+        kids = canon[children].tolist()
+        for c, o, off, ln in zip(canon[eclass].tolist(), op.tolist(), offsets.tolist(), lens.tolist()):
+            key = (o, *kids[off:off + ln])
+            other = groups.setdefault(key, c)
+            ra, rb = find(other), find(c)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+                merged = True
+        if not merged:
+            return np.array([find(c) for c in range(classes)], dtype=np.uint32)
+
+
+def bench_egraph(backend) -> list[dict]:
+    rng = np.random.default_rng(3)
+    nodes, classes = 1 << 20, 1 << 18
+    eclass = rng.integers(0, classes, nodes).astype(np.uint32)
+    lens = rng.integers(0, 3, nodes).astype(np.uint32)
+    # leaves are distinct constants (their own op); inner nodes use 8 operators over random children,
+    # so about 30,000 pairs of unary nodes coincide and congruence spreads from them
+    op = np.where(lens == 0, 8 + np.arange(nodes), rng.integers(0, 8, nodes)).astype(np.uint32)
+    offsets = np.zeros(nodes, np.uint32)
+    offsets[1:] = np.cumsum(lens)[:-1]
+    children = rng.integers(0, classes, int(lens.sum())).astype(np.uint32)
+    cols = (eclass, op, offsets, lens, children)
+    start = time.perf_counter()
+    want_pairs = python_pairs(*cols)
+    t_py_pairs = time.perf_counter() - start
+    start = time.perf_counter()
+    want_closure = python_closure(*cols)
+    t_py_closure = time.perf_counter() - start
+    assert egraph.structural_equivalence(*cols, backend=backend)[0].size == want_pairs, "pairs differ"
+    assert np.array_equal(egraph.congruence_closure(*cols, backend=backend), want_closure), "closure differs"
+    t_pairs = seconds(lambda: egraph.structural_equivalence(*cols, backend=backend), 3)
+    t_closure = seconds(lambda: egraph.congruence_closure(*cols, backend=backend), 3)
+    return [{"workload": "structural_equivalence", "enodes": nodes, "pairs": want_pairs, "vyre_s": t_pairs,
+             "python_s": t_py_pairs, "x_python": t_py_pairs / t_pairs},
+            {"workload": "congruence_closure", "enodes": nodes, "vyre_s": t_closure, "python_s": t_py_closure,
+             "x_python": t_py_closure / t_closure}]
+
+
+def bench_text(backend) -> list[dict]:
+    import cupy
+
+    size = 1 << 30
+    rng = np.random.default_rng(4)
+    hay = rng.integers(0, 16, size, dtype=np.uint8)   # 16 symbols: a 4-byte needle matches every 65,536 bytes
+    needle = bytes(hay[12345:12349])
+    start = time.perf_counter()
+    view = np.lib.stride_tricks.sliding_window_view(hay, len(needle))
+    mask = view[:, 0] == needle[0]
+    for k in range(1, len(needle)):
+        mask &= view[:, k] == needle[k]
+    want = np.flatnonzero(mask).astype(np.uint32)
+    t_numpy = time.perf_counter() - start
+    device = cupy.asarray(hay)
+    assert np.array_equal(text.find_all(hay, needle, backend=backend), want), "host find_all differs"
+    assert np.array_equal(cupy.asnumpy(text.find_all(device, needle, backend=backend)), want), "device find_all"
+    t_host = seconds(lambda: text.find_all(hay, needle, backend=backend), 3)
+    t_dev = seconds(lambda: (text.find_all(device, needle, backend=backend), cupy.cuda.Device().synchronize()), 5)
+    return [{"workload": "find_all", "bytes": size, "matches": int(want.size), "path": path, "seconds": t,
+             "gb_per_s": size / t / 1e9, "x_numpy": t_numpy / t}
+            for path, t in (("numpy", t_numpy), ("vyre (host bytes)", t_host), ("vyre (CuPy array)", t_dev))]
+
+
 def card_name() -> str:
     import cupy
 
@@ -221,15 +356,20 @@ def main() -> None:
 
     backend = vyre.acquire("cuda")
     rows = bench_graph(backend, args.scale, args.edge_factor, args.reps)
+    others = {"closure": bench_closure(backend), "egraph": bench_egraph(backend), "text": bench_text(backend)}
     print(f"# {card_name()}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")
     print(f"{'workload':22} {'path':26} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
     for r in rows:
         gteps = f"{r['gteps']:7.2f}" if "gteps" in r else ""
         print(f"{r['workload']:22} {r['path']:26} {r['seconds'] * 1e3:10.2f} {r['x_scipy']:9.1f} "
               f"{r['x_cupy']:8.2f} {gteps}")
+    for name, items in others.items():
+        print(f"# {name}")
+        for r in items:
+            print("  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
     path = args.json or os.path.join(os.environ.get("OUT", "."), "bench_workloads.json")
     with open(path, "w") as f:
-        json.dump({"card": card_name(), "graph": rows}, f, indent=1)
+        json.dump({"card": card_name(), "graph": rows, **others}, f, indent=1)
     print(f"wrote {path}")
 
 

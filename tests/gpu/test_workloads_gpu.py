@@ -63,3 +63,47 @@ def test_rmat_graph_against_scipy(backend):
     assert np.array_equal(levels, expected)
     top_down_only = graph.bfs(indptr, indices, source, backend=backend)
     assert np.array_equal(top_down_only, expected)
+
+
+def test_closure_egraph_and_text_equal_the_oracle(backend, oracle):
+    from vyre.lib import datalog, egraph, text
+
+    rng = np.random.default_rng(11)
+    n, m = 120, 160
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    for a, b in zip(datalog.transitive_closure(n, src, dst, backend=backend),
+                    datalog.transitive_closure(n, src, dst, backend=oracle)):
+        assert np.array_equal(a, b)
+    for a, b in zip(datalog.same_generation(n, src, dst, backend=backend),
+                    datalog.same_generation(n, src, dst, backend=oracle)):
+        assert np.array_equal(a, b)
+
+    nodes, classes = 3000, 700
+    lens = rng.integers(0, 3, nodes).astype(np.uint32)
+    offsets = np.zeros(nodes, np.uint32)
+    offsets[1:] = np.cumsum(lens)[:-1]
+    cols = (rng.integers(0, classes, nodes).astype(np.uint32), rng.integers(0, 4, nodes).astype(np.uint32),
+            offsets, lens, rng.integers(0, classes, int(lens.sum())).astype(np.uint32))
+    for a, b in zip(egraph.structural_equivalence(*cols, backend=backend),
+                    egraph.structural_equivalence(*cols, backend=oracle)):
+        assert np.array_equal(a, b)
+    assert np.array_equal(egraph.congruence_closure(*cols, backend=backend),
+                          egraph.congruence_closure(*cols, backend=oracle))
+
+    hay = rng.integers(0, 4, 100_003, dtype=np.uint8)
+    needle = bytes(hay[500:503])
+    assert np.array_equal(text.find_all(hay, needle, backend=backend), text.find_all(hay, needle, backend=oracle))
+
+
+def test_large_text_on_the_device(backend):
+    import cupy
+
+    from vyre.lib import text
+
+    rng = np.random.default_rng(12)
+    hay = rng.integers(0, 8, (1 << 24) + 7, dtype=np.uint8)
+    needle = bytes(hay[777:782])
+    view = np.lib.stride_tricks.sliding_window_view(hay, len(needle))
+    want = np.flatnonzero(np.all(view == np.frombuffer(needle, np.uint8), axis=1))
+    got = text.find_all(cupy.asarray(hay), needle, backend=backend)
+    assert isinstance(got, cupy.ndarray) and np.array_equal(cupy.asnumpy(got), want)
