@@ -204,7 +204,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (2^26 XOR, 2^30 histogram values)")
     parser.add_argument("--json", help="where to write the results (default $OUT/bench_scale.json)")
     parser.add_argument("--no-dask", action="store_true", help="skip the Dask section")
+    parser.add_argument("--chart", help="draw the scaling chart from this JSON instead of measuring (matplotlib)")
+    parser.add_argument("--png", default=str(ROOT / "docs" / "scale_xor.png"), help="chart output")
     args = parser.parse_args()
+    if args.chart:
+        draw(json.loads(Path(args.chart).read_text(encoding="utf-8")), Path(args.png))
+        return
     gpus = [d for d in vyre.devices() if d.backend == "cuda"]
     if gpus:
         ids, backend_id = [d.id for d in gpus], "cuda"
@@ -232,6 +237,31 @@ def main() -> None:
     path = Path(args.json or Path(os.environ.get("OUT", ".")) / "bench_scale.json")
     path.write_text(json.dumps(result, indent=2), encoding="utf-8")
     print(f"wrote {path}")
+
+
+def draw(result: dict, png: Path) -> None:
+    """Aggregate XOR bandwidth and speed-up against the number of GPUs, with the ideal line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["xor"]
+    gpus = [r["gpus"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(gpus, [r["speedup"] for r in rows], "o-", label="vyre: resident XOR, one thread per GPU")
+    ax.plot(gpus, gpus, "--", color="grey", label="ideal")
+    for r in rows:
+        ax.annotate(f"{r['gb_per_s'] / 1000:.1f} TB/s", (r["gpus"], r["speedup"]), textcoords="offset points",
+                    xytext=(6, -12), fontsize=8)
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("speed-up over one GPU")
+    ax.set_xticks(gpus)
+    ax.set_title(f"XOR of {result['xor_elements_per_gpu']} u32 per GPU ({result['cards'][0].split(': ')[-1]})")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"wrote {png}")
 
 
 def report(result: dict) -> None:

@@ -339,6 +339,39 @@ def bench_text(backend) -> list[dict]:
             for path, t in (("numpy", t_numpy), ("vyre (host bytes)", t_host), ("vyre (CuPy array)", t_dev))]
 
 
+def draw(result: dict, png: Path) -> None:
+    """Speed-up of each workload over its CPU baseline, and of the hand-written CuPy graph kernels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars: list[tuple[str, float, str]] = []
+    for r in result["graph"]:
+        if r["path"] != "scipy":
+            bars.append((f"{r['workload']}\n{r['path']}", r["x_scipy"], "scipy"))
+    for r in result.get("closure", []):
+        if "x_numpy" in r:
+            bars.append((f"transitive_closure\n{r['pairs']} pairs", r["x_numpy"], "numpy semi-naive"))
+    for r in result.get("egraph", []):
+        bars.append((f"{r['workload']}\n{r['enodes']} e-nodes", r["x_python"], "Python"))
+    for r in result.get("text", []):
+        if r["path"] != "numpy":
+            bars.append((f"find_all 1 GiB\n{r['path']}", r["x_numpy"], "numpy"))
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(bars) + 1.5))
+    ax.barh([b[0] for b in bars], [b[1] for b in bars], color="tab:blue")
+    for i, (_, x, base) in enumerate(bars):
+        ax.annotate(f"{x:.1f}x {base}", (x, i), xytext=(4, -3), textcoords="offset points", fontsize=8)
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.set_xlabel("speed-up over the CPU baseline (log scale)")
+    ax.set_title(f"vyre.lib workloads on {result['card']}")
+    ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"wrote {png}")
+
+
 def card_name() -> str:
     import cupy
 
@@ -351,7 +384,13 @@ def main() -> None:
     parser.add_argument("--edge-factor", type=int, default=8)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--chart", help="draw the chart from this JSON instead of measuring (matplotlib)")
+    parser.add_argument("--png", default=str(ROOT / "docs" / "workloads.png"), help="chart output")
     args = parser.parse_args()
+    if args.chart:
+        with open(args.chart) as f:
+            draw(json.load(f), Path(args.png))
+        return
     import vyre
 
     backend = vyre.acquire("cuda")

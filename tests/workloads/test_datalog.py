@@ -89,7 +89,7 @@ def test_evaluator_runs_a_user_rule(oracle):
     """A rule written with the operators: reach(a, c) :- edge(a, c). reach(a, c) :- reach(a, b), edge(b, c)."""
     n, src, dst = 30, np.arange(29), np.arange(1, 30)
     ev = datalog.Evaluator(oracle)
-    edges = datalog._edges(n, src, dst, oracle)
+    edges = datalog.edge_graph(n, src, dst, oracle)
     try:
         result = ev.fixpoint(ev.relation(src[:1], dst[:1]), lambda delta: ev.join("compose", delta, edges))
         s, d = result.pairs()

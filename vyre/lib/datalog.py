@@ -329,7 +329,8 @@ class Evaluator:
         return full
 
 
-def _edges(n: int, src: object, dst: object, backend: Any) -> graphs.Graph:
+def edge_graph(n: int, src: object, dst: object, backend: Any) -> graphs.Graph:
+    """The edge relation ``src[i] -> dst[i]`` as a resident CSR ``Graph`` (what ``Evaluator.join`` takes)."""
     indptr, indices = graphs.from_edges(n, src, dst, backend=backend)
     return graphs.Graph(indptr, indices, backend=backend)
 
@@ -340,7 +341,7 @@ def transitive_closure(n: int, src: object, dst: object, *, backend: Any = None)
     Rule: ``tc(a, c) :- edge(a, c).  tc(a, c) :- tc(a, b), edge(b, c).``
     """
     ev = Evaluator(backend)
-    with _edges(n, src, dst, ev.backend) as edges:
+    with edge_graph(n, src, dst, ev.backend) as edges:
         closure = ev.fixpoint(ev.relation(src, dst), lambda delta: ev.join("compose", delta, edges))
     try:
         return closure.pairs()
@@ -356,7 +357,7 @@ def same_generation(n: int, parent_src: object, parent_dst: object, *, backend: 
     ``sg(x, y) :- parent(p, x), parent(p, y), x != y.  sg(x, y) :- parent(a, x), sg(a, b), parent(b, y).``
     """
     ev = Evaluator(backend)
-    with _edges(n, parent_src, parent_dst, ev.backend) as edges, ev.scratch.lock:
+    with edge_graph(n, parent_src, parent_dst, ev.backend) as edges, ev.scratch.lock:
         empty = Relation(ev.backend, 0)
         try:
             plan, s, d, total = ev.join("siblings", empty, edges)
