@@ -1,4 +1,4 @@
-"""The hook specifications (SPEC 5 names this module); they live in ``vyre.driver.hookspecs``."""
+"""The hook specifications (the public name ``vyre.hookspecs``); they live in ``vyre.driver.hookspecs``."""
 
 from vyre.driver.hookspecs import *  # noqa: F403
 from vyre.driver.hookspecs import __doc__ as _spec_doc

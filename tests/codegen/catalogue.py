@@ -1,4 +1,4 @@
-"""Every construct of SPEC section 1 in isolation, as small programs keyed by a readable name."""
+"""Every IR construct in isolation, as small programs keyed by a readable name."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every construct of SPEC section 1 assembles with ptxas for sm_80 and sm_90."""
+"""Every IR construct assembles with ptxas for sm_80 and sm_90."""
 
 from __future__ import annotations
 

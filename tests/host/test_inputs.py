@@ -1,4 +1,4 @@
-"""SPEC 3: the dispatch input/output contract and the grid rule, as every backend applies them."""
+"""The dispatch input/output contract and the grid rule, as every backend applies them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC 5: plugin discovery through entry points, backend selection by rank, and dispatch hooks.
+"""Plugin discovery through entry points, backend selection by rank, and dispatch hooks.
 
 The discovery tests install real distributions (a throwaway fake-GPU plugin, plugins/vyre-trace
 and plugins/vyre-ops-bits) with pip into one temporary venv that sees the installed project

@@ -1,4 +1,4 @@
-"""The backend protocol of SPEC section 4: a ``typing.Protocol`` and an ABC base with safe defaults.
+"""The backend protocol (docs/architecture.md): a ``typing.Protocol`` and an ABC base with safe defaults.
 
 A backend implements at least ``id``, ``version`` and ``dispatch``; everything else in ``Backend``
 raises ``UnsupportedFeature`` (or answers "no") until the backend overrides it.

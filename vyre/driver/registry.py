@@ -1,4 +1,4 @@
-"""The plugin manager and backend registry of SPEC section 5.
+"""The plugin manager and backend registry (docs/plugins.md).
 
 One pluggy ``PluginManager("vyre")`` per process loads the entry point group ``vyre``; its
 plugins register backends, ops and CLI verbs through the hooks in ``vyre.driver.hookspecs``.

@@ -11,7 +11,7 @@ from vyre.ir.types import DataType
 
 
 class Access(enum.Enum):
-    """How a program uses a buffer (see SPEC section 1)."""
+    """How a program uses a buffer (see docs/semantics.md)."""
 
     READ = "read"
     READ_WRITE = "read_write"

@@ -1,4 +1,4 @@
-"""The program validator: every rule of SPEC section 1, every finding reported at once.
+"""The program validator: every rule of docs/semantics.md, every finding reported at once.
 
 ``validate(program)`` raises ``ValidationError`` whose ``findings`` list each problem with a
 stable code (catalogued in docs/semantics.md, "Validator codes"), a message, a ``Fix:`` sentence

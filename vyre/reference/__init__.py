@@ -12,7 +12,7 @@ from vyre.reference.backend import ReferenceBackend
 
 
 def run(program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> list[np.ndarray]:
-    """Run ``program`` on the oracle (validated, SPEC 3 inputs) and return its outputs."""
+    """Run ``program`` on the oracle (validated; inputs as docs/semantics.md says) and return its outputs."""
     return ReferenceBackend().dispatch(program, inputs, config)
 
 

@@ -1,4 +1,4 @@
-"""The kernel ABI (SPEC section 8), shared by the emitter and the launcher.
+"""The kernel ABI (docs/architecture.md), shared by the emitter and the launcher.
 
 Parameters, in order: one ``.u64`` global pointer per non-workgroup buffer in binding order
 (``program.bound_buffers``), then one ``.u64`` pointer to the *parameter block*: little-endian

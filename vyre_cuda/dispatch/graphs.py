@@ -1,4 +1,4 @@
-"""CUDA graph capture and replay: ``GraphCache``, a bounded LRU of captured work (SPEC 8, Graphs).
+"""CUDA graph capture and replay: ``GraphCache``, a bounded LRU of captured work (docs/resident.md).
 
 Work is recorded by a callable ``record(stream_ptr)`` that only enqueues launches, memsets and
 device-to-device copies on one stream. Capture hygiene (see docs/architecture.md):

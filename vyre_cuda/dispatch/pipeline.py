@@ -1,4 +1,4 @@
-"""``CudaPipeline``: one program prepared once for repeated dispatch (SPEC 4, compiled pipelines).
+"""``CudaPipeline``: one program prepared once for repeated dispatch (docs/resident.md, compiled pipelines).
 
 - ``dispatch(inputs)``: inputs are copied into device buffers the pipeline owns, one set per
   tuple of capacity classes (next power of two of each bound buffer), so sizes within a class

@@ -1,4 +1,4 @@
-"""Resident work on one stream with one synchronisation: sequences, repeats and fixed points (SPEC 4).
+"""Resident work on one stream with one synchronisation: sequences, repeats and fixed points (docs/resident.md).
 
 - ``run_sequence(backend, steps, reads)``: steps of ``(program, handles[, config])`` enqueued on the
   backend stream, then the ``reads`` (``(handle, offset, nbytes)``) copied back, one sync.

@@ -1,4 +1,4 @@
-"""Dispatch inputs that already live on a CUDA device (SPEC section 3).
+"""Dispatch inputs that already live on a CUDA device (docs/semantics.md, inputs).
 
 ``device_array(data, what, device_id)`` wraps objects exposing ``__cuda_array_interface__``
 (CuPy, PyTorch, Numba) or a CUDA ``__dlpack__`` (JAX, PyTorch) as a CuPy array without a host

@@ -211,7 +211,7 @@ class DeviceRuntime:
         self.staging = self.ring = self.stream = None
 
     def metrics(self) -> dict[str, int]:
-        """The ``cuda_*`` counters and gauges of this runtime (SPEC names; never fails)."""
+        """The ``cuda_*`` counters and gauges of this runtime (names listed in docs/resident.md; never fails)."""
         out = self.telemetry.snapshot()
         out["cuda_kernel_launches"] = out.get("cuda_kernel_launches", 0) + self.launches
         out["cuda_resident_bytes_in_use"] = self.resident.in_use

@@ -51,7 +51,7 @@ class DeviceInfo:
         return f"sm_{self.compute_capability}"
 
     def as_profile(self) -> dict[str, Any]:
-        """The dict behind ``CudaBackend.device_profile()`` (SPEC section 4)."""
+        """The dict behind ``CudaBackend.device_profile()`` (the backend protocol)."""
         profile = asdict(self)
         profile["memory_bytes"] = self.total_memory
         profile["limits"] = {

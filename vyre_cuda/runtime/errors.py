@@ -1,4 +1,4 @@
-"""Map CuPy and CUDA driver/runtime exceptions to vyre errors (SPEC section 6), and recover from
+"""Map CuPy and CUDA driver/runtime exceptions to ``vyre.errors``, and recover from
 device faults.
 
 Matching is by exception class name, status name and message, so this module imports without CuPy.

@@ -101,7 +101,7 @@ class ModuleCache:
         return kernel
 
     def counters(self) -> dict[str, int]:
-        """SPEC section 8 telemetry: module cache entries/hits/misses, disk cache hits/misses."""
+        """Telemetry: module cache entries/hits/misses, disk cache hits/misses."""
         with self._lock:
             return {"cuda_module_cache_entries": len(self._modules), **self._counts}
 

@@ -1,4 +1,4 @@
-"""NVTX ranges for Nsight (SPEC section 8): ``with nvtx_range("vyre.cuda.dispatch"): ...``.
+"""NVTX ranges for Nsight (``VYRE_CUDA_NVTX=1``): ``with nvtx_range("vyre.cuda.dispatch"): ...``.
 
 Ranges are pushed only when ``VYRE_CUDA_NVTX=1``; otherwise ``nvtx_range`` returns one shared
 no-op object, so an idle profiler costs a function call and nothing else. The variable is read

@@ -1,4 +1,4 @@
-"""Backend counters reported by ``CudaBackend.metrics()`` (SPEC section 8, names prefixed ``cuda_``).
+"""Backend counters reported by ``CudaBackend.metrics()`` (names prefixed ``cuda_``; docs/resident.md lists them).
 
 A ``Telemetry`` is a dict of ints behind a lock: ``add`` costs one dict update, so it is cheap
 enough for the launch path. Byte gauges (``*_in_use``) keep their high-water mark in ``*_peak``.
