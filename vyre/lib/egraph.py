@@ -147,7 +147,7 @@ def union_program() -> Program:
     )
 
 
-class EGraph:
+class EGraph(graph.DeviceArrays):
     """The columns of an e-graph resident on one backend; ``close()`` frees them."""
 
     def __init__(self, eclass: object, op: object, child_offsets: object, child_lens: object, children: object,
@@ -165,23 +165,8 @@ class EGraph:
                                  "keep child_offsets[r] + child_lens[r] <= len(children) for every row.")
         self.n, self.n_children = n, cols[4].size
         self.classes = int(max(cols[0].max(initial=0), cols[4].max(initial=0))) + 1 if n else 0
-        self.backend = graph.backend_or_default(backend)
-        self._res = graph.ResidentSet(self.backend)
-        try:
-            self.eclass, self.op, self.offsets, self.lens, self.children = (self._res.upload(c) for c in cols)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        """Free the columns."""
-        self._res.close()
-
-    def __enter__(self) -> EGraph:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(backend, cols)
+        self.eclass, self.op, self.offsets, self.lens, self.children = self.handles
 
     def pairs(self, eclass: Any = None, children: Any = None) -> datalog.Relation:
         """The sorted, distinct pairs of e-classes with structurally equal e-nodes (a ``Relation``).

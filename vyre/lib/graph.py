@@ -96,6 +96,29 @@ class ResidentSet:
         self.close()
 
 
+class DeviceArrays:
+    """Host arrays uploaded to one backend, freed together (``close()`` or ``with``)."""
+
+    def __init__(self, backend: object | None, arrays: Sequence[np.ndarray]) -> None:
+        self.backend = backend_or_default(backend)
+        self._res = ResidentSet(self.backend)
+        try:
+            self.handles = [self._res.upload(a) for a in arrays]
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Free the device buffers."""
+        self._res.close()
+
+    def __enter__(self) -> DeviceArrays:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def read_u32(backend: object, handle: object, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=np.uint32)
@@ -254,7 +277,7 @@ def advance_program() -> Program:
     )
 
 
-class Graph:
+class Graph(DeviceArrays):
     """A CSR graph resident on one backend: upload once, run many traversals, ``close()`` when done."""
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
@@ -262,23 +285,8 @@ class Graph:
         ptr, idx = check_csr(indptr, indices)
         self.n = ptr.size - 1
         self.undirected = undirected
-        self.backend = backend_or_default(backend)
-        self._res = ResidentSet(self.backend)
-        try:
-            self.indptr_handle, self.indices_handle = self._res.upload(ptr), self._res.upload(idx)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        """Free the graph's device buffers."""
-        self._res.close()
-
-    def __enter__(self) -> Graph:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(backend, [ptr, idx])
+        self.indptr_handle, self.indices_handle = self.handles
 
     def connected_components(self, max_iterations: int | None = None) -> np.ndarray:
         """Smallest vertex id of each vertex's component (edges taken as undirected), as u32."""
