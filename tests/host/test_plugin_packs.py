@@ -141,7 +141,8 @@ def test_chrome_trace_has_one_complete_event_per_dispatch(venv, tmp_path: Path):
     assert all(isinstance(e["dur"], float) and e["dur"] > 0 for e in events)
     for before, after in zip(events, events[1:]):  # microseconds: dispatches in sequence do not overlap
         assert before["ts"] + before["dur"] <= after["ts"] + 1.0
-    assert [e["args"]["grid"] for e in events] == [[4, 1, 1], [4, 1, 1], None, None]
+    # the third derives its grid from the arrays (1000 words / 256); the fourth's inputs are refused
+    assert [e["args"]["grid"] for e in events] == [[4, 1, 1], [4, 1, 1], [4, 1, 1], None]
     assert [e["args"]["grid_source"] for e in events] == ["grid", "elements", "buffer sizes", "buffer sizes"]
     assert events[-1]["args"]["error"].startswith("InvalidProgram") and events[0]["args"]["error"] is None
     names = {(e["name"], e["tid"]) for e in trace["traceEvents"] if e["ph"] == "M"}
@@ -157,7 +158,7 @@ def test_each_trace_line_and_json_record_carries_the_grid(venv, tmp_path: Path):
     assert record["grid"] == [2, 1, 1] and record["grid_source"] == "grid" and record["label"] == "vyre run"
     default = vyre_in(venv, "run", "examples/xor.vyre", "-i", "a=@random:512", "-i", "b=@random:512",
                       "--backend", "reference", VYRE_TRACE="1")
-    assert "vyre-trace: reference dispatch xor grid=(buffer sizes) " in default.stderr
+    assert "vyre-trace: reference dispatch xor grid=2x1x1 " in default.stderr  # from the 512-word inputs
 
 
 def test_an_unknown_trace_format_falls_back_to_jsonl_and_says_how_to_fix_it(venv, tmp_path: Path):  # noqa: F811
@@ -207,5 +208,6 @@ def test_the_grid_comes_from_the_config_when_it_fixes_it(trace_pack):
     assert dispatch_grid(xor, DispatchConfig(grid=(3, 2, 1))) == ((3, 2, 1), "grid")
     assert dispatch_grid(xor, DispatchConfig(elements=257)) == ((2, 1, 1), "elements")
     assert dispatch_grid(xor, None) == (None, "buffer sizes")
+    assert dispatch_grid(xor, None, (5, 1, 1)) == ((5, 1, 1), "buffer sizes")  # the host passed the grid
     assert dispatch_grid(None, None) == (None, "steps")
     assert np.ceil(257 / xor.workgroup_size[0]) == 2

@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from vyre.driver.backend import Backend, CompiledPipeline
-from vyre.driver.config import DispatchConfig
+from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.errors import DispatchFailed, VyreError
 from vyre.driver.guard import blame, describe, plugin_fix
+from vyre.driver.inputs import buffer_counts
 from vyre.ir.program import Program
 
 Step = tuple  # (program, handles, config)
@@ -41,9 +42,10 @@ class _DispatchHooks:
         self.after_impls = _live_impls(self._after)
 
     def run(self, kind: str, program: Program | None, programs: tuple[Program, ...],
-            config: DispatchConfig | None, call: Callable[[], Any]) -> Any:
+            config: DispatchConfig | None, call: Callable[[], Any], grid: tuple[int, int, int] | None = None) -> Any:
         """``call()`` observed by both hooks (callers first check ``before_impls or after_impls``)."""
-        ctx = dict(backend_id=self.backend_id, kind=kind, program=program, programs=programs, config=config)
+        ctx = dict(backend_id=self.backend_id, kind=kind, program=program, programs=programs, config=config,
+                   grid=grid)
         _call_hook(self._before, ctx, "the dispatch did not run")
         start = time.perf_counter_ns()
         try:
@@ -136,26 +138,30 @@ class HookedBackend:
         if not (self._hooks.before_impls or self._hooks.after_impls):
             return self.backend.dispatch(program, inputs, config)
         return self._hooks.run("dispatch", program, (program,), config,
-                               lambda: self.backend.dispatch(program, inputs, config))
+                               lambda: self.backend.dispatch(program, inputs, config),
+                               host_grid(program, inputs, config))
 
     def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
         if not (self._hooks.before_impls or self._hooks.after_impls):
             return self.backend.dispatch_async(program, inputs, config)
         return self._hooks.run("dispatch_async", program, (program,), config,
-                               lambda: self.backend.dispatch_async(program, inputs, config))
+                               lambda: self.backend.dispatch_async(program, inputs, config),
+                               host_grid(program, inputs, config))
 
     def dispatch_timed(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
         if not (self._hooks.before_impls or self._hooks.after_impls):
             return self.backend.dispatch_timed(program, inputs, config)
         return self._hooks.run("dispatch_timed", program, (program,), config,
-                               lambda: self.backend.dispatch_timed(program, inputs, config))
+                               lambda: self.backend.dispatch_timed(program, inputs, config),
+                               host_grid(program, inputs, config))
 
     def dispatch_resident(self, program: Program, handles: Sequence[object],
                           config: DispatchConfig | None = None) -> Any:
         if not (self._hooks.before_impls or self._hooks.after_impls):
             return self.backend.dispatch_resident(program, handles, config)
         return self._hooks.run("dispatch_resident", program, (program,), config,
-                               lambda: self.backend.dispatch_resident(program, handles, config))
+                               lambda: self.backend.dispatch_resident(program, handles, config),
+                               resident_grid(program, handles, config))
 
     # ---- multi-step dispatches -------------------------------------------------------------------
     def dispatch_sequence(self, steps: Sequence[Step], reads: Sequence[tuple] = ()) -> Any:
@@ -212,20 +218,50 @@ class HookedPipeline:
     def __repr__(self) -> str:
         return f"HookedPipeline({self.pipeline!r})"
 
-    def _observe(self, kind: str, call: Callable[[], Any]) -> Any:
+    def _observe(self, kind: str, call: Callable[[], Any], grid: Callable[[], Any] | None = None) -> Any:
         hooks = self._hooks
         if not (hooks.before_impls or hooks.after_impls):
             return call()
-        return self._hooks.run(kind, self.program, (self.program,), self.config, call)
+        return self._hooks.run(kind, self.program, (self.program,), self.config, call, grid() if grid else None)
 
     def dispatch(self, inputs: Sequence[object]) -> Any:
-        return self._observe("pipeline.dispatch", lambda: self.pipeline.dispatch(inputs))
+        return self._observe("pipeline.dispatch", lambda: self.pipeline.dispatch(inputs),
+                             lambda: host_grid(self.program, inputs, self.config))
 
     def dispatch_resident(self, handles: Sequence[object]) -> Any:
-        return self._observe("pipeline.dispatch_resident", lambda: self.pipeline.dispatch_resident(handles))
+        return self._observe("pipeline.dispatch_resident", lambda: self.pipeline.dispatch_resident(handles),
+                             lambda: resident_grid(self.program, handles, self.config))
 
     def dispatch_batch(self, batch: Sequence[Sequence[object]]) -> Any:
         return self._observe("pipeline.dispatch_batch", lambda: self.pipeline.dispatch_batch(batch))
+
+
+def _grid_from_bytes(program: Program, config: DispatchConfig | None,
+                     nbytes: dict[str, int]) -> tuple[int, int, int] | None:
+    """The grid a dispatch runs, given its buffers' byte sizes; None if they do not describe one."""
+    try:
+        counts = {b.name: b.count or nbytes[b.name] // b.dtype.size for b in program.buffers if b.name in nbytes}
+        return tuple(resolve_grid(program, config, buffer_counts(program, counts) | counts))
+    except Exception:  # noqa: BLE001 - bad inputs are the dispatch's to report, not the observer's
+        return None
+
+
+def host_grid(program: Program, inputs: Sequence[object], config: DispatchConfig | None
+              ) -> tuple[int, int, int] | None:
+    """The grid of a dispatch of host or device arrays (for the hooks' ``grid``)."""
+    try:
+        nbytes = {d.name: int(x.nbytes) if hasattr(x, "nbytes") else len(memoryview(x).cast("B"))
+                  for d, x in zip(program.inputs, inputs)}
+    except Exception:  # noqa: BLE001 - as above
+        return None
+    return _grid_from_bytes(program, config, nbytes)
+
+
+def resident_grid(program: Program, handles: Sequence[object], config: DispatchConfig | None
+                  ) -> tuple[int, int, int] | None:
+    """The grid of a resident dispatch, from the handles' sizes (for the hooks' ``grid``)."""
+    decls = [b for b in program.buffers if not b.is_workgroup]
+    return _grid_from_bytes(program, config, {d.name: getattr(h, "nbytes", 0) for d, h in zip(decls, handles)})
 
 
 # ``help(backend.dispatch)`` on what ``vyre.acquire`` returns shows the protocol's documentation.

@@ -92,6 +92,7 @@ def vyre_before_dispatch(
     program: Program | None,
     programs: tuple[Program, ...],
     config: DispatchConfig | None,
+    grid: tuple[int, int, int] | None,
 ) -> None:
     """Called before every dispatch of an acquired backend, in the caller's thread.
 
@@ -100,7 +101,10 @@ def vyre_before_dispatch(
     ``pipeline.dispatch``, ``pipeline.dispatch_resident`` or ``pipeline.dispatch_batch``.
     ``program`` is the one program of a single dispatch and None for multi-step kinds;
     ``programs`` always lists every program the call runs (steps in order). ``config`` is the
-    dispatch's config (None for multi-step kinds, whose steps carry their own). An exception
+    dispatch's config (None for multi-step kinds, whose steps carry their own). ``grid`` is the
+    workgroup grid a single-program dispatch runs, derived from ``config`` and the buffers' sizes
+    as the backend derives it (None for multi-step kinds and for inputs the backend will refuse);
+    it is computed only when some plugin implements a dispatch hook. An exception
     raised here aborts the dispatch before the backend sees it: a ``VyreError`` (a validating
     wrapper's ``ValidationError``) reaches the caller as is; any other exception becomes
     ``DispatchFailed("plugin", ...)`` naming the plugin.
@@ -117,6 +121,7 @@ def vyre_after_dispatch(
     duration_ns: int,
     error: BaseException | None,
     result: Any,
+    grid: tuple[int, int, int] | None,
 ) -> None:
     """Called after every dispatch whose ``vyre_before_dispatch`` ran, also when it failed.
 
@@ -125,6 +130,7 @@ def vyre_after_dispatch(
     after this hook) or None; ``result`` is the call's return value, or None on error. An
     exception raised here fails the call like one from ``vyre_before_dispatch`` (the result is
     dropped); when the backend already failed, its error is kept and this one added as a note.
+    ``grid`` is as in ``vyre_before_dispatch``.
     """
 
 

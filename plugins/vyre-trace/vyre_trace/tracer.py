@@ -60,8 +60,8 @@ def records() -> list[TraceRecord]:
         return list(_records)
 
 
-def dispatch_grid(program, config) -> tuple[tuple[int, int, int] | None, str]:
-    """The grid of one dispatch as far as its config fixes it, and where it comes from."""
+def dispatch_grid(program, config, grid=None) -> tuple[tuple[int, int, int] | None, str]:
+    """The grid of one dispatch (the host's ``grid`` when it passed one) and where it comes from."""
     if program is None:
         return None, "steps"
     if config is not None and config.grid is not None:
@@ -69,7 +69,11 @@ def dispatch_grid(program, config) -> tuple[tuple[int, int, int] | None, str]:
     elif config is not None and config.elements is not None:
         source = "elements"
     else:
-        return None, "buffer sizes"
+        source = "buffer sizes"
+    if grid is not None:
+        return tuple(grid), source
+    if source == "buffer sizes":
+        return None, source
     try:
         return resolve_grid(program, config, {}), source
     except (VyreError, KeyError, TypeError, ValueError):  # the dispatch itself reports a bad config
@@ -125,9 +129,9 @@ class Tracer:
         self.path = path or (DEFAULT_CHROME_FILE if fmt == "chrome" else None)
 
     @vyre.hookimpl
-    def vyre_after_dispatch(self, backend_id, kind, program, programs, config, duration_ns, error) -> None:
+    def vyre_after_dispatch(self, backend_id, kind, program, programs, config, duration_ns, error, grid) -> None:
         global _dropped
-        grid, source = dispatch_grid(program, config)
+        grid, source = dispatch_grid(program, config, grid)
         record = TraceRecord(
             backend=backend_id,
             kind=kind,
