@@ -20,10 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program  # noqa: E402
-from vyre_cuda.bench import device_ms, host_us  # noqa: E402
+from vyre_cuda.bench import device_ms, host_us, wall_s  # noqa: E402
 
 U32 = DataType.U32
 GiB = 1 << 30
@@ -56,17 +54,6 @@ def tiny_program(k: int = 0) -> Program:
 def device_us(fn: Callable[[], object], stream, reps: int) -> float:
     """Median device µs of ``fn`` (CUDA events on ``stream``)."""
     return device_ms(fn, stream, reps, warmup=1) * 1e3
-
-
-def wall_s(fn: Callable[[], object], reps: int) -> float:
-    """Median wall seconds of a synchronous ``fn``."""
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 # ---- 1. launch overhead -----------------------------------------------------------------------------------

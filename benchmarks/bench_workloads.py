@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vyre.lib import datalog, egraph, graph, text  # noqa: E402
+from vyre_cuda.bench import wall_s  # noqa: E402
 
 CUDA_SOURCE = r"""
 #define UNREACHED 0xFFFFFFFFu
@@ -129,17 +128,6 @@ class CupyGraph:
         return levels.get()
 
 
-def seconds(fn: Callable[[], object], reps: int) -> float:
-    """Median wall seconds of ``fn`` after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def scipy_levels(matrix, source: int) -> np.ndarray:
     from scipy.sparse.csgraph import breadth_first_order
 
@@ -184,19 +172,19 @@ def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
         assert np.array_equal(hand.components(), expected_cc), "CuPy components differ from scipy"
         timings = {
             "bfs": {
-                "scipy": seconds(lambda: breadth_first_order(matrix, source, directed=True,
+                "scipy": wall_s(lambda: breadth_first_order(matrix, source, directed=True,
                                                              return_predecessors=True), 1),
-                "vyre (plain call)": seconds(lambda: graph.bfs(indptr, indices, source, backend=backend,
+                "vyre (plain call)": wall_s(lambda: graph.bfs(indptr, indices, source, backend=backend,
                                                                undirected=True), reps),
-                "vyre (Graph, resident)": seconds(lambda: g.bfs(source), reps),
-                "cupy hand-written": seconds(lambda: hand.bfs(source), reps),
+                "vyre (Graph, resident)": wall_s(lambda: g.bfs(source), reps),
+                "cupy hand-written": wall_s(lambda: hand.bfs(source), reps),
             },
             "connected_components": {
-                "scipy": seconds(lambda: scipy_cc(matrix, directed=False), 1),
-                "vyre (plain call)": seconds(lambda: graph.connected_components(indptr, indices,
+                "scipy": wall_s(lambda: scipy_cc(matrix, directed=False), 1),
+                "vyre (plain call)": wall_s(lambda: graph.connected_components(indptr, indices,
                                                                                 backend=backend), reps),
-                "vyre (Graph, resident)": seconds(g.connected_components, reps),
-                "cupy hand-written": seconds(hand.components, reps),
+                "vyre (Graph, resident)": wall_s(g.connected_components, reps),
+                "cupy hand-written": wall_s(hand.components, reps),
             },
         }
     for workload, times in timings.items():
@@ -240,7 +228,7 @@ def bench_closure(backend) -> list[dict]:
             return datalog.transitive_closure(n, src, dst, backend=backend)
 
         pairs = closure()[0].size
-        t_vyre = seconds(closure, 3)
+        t_vyre = wall_s(closure, 3)
         row = {"workload": "transitive_closure", "vertices": n, "edges": m, "pairs": pairs,
                "vyre_s": t_vyre, "pairs_per_s": pairs / t_vyre}
         if with_numpy:
@@ -307,8 +295,8 @@ def bench_egraph(backend) -> list[dict]:
     t_py_closure = time.perf_counter() - start
     assert egraph.structural_equivalence(*cols, backend=backend)[0].size == want_pairs, "pairs differ"
     assert np.array_equal(egraph.congruence_closure(*cols, backend=backend), want_closure), "closure differs"
-    t_pairs = seconds(lambda: egraph.structural_equivalence(*cols, backend=backend), 3)
-    t_closure = seconds(lambda: egraph.congruence_closure(*cols, backend=backend), 3)
+    t_pairs = wall_s(lambda: egraph.structural_equivalence(*cols, backend=backend), 3)
+    t_closure = wall_s(lambda: egraph.congruence_closure(*cols, backend=backend), 3)
     return [{"workload": "structural_equivalence", "enodes": nodes, "pairs": want_pairs, "vyre_s": t_pairs,
              "python_s": t_py_pairs, "x_python": t_py_pairs / t_pairs},
             {"workload": "congruence_closure", "enodes": nodes, "vyre_s": t_closure, "python_s": t_py_closure,
@@ -332,8 +320,8 @@ def bench_text(backend) -> list[dict]:
     device = cupy.asarray(hay)
     assert np.array_equal(text.find_all(hay, needle, backend=backend), want), "host find_all differs"
     assert np.array_equal(cupy.asnumpy(text.find_all(device, needle, backend=backend)), want), "device find_all"
-    t_host = seconds(lambda: text.find_all(hay, needle, backend=backend), 3)
-    t_dev = seconds(lambda: (text.find_all(device, needle, backend=backend), cupy.cuda.Device().synchronize()), 5)
+    t_host = wall_s(lambda: text.find_all(hay, needle, backend=backend), 3)
+    t_dev = wall_s(lambda: (text.find_all(device, needle, backend=backend), cupy.cuda.Device().synchronize()), 5)
     return [{"workload": "find_all", "bytes": size, "matches": int(want.size), "path": path, "seconds": t,
              "gb_per_s": size / t / 1e9, "x_numpy": t_numpy / t}
             for path, t in (("numpy", t_numpy), ("vyre (host bytes)", t_host), ("vyre (CuPy array)", t_dev))]

@@ -58,6 +58,17 @@ def device_ms(fn: Callable[[], object], stream: Any, reps: int, warmup: int = 3)
     return statistics.median(times)
 
 
+def wall_s(fn: Callable[[], object], reps: int) -> float:
+    """Median wall seconds of a synchronous ``fn`` over ``reps`` calls, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def host_us(fn: Callable[[], object], sync: Callable[[], object], calls: int) -> float:
     """Median host time per call (µs) over 5 batches of ``calls`` un-synchronised calls."""
     for _ in range(200):
