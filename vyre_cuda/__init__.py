@@ -5,6 +5,7 @@ Importing this package never imports CuPy: ``CudaBackend`` is loaded on first ac
 
 from __future__ import annotations
 
+from vyre import __version__
 from vyre_cuda.codegen import (
     ENTRY_NAME,
     emit_ptx,
@@ -13,7 +14,7 @@ from vyre_cuda.codegen import (
     register_lowering,
 )
 
-__all__ = ["ENTRY_NAME", "CudaBackend", "emit_ptx", "param_block_layout", "ptx_version_for_driver",
+__all__ = ["ENTRY_NAME", "CudaBackend", "__version__", "emit_ptx", "param_block_layout", "ptx_version_for_driver",
            "register_lowering"]
 
 

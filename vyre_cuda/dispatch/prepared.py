@@ -119,22 +119,20 @@ class ProgramCache:
         return self.prepared(prepared.program, config, coarsen=k)
 
     def _prepare(self, program: Program, block: tuple[int, int, int], coarsen: int = 1) -> PreparedProgram:
-        from vyre.ir.validate import validate
         from vyre_cuda import ENTRY_NAME, emit_ptx
         from vyre_cuda.codegen.versions import ptx_version_for_driver
 
         rt, name = self.runtime, program.name or "<unnamed>"
-        validate(program)
-        self._check_capabilities(program)
-        check_workgroup_memory(program, rt.limits)
-        check_geometry(name, (1, 1, 1), block, 0, rt.limits)
         cc = rt.info.compute_capability
         config = DispatchConfig(workgroup_override=block) if block != program.workgroup_size else None
         t0 = time.perf_counter_ns()
-        with nvtx_range("vyre.cuda.codegen"):
+        with nvtx_range("vyre.cuda.codegen"):  # emit_ptx validates the program first
             ptx = emit_ptx(program, sm=cc, ptx_version=ptx_version_for_driver(rt.info.driver_version, cc),
                            config=config, coarsen=coarsen)
         t1 = time.perf_counter_ns()
+        self._check_capabilities(program)
+        check_workgroup_memory(program, rt.limits)
+        check_geometry(name, (1, 1, 1), block, 0, rt.limits)
         with nvtx_range("vyre.cuda.compile"), cuda_errors(f"loading the kernel of program {name}"):
             kernel = rt.modules.load(ptx, ENTRY_NAME)
         t2 = time.perf_counter_ns()
