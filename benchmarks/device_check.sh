@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one go (see docs/benchmarks.md). Writes logs under $OUT.
-#   bash benchmarks/device_check.sh tests|bench|lib|workloads|frontend|fuzz|fuzzc|memcheck ...
+#   bash benchmarks/device_check.sh tests|bench|lib|workloads|frontend|fuzz|fuzzc|memcheck|memcheck_all ...
+# memcheck_all: the whole GPU suite under memcheck, sharded over every visible GPU (memcheck_shards.py).
 # STEP_TIMEOUT (seconds, default 900) bounds each step so one slow step cannot starve the rest.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -32,6 +33,7 @@ for what in "$@"; do
                 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider \
                 -k "${MEMCHECK_K:-not fault and not recovery}" >"$OUT/memcheck.log" 2>&1
               echo "memcheck exit $?"; grep -E "ERROR SUMMARY|passed|failed" "$OUT/memcheck.log" | tail -n 5 ;;
+    memcheck_all) $T python3 benchmarks/memcheck_shards.py --per-gpu "${MEMCHECK_PER_GPU:-2}" --out "$OUT/memcheck" ;;
   esac
   echo "== $what took $(( $(date +%s) - start )) s"
 done

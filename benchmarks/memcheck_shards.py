@@ -1,0 +1,76 @@
+"""The GPU suite under compute-sanitizer memcheck, split over every visible GPU so it fits a time budget.
+
+    python3 benchmarks/memcheck_shards.py [--per-gpu 2] [--out DIR] [-k EXPR]
+
+Collects the ``gpu`` tests of ``tests/gpu`` and ``tests/fuzz``, deals them round-robin into
+``GPUs x per-gpu`` shards and runs each shard as its own ``compute-sanitizer --tool memcheck
+python3 -m pytest`` process pinned to one GPU (``CUDA_VISIBLE_DEVICES``). Each shard's log is
+``DIR/memcheck_<i>.log``; the summary prints each shard's pytest line and ERROR SUMMARY. Exit 0
+only when every shard passed with 0 errors. The default ``-k`` leaves out the tests that fault
+the device on purpose (their faults are the point: memcheck reports them as errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_K = "not fault and not recovery"
+PATHS = ["tests/gpu", "tests/fuzz"]
+
+
+def gpu_count() -> int:
+    done = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                          text=True, check=True)
+    return len(done.stdout.split())
+
+
+def collect(k: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-k", k,
+                           "-p", "no:cacheprovider", *PATHS], capture_output=True, text=True, check=False)
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    if not ids:
+        raise SystemExit(f"no tests collected:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return ids
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-gpu", type=int, default=2, help="shards per GPU (memcheck is CPU-heavy)")
+    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="where the shard logs go")
+    parser.add_argument("-k", default=DEFAULT_K, help="pytest -k expression of the tests to run")
+    args = parser.parse_args()
+    gpus = gpu_count()
+    ids = collect(args.k)
+    shards = [ids[i::gpus * args.per_gpu] for i in range(gpus * args.per_gpu)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"{len(ids)} tests in {len(shards)} shards on {gpus} GPU(s)", flush=True)
+    start, procs = time.time(), []
+    for i, shard in enumerate(shards):
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(i % gpus)}
+        log = open(out / f"memcheck_{i}.log", "w")  # noqa: SIM115 - closed after the process ends
+        cmd = ["compute-sanitizer", "--tool", "memcheck", "--report-api-errors", "no", "--error-exitcode", "86",
+               "--print-limit", "20", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *shard]
+        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+    failed = 0
+    for i, (proc, log) in enumerate(procs):
+        code = proc.wait()
+        log.close()
+        text = (out / f"memcheck_{i}.log").read_text(errors="replace")
+        summary = re.findall(r"ERROR SUMMARY: .*", text)
+        outcome = re.findall(r"^\d+ (?:passed|failed).*$", text, re.M)
+        print(f"shard {i} (GPU {i % gpus}): exit {code}; {outcome[-1] if outcome else 'no pytest summary'}; "
+              f"{summary[-1] if summary else 'no ERROR SUMMARY'}", flush=True)
+        failed += code != 0
+    print(f"{len(ids)} tests, {len(shards)} shards, {failed} failed, {time.time() - start:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
