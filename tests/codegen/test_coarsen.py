@@ -202,7 +202,7 @@ def test_prepared_program_words_and_grid() -> None:
     program = _xor()
 
     def prep(k: int) -> PreparedProgram:
-        return PreparedProgram(program, "xor", (64, 1, 1), None, "", program.bound_buffers, 0, None, coarsen=k)
+        return PreparedProgram(program, "xor", (64, 1, 1), None, program.bound_buffers, 0, None, lambda: "", coarsen=k)
 
     counts = {"in0": 10, "in1": 11, "out": 1024}
     plain, coarse = prep(1), prep(4)

@@ -189,3 +189,43 @@ def test_a_cubin_the_driver_refuses_falls_back_to_the_ptx(device, tmp_path: Path
 def test_without_a_disk_cache_modules_still_load(device) -> None:
     kernel = ModuleCache(device, None).load(add_one_ptx(), "add_one")
     run_add_one(kernel.function)
+
+
+WARM_PROGRAM = """
+import hashlib, json, sys
+import numpy as np
+import vyre
+from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+U32 = DataType.U32
+i = Expr.var("i")
+salt = int(sys.argv[1])
+p = Program([BufferDecl.read("a", 0, U32), BufferDecl.read_write("c", 1, U32)], (64, 1, 1),
+            [Node.let("i", Expr.invocation_id(0)),
+             Node.store("c", i, Expr.bitxor(Expr.load("a", i), Expr.u32(salt)))], name="warm_index")
+a = np.random.default_rng(salt).integers(0, 2**32, 1000, dtype=np.uint32)
+be = vyre.acquire("cuda")
+out = be.dispatch(p, [a, np.full(1000, 0xDEADBEEF, np.uint32)])[0]
+prep = be.prepared(p)
+emitted = prep.emitted is not None
+print(json.dumps({"ok": bool((out == (a ^ np.uint32(salt))).all()), "emitted": emitted,
+                  "ptx": hashlib.sha256(prep.ptx.encode()).hexdigest(), "index_hits": be.metrics()["cuda_index_hits"],
+                  "disk_hits": be.metrics()["cuda_disk_cache_hits"]}))
+"""
+
+
+def _warm_run(cache: Path, salt: int) -> dict:
+    env = {**os.environ, "VYRE_CUDA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", WARM_PROGRAM, str(salt)], capture_output=True, text=True, env=env,
+                          timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_warm_process_finds_the_cubin_through_the_program_index_without_emitting(tmp_path: Path) -> None:
+    cold = _warm_run(tmp_path, 7)
+    assert cold == {**cold, "ok": True, "emitted": True, "index_hits": 0}
+    warm = _warm_run(tmp_path, 7)
+    assert warm == {**warm, "ok": True, "emitted": False, "index_hits": 1, "disk_hits": 1}
+    assert warm["ptx"] == cold["ptx"]  # the same PTX, emitted when asked for
+    other = _warm_run(tmp_path, 8)  # another program: its own index entry, so emitted and right
+    assert other == {**other, "ok": True, "emitted": True, "index_hits": 0}

@@ -2,7 +2,10 @@
 
 ``ProgramCache.prepared(program, config, coarsen)`` validates, emits PTX, loads the module through
 the runtime's ``ModuleCache`` and builds a default launch plan, once per program, workgroup size
-and coarsening factor (keyed by fingerprint, with an identity-keyed front cache). ``for_grid``
+and coarsening factor (keyed by fingerprint, with an identity-keyed front cache). On a warm start
+the program index (``runtime.program_index``) names the cubin an earlier process made from the
+same program, so only validation runs and the PTX is emitted only if asked for
+(``PreparedProgram.ptx``). ``for_grid``
 picks the kernel variant that runs a logical grid (``dispatch.coarsening``). ``plan_for`` /
 ``update_plan`` / ``close_plan`` make, configure and give back launch plans with their own
 parameter blocks. Which ``output`` buffers need a zero fill comes from ``codegen.written``
@@ -11,8 +14,9 @@ parameter blocks. Which ``output`` buffers need a zero fill comes from ``codegen
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +24,9 @@ from vyre.driver.config import DispatchConfig, default_elements, effective_workg
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
+from vyre.ir.validate import validate
+from vyre_cuda.codegen import ENTRY_NAME, emit_ptx
+from vyre_cuda.codegen.versions import ptx_version_for_driver
 from vyre_cuda.codegen.written import outputs_to_zero
 from vyre_cuda.dispatch.coarsening import factor as coarsen_factor
 from vyre_cuda.dispatch.coarsening import launch_grid
@@ -27,6 +34,7 @@ from vyre_cuda.runtime.context import DeviceRuntime
 from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.launch import LaunchPlan, check_cooperative, check_geometry, check_workgroup_memory
 from vyre_cuda.runtime.profiler import nvtx_range
+from vyre_cuda.runtime.program_index import index_key
 
 MEMO_CAP = 512  # entries of an identity-keyed memo before it is cleared
 
@@ -39,13 +47,21 @@ class PreparedProgram:
     name: str
     block: tuple[int, int, int]
     kernel: Any  # vyre_cuda.runtime.loader.LoadedKernel
-    ptx: str
     bound: tuple[BufferDecl, ...]  # kernel ABI order (binding order)
     shared_bytes: int
     plan: LaunchPlan  # the default plan that dispatch / dispatch_resident rebind each call
-    emit_ns: int = 0
+    emit: Callable[[], str]  # emits the kernel's PTX (again)
+    emitted: str | None = None  # the PTX, when it was emitted to prepare the program
+    emit_ns: int = 0  # validation and code generation (validation alone on a program index hit)
     load_ns: int = 0
     coarsen: int = 1  # logical workgroups along x per hardware workgroup (codegen.coarsen)
+
+    @property
+    def ptx(self) -> str:
+        """The kernel's PTX text; a program prepared from the program index emits it on first use."""
+        if self.emitted is None:
+            self.emitted = self.emit()
+        return self.emitted
 
     def elements(self, config: DispatchConfig | None, counts: Mapping[str, int]) -> int:
         """Word 0 of the parameter block: ``config.elements``, else the default-grid element count."""
@@ -101,7 +117,7 @@ class ProgramCache:
             key = (program.fingerprint(), block, coarsen)
             prep = self.by_key.get(key)
             if prep is None:
-                prep = self._prepare(program, block, coarsen)
+                prep = self._prepare(program, block, coarsen, key[0])
                 self.by_key[key] = prep
             if len(self.by_id) > MEMO_CAP:
                 self.by_id.clear()
@@ -118,31 +134,42 @@ class ProgramCache:
             return prepared
         return self.prepared(prepared.program, config, coarsen=k)
 
-    def _prepare(self, program: Program, block: tuple[int, int, int], coarsen: int = 1) -> PreparedProgram:
-        from vyre_cuda import ENTRY_NAME, emit_ptx
-        from vyre_cuda.codegen.versions import ptx_version_for_driver
-
+    def _prepare(self, program: Program, block: tuple[int, int, int], coarsen: int, fingerprint: bytes
+                 ) -> PreparedProgram:
         rt, name = self.runtime, program.name or "<unnamed>"
-        cc = rt.info.compute_capability
         config = DispatchConfig(workgroup_override=block) if block != program.workgroup_size else None
+        index = index_key(program, fingerprint, block, coarsen, rt.info)
         t0 = time.perf_counter_ns()
-        with nvtx_range("vyre.cuda.codegen"):  # emit_ptx validates the program first
-            ptx = emit_ptx(program, sm=cc, ptx_version=ptx_version_for_driver(rt.info.driver_version, cc),
-                           config=config, coarsen=coarsen)
+        kernel = rt.modules.load_indexed(index, ENTRY_NAME) if index is not None else None
+        if kernel is not None:  # a warm start: the cubin an earlier process made from this very program
+            validate(program)
+            ptx = None
+        else:
+            with nvtx_range("vyre.cuda.codegen"):  # emit_ptx validates the program first
+                ptx = self._emit(program, config, coarsen)
         t1 = time.perf_counter_ns()
         self._check_capabilities(program)
         check_workgroup_memory(program, rt.limits)
         check_geometry(name, (1, 1, 1), block, 0, rt.limits)
-        with nvtx_range("vyre.cuda.compile"), cuda_errors(f"loading the kernel of program {name}"):
-            kernel = rt.modules.load(ptx, ENTRY_NAME)
+        if kernel is None:
+            with nvtx_range("vyre.cuda.compile"), cuda_errors(f"loading the kernel of program {name}"):
+                kernel = rt.modules.load(ptx, ENTRY_NAME)
+            if index is not None:
+                rt.modules.remember(index, kernel)
         t2 = time.perf_counter_ns()
         check_geometry(name, (1, 1, 1), block, kernel.shared_bytes, rt.limits, kernel.max_threads)
         bound = program.bound_buffers
         plan = LaunchPlan(kernel.ptr, (0, 0, 0), block, 0, len(bound) + 1, name)
-        prep = PreparedProgram(program, name, block, kernel, ptx, bound, kernel.shared_bytes, plan, t1 - t0,
-                               t2 - t1, coarsen)
+        prep = PreparedProgram(program, name, block, kernel, bound, kernel.shared_bytes, plan,
+                               functools.partial(self._emit, program, config, coarsen), ptx, t1 - t0, t2 - t1,
+                               coarsen)
         plan.params = rt.param_block(prep.nwords)
         return prep
+
+    def _emit(self, program: Program, config: DispatchConfig | None, coarsen: int) -> str:
+        cc = self.runtime.info.compute_capability
+        return emit_ptx(program, sm=cc, ptx_version=ptx_version_for_driver(self.runtime.info.driver_version, cc),
+                        config=config, coarsen=coarsen)
 
     def _check_capabilities(self, program: Program) -> None:
         dtypes = {b.dtype for b in program.buffers}

@@ -11,6 +11,10 @@
    to a content-addressed ``.ptx`` file and loaded from there (the driver JITs it), so a driver
    that cannot link still runs, and a bad PTX fails with the driver's own error and diagnostics.
 
+``load_indexed(index, entry)`` finds a kernel without its PTX: through a program index entry
+(``runtime.program_index``) that names the cubin an earlier process linked; ``remember`` writes
+such an entry after a load.
+
 ``VYRE_CUDA_LOADER=cupy`` loads cubins through ``cupy.RawModule(path=...)`` instead (the path
 of earlier versions, kept for comparison).
 
@@ -38,6 +42,7 @@ from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.cache import DiskCache, cache_version
 from vyre_cuda.runtime.device import DeviceInfo, import_cupy
 from vyre_cuda.runtime.errors import cuda_errors, translate
+from vyre_cuda.runtime.program_index import INDEX_SUFFIX, module_key_of
 
 ENV_DUMP_DIR = "VYRE_PTX_DUMP_DIR"
 PTXAS_LINES = 20
@@ -86,7 +91,8 @@ class ModuleCache:
         self._key_locks: dict[str, threading.Lock] = {}
         self._scratch: DiskCache | None = None
         self._counts = dict.fromkeys(("cuda_module_cache_hits", "cuda_module_cache_misses", "cuda_disk_cache_hits",
-                                      "cuda_disk_cache_misses", "cuda_cubin_link_failures"), 0)
+                                      "cuda_disk_cache_misses", "cuda_cubin_link_failures", "cuda_index_hits",
+                                      "cuda_index_misses"), 0)
 
     def load(self, ptx: str, entry: str) -> LoadedKernel:
         """The kernel ``entry`` of ``ptx``, loading the module on first use (see the module docstring)."""
@@ -99,6 +105,22 @@ class ModuleCache:
                     return self._load_kernel(key, ptx, entry)
         self._count("cuda_module_cache_hits")
         return kernel
+
+    def load_indexed(self, index: str, entry: str) -> LoadedKernel | None:
+        """The kernel ``entry`` of the cubin that program index entry ``index`` names, or None (no
+        entry, no disk cache, or a cubin no longer cached or refused by the driver): then emit and ``load``."""
+        module_key = module_key_of(self.disk.get(index, INDEX_SUFFIX)) if self.disk is not None else None
+        kernel = self._kernels.get((module_key, entry)) if module_key is not None else None
+        if kernel is None and module_key is not None:
+            with self._key_lock(module_key):
+                kernel = self._kernels.get((module_key, entry)) or self._load_cached_kernel(module_key, entry)
+        self._count("cuda_index_hits" if kernel is not None else "cuda_index_misses")
+        return kernel
+
+    def remember(self, index: str, kernel: LoadedKernel) -> None:
+        """Write the program index entry ``index`` -> ``kernel``'s cubin (when there is a disk cache)."""
+        if self.disk is not None:
+            self.disk.put(index, kernel.key.encode(), INDEX_SUFFIX)
 
     def counters(self) -> dict[str, int]:
         """Telemetry: module cache entries/hits/misses, disk cache hits/misses."""
@@ -135,6 +157,24 @@ class ModuleCache:
         with self._lock:
             self._kernels[(key, entry)] = kernel
         return kernel
+
+    def _load_cached_kernel(self, key: str, entry: str) -> LoadedKernel | None:
+        """``_load_kernel`` for a module that must come from memory or the disk cache (no PTX to link)."""
+        with self._lock:
+            loaded = self._modules.get(key)
+        if loaded is None:
+            cubin = self.disk.get(key, ".cubin") if self.disk is not None else None
+            if cubin is None:
+                return None
+            cupy = import_cupy()
+            with _compile_range(), cupy.cuda.Device(self.device.index), cuda_errors("loading a CUDA module"):
+                module = self._try_load(cupy, cubin, ".cubin")
+            if module is None:
+                return None
+            self._count("cuda_disk_cache_hits")
+            with self._lock:
+                self._modules[key] = (module, True)
+        return self._load_kernel(key, "", entry)
 
     def _load_module(self, key: str, ptx: str) -> tuple[Any, bool]:
         cupy = import_cupy()
