@@ -6,7 +6,10 @@
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+# SKIP_INSTALL=1: the package is installed already (e.g. several of these run side by side on several GPUs).
+if [ -z "${SKIP_INSTALL:-}" ]; then
+  python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/card.txt"
 T="timeout ${STEP_TIMEOUT:-900}"
 for what in "$@"; do
