@@ -218,10 +218,24 @@ def numpy_closure(n: int, src: np.ndarray, dst: np.ndarray) -> int:
     return int(full.size)
 
 
+def networkx_closure_s(n: int, src: np.ndarray, dst: np.ndarray, pairs: int) -> float:
+    """Seconds networkx takes for the same closure (checked to have ``pairs`` pairs)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from(zip(src.tolist(), dst.tolist()))
+    start = time.perf_counter()
+    closed = nx.transitive_closure(graph, reflexive=False)
+    seconds = time.perf_counter() - start
+    assert closed.number_of_edges() == pairs, "networkx closure differs"
+    return seconds
+
+
 def bench_closure(backend) -> list[dict]:
     rows = []
     rng = np.random.default_rng(2)
-    for n, m, with_numpy in ((2000, 2700, True), (4000, 6000, False)):
+    for n, m, with_numpy in ((2000, 2700, True), (4000, 6000, False), (6000, 9000, False)):
         src, dst = rng.integers(0, n, m).astype(np.uint32), rng.integers(0, n, m).astype(np.uint32)
 
         def closure(n: int = n, src: np.ndarray = src, dst: np.ndarray = dst) -> object:
@@ -236,6 +250,8 @@ def bench_closure(backend) -> list[dict]:
             assert numpy_closure(n, src, dst) == pairs, "numpy closure differs"
             row["numpy_s"] = time.perf_counter() - start
             row["x_numpy"] = row["numpy_s"] / t_vyre
+            row["networkx_s"] = networkx_closure_s(n, src, dst, pairs)
+            row["x_networkx"] = row["networkx_s"] / t_vyre
         rows.append(row)
     return rows
 
