@@ -208,21 +208,25 @@ def scipy_levels(matrix, source: int) -> np.ndarray:
     return levels
 
 
-def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-    from scipy.sparse.csgraph import connected_components as scipy_cc
-
+def rmat_csr(scale: int, edge_factor: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The benchmark graph: R-MAT edges stored both ways as CSR, and the search's source vertex."""
     n = 1 << scale
     src, dst = graph.rmat_edges(scale, edge_factor, seed=1)
     a, b = np.concatenate([src, dst]), np.concatenate([dst, src])
     order = np.argsort(a, kind="stable")
     indptr = np.zeros(n + 1, dtype=np.uint32)
     np.cumsum(np.bincount(a, minlength=n), out=indptr[1:])
-    indices = b[order].astype(np.uint32)
-    m = indices.size
+    return indptr, b[order].astype(np.uint32), int(src[0])
+
+
+def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+    from scipy.sparse.csgraph import connected_components as scipy_cc
+
+    indptr, indices, source = rmat_csr(scale, edge_factor)
+    n, m = indptr.size - 1, indices.size
     matrix = csr_matrix((np.ones(m, dtype=np.int8), indices, indptr), shape=(n, n))
-    source = int(src[0])
 
     _, comp = scipy_cc(matrix, directed=False)
     smallest = np.full(comp.max() + 1, n, dtype=np.int64)

@@ -433,20 +433,30 @@ class Graph(DeviceArrays):
         self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
         self._indptr = ptr
-        self._sources: object | None = None
+        self._scratch: dict[str, object] = {}
         super().__init__(backend, [ptr, idx])
         self.indptr_handle, self.indices_handle = self.handles
 
+    def scratch(self, name: str, nbytes: int) -> object:
+        """The graph's own resident buffer ``name`` (made on first use, kept until ``close``).
+
+        Traversals keep their state here, so repeated calls bind the same handles and a backend
+        that captures sequences replays them. A ``Graph`` runs one traversal at a time.
+        """
+        handle = self._scratch.get(name)
+        if handle is None:
+            handle = self._scratch[name] = self._res.alloc(max(nbytes, 4))
+        return handle
+
     def edge_sources(self) -> object:
         """A resident u32 column of each edge's row (built on the device on first use, kept with the graph)."""
-        if self._sources is None:
-            handle = self._res.alloc(max(4 * self.m, 4))
+        if "sources" not in self._scratch:
+            handle = self.scratch("sources", 4 * self.m)
             shift = lanes_shift(self.n)
             if self.m:
                 self.backend.dispatch_sequence([(edge_sources_program(shift), [self.indptr_handle, handle],
                                                  _elements_config(self.n << shift))])
-            self._sources = handle
-        return self._sources
+        return self._scratch["sources"]
 
     def connected_components(self, max_iterations: int | None = None) -> np.ndarray:
         """Smallest vertex id of each vertex's component (edges taken as undirected), as u32.
@@ -459,25 +469,24 @@ class Graph(DeviceArrays):
         if n == 0:
             return np.zeros(0, dtype=np.uint32)
         every_vertex = _elements_config(n)
-        with ResidentSet(be) as res:
-            h_parent, h_flag = res.alloc(4 * n), res.alloc(4)
-            init = (cc_init_program(), [self.indptr_handle, self.indices_handle, h_parent], every_vertex)
-            if self.m == 0 or max_iterations == 0:
-                be.dispatch_sequence([init])
-                return read_u32(be, h_parent, n)
-            sweep = [(cc_hook_program(self.undirected),
-                      [self.edge_sources(), self.indices_handle, h_parent, h_flag], _elements_config(self.m)),
-                     (jump_program(True), [h_parent, h_flag], every_vertex)]
-            (flag,) = be.dispatch_sequence([(clear_program(), [h_flag], ONE_INVOCATION), init, *sweep],
-                                           reads=[(h_flag, 0, 4)])
-            limit = max_iterations if max_iterations is not None else n + 64
-            if _word(flag) and limit > 1:
-                be.dispatch_until(sweep, h_flag, limit - 1)
-                (flag,) = be.dispatch_sequence([], reads=[(h_flag, 0, 4)])
-            if _word(flag) and max_iterations is None:
-                raise InvalidProgram(f"connected_components did not converge in {limit} sweeps",
-                                     "report this graph as a bug; it should never happen.")
-            return read_u32(be, h_parent, n)
+        parent, flag = self.scratch("parent", 4 * n), self.scratch("flag", 4)
+        init = (cc_init_program(), [self.indptr_handle, self.indices_handle, parent], every_vertex)
+        if self.m == 0 or max_iterations == 0:
+            be.dispatch_sequence([init])
+            return read_u32(be, parent, n)
+        sweep = [(cc_hook_program(self.undirected), [self.edge_sources(), self.indices_handle, parent, flag],
+                  _elements_config(self.m)),
+                 (jump_program(True), [parent, flag], every_vertex)]
+        (word,) = be.dispatch_sequence([(clear_program(), [flag], ONE_INVOCATION), init, *sweep],
+                                       reads=[(flag, 0, 4)])
+        limit = max_iterations if max_iterations is not None else n + 64
+        if _word(word) and limit > 1:
+            be.dispatch_until(sweep, flag, limit - 1)
+            (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])
+        if _word(word) and max_iterations is None:
+            raise InvalidProgram(f"connected_components did not converge in {limit} sweeps",
+                                 "report this graph as a bug; it should never happen.")
+        return read_u32(be, parent, n)
 
     def bfs(self, source: int, alpha: float = 14.0, beta: float = 24.0,
             trace: list[tuple[str, int, int, float]] | None = None) -> np.ndarray:
@@ -492,41 +501,37 @@ class Graph(DeviceArrays):
         if isinstance(source, bool) or not isinstance(source, (int, np.integer)) or not 0 <= source < n:
             raise InvalidProgram(f"source {source!r} is not a vertex of this {n}-vertex graph",
                                  f"pass an int in [0, {n}).")
-        with ResidentSet(be) as res:
-            h_levels = res.alloc(4 * n)
-            frontiers = [res.alloc(4 * n), res.alloc(4 * n)]
-            be.upload_resident(frontiers[0], np.array([source], dtype=np.uint32))
-            stats = [res.alloc(8), res.alloc(8)]
-            h_level = res.alloc(4)
-            prefix = [(bfs_init_program(), [self.indptr_handle, h_levels, frontiers[0], stats[0], stats[1], h_level],
-                       _elements_config(n))]
-            size, edges = 1, int(self._indptr[source + 1] - self._indptr[source])
-            unvisited_edges = self.m - edges
-            cur, bottom_up = 0, False
-            while size:
-                if self.undirected and not bottom_up and edges * alpha > unvisited_edges:
-                    bottom_up = True
-                elif bottom_up and size * beta < n:
-                    bottom_up = False
-                nxt = 1 - cur
-                handles = [self.indptr_handle, self.indices_handle, h_levels, frontiers[cur], stats[cur],
-                           frontiers[nxt], stats[nxt], h_level]
-                if bottom_up:
-                    step = (bottom_up_program(), handles, _elements_config(n))
-                else:  # a grid per capacity class (the kernel reads the exact count): bound steps are reused
-                    shift = lanes_shift(n)
-                    step = (top_down_program(shift), handles, _elements_config((1 << (size - 1).bit_length()) << shift))
-                started = time.perf_counter()
-                (words,) = be.dispatch_sequence([*prefix, step, (advance_program(), [stats[cur], h_level],
-                                                                 ONE_INVOCATION)],
-                                                reads=[(stats[nxt], 0, 8)])
-                if trace is not None:
-                    trace.append(("bottom-up" if bottom_up else "top-down", size, edges,
-                                  time.perf_counter() - started))
-                size, edges = (int(w) for w in np.asarray(words).view(np.uint32))
-                unvisited_edges -= edges
-                prefix, cur = [], nxt
-            return read_u32(be, h_levels, n)
+        levels, level = self.scratch("levels", 4 * n), self.scratch("level", 4)
+        frontiers = [self.scratch("frontier0", 4 * n), self.scratch("frontier1", 4 * n)]
+        stats = [self.scratch("stats0", 8), self.scratch("stats1", 8)]
+        be.upload_resident(frontiers[0], np.array([source], dtype=np.uint32))
+        prefix = [(bfs_init_program(), [self.indptr_handle, levels, frontiers[0], stats[0], stats[1], level],
+                   _elements_config(n))]
+        size, edges = 1, int(self._indptr[source + 1] - self._indptr[source])
+        unvisited_edges = self.m - edges
+        cur, bottom_up = 0, False
+        while size:
+            if self.undirected and not bottom_up and edges * alpha > unvisited_edges:
+                bottom_up = True
+            elif bottom_up and size * beta < n:
+                bottom_up = False
+            nxt = 1 - cur
+            handles = [self.indptr_handle, self.indices_handle, levels, frontiers[cur], stats[cur],
+                       frontiers[nxt], stats[nxt], level]
+            if bottom_up:
+                step = (bottom_up_program(), handles, _elements_config(n))
+            else:  # a grid per capacity class (the kernel reads the exact count): bound steps are reused
+                shift = lanes_shift(n)
+                step = (top_down_program(shift), handles, _elements_config((1 << (size - 1).bit_length()) << shift))
+            started = time.perf_counter()
+            (words,) = be.dispatch_sequence([*prefix, step, (advance_program(), [stats[cur], level], ONE_INVOCATION)],
+                                            reads=[(stats[nxt], 0, 8)])
+            if trace is not None:
+                trace.append(("bottom-up" if bottom_up else "top-down", size, edges, time.perf_counter() - started))
+            size, edges = (int(w) for w in np.asarray(words).view(np.uint32))
+            unvisited_edges -= edges
+            prefix, cur = [], nxt
+        return read_u32(be, levels, n)
 
 
 @cache
