@@ -143,10 +143,10 @@ class CupyGraph:
         self.indptr, self.indices = cupy.asarray(indptr), cupy.asarray(indices)
         module = cupy.RawModule(code=CUDA_SOURCE)
         self.k = {name: module.get_function(name) for name in KERNELS}
-        self.shift = graph.lanes_shift(self.n)
+        shift = graph.lanes_shift(self.n)
         self.sources = cupy.empty(max(self.m, 1), dtype=cupy.uint32)
-        self.k["edge_sources"](self._grid(self.n << self.shift), (256,),
-                               (self.indptr, self.sources, np.uint32(self.n), np.uint32(self.shift)))
+        self.k["edge_sources"](self._grid(self.n << shift), (256,),
+                               (self.indptr, self.sources, np.uint32(self.n), np.uint32(shift)))
 
     def _grid(self, count: int) -> tuple[int]:
         return ((count + 255) // 256,)
@@ -182,10 +182,11 @@ class CupyGraph:
             if bottom_up:
                 self.k["bottom_up"](self._grid(n), (256,), (self.indptr, self.indices, levels, nxt, next_stats,
                                                             np.uint32(level), np.uint32(n)))
-            else:
-                self.k["top_down"](self._grid(size << self.shift), (256,),
+            else:  # about one lane per edge of an average frontier vertex, 32 to 1024 per vertex
+                shift = graph.lanes_shift(size, edges / size)
+                self.k["top_down"](self._grid(size << shift), (256,),
                                    (self.indptr, self.indices, levels, frontier, stats, nxt, next_stats,
-                                    np.uint32(level), np.uint32(n), np.uint32(self.shift)))
+                                    np.uint32(level), np.uint32(n), np.uint32(shift)))
             stats.fill(0)
             words = next_stats.get()
             if trace is not None:

@@ -43,8 +43,8 @@ def test_components_match_scipy(oracle, name, undirected):
 
 
 def test_components_of_long_chains_take_more_sweeps(oracle):
-    # a reversed chain links every vertex to its predecessor at start: a path far deeper than the
-    # compression's hops, so the first sweep flags and dispatch_until runs more
+    # chains make parent paths deeper than the hops of one sweep: the forward chain's first sweep
+    # flags and dispatch_until runs more; max_iterations=1 stops after one (labels may be partial)
     n = 700
     for src, dst in [(np.arange(n - 1, 0, -1), np.arange(n - 2, -1, -1)), (np.arange(n - 1), np.arange(1, n))]:
         indptr, indices = csr(n, src, dst)
@@ -80,6 +80,17 @@ def test_bfs_switches_direction_both_ways(oracle):
     indptr, indices = symmetric(n, src, dst)
     levels = graph.bfs(indptr, indices, 5, backend=oracle, undirected=True, alpha=2.0, beta=4.0)
     assert np.array_equal(levels, graph.reference_levels(indptr, indices, 5))
+
+
+def test_top_down_spreads_a_hub_over_many_invocations(oracle):
+    assert graph.lanes_shift(147, 266365 / 147) == 10  # a hub in a small frontier: 1024 per vertex
+    assert graph.lanes_shift(1 << 20, 3.0) == 5  # low degrees: a subgroup per vertex
+    assert graph.lanes_shift(1 << 27, 5000.0) == 3  # never a grid of 2**31 invocations
+    n = 3001  # a star searched from its hub, then from a leaf: top-down steps of 1024 and 32 lanes
+    indptr, indices = symmetric(n, np.zeros(n - 1, np.int64), np.arange(1, n))
+    with graph.Graph(indptr, indices, backend=oracle, undirected=True) as g:
+        for source in (0, 17):
+            assert np.array_equal(g.bfs(source, alpha=0.0), graph.reference_levels(indptr, indices, source))
 
 
 def test_out_of_range_neighbours_are_ignored(oracle):

@@ -16,6 +16,7 @@ neighbour ids ``>= n`` are ignored.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from functools import cache
@@ -132,12 +133,14 @@ def _word(data: np.ndarray) -> int:
 # ---- shared pieces -------------------------------------------------------------------------------
 V = Expr.var
 ONE_INVOCATION = DispatchConfig(grid=(1, 1, 1))
-_MAX_LANES_SHIFT = 5  # up to a subgroup (32 invocations) shares one vertex's edge list
+_LANES_SHIFTS = (5, 10)  # 32 to 1024 invocations share one vertex's edge list
 
 
-def lanes_shift(vertices: int) -> int:
-    """log2 of the invocations per vertex for ``vertices`` vertices: 32, fewer only if the grid would pass 2**31."""
-    shift = _MAX_LANES_SHIFT
+def lanes_shift(vertices: int, average_degree: float = 0.0) -> int:
+    """log2 of the invocations per vertex: about ``average_degree`` within 32..1024 (so a hub in a
+    small frontier is spread over many invocations), fewer only if ``vertices`` times it would pass 2**31."""
+    low, high = _LANES_SHIFTS
+    shift = min(max((math.ceil(average_degree) - 1).bit_length(), low), high)
     while shift and vertices << shift >= 1 << 31:
         shift -= 1
     return shift
@@ -207,25 +210,45 @@ def cc_init_program() -> Program:
     )
 
 
+def _climb(name: str, prev: str, hops: int) -> list[Node]:
+    """Up to ``hops`` steps from ``name`` towards its root, each nested in the last (so it stops early)."""
+    if hops == 0:
+        return []
+    up = f"{name}_up{hops}"
+    return [
+        Node.let(up, Expr.load("parent", V(name))),
+        Node.if_(Expr.lt(V(up), V(name)), [
+            Node.store("parent", V(prev), V(up)),
+            Node.assign(prev, V(name)), Node.assign(name, V(up)),
+            *_climb(name, prev, hops - 1),
+        ]),
+    ]
+
+
 def _find(name: str, vertex: Expr) -> list[Node]:
     """``name`` = the root above ``vertex`` (or an ancestor, after ``_FIND_HOPS`` hops), halving the path.
 
     Every vertex passed links its child to its grandparent: ``parent[x] <= x`` always, so a plain
     store of an ancestor is safe next to the hooks, which only ever change roots.
     """
-    prev, done = f"{name}_prev", f"{name}_done"
+    return [Node.let(name, Expr.load("parent", vertex)), Node.let(f"{name}_prev", vertex),
+            *_climb(name, f"{name}_prev", _FIND_HOPS)]
+
+
+def _hook(tries: int) -> list[Node]:
+    """Hook the larger of the roots ``a``, ``b`` under the smaller (compare-exchange); when another
+    hook got there first, climb to what it found and try again, nested up to ``tries`` times; flag
+    the edge if its ends are still apart then."""
+    if tries == 0:
+        return [Node.store("flag", Expr.u32(0), Expr.u32(1))]
+    hi, lo, old = f"hi{tries}", f"lo{tries}", f"old{tries}"
     return [
-        Node.let(name, Expr.load("parent", vertex)),
-        Node.let(prev, vertex),
-        Node.let(done, Expr.bool(False)),
-        Node.loop(f"{name}_hop", Expr.u32(0), Expr.u32(_FIND_HOPS), [
-            Node.if_(Expr.not_(V(done)), [
-                Node.let(f"{name}_up", Expr.load("parent", V(name))),
-                Node.if_(Expr.lt(V(f"{name}_up"), V(name)),
-                         [Node.store("parent", V(prev), V(f"{name}_up")),
-                          Node.assign(prev, V(name)), Node.assign(name, V(f"{name}_up"))],
-                         [Node.assign(done, Expr.bool(True))]),
-            ]),
+        Node.let(hi, Expr.max(V("a"), V("b"))),
+        Node.let(lo, Expr.min(V("a"), V("b"))),
+        Node.let(old, Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "parent", V(hi), V(lo), expected=V(hi))),
+        Node.if_(Expr.ne(V(old), V(hi)), [
+            Node.assign("a", V(old)), Node.assign("b", V(lo)),
+            Node.if_(Expr.ne(V("a"), V("b")), _hook(tries - 1)),
         ]),
     ]
 
@@ -234,12 +257,10 @@ def _find(name: str, vertex: Expr) -> list[Node]:
 def cc_hook_program(once: bool) -> Program:
     """Union the two ends of every edge (ECL-CC): find both roots, then hook the larger under the smaller.
 
-    The hook is a compare-exchange on the larger root; when another hook got there first it retries
-    from what it found, up to ``_HOOK_TRIES`` times, and sets the flag if the ends are still apart
-    (a later sweep finishes them). ``once``: each edge is stored both ways, so only ``v < u`` runs.
+    Up to ``_HOOK_TRIES`` compare-exchanges; an edge whose ends are still apart then sets the flag
+    (a later sweep finishes it). ``once``: each edge is stored both ways, so only ``v < u`` runs.
     """
     e = Expr.invocation_id(0)
-    a, b = V("a"), V("b")
     wanted = Expr.lt(V("u"), Expr.buf_len("parent"))
     if once:
         wanted = Expr.and_(wanted, Expr.lt(V("v"), V("u")))
@@ -253,17 +274,7 @@ def cc_hook_program(once: bool) -> Program:
             Node.if_(wanted, [
                 *_find("a", V("v")),
                 *_find("b", V("u")),
-                Node.loop("try", Expr.u32(0), Expr.u32(_HOOK_TRIES), [
-                    Node.if_(Expr.ne(a, b), [
-                        Node.let("hi", Expr.max(a, b)),
-                        Node.let("lo", Expr.min(a, b)),
-                        Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "parent", V("hi"), V("lo"),
-                                                    expected=V("hi"))),
-                        Node.assign("a", Expr.select(Expr.eq(V("old"), V("hi")), V("lo"), V("old"))),
-                        Node.assign("b", V("lo")),
-                    ]),
-                ]),
-                Node.if_(Expr.ne(a, b), [Node.store("flag", Expr.u32(0), Expr.u32(1))]),
+                Node.if_(Expr.ne(V("a"), V("b")), _hook(_HOOK_TRIES)),
             ]),
         ])],
         name="cc_hook_once" if once else "cc_hook",
@@ -521,8 +532,9 @@ class Graph(DeviceArrays):
             if bottom_up:
                 step = (bottom_up_program(), handles, _elements_config(n))
             else:  # a grid per capacity class (the kernel reads the exact count): bound steps are reused
-                shift = lanes_shift(n)
-                step = (top_down_program(shift), handles, _elements_config((1 << (size - 1).bit_length()) << shift))
+                capacity = 1 << (size - 1).bit_length()
+                shift = lanes_shift(capacity, edges / size)
+                step = (top_down_program(shift), handles, _elements_config(capacity << shift))
             started = time.perf_counter()
             (words,) = be.dispatch_sequence([*prefix, step, (advance_program(), [stats[cur], level], ONE_INVOCATION)],
                                             reads=[(stats[nxt], 0, 8)])
