@@ -1,16 +1,18 @@
 """Workloads on the device: vyre.lib.graph (and the other workloads as they land) against scipy and
 a hand-written CuPy version of the same algorithm, in one run on one card.
 
-Run on a GPU machine: ``python benchmarks/bench_workloads.py [--scale 22] [--edge-factor 8]``. Prints a
-table headed by the card's name and writes ``$OUT/bench_workloads.json`` (or ``--json PATH``).
+Run on a GPU machine: ``python benchmarks/bench_workloads.py [--scale 22] [--edge-factor 8] [--only graph]``.
+Prints a table headed by the card's name and writes ``$OUT/bench_workloads.json`` (or ``--json PATH``).
 
 - BFS and connected components on an R-MAT graph (``2**scale`` vertices, ``edge_factor * 2**scale``
   edges stored both ways): scipy.sparse.csgraph on the host (its BFS timed as the
   ``breadth_first_order`` call alone); vyre through the plain call
-  (``graph.bfs(indptr, indices, source)``: upload, search, download) and on a graph uploaded once
-  (``graph.Graph``: search and download only); the same algorithms written by hand as CuPy
-  ``RawKernel``s (top-down/bottom-up BFS with one count readback per level; hooking + pointer
-  jumping with one flag readback per iteration), on device-resident CuPy arrays.
+  (``graph.bfs(indptr, indices, source, undirected=True)``: upload, search, download) and on a graph
+  uploaded once (``graph.Graph``: search and download only); the same algorithms written by hand in
+  CUDA C as CuPy ``RawKernel``s on device-resident CuPy arrays (direction-optimising BFS with the
+  same kernels, switching rule and one two-word readback per level; ECL-CC style components over
+  an edge-source column built once, with one flag readback per sweep). Also prints each BFS
+  level's direction, frontier and wall time for vyre and the hand-written version.
 - Transitive closure of a random directed graph: vyre's semi-naive evaluation against a numpy
   semi-naive evaluator on the same graph, and vyre alone on a larger one.
 - Structural equivalence and congruence closure of a random e-graph of 2**20 e-nodes against a

@@ -45,7 +45,8 @@ def u32_array(name: str, values: object) -> np.ndarray:
     if array.ndim != 1 or array.dtype.kind not in "iu":
         raise InvalidProgram(f"{name} must be a 1-D integer array, got shape {array.shape} dtype {array.dtype}",
                              "pass a 1-D numpy array of vertex ids or offsets.")
-    if array.size and (array.min() < 0 or array.max() > UNREACHED):
+    fits = array.dtype.kind == "u" and array.dtype.itemsize <= 4  # no scan of (maybe 10**8) values needed
+    if array.size and not fits and (array.min() < 0 or array.max() > UNREACHED):
         raise InvalidProgram(f"{name} holds values outside u32", "pass ids and offsets in [0, 2**32).")
     return np.ascontiguousarray(array, dtype=np.uint32)
 
