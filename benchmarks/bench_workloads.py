@@ -1,16 +1,18 @@
 """Workloads on the device: vyre.lib.graph (and the other workloads as they land) against scipy and
 a hand-written CuPy version of the same algorithm, in one run on one card.
 
-Run on a GPU machine: ``python benchmarks/bench_workloads.py [--scale 22] [--edge-factor 8]``. Prints a
-table headed by the card's name and writes ``$OUT/bench_workloads.json`` (or ``--json PATH``).
+Run on a GPU machine: ``python benchmarks/bench_workloads.py [--scale 22] [--edge-factor 8] [--only graph]``.
+Prints a table headed by the card's name and writes ``$OUT/bench_workloads.json`` (or ``--json PATH``).
 
 - BFS and connected components on an R-MAT graph (``2**scale`` vertices, ``edge_factor * 2**scale``
   edges stored both ways): scipy.sparse.csgraph on the host (its BFS timed as the
   ``breadth_first_order`` call alone); vyre through the plain call
-  (``graph.bfs(indptr, indices, source)``: upload, search, download) and on a graph uploaded once
-  (``graph.Graph``: search and download only); the same algorithms written by hand as CuPy
-  ``RawKernel``s (top-down/bottom-up BFS with one count readback per level; hooking + pointer
-  jumping with one flag readback per iteration), on device-resident CuPy arrays.
+  (``graph.bfs(indptr, indices, source, undirected=True)``: upload, search, download) and on a graph
+  uploaded once (``graph.Graph``: search and download only); the same algorithms written by hand in
+  CUDA C as CuPy ``RawKernel``s on device-resident CuPy arrays (direction-optimising BFS with the
+  same kernels, switching rule and one two-word readback per level; ECL-CC style components over
+  an edge-source column built once, with one flag readback per sweep). Also prints each BFS
+  level's direction, frontier and wall time for vyre and the hand-written version.
 - Transitive closure of a random directed graph: vyre's semi-naive evaluation against a numpy
   semi-naive evaluator on the same graph, and vyre alone on a larger one.
 - Structural equivalence and congruence closure of a random e-graph of 2**20 e-nodes against a
@@ -38,92 +40,162 @@ from vyre_cuda.bench import wall_s  # noqa: E402
 
 CUDA_SOURCE = r"""
 #define UNREACHED 0xFFFFFFFFu
-extern "C" __global__ void hook(const unsigned* indptr, const unsigned* indices, unsigned* parent,
-                                unsigned* flag, unsigned n) {
+#define FIND_HOPS 32
+#define HOOK_TRIES 16
+#define JUMP_HOPS 64
+
+extern "C" __global__ void edge_sources(const unsigned* indptr, unsigned* sources, unsigned n, unsigned shift) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, v = i >> shift, lanes = 1u << shift;
+    if (v >= n) return;
+    for (unsigned e = indptr[v] + (i & (lanes - 1)); e < indptr[v + 1]; e += lanes) sources[e] = v;
+}
+extern "C" __global__ void cc_init(const unsigned* indptr, const unsigned* indices, unsigned* parent, unsigned n) {
     unsigned v = blockIdx.x * blockDim.x + threadIdx.x;
     if (v >= n) return;
-    for (unsigned e = indptr[v]; e < indptr[v + 1]; ++e) {
-        unsigned u = indices[e];
-        if (u >= n) continue;
-        unsigned pv = parent[v], pu = parent[u];
-        if (pv != pu) { atomicMin(&parent[max(pv, pu)], min(pv, pu)); *flag = 1; }
-    }
+    unsigned start = indptr[v];
+    parent[v] = start < indptr[v + 1] ? min(v, indices[start]) : v;
 }
-extern "C" __global__ void jump(unsigned* parent, unsigned* flag, unsigned n) {
+__device__ unsigned find_root(unsigned* parent, unsigned x) {  // path halving, bounded hops
+    unsigned cur = parent[x], prev = x;
+    for (int hop = 0; hop < FIND_HOPS; ++hop) {
+        unsigned up = parent[cur];
+        if (up >= cur) break;
+        parent[prev] = up; prev = cur; cur = up;
+    }
+    return cur;
+}
+extern "C" __global__ void cc_hook(const unsigned* sources, const unsigned* indices, unsigned* parent,
+                                   unsigned* flag, unsigned n, unsigned m, int once) {
+    unsigned e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= m) return;
+    unsigned v = sources[e], u = indices[e];
+    if (u >= n || (once && v >= u)) return;
+    unsigned a = find_root(parent, v), b = find_root(parent, u);
+    for (int t = 0; t < HOOK_TRIES && a != b; ++t) {
+        unsigned hi = max(a, b), lo = min(a, b), old = atomicCAS(&parent[hi], hi, lo);
+        a = old == hi ? lo : old;
+        b = lo;
+    }
+    if (a != b) *flag = 1;
+}
+extern "C" __global__ void cc_compress(unsigned* parent, unsigned* flag, unsigned n) {
     unsigned v = blockIdx.x * blockDim.x + threadIdx.x;
     if (v >= n) return;
     unsigned start = parent[v], p = start;
-    for (int hop = 0; hop < 64; ++hop) { unsigned pp = parent[p]; if (pp == p) break; p = pp; }
-    if (p != start) { parent[v] = p; *flag = 1; }
+    bool done = false;
+    for (int hop = 0; hop < JUMP_HOPS; ++hop) {
+        unsigned pp = parent[p];
+        if (pp == p) { done = true; break; }
+        p = pp;
+    }
+    if (p != start) parent[v] = p;
+    if (!done) *flag = 1;
+}
+extern "C" __global__ void bfs_init(const unsigned* indptr, unsigned* levels, unsigned* frontier, unsigned* stats,
+                                    unsigned source, unsigned n) {
+    unsigned v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v < n) levels[v] = v == source ? 0u : UNREACHED;
+    if (v == 0) { frontier[0] = source; stats[0] = 1; stats[1] = indptr[source + 1] - indptr[source]; }
 }
 extern "C" __global__ void top_down(const unsigned* indptr, const unsigned* indices, unsigned* levels,
-                                    const unsigned* frontier, const unsigned* count, unsigned* next,
-                                    unsigned* next_count, unsigned level, unsigned n) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= *count) return;
-    unsigned v = frontier[i];
-    for (unsigned e = indptr[v]; e < indptr[v + 1]; ++e) {
+                                    const unsigned* frontier, const unsigned* stats, unsigned* next,
+                                    unsigned* next_stats, unsigned level, unsigned n, unsigned shift) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, slot = i >> shift, lanes = 1u << shift;
+    if (slot >= stats[0]) return;
+    unsigned v = frontier[slot];
+    for (unsigned e = indptr[v] + (i & (lanes - 1)); e < indptr[v + 1]; e += lanes) {
         unsigned u = indices[e];
-        if (u < n && levels[u] == UNREACHED && atomicCAS(&levels[u], UNREACHED, level + 1) == UNREACHED)
-            next[atomicAdd(next_count, 1u)] = u;
+        if (u < n && levels[u] == UNREACHED && atomicCAS(&levels[u], UNREACHED, level + 1) == UNREACHED) {
+            next[atomicAdd(&next_stats[0], 1u)] = u;
+            atomicAdd(&next_stats[1], indptr[u + 1] - indptr[u]);
+        }
     }
 }
 extern "C" __global__ void bottom_up(const unsigned* indptr, const unsigned* indices, unsigned* levels,
-                                     unsigned* next, unsigned* next_count, unsigned level, unsigned n) {
-    unsigned v = blockIdx.x * blockDim.x + threadIdx.x;
-    if (v >= n || levels[v] != UNREACHED) return;
-    for (unsigned e = indptr[v]; e < indptr[v + 1]; ++e) {
-        unsigned u = indices[e];
-        if (u < n && levels[u] == level) { levels[v] = level + 1; next[atomicAdd(next_count, 1u)] = v; return; }
+                                     unsigned* next, unsigned* next_stats, unsigned level, unsigned n) {
+    unsigned v = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31, deg = 0;
+    bool found = false;
+    if (v < n && levels[v] == UNREACHED) {
+        unsigned start = indptr[v], end = indptr[v + 1];
+        for (unsigned e = start; e < end; ++e) {
+            unsigned u = indices[e];
+            if (u < n && levels[u] == level) { found = true; break; }
+        }
+        if (found) { levels[v] = level + 1; deg = end - start; }
     }
+    unsigned ballot = __ballot_sync(0xFFFFFFFFu, found), edges = __reduce_add_sync(0xFFFFFFFFu, deg), base = 0;
+    if (lane == 0 && ballot) { base = atomicAdd(&next_stats[0], __popc(ballot)); atomicAdd(&next_stats[1], edges); }
+    base = __shfl_sync(0xFFFFFFFFu, base, 0);
+    if (found) next[base + __popc(ballot & ((1u << lane) - 1))] = v;
 }
 """
+KERNELS = ("edge_sources", "cc_init", "cc_hook", "cc_compress", "bfs_init", "top_down", "bottom_up")
 
 
 class CupyGraph:
-    """The same BFS and components algorithms, written by hand in CUDA C and driven from CuPy."""
+    """The same BFS and components algorithms as vyre.lib.graph, written by hand in CUDA C and driven
+    from CuPy: the edge-source column built at construction (vyre's Graph keeps it after first use)."""
 
-    def __init__(self, indptr: np.ndarray, indices: np.ndarray) -> None:
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, undirected: bool) -> None:
         import cupy
 
         self.cp = cupy
-        self.n = indptr.size - 1
+        self.n, self.m, self.undirected = indptr.size - 1, indices.size, undirected
+        self.host_indptr = indptr
         self.indptr, self.indices = cupy.asarray(indptr), cupy.asarray(indices)
         module = cupy.RawModule(code=CUDA_SOURCE)
-        self.k = {name: module.get_function(name) for name in ("hook", "jump", "top_down", "bottom_up")}
+        self.k = {name: module.get_function(name) for name in KERNELS}
+        shift = graph.lanes_shift(self.n)
+        self.sources = cupy.empty(max(self.m, 1), dtype=cupy.uint32)
+        self.k["edge_sources"](self._grid(self.n << shift), (256,),
+                               (self.indptr, self.sources, np.uint32(self.n), np.uint32(shift)))
 
     def _grid(self, count: int) -> tuple[int]:
         return ((count + 255) // 256,)
 
     def components(self) -> np.ndarray:
-        cp, n = self.cp, self.n
-        parent = cp.arange(n, dtype=cp.uint32)
+        cp, n, m = self.cp, self.n, self.m
+        parent = cp.empty(n, dtype=cp.uint32)
         flag = cp.zeros(1, dtype=cp.uint32)
+        self.k["cc_init"](self._grid(n), (256,), (self.indptr, self.indices, parent, np.uint32(n)))
         while True:
-            flag.fill(0)
-            self.k["hook"](self._grid(n), (256,), (self.indptr, self.indices, parent, flag, np.uint32(n)))
-            self.k["jump"](self._grid(n), (256,), (parent, flag, np.uint32(n)))
+            self.k["cc_hook"](self._grid(m), (256,), (self.sources, self.indices, parent, flag, np.uint32(n),
+                                                       np.uint32(m), np.int32(self.undirected)))
+            self.k["cc_compress"](self._grid(n), (256,), (parent, flag, np.uint32(n)))
             if not int(flag.get()[0]):
                 return parent.get()
+            flag.fill(0)
 
-    def bfs(self, source: int, bottom_up_fraction: float = 1 / 16) -> np.ndarray:
+    def bfs(self, source: int, alpha: float = 14.0, beta: float = 24.0, trace: list | None = None) -> np.ndarray:
         cp, n = self.cp, self.n
-        levels = cp.full(n, 0xFFFFFFFF, dtype=cp.uint32)
-        levels[source] = 0
-        frontier, nxt = cp.zeros(n, dtype=cp.uint32), cp.zeros(n, dtype=cp.uint32)
-        frontier[0] = source
-        count, next_count = cp.ones(1, dtype=cp.uint32), cp.zeros(1, dtype=cp.uint32)
-        size, level = 1, 0
+        levels = cp.empty(n, dtype=cp.uint32)
+        frontier, nxt = cp.empty(n, dtype=cp.uint32), cp.empty(n, dtype=cp.uint32)
+        stats, next_stats = cp.empty(2, dtype=cp.uint32), cp.zeros(2, dtype=cp.uint32)
+        self.k["bfs_init"](self._grid(n), (256,), (self.indptr, levels, frontier, stats, np.uint32(source),
+                                                   np.uint32(n)))
+        size, edges = 1, int(self.host_indptr[source + 1] - self.host_indptr[source])
+        unvisited_edges, level, bottom_up = self.m - edges, 0, False
         while size:
-            next_count.fill(0)
-            if size > n * bottom_up_fraction:
-                self.k["bottom_up"](self._grid(n), (256,), (self.indptr, self.indices, levels, nxt, next_count,
+            if self.undirected and not bottom_up and edges * alpha > unvisited_edges:
+                bottom_up = True
+            elif bottom_up and size * beta < n:
+                bottom_up = False
+            started = time.perf_counter()
+            if bottom_up:
+                self.k["bottom_up"](self._grid(n), (256,), (self.indptr, self.indices, levels, nxt, next_stats,
                                                             np.uint32(level), np.uint32(n)))
-            else:
-                self.k["top_down"](self._grid(size), (256,), (self.indptr, self.indices, levels, frontier, count,
-                                                              nxt, next_count, np.uint32(level), np.uint32(n)))
-            size = int(next_count.get()[0])
-            frontier, nxt, count, next_count = nxt, frontier, next_count, count
+            else:  # about one lane per edge of an average frontier vertex, 32 to 1024 per vertex
+                shift = graph.lanes_shift(size, edges / size)
+                self.k["top_down"](self._grid(size << shift), (256,),
+                                   (self.indptr, self.indices, levels, frontier, stats, nxt, next_stats,
+                                    np.uint32(level), np.uint32(n), np.uint32(shift)))
+            stats.fill(0)
+            words = next_stats.get()
+            if trace is not None:
+                trace.append(("bottom-up" if bottom_up else "top-down", size, edges, time.perf_counter() - started))
+            size, edges = (int(w) for w in words)
+            unvisited_edges -= edges
+            frontier, nxt, stats, next_stats = nxt, frontier, next_stats, stats
             level += 1
         return levels.get()
 
@@ -139,21 +211,25 @@ def scipy_levels(matrix, source: int) -> np.ndarray:
     return levels
 
 
-def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-    from scipy.sparse.csgraph import connected_components as scipy_cc
-
+def rmat_csr(scale: int, edge_factor: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The benchmark graph: R-MAT edges stored both ways as CSR, and the search's source vertex."""
     n = 1 << scale
     src, dst = graph.rmat_edges(scale, edge_factor, seed=1)
     a, b = np.concatenate([src, dst]), np.concatenate([dst, src])
     order = np.argsort(a, kind="stable")
     indptr = np.zeros(n + 1, dtype=np.uint32)
     np.cumsum(np.bincount(a, minlength=n), out=indptr[1:])
-    indices = b[order].astype(np.uint32)
-    m = indices.size
+    return indptr, b[order].astype(np.uint32), int(src[0])
+
+
+def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+    from scipy.sparse.csgraph import connected_components as scipy_cc
+
+    indptr, indices, source = rmat_csr(scale, edge_factor)
+    n, m = indptr.size - 1, indices.size
     matrix = csr_matrix((np.ones(m, dtype=np.int8), indices, indptr), shape=(n, n))
-    source = int(src[0])
 
     _, comp = scipy_cc(matrix, directed=False)
     smallest = np.full(comp.max() + 1, n, dtype=np.int64)
@@ -163,7 +239,7 @@ def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
     reached = int((expected_levels != graph.UNREACHED).sum())
     traversed = int(np.diff(indptr)[expected_levels != graph.UNREACHED].sum())
 
-    hand = CupyGraph(indptr, indices)
+    hand = CupyGraph(indptr, indices, undirected=True)
     rows = []
     with graph.Graph(indptr, indices, backend=backend, undirected=True) as g:
         assert np.array_equal(g.bfs(source), expected_levels), "vyre BFS differs from scipy"
@@ -181,12 +257,16 @@ def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
             },
             "connected_components": {
                 "scipy": wall_s(lambda: scipy_cc(matrix, directed=False), 1),
-                "vyre (plain call)": wall_s(lambda: graph.connected_components(indptr, indices,
-                                                                                backend=backend), reps),
+                "vyre (plain call)": wall_s(lambda: graph.connected_components(indptr, indices, backend=backend,
+                                                                                undirected=True), reps),
                 "vyre (Graph, resident)": wall_s(g.connected_components, reps),
                 "cupy hand-written": wall_s(hand.components, reps),
             },
         }
+        traces = {"vyre (Graph, resident)": [], "cupy hand-written": []}
+        g.bfs(source, trace=traces["vyre (Graph, resident)"])
+        hand.bfs(source, trace=traces["cupy hand-written"])
+    print_levels(traces)
     for workload, times in timings.items():
         for path, t in times.items():
             row = {"workload": workload, "path": path, "seconds": t, "vertices": n, "edges": m,
@@ -195,7 +275,17 @@ def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
                 row["gteps"] = traversed / t / 1e9
                 row["reached"] = reached
             rows.append(row)
-    return rows
+    return rows, traces
+
+
+def print_levels(traces: dict[str, list]) -> None:
+    """One line per BFS level: direction, frontier size and edges, and each path's wall time."""
+    names = list(traces)
+    print(f"# BFS per level (ms): {', '.join(names)}")
+    for level, steps in enumerate(zip(*traces.values())):
+        direction, size, edges, _ = steps[0]
+        times = " ".join(f"{t * 1e3:8.3f}" for *_, t in steps)
+        print(f"  level {level:2} {direction:9} frontier {size:9} vertices {edges:10} edges  {times}")
 
 
 def numpy_closure(n: int, src: np.ndarray, dst: np.ndarray) -> int:
@@ -388,6 +478,7 @@ def main() -> None:
     parser.add_argument("--edge-factor", type=int, default=8)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--only", choices=("all", "graph"), default="all", help="graph: BFS and components only")
     parser.add_argument("--chart", help="draw the chart from this JSON instead of measuring (matplotlib)")
     parser.add_argument("--png", default=str(ROOT / "docs" / "workloads.png"), help="chart output")
     args = parser.parse_args()
@@ -398,8 +489,9 @@ def main() -> None:
     import vyre
 
     backend = vyre.acquire("cuda")
-    rows = bench_graph(backend, args.scale, args.edge_factor, args.reps)
-    others = {"closure": bench_closure(backend), "egraph": bench_egraph(backend), "text": bench_text(backend)}
+    rows, levels = bench_graph(backend, args.scale, args.edge_factor, args.reps)
+    others = {} if args.only == "graph" else {"closure": bench_closure(backend), "egraph": bench_egraph(backend),
+                                             "text": bench_text(backend)}
     print(f"# {card_name()}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")
     print(f"{'workload':22} {'path':26} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
     for r in rows:
@@ -412,7 +504,7 @@ def main() -> None:
             print("  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
     path = args.json or os.path.join(os.environ.get("OUT", "."), "bench_workloads.json")
     with open(path, "w") as f:
-        json.dump({"card": card_name(), "graph": rows, **others}, f, indent=1)
+        json.dump({"card": card_name(), "graph": rows, "bfs_levels": levels, **others}, f, indent=1)
     print(f"wrote {path}")
 
 

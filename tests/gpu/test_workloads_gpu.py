@@ -29,13 +29,13 @@ def test_small_graphs_equal_the_oracle(backend, oracle, name):
     n, src, dst = cases(seed=7)[name]
     for undirected in (False, True):
         indptr, indices = symmetric(n, src, dst) if undirected else csr(n, src, dst)
-        assert np.array_equal(graph.connected_components(indptr, indices, backend=backend),
+        assert np.array_equal(graph.connected_components(indptr, indices, backend=backend, undirected=undirected),
                               graph.connected_components(indptr, indices, backend=oracle))
         for source in (0, n - 1):
-            got = graph.bfs(indptr, indices, source, backend=backend, undirected=undirected,
-                            bottom_up_fraction=0.05)
-            assert np.array_equal(got, graph.bfs(indptr, indices, source, backend=oracle,
-                                                 undirected=undirected, bottom_up_fraction=0.05))
+            for alpha, beta in ((0.0, 24.0), (14.0, 24.0), (float("inf"), 0.0)):
+                got = graph.bfs(indptr, indices, source, backend=backend, undirected=undirected,
+                                alpha=alpha, beta=beta)
+                assert np.array_equal(got, graph.reference_levels(indptr, indices, source))
 
 
 def test_rmat_graph_against_scipy(backend):
@@ -51,7 +51,9 @@ def test_rmat_graph_against_scipy(backend):
     _, comp = scipy_cc(matrix, directed=False)
     smallest = np.full(comp.max() + 1, n, dtype=np.int64)
     np.minimum.at(smallest, comp, np.arange(n))
-    assert np.array_equal(graph.connected_components(indptr, indices, backend=backend), smallest[comp])
+    for undirected in (False, True):
+        labels = graph.connected_components(indptr, indices, backend=backend, undirected=undirected)
+        assert np.array_equal(labels, smallest[comp])
 
     source = int(src[0])
     levels = graph.bfs(indptr, indices, source, backend=backend, undirected=True)
@@ -63,6 +65,8 @@ def test_rmat_graph_against_scipy(backend):
     assert np.array_equal(levels, expected)
     top_down_only = graph.bfs(indptr, indices, source, backend=backend)
     assert np.array_equal(top_down_only, expected)
+    bottom_up_only = graph.bfs(indptr, indices, source, backend=backend, undirected=True, alpha=float("inf"), beta=0.0)
+    assert np.array_equal(bottom_up_only, expected)
 
 
 def test_closure_egraph_and_text_equal_the_oracle(backend, oracle):

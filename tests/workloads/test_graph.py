@@ -31,31 +31,66 @@ def expected_labels(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_components_match_scipy(oracle, name):
+@pytest.mark.parametrize("undirected", [False, True])
+def test_components_match_scipy(oracle, name, undirected):
     n, src, dst = CASES[name]
-    indptr, indices = csr(n, src, dst)  # one direction only: components must treat it as undirected
-    labels = graph.connected_components(indptr, indices, backend=oracle)
+    # one direction only: components must treat each stored edge as undirected; with undirected=True
+    # every edge is stored both ways and the hook looks at each once
+    indptr, indices = symmetric(n, src, dst) if undirected else csr(n, src, dst)
+    labels = graph.connected_components(indptr, indices, backend=oracle, undirected=undirected)
     assert labels.dtype == np.uint32
     assert np.array_equal(labels, expected_labels(indptr, indices))
 
 
+def test_components_of_long_chains_take_more_sweeps(oracle):
+    # chains make parent paths deeper than the hops of one sweep: the forward chain's first sweep
+    # flags and dispatch_until runs more; max_iterations=1 stops after one (labels may be partial)
+    n = 700
+    for src, dst in [(np.arange(n - 1, 0, -1), np.arange(n - 2, -1, -1)), (np.arange(n - 1), np.arange(1, n))]:
+        indptr, indices = csr(n, src, dst)
+        with graph.Graph(indptr, indices, backend=oracle) as g:
+            assert np.array_equal(g.connected_components(), np.zeros(n, dtype=np.uint32))
+            partial = g.connected_components(max_iterations=1)
+            assert partial.dtype == np.uint32 and np.all(partial <= np.arange(n))
+
+
+# alpha=0: top-down only; the default: Beamer's switching; alpha=inf, beta=0: bottom-up from level 1 on
+DIRECTIONS = {"top_down": (0.0, 24.0), "beamer": (14.0, 24.0), "bottom_up": (float("inf"), 0.0)}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("undirected", [False, True])
-def test_bfs_matches_host_bfs(oracle, name, undirected):
+@pytest.mark.parametrize("direction", sorted(DIRECTIONS))
+def test_bfs_matches_host_bfs(oracle, name, undirected, direction):
     n, src, dst = CASES[name]
     indptr, indices = symmetric(n, src, dst) if undirected else csr(n, src, dst)
-    for source in {0, n // 2, n - 1}:
-        levels = graph.bfs(indptr, indices, source, backend=oracle, undirected=undirected,
-                           bottom_up_fraction=0.05)
-        assert np.array_equal(levels, graph.reference_levels(indptr, indices, source)), (name, source)
+    alpha, beta = DIRECTIONS[direction]
+    with graph.Graph(indptr, indices, backend=oracle, undirected=undirected) as g:
+        for source in {0, n // 2, n - 1}:
+            levels = g.bfs(source, alpha=alpha, beta=beta)
+            assert np.array_equal(levels, graph.reference_levels(indptr, indices, source)), (name, source)
 
 
-def test_bfs_bottom_up_and_top_down_agree(oracle):
-    n, src, dst = CASES["dense"]
+def test_bfs_switches_direction_both_ways(oracle):
+    # a hub with a long tail: the hub's level is bottom-up (its edges dwarf the rest), the tail
+    # top-down again; the result must equal the host BFS either way
+    n = 400
+    src = np.concatenate([np.zeros(199, np.int64), np.arange(199, n - 1)])
+    dst = np.concatenate([np.arange(1, 200), np.arange(200, n)])
     indptr, indices = symmetric(n, src, dst)
-    top = graph.bfs(indptr, indices, 3, backend=oracle, undirected=True, bottom_up_fraction=2.0)
-    bottom = graph.bfs(indptr, indices, 3, backend=oracle, undirected=True, bottom_up_fraction=0.0)
-    assert np.array_equal(top, bottom)
+    levels = graph.bfs(indptr, indices, 5, backend=oracle, undirected=True, alpha=2.0, beta=4.0)
+    assert np.array_equal(levels, graph.reference_levels(indptr, indices, 5))
+
+
+def test_top_down_spreads_a_hub_over_many_invocations(oracle):
+    assert graph.lanes_shift(147, 266365 / 147) == 10  # a hub in a small frontier: 1024 per vertex
+    assert graph.lanes_shift(1 << 20, 3.0) == 5  # low degrees: a subgroup per vertex
+    assert graph.lanes_shift(1 << 27, 5000.0) == 3  # never a grid of 2**31 invocations
+    n = 3001  # a star searched from its hub, then from a leaf: top-down steps of 1024 and 32 lanes
+    indptr, indices = symmetric(n, np.zeros(n - 1, np.int64), np.arange(1, n))
+    with graph.Graph(indptr, indices, backend=oracle, undirected=True) as g:
+        for source in (0, 17):
+            assert np.array_equal(g.bfs(source, alpha=0.0), graph.reference_levels(indptr, indices, source))
 
 
 def test_out_of_range_neighbours_are_ignored(oracle):

@@ -16,6 +16,8 @@ neighbour ids ``>= n`` are ignored.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from functools import cache
 
@@ -28,7 +30,6 @@ from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 U32 = DataType.U32
 UNREACHED = 0xFFFFFFFF
 _WG = 256
-_JUMP_HOPS = 64
 
 
 def backend_or_default(backend: object | None) -> object:
@@ -44,7 +45,8 @@ def u32_array(name: str, values: object) -> np.ndarray:
     if array.ndim != 1 or array.dtype.kind not in "iu":
         raise InvalidProgram(f"{name} must be a 1-D integer array, got shape {array.shape} dtype {array.dtype}",
                              "pass a 1-D numpy array of vertex ids or offsets.")
-    if array.size and (array.min() < 0 or array.max() > UNREACHED):
+    fits = array.dtype.kind == "u" and array.dtype.itemsize <= 4  # no scan of (maybe 10**8) values needed
+    if array.size and not fits and (array.min() < 0 or array.max() > UNREACHED):
         raise InvalidProgram(f"{name} holds values outside u32", "pass ids and offsets in [0, 2**32).")
     return np.ascontiguousarray(array, dtype=np.uint32)
 
@@ -122,23 +124,59 @@ class DeviceArrays:
 def read_u32(backend: object, handle: object, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=np.uint32)
-    return backend.download_resident(handle, 0, 4 * count).view(np.uint32).copy()
+    return backend.download_resident(handle, 0, 4 * count).view(np.uint32)
 
 
 def _word(data: np.ndarray) -> int:
     return int(np.asarray(data).view(np.uint32)[0])
 
 
-# ---- connected components ------------------------------------------------------------------------
-def _neighbours(v: Expr, body: list[Node]) -> Node:
-    """``for e in indptr[v] .. indptr[v+1]: u = indices[e]; if u < n: body``."""
-    return Node.loop("e", Expr.load("indptr", v), Expr.load("indptr", Expr.add(v, Expr.u32(1))), [
-        Node.let("u", Expr.load("indices", Expr.var("e"))),
-        Node.if_(Expr.lt(Expr.var("u"), Expr.buf_len("parent")), body),
-    ])
-
-
+# ---- shared pieces -------------------------------------------------------------------------------
+V = Expr.var
 ONE_INVOCATION = DispatchConfig(grid=(1, 1, 1))
+_LANES_SHIFTS = (5, 10)  # 32 to 1024 invocations share one vertex's edge list
+
+
+def lanes_shift(vertices: int, average_degree: float = 0.0) -> int:
+    """log2 of the invocations per vertex: about ``average_degree`` within 32..1024 (so a hub in a
+    small frontier is spread over many invocations), fewer only if ``vertices`` times it would pass 2**31."""
+    low, high = _LANES_SHIFTS
+    shift = min(max((math.ceil(average_degree) - 1).bit_length(), low), high)
+    while shift and vertices << shift >= 1 << 31:
+        shift -= 1
+    return shift
+
+
+def _strided_edges(v: Expr, shift: int, body: list[Node]) -> list[Node]:
+    """The edges of ``v`` this invocation owns: lane ``l`` of ``2**shift`` takes edges ``l, l + 2**shift, ...``.
+
+    ``body`` sees ``e`` (the edge index) and runs once per owned edge.
+    """
+    lane = Expr.invocation_id(0) & ((1 << shift) - 1)
+    return [
+        Node.let("start", Expr.load("indptr", v)),
+        Node.let("lane", lane),
+        Node.let("deg", Expr.load("indptr", v + 1) - V("start")),
+        Node.loop("k", Expr.u32(0), (V("deg") + ((1 << shift) - 1) - V("lane")) >> shift, [
+            Node.let("e", V("start") + V("lane") + (V("k") << shift)),
+            *body,
+        ]),
+    ]
+
+
+@cache
+def edge_sources_program(shift: int) -> Program:
+    """``sources[e]`` = the vertex whose row holds edge ``e`` (the CSR's row ids, COO style)."""
+    v = Expr.invocation_id(0) >> shift
+    return Program(
+        [BufferDecl.read("indptr", 0, U32), BufferDecl.read_write("sources", 1, U32)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(v, Expr.buf_len("indptr") - 1), [
+            Node.let("v", v),
+            *_strided_edges(V("v"), shift, [Node.store("sources", V("e"), V("v"))]),
+        ])],
+        name=f"edge_sources_x{1 << shift}",
+    )
 
 
 @cache
@@ -148,202 +186,365 @@ def clear_program() -> Program:
                    [Node.store("flag", Expr.u32(0), Expr.u32(0))], name="clear_flag")
 
 
+# ---- connected components ------------------------------------------------------------------------
+_FIND_HOPS = 32
+_HOOK_TRIES = 16
+_JUMP_HOPS = 64
+
+
 @cache
-def hook_program() -> Program:
-    """Hook the larger root of every edge's two parents under the smaller one; flag any difference."""
+def cc_init_program() -> Program:
+    """``parent[v]`` = the smaller of ``v`` and its first neighbour (Afforest/ECL-CC's cheap first link)."""
     v = Expr.invocation_id(0)
-    pv, pu = Expr.var("pv"), Expr.var("pu")
     return Program(
         [BufferDecl.read("indptr", 0, U32), BufferDecl.read("indices", 1, U32),
-         BufferDecl.read_write("parent", 2, U32), BufferDecl.read_write("flag", 3, U32, 1)],
+         BufferDecl.read_write("parent", 2, U32)],
         (_WG, 1, 1),
         [Node.if_(Expr.lt(v, Expr.buf_len("parent")), [
-            _neighbours(v, [
-                Node.let("pv", Expr.load("parent", v)),
-                Node.let("pu", Expr.load("parent", Expr.var("u"))),
-                Node.if_(Expr.ne(pv, pu), [
-                    Node.let("hi", Expr.max(pv, pu)),
-                    Node.let("old", Expr.atomic(AtomicOp.MIN, "parent", Expr.var("hi"), Expr.min(pv, pu))),
-                    Node.store("flag", Expr.u32(0), Expr.u32(1)),
-                ]),
+            Node.let("start", Expr.load("indptr", v)),
+            Node.let("first", v),
+            Node.if_(Expr.lt(V("start"), Expr.load("indptr", v + 1)),
+                     [Node.assign("first", Expr.min(v, Expr.load("indices", V("start"))))]),
+            Node.store("parent", v, V("first")),
+        ])],
+        name="cc_init",
+    )
+
+
+def _climb(name: str, prev: str, hops: int) -> list[Node]:
+    """Up to ``hops`` steps from ``name`` towards its root, each nested in the last (so it stops early)."""
+    if hops == 0:
+        return []
+    up = f"{name}_up{hops}"
+    return [
+        Node.let(up, Expr.load("parent", V(name))),
+        Node.if_(Expr.lt(V(up), V(name)), [
+            Node.store("parent", V(prev), V(up)),
+            Node.assign(prev, V(name)), Node.assign(name, V(up)),
+            *_climb(name, prev, hops - 1),
+        ]),
+    ]
+
+
+def _find(name: str, vertex: Expr) -> list[Node]:
+    """``name`` = the root above ``vertex`` (or an ancestor, after ``_FIND_HOPS`` hops), halving the path.
+
+    Every vertex passed links its child to its grandparent: ``parent[x] <= x`` always, so a plain
+    store of an ancestor is safe next to the hooks, which only ever change roots.
+    """
+    return [Node.let(name, Expr.load("parent", vertex)), Node.let(f"{name}_prev", vertex),
+            *_climb(name, f"{name}_prev", _FIND_HOPS)]
+
+
+def _hook(tries: int) -> list[Node]:
+    """Hook the larger of the roots ``a``, ``b`` under the smaller (compare-exchange); when another
+    hook got there first, climb to what it found and try again, nested up to ``tries`` times; flag
+    the edge if its ends are still apart then."""
+    if tries == 0:
+        return [Node.store("flag", Expr.u32(0), Expr.u32(1))]
+    hi, lo, old = f"hi{tries}", f"lo{tries}", f"old{tries}"
+    return [
+        Node.let(hi, Expr.max(V("a"), V("b"))),
+        Node.let(lo, Expr.min(V("a"), V("b"))),
+        Node.let(old, Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "parent", V(hi), V(lo), expected=V(hi))),
+        Node.if_(Expr.ne(V(old), V(hi)), [
+            Node.assign("a", V(old)), Node.assign("b", V(lo)),
+            Node.if_(Expr.ne(V("a"), V("b")), _hook(tries - 1)),
+        ]),
+    ]
+
+
+@cache
+def cc_hook_program(once: bool) -> Program:
+    """Union the two ends of every edge (ECL-CC): find both roots, then hook the larger under the smaller.
+
+    Up to ``_HOOK_TRIES`` compare-exchanges; an edge whose ends are still apart then sets the flag
+    (a later sweep finishes it). ``once``: each edge is stored both ways, so only ``v < u`` runs.
+    """
+    e = Expr.invocation_id(0)
+    wanted = Expr.lt(V("u"), Expr.buf_len("parent"))
+    if once:
+        wanted = Expr.and_(wanted, Expr.lt(V("v"), V("u")))
+    return Program(
+        [BufferDecl.read("sources", 0, U32), BufferDecl.read("indices", 1, U32),
+         BufferDecl.read_write("parent", 2, U32), BufferDecl.read_write("flag", 3, U32, 1)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(e, Expr.buf_len("indices")), [
+            Node.let("v", Expr.load("sources", e)),
+            Node.let("u", Expr.load("indices", e)),
+            Node.if_(wanted, [
+                *_find("a", V("v")),
+                *_find("b", V("u")),
+                Node.if_(Expr.ne(V("a"), V("b")), _hook(_HOOK_TRIES)),
             ]),
         ])],
-        name="cc_hook",
+        name="cc_hook_once" if once else "cc_hook",
     )
 
 
 @cache
-def jump_program() -> Program:
-    """Every vertex follows parent pointers (up to a fixed number of hops) and stores what it reached."""
+def jump_program(flag_unfinished_only: bool = False) -> Program:
+    """Every vertex follows parent pointers (up to ``_JUMP_HOPS`` hops) and stores what it reached.
+
+    The flag is set when a vertex moved (default: iterate until nothing moves) or, with
+    ``flag_unfinished_only``, only when one did not reach its root within the hops.
+    """
     v = Expr.invocation_id(0)
-    p = Expr.var("p")
+    p = V("p")
+    flagged = Expr.not_(V("done")) if flag_unfinished_only else Expr.ne(p, V("start"))
     return Program(
         [BufferDecl.read_write("parent", 0, U32), BufferDecl.read_write("flag", 1, U32, 1)],
         (_WG, 1, 1),
         [Node.if_(Expr.lt(v, Expr.buf_len("parent")), [
             Node.let("start", Expr.load("parent", v)),
-            Node.let("p", Expr.var("start")),
+            Node.let("p", V("start")),
             Node.let("done", Expr.bool(False)),
             Node.loop("hop", Expr.u32(0), Expr.u32(_JUMP_HOPS), [
-                Node.if_(Expr.not_(Expr.var("done")), [
+                Node.if_(Expr.not_(V("done")), [
                     Node.let("pp", Expr.load("parent", p)),
-                    Node.if_(Expr.eq(Expr.var("pp"), p), [Node.assign("done", Expr.bool(True))],
-                             [Node.assign("p", Expr.var("pp"))]),
+                    Node.if_(Expr.eq(V("pp"), p), [Node.assign("done", Expr.bool(True))],
+                             [Node.assign("p", V("pp"))]),
                 ]),
             ]),
-            Node.if_(Expr.ne(p, Expr.var("start")), [
-                Node.store("parent", v, p),
-                Node.store("flag", Expr.u32(0), Expr.u32(1)),
-            ]),
+            Node.if_(Expr.ne(p, V("start")), [Node.store("parent", v, p)]),
+            Node.if_(flagged, [Node.store("flag", Expr.u32(0), Expr.u32(1))]),
         ])],
-        name="cc_jump",
+        name="cc_compress" if flag_unfinished_only else "cc_jump",
     )
 
 
 # ---- breadth-first search ------------------------------------------------------------------------
-def _append(vertex: Expr) -> list[Node]:
-    """Append ``vertex`` to the next frontier through its atomic counter."""
-    return [
-        Node.let("slot", Expr.atomic(AtomicOp.ADD, "next_count", Expr.u32(0), Expr.u32(1))),
-        Node.store("next", Expr.var("slot"), vertex),
-    ]
-
-
 _BFS_BUFFERS = (
     BufferDecl.read("indptr", 0, U32), BufferDecl.read("indices", 1, U32),
     BufferDecl.read_write("levels", 2, U32), BufferDecl.read("frontier", 3, U32),
-    BufferDecl.read("count", 4, U32, 1), BufferDecl.read_write("next", 5, U32),
-    BufferDecl.read_write("next_count", 6, U32, 1), BufferDecl.read("level", 7, U32, 1),
+    BufferDecl.read("stats", 4, U32, 2), BufferDecl.read_write("next", 5, U32),
+    BufferDecl.read_write("next_stats", 6, U32, 2), BufferDecl.read("level", 7, U32, 1),
 )
 
 
+def _degree(vertex: Expr) -> Expr:
+    return Expr.load("indptr", vertex + 1) - Expr.load("indptr", vertex)
+
+
 @cache
-def top_down_program() -> Program:
-    """Each frontier vertex claims its unreached neighbours (compare-exchange) and appends them."""
-    i = Expr.invocation_id(0)
-    v = Expr.var("v")
-    nxt = Expr.add(Expr.load("level", Expr.u32(0)), Expr.u32(1))
+def bfs_init_program() -> Program:
+    """Levels all unreached but the source (``frontier[0]``); the source's frontier stats; level 0."""
+    v = Expr.invocation_id(0)
+    source = Expr.load("frontier", Expr.u32(0))
+    return Program(
+        [BufferDecl.read("indptr", 0, U32), BufferDecl.read_write("levels", 1, U32),
+         BufferDecl.read("frontier", 2, U32), BufferDecl.read_write("stats", 3, U32, 2),
+         BufferDecl.read_write("next_stats", 4, U32, 2), BufferDecl.read_write("level", 5, U32, 1)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(v, Expr.buf_len("levels")),
+                  [Node.store("levels", v, Expr.select(Expr.eq(v, source), Expr.u32(0), Expr.u32(UNREACHED)))]),
+         Node.if_(Expr.eq(v, Expr.u32(0)), [
+             Node.store("stats", Expr.u32(0), Expr.u32(1)),
+             Node.store("stats", Expr.u32(1), _degree(source)),
+             Node.store("next_stats", Expr.u32(0), Expr.u32(0)),
+             Node.store("next_stats", Expr.u32(1), Expr.u32(0)),
+             Node.store("level", Expr.u32(0), Expr.u32(0)),
+         ])],
+        name="bfs_init",
+    )
+
+
+@cache
+def top_down_program(shift: int) -> Program:
+    """``2**shift`` invocations per frontier vertex share its edges; each unreached neighbour is claimed
+    (compare-exchange on its level) and appended to the next frontier, its degree added to the stats."""
+    slot = Expr.invocation_id(0) >> shift
     return Program(
         _BFS_BUFFERS, (_WG, 1, 1),
-        [Node.if_(Expr.lt(i, Expr.load("count", Expr.u32(0))), [
-            Node.let("v", Expr.load("frontier", i)),
-            Node.loop("e", Expr.load("indptr", v), Expr.load("indptr", Expr.add(v, Expr.u32(1))), [
-                Node.let("u", Expr.load("indices", Expr.var("e"))),
-                Node.if_(Expr.and_(Expr.lt(Expr.var("u"), Expr.buf_len("levels")),
-                                   Expr.eq(Expr.load("levels", Expr.var("u")), Expr.u32(UNREACHED))), [
-                    Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "levels", Expr.var("u"), nxt,
+        [Node.if_(Expr.lt(slot, Expr.load("stats", Expr.u32(0))), [
+            Node.let("v", Expr.load("frontier", slot)),
+            Node.let("nxt", Expr.load("level", Expr.u32(0)) + 1),
+            *_strided_edges(V("v"), shift, [
+                Node.let("u", Expr.load("indices", V("e"))),
+                Node.if_(Expr.and_(Expr.lt(V("u"), Expr.buf_len("levels")),
+                                   Expr.eq(Expr.load("levels", V("u")), Expr.u32(UNREACHED))), [
+                    Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "levels", V("u"), V("nxt"),
                                                 expected=Expr.u32(UNREACHED))),
-                    Node.if_(Expr.eq(Expr.var("old"), Expr.u32(UNREACHED)), _append(Expr.var("u"))),
+                    Node.if_(Expr.eq(V("old"), Expr.u32(UNREACHED)), [
+                        Node.let("at", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.u32(1))),
+                        Node.store("next", V("at"), V("u")),
+                        Node.let("edges", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), _degree(V("u")))),
+                    ]),
                 ]),
             ]),
         ])],
-        name="bfs_top_down",
+        name=f"bfs_top_down_x{1 << shift}",
     )
 
 
 @cache
 def bottom_up_program() -> Program:
-    """Each unreached vertex looks for a neighbour in the current level (undirected graphs only)."""
+    """Each unreached vertex looks for a neighbour in the current level (undirected graphs only).
+
+    The vertices found are counted per subgroup (ballot, one atomic per subgroup) and appended to the
+    next frontier in lane order, so a following top-down step can use it.
+    """
     v = Expr.invocation_id(0)
-    level = Expr.load("level", Expr.u32(0))
+    level = V("level_now")
+    lane = Expr.subgroup_local_id()
     return Program(
         _BFS_BUFFERS, (_WG, 1, 1),
-        [Node.if_(Expr.and_(Expr.lt(v, Expr.buf_len("levels")),
-                            Expr.eq(Expr.load("levels", v), Expr.u32(UNREACHED))), [
-            Node.let("found", Expr.bool(False)),
-            Node.loop("e", Expr.load("indptr", v), Expr.load("indptr", Expr.add(v, Expr.u32(1))), [
-                Node.if_(Expr.not_(Expr.var("found")), [
-                    Node.let("u", Expr.load("indices", Expr.var("e"))),
-                    Node.if_(Expr.and_(Expr.lt(Expr.var("u"), Expr.buf_len("levels")),
-                                       Expr.eq(Expr.load("levels", Expr.var("u")), level)),
-                             [Node.assign("found", Expr.bool(True))]),
-                ]),
-            ]),
-            Node.if_(Expr.var("found"), [Node.store("levels", v, Expr.add(level, Expr.u32(1))), *_append(v)]),
-        ])],
+        [Node.let("inside", Expr.lt(v, Expr.buf_len("levels"))),
+         Node.let("at", Expr.select(V("inside"), v, Expr.u32(0))),
+         Node.let("active", Expr.and_(V("inside"), Expr.eq(Expr.load("levels", V("at")), Expr.u32(UNREACHED)))),
+         Node.let("start", Expr.select(V("active"), Expr.load("indptr", V("at")), Expr.u32(0))),
+         Node.let("end", Expr.select(V("active"), Expr.load("indptr", V("at") + 1), Expr.u32(0))),
+         Node.let("level_now", Expr.load("level", Expr.u32(0))),
+         Node.let("found", Expr.bool(False)),
+         Node.loop("e", V("start"), V("end"), [
+             Node.if_(Expr.not_(V("found")), [
+                 Node.let("u", Expr.load("indices", V("e"))),
+                 Node.if_(Expr.and_(Expr.lt(V("u"), Expr.buf_len("levels")),
+                                    Expr.eq(Expr.load("levels", V("u")), level)),
+                          [Node.assign("found", Expr.bool(True))]),
+             ]),
+         ]),
+         Node.if_(V("found"), [Node.store("levels", v, level + 1)]),
+         Node.let("ballot", Expr.subgroup_ballot(V("found"))),
+         Node.let("edges", Expr.subgroup_add(Expr.select(V("found"), V("end") - V("start"), Expr.u32(0)))),
+         Node.let("base", Expr.u32(0)),
+         Node.if_(Expr.and_(Expr.eq(lane, Expr.u32(0)), Expr.ne(V("ballot"), Expr.u32(0))), [
+             Node.assign("base", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.popcount(V("ballot")))),
+             Node.let("added", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), V("edges"))),
+         ]),
+         Node.let("first", Expr.subgroup_shuffle(V("base"), Expr.u32(0))),
+         Node.if_(V("found"), [
+             Node.store("next", V("first") + Expr.popcount(V("ballot") & ((Expr.u32(1) << lane) - 1)), v),
+         ])],
         name="bfs_bottom_up",
     )
 
 
 @cache
 def advance_program() -> Program:
-    """After a level: clear the consumed frontier's counter and step the level word."""
+    """After a level: clear the consumed frontier's stats and step the level word."""
     return Program(
-        [BufferDecl.read_write("count", 0, U32, 1), BufferDecl.read_write("level", 1, U32, 1)],
+        [BufferDecl.read_write("stats", 0, U32, 2), BufferDecl.read_write("level", 1, U32, 1)],
         (1, 1, 1),
-        [Node.store("count", Expr.u32(0), Expr.u32(0)),
-         Node.store("level", Expr.u32(0), Expr.add(Expr.load("level", Expr.u32(0)), Expr.u32(1)))],
+        [Node.store("stats", Expr.u32(0), Expr.u32(0)), Node.store("stats", Expr.u32(1), Expr.u32(0)),
+         Node.store("level", Expr.u32(0), Expr.load("level", Expr.u32(0)) + 1)],
         name="bfs_advance",
     )
 
 
 class Graph(DeviceArrays):
-    """A CSR graph resident on one backend: upload once, run many traversals, ``close()`` when done."""
+    """A CSR graph resident on one backend: upload once, run many traversals, ``close()`` when done.
+
+    ``undirected=True`` promises that every edge is stored both ways: BFS may then run bottom-up
+    steps, and components look at each edge once.
+    """
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
                  undirected: bool = False) -> None:
         ptr, idx = check_csr(indptr, indices)
-        self.n = ptr.size - 1
+        self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
+        self._indptr = ptr
+        self._scratch: dict[str, object] = {}
         super().__init__(backend, [ptr, idx])
         self.indptr_handle, self.indices_handle = self.handles
 
+    def scratch(self, name: str, nbytes: int) -> object:
+        """The graph's own resident buffer ``name`` (made on first use, kept until ``close``).
+
+        Traversals keep their state here, so repeated calls bind the same handles and a backend
+        that captures sequences replays them. A ``Graph`` runs one traversal at a time.
+        """
+        handle = self._scratch.get(name)
+        if handle is None:
+            handle = self._scratch[name] = self._res.alloc(max(nbytes, 4))
+        return handle
+
+    def edge_sources(self) -> object:
+        """A resident u32 column of each edge's row (built on the device on first use, kept with the graph)."""
+        if "sources" not in self._scratch:
+            handle = self.scratch("sources", 4 * self.m)
+            shift = lanes_shift(self.n)
+            if self.m:
+                self.backend.dispatch_sequence([(edge_sources_program(shift), [self.indptr_handle, handle],
+                                                 _elements_config(self.n << shift))])
+        return self._scratch["sources"]
+
     def connected_components(self, max_iterations: int | None = None) -> np.ndarray:
-        """Smallest vertex id of each vertex's component (edges taken as undirected), as u32."""
+        """Smallest vertex id of each vertex's component (edges taken as undirected), as u32.
+
+        One sweep usually finishes: a first link per vertex, one union per edge, one compression.
+        Another sweep runs (``dispatch_until``) only if a union gave up after its retries or a vertex
+        was too far from its root; ``max_iterations`` caps the sweeps (then the result may be partial).
+        """
         n, be = self.n, self.backend
         if n == 0:
             return np.zeros(0, dtype=np.uint32)
-        config = DispatchConfig(elements=n)
-        limit = max_iterations if max_iterations is not None else 2 * n + 64
-        with ResidentSet(be) as res:
-            h_parent = res.upload(np.arange(n, dtype=np.uint32))
-            h_flag = res.alloc(4)
-            # One synchronisation per iteration: an iteration touches every edge, so reading the flag
-            # each time costs far less than the extra iterations a batched dispatch_until would run.
-            steps = [(clear_program(), [h_flag], ONE_INVOCATION),
-                     (hook_program(), [self.indptr_handle, self.indices_handle, h_parent, h_flag], config),
-                     (jump_program(), [h_parent, h_flag], config)]
-            for _ in range(limit):
-                (flag,) = be.dispatch_sequence(steps, reads=[(h_flag, 0, 4)])
-                if _word(flag) == 0:
-                    return read_u32(be, h_parent, n)
-            if max_iterations is None:
-                raise InvalidProgram(f"connected_components did not converge in {limit} iterations",
-                                     "report this graph as a bug; it should never happen.")
-            return read_u32(be, h_parent, n)
+        every_vertex = _elements_config(n)
+        parent, flag = self.scratch("parent", 4 * n), self.scratch("flag", 4)
+        init = (cc_init_program(), [self.indptr_handle, self.indices_handle, parent], every_vertex)
+        if self.m == 0 or max_iterations == 0:
+            be.dispatch_sequence([init])
+            return read_u32(be, parent, n)
+        sweep = [(cc_hook_program(self.undirected), [self.edge_sources(), self.indices_handle, parent, flag],
+                  _elements_config(self.m)),
+                 (jump_program(True), [parent, flag], every_vertex)]
+        (word,) = be.dispatch_sequence([(clear_program(), [flag], ONE_INVOCATION), init, *sweep],
+                                       reads=[(flag, 0, 4)])
+        limit = max_iterations if max_iterations is not None else n + 64
+        if _word(word) and limit > 1:
+            be.dispatch_until(sweep, flag, limit - 1)
+            (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])
+        if _word(word) and max_iterations is None:
+            raise InvalidProgram(f"connected_components did not converge in {limit} sweeps",
+                                 "report this graph as a bug; it should never happen.")
+        return read_u32(be, parent, n)
 
-    def bfs(self, source: int, bottom_up_fraction: float = 1 / 16) -> np.ndarray:
+    def bfs(self, source: int, alpha: float = 14.0, beta: float = 24.0,
+            trace: list[tuple[str, int, int, float]] | None = None) -> np.ndarray:
         """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) along the stored edges.
 
-        On an undirected graph, bottom-up steps run while the frontier holds more than
-        ``bottom_up_fraction`` of the vertices.
+        On an undirected graph the direction follows Beamer's rule: bottom-up once the frontier's
+        edges exceed 1/``alpha`` of the unvisited vertices' edges, top-down again once the frontier
+        holds fewer than 1/``beta`` of the vertices (``alpha=0``: top-down only). ``trace``, when
+        given, gets one ``(direction, frontier vertices, frontier edges, wall seconds)`` per level.
         """
         n, be = self.n, self.backend
         if isinstance(source, bool) or not isinstance(source, (int, np.integer)) or not 0 <= source < n:
             raise InvalidProgram(f"source {source!r} is not a vertex of this {n}-vertex graph",
                                  f"pass an int in [0, {n}).")
-        levels = np.full(n, UNREACHED, dtype=np.uint32)
-        levels[source] = 0
-        with ResidentSet(be) as res:
-            h_levels = res.upload(levels)
-            frontiers = [res.alloc(4 * n), res.alloc(4 * n)]
-            be.upload_resident(frontiers[0], np.array([source], dtype=np.uint32))
-            counts = [res.upload(np.ones(1, dtype=np.uint32)), res.upload(np.zeros(1, dtype=np.uint32))]
-            h_level = res.upload(np.zeros(1, dtype=np.uint32))
-            size, cur = 1, 0
-            every_vertex = DispatchConfig(elements=n)
-            while size:
-                nxt = 1 - cur
-                handles = [self.indptr_handle, self.indices_handle, h_levels, frontiers[cur], counts[cur],
-                           frontiers[nxt], counts[nxt], h_level]
-                if self.undirected and size > n * bottom_up_fraction:
-                    step = (bottom_up_program(), handles, every_vertex)
-                else:  # a grid per capacity class (the kernel reads the exact count): bound steps are reused
-                    step = (top_down_program(), handles, _elements_config(1 << (size - 1).bit_length()))
-                (word,) = be.dispatch_sequence([step, (advance_program(), [counts[cur], h_level], ONE_INVOCATION)],
-                                               reads=[(counts[nxt], 0, 4)])
-                size, cur = _word(word), nxt
-            return read_u32(be, h_levels, n)
+        levels, level = self.scratch("levels", 4 * n), self.scratch("level", 4)
+        frontiers = [self.scratch("frontier0", 4 * n), self.scratch("frontier1", 4 * n)]
+        stats = [self.scratch("stats0", 8), self.scratch("stats1", 8)]
+        be.upload_resident(frontiers[0], np.array([source], dtype=np.uint32))
+        prefix = [(bfs_init_program(), [self.indptr_handle, levels, frontiers[0], stats[0], stats[1], level],
+                   _elements_config(n))]
+        size, edges = 1, int(self._indptr[source + 1] - self._indptr[source])
+        unvisited_edges = self.m - edges
+        cur, bottom_up = 0, False
+        while size:
+            if self.undirected and not bottom_up and edges * alpha > unvisited_edges:
+                bottom_up = True
+            elif bottom_up and size * beta < n:
+                bottom_up = False
+            nxt = 1 - cur
+            handles = [self.indptr_handle, self.indices_handle, levels, frontiers[cur], stats[cur],
+                       frontiers[nxt], stats[nxt], level]
+            if bottom_up:
+                step = (bottom_up_program(), handles, _elements_config(n))
+            else:  # a grid per capacity class (the kernel reads the exact count): bound steps are reused
+                capacity = 1 << (size - 1).bit_length()
+                shift = lanes_shift(capacity, edges / size)
+                step = (top_down_program(shift), handles, _elements_config(capacity << shift))
+            started = time.perf_counter()
+            (words,) = be.dispatch_sequence([*prefix, step, (advance_program(), [stats[cur], level], ONE_INVOCATION)],
+                                            reads=[(stats[nxt], 0, 8)])
+            if trace is not None:
+                trace.append(("bottom-up" if bottom_up else "top-down", size, edges, time.perf_counter() - started))
+            size, edges = (int(w) for w in np.asarray(words).view(np.uint32))
+            unvisited_edges -= edges
+            prefix, cur = [], nxt
+        return read_u32(be, levels, n)
 
 
 @cache
@@ -353,22 +554,25 @@ def _elements_config(elements: int) -> DispatchConfig:
 
 
 def connected_components(indptr: object, indices: object, *, backend: object | None = None,
-                         max_iterations: int | None = None) -> np.ndarray:
-    """Label each vertex with the smallest vertex id of its (undirected) component, as u32."""
-    with Graph(indptr, indices, backend=backend) as g:
+                         undirected: bool = False, max_iterations: int | None = None) -> np.ndarray:
+    """Label each vertex with the smallest vertex id of its (undirected) component, as u32.
+
+    ``undirected=True`` says every edge is stored both ways, so each is looked at once.
+    """
+    with Graph(indptr, indices, backend=backend, undirected=undirected) as g:
         return g.connected_components(max_iterations)
 
 
 def bfs(indptr: object, indices: object, source: int, *, backend: object | None = None,
-        undirected: bool = False, bottom_up_fraction: float = 1 / 16) -> np.ndarray:
+        undirected: bool = False, alpha: float = 14.0, beta: float = 24.0) -> np.ndarray:
     """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) over the CSR graph's edges.
 
-    ``undirected=True`` says every edge is stored both ways, which allows bottom-up steps while the
-    frontier holds more than ``bottom_up_fraction`` of the vertices. To run many searches on one
+    ``undirected=True`` says every edge is stored both ways, which allows direction-optimising
+    bottom-up steps (``Graph.bfs`` explains ``alpha`` and ``beta``). To run many searches on one
     graph, build a ``Graph`` once and call its ``bfs``.
     """
     with Graph(indptr, indices, backend=backend, undirected=undirected) as g:
-        return g.bfs(source, bottom_up_fraction)
+        return g.bfs(source, alpha, beta)
 
 
 @cache
