@@ -9,8 +9,9 @@ descending along each chain, so the smallest label moves one hop per iteration a
 exactly ``length`` iterations (the last one changes nothing). One iteration is two kernels written
 with ``@vyre.kernel`` (relax into ``new``, copy back into ``old``) plus the flag clear. Each case
 runs with conditional graph nodes (the whole loop is one graph launch) and with
-``VYRE_CUDA_CONDITIONAL=0`` (batches of 1, 2, 4 ... 64 iterations, one readback each); both must
-give the same iteration count and labels, which must equal the known answer. Times: median wall
+``VYRE_CUDA_CONDITIONAL=0`` (batches of 1, 2, 4 ... 64 iterations, one readback each), and, for
+comparison, as a Python loop of ``dispatch_sequence`` calls that reads the flag back after every
+iteration; all must give the same iteration count and labels, which must equal the known answer. Times: median wall
 time of a whole ``dispatch_until`` call after a warm-up call, divided by the iterations.
 """
 
@@ -32,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 import vyre  # noqa: E402
 from vyre.driver.config import DispatchConfig  # noqa: E402
 
-MODES = {"conditional node": "1", "batched readback": "0"}  # VYRE_CUDA_CONDITIONAL per mode
+#: mode -> VYRE_CUDA_CONDITIONAL; None: a Python loop of ``dispatch_sequence`` reading the flag each iteration
+MODES = {"conditional node": "1", "batched readback": "0", "readback per iteration": None}
 
 
 @vyre.kernel(workgroup_size=256)
@@ -50,6 +52,12 @@ def relax(length: vyre.u32, old: vyre.In[vyre.u32], new: vyre.InOut[vyre.u32], f
             flag[0] = 1
 
 
+@vyre.kernel(workgroup_size=1)
+def clear(flag: vyre.InOut[vyre.u32]):
+    """``flag[0] = 0`` (the readback-per-iteration loop's first step)."""
+    flag[0] = 0
+
+
 @vyre.kernel(workgroup_size=256)
 def copy_back(new: vyre.In[vyre.u32], old: vyre.InOut[vyre.u32]):
     """``old = new``."""
@@ -65,8 +73,18 @@ def chain_labels(length: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     return start, np.repeat(np.arange(width, dtype=np.uint32) * np.uint32(length), length)
 
 
+def loop_on_host(backend, steps: list, flag, limit: int) -> int:
+    """The fixed point with one ``dispatch_sequence`` and one flag readback per iteration."""
+    steps = [(clear.program, [flag], DispatchConfig(grid=(1, 1, 1))), *steps]
+    for iteration in range(1, limit + 1):
+        (word,) = backend.dispatch_sequence(steps, reads=[(flag, 0, 4)])
+        if not word.view(np.uint32)[0]:
+            return iteration
+    return limit
+
+
 def run_case(backend, length: int, width: int, reps: int) -> list[dict]:
-    """Both modes on one chain set: checked results and wall times."""
+    """Every mode on one chain set: checked results and wall times."""
     n = length * width
     start, expected = chain_labels(length, width)
     h_len, h_old, h_new, h_flag = (backend.allocate_resident(b) for b in (4, 4 * n, 4 * n, 4))
@@ -76,13 +94,16 @@ def run_case(backend, length: int, width: int, reps: int) -> list[dict]:
     rows = []
     try:
         for mode, switch in MODES.items():
-            os.environ["VYRE_CUDA_CONDITIONAL"] = switch
+            os.environ["VYRE_CUDA_CONDITIONAL"] = switch or "1"
             times, iterations = [], None
             for _ in range(reps + 1):  # the first call captures the graphs
                 backend.upload_resident(h_old, start)
                 backend.upload_resident(h_new, start)
                 t0 = time.perf_counter()
-                iterations = backend.dispatch_until(steps, h_flag, 10 * length + 10)
+                if switch is None:
+                    iterations = loop_on_host(backend, steps, h_flag, 10 * length + 10)
+                else:
+                    iterations = backend.dispatch_until(steps, h_flag, 10 * length + 10)
                 times.append(time.perf_counter() - t0)
             labels = backend.download_resident(h_old).view(np.uint32)
             assert iterations == length, (mode, length, width, iterations)
@@ -104,8 +125,8 @@ def draw(result: dict, png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    styles = {"conditional node": "-o", "batched readback": "--s"}
+    fig, ax = plt.subplots(figsize=(8.5, 5))
+    styles = {"conditional node": "-o", "batched readback": "--s", "readback per iteration": ":^"}
     for width in sorted({r["width"] for r in result["rows"]}):
         for mode, style in styles.items():
             rows = [r for r in result["rows"] if r["width"] == width and r["mode"] == mode]
@@ -143,9 +164,9 @@ def main() -> None:
     rows = [r for width in widths for length in lengths for r in run_case(backend, length, width, reps)]
     card = backend.info.name
     print(f"# {card}, driver {backend.info.driver_version}; conditional nodes: {reason or 'used'}")
-    print(f"{'mode':18} {'chains':>7} {'iterations':>10} {'total ms':>10} {'µs/iteration':>13}")
+    print(f"{'mode':22} {'chains':>7} {'iterations':>10} {'total ms':>10} {'µs/iteration':>13}")
     for r in rows:
-        print(f"{r['mode']:18} {r['width']:7} {r['iterations']:10} {r['total_ms']:10.3f} {r['us_per_iteration']:13.2f}")
+        print(f"{r['mode']:22} {r['width']:7} {r['iterations']:10} {r['total_ms']:10.3f} {r['us_per_iteration']:13.2f}")
     result = {"card": card, "driver": backend.info.driver_version, "conditional": reason or "used", "rows": rows}
     path = args.json or os.path.join(os.environ.get("OUT", "."), "bench_fixpoint.json")
     with open(path, "w") as f:

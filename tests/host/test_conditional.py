@@ -67,6 +67,7 @@ def test_condition_kernel_assembles_without_the_device_runtime(tmp_path, sm, dri
     """ptxas resolves ``cudaGraphSetConditional`` itself: a whole (non-relocatable) program."""
     ptx = conditional.condition_ptx(sm, ptx_version_for_driver(driver, sm))
     assert f".visible .entry {conditional.CONDITION_ENTRY}(" in ptx
+    assert ("griddepcontrol.wait" in ptx) == (int(sm) >= 90)  # may start early only where it can wait
     path = tmp_path / "condition.ptx"
     path.write_text(ptx)
     done = subprocess.run(["ptxas", "--gpu-name", f"sm_{sm}", "-o", str(tmp_path / "c.cubin"), str(path)],

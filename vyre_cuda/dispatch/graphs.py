@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from vyre.driver.errors import DispatchFailed
 from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.errors import cuda_errors, translate
 from vyre_cuda.runtime.profiler import enabled as nvtx_enabled
@@ -89,7 +90,7 @@ class CapturedGraph:
     """
 
     graph: Any | None
-    record: Record
+    record: Record | None  # re-runs the work eagerly when ``graph`` is None
     pinned: tuple = ()
     keepalive: tuple = ()
     replays: int = 0
@@ -164,7 +165,7 @@ class GraphCache:
             self.replay(entry, stream)
         return entry
 
-    def insert(self, key: Hashable, graph: Any | None, record: Record, pinned: Iterable[Any] = (),
+    def insert(self, key: Hashable, graph: Any | None, record: Record | None, pinned: Iterable[Any] = (),
                keepalive: Iterable[Any] = (), free: Callable[[], None] | None = None) -> CapturedGraph:
         """Cache a graph made elsewhere (None: an eager entry) under ``key``, pinning ``pinned``;
         ``free`` releases the graph when the entry is dropped. Nothing runs."""
@@ -182,6 +183,9 @@ class GraphCache:
     def replay(self, entry: CapturedGraph, stream: Any) -> None:
         """Launch a captured graph on ``stream`` (an eager entry re-runs its recording)."""
         if entry.graph is None:
+            if entry.record is None:
+                raise DispatchFailed("graph", "a dropped conditional loop graph was replayed",
+                                     "look the graph up again (an evicted entry is not alive).")
             entry.record(stream.ptr)
             return
         try:

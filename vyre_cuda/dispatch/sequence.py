@@ -6,11 +6,11 @@
   times. With graphs on, the repeated body is captured unrolled in power-of-two chunks (at most
   ``UNROLL_LAUNCHES`` launches per graph) and ``count`` is replayed as a sum of those chunks.
 - ``run_until(backend, steps, flag_handle, max_iterations)``: a fixed-point loop. Each iteration
-  clears the flag word on the device and runs ``steps``. Where the driver supports conditional
-  graph nodes (``runtime.conditional``), the whole loop is one launch of a graph whose WHILE node
-  has the iteration as its body; a one-thread kernel at the end of each iteration counts it and
-  keeps looping while the flag is set and the cap is not reached; one readback of the count and
-  the flag follows. Otherwise (``VYRE_CUDA_CONDITIONAL=0``, graphs off, an older driver, a body
+  starts with the flag word clear and runs ``steps``. Where the driver supports conditional graph
+  nodes (``runtime.conditional``), the whole loop is one launch of a graph whose WHILE node has
+  the iteration as its body; a one-thread kernel at the end of each iteration counts it and keeps
+  looping (clearing the flag) while the flag is set and the cap is not reached; one readback of
+  the count and the flag follows. Otherwise (``VYRE_CUDA_CONDITIONAL=0``, graphs off, an older driver, a body
   the driver refuses), each iteration copies the flag into a per-iteration slot of a small device
   array; iterations run in batches of 1, 2, 4 ... ``MAX_BATCH`` with one small readback per batch,
   which tells exactly the first iteration whose flag stayed zero. Both give the same count.
@@ -62,7 +62,7 @@ from vyre_cuda.dispatch.pipeline import ResidentBinding, run_binding
 from vyre_cuda.dispatch.staging import aligned
 from vyre_cuda.runtime import conditional, settings
 from vyre_cuda.runtime.errors import cuda_errors
-from vyre_cuda.runtime.launch import LaunchPlan, ParamBlock, programmatic_launches
+from vyre_cuda.runtime.launch import LaunchPlan, ParamBlock, programmatic_launches, record_launch
 from vyre_cuda.runtime.pools import D2D, D2H, StagingSlot
 from vyre_cuda.runtime.profiler import nvtx_range
 
@@ -282,17 +282,18 @@ class SequenceDispatcher:
         except Exception as exc:
             self.conditional_off = f"the loop condition kernel did not load ({exc})"
             raise
-        cuda, bindings = rt.cuda, body.bindings
+        memset, bindings = rt.cuda.memsetAsync, body.bindings
+        condition = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 3, conditional.CONDITION_ENTRY)
 
-        def record(stream_ptr: int) -> None:
-            cuda.memsetAsync(flag.ptr, 0, 4, stream_ptr)
+        def record(stream_ptr: int, handle: int) -> None:  # the flag is clear: by the host or the last condition
             after_kernel = False
             for b in bindings:
                 after_kernel = b.record(stream_ptr, after_kernel, overlap)
+            condition.bind_values((flag.ptr, control.ptr, handle))
+            record_launch(memset, condition, (), stream_ptr, after_kernel, overlap)
 
-        plan = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 3, conditional.CONDITION_ENTRY)
-        graph = conditional.WhileGraph(rt.stream_ptr, record, plan, flag.ptr, control.ptr)
-        return self.graphs.insert(key, graph, record, (*body.pins, flag, control.buffer), bindings, graph.close)
+        graph = conditional.WhileGraph(rt.stream_ptr, record)
+        return self.graphs.insert(key, graph, None, (*body.pins, flag, control.buffer), bindings, graph.close)
 
     def _until_on_device(self, entry: CapturedGraph, flag: Any, max_iterations: int) -> int:
         """Run the loop graph (cap: ``max_iterations``, in u32-sized parts); the iterations it took."""
@@ -302,6 +303,8 @@ class SequenceDispatcher:
             cap = min(max_iterations - done, conditional.CAP_LIMIT)
             control.invalidate()  # the kernel counted in word 0 since the last write
             control.write((0, cap), rt.stream)
+            with cuda_errors("clearing the dispatch_until flag"):
+                rt.cuda.memsetAsync(flag.ptr, 0, 4, rt.stream_ptr)
             self.graphs.replay(entry, rt.stream)
             rt.telemetry.add("cuda_conditional_loops")
             count, word = (int(a.view(np.uint32)[0]) for a in

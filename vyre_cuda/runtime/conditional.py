@@ -6,8 +6,12 @@ CuPy has no binding for conditional nodes, so this module calls libcuda through 
    value is reset to 1 at every launch (``CU_GRAPH_COND_ASSIGN_DEFAULT``): the body runs at least once;
 2. ``cuGraphAddNode_v2`` adds one conditional node of type WHILE; the driver makes its empty body graph;
 3. ``cuStreamBeginCaptureToGraph`` records one iteration into that body: the caller's
-   ``record(stream_ptr)``, then a one-thread kernel (``condition_ptx``) that counts the iteration in
-   a control block and calls ``cudaGraphSetConditional(handle, flag != 0 && count < cap)``;
+   ``record(stream_ptr, handle)`` enqueues the iteration's steps and then a one-thread kernel
+   (``condition_ptx``) that counts the iteration in a control block and calls
+   ``cudaGraphSetConditional(handle, flag != 0 && count < cap)``; when it goes on, it also clears
+   the flag for the next iteration (the caller clears it before the first), so an iteration is
+   its steps plus one tiny kernel, which on sm_90+ may start while the last step runs (it waits
+   with ``griddepcontrol.wait``);
 4. ``cuGraphInstantiateWithFlags`` once; each ``cuGraphLaunch`` then runs the whole loop with no
    host round trip.
 
@@ -132,7 +136,9 @@ def unavailable_reason(enabled: bool, graphs: bool, driver_version: int, missing
 def condition_ptx(sm: str, ptx_version: str) -> str:
     """PTX of ``CONDITION_ENTRY(.u64 flag, .u64 control, .u64 handle)``, one thread: count the
     iteration in ``control[0]``, then keep looping while the flag word is non-zero and the count is
-    below ``control[1]``."""
+    below ``control[1]``, clearing the flag when it does. On sm_90+ it first waits for the kernel
+    before it (``griddepcontrol.wait``), so it may be a programmatic launch."""
+    wait = "    griddepcontrol.wait;\n" if int(sm.rstrip("a")) >= 90 else ""
     return f""".version {ptx_version}
 .target sm_{sm}
 .address_size 64
@@ -147,7 +153,7 @@ def condition_ptx(sm: str, ptx_version: str) -> str:
     ld.param.u64 %rd1, [flag_ptr];
     ld.param.u64 %rd2, [control_ptr];
     ld.param.u64 %rd3, [handle];
-    ld.global.u32 %r1, [%rd2];
+{wait}    ld.global.u32 %r1, [%rd2];
     add.u32 %r1, %r1, 1;
     st.global.u32 [%rd2], %r1;
     ld.global.u32 %r2, [%rd2+4];
@@ -156,6 +162,8 @@ def condition_ptx(sm: str, ptx_version: str) -> str:
     setp.lt.u32 %p2, %r1, %r2;
     and.pred %p3, %p1, %p2;
     selp.u32 %r4, 1, 0, %p3;
+    mov.u32 %r5, 0;
+    @%p3 st.global.u32 [%rd1], %r5;
     {{
     .param .b64 arg_handle;
     st.param.b64 [arg_handle], %rd3;
@@ -171,14 +179,12 @@ def condition_ptx(sm: str, ptx_version: str) -> str:
 class WhileGraph:
     """An instantiated graph of one WHILE node: ``launch(stream)`` runs the whole loop.
 
-    ``record(stream_ptr)`` enqueues one iteration (launches, memsets, device copies only);
-    ``condition`` is a ``LaunchPlan`` of the ``CONDITION_ENTRY`` kernel, bound here to ``flag_ptr``,
-    ``control_ptr`` and the new handle, and recorded after each iteration. Any failure frees what was
-    made and raises the vyre error (callers then take the batched path).
+    ``record(stream_ptr, handle)`` enqueues one iteration (launches, memsets, device copies only)
+    ending with the ``CONDITION_ENTRY`` kernel given the conditional ``handle``. Any failure frees
+    what was made and raises (callers then take the batched path).
     """
 
-    def __init__(self, stream_ptr: int, record: Callable[[int], None], condition: Any, flag_ptr: int,
-                 control_ptr: int) -> None:
+    def __init__(self, stream_ptr: int, record: Callable[[int, int], None]) -> None:
         api = driver()
         if api is None or api.missing:
             raise RuntimeError(f"conditional graphs need libcuda entry points: {missing_entry_points()}")
@@ -198,8 +204,7 @@ class WhileGraph:
             body = params.conditional.graphs[0] if params.conditional.graphs else None
             if not body:
                 raise RuntimeError("cuGraphAddNode_v2 returned no body graph for the WHILE node")
-            condition.bind_values((flag_ptr, control_ptr, handle.value))
-            self._capture(stream_ptr, body, record, condition)
+            self._capture(stream_ptr, body, lambda ptr: record(ptr, handle.value))
             api.check(api.cuGraphInstantiateWithFlags(ctypes.byref(self.exec), self.graph, 0),
                       "cuGraphInstantiateWithFlags")
         except BaseException:
@@ -217,14 +222,13 @@ class WhileGraph:
             self.api.check(self.api.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
         return ctx
 
-    def _capture(self, stream_ptr: int, body: int, record: Callable[[int], None], condition: Any) -> None:
-        """Record one iteration and the condition kernel into ``body``; the capture always ends."""
+    def _capture(self, stream_ptr: int, body: int, record: Callable[[int], None]) -> None:
+        """Record one iteration into ``body``; the capture always ends."""
         api, out = self.api, _P()
         api.check(api.cuStreamBeginCaptureToGraph(stream_ptr, body, None, None, 0, _CAPTURE_RELAXED),
                   "cuStreamBeginCaptureToGraph")
         try:
             record(stream_ptr)
-            condition.launch(stream_ptr)
         except BaseException:
             api.cuStreamEndCapture(stream_ptr, ctypes.byref(out))  # the capture is void; the first error wins
             raise
