@@ -187,6 +187,7 @@ def test_shutdown_releases_device_memory_and_graphs(monkeypatch, rng) -> None:
     program = _xor(n)
     be.dispatch_sequence([(program, handles), (_bump(), [handles[0]])] * 3)
     be.dispatch_repeated([], [(_bump(), [handles[0]])], 10)
+    assert be.dispatch_until([(_bump(), [handles[0]])], handles[2], 5) == 1  # a conditional loop graph
     pipe = be.compile(_bump())
     pipe.dispatch([random_array(rng, U32, 1000)])
     pipe.dispatch_resident([handles[1]])
@@ -195,7 +196,7 @@ def test_shutdown_releases_device_memory_and_graphs(monkeypatch, rng) -> None:
     assert be.metrics()["cuda_reserved_bytes"] >= 3 * n * 4
     be.shutdown()
     assert be.heap.reserved == 0 and be.metrics()["cuda_param_blocks"] == 0
-    assert be.sequences.bindings == {} and len(be.sequences.graphs) == 0
+    assert be.sequences.bindings == {} and len(be.sequences.graphs) == 0 and be.sequences.control is None
     assert graphs() == 0
     gc.collect()
     cupy.cuda.runtime.deviceSynchronize()

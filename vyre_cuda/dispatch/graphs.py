@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from vyre.driver.errors import DispatchFailed
 from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.errors import cuda_errors, translate
 from vyre_cuda.runtime.profiler import enabled as nvtx_enabled
@@ -83,15 +84,18 @@ class GraphKey:
 class CapturedGraph:
     """One cache entry: an instantiated graph (None: replayed eagerly) and the buffers it pins.
 
-    ``alive`` turns False when the entry is evicted, so holders can replay without a lookup.
+    ``graph`` is anything with ``launch(stream)``: a ``cupy.cuda.Graph`` (destroyed by CuPy when
+    dropped) or a ``conditional.WhileGraph`` (destroyed by ``free``). ``alive`` turns False when the
+    entry is evicted, so holders can replay without a lookup.
     """
 
     graph: Any | None
-    record: Record
+    record: Record | None  # re-runs the work eagerly when ``graph`` is None
     pinned: tuple = ()
     keepalive: tuple = ()
     replays: int = 0
     alive: bool = True
+    free: Callable[[], None] | None = None  # frees a graph its maker owns (conditional graphs) when dropped
 
 
 def capture(stream: Any, record: Record) -> Any:
@@ -156,21 +160,32 @@ class GraphCache:
         if graph is None:
             record(stream.ptr)  # a genuine error raises here and nothing is cached
             self._count("cuda_graph_capture_failures", 1)
-        else:
+        entry = self.insert(key, graph, record, pinned, keepalive)
+        if graph is not None:
+            self.replay(entry, stream)
+        return entry
+
+    def insert(self, key: Hashable, graph: Any | None, record: Record | None, pinned: Iterable[Any] = (),
+               keepalive: Iterable[Any] = (), free: Callable[[], None] | None = None) -> CapturedGraph:
+        """Cache a graph made elsewhere (None: an eager entry) under ``key``, pinning ``pinned``;
+        ``free`` releases the graph when the entry is dropped. Nothing runs."""
+        self.evict(key)
+        if graph is not None:
             self._count("cuda_graph_captures", 1)
             self._count("cuda_graphs_live", 1)
-        entry = CapturedGraph(graph, record, tuple(pinned), tuple(keepalive))
+        entry = CapturedGraph(graph, record, tuple(pinned), tuple(keepalive), free=free)
         pin(entry.pinned)
         self._entries[key] = entry
         while len(self._entries) > self.capacity:
             self._drop(self._entries.popitem(last=False)[1])
-        if graph is not None:
-            self.replay(entry, stream)
         return entry
 
     def replay(self, entry: CapturedGraph, stream: Any) -> None:
         """Launch a captured graph on ``stream`` (an eager entry re-runs its recording)."""
         if entry.graph is None:
+            if entry.record is None:
+                raise DispatchFailed("graph", "a dropped conditional loop graph was replayed",
+                                     "look the graph up again (an evicted entry is not alive).")
             entry.record(stream.ptr)
             return
         try:
@@ -203,10 +218,13 @@ class GraphCache:
             self._drop(self._entries.popitem(last=False)[1])
 
     def _drop(self, entry: CapturedGraph) -> None:
-        # CuPy destroys the graph and its executable on dealloc; CUDA lets an in-flight launch finish.
+        # CuPy destroys its graphs on dealloc, ``free`` the others; CUDA lets an in-flight launch finish.
         if entry.graph is not None:
             self._count("cuda_graphs_live", -1)
+        free, entry.free = entry.free, None
         entry.graph, entry.alive = None, False
+        if free is not None:
+            free()
         pinned, entry.pinned, entry.keepalive = entry.pinned, (), ()
         unpin(pinned)
 

@@ -6,13 +6,19 @@
   times. With graphs on, the repeated body is captured unrolled in power-of-two chunks (at most
   ``UNROLL_LAUNCHES`` launches per graph) and ``count`` is replayed as a sum of those chunks.
 - ``run_until(backend, steps, flag_handle, max_iterations)``: a fixed-point loop. Each iteration
-  clears the flag word on the device, runs ``steps`` and copies the flag into a per-iteration
-  slot of a small device array; iterations run in batches of 1, 2, 4 ... ``MAX_BATCH`` with one
-  small readback per batch, which tells exactly the first iteration whose flag stayed zero.
+  starts with the flag word clear and runs ``steps``. Where the driver supports conditional graph
+  nodes (``runtime.conditional``), the whole loop is one launch of a graph whose WHILE node has
+  the iteration as its body; a one-thread kernel at the end of each iteration counts it and keeps
+  looping (clearing the flag) while the flag is set and the cap is not reached; one readback of
+  the count and the flag follows. Otherwise (``VYRE_CUDA_CONDITIONAL=0``, graphs off, an older driver, a body
+  the driver refuses), each iteration copies the flag into a per-iteration slot of a small device
+  array; iterations run in batches of 1, 2, 4 ... ``MAX_BATCH`` with one small readback per batch,
+  which tells exactly the first iteration whose flag stayed zero. Both give the same count.
 - ``compile_sequence(backend, steps)``: a ``CompiledSequence`` whose ``launch()`` is one graph replay.
 
 ``SequenceDispatcher`` (one per backend, released by ``close``) owns everything these keep: step
-bindings, the graph cache, the staging area, the flag slots and the recently used *bodies*. A
+bindings, the graph cache (conditional loop graphs included), the staging area, the flag slots,
+the loop control block and the recently used *bodies*. A
 body is a list of steps bound once, with its graph key and pinned buffers; a later call whose
 steps compare equal (same program, handle and config objects, checked in one C-level list
 comparison) reuses it, so a repeated call costs one lookup plus a graph replay, whatever the
@@ -41,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.backend import Resident
-from vyre.driver.errors import InvalidHandle
+from vyre.driver.errors import DispatchFailed, InvalidHandle
 from vyre.driver.resident_args import (
     check_byte_range,
     check_flag,
@@ -50,11 +56,13 @@ from vyre.driver.resident_args import (
     unpack_read,
     unpack_step,
 )
-from vyre_cuda.dispatch.graphs import GraphCache, graphs_enabled
+from vyre_cuda.codegen.versions import ptx_version_for_driver
+from vyre_cuda.dispatch.graphs import CapturedGraph, GraphCache, graphs_enabled
 from vyre_cuda.dispatch.pipeline import ResidentBinding, run_binding
 from vyre_cuda.dispatch.staging import aligned
+from vyre_cuda.runtime import conditional, settings
 from vyre_cuda.runtime.errors import cuda_errors
-from vyre_cuda.runtime.launch import programmatic_launches
+from vyre_cuda.runtime.launch import LaunchPlan, ParamBlock, programmatic_launches, record_launch
 from vyre_cuda.runtime.pools import D2D, D2H, StagingSlot
 from vyre_cuda.runtime.profiler import nvtx_range
 
@@ -75,7 +83,9 @@ class Body:
     pins: tuple  # unique device buffers a captured graph of the body points at
     buffers: tuple  # unique resident buffers of the steps (a retired one kills the body)
     generation: int  # ResidentPool.generation when the body was last seen live
-    graphs: dict = field(default_factory=dict)  # (chunk, overlap) -> CapturedGraph, replayed while alive
+    # (chunk, overlap) -> CapturedGraph, replayed while alive; ("while", flag ptr, overlap) -> the
+    # conditional loop graph, or None when the driver refused it
+    graphs: dict = field(default_factory=dict)
 
 
 def snapshot(steps: Sequence) -> Sequence:
@@ -97,6 +107,9 @@ class SequenceDispatcher:
         self.bodies: list[Body] = []  # most recently used first
         self.stage = StagingSlot()
         self.flag_slots: Any = None  # DeviceBuffer of MAX_BATCH u32 words
+        self.control: ParamBlock | None = None  # the loop control words of conditional graphs
+        self.conditional_off: str | None = None  # set when the condition kernel cannot load
+        telemetry.add("cuda_conditional_loops", 0)  # listed in metrics() from the start
 
     # ---- binding -----------------------------------------------------------------------------------
     def bind(self, step: object) -> ResidentBinding:
@@ -149,6 +162,12 @@ class SequenceDispatcher:
         if self.flag_slots is None:
             self.flag_slots = self.runtime.transient.acquire(MAX_BATCH * 4)
         return self.flag_slots
+
+    def control_block(self) -> ParamBlock:
+        """The two control words of conditional loops: iterations run, then the cap."""
+        if self.control is None:
+            self.control = self.runtime.param_block(conditional.CONTROL_WORDS)
+        return self.control
 
     def open(self) -> None:
         self.runtime.check_open()
@@ -214,6 +233,91 @@ class SequenceDispatcher:
             with cuda_errors("recording the dispatch_until flag"):
                 cuda.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, rt.stream_ptr)
 
+    # ---- fixed points in a conditional graph node ------------------------------------------------------
+    def conditional_reason(self) -> str | None:
+        """Why ``dispatch_until`` reads its flag back per batch now (None: it loops on the device)."""
+        rt = self.runtime
+        return self.conditional_off or conditional.unavailable_reason(
+            settings.conditional(), graphs_enabled(rt), rt.info.driver_version, conditional.missing_entry_points())
+
+    def while_graph(self, body: Body, flag: Any) -> CapturedGraph | None:
+        """The conditional graph looping ``body`` with ``flag`` (built once per body and flag), or None.
+
+        With programmatic launches on, a body the driver refuses is built again with plain launches;
+        a body it refuses either way is remembered and takes the batched path.
+        """
+        if self.conditional_reason() is not None:
+            return None
+        rt = self.runtime
+        overlap = programmatic_launches(rt.info.compute_capability)
+        for mode in dict.fromkeys((overlap, False)):
+            slot = ("while", flag.ptr, mode)
+            entry = body.graphs.get(slot)
+            if entry is not None and entry.alive:
+                return entry
+            if slot in body.graphs and entry is None:
+                continue  # refused before
+            try:
+                entry = self._build_while(body, flag, mode)
+            except Exception:  # noqa: BLE001 - the batched path runs instead (and raises a real fault)
+                rt.telemetry.add("cuda_graph_capture_failures")
+                body.graphs[slot] = None
+                continue
+            body.graphs[slot] = entry
+            return entry
+        return None
+
+    def _build_while(self, body: Body, flag: Any, overlap: bool) -> CapturedGraph:
+        """Build, cache and pin the WHILE graph of ``body`` (see ``runtime.conditional``)."""
+        rt = self.runtime
+        control = self.control_block()
+        key = ("while", body.key, flag.ptr, control.ptr, overlap)
+        entry = self.graphs.lookup(key)
+        if entry is not None:
+            return entry
+        try:
+            cc = rt.info.compute_capability
+            ptx = conditional.condition_ptx(cc, ptx_version_for_driver(rt.info.driver_version, cc))
+            kernel = rt.modules.load(ptx, conditional.CONDITION_ENTRY)
+        except Exception as exc:
+            self.conditional_off = f"the loop condition kernel did not load ({exc})"
+            raise
+        memset, bindings = rt.cuda.memsetAsync, body.bindings
+        condition = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 3, conditional.CONDITION_ENTRY)
+
+        def record(stream_ptr: int, handle: int) -> None:  # the flag is clear: by the host or the last condition
+            after_kernel = False
+            for b in bindings:
+                after_kernel = b.record(stream_ptr, after_kernel, overlap)
+            condition.bind_values((flag.ptr, control.ptr, handle))
+            record_launch(memset, condition, (), stream_ptr, after_kernel, overlap)
+
+        graph = conditional.WhileGraph(rt.stream_ptr, record)
+        return self.graphs.insert(key, graph, None, (*body.pins, flag, control.buffer), bindings, graph.close)
+
+    def _until_on_device(self, entry: CapturedGraph, flag: Any, max_iterations: int) -> int:
+        """Run the loop graph (cap: ``max_iterations``, in u32-sized parts); the iterations it took."""
+        rt, control = self.runtime, self.control_block()
+        done = 0
+        while done < max_iterations:
+            cap = min(max_iterations - done, conditional.CAP_LIMIT)
+            control.invalidate()  # the kernel counted in word 0 since the last write
+            control.write((0, cap), rt.stream)
+            with cuda_errors("clearing the dispatch_until flag"):
+                rt.cuda.memsetAsync(flag.ptr, 0, 4, rt.stream_ptr)
+            self.graphs.replay(entry, rt.stream)
+            rt.telemetry.add("cuda_conditional_loops")
+            count, word = (int(a.view(np.uint32)[0]) for a in
+                           self.read_back([(control.ptr, 4), (flag.ptr, 4)], "dispatch_until"))
+            if word == 0:
+                return done + count
+            if count != cap:
+                raise DispatchFailed("conditional", f"the conditional loop stopped after {count} of {cap} "
+                                     "iterations with its flag still set",
+                                     "set VYRE_CUDA_CONDITIONAL=0 (the batched loop) and report the driver version.")
+            done += cap
+        return max_iterations
+
     # ---- reading back --------------------------------------------------------------------------------
     def read_ranges(self, reads: Sequence[tuple]) -> list[tuple[int, int]]:
         """``(device pointer, nbytes)`` of each read, checked before any work is enqueued."""
@@ -274,6 +378,11 @@ class SequenceDispatcher:
             body = self.body(steps)
             flag = self.runtime.resident.resolve(flag_handle)
             check_flag(flag_handle)
+            if max_iterations == 0:
+                return 0
+            entry = self.while_graph(body, flag)
+            if entry is not None:
+                return self._until_on_device(entry, flag, max_iterations)
             slots = self.flags()
             done, batch = 0, 1
             while done < max_iterations:
@@ -288,7 +397,8 @@ class SequenceDispatcher:
             return max_iterations
 
     def close(self) -> None:
-        """Drop every body, graph and binding and give the flag slots back.
+        """Drop every body, graph (conditional loop graphs freed) and binding; give the flag slots
+        and the control block back.
 
         Apart from the graphs' own destructors it makes no CUDA call, only pool bookkeeping, so it
         also serves for forgetting a lost device (inside ``errors.quiet_teardown``)."""
@@ -299,10 +409,13 @@ class SequenceDispatcher:
         if self.flag_slots is not None:
             self.runtime.transient.recycle([self.flag_slots])
             self.flag_slots = None
+        if self.control is not None:
+            self.runtime.release_params(self.control)
+            self.control = None
 
 
 def release(backend: Any) -> None:
-    """Drop what sequences keep for ``backend`` (graphs, bindings, bodies, flag slots)."""
+    """Drop what sequences keep for ``backend`` (graphs, bindings, bodies, flag slots, control block)."""
     with backend.lock:
         backend.sequences.close()
 

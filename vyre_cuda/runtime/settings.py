@@ -6,6 +6,7 @@
 | ``VYRE_CUDA_SYNC_EACH=1`` | synchronise after every launch, name the failing program | at backend start |
 | ``VYRE_CUDA_GRAPHS=0`` | launch sequences and pipelines eagerly instead of as CUDA graphs | each call |
 | ``VYRE_CUDA_PDL=0`` | record plain launches instead of programmatic ones in graphs | each capture |
+| ``VYRE_CUDA_CONDITIONAL=0`` | ``dispatch_until`` loops with batched readbacks, not in a conditional node | each call |
 | ``VYRE_CUDA_COARSEN`` | ``0``: never coarsen; a power of two 2..64: always; unset/``auto``: by size | each binding |
 | ``VYRE_CUDA_LAUNCH`` | launch path: ``pyctypes`` (default), ``ctypes`` or ``cupy`` | each new plan |
 | ``VYRE_CUDA_LOADER`` | module loading: ``driver`` (default, ``cuModuleLoadData``) or ``cupy`` | each load |
@@ -24,6 +25,7 @@ DEVICE = "VYRE_CUDA_DEVICE"
 SYNC_EACH = "VYRE_CUDA_SYNC_EACH"
 GRAPHS = "VYRE_CUDA_GRAPHS"
 PDL = "VYRE_CUDA_PDL"
+CONDITIONAL = "VYRE_CUDA_CONDITIONAL"
 COARSEN = "VYRE_CUDA_COARSEN"
 LAUNCH = "VYRE_CUDA_LAUNCH"
 LOADER = "VYRE_CUDA_LOADER"
@@ -58,6 +60,11 @@ def graphs() -> bool:
 def pdl() -> bool:
     """Programmatic dependent launches in recorded graphs are allowed (``VYRE_CUDA_PDL`` not off)."""
     return not switched_off(PDL)
+
+
+def conditional() -> bool:
+    """``dispatch_until`` may loop on the device in a conditional graph node (``VYRE_CUDA_CONDITIONAL`` not off)."""
+    return not switched_off(CONDITIONAL)
 
 
 def coarsen() -> int | None:

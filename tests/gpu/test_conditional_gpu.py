@@ -1,0 +1,156 @@
+"""``dispatch_until`` in a conditional CUDA graph node (a WHILE node whose body is the iteration).
+
+Every loop runs three ways: with conditional nodes, with ``VYRE_CUDA_CONDITIONAL=0`` (batched
+readbacks) and on the oracle; the iteration counts and final states must be identical. The
+``cuda_conditional_loops`` counter proves which path ran: on a driver that supports conditional
+nodes (CUDA 12.4+), the conditional path must be the one taken.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from test_graphs import components, copy_back, random_graph, relax
+from test_threads import COUNTDOWN
+
+from vyre.reference import ReferenceBackend
+
+pytestmark = pytest.mark.gpu
+
+MODES = ("1", "0")  # VYRE_CUDA_CONDITIONAL
+
+
+def loops(backend) -> int:
+    return backend.metrics()["cuda_conditional_loops"]
+
+
+def expect_path(backend, mode: str, before: int) -> None:
+    """The conditional path ran exactly when it was allowed (and the driver supports it)."""
+    supported = backend.sequences.conditional_reason() is None
+    assert (loops(backend) > before) == (mode == "1" and supported)
+
+
+def test_a_new_driver_runs_conditional_loops(backend, monkeypatch) -> None:
+    """On a driver of CUDA 12.4+ with the defaults, nothing may silently fall back."""
+    if backend.info.driver_version < 12040:
+        pytest.skip(f"driver {backend.info.driver_version} predates conditional graph nodes")
+    for name in ("VYRE_CUDA_CONDITIONAL", "VYRE_CUDA_GRAPHS"):
+        monkeypatch.delenv(name, raising=False)
+    assert backend.sequences.conditional_reason() is None
+
+
+def run_countdown(be, start: np.ndarray, max_iterations: int) -> tuple[int, np.ndarray]:
+    hc, flag = be.allocate_resident(start.nbytes), be.allocate_resident(4)
+    be.upload_resident(hc, start)
+    be.upload_resident(flag, np.array([0xDEADBEEF], np.uint32))
+    try:
+        iterations = be.dispatch_until([(COUNTDOWN, [hc, flag])], flag, max_iterations)
+        return iterations, be.download_resident(hc).view(np.uint32).copy()
+    finally:
+        be.free_resident(hc)
+        be.free_resident(flag)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("top", "cap"), [(0, 10), (1, 10), (2, 10), (63, 100), (64, 100), (65, 100),
+                                          (300, 1000), (1999, 5000), (10, 1), (10, 5), (200, 64), (200, 65)])
+def test_countdown_counts_and_caps_like_the_oracle(backend, rng, monkeypatch, mode, top, cap) -> None:
+    """``max(c) + 1`` iterations (the last changes nothing), or exactly ``cap`` when that is fewer;
+    done after 1 iteration when nothing is left (``top`` 0)."""
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", mode)
+    start = rng.integers(0, top + 1, 1000, dtype=np.uint32)
+    start[rng.integers(0, start.size)] = top
+    before = loops(backend)
+    got = run_countdown(backend, start, cap)
+    expect_path(backend, mode, before)
+    want = run_countdown(ReferenceBackend(), start, cap)
+    assert got[0] == want[0] == min(top + 1, cap)
+    assert np.array_equal(got[1], want[1])
+    assert np.array_equal(got[1], start - np.minimum(start, np.uint32(want[0])))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_zero_iterations_run_nothing(backend, rng, monkeypatch, mode) -> None:
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", mode)
+    start = rng.integers(1, 50, 300, dtype=np.uint32)
+    before = loops(backend)
+    iterations, after = run_countdown(backend, start, 0)
+    assert iterations == 0 and loops(backend) == before
+    assert np.array_equal(after, start)
+
+
+def test_label_propagation_equals_batched_and_oracle(backend, rng, monkeypatch) -> None:
+    """Two steps per iteration (relax, copy back) on a sparse random graph: one result three ways,
+    and calling again on the converged labels takes one iteration (the cached loop graph replays)."""
+    n = 20_000
+    row, col = random_graph(rng, n, 10_000)
+    labels = rng.permutation(n).astype(np.uint32) * np.uint32(3) + np.uint32(1)
+    results = []
+    for be, mode in ((backend, "1"), (backend, "0"), (ReferenceBackend(), "1")):
+        monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", mode)
+        hs = [be.allocate_resident(a.nbytes) for a in (row, col, labels, labels, np.zeros(1, np.uint32))]
+        for h, a in zip(hs, (row, col, labels, labels, np.ones(1, np.uint32))):
+            be.upload_resident(h, a)
+        r, c, old, new, flag = hs
+        steps = [(relax(), [r, c, old, new, flag]), (copy_back(), [new, old])]
+        before = loops(be) if be is backend else 0
+        iterations = be.dispatch_until(steps, flag, 10_000)
+        results.append((iterations, be.download_resident(old).view(np.uint32).copy()))
+        assert be.dispatch_until(steps, flag, 10_000) == 1
+        if be is backend:
+            expect_path(backend, mode, before)
+            for h in hs:
+                be.free_resident(h)
+    (it_cond, got_cond), (it_batch, got_batch), (it_ref, want) = results
+    assert it_cond == it_batch == it_ref > 3
+    assert np.array_equal(got_cond, want) and np.array_equal(got_batch, want)
+    assert np.array_equal(want, components(row, col, labels))
+
+
+def test_a_new_flag_or_freed_body_handle_builds_a_new_loop(backend, rng, monkeypatch) -> None:
+    """The loop graph is keyed by the flag; freeing a handle of its body retires it (no stale replay)."""
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")
+    start = rng.integers(0, 40, 500, dtype=np.uint32)
+    for _ in range(3):  # fresh handles each time: new flag pointer or reused memory, same answer
+        assert run_countdown(backend, start, 1000)[0] == int(start.max()) + 1
+    hc = backend.allocate_resident(start.nbytes)
+    flags = [backend.allocate_resident(4) for _ in range(2)]
+    for flag in flags:
+        backend.upload_resident(hc, start)
+        assert backend.dispatch_until([(COUNTDOWN, [hc, flag])], flag, 1000) == int(start.max()) + 1
+        assert not backend.download_resident(hc).view(np.uint32).any()
+    for h in (hc, *flags):
+        backend.free_resident(h)
+
+
+def test_graphs_off_falls_back_to_the_eager_loop(backend, rng, monkeypatch) -> None:
+    monkeypatch.setenv("VYRE_CUDA_GRAPHS", "0")
+    assert "VYRE_CUDA_GRAPHS" in backend.sequences.conditional_reason()
+    start = rng.integers(0, 100, 700, dtype=np.uint32)
+    before = loops(backend)
+    assert run_countdown(backend, start, 1000)[0] == int(start.max()) + 1
+    assert loops(backend) == before
+
+
+def test_shutdown_releases_conditional_loop_graphs(monkeypatch, rng) -> None:
+    import cupy
+
+    from vyre_cuda.backend import CudaBackend
+
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")
+    be = CudaBackend()
+    start = rng.integers(0, 30, 4096, dtype=np.uint32)
+    for cap in (5, 1000):
+        assert run_countdown(be, start, cap)[0] == min(int(start.max()) + 1, cap)
+    hc, flag = be.allocate_resident(start.nbytes), be.allocate_resident(4)
+    be.upload_resident(hc, start)
+    be.dispatch_until([(COUNTDOWN, [hc, flag])], flag, 100)
+    assert loops(be) == 3 and be.metrics()["cuda_graphs_live"] >= 1
+    assert be.sequences.control is not None
+    be.shutdown()
+    assert be.metrics()["cuda_graphs_live"] == 0 and len(be.sequences.graphs) == 0
+    assert be.sequences.control is None and be.heap.reserved == 0 and be.metrics()["cuda_param_blocks"] == 0
+    gc.collect()
+    cupy.cuda.runtime.deviceSynchronize()

@@ -1,0 +1,106 @@
+"""The pure parts of conditional-node fixed-point loops (no GPU): the setting, the fallback
+decision, the driver structs' layout (against CUDA 13's cuda.h), the condition kernel's PTX
+(assembled by ptxas when it is installed) and the graph cache freeing the graphs it owns."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import pytest
+
+from vyre_cuda.codegen.versions import ptx_version_for_driver
+from vyre_cuda.dispatch.graphs import GraphCache
+from vyre_cuda.runtime import conditional, settings
+from vyre_cuda.runtime.pools import DeviceBuffer
+
+
+@pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("", True), ("auto", True), ("0", False),
+                                           ("false", False), ("OFF", False), (" no ", False)])
+def test_the_setting_is_an_off_switch(monkeypatch, value, on) -> None:
+    if value is None:
+        monkeypatch.delenv(settings.CONDITIONAL, raising=False)
+    else:
+        monkeypatch.setenv(settings.CONDITIONAL, value)
+    assert settings.conditional() is on
+
+
+def test_the_setting_is_in_the_table_of_variables() -> None:
+    assert "``VYRE_CUDA_CONDITIONAL=0``" in settings.__doc__
+
+
+def test_loops_go_on_the_device_only_when_everything_allows_it() -> None:
+    reason = conditional.unavailable_reason
+    assert reason(True, True, 13000, ()) is None
+    assert reason(True, True, 12040, ()) is None
+    assert "VYRE_CUDA_CONDITIONAL" in reason(False, True, 13000, ())
+    assert "VYRE_CUDA_GRAPHS=0" in reason(True, False, 13000, ())
+    assert "12.3" in reason(True, True, 12030, ()) and "12.4+" in reason(True, True, 12030, ())
+    assert "cuStreamBeginCaptureToGraph" in reason(True, True, 13000, ("cuStreamBeginCaptureToGraph",))
+    assert "libcuda.so.1" in reason(True, True, 13000, ("libcuda.so.1",))
+    assert reason(False, False, 11080, ("x",)).startswith("VYRE_CUDA_CONDITIONAL")  # the switch is named first
+
+
+def test_driver_structs_match_cuda_h() -> None:
+    """Sizes and offsets of ``CUgraphNodeParams`` and ``CUDA_CONDITIONAL_NODE_PARAMS`` in CUDA 13.0."""
+    node, cond = conditional.NodeParams, conditional.ConditionalParams
+    assert ctypes.sizeof(node) == 256
+    assert (node.type.offset, node.conditional.offset, node.reserved2.offset) == (0, 16, 248)
+    assert ctypes.sizeof(cond) == 32
+    assert (cond.handle.offset, cond.type.offset, cond.size.offset, cond.graphs.offset, cond.ctx.offset) == (
+        0, 8, 12, 16, 24)
+
+
+def test_every_entry_point_has_a_signature() -> None:
+    class Lib:  # a library exporting nothing
+        pass
+
+    api = conditional.DriverApi(Lib())
+    assert set(api.missing) == set(conditional._SIGNATURES)
+    assert "cuGraphConditionalHandleCreate" in api.missing and "cuGraphAddNode_v2" in api.missing
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
+@pytest.mark.parametrize(("sm", "driver"), [("90", 13000), ("80", 12040), ("75", 12080), ("100", 13000)])
+def test_condition_kernel_assembles_without_the_device_runtime(tmp_path, sm, driver) -> None:
+    """ptxas resolves ``cudaGraphSetConditional`` itself: a whole (non-relocatable) program."""
+    ptx = conditional.condition_ptx(sm, ptx_version_for_driver(driver, sm))
+    assert f".visible .entry {conditional.CONDITION_ENTRY}(" in ptx
+    assert ("griddepcontrol.wait" in ptx) == (int(sm) >= 90)  # may start early only where it can wait
+    path = tmp_path / "condition.ptx"
+    path.write_text(ptx)
+    done = subprocess.run(["ptxas", "--gpu-name", f"sm_{sm}", "-o", str(tmp_path / "c.cubin"), str(path)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+class OwnedGraph:
+    """A graph made outside the cache (like ``WhileGraph``): records its launches and frees."""
+
+    def __init__(self) -> None:
+        self.launches, self.frees = 0, 0
+
+    def launch(self, stream: object) -> None:
+        self.launches += 1
+
+    def close(self) -> None:
+        self.frees += 1
+
+
+def test_graph_cache_frees_owned_graphs_once_and_unpins() -> None:
+    counts: dict[str, int] = {}
+    cache = GraphCache(lambda name, n: counts.__setitem__(name, counts.get(name, 0) + n), capacity=2)
+    graphs = [OwnedGraph() for _ in range(4)]
+    buf = DeviceBuffer(0x1000, 4, 256)
+    entries = [cache.insert(("k", i), g, lambda ptr: None, (buf,), (), g.close) for i, g in enumerate(graphs)]
+    assert counts["cuda_graph_captures"] == 4 and counts["cuda_graphs_live"] == 2
+    assert [g.frees for g in graphs] == [1, 1, 0, 0] and buf.pins == 2  # the first two were evicted
+    cache.replay(entries[3], None)
+    assert graphs[3].launches == 1 and entries[3].replays == 1
+    again = OwnedGraph()
+    cache.insert(("k", 3), again, lambda ptr: None, (buf,), (), again.close)  # same key: the old one goes
+    assert graphs[3].frees == 1 and not entries[3].alive
+    cache.clear()
+    assert [g.frees for g in graphs] == [1, 1, 1, 1] and again.frees == 1
+    assert counts["cuda_graphs_live"] == 0 and buf.pins == 0 and len(cache) == 0
