@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import vyre  # noqa: E402
 from vyre.driver.config import DispatchConfig  # noqa: E402
+from vyre_cuda.bench import add_chart_arguments, redraw_if_asked  # noqa: E402
 
 #: mode -> VYRE_CUDA_CONDITIONAL; None: a Python loop of ``dispatch_sequence`` reading the flag each iteration
 MODES = {"conditional node": "1", "batched readback": "0", "readback per iteration": None}
@@ -148,13 +149,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--reps", type=int, default=None)
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--chart", help="draw the chart from this JSON instead of measuring (matplotlib)")
-    parser.add_argument("--png", default=str(ROOT / "docs" / "fixpoint.png"), help="chart output")
+    add_chart_arguments(parser, ROOT / "docs" / "fixpoint.png")
     args = parser.parse_args()
-    if args.chart:
-        with open(args.chart) as f:
-            draw(json.load(f), Path(args.png))
+    if redraw_if_asked(args, draw):
         return
     backend = vyre.acquire("cuda")
     lengths = (16, 128, 1024) if args.quick else (8, 32, 128, 512, 2048)

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vyre.lib import datalog, egraph, graph, text  # noqa: E402
-from vyre_cuda.bench import wall_s  # noqa: E402
+from vyre_cuda.bench import add_chart_arguments, redraw_if_asked, wall_s  # noqa: E402
 
 CUDA_SOURCE = r"""
 #define UNREACHED 0xFFFFFFFFu
@@ -477,14 +477,10 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=22)
     parser.add_argument("--edge-factor", type=int, default=8)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--json", default=None)
     parser.add_argument("--only", choices=("all", "graph"), default="all", help="graph: BFS and components only")
-    parser.add_argument("--chart", help="draw the chart from this JSON instead of measuring (matplotlib)")
-    parser.add_argument("--png", default=str(ROOT / "docs" / "workloads.png"), help="chart output")
+    add_chart_arguments(parser, ROOT / "docs" / "workloads.png")
     args = parser.parse_args()
-    if args.chart:
-        with open(args.chart) as f:
-            draw(json.load(f), Path(args.png))
+    if redraw_if_asked(args, draw):
         return
     import vyre
 

@@ -339,6 +339,21 @@ def write_json(results: dict, path: str | None, name: str = "vyre_bench.json") -
     return target
 
 
-__all__ = ["Baseline", "Workload", "compile_times", "copy_bandwidth", "device_ms", "host_us", "launch_overhead",
-           "print_table", "run", "saxpy_program", "saxpy_unrolled", "streaming", "tiny_program", "unrolled",
-           "workloads", "write_json", "xor_program", "xor_unrolled"]
+def add_chart_arguments(parser: Any, png: Path) -> None:
+    """``--json`` (where results go), ``--chart`` (redraw from a JSON instead of measuring), ``--png``."""
+    parser.add_argument("--json", default=None, help="where to write the results (default $OUT/<bench>.json)")
+    parser.add_argument("--chart", help="draw the chart from this JSON instead of measuring (matplotlib)")
+    parser.add_argument("--png", default=str(png), help="chart output")
+
+
+def redraw_if_asked(args: Any, draw: Callable[[dict, Path], object]) -> bool:
+    """Draw the chart from ``args.chart``'s JSON when given (True), else do nothing (False)."""
+    if not args.chart:
+        return False
+    draw(json.loads(Path(args.chart).read_text()), Path(args.png))
+    return True
+
+
+__all__ = ["Baseline", "Workload", "add_chart_arguments", "compile_times", "copy_bandwidth", "device_ms",
+           "host_us", "launch_overhead", "print_table", "redraw_if_asked", "run", "saxpy_program", "saxpy_unrolled",
+           "streaming", "tiny_program", "unrolled", "workloads", "write_json", "xor_program", "xor_unrolled"]
