@@ -1,6 +1,6 @@
 """The GPU suite under compute-sanitizer memcheck, split over every visible GPU so it fits a time budget.
 
-    python3 benchmarks/memcheck_shards.py [--per-gpu 2] [--out DIR] [-k EXPR]
+    python3 benchmarks/memcheck_shards.py [--per-gpu 2] [--out DIR] [-k EXPR] [--timeout S] [--ids FILE]
 
 Collects the ``gpu`` tests of ``tests/gpu`` and ``tests/fuzz``, deals them round-robin into
 ``GPUs x per-gpu`` shards and runs each shard as its own ``compute-sanitizer --tool memcheck
@@ -8,6 +8,10 @@ python3 -m pytest`` process pinned to one GPU (``CUDA_VISIBLE_DEVICES``). Each s
 ``DIR/memcheck_<i>.log``; the summary prints each shard's pytest line and ERROR SUMMARY. Exit 0
 only when every shard passed with 0 errors. The default ``-k`` leaves out the tests that fault
 the device on purpose (their faults are the point: memcheck reports them as errors).
+
+``--timeout S`` stops shards still running after S seconds and writes the tests they had not
+finished to ``DIR/memcheck_left.txt``; ``--ids FILE`` runs only the test ids listed in FILE (such a
+list), so a run cut short can be finished in a later call.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +27,7 @@ from pathlib import Path
 
 DEFAULT_K = "not fault and not recovery"
 PATHS = ["tests/gpu", "tests/fuzz"]
+OUTCOME = r" (PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)"  # after a test id in pytest -v output
 
 
 def gpu_count() -> int:
@@ -44,10 +50,12 @@ def main() -> int:
     parser.add_argument("--per-gpu", type=int, default=2, help="shards per GPU (memcheck is CPU-heavy)")
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="where the shard logs go")
     parser.add_argument("-k", default=DEFAULT_K, help="pytest -k expression of the tests to run")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds before unfinished shards are stopped")
+    parser.add_argument("--ids", help="a file of test ids to run instead of collecting")
     args = parser.parse_args()
     gpus = gpu_count()
-    ids = collect(args.k)
-    shards = [ids[i::gpus * args.per_gpu] for i in range(gpus * args.per_gpu)]
+    ids = Path(args.ids).read_text().split() if args.ids else collect(args.k)
+    shards = [ids[i::gpus * args.per_gpu] for i in range(min(len(ids), gpus * args.per_gpu))]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"{len(ids)} tests in {len(shards)} shards on {gpus} GPU(s)", flush=True)
@@ -56,20 +64,33 @@ def main() -> int:
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(i % gpus)}
         log = open(out / f"memcheck_{i}.log", "w")  # noqa: SIM115 - closed after the process ends
         cmd = ["compute-sanitizer", "--tool", "memcheck", "--report-api-errors", "no", "--error-exitcode", "86",
-               "--print-limit", "20", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *shard]
-        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
-    failed = 0
+               "--print-limit", "20", sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *shard]
+        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                       start_new_session=True), log))
+    failed, left = 0, []
     for i, (proc, log) in enumerate(procs):
-        code = proc.wait()
+        try:
+            code = proc.wait(None if args.timeout is None else max(1.0, args.timeout - (time.time() - start)))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the sanitizer and the pytest process it started
+            code = proc.wait()
         log.close()
         text = (out / f"memcheck_{i}.log").read_text(errors="replace")
+        unfinished = [t for t in shards[i] if not re.search(re.escape(t) + OUTCOME, text)]
+        if unfinished and code == -signal.SIGKILL:
+            left += unfinished
+            print(f"shard {i}: stopped at the time limit with {len(unfinished)} tests unfinished", flush=True)
+            continue
         summary = re.findall(r"ERROR SUMMARY: .*", text)
-        outcome = re.findall(r"^\d+ (?:passed|failed).*$", text, re.M)
+        outcome = re.findall(r"^=* ?\d+ (?:passed|failed|skipped|deselected).*$", text, re.M)
         print(f"shard {i} (GPU {i % gpus}): exit {code}; {outcome[-1] if outcome else 'no pytest summary'}; "
               f"{summary[-1] if summary else 'no ERROR SUMMARY'}", flush=True)
         failed += code != 0
+    if left:
+        (out / "memcheck_left.txt").write_text("\n".join(left) + "\n")
+        print(f"{len(left)} tests unfinished: {out / 'memcheck_left.txt'} (rerun with --ids)")
     print(f"{len(ids)} tests, {len(shards)} shards, {failed} failed, {time.time() - start:.0f} s")
-    return 1 if failed else 0
+    return 1 if failed or left else 0
 
 
 if __name__ == "__main__":
