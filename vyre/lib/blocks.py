@@ -4,8 +4,9 @@ Every kernel runs workgroups of ``WG = 256`` invocations (8 subgroups of 32). A 
 ``WG * items`` elements one workgroup handles; invocation ``t`` owns the ``items`` consecutive
 elements ``t*items ... t*items + items - 1`` of its tile ("blocked"), which is what a scan needs.
 Tiles move between global and workgroup memory in the "striped" order (element ``k*WG + t``), so
-global loads and stores stay coalesced. Every helper takes a ``prefix`` for the names it binds,
-so one kernel can use several without shadowing.
+global loads and stores stay coalesced. Tile slots are padded by one word per 32 (``padded``), so
+the blocked accesses (invocation stride ``items``) hit 32 different banks. Every helper takes a
+``prefix`` for the names it binds, so one kernel can use several without shadowing.
 """
 
 from __future__ import annotations
@@ -47,30 +48,41 @@ def load_param(word: int) -> Expr:
     return Expr.load("params", u(word))
 
 
+def tile_words(items: int) -> int:
+    """Workgroup-memory words of a padded tile of ``WG * items`` elements."""
+    return WG * items + WG * items // 32
+
+
+def padded(slot: Expr) -> Expr:
+    """Where tile slot ``slot`` lives: one spare word per 32 keeps blocked accesses conflict-free."""
+    return Expr.add(slot, Expr.shr(slot, u(5)))
+
+
 def stage_in(buffer: str, tile: str, base: Expr, n: Expr, items: int, pad: Expr) -> list[Node]:
     """Copy elements ``base ... base + WG*items`` of ``buffer`` (``pad`` past ``n``) into ``tile``."""
     nodes: list[Node] = []
     for k in range(items):
         index = Expr.add(base, Expr.add(u(k * WG), lid()))
         value = Expr.select(Expr.lt(index, n), Expr.load(buffer, index), pad)
-        nodes.append(Node.store(tile, Expr.add(u(k * WG), lid()), value))
+        nodes.append(Node.store(tile, padded(Expr.add(u(k * WG), lid())), value))
     nodes.append(Node.barrier())
     return nodes
 
 
 def blocked(tile: str, k: int, items: int) -> Expr:
     """This invocation's ``k``-th element of ``tile`` in blocked order."""
-    return Expr.load(tile, Expr.add(Expr.mul(lid(), u(items)), u(k)))
+    return Expr.load(tile, padded(Expr.add(Expr.mul(lid(), u(items)), u(k))))
 
 
 def stage_out(tile: str, buffer: str, base: Expr, n: Expr, values: list[Expr]) -> list[Node]:
     """Write blocked ``values`` through ``tile`` to ``buffer[base ...]`` with coalesced stores."""
     items = len(values)
-    nodes: list[Node] = [Node.store(tile, Expr.add(Expr.mul(lid(), u(items)), u(k)), v) for k, v in enumerate(values)]
+    nodes: list[Node] = [Node.store(tile, padded(Expr.add(Expr.mul(lid(), u(items)), u(k))), v)
+                         for k, v in enumerate(values)]
     nodes.append(Node.barrier())
     for k in range(items):
         index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        value = Expr.load(tile, Expr.add(u(k * WG), lid()))
+        value = Expr.load(tile, padded(Expr.add(u(k * WG), lid())))
         nodes.append(Node.if_(Expr.lt(index, n), Node.store(buffer, index, value)))
     return nodes
 
@@ -100,17 +112,26 @@ def warp_reduce(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
     return nodes, current
 
 
-def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str) -> list[Node]:
+def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str, total: str | None = None) -> list[Node]:
     """Bind ``name = pad op sums[0] op ... op sums[upto - 1]`` (all eight when ``upto`` is None), in order.
 
-    One statement per warp, so every value is computed once (a nested expression would repeat
-    the running value in both arms of each select).
+    With ``total``, also bind ``total = pad op sums[0] op ... op sums[7]`` in the same pass. One
+    statement per warp, so every value is computed once (a nested expression would repeat the
+    running value in both arms of each select).
     """
     acc = var(name)
     nodes: list[Node] = [Node.let(name, m.pad())]
+    if total is not None:
+        nodes.append(Node.let(total, m.pad()))
     for j in range(WARPS):
-        nxt = m.combine(acc, Expr.load(sums, u(j)))
+        word = Expr.load(sums, u(j))
+        if total is not None:
+            nodes.append(Node.let(f"{total}{j}", word))
+            word = var(f"{total}{j}")
+        nxt = m.combine(acc, word)
         nodes.append(Node.assign(name, nxt if upto is None else Expr.select(Expr.lt(u(j), upto), nxt, acc)))
+        if total is not None:
+            nodes.append(Node.assign(total, m.combine(var(total), word)))
     return nodes
 
 
@@ -133,7 +154,8 @@ def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums
     Each invocation folds its own items, the warps scan their invocations' totals with shuffles,
     and ``sums`` (a workgroup buffer of ``WARPS`` elements) carries each warp's total to the
     later warps. Returns one output per item: inclusive, or exclusive (the first item of the
-    tile gets ``carry``).
+    tile gets ``carry``). The variable ``{prefix}all`` holds the workgroup's total (without
+    ``carry``), the same in every invocation.
     """
     nodes: list[Node] = []
     running: list[Expr] = []
@@ -146,7 +168,7 @@ def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums
     nodes.append(Node.let(f"{prefix}e", Expr.select(Expr.eq(lane(), u(0)), m.pad(), earlier_lanes)))
     nodes.append(Node.if_(Expr.eq(lane(), u(31)), Node.store(sums, warp(), inclusive_total)))
     nodes.append(Node.barrier())
-    nodes += fold_warp_totals(m, sums, warp(), f"{prefix}w")
+    nodes += fold_warp_totals(m, sums, warp(), f"{prefix}w", f"{prefix}all")
     nodes.append(Node.let(f"{prefix}p", m.combine(m.combine(carry, var(f"{prefix}w")), var(f"{prefix}e"))))
     before = var(f"{prefix}p")
     if inclusive:

@@ -8,6 +8,7 @@ capacity class. Word numbers are compile-time constants chosen by the plan (``vy
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -23,9 +24,11 @@ from vyre.lib.blocks import (
     load_param,
     stage_in,
     stage_out,
+    tile_words,
     u,
     var,
     warp,
+    warp_inclusive_scan,
     warp_reduce,
     wid,
 )
@@ -34,8 +37,9 @@ from vyre.lib.monoid import Monoid
 
 PARAM_WORDS = 32
 U32 = DataType.U32
-SCAN_ITEMS = 4      # elements per invocation in scans and compaction (tile 1024)
-REDUCE_ITEMS = 16   # elements per invocation in reductions (tile 4096)
+SCAN_ITEMS = 8      # elements per invocation in the scans' downsweep (tile 2048)
+COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
+REDUCE_ITEMS = 16   # elements per invocation in reductions and upsweeps (tile 4096)
 SORT_ITEMS = 4      # elements per invocation in radix passes (tile 1024)
 RADIX_BITS = 8
 WG_SIZE = (WG, 1, 1)
@@ -67,27 +71,76 @@ def reduce_tiles(m: Monoid, items: int, n_word: int) -> Program:
     return Program(buffers, WG_SIZE, body, name=f"lib_reduce_{m.op}_{m.dtype.value}")
 
 
+def segment(n: Expr, span_word: int, tile: int) -> list[Node]:
+    """Bind ``seg_base`` (workgroup ``w`` owns elements ``w*span ... w*span + span - 1``, params
+    ``span_word``) and ``seg_tiles`` (its tiles of ``tile`` elements below ``n``); workgroups
+    whose segment starts at or past ``n`` return."""
+    span = load_param(span_word)
+    size = Expr.min(span, Expr.sub(n, var("seg_base")))
+    return [Node.let("seg_base", Expr.mul(wid(), span)), _exit_past(var("seg_base"), n),
+            Node.let("seg_tiles", Expr.div(Expr.add(size, u(tile - 1)), u(tile)))]
+
+
+def fold_segment(m: Monoid, items: int, n: Expr, span_word: int, value: Callable[[Expr], Expr]) -> list[Node]:
+    """Bind ``acc``: this invocation's fold of ``value(i)`` over element ``k*WG + t`` of every tile of
+    its workgroup's segment (coalesced), in order; the caller reduces ``acc`` over the workgroup."""
+    tile = WG * items
+    body = segment(n, span_word, tile) + [Node.let("acc", m.pad())]
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile))))]
+    for k in range(items):
+        step.append(Node.assign("acc", m.combine(var("acc"), value(Expr.add(var("tb"), Expr.add(u(k * WG), lid()))))))
+    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
+    return body
+
+
+def _partial_of_segment(m: Monoid, body: list[Node]) -> list[Node]:
+    nodes, total = block_reduce(m, var("acc"), "sums", "b")
+    return body + nodes + [Node.if_(Expr.eq(lid(), u(0)), Node.store("partial", wid(), total))]
+
+
 @cache
-def scan_tiles(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, init_word: int | None
-               ) -> Program:
-    """Scan each tile of ``x`` into ``out``, starting from ``init op carry[w]`` (the downsweep)."""
-    n, base = load_param(n_word), Expr.mul(wid(), u(WG * items))
+def reduce_segments(m: Monoid, items: int, n_word: int, span_word: int) -> Program:
+    """``partial[w]`` = the combination of workgroup ``w``'s segment (the scans' upsweep)."""
+    n = load_param(n_word)
+
+    def value(index: Expr) -> Expr:
+        return Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
+
+    body = _partial_of_segment(m, fold_segment(m, items, n, span_word, value))
+    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("partial", 1, m.dtype), _params(2),
+               BufferDecl.workgroup("sums", WARPS, m.dtype)]
+    return Program(buffers, WG_SIZE, body, name=f"lib_reduce_segments_{m.op}_{m.dtype.value}")
+
+
+@cache
+def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, span_word: int,
+                  init_word: int | None) -> Program:
+    """Scan workgroup ``w``'s segment of ``x`` into ``out``, starting from ``init op carry[w]`` (the downsweep).
+
+    The workgroup walks its tiles in order with a running carry: each tile is staged through
+    workgroup memory (coalesced global loads and stores), scanned from the carry, and its total
+    combined into the carry for the next.
+    """
+    n, tile = load_param(n_word), WG * items
     carry = Expr.load("carry", wid()) if has_carry else m.pad()
     if init_word is not None:
         carry = m.combine(Expr.load("init", u(init_word)), carry)
-    body: list[Node] = [_exit_past(base, n), Node.let("carry_in", carry)]
-    body += stage_in("x", "tile", base, n, items, m.pad())
+    body = segment(n, span_word, tile) + [Node.let("carry_in", carry)]
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile))))]
+    step += stage_in("x", "tile", var("tb"), n, items, m.pad())
     nodes, outs = block_scan(m, [blocked("tile", k, items) for k in range(items)], var("carry_in"), inclusive,
                              "sums", "b")
-    body += nodes
-    body += stage_out("tile", "out", base, n, outs)
+    step += nodes
+    step += stage_out("tile", "out", var("tb"), n, outs)
+    step += [Node.assign("carry_in", m.combine(var("carry_in"), var("ball"))), Node.barrier()]
+    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
     buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("out", 1, m.dtype)]
     if has_carry:
         buffers.append(BufferDecl.read("carry", len(buffers), m.dtype))
     buffers.append(_params(len(buffers)))
     if init_word is not None:
         buffers.append(BufferDecl.uniform("init", len(buffers), m.dtype, PARAM_WORDS))
-    buffers += [BufferDecl.workgroup("tile", WG * items, m.dtype), BufferDecl.workgroup("sums", WARPS, m.dtype)]
+    buffers += [BufferDecl.workgroup("tile", tile_words(items), m.dtype), BufferDecl.workgroup("sums", WARPS, m.dtype)]
     kind = "inclusive" if inclusive else "exclusive"
     return Program(buffers, WG_SIZE, body, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}")
 
@@ -120,13 +173,13 @@ class Predicate:
     def extra_uniforms(self, first: int) -> list[BufferDecl]:
         return [BufferDecl.uniform("bounds", first, self.dtype, PARAM_WORDS)] if self.kind == "range" else []
 
-    def keep(self, index: Expr) -> Expr:
-        """BOOL: is element ``index`` kept (callers also check ``index < n``)."""
+    def keep(self, index: Expr, x: Expr | None = None) -> Expr:
+        """BOOL: is element ``index`` kept (callers also check ``index < n``); ``x``: its value if loaded."""
         if self.kind == "flags":
             zero = Expr.f32(0.0) if self.flag_type.arith is DataType.F32 else (
                 Expr.i32(0) if self.flag_type.arith is DataType.I32 else u(0))
             return Expr.ne(Expr.load("flags", index), zero)
-        x = Expr.load("x", index)
+        x = Expr.load("x", index) if x is None else x
         if self.kind == "range":
             lo, hi = Expr.load("bounds", u(self.lo_word)), Expr.load("bounds", u(self.lo_word + 1))
             return Expr.and_(Expr.le(lo, x), Expr.lt(x, hi))
@@ -135,24 +188,18 @@ class Predicate:
         return Expr.or_(Expr.eq(index, u(0)), differs)
 
 
-def _flag(pred: Predicate, index: Expr, n: Expr) -> Expr:
-    return Expr.cast(U32, Expr.and_(Expr.lt(index, n), pred.keep(index)))
+def _flag(pred: Predicate, index: Expr, n: Expr, x: Expr | None = None) -> Expr:
+    return Expr.cast(U32, Expr.and_(Expr.lt(index, n), pred.keep(index, x)))
 
 
 _COUNT = Monoid("add", U32)
 
 
 @cache
-def count_tiles(pred: Predicate, items: int, n_word: int) -> Program:
-    """``partial[w]`` = how many elements of tile ``w`` the predicate keeps (compaction's upsweep)."""
-    n, base = load_param(n_word), Expr.mul(wid(), u(WG * items))
-    body: list[Node] = [_exit_past(base, n), Node.let("acc", u(0))]
-    for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        body.append(Node.assign("acc", Expr.add(var("acc"), _flag(pred, index, n))))
-    nodes, total = block_reduce(_COUNT, var("acc"), "sums", "b")
-    body += nodes
-    body.append(Node.if_(Expr.eq(lid(), u(0)), Node.store("partial", wid(), total)))
+def count_segments(pred: Predicate, items: int, n_word: int, span_word: int) -> Program:
+    """``partial[w]`` = how many elements of workgroup ``w``'s segment the predicate keeps (the upsweep)."""
+    n = load_param(n_word)
+    body = _partial_of_segment(_COUNT, fold_segment(_COUNT, items, n, span_word, lambda i: _flag(pred, i, n)))
     buffers = pred.buffers(0)
     buffers += [BufferDecl.read_write("partial", len(buffers), U32), _params(len(buffers) + 1)]
     buffers += pred.extra_uniforms(len(buffers))
@@ -160,30 +207,87 @@ def count_tiles(pred: Predicate, items: int, n_word: int) -> Program:
     return Program(buffers, WG_SIZE, body, name=f"lib_count_{pred.kind}")
 
 
-@cache
-def compact_tiles(pred: Predicate, items: int, has_carry: bool, with_index: bool, n_word: int) -> Program:
-    """Stable compaction of one tile: kept ``x[i]`` (and ``i``) go to ``out[carry[w] + rank]``.
+def _pick(values: list[Expr], which: Expr) -> Expr:
+    """``values[which]`` for a small list (a chain of selects)."""
+    out = values[0]
+    for j in range(1, len(values)):
+        out = Expr.select(Expr.eq(which, u(j)), values[j], out)
+    return out
 
-    The workgroup holding the last element writes the total kept into ``count[0]``.
+
+def _tile_prefixes(counts: str, entries: int, prefix: str) -> tuple[list[Node], Expr, Callable[[int], Expr]]:
+    """Exclusive prefixes of the ``entries`` per-(round, warp) counts in workgroup buffer ``counts``.
+
+    Every warp scans all of them (lane ``l`` holds entries ``l*c ... l*c + c - 1``, ``c = entries/32``)
+    and fetches the prefix of entry ``k*WARPS + warp`` with shuffles, so no second barrier is needed.
+    Returns the nodes, the tile's total and ``prefix_of(k)``.
     """
-    n, base = load_param(n_word), Expr.mul(wid(), u(WG * items))
-    body: list[Node] = [_exit_past(base, n)]
-    flags, indices = [], []
+    c = entries // 32
+    nodes: list[Node] = []
+    own = []
+    for j in range(c):
+        nodes.append(Node.let(f"{prefix}c{j}", Expr.load(counts, Expr.add(Expr.mul(lane(), u(c)), u(j)))))
+        own.append(var(f"{prefix}c{j}"))
+    total = own[0]
+    for value in own[1:]:
+        total = Expr.add(total, value)
+    nodes.append(Node.let(f"{prefix}sum", total))
+    scan_nodes, inclusive = warp_inclusive_scan(_COUNT, var(f"{prefix}sum"), f"{prefix}s")
+    nodes += scan_nodes
+    nodes.append(Node.let(f"{prefix}ex", Expr.sub(inclusive, var(f"{prefix}sum"))))
+    running = var(f"{prefix}ex")
+    excl = []
+    for j in range(c):
+        nodes.append(Node.let(f"{prefix}e{j}", running))
+        excl.append(var(f"{prefix}e{j}"))
+        running = Expr.add(var(f"{prefix}e{j}"), own[j])
+    nodes.append(Node.let(f"{prefix}total", Expr.subgroup_shuffle(inclusive, u(31))))
+
+    def prefix_of(k: int) -> Expr:
+        entry = Expr.add(u(k * WARPS), warp())
+        source = Expr.div(entry, u(c))
+        fetched = [Expr.subgroup_shuffle(e, source) for e in excl]
+        return _pick(fetched, Expr.rem(entry, u(c))) if c > 1 else fetched[0]
+
+    return nodes, var(f"{prefix}total"), prefix_of
+
+
+@cache
+def compact_segments(pred: Predicate, items: int, has_carry: bool, with_index: bool, n_word: int, span_word: int
+                     ) -> Program:
+    """Stable compaction of workgroup ``w``'s segment: kept ``x[i]`` (and ``i``) go to ``out[carry[w] + rank]``.
+
+    The workgroup walks its tiles in order with a running count. In a tile, element ``k*WG + t``
+    (coalesced) is ranked by a ballot of its warp (kept lanes below it) plus the kept elements of
+    earlier (round, warp) pairs; the workgroup holding the last element writes the total into ``count[0]``.
+    """
+    n, tile = load_param(n_word), WG * items
+    entries = items * WARPS
+    lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
+    body = segment(n, span_word, tile)
+    body.append(Node.let("carry_in", Expr.load("carry", wid()) if has_carry else u(0)))
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile))))]
     for k in range(items):
-        index = Expr.add(base, Expr.add(Expr.mul(lid(), u(items)), u(k)))
-        body += [Node.let(f"i{k}", index), Node.let(f"f{k}", _flag(pred, var(f"i{k}"), n))]
-        flags.append(var(f"f{k}"))
-        indices.append(var(f"i{k}"))
-    carry = Expr.load("carry", wid()) if has_carry else u(0)
-    nodes, ranks = block_scan(_COUNT, flags, carry, False, "sums", "b")
-    body += nodes
+        index = Expr.add(var("tb"), Expr.add(u(k * WG), lid()))
+        step += [Node.let(f"i{k}", index), Node.let(f"x{k}", Expr.load("x", var(f"i{k}"))),
+                 Node.let(f"f{k}", Expr.ne(_flag(pred, var(f"i{k}"), n, var(f"x{k}")), u(0))),
+                 Node.let(f"v{k}", Expr.subgroup_ballot(var(f"f{k}")))]
+        step.append(Node.if_(Expr.eq(lane(), u(0)),
+                             Node.store("counts", u(k * WARPS) + warp(), Expr.popcount(var(f"v{k}")))))
+    step.append(Node.barrier())
+    nodes, total, prefix_of = _tile_prefixes("counts", entries, "p")
+    step += nodes
     for k in range(items):
-        moves = [Node.store("out", ranks[k], Expr.load("x", indices[k]))]
+        rank = Expr.add(Expr.add(var("carry_in"), prefix_of(k)),
+                        Expr.popcount(Expr.bitand(var(f"v{k}"), lower_lanes)))
+        moves = [Node.store("out", var(f"r{k}"), var(f"x{k}"))]
         if with_index:
-            moves.append(Node.store("out_index", ranks[k], indices[k]))
-        body.append(Node.if_(Expr.ne(flags[k], u(0)), moves))
-    last = Expr.and_(Expr.eq(wid(), Expr.div(Expr.sub(n, u(1)), u(WG * items))), Expr.eq(lid(), u(WG - 1)))
-    body.append(Node.if_(last, Node.store("count", u(0), Expr.add(ranks[-1], flags[-1]))))
+            moves.append(Node.store("out_index", var(f"r{k}"), var(f"i{k}")))
+        step += [Node.let(f"r{k}", rank), Node.if_(var(f"f{k}"), moves)]
+    step += [Node.assign("carry_in", Expr.add(var("carry_in"), total)), Node.barrier()]
+    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
+    holds_last = Expr.ge(Expr.add(var("seg_base"), load_param(span_word)), n)
+    body.append(Node.if_(Expr.and_(holds_last, Expr.eq(lid(), u(0))), Node.store("count", u(0), var("carry_in"))))
     buffers = pred.buffers(0)
     buffers.append(BufferDecl.read_write("out", len(buffers), pred.value_type()))
     if with_index:
@@ -193,7 +297,7 @@ def compact_tiles(pred: Predicate, items: int, has_carry: bool, with_index: bool
         buffers.append(BufferDecl.read("carry", len(buffers), U32))
     buffers.append(_params(len(buffers)))
     buffers += pred.extra_uniforms(len(buffers))
-    buffers.append(BufferDecl.workgroup("sums", WARPS, U32))
+    buffers.append(BufferDecl.workgroup("counts", entries, U32))
     return Program(buffers, WG_SIZE, body, name=f"lib_compact_{pred.kind}")
 
 
