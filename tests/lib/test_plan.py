@@ -56,7 +56,7 @@ def test_one_topology_per_capacity_class(rng, name):
 
 
 @pytest.mark.parametrize("n, steps, groups", [(1, 1, 1), (4096, 1, 1), (4097, 3, 2), (2**20, 3, 256),
-                                              (2**20 + 1, 3, 512), (2**23, 3, 1024)])
+                                              (2**20 + 1, 3, 512), (2**23, 3, 2048)])
 def test_scan_levels(n, steps, groups):
     """Reduce-then-scan: one workgroup up to 4096 elements, else up, spine, down over at most 1024 segments."""
     be = RecordingBackend()

@@ -58,15 +58,24 @@ def padded(slot: Expr) -> Expr:
     return Expr.add(slot, Expr.shr(slot, u(5)))
 
 
-def stage_in(buffer: str, tile: str, base: Expr, n: Expr, items: int, pad: Expr) -> list[Node]:
-    """Copy elements ``base ... base + WG*items`` of ``buffer`` (``pad`` past ``n``) into ``tile``."""
-    nodes: list[Node] = []
+def striped_loads(buffer: str, base: Expr, n: Expr, items: int, pad: Expr) -> list[Expr]:
+    """This invocation's elements ``base + k*WG + t`` of ``buffer`` (``pad`` past ``n``), one per ``k``."""
+    values = []
     for k in range(items):
         index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        value = Expr.select(Expr.lt(index, n), Expr.load(buffer, index), pad)
-        nodes.append(Node.store(tile, padded(Expr.add(u(k * WG), lid())), value))
-    nodes.append(Node.barrier())
-    return nodes
+        values.append(Expr.select(Expr.lt(index, n), Expr.load(buffer, index), pad))
+    return values
+
+
+def stage_values(tile: str, values: list[Expr]) -> list[Node]:
+    """Store striped ``values`` (from ``striped_loads``) into ``tile``, then a barrier."""
+    nodes = [Node.store(tile, padded(Expr.add(u(k * WG), lid())), v) for k, v in enumerate(values)]
+    return [*nodes, Node.barrier()]
+
+
+def stage_in(buffer: str, tile: str, base: Expr, n: Expr, items: int, pad: Expr) -> list[Node]:
+    """Copy elements ``base ... base + WG*items`` of ``buffer`` (``pad`` past ``n``) into ``tile``."""
+    return stage_values(tile, striped_loads(buffer, base, n, items, pad))
 
 
 def blocked(tile: str, k: int, items: int) -> Expr:

@@ -22,8 +22,9 @@ from vyre.lib.blocks import (
     lane,
     lid,
     load_param,
-    stage_in,
     stage_out,
+    stage_values,
+    striped_loads,
     tile_words,
     u,
     var,
@@ -40,7 +41,7 @@ U32 = DataType.U32
 SCAN_ITEMS = 8      # elements per invocation in the scans' downsweep (tile 2048)
 COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
 REDUCE_ITEMS = 16   # elements per invocation in reductions and upsweeps (tile 4096)
-SORT_ITEMS = 4      # elements per invocation in radix passes (tile 1024)
+SORT_ITEMS = 8      # elements per invocation in radix passes (tile 2048)
 RADIX_BITS = 8
 WG_SIZE = (WG, 1, 1)
 
@@ -119,15 +120,19 @@ def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_wor
 
     The workgroup walks its tiles in order with a running carry: each tile is staged through
     workgroup memory (coalesced global loads and stores), scanned from the carry, and its total
-    combined into the carry for the next.
+    combined into the carry for the next. The next tile's loads are issued right after the
+    current tile is staged, so they are in flight while it is scanned and written.
     """
     n, tile = load_param(n_word), WG * items
     carry = Expr.load("carry", wid()) if has_carry else m.pad()
     if init_word is not None:
         carry = m.combine(Expr.load("init", u(init_word)), carry)
     body = segment(n, span_word, tile) + [Node.let("carry_in", carry)]
+    body += [Node.let(f"next{k}", v) for k, v in enumerate(striped_loads("x", var("seg_base"), n, items, m.pad()))]
     step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile))))]
-    step += stage_in("x", "tile", var("tb"), n, items, m.pad())
+    step += stage_values("tile", [var(f"next{k}") for k in range(items)])
+    following = striped_loads("x", Expr.add(var("tb"), u(tile)), n, items, m.pad())
+    step += [Node.assign(f"next{k}", v) for k, v in enumerate(following)]
     nodes, outs = block_scan(m, [blocked("tile", k, items) for k in range(items)], var("carry_in"), inclusive,
                              "sums", "b")
     step += nodes
@@ -360,20 +365,28 @@ def _sort_key(dtype: DataType | None, bits: Expr) -> Expr:
 
 
 @cache
-def radix_histogram(shift: int, key_type: DataType | None, items: int, n_word: int, tiles_word: int) -> Program:
-    """Per-tile digit counts, digit-major: ``hist[d * tiles + w]`` (so one scan gives scatter offsets)."""
-    n, base, tiles = load_param(n_word), Expr.mul(wid(), u(WG * items)), load_param(tiles_word)
-    body: list[Node] = []
+def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int, span_word: int, groups_word: int
+                 ) -> Program:
+    """Digit counts of workgroup ``w``'s segment, digit-major: ``hist[d * groups + w]`` (the upsweep).
+
+    Workgroup-memory counters (workgroup atomics) over the segment's tiles, written once; a
+    workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
+    """
+    n, tile, span = load_param(n_word), WG * items, load_param(span_word)
+    base0 = Expr.mul(wid(), span)
+    size = Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))
+    step: list[Node] = []
     for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        digit = _digit(_sort_key(key_type, var(f"raw{k}")), shift)
-        body += [Node.let(f"raw{k}", Expr.load("keys", index)),
-                 Node.if_(Expr.lt(index, n), Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", digit, u(1))))]
-    body += [Node.barrier(),
-             Node.store("hist", Expr.add(Expr.mul(lid(), tiles), wid()), Expr.load("local", lid()))]
+        index = Expr.add(Expr.add(base0, Expr.mul(var("t"), u(tile))), Expr.add(u(k * WG), lid()))
+        digit = _digit(_sort_key(key_type, Expr.load("keys", var(f"i{k}"))), shift)
+        count = Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", digit, u(1)))
+        step += [Node.let(f"i{k}", index), Node.if_(Expr.lt(var(f"i{k}"), n), count)]
+    body: list[Node] = [Node.loop("t", u(0), Expr.div(Expr.add(size, u(tile - 1)), u(tile)), step), Node.barrier(),
+                        Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()),
+                                   Expr.load("local", lid()))]
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), _params(2),
                BufferDecl.workgroup("local", 1 << RADIX_BITS, U32)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_histogram_{shift}")
+    return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
 
 
 def _peers(digit: Expr, valid: Expr, prefix: str) -> tuple[list[Node], Expr]:
@@ -390,60 +403,75 @@ def _peers(digit: Expr, valid: Expr, prefix: str) -> tuple[list[Node], Expr]:
 
 @cache
 def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
-                  n_word: int, tiles_word: int) -> Program:
-    """One stable pass of LSD radix sort: move each key (and value) to its digit's next free slot.
+                  n_word: int, span_word: int, groups_word: int) -> Program:
+    """One stable pass of LSD radix sort over workgroup ``w``'s segment (the downsweep).
 
-    ``offsets[d * tiles + w]`` (the scanned per-tile histogram) is where tile ``w``'s keys with
-    digit ``d`` start. Inside a tile, element order is round ``k`` then warp then lane; each
-    warp ranks equal digits with ballots, and ``counts[(k*WARPS + warp) * 256 + d]`` turns into
-    the number of earlier elements of the tile with digit ``d``. ``values``: ``"none"``,
-    ``"load"`` (move ``vals``) or ``"iota"`` (the value is the element's index: argsort).
+    Invocation ``t`` owns digit ``t`` and keeps its running output position, starting at
+    ``offsets[t * groups + w]`` (the scanned digit counts). The workgroup walks its tiles in
+    order; warp ``v`` takes the tile's elements ``v*32*items + k*32 + lane`` (round ``k``), so
+    element order is warp, round, lane. In each round a warp finds the lanes with equal digits
+    (ballots); the highest of them adds their number to the warp's counter of that digit in
+    workgroup memory and shuffles the old value to the others. After the rounds, invocation ``t``
+    turns the warps' counters of digit ``t`` into output positions, and every key is written to
+    ``position[warp, digit] + its rank among the warp's equal digits``, which keeps equal keys in
+    order. Counters alternate between two halves by tile parity, so one barrier separates the
+    rounds from the positions and one the positions from the writes.
+    ``values``: ``"none"``, ``"load"`` (move ``vals``) or ``"iota"`` (the value is the index: argsort);
     ``key_in``/``key_out`` transform raw keys on the first pass and back on the last.
     """
-    radix = 1 << RADIX_BITS
-    n, base, tiles = load_param(n_word), Expr.mul(wid(), u(WG * items)), load_param(tiles_word)
+    radix, tile = 1 << RADIX_BITS, WG * items
+    half = WARPS * radix
+    n, groups = load_param(n_word), load_param(groups_word)
     lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
-    body: list[Node] = []
+    body = segment(n, span_word, tile)
+    body.append(Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), groups), wid()))))
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
+                        Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half)))]
     for k in range(items):
         p = f"k{k}"
-        body += [Node.let(f"{p}i", Expr.add(base, Expr.add(u(k * WG), lid()))),
-                 Node.let(f"{p}ok", Expr.lt(var(f"{p}i"), n)),
-                 Node.let(f"{p}raw", Expr.load("keys", var(f"{p}i"))),
-                 Node.let(f"{p}key", _sort_key(key_in, var(f"{p}raw"))),
+        index = Expr.add(var("tb"), Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(u(k * 32), lane())))
+        step += [Node.let(f"{p}i", index), Node.let(f"{p}ok", Expr.lt(var(f"{p}i"), n)),
+                 Node.let(f"{p}key", _sort_key(key_in, Expr.load("keys", var(f"{p}i")))),
                  Node.let(f"{p}d", _digit(var(f"{p}key"), shift))]
+        if values == "load":
+            step.append(Node.let(f"{p}v", Expr.load("vals", var(f"{p}i"))))
         nodes, peers = _peers(var(f"{p}d"), var(f"{p}ok"), p)
-        body += nodes
-        body.append(Node.let(f"{p}rank", Expr.popcount(Expr.bitand(peers, lower_lanes))))
-        slot = Expr.add(Expr.mul(Expr.add(u(k * WARPS), warp()), u(radix)), var(f"{p}d"))
-        is_last_peer = Expr.and_(var(f"{p}ok"), Expr.eq(Expr.shr(peers, lane()), u(1)))
-        body.append(Node.if_(is_last_peer, Node.store("counts", slot, Expr.popcount(peers))))
-    body.append(Node.barrier())
-    # invocation t owns digit t: turn its column of counts into exclusive prefixes, in place
-    body.append(Node.let("running", u(0)))
-    for j in range(items * WARPS):
-        cell = Expr.add(u(j * radix), lid())
-        body += [Node.let(f"c{j}", Expr.load("counts", cell)), Node.store("counts", cell, var("running")),
-                 Node.assign("running", Expr.add(var("running"), var(f"c{j}")))]
-    body.append(Node.barrier())
+        step += nodes
+        leader = Expr.sub(u(31), Expr.clz(peers))
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
+        step += [Node.let(f"{p}old", Expr.load("counts", cell)),
+                 Node.if_(Expr.and_(var(f"{p}ok"), Expr.eq(lane(), leader)),
+                          Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers)))),
+                 Node.let(f"{p}rank", Expr.add(Expr.subgroup_shuffle(var(f"{p}old"), leader),
+                                               Expr.popcount(Expr.bitand(peers, lower_lanes))))]
+    step.append(Node.barrier())
+    # invocation t = digit t: warp counters -> output positions; clear the other half for the next tile
+    other = Expr.sub(u(half), var("half"))
+    for v in range(WARPS):
+        cell = Expr.add(var("half"), Expr.add(u(v * radix), lid()))
+        step += [Node.let(f"c{v}", Expr.load("counts", cell)), Node.store("counts", cell, var("run")),
+                 Node.assign("run", Expr.add(var("run"), var(f"c{v}"))),
+                 Node.store("counts", Expr.add(other, Expr.add(u(v * radix), lid())), u(0))]
+    step.append(Node.barrier())
     for k in range(items):
         p = f"k{k}"
-        slot = Expr.add(Expr.mul(Expr.add(u(k * WARPS), warp()), u(radix)), var(f"{p}d"))
-        start = Expr.load("offsets", Expr.add(Expr.mul(var(f"{p}d"), tiles), wid()))
-        position = Expr.add(Expr.add(start, Expr.load("counts", slot)), var(f"{p}rank"))
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
         key = var(f"{p}key") if key_out is None else from_key(key_out, var(f"{p}key"))
-        moves = [Node.store("keys_out", var("pos" + p), key)]
+        moves = [Node.let(f"{p}pos", Expr.add(Expr.load("counts", cell), var(f"{p}rank"))),
+                 Node.store("keys_out", var(f"{p}pos"), key)]
         if values == "load":
-            moves.append(Node.store("vals_out", var("pos" + p), Expr.load("vals", var(f"{p}i"))))
+            moves.append(Node.store("vals_out", var(f"{p}pos"), var(f"{p}v")))
         elif values == "iota":
-            moves.append(Node.store("vals_out", var("pos" + p), var(f"{p}i")))
-        body.append(Node.if_(var(f"{p}ok"), [Node.let("pos" + p, position), *moves]))
+            moves.append(Node.store("vals_out", var(f"{p}pos"), var(f"{p}i")))
+        step.append(Node.if_(var(f"{p}ok"), moves))
+    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read("offsets", 1, U32),
                BufferDecl.read_write("keys_out", 2, U32)]
     if values == "load":
         buffers.append(BufferDecl.read("vals", len(buffers), U32))
     if values != "none":
         buffers.append(BufferDecl.read_write("vals_out", len(buffers), U32))
-    buffers += [_params(len(buffers)), BufferDecl.workgroup("counts", items * WARPS * radix, U32)]
+    buffers += [_params(len(buffers)), BufferDecl.workgroup("counts", 2 * half, U32)]
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_scatter_{shift}")
 
 

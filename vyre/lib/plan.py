@@ -80,18 +80,18 @@ class Plan:
 
 # ---- topologies -------------------------------------------------------------------------------------
 SPAN_UNIT = WG * K.REDUCE_ITEMS  # segments are whole upsweep tiles (and so whole downsweep tiles)
-SCAN_GROUPS = 1024  # at most this many workgroups (segments): about one full wave on an H100/H200
+SCAN_GROUPS = 4096  # at most this many workgroups (segments): several waves, so the last one is a small share
 SCAN_SINGLE = 4096  # capacity classes up to this scan in one launch of one workgroup
 
 
-def segments(plan: Plan, role: str, n: int, cap: int) -> tuple[int, int, int]:
-    """Split ``n`` elements into contiguous segments of whole ``SPAN_UNIT`` tiles, one per workgroup.
+def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT) -> tuple[int, int, int]:
+    """Split ``n`` elements into contiguous segments of whole ``unit``-element tiles, one per workgroup.
 
     The grid comes from the capacity class, the span (a params word) from ``n``. Returns the
     grid, the params word of the span and the number of segments that hold elements.
     """
-    groups = min(ceil_div(cap, SPAN_UNIT), SCAN_GROUPS)
-    span = ceil_div(ceil_div(n, groups), SPAN_UNIT) * SPAN_UNIT
+    groups = min(ceil_div(cap, unit), SCAN_GROUPS)
+    span = ceil_div(ceil_div(n, groups), unit) * unit
     return groups, plan.word(f"{role}.span", span), ceil_div(n, span)
 
 
@@ -166,28 +166,30 @@ RADIX = 1 << K.RADIX_BITS
 def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
                n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
                ) -> tuple[Resident, Resident | None]:
-    """Stable LSD radix sort, four 8-bit passes: per-tile digit histograms, one scan, stable scatter.
+    """Stable LSD radix sort, four 8-bit passes over the scans' contiguous segments.
 
-    ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or ``"iota"`` (carry indices).
-    The last pass writes into ``final`` (keys, values) when given, else into scratch.
-    Returns the handles holding the sorted raw keys and values.
+    Each pass: digit counts per segment (upsweep), one exclusive scan of the ``256 * groups``
+    counts, then each workgroup scatters its segment tile by tile with running per-digit
+    positions (downsweep). ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or
+    ``"iota"`` (carry indices). The last pass writes into ``final`` (keys, values) when given,
+    else into scratch. Returns the handles holding the sorted raw keys and values.
     """
-    tiles_cap = ceil_div(cap, SORT_TILE)
-    n_word, tiles_word = plan.word("sort.n", n), plan.word("sort.tiles", tiles_cap)
-    hist = plan.buffer("sort.hist", RADIX * tiles_cap)
-    offsets = plan.buffer("sort.offsets", RADIX * tiles_cap)
+    groups, span_word, _ = segments(plan, "sort", n, cap, SORT_TILE)
+    n_word, groups_word = plan.word("sort.n", n), plan.word("sort.groups", groups)
+    hist = plan.buffer("sort.hist", RADIX * groups)
+    offsets = plan.buffer("sort.offsets", RADIX * groups)
     key_bufs = [plan.buffer("sort.keys_b", cap), plan.buffer("sort.keys_a", cap)]
     val_bufs = [plan.buffer("sort.vals_b", cap), plan.buffer("sort.vals_a", cap)] if values_mode != "none" else None
     src_k, src_v = keys, values
     passes = 32 // K.RADIX_BITS
+    words = (n_word, span_word, groups_word)
     for p in range(passes):
         shift = p * K.RADIX_BITS
         key_in = dtype if p == 0 else None
         key_out = dtype if p == passes - 1 else None
         mode = values_mode if p == 0 else ("none" if values_mode == "none" else "load")
-        plan.step(K.radix_histogram(shift, key_in, K.SORT_ITEMS, n_word, tiles_word), [src_k, hist, plan.params],
-                  tiles_cap)
-        scan(plan, COUNT, hist, offsets, RADIX * tiles_cap, RADIX * tiles_cap, False, role="sort.scan")
+        plan.step(K.radix_counts(shift, key_in, K.SORT_ITEMS, *words), [src_k, hist, plan.params], groups)
+        scan(plan, COUNT, hist, offsets, RADIX * groups, RADIX * groups, False, role="sort.scan")
         last = p == passes - 1 and final is not None
         dst_k = final[0] if last else key_bufs[p % 2]
         dst_v = (final[1] if last else val_bufs[p % 2]) if val_bufs else None
@@ -196,8 +198,8 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
             handles.append(src_v)
         if mode != "none":
             handles.append(dst_v)
-        plan.step(K.radix_scatter(shift, key_in, key_out, mode, K.SORT_ITEMS, n_word, tiles_word),
-                  [*handles, plan.params], tiles_cap)
+        plan.step(K.radix_scatter(shift, key_in, key_out, mode, K.SORT_ITEMS, *words), [*handles, plan.params],
+                  groups)
         src_k, src_v = dst_k, dst_v
     return src_k, src_v
 
