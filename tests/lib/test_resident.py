@@ -102,3 +102,17 @@ def test_recycled_results_are_reused_and_released(rng):
         lib.recycle(keys2, backend=be)  # already handed back
     with pytest.raises(InvalidProgram, match="Fix:"):
         lib.recycle(rx, backend=be)  # the caller's own input, not a result
+
+
+def test_argsort_hands_out_only_the_indices(rng):
+    """argsort's sorted keys stay in scratch: recycled calls hold no more memory than the first."""
+    be = ReferenceBackend()
+    x = E.data(rng, np.float32, 2500)
+    rx = _put(be, x)
+    lib.recycle(lib.argsort(rx, backend=be), backend=be)
+    held = be.metrics()["reference_resident_bytes"]
+    for _ in range(2):
+        order = lib.argsort(rx, backend=be)
+        E.assert_same(_get(be, order), E.sort_order(x).astype(np.uint32))
+        lib.recycle(order, backend=be)
+    assert be.metrics()["reference_resident_bytes"] == held
