@@ -41,7 +41,7 @@ U32 = DataType.U32
 SCAN_ITEMS = 8      # elements per invocation in the scans' downsweep (tile 2048)
 COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
 REDUCE_ITEMS = 16   # elements per invocation in reductions and upsweeps (tile 4096)
-SORT_ITEMS = 8      # elements per invocation in radix passes (tile 2048)
+SORT_ITEMS = 4      # elements per invocation in radix passes (tile 1024; 64 registers in the scatter)
 RADIX_BITS = 8
 WG_SIZE = (WG, 1, 1)
 
@@ -409,18 +409,25 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     Invocation ``t`` owns digit ``t`` and keeps its running output position, starting at
     ``offsets[t * groups + w]`` (the scanned digit counts). The workgroup walks its tiles in
     order; warp ``v`` takes the tile's elements ``v*32*items + k*32 + lane`` (round ``k``), so
-    element order is warp, round, lane. In each round a warp finds the lanes with equal digits
-    (ballots); the highest of them adds their number to the warp's counter of that digit in
-    workgroup memory and shuffles the old value to the others. After the rounds, invocation ``t``
-    turns the warps' counters of digit ``t`` into output positions, and every key is written to
-    ``position[warp, digit] + its rank among the warp's equal digits``, which keeps equal keys in
-    order. Counters alternate between two halves by tile parity, so one barrier separates the
-    rounds from the positions and one the positions from the writes.
-    ``values``: ``"none"``, ``"load"`` (move ``vals``) or ``"iota"`` (the value is the index: argsort);
-    ``key_in``/``key_out`` transform raw keys on the first pass and back on the last.
+    element order is warp, round, lane. Per tile:
+
+    1. each round, a warp finds the lanes with equal digits (ballots); the highest of them adds
+       their number to the warp's counter of that digit in workgroup memory and shuffles the
+       old value to the others, which gives each key its rank among the warp's equal digits;
+    2. invocation ``t`` turns the warps' counters of digit ``t`` into tile slots (a workgroup
+       scan over digits gives where digit ``t`` starts in the tile-sorted order);
+    3. every key (and value) goes to its slot in workgroup memory, so the tile is sorted by
+       digit and stable;
+    4. invocation ``t`` reads slots ``k*WG + t`` and writes each to ``slot + shift[digit]``:
+       consecutive invocations write consecutive addresses within each digit's run.
+
+    Counters alternate between two halves by tile parity, so the next tile needs no extra barrier.
+    ``values``: ``"none"``, ``"load"`` (move ``vals``) or ``"iota"`` (the value is the index:
+    argsort); ``key_in``/``key_out`` transform raw keys on the first pass and back on the last.
     """
     radix, tile = 1 << RADIX_BITS, WG * items
     half = WARPS * radix
+    moves_values = values != "none"
     n, groups = load_param(n_word), load_param(groups_word)
     lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
     body = segment(n, span_word, tile)
@@ -445,33 +452,53 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
                  Node.let(f"{p}rank", Expr.add(Expr.subgroup_shuffle(var(f"{p}old"), leader),
                                                Expr.popcount(Expr.bitand(peers, lower_lanes))))]
     step.append(Node.barrier())
-    # invocation t = digit t: warp counters -> output positions; clear the other half for the next tile
+    # invocation t = digit t: the warps' counts, the tile's count of digit t, where digit t starts
     other = Expr.sub(u(half), var("half"))
+    step.append(Node.let("total", u(0)))
     for v in range(WARPS):
-        cell = Expr.add(var("half"), Expr.add(u(v * radix), lid()))
-        step += [Node.let(f"c{v}", Expr.load("counts", cell)), Node.store("counts", cell, var("run")),
-                 Node.assign("run", Expr.add(var("run"), var(f"c{v}"))),
-                 Node.store("counts", Expr.add(other, Expr.add(u(v * radix), lid())), u(0))]
-    step.append(Node.barrier())
+        step += [Node.let(f"w{v}", var("total")),
+                 Node.assign("total", Expr.add(var("total"), Expr.load("counts", Expr.add(var("half"),
+                                                                                          u(v * radix) + lid())))),
+                 Node.store("counts", Expr.add(other, u(v * radix) + lid()), u(0))]
+    nodes, (start,) = block_scan(_COUNT, [var("total")], u(0), False, "sums", "s")
+    step += nodes
+    step.append(Node.let("start", start))
+    for v in range(WARPS):
+        step.append(Node.store("counts", Expr.add(var("half"), u(v * radix) + lid()), Expr.add(var("start"),
+                                                                                              var(f"w{v}"))))
+    step += [Node.store("shift", lid(), Expr.sub(var("run"), var("start"))),
+             Node.assign("run", Expr.add(var("run"), var("total"))), Node.barrier()]
     for k in range(items):
         p = f"k{k}"
         cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
-        key = var(f"{p}key") if key_out is None else from_key(key_out, var(f"{p}key"))
-        moves = [Node.let(f"{p}pos", Expr.add(Expr.load("counts", cell), var(f"{p}rank"))),
-                 Node.store("keys_out", var(f"{p}pos"), key)]
-        if values == "load":
-            moves.append(Node.store("vals_out", var(f"{p}pos"), var(f"{p}v")))
-        elif values == "iota":
-            moves.append(Node.store("vals_out", var(f"{p}pos"), var(f"{p}i")))
-        step.append(Node.if_(var(f"{p}ok"), moves))
+        place = [Node.let(f"{p}slot", Expr.add(Expr.load("counts", cell), var(f"{p}rank"))),
+                 Node.store("sorted_keys", var(f"{p}slot"), var(f"{p}key"))]
+        if moves_values:
+            value = var(f"{p}v") if values == "load" else var(f"{p}i")
+            place.append(Node.store("sorted_vals", var(f"{p}slot"), value))
+        step.append(Node.if_(var(f"{p}ok"), place))
+    step += [Node.barrier(), Node.let("valid", Expr.min(u(tile), Expr.sub(n, var("tb"))))]
+    for k in range(items):
+        slot = Expr.add(u(k * WG), lid())
+        key = Expr.load("sorted_keys", slot)
+        position = Expr.add(slot, Expr.load("shift", _digit(var(f"o{k}"), shift)))
+        out_key = var(f"o{k}") if key_out is None else from_key(key_out, var(f"o{k}"))
+        moves = [Node.let(f"o{k}", key), Node.let(f"pos{k}", position), Node.store("keys_out", var(f"pos{k}"), out_key)]
+        if moves_values:
+            moves.append(Node.store("vals_out", var(f"pos{k}"), Expr.load("sorted_vals", slot)))
+        step.append(Node.if_(Expr.lt(slot, var("valid")), moves))
     body.append(Node.loop("t", u(0), var("seg_tiles"), step))
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read("offsets", 1, U32),
                BufferDecl.read_write("keys_out", 2, U32)]
     if values == "load":
         buffers.append(BufferDecl.read("vals", len(buffers), U32))
-    if values != "none":
+    if moves_values:
         buffers.append(BufferDecl.read_write("vals_out", len(buffers), U32))
-    buffers += [_params(len(buffers)), BufferDecl.workgroup("counts", 2 * half, U32)]
+    buffers += [_params(len(buffers)), BufferDecl.workgroup("counts", 2 * half, U32),
+                BufferDecl.workgroup("shift", radix, U32), BufferDecl.workgroup("sums", WARPS, U32),
+                BufferDecl.workgroup("sorted_keys", tile, U32)]
+    if moves_values:
+        buffers.append(BufferDecl.workgroup("sorted_vals", tile, U32))
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_scatter_{shift}")
 
 
