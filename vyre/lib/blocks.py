@@ -1,12 +1,8 @@
 """IR building blocks shared by the ``vyre.lib`` kernels: warp and workgroup scans and reductions.
 
 Every kernel runs workgroups of ``WG = 256`` invocations (8 subgroups of 32). A *tile* is the
-``WG * items`` elements one workgroup handles; invocation ``t`` owns the ``items`` consecutive
-elements ``t*items ... t*items + items - 1`` of its tile ("blocked"), which is what a scan needs.
-Tiles move between global and workgroup memory in the "striped" order (element ``k*WG + t``), so
-global loads and stores stay coalesced. Tile slots are padded by one word per 32 (``padded``), so
-the blocked accesses (invocation stride ``items``) hit 32 different banks. Every helper takes a
-``prefix`` for the names it binds, so one kernel can use several without shadowing.
+``WG * items`` elements one workgroup handles at a time. Every helper takes a ``prefix`` for the
+names it binds, so one kernel can use several without shadowing.
 """
 
 from __future__ import annotations
@@ -48,54 +44,6 @@ def load_param(word: int) -> Expr:
     return Expr.load("params", u(word))
 
 
-def tile_words(items: int) -> int:
-    """Workgroup-memory words of a padded tile of ``WG * items`` elements."""
-    return WG * items + WG * items // 32
-
-
-def padded(slot: Expr) -> Expr:
-    """Where tile slot ``slot`` lives: one spare word per 32 keeps blocked accesses conflict-free."""
-    return Expr.add(slot, Expr.shr(slot, u(5)))
-
-
-def striped_loads(buffer: str, base: Expr, n: Expr, items: int, pad: Expr) -> list[Expr]:
-    """This invocation's elements ``base + k*WG + t`` of ``buffer`` (``pad`` past ``n``), one per ``k``."""
-    values = []
-    for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        values.append(Expr.select(Expr.lt(index, n), Expr.load(buffer, index), pad))
-    return values
-
-
-def stage_values(tile: str, values: list[Expr]) -> list[Node]:
-    """Store striped ``values`` (from ``striped_loads``) into ``tile``, then a barrier."""
-    nodes = [Node.store(tile, padded(Expr.add(u(k * WG), lid())), v) for k, v in enumerate(values)]
-    return [*nodes, Node.barrier()]
-
-
-def stage_in(buffer: str, tile: str, base: Expr, n: Expr, items: int, pad: Expr) -> list[Node]:
-    """Copy elements ``base ... base + WG*items`` of ``buffer`` (``pad`` past ``n``) into ``tile``."""
-    return stage_values(tile, striped_loads(buffer, base, n, items, pad))
-
-
-def blocked(tile: str, k: int, items: int) -> Expr:
-    """This invocation's ``k``-th element of ``tile`` in blocked order."""
-    return Expr.load(tile, padded(Expr.add(Expr.mul(lid(), u(items)), u(k))))
-
-
-def stage_out(tile: str, buffer: str, base: Expr, n: Expr, values: list[Expr]) -> list[Node]:
-    """Write blocked ``values`` through ``tile`` to ``buffer[base ...]`` with coalesced stores."""
-    items = len(values)
-    nodes: list[Node] = [Node.store(tile, padded(Expr.add(Expr.mul(lid(), u(items)), u(k))), v)
-                         for k, v in enumerate(values)]
-    nodes.append(Node.barrier())
-    for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        value = Expr.load(tile, padded(Expr.add(u(k * WG), lid())))
-        nodes.append(Node.if_(Expr.lt(index, n), Node.store(buffer, index, value)))
-    return nodes
-
-
 def warp_inclusive_scan(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
     """Hillis-Steele scan over the 32 lanes with shuffles: lane ``i`` gets lanes ``0..i`` combined."""
     nodes = [Node.let(f"{prefix}0", value)]
@@ -121,19 +69,20 @@ def warp_reduce(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
     return nodes, current
 
 
-def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str, total: str | None = None) -> list[Node]:
+def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str, total: str | None = None,
+                     offset: Expr | None = None) -> list[Node]:
     """Bind ``name = pad op sums[0] op ... op sums[upto - 1]`` (all eight when ``upto`` is None), in order.
 
-    With ``total``, also bind ``total = pad op sums[0] op ... op sums[7]`` in the same pass. One
-    statement per warp, so every value is computed once (a nested expression would repeat the
-    running value in both arms of each select).
+    With ``total``, also bind ``total = pad op sums[0] op ... op sums[7]`` in the same pass; with
+    ``offset``, read ``sums[offset + j]``. One statement per warp, so every value is computed
+    once (a nested expression would repeat the running value in both arms of each select).
     """
     acc = var(name)
     nodes: list[Node] = [Node.let(name, m.pad())]
     if total is not None:
         nodes.append(Node.let(total, m.pad()))
     for j in range(WARPS):
-        word = Expr.load(sums, u(j))
+        word = Expr.load(sums, u(j) if offset is None else Expr.add(offset, u(j)))
         if total is not None:
             nodes.append(Node.let(f"{total}{j}", word))
             word = var(f"{total}{j}")

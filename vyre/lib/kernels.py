@@ -18,14 +18,10 @@ from vyre.lib.blocks import (
     WG,
     block_reduce,
     block_scan,
-    blocked,
+    fold_warp_totals,
     lane,
     lid,
     load_param,
-    stage_out,
-    stage_values,
-    striped_loads,
-    tile_words,
     u,
     var,
     warp,
@@ -113,31 +109,59 @@ def reduce_segments(m: Monoid, items: int, n_word: int, span_word: int) -> Progr
     return Program(buffers, WG_SIZE, body, name=f"lib_reduce_segments_{m.op}_{m.dtype.value}")
 
 
+def _warp_striped(base: Expr, k: int, items: int) -> Expr:
+    """Element ``k`` of this invocation in a tile at ``base``: warp ``v`` owns the ``32*items``
+    consecutive elements from ``v*32*items``, round ``k`` its 32 elements from ``k*32``."""
+    return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(u(k * 32), lane())))
+
+
 @cache
 def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, span_word: int,
                   init_word: int | None) -> Program:
     """Scan workgroup ``w``'s segment of ``x`` into ``out``, starting from ``init op carry[w]`` (the downsweep).
 
-    The workgroup walks its tiles in order with a running carry: each tile is staged through
-    workgroup memory (coalesced global loads and stores), scanned from the carry, and its total
-    combined into the carry for the next. The next tile's loads are issued right after the
-    current tile is staged, so they are in flight while it is scanned and written.
+    The workgroup walks its tiles in order with a running carry. Each warp owns a contiguous
+    stretch of the tile and scans it round by round (32 coalesced elements per round, a shuffle
+    scan each, with the warp's running total); one barrier passes the warp totals through
+    workgroup memory (two halves by tile parity, so the next tile needs no second barrier). The
+    next tile's loads are issued before the current tile is scanned, so they are in flight
+    while it is scanned and written.
     """
     n, tile = load_param(n_word), WG * items
     carry = Expr.load("carry", wid()) if has_carry else m.pad()
     if init_word is not None:
         carry = m.combine(Expr.load("init", u(init_word)), carry)
+
+    def loaded(base: Expr, k: int) -> Expr:
+        index = _warp_striped(base, k, items)
+        return Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
+
     body = segment(n, span_word, tile) + [Node.let("carry_in", carry)]
-    body += [Node.let(f"next{k}", v) for k, v in enumerate(striped_loads("x", var("seg_base"), n, items, m.pad()))]
-    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile))))]
-    step += stage_values("tile", [var(f"next{k}") for k in range(items)])
-    following = striped_loads("x", Expr.add(var("tb"), u(tile)), n, items, m.pad())
-    step += [Node.assign(f"next{k}", v) for k, v in enumerate(following)]
-    nodes, outs = block_scan(m, [blocked("tile", k, items) for k in range(items)], var("carry_in"), inclusive,
-                             "sums", "b")
-    step += nodes
-    step += stage_out("tile", "out", var("tb"), n, outs)
-    step += [Node.assign("carry_in", m.combine(var("carry_in"), var("ball"))), Node.barrier()]
+    body += [Node.let(f"next{k}", loaded(var("seg_base"), k)) for k in range(items)]
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
+                        Node.let("par", Expr.mul(Expr.bitand(var("t"), u(1)), u(WARPS)))]
+    step += [Node.let(f"v{k}", var(f"next{k}")) for k in range(items)]
+    step += [Node.assign(f"next{k}", loaded(Expr.add(var("tb"), u(tile)), k)) for k in range(items)]
+    before = m.pad()  # the warp's rounds before round k
+    outs: list[Expr] = []
+    for k in range(items):
+        nodes, scanned = warp_inclusive_scan(m, var(f"v{k}"), f"s{k}_")
+        step += nodes
+        step.append(Node.let(f"r{k}", m.combine(before, scanned) if k else scanned))
+        if not inclusive:
+            earlier = Expr.subgroup_shuffle(var(f"r{k}"), Expr.sub(lane(), u(1)))
+            step.append(Node.let(f"e{k}", Expr.select(Expr.eq(lane(), u(0)), before, earlier)))
+        step.append(Node.let(f"h{k}", Expr.subgroup_shuffle(var(f"r{k}"), u(31))))
+        before = var(f"h{k}")
+        outs.append(var(f"r{k}") if inclusive else var(f"e{k}"))
+    step.append(Node.if_(Expr.eq(lane(), u(0)), Node.store("sums", Expr.add(var("par"), warp()), before)))
+    step.append(Node.barrier())
+    step += fold_warp_totals(m, "sums", warp(), "wp", "wt", var("par"))
+    step.append(Node.let("wbase", m.combine(var("carry_in"), var("wp"))))
+    for k, value in enumerate(outs):
+        index = _warp_striped(var("tb"), k, items)
+        step.append(Node.if_(Expr.lt(index, n), Node.store("out", index, m.combine(var("wbase"), value))))
+    step.append(Node.assign("carry_in", m.combine(var("carry_in"), var("wt"))))
     body.append(Node.loop("t", u(0), var("seg_tiles"), step))
     buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("out", 1, m.dtype)]
     if has_carry:
@@ -145,7 +169,7 @@ def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_wor
     buffers.append(_params(len(buffers)))
     if init_word is not None:
         buffers.append(BufferDecl.uniform("init", len(buffers), m.dtype, PARAM_WORDS))
-    buffers += [BufferDecl.workgroup("tile", tile_words(items), m.dtype), BufferDecl.workgroup("sums", WARPS, m.dtype)]
+    buffers.append(BufferDecl.workgroup("sums", 2 * WARPS, m.dtype))
     kind = "inclusive" if inclusive else "exclusive"
     return Program(buffers, WG_SIZE, body, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}")
 
@@ -436,8 +460,7 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
                         Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half)))]
     for k in range(items):
         p = f"k{k}"
-        index = Expr.add(var("tb"), Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(u(k * 32), lane())))
-        step += [Node.let(f"{p}i", index), Node.let(f"{p}ok", Expr.lt(var(f"{p}i"), n)),
+        step += [Node.let(f"{p}i", _warp_striped(var("tb"), k, items)), Node.let(f"{p}ok", Expr.lt(var(f"{p}i"), n)),
                  Node.let(f"{p}key", _sort_key(key_in, Expr.load("keys", var(f"{p}i")))),
                  Node.let(f"{p}d", _digit(var(f"{p}key"), shift))]
         if values == "load":
