@@ -8,9 +8,10 @@ and prints the markdown table for docs/lib.md.
 
 Each implementation is timed the same way: wall clock from the call to a full device
 synchronisation, median of ``--reps`` calls after two warm-up calls. vyre is timed twice:
-``vyre`` on ``ResidentArray``s (data stays in place; results in new handles, freed between
-calls) and ``vyre_cupy`` on CuPy arrays in and out (adds a device copy of the input into scratch
-and of the result out). Copy bandwidth: a device-to-device copy of the input (bytes read + written).
+``vyre`` on ``ResidentArray``s (data stays in place; results handed back with ``lib.recycle``
+between calls, so each call reuses the result handles and replays its captured graph) and
+``vyre_cupy`` on CuPy arrays in and out (adds a device copy of the input into scratch and of
+the result out). Copy bandwidth: a device-to-device copy of the input (bytes read + written).
 """
 
 from __future__ import annotations
@@ -56,12 +57,12 @@ def wall_ms(fn: Callable[[], object], reps: int) -> float:
     return statistics.median(times)
 
 
-def _free_results(backend: Any, result: object) -> None:
-    from vyre.lib import ResidentArray
+def _recycle(backend: Any, result: object) -> None:
+    """Hand a call's ``ResidentArray`` results back to vyre.lib, so the next call reuses their handles."""
+    from vyre import lib
 
-    for r in result if isinstance(result, tuple) else (result,):
-        if isinstance(r, ResidentArray):
-            backend.free_resident(r.handle)
+    lib.recycle(*[r for r in (result if isinstance(result, tuple) else (result,))
+                  if isinstance(r, lib.ResidentArray)], backend=backend)
 
 
 def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]]:
@@ -92,7 +93,7 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
     lo, hi = 0, 2**30
 
     def vy(call: Callable[[], object]) -> Callable[[], object]:
-        return lambda: _free_results(backend, call())
+        return lambda: _recycle(backend, call())
 
     impls: dict[str, dict[str, Callable[[], object]]] = {
         "reduce": {"vyre": vy(lambda: lib.reduce(r["x"], backend=backend)),

@@ -138,6 +138,25 @@ def test_one_graph_per_capacity_class(backend, rng):
     assert after["cuda_graph_replays"] >= before["cuda_graph_replays"] + 3
 
 
+def test_recycled_results_replay_the_graph(backend, rng):
+    """ResidentArray results handed back with lib.recycle are reused: the next call replays its graph."""
+    x = E.data(rng, np.uint32, 300_000)
+    handle = backend.allocate_resident(x.nbytes)
+    backend.upload_resident(handle, x)
+    rx = lib.ResidentArray(handle, np.uint32, x.size)
+    first = lib.inclusive_scan(rx, backend=backend)
+    lib.recycle(first, backend=backend)
+    before = backend.metrics()
+    for _ in range(3):
+        out = lib.inclusive_scan(rx, backend=backend)
+        assert out.handle is first.handle
+        got = backend.download_resident(out.handle, 0, x.nbytes).view(np.uint32)
+        E.assert_same(got, np.cumsum(x, dtype=np.uint32))
+        lib.recycle(out, backend=backend)
+    assert backend.metrics()["cuda_graph_captures"] == before["cuda_graph_captures"]
+    backend.free_resident(handle)
+
+
 def test_smoke_2_28(backend):
     """2**28 u32 on the device: scan, reduce, select, histogram and sort give consistent answers."""
     cupy = pytest.importorskip("cupy")

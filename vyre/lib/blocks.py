@@ -1,11 +1,8 @@
 """IR building blocks shared by the ``vyre.lib`` kernels: warp and workgroup scans and reductions.
 
 Every kernel runs workgroups of ``WG = 256`` invocations (8 subgroups of 32). A *tile* is the
-``WG * items`` elements one workgroup handles; invocation ``t`` owns the ``items`` consecutive
-elements ``t*items ... t*items + items - 1`` of its tile ("blocked"), which is what a scan needs.
-Tiles move between global and workgroup memory in the "striped" order (element ``k*WG + t``), so
-global loads and stores stay coalesced. Every helper takes a ``prefix`` for the names it binds,
-so one kernel can use several without shadowing.
+``WG * items`` elements one workgroup handles at a time. Every helper takes a ``prefix`` for the
+names it binds, so one kernel can use several without shadowing.
 """
 
 from __future__ import annotations
@@ -47,34 +44,6 @@ def load_param(word: int) -> Expr:
     return Expr.load("params", u(word))
 
 
-def stage_in(buffer: str, tile: str, base: Expr, n: Expr, items: int, pad: Expr) -> list[Node]:
-    """Copy elements ``base ... base + WG*items`` of ``buffer`` (``pad`` past ``n``) into ``tile``."""
-    nodes: list[Node] = []
-    for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        value = Expr.select(Expr.lt(index, n), Expr.load(buffer, index), pad)
-        nodes.append(Node.store(tile, Expr.add(u(k * WG), lid()), value))
-    nodes.append(Node.barrier())
-    return nodes
-
-
-def blocked(tile: str, k: int, items: int) -> Expr:
-    """This invocation's ``k``-th element of ``tile`` in blocked order."""
-    return Expr.load(tile, Expr.add(Expr.mul(lid(), u(items)), u(k)))
-
-
-def stage_out(tile: str, buffer: str, base: Expr, n: Expr, values: list[Expr]) -> list[Node]:
-    """Write blocked ``values`` through ``tile`` to ``buffer[base ...]`` with coalesced stores."""
-    items = len(values)
-    nodes: list[Node] = [Node.store(tile, Expr.add(Expr.mul(lid(), u(items)), u(k)), v) for k, v in enumerate(values)]
-    nodes.append(Node.barrier())
-    for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        value = Expr.load(tile, Expr.add(u(k * WG), lid()))
-        nodes.append(Node.if_(Expr.lt(index, n), Node.store(buffer, index, value)))
-    return nodes
-
-
 def warp_inclusive_scan(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
     """Hillis-Steele scan over the 32 lanes with shuffles: lane ``i`` gets lanes ``0..i`` combined."""
     nodes = [Node.let(f"{prefix}0", value)]
@@ -100,17 +69,27 @@ def warp_reduce(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
     return nodes, current
 
 
-def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str) -> list[Node]:
+def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str, total: str | None = None,
+                     offset: Expr | None = None) -> list[Node]:
     """Bind ``name = pad op sums[0] op ... op sums[upto - 1]`` (all eight when ``upto`` is None), in order.
 
-    One statement per warp, so every value is computed once (a nested expression would repeat
-    the running value in both arms of each select).
+    With ``total``, also bind ``total = pad op sums[0] op ... op sums[7]`` in the same pass; with
+    ``offset``, read ``sums[offset + j]``. One statement per warp, so every value is computed
+    once (a nested expression would repeat the running value in both arms of each select).
     """
     acc = var(name)
     nodes: list[Node] = [Node.let(name, m.pad())]
+    if total is not None:
+        nodes.append(Node.let(total, m.pad()))
     for j in range(WARPS):
-        nxt = m.combine(acc, Expr.load(sums, u(j)))
+        word = Expr.load(sums, u(j) if offset is None else Expr.add(offset, u(j)))
+        if total is not None:
+            nodes.append(Node.let(f"{total}{j}", word))
+            word = var(f"{total}{j}")
+        nxt = m.combine(acc, word)
         nodes.append(Node.assign(name, nxt if upto is None else Expr.select(Expr.lt(u(j), upto), nxt, acc)))
+        if total is not None:
+            nodes.append(Node.assign(total, m.combine(var(total), word)))
     return nodes
 
 
@@ -133,7 +112,8 @@ def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums
     Each invocation folds its own items, the warps scan their invocations' totals with shuffles,
     and ``sums`` (a workgroup buffer of ``WARPS`` elements) carries each warp's total to the
     later warps. Returns one output per item: inclusive, or exclusive (the first item of the
-    tile gets ``carry``).
+    tile gets ``carry``). The variable ``{prefix}all`` holds the workgroup's total (without
+    ``carry``), the same in every invocation.
     """
     nodes: list[Node] = []
     running: list[Expr] = []
@@ -146,7 +126,7 @@ def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums
     nodes.append(Node.let(f"{prefix}e", Expr.select(Expr.eq(lane(), u(0)), m.pad(), earlier_lanes)))
     nodes.append(Node.if_(Expr.eq(lane(), u(31)), Node.store(sums, warp(), inclusive_total)))
     nodes.append(Node.barrier())
-    nodes += fold_warp_totals(m, sums, warp(), f"{prefix}w")
+    nodes += fold_warp_totals(m, sums, warp(), f"{prefix}w", f"{prefix}all")
     nodes.append(Node.let(f"{prefix}p", m.combine(m.combine(carry, var(f"{prefix}w")), var(f"{prefix}e"))))
     before = var(f"{prefix}p")
     if inclusive:

@@ -5,8 +5,8 @@ Host arrays are uploaded into scratch buffers and results come back as numpy. Ar
 results come back as CuPy arrays that own their memory, through ``backend.view``; a backend
 without device-array support says so with ``UnsupportedFeature``. A ``ResidentArray`` (a
 resident handle, an element type and a length) is read in place, and results come back as new
-``ResidentArray``s the caller owns (free them with ``backend.free_resident``). Compacted results
-cross only their counted prefix.
+``ResidentArray``s the caller owns (free them with ``backend.free_resident``, or hand them back
+with ``recycle`` so later calls reuse them). Compacted results cross only their counted prefix.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class Call:
         """Where a result goes: scratch ``role``, or a new handle for the caller in resident mode."""
         if not self.resident:
             return plan.buffer(role, elements, itemsize)
-        handle = self.backend.allocate_resident(max(capacity(elements) * itemsize, 4))
+        handle = self.scratch.issue(role, capacity(elements) * itemsize)
         self._fresh.append(handle)
         return handle
 
@@ -192,6 +192,24 @@ class Call:
             handle = self.backend.allocate_resident(4)
             return ResidentArray(handle, np_dtype, 0)
         return self.output(self.scratch.get("empty", 4), np_dtype, 0)
+
+
+def recycle(*results: object, backend: Any = None) -> None:
+    """Hand ``ResidentArray`` results of ``vyre.lib`` calls back for reuse instead of freeing them.
+
+    Later calls of the same function and capacity class on ``backend`` write into these handles
+    again, so on ``cuda`` their captured graph is replayed rather than captured anew. Tuples of
+    results are accepted; the caller must not use the handles afterwards.
+    """
+    backend = default_backend() if backend is None else backend
+    scratch = scratch_for(backend)
+    flat = [r for item in results for r in (item if isinstance(item, tuple) else (item,))]
+    with scratch.lock:
+        for r in flat:
+            if not isinstance(r, ResidentArray) or not scratch.recycle(r.handle):
+                raise InvalidProgram(f"{r!r} is not a vyre.lib result held by the caller on this backend",
+                                     "recycle only ResidentArray results of vyre.lib calls on the same backend, "
+                                     "once each; free other handles with backend.free_resident.")
 
 
 _default: list[Any] = []

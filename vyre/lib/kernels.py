@@ -8,6 +8,7 @@ capacity class. Word numbers are compile-time constants chosen by the plan (``vy
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -17,15 +18,14 @@ from vyre.lib.blocks import (
     WG,
     block_reduce,
     block_scan,
-    blocked,
+    fold_warp_totals,
     lane,
     lid,
     load_param,
-    stage_in,
-    stage_out,
     u,
     var,
     warp,
+    warp_inclusive_scan,
     warp_reduce,
     wid,
 )
@@ -34,9 +34,10 @@ from vyre.lib.monoid import Monoid
 
 PARAM_WORDS = 32
 U32 = DataType.U32
-SCAN_ITEMS = 4      # elements per invocation in scans and compaction (tile 1024)
-REDUCE_ITEMS = 16   # elements per invocation in reductions (tile 4096)
-SORT_ITEMS = 4      # elements per invocation in radix passes (tile 1024)
+SCAN_ITEMS = 8      # elements per invocation in the scans' downsweep (tile 2048)
+COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
+REDUCE_ITEMS = 16   # elements per invocation in reductions and upsweeps (tile 4096)
+SORT_ITEMS = 4      # elements per invocation in radix passes (tile 1024; 64 registers in the scatter)
 RADIX_BITS = 8
 WG_SIZE = (WG, 1, 1)
 
@@ -67,27 +68,108 @@ def reduce_tiles(m: Monoid, items: int, n_word: int) -> Program:
     return Program(buffers, WG_SIZE, body, name=f"lib_reduce_{m.op}_{m.dtype.value}")
 
 
+def segment(n: Expr, span_word: int, tile: int) -> list[Node]:
+    """Bind ``seg_base`` (workgroup ``w`` owns elements ``w*span ... w*span + span - 1``, params
+    ``span_word``) and ``seg_tiles`` (its tiles of ``tile`` elements below ``n``); workgroups
+    whose segment starts at or past ``n`` return."""
+    span = load_param(span_word)
+    size = Expr.min(span, Expr.sub(n, var("seg_base")))
+    return [Node.let("seg_base", Expr.mul(wid(), span)), _exit_past(var("seg_base"), n),
+            Node.let("seg_tiles", Expr.div(Expr.add(size, u(tile - 1)), u(tile)))]
+
+
+def fold_segment(m: Monoid, items: int, n: Expr, span_word: int, value: Callable[[Expr], Expr]) -> list[Node]:
+    """Bind ``acc``: this invocation's fold of ``value(i)`` over element ``k*WG + t`` of every tile of
+    its workgroup's segment (coalesced), in order; the caller reduces ``acc`` over the workgroup."""
+    tile = WG * items
+    body = segment(n, span_word, tile) + [Node.let("acc", m.pad())]
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile))))]
+    for k in range(items):
+        step.append(Node.assign("acc", m.combine(var("acc"), value(Expr.add(var("tb"), Expr.add(u(k * WG), lid()))))))
+    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
+    return body
+
+
+def _partial_of_segment(m: Monoid, body: list[Node]) -> list[Node]:
+    nodes, total = block_reduce(m, var("acc"), "sums", "b")
+    return body + nodes + [Node.if_(Expr.eq(lid(), u(0)), Node.store("partial", wid(), total))]
+
+
 @cache
-def scan_tiles(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, init_word: int | None
-               ) -> Program:
-    """Scan each tile of ``x`` into ``out``, starting from ``init op carry[w]`` (the downsweep)."""
-    n, base = load_param(n_word), Expr.mul(wid(), u(WG * items))
+def reduce_segments(m: Monoid, items: int, n_word: int, span_word: int) -> Program:
+    """``partial[w]`` = the combination of workgroup ``w``'s segment (the scans' upsweep)."""
+    n = load_param(n_word)
+
+    def value(index: Expr) -> Expr:
+        return Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
+
+    body = _partial_of_segment(m, fold_segment(m, items, n, span_word, value))
+    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("partial", 1, m.dtype), _params(2),
+               BufferDecl.workgroup("sums", WARPS, m.dtype)]
+    return Program(buffers, WG_SIZE, body, name=f"lib_reduce_segments_{m.op}_{m.dtype.value}")
+
+
+def _warp_striped(base: Expr, k: int, items: int) -> Expr:
+    """Element ``k`` of this invocation in a tile at ``base``: warp ``v`` owns the ``32*items``
+    consecutive elements from ``v*32*items``, round ``k`` its 32 elements from ``k*32``."""
+    return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(u(k * 32), lane())))
+
+
+@cache
+def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, span_word: int,
+                  init_word: int | None) -> Program:
+    """Scan workgroup ``w``'s segment of ``x`` into ``out``, starting from ``init op carry[w]`` (the downsweep).
+
+    The workgroup walks its tiles in order with a running carry. Each warp owns a contiguous
+    stretch of the tile and scans it round by round (32 coalesced elements per round, a shuffle
+    scan each, with the warp's running total); one barrier passes the warp totals through
+    workgroup memory (two halves by tile parity, so the next tile needs no second barrier). The
+    next tile's loads are issued before the current tile is scanned, so they are in flight
+    while it is scanned and written.
+    """
+    n, tile = load_param(n_word), WG * items
     carry = Expr.load("carry", wid()) if has_carry else m.pad()
     if init_word is not None:
         carry = m.combine(Expr.load("init", u(init_word)), carry)
-    body: list[Node] = [_exit_past(base, n), Node.let("carry_in", carry)]
-    body += stage_in("x", "tile", base, n, items, m.pad())
-    nodes, outs = block_scan(m, [blocked("tile", k, items) for k in range(items)], var("carry_in"), inclusive,
-                             "sums", "b")
-    body += nodes
-    body += stage_out("tile", "out", base, n, outs)
+
+    def loaded(base: Expr, k: int) -> Expr:
+        index = _warp_striped(base, k, items)
+        return Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
+
+    body = segment(n, span_word, tile) + [Node.let("carry_in", carry)]
+    body += [Node.let(f"next{k}", loaded(var("seg_base"), k)) for k in range(items)]
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
+                        Node.let("par", Expr.mul(Expr.bitand(var("t"), u(1)), u(WARPS)))]
+    step += [Node.let(f"v{k}", var(f"next{k}")) for k in range(items)]
+    step += [Node.assign(f"next{k}", loaded(Expr.add(var("tb"), u(tile)), k)) for k in range(items)]
+    before = m.pad()  # the warp's rounds before round k
+    outs: list[Expr] = []
+    for k in range(items):
+        nodes, scanned = warp_inclusive_scan(m, var(f"v{k}"), f"s{k}_")
+        step += nodes
+        step.append(Node.let(f"r{k}", m.combine(before, scanned) if k else scanned))
+        if not inclusive:
+            earlier = Expr.subgroup_shuffle(var(f"r{k}"), Expr.sub(lane(), u(1)))
+            step.append(Node.let(f"e{k}", Expr.select(Expr.eq(lane(), u(0)), before, earlier)))
+        step.append(Node.let(f"h{k}", Expr.subgroup_shuffle(var(f"r{k}"), u(31))))
+        before = var(f"h{k}")
+        outs.append(var(f"r{k}") if inclusive else var(f"e{k}"))
+    step.append(Node.if_(Expr.eq(lane(), u(0)), Node.store("sums", Expr.add(var("par"), warp()), before)))
+    step.append(Node.barrier())
+    step += fold_warp_totals(m, "sums", warp(), "wp", "wt", var("par"))
+    step.append(Node.let("wbase", m.combine(var("carry_in"), var("wp"))))
+    for k, value in enumerate(outs):
+        index = _warp_striped(var("tb"), k, items)
+        step.append(Node.if_(Expr.lt(index, n), Node.store("out", index, m.combine(var("wbase"), value))))
+    step.append(Node.assign("carry_in", m.combine(var("carry_in"), var("wt"))))
+    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
     buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("out", 1, m.dtype)]
     if has_carry:
         buffers.append(BufferDecl.read("carry", len(buffers), m.dtype))
     buffers.append(_params(len(buffers)))
     if init_word is not None:
         buffers.append(BufferDecl.uniform("init", len(buffers), m.dtype, PARAM_WORDS))
-    buffers += [BufferDecl.workgroup("tile", WG * items, m.dtype), BufferDecl.workgroup("sums", WARPS, m.dtype)]
+    buffers.append(BufferDecl.workgroup("sums", 2 * WARPS, m.dtype))
     kind = "inclusive" if inclusive else "exclusive"
     return Program(buffers, WG_SIZE, body, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}")
 
@@ -120,13 +202,13 @@ class Predicate:
     def extra_uniforms(self, first: int) -> list[BufferDecl]:
         return [BufferDecl.uniform("bounds", first, self.dtype, PARAM_WORDS)] if self.kind == "range" else []
 
-    def keep(self, index: Expr) -> Expr:
-        """BOOL: is element ``index`` kept (callers also check ``index < n``)."""
+    def keep(self, index: Expr, x: Expr | None = None) -> Expr:
+        """BOOL: is element ``index`` kept (callers also check ``index < n``); ``x``: its value if loaded."""
         if self.kind == "flags":
             zero = Expr.f32(0.0) if self.flag_type.arith is DataType.F32 else (
                 Expr.i32(0) if self.flag_type.arith is DataType.I32 else u(0))
             return Expr.ne(Expr.load("flags", index), zero)
-        x = Expr.load("x", index)
+        x = Expr.load("x", index) if x is None else x
         if self.kind == "range":
             lo, hi = Expr.load("bounds", u(self.lo_word)), Expr.load("bounds", u(self.lo_word + 1))
             return Expr.and_(Expr.le(lo, x), Expr.lt(x, hi))
@@ -135,24 +217,18 @@ class Predicate:
         return Expr.or_(Expr.eq(index, u(0)), differs)
 
 
-def _flag(pred: Predicate, index: Expr, n: Expr) -> Expr:
-    return Expr.cast(U32, Expr.and_(Expr.lt(index, n), pred.keep(index)))
+def _flag(pred: Predicate, index: Expr, n: Expr, x: Expr | None = None) -> Expr:
+    return Expr.cast(U32, Expr.and_(Expr.lt(index, n), pred.keep(index, x)))
 
 
 _COUNT = Monoid("add", U32)
 
 
 @cache
-def count_tiles(pred: Predicate, items: int, n_word: int) -> Program:
-    """``partial[w]`` = how many elements of tile ``w`` the predicate keeps (compaction's upsweep)."""
-    n, base = load_param(n_word), Expr.mul(wid(), u(WG * items))
-    body: list[Node] = [_exit_past(base, n), Node.let("acc", u(0))]
-    for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        body.append(Node.assign("acc", Expr.add(var("acc"), _flag(pred, index, n))))
-    nodes, total = block_reduce(_COUNT, var("acc"), "sums", "b")
-    body += nodes
-    body.append(Node.if_(Expr.eq(lid(), u(0)), Node.store("partial", wid(), total)))
+def count_segments(pred: Predicate, items: int, n_word: int, span_word: int) -> Program:
+    """``partial[w]`` = how many elements of workgroup ``w``'s segment the predicate keeps (the upsweep)."""
+    n = load_param(n_word)
+    body = _partial_of_segment(_COUNT, fold_segment(_COUNT, items, n, span_word, lambda i: _flag(pred, i, n)))
     buffers = pred.buffers(0)
     buffers += [BufferDecl.read_write("partial", len(buffers), U32), _params(len(buffers) + 1)]
     buffers += pred.extra_uniforms(len(buffers))
@@ -160,30 +236,87 @@ def count_tiles(pred: Predicate, items: int, n_word: int) -> Program:
     return Program(buffers, WG_SIZE, body, name=f"lib_count_{pred.kind}")
 
 
-@cache
-def compact_tiles(pred: Predicate, items: int, has_carry: bool, with_index: bool, n_word: int) -> Program:
-    """Stable compaction of one tile: kept ``x[i]`` (and ``i``) go to ``out[carry[w] + rank]``.
+def _pick(values: list[Expr], which: Expr) -> Expr:
+    """``values[which]`` for a small list (a chain of selects)."""
+    out = values[0]
+    for j in range(1, len(values)):
+        out = Expr.select(Expr.eq(which, u(j)), values[j], out)
+    return out
 
-    The workgroup holding the last element writes the total kept into ``count[0]``.
+
+def _tile_prefixes(counts: str, entries: int, prefix: str) -> tuple[list[Node], Expr, Callable[[int], Expr]]:
+    """Exclusive prefixes of the ``entries`` per-(round, warp) counts in workgroup buffer ``counts``.
+
+    Every warp scans all of them (lane ``l`` holds entries ``l*c ... l*c + c - 1``, ``c = entries/32``)
+    and fetches the prefix of entry ``k*WARPS + warp`` with shuffles, so no second barrier is needed.
+    Returns the nodes, the tile's total and ``prefix_of(k)``.
     """
-    n, base = load_param(n_word), Expr.mul(wid(), u(WG * items))
-    body: list[Node] = [_exit_past(base, n)]
-    flags, indices = [], []
+    c = entries // 32
+    nodes: list[Node] = []
+    own = []
+    for j in range(c):
+        nodes.append(Node.let(f"{prefix}c{j}", Expr.load(counts, Expr.add(Expr.mul(lane(), u(c)), u(j)))))
+        own.append(var(f"{prefix}c{j}"))
+    total = own[0]
+    for value in own[1:]:
+        total = Expr.add(total, value)
+    nodes.append(Node.let(f"{prefix}sum", total))
+    scan_nodes, inclusive = warp_inclusive_scan(_COUNT, var(f"{prefix}sum"), f"{prefix}s")
+    nodes += scan_nodes
+    nodes.append(Node.let(f"{prefix}ex", Expr.sub(inclusive, var(f"{prefix}sum"))))
+    running = var(f"{prefix}ex")
+    excl = []
+    for j in range(c):
+        nodes.append(Node.let(f"{prefix}e{j}", running))
+        excl.append(var(f"{prefix}e{j}"))
+        running = Expr.add(var(f"{prefix}e{j}"), own[j])
+    nodes.append(Node.let(f"{prefix}total", Expr.subgroup_shuffle(inclusive, u(31))))
+
+    def prefix_of(k: int) -> Expr:
+        entry = Expr.add(u(k * WARPS), warp())
+        source = Expr.div(entry, u(c))
+        fetched = [Expr.subgroup_shuffle(e, source) for e in excl]
+        return _pick(fetched, Expr.rem(entry, u(c))) if c > 1 else fetched[0]
+
+    return nodes, var(f"{prefix}total"), prefix_of
+
+
+@cache
+def compact_segments(pred: Predicate, items: int, has_carry: bool, with_index: bool, n_word: int, span_word: int
+                     ) -> Program:
+    """Stable compaction of workgroup ``w``'s segment: kept ``x[i]`` (and ``i``) go to ``out[carry[w] + rank]``.
+
+    The workgroup walks its tiles in order with a running count. In a tile, element ``k*WG + t``
+    (coalesced) is ranked by a ballot of its warp (kept lanes below it) plus the kept elements of
+    earlier (round, warp) pairs; the workgroup holding the last element writes the total into ``count[0]``.
+    """
+    n, tile = load_param(n_word), WG * items
+    entries = items * WARPS
+    lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
+    body = segment(n, span_word, tile)
+    body.append(Node.let("carry_in", Expr.load("carry", wid()) if has_carry else u(0)))
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile))))]
     for k in range(items):
-        index = Expr.add(base, Expr.add(Expr.mul(lid(), u(items)), u(k)))
-        body += [Node.let(f"i{k}", index), Node.let(f"f{k}", _flag(pred, var(f"i{k}"), n))]
-        flags.append(var(f"f{k}"))
-        indices.append(var(f"i{k}"))
-    carry = Expr.load("carry", wid()) if has_carry else u(0)
-    nodes, ranks = block_scan(_COUNT, flags, carry, False, "sums", "b")
-    body += nodes
+        index = Expr.add(var("tb"), Expr.add(u(k * WG), lid()))
+        step += [Node.let(f"i{k}", index), Node.let(f"x{k}", Expr.load("x", var(f"i{k}"))),
+                 Node.let(f"f{k}", Expr.ne(_flag(pred, var(f"i{k}"), n, var(f"x{k}")), u(0))),
+                 Node.let(f"v{k}", Expr.subgroup_ballot(var(f"f{k}")))]
+        step.append(Node.if_(Expr.eq(lane(), u(0)),
+                             Node.store("counts", u(k * WARPS) + warp(), Expr.popcount(var(f"v{k}")))))
+    step.append(Node.barrier())
+    nodes, total, prefix_of = _tile_prefixes("counts", entries, "p")
+    step += nodes
     for k in range(items):
-        moves = [Node.store("out", ranks[k], Expr.load("x", indices[k]))]
+        rank = Expr.add(Expr.add(var("carry_in"), prefix_of(k)),
+                        Expr.popcount(Expr.bitand(var(f"v{k}"), lower_lanes)))
+        moves = [Node.store("out", var(f"r{k}"), var(f"x{k}"))]
         if with_index:
-            moves.append(Node.store("out_index", ranks[k], indices[k]))
-        body.append(Node.if_(Expr.ne(flags[k], u(0)), moves))
-    last = Expr.and_(Expr.eq(wid(), Expr.div(Expr.sub(n, u(1)), u(WG * items))), Expr.eq(lid(), u(WG - 1)))
-    body.append(Node.if_(last, Node.store("count", u(0), Expr.add(ranks[-1], flags[-1]))))
+            moves.append(Node.store("out_index", var(f"r{k}"), var(f"i{k}")))
+        step += [Node.let(f"r{k}", rank), Node.if_(var(f"f{k}"), moves)]
+    step += [Node.assign("carry_in", Expr.add(var("carry_in"), total)), Node.barrier()]
+    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
+    holds_last = Expr.ge(Expr.add(var("seg_base"), load_param(span_word)), n)
+    body.append(Node.if_(Expr.and_(holds_last, Expr.eq(lid(), u(0))), Node.store("count", u(0), var("carry_in"))))
     buffers = pred.buffers(0)
     buffers.append(BufferDecl.read_write("out", len(buffers), pred.value_type()))
     if with_index:
@@ -193,7 +326,7 @@ def compact_tiles(pred: Predicate, items: int, has_carry: bool, with_index: bool
         buffers.append(BufferDecl.read("carry", len(buffers), U32))
     buffers.append(_params(len(buffers)))
     buffers += pred.extra_uniforms(len(buffers))
-    buffers.append(BufferDecl.workgroup("sums", WARPS, U32))
+    buffers.append(BufferDecl.workgroup("counts", entries, U32))
     return Program(buffers, WG_SIZE, body, name=f"lib_compact_{pred.kind}")
 
 
@@ -256,20 +389,28 @@ def _sort_key(dtype: DataType | None, bits: Expr) -> Expr:
 
 
 @cache
-def radix_histogram(shift: int, key_type: DataType | None, items: int, n_word: int, tiles_word: int) -> Program:
-    """Per-tile digit counts, digit-major: ``hist[d * tiles + w]`` (so one scan gives scatter offsets)."""
-    n, base, tiles = load_param(n_word), Expr.mul(wid(), u(WG * items)), load_param(tiles_word)
-    body: list[Node] = []
+def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int, span_word: int, groups_word: int
+                 ) -> Program:
+    """Digit counts of workgroup ``w``'s segment, digit-major: ``hist[d * groups + w]`` (the upsweep).
+
+    Workgroup-memory counters (workgroup atomics) over the segment's tiles, written once; a
+    workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
+    """
+    n, tile, span = load_param(n_word), WG * items, load_param(span_word)
+    base0 = Expr.mul(wid(), span)
+    size = Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))
+    step: list[Node] = []
     for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        digit = _digit(_sort_key(key_type, var(f"raw{k}")), shift)
-        body += [Node.let(f"raw{k}", Expr.load("keys", index)),
-                 Node.if_(Expr.lt(index, n), Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", digit, u(1))))]
-    body += [Node.barrier(),
-             Node.store("hist", Expr.add(Expr.mul(lid(), tiles), wid()), Expr.load("local", lid()))]
+        index = Expr.add(Expr.add(base0, Expr.mul(var("t"), u(tile))), Expr.add(u(k * WG), lid()))
+        digit = _digit(_sort_key(key_type, Expr.load("keys", var(f"i{k}"))), shift)
+        count = Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", digit, u(1)))
+        step += [Node.let(f"i{k}", index), Node.if_(Expr.lt(var(f"i{k}"), n), count)]
+    body: list[Node] = [Node.loop("t", u(0), Expr.div(Expr.add(size, u(tile - 1)), u(tile)), step), Node.barrier(),
+                        Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()),
+                                   Expr.load("local", lid()))]
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), _params(2),
                BufferDecl.workgroup("local", 1 << RADIX_BITS, U32)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_histogram_{shift}")
+    return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
 
 
 def _peers(digit: Expr, valid: Expr, prefix: str) -> tuple[list[Node], Expr]:
@@ -286,60 +427,101 @@ def _peers(digit: Expr, valid: Expr, prefix: str) -> tuple[list[Node], Expr]:
 
 @cache
 def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
-                  n_word: int, tiles_word: int) -> Program:
-    """One stable pass of LSD radix sort: move each key (and value) to its digit's next free slot.
+                  n_word: int, span_word: int, groups_word: int) -> Program:
+    """One stable pass of LSD radix sort over workgroup ``w``'s segment (the downsweep).
 
-    ``offsets[d * tiles + w]`` (the scanned per-tile histogram) is where tile ``w``'s keys with
-    digit ``d`` start. Inside a tile, element order is round ``k`` then warp then lane; each
-    warp ranks equal digits with ballots, and ``counts[(k*WARPS + warp) * 256 + d]`` turns into
-    the number of earlier elements of the tile with digit ``d``. ``values``: ``"none"``,
-    ``"load"`` (move ``vals``) or ``"iota"`` (the value is the element's index: argsort).
-    ``key_in``/``key_out`` transform raw keys on the first pass and back on the last.
+    Invocation ``t`` owns digit ``t`` and keeps its running output position, starting at
+    ``offsets[t * groups + w]`` (the scanned digit counts). The workgroup walks its tiles in
+    order; warp ``v`` takes the tile's elements ``v*32*items + k*32 + lane`` (round ``k``), so
+    element order is warp, round, lane. Per tile:
+
+    1. each round, a warp finds the lanes with equal digits (ballots); the highest of them adds
+       their number to the warp's counter of that digit in workgroup memory and shuffles the
+       old value to the others, which gives each key its rank among the warp's equal digits;
+    2. invocation ``t`` turns the warps' counters of digit ``t`` into tile slots (a workgroup
+       scan over digits gives where digit ``t`` starts in the tile-sorted order);
+    3. every key (and value) goes to its slot in workgroup memory, so the tile is sorted by
+       digit and stable;
+    4. invocation ``t`` reads slots ``k*WG + t`` and writes each to ``slot + shift[digit]``:
+       consecutive invocations write consecutive addresses within each digit's run.
+
+    Counters alternate between two halves by tile parity, so the next tile needs no extra barrier.
+    ``values``: ``"none"``, ``"load"`` (move ``vals``) or ``"iota"`` (the value is the index:
+    argsort); ``key_in``/``key_out`` transform raw keys on the first pass and back on the last.
     """
-    radix = 1 << RADIX_BITS
-    n, base, tiles = load_param(n_word), Expr.mul(wid(), u(WG * items)), load_param(tiles_word)
+    radix, tile = 1 << RADIX_BITS, WG * items
+    half = WARPS * radix
+    moves_values = values != "none"
+    n, groups = load_param(n_word), load_param(groups_word)
     lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
-    body: list[Node] = []
+    body = segment(n, span_word, tile)
+    body.append(Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), groups), wid()))))
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
+                        Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half)))]
     for k in range(items):
         p = f"k{k}"
-        body += [Node.let(f"{p}i", Expr.add(base, Expr.add(u(k * WG), lid()))),
-                 Node.let(f"{p}ok", Expr.lt(var(f"{p}i"), n)),
-                 Node.let(f"{p}raw", Expr.load("keys", var(f"{p}i"))),
-                 Node.let(f"{p}key", _sort_key(key_in, var(f"{p}raw"))),
+        step += [Node.let(f"{p}i", _warp_striped(var("tb"), k, items)), Node.let(f"{p}ok", Expr.lt(var(f"{p}i"), n)),
+                 Node.let(f"{p}key", _sort_key(key_in, Expr.load("keys", var(f"{p}i")))),
                  Node.let(f"{p}d", _digit(var(f"{p}key"), shift))]
+        if values == "load":
+            step.append(Node.let(f"{p}v", Expr.load("vals", var(f"{p}i"))))
         nodes, peers = _peers(var(f"{p}d"), var(f"{p}ok"), p)
-        body += nodes
-        body.append(Node.let(f"{p}rank", Expr.popcount(Expr.bitand(peers, lower_lanes))))
-        slot = Expr.add(Expr.mul(Expr.add(u(k * WARPS), warp()), u(radix)), var(f"{p}d"))
-        is_last_peer = Expr.and_(var(f"{p}ok"), Expr.eq(Expr.shr(peers, lane()), u(1)))
-        body.append(Node.if_(is_last_peer, Node.store("counts", slot, Expr.popcount(peers))))
-    body.append(Node.barrier())
-    # invocation t owns digit t: turn its column of counts into exclusive prefixes, in place
-    body.append(Node.let("running", u(0)))
-    for j in range(items * WARPS):
-        cell = Expr.add(u(j * radix), lid())
-        body += [Node.let(f"c{j}", Expr.load("counts", cell)), Node.store("counts", cell, var("running")),
-                 Node.assign("running", Expr.add(var("running"), var(f"c{j}")))]
-    body.append(Node.barrier())
+        step += nodes
+        leader = Expr.sub(u(31), Expr.clz(peers))
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
+        step += [Node.let(f"{p}old", Expr.load("counts", cell)),
+                 Node.if_(Expr.and_(var(f"{p}ok"), Expr.eq(lane(), leader)),
+                          Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers)))),
+                 Node.let(f"{p}rank", Expr.add(Expr.subgroup_shuffle(var(f"{p}old"), leader),
+                                               Expr.popcount(Expr.bitand(peers, lower_lanes))))]
+    step.append(Node.barrier())
+    # invocation t = digit t: the warps' counts, the tile's count of digit t, where digit t starts
+    other = Expr.sub(u(half), var("half"))
+    step.append(Node.let("total", u(0)))
+    for v in range(WARPS):
+        step += [Node.let(f"w{v}", var("total")),
+                 Node.assign("total", Expr.add(var("total"), Expr.load("counts", Expr.add(var("half"),
+                                                                                          u(v * radix) + lid())))),
+                 Node.store("counts", Expr.add(other, u(v * radix) + lid()), u(0))]
+    nodes, (start,) = block_scan(_COUNT, [var("total")], u(0), False, "sums", "s")
+    step += nodes
+    step.append(Node.let("start", start))
+    for v in range(WARPS):
+        step.append(Node.store("counts", Expr.add(var("half"), u(v * radix) + lid()), Expr.add(var("start"),
+                                                                                              var(f"w{v}"))))
+    step += [Node.store("shift", lid(), Expr.sub(var("run"), var("start"))),
+             Node.assign("run", Expr.add(var("run"), var("total"))), Node.barrier()]
     for k in range(items):
         p = f"k{k}"
-        slot = Expr.add(Expr.mul(Expr.add(u(k * WARPS), warp()), u(radix)), var(f"{p}d"))
-        start = Expr.load("offsets", Expr.add(Expr.mul(var(f"{p}d"), tiles), wid()))
-        position = Expr.add(Expr.add(start, Expr.load("counts", slot)), var(f"{p}rank"))
-        key = var(f"{p}key") if key_out is None else from_key(key_out, var(f"{p}key"))
-        moves = [Node.store("keys_out", var("pos" + p), key)]
-        if values == "load":
-            moves.append(Node.store("vals_out", var("pos" + p), Expr.load("vals", var(f"{p}i"))))
-        elif values == "iota":
-            moves.append(Node.store("vals_out", var("pos" + p), var(f"{p}i")))
-        body.append(Node.if_(var(f"{p}ok"), [Node.let("pos" + p, position), *moves]))
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
+        place = [Node.let(f"{p}slot", Expr.add(Expr.load("counts", cell), var(f"{p}rank"))),
+                 Node.store("sorted_keys", var(f"{p}slot"), var(f"{p}key"))]
+        if moves_values:
+            value = var(f"{p}v") if values == "load" else var(f"{p}i")
+            place.append(Node.store("sorted_vals", var(f"{p}slot"), value))
+        step.append(Node.if_(var(f"{p}ok"), place))
+    step += [Node.barrier(), Node.let("valid", Expr.min(u(tile), Expr.sub(n, var("tb"))))]
+    for k in range(items):
+        slot = Expr.add(u(k * WG), lid())
+        key = Expr.load("sorted_keys", slot)
+        position = Expr.add(slot, Expr.load("shift", _digit(var(f"o{k}"), shift)))
+        out_key = var(f"o{k}") if key_out is None else from_key(key_out, var(f"o{k}"))
+        moves = [Node.let(f"o{k}", key), Node.let(f"pos{k}", position), Node.store("keys_out", var(f"pos{k}"), out_key)]
+        if moves_values:
+            moves.append(Node.store("vals_out", var(f"pos{k}"), Expr.load("sorted_vals", slot)))
+        step.append(Node.if_(Expr.lt(slot, var("valid")), moves))
+    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read("offsets", 1, U32),
                BufferDecl.read_write("keys_out", 2, U32)]
     if values == "load":
         buffers.append(BufferDecl.read("vals", len(buffers), U32))
-    if values != "none":
+    if moves_values:
         buffers.append(BufferDecl.read_write("vals_out", len(buffers), U32))
-    buffers += [_params(len(buffers)), BufferDecl.workgroup("counts", items * WARPS * radix, U32)]
+    buffers += [_params(len(buffers)), BufferDecl.workgroup("counts", 2 * half, U32),
+                BufferDecl.workgroup("shift", radix, U32), BufferDecl.workgroup("sums", WARPS, U32),
+                BufferDecl.workgroup("sorted_keys", tile, U32)]
+    if moves_values:
+        buffers.append(BufferDecl.workgroup("sorted_vals", tile, U32))
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_scatter_{shift}")
 
 

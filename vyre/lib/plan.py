@@ -79,28 +79,45 @@ class Plan:
 
 
 # ---- topologies -------------------------------------------------------------------------------------
-SCAN_TILE = WG * K.SCAN_ITEMS
+SPAN_UNIT = WG * K.REDUCE_ITEMS  # segments are whole upsweep tiles (and so whole downsweep tiles)
+SCAN_GROUPS = 4096  # at most this many workgroups (segments): several waves, so the last one is a small share
+SCAN_SINGLE = 4096  # capacity classes up to this scan in one launch of one workgroup
+
+
+def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT) -> tuple[int, int, int]:
+    """Split ``n`` elements into contiguous segments of whole ``unit``-element tiles, one per workgroup.
+
+    The grid comes from the capacity class, the span (a params word) from ``n``. Returns the
+    grid, the params word of the span and the number of segments that hold elements.
+    """
+    groups = min(ceil_div(cap, unit), SCAN_GROUPS)
+    span = ceil_div(ceil_div(n, groups), unit) * unit
+    return groups, plan.word(f"{role}.span", span), ceil_div(n, span)
 
 
 def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, inclusive: bool,
-         init_word: int | None = None, role: str = "scan", level: int = 0) -> None:
-    """Reduce-then-scan: tile totals, a scan of the totals (recursively), then each tile scanned.
+         init_word: int | None = None, role: str = "scan") -> None:
+    """Reduce-then-scan over at most ``SCAN_GROUPS`` contiguous segments, three launches.
 
-    Levels of 1024-element tiles: ``n`` -> ``ceil(n/1024)`` totals -> ... until one tile remains,
-    which is scanned directly; then each level's tiles are scanned starting from their carry.
+    **up**: each workgroup reduces its segment into ``partial[w]``; **spine**: one workgroup
+    scans the partials exclusively; **down**: each workgroup scans its segment tile by tile
+    from its carry. Classes up to ``SCAN_SINGLE`` elements are one launch of the down kernel
+    on one workgroup.
     """
-    n_word = plan.word(f"{role}.n{level}", n)
+    n_word = plan.word(f"{role}.n", n)
     handles_tail = [plan.params] + ([plan.params] if init_word is not None else [])
-    if cap <= SCAN_TILE:
-        plan.step(K.scan_tiles(m, K.SCAN_ITEMS, inclusive, False, n_word, init_word), [src, dst, *handles_tail], 1)
+    if cap <= SCAN_SINGLE:
+        span_word = plan.word(f"{role}.span", cap)
+        plan.step(K.scan_segments(m, K.SCAN_ITEMS, inclusive, False, n_word, span_word, init_word),
+                  [src, dst, *handles_tail], 1)
         return
-    tiles_cap = ceil_div(cap, SCAN_TILE)
-    partial = plan.buffer(f"{role}.partial{level}", tiles_cap, m.dtype.size)
-    carry = plan.buffer(f"{role}.carry{level}", tiles_cap, m.dtype.size)
-    plan.step(K.reduce_tiles(m, K.SCAN_ITEMS, n_word), [src, partial, plan.params], tiles_cap)
-    scan(plan, m, partial, carry, ceil_div(n, SCAN_TILE), tiles_cap, False, None, role, level + 1)
-    plan.step(K.scan_tiles(m, K.SCAN_ITEMS, inclusive, True, n_word, init_word),
-              [src, dst, carry, *handles_tail], tiles_cap)
+    groups, span_word, used = segments(plan, role, n, cap)
+    partial = plan.buffer(f"{role}.partial", groups, m.dtype.size)
+    carry = plan.buffer(f"{role}.carry", groups, m.dtype.size)
+    plan.step(K.reduce_segments(m, K.REDUCE_ITEMS, n_word, span_word), [src, partial, plan.params], groups)
+    scan(plan, m, partial, carry, used, capacity(groups), False, None, f"{role}.spine")
+    plan.step(K.scan_segments(m, K.SCAN_ITEMS, inclusive, True, n_word, span_word, init_word),
+              [src, dst, carry, *handles_tail], groups)
 
 
 REDUCE_TILE = WG * K.REDUCE_ITEMS
@@ -121,22 +138,25 @@ def reduce(plan: Plan, m: Monoid, src: Resident, n: int, cap: int) -> Resident:
 
 def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident, out_index: Resident | None,
             count: Resident, n: int, cap: int) -> None:
-    """Stable compaction (``n >= 1``): count kept per tile, scan the counts, scatter each tile."""
+    """Stable compaction (``n >= 1``) in the scans' segments: count kept per segment, scan the
+    counts, then each workgroup compacts its segment tile by tile with a running count."""
     n_word = plan.word("compact.n", n)
     extra = [plan.params] if pred.kind == "range" else []
     outs = [out] + ([out_index] if out_index is not None else []) + [count]
     with_index = out_index is not None
-    if cap <= SCAN_TILE:
-        plan.step(K.compact_tiles(pred, K.SCAN_ITEMS, False, with_index, n_word),
+    if cap <= SCAN_SINGLE:
+        span_word = plan.word("compact.span", cap)
+        plan.step(K.compact_segments(pred, K.COMPACT_ITEMS, False, with_index, n_word, span_word),
                   [*inputs, *outs, plan.params, *extra], 1)
         return
-    tiles_cap = ceil_div(cap, SCAN_TILE)
-    partial = plan.buffer("compact.partial", tiles_cap)
-    carry = plan.buffer("compact.carry", tiles_cap)
-    plan.step(K.count_tiles(pred, K.SCAN_ITEMS, n_word), [*inputs, partial, plan.params, *extra], tiles_cap)
-    scan(plan, COUNT, partial, carry, ceil_div(n, SCAN_TILE), tiles_cap, False, role="compact.scan")
-    plan.step(K.compact_tiles(pred, K.SCAN_ITEMS, True, with_index, n_word),
-              [*inputs, *outs, carry, plan.params, *extra], tiles_cap)
+    groups, span_word, used = segments(plan, "compact", n, cap)
+    partial = plan.buffer("compact.partial", groups)
+    carry = plan.buffer("compact.carry", groups)
+    plan.step(K.count_segments(pred, K.REDUCE_ITEMS, n_word, span_word), [*inputs, partial, plan.params, *extra],
+              groups)
+    scan(plan, COUNT, partial, carry, used, capacity(groups), False, role="compact.scan")
+    plan.step(K.compact_segments(pred, K.COMPACT_ITEMS, True, with_index, n_word, span_word),
+              [*inputs, *outs, carry, plan.params, *extra], groups)
 
 
 SORT_TILE = WG * K.SORT_ITEMS
@@ -146,28 +166,30 @@ RADIX = 1 << K.RADIX_BITS
 def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
                n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
                ) -> tuple[Resident, Resident | None]:
-    """Stable LSD radix sort, four 8-bit passes: per-tile digit histograms, one scan, stable scatter.
+    """Stable LSD radix sort, four 8-bit passes over the scans' contiguous segments.
 
-    ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or ``"iota"`` (carry indices).
-    The last pass writes into ``final`` (keys, values) when given, else into scratch.
-    Returns the handles holding the sorted raw keys and values.
+    Each pass: digit counts per segment (upsweep), one exclusive scan of the ``256 * groups``
+    counts, then each workgroup scatters its segment tile by tile with running per-digit
+    positions (downsweep). ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or
+    ``"iota"`` (carry indices). The last pass writes into ``final`` (keys, values) when given,
+    else into scratch. Returns the handles holding the sorted raw keys and values.
     """
-    tiles_cap = ceil_div(cap, SORT_TILE)
-    n_word, tiles_word = plan.word("sort.n", n), plan.word("sort.tiles", tiles_cap)
-    hist = plan.buffer("sort.hist", RADIX * tiles_cap)
-    offsets = plan.buffer("sort.offsets", RADIX * tiles_cap)
+    groups, span_word, _ = segments(plan, "sort", n, cap, SORT_TILE)
+    n_word, groups_word = plan.word("sort.n", n), plan.word("sort.groups", groups)
+    hist = plan.buffer("sort.hist", RADIX * groups)
+    offsets = plan.buffer("sort.offsets", RADIX * groups)
     key_bufs = [plan.buffer("sort.keys_b", cap), plan.buffer("sort.keys_a", cap)]
     val_bufs = [plan.buffer("sort.vals_b", cap), plan.buffer("sort.vals_a", cap)] if values_mode != "none" else None
     src_k, src_v = keys, values
     passes = 32 // K.RADIX_BITS
+    words = (n_word, span_word, groups_word)
     for p in range(passes):
         shift = p * K.RADIX_BITS
         key_in = dtype if p == 0 else None
         key_out = dtype if p == passes - 1 else None
         mode = values_mode if p == 0 else ("none" if values_mode == "none" else "load")
-        plan.step(K.radix_histogram(shift, key_in, K.SORT_ITEMS, n_word, tiles_word), [src_k, hist, plan.params],
-                  tiles_cap)
-        scan(plan, COUNT, hist, offsets, RADIX * tiles_cap, RADIX * tiles_cap, False, role="sort.scan")
+        plan.step(K.radix_counts(shift, key_in, K.SORT_ITEMS, *words), [src_k, hist, plan.params], groups)
+        scan(plan, COUNT, hist, offsets, RADIX * groups, RADIX * groups, False, role="sort.scan")
         last = p == passes - 1 and final is not None
         dst_k = final[0] if last else key_bufs[p % 2]
         dst_v = (final[1] if last else val_bufs[p % 2]) if val_bufs else None
@@ -176,8 +198,8 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
             handles.append(src_v)
         if mode != "none":
             handles.append(dst_v)
-        plan.step(K.radix_scatter(shift, key_in, key_out, mode, K.SORT_ITEMS, n_word, tiles_word),
-                  [*handles, plan.params], tiles_cap)
+        plan.step(K.radix_scatter(shift, key_in, key_out, mode, K.SORT_ITEMS, *words), [*handles, plan.params],
+                  groups)
         src_k, src_v = dst_k, dst_v
     return src_k, src_v
 

@@ -4,6 +4,11 @@ A call asks for a buffer by role ("scan.level1", "sort.keys_b", ...) and byte si
 capacity classes (powers of two), so calls of similar sizes get the same handles back, and on
 ``cuda`` the same handles mean the same captured graph. ``release`` frees them; a backend that
 is garbage-collected takes its cache with it.
+
+Results of ``ResidentArray`` calls are new handles the caller owns (``issue``). A caller that
+hands them back with ``vyre.lib.recycle`` puts them in a pool by (role, size); the next call
+with the same role and capacity class takes the same handle again, so its captured graph is
+replayed instead of captured anew.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ class ScratchCache:
         self.backend = backend
         self.lock = threading.RLock()
         self._handles: dict[tuple[str, int], Resident] = {}
+        self._issued: weakref.WeakKeyDictionary[Resident, tuple[str, int]] = weakref.WeakKeyDictionary()
+        self._recycled: dict[tuple[str, int], list[Resident]] = {}
 
     def get(self, role: str, nbytes: int) -> Resident:
         """The scratch handle of ``role`` with at least ``nbytes`` (a new one the first time)."""
@@ -37,15 +44,34 @@ class ScratchCache:
             self._handles[key] = handle
         return handle
 
+    def issue(self, role: str, nbytes: int) -> Resident:
+        """A result handle for the caller: a recycled one of ``role`` and ``nbytes`` if any, else a new one."""
+        key = (role, max(int(nbytes), 4))
+        pool = self._recycled.get(key)
+        handle = pool.pop() if pool else self.backend.allocate_resident(key[1])
+        self._issued[handle] = key
+        return handle
+
+    def recycle(self, handle: Resident) -> bool:
+        """Take back a handle ``issue`` gave out (False if it did not come from here, or came back already)."""
+        key = self._issued.pop(handle, None)
+        if key is None:
+            return False
+        self._recycled.setdefault(key, []).append(handle)
+        return True
+
     @property
     def nbytes(self) -> int:
-        return sum(size for _, size in self._handles)
+        pooled = sum(size * len(pool) for (_, size), pool in self._recycled.items())
+        return sum(size for _, size in self._handles) + pooled
 
     def release(self) -> None:
-        """Free every scratch handle; handles the backend no longer holds (after a shutdown) are skipped."""
+        """Free every scratch and recycled handle; those the backend no longer holds (after a shutdown) are skipped."""
         from vyre.driver.errors import VyreError
 
         handles, self._handles = list(self._handles.values()), {}
+        handles += [h for pool in self._recycled.values() for h in pool]
+        self._recycled = {}
         for handle in handles:
             try:
                 self.backend.free_resident(handle)

@@ -20,22 +20,25 @@ U32 = np.dtype(np.uint32)
 
 
 def _sorted(keys: object, values: object, mode: str, backend: Any, scratch: Any) -> tuple[Any, Any]:
+    """Sorted keys and values (``mode`` "none", "load" or "iota"); with "iota" (argsort) the sorted
+    keys stay in scratch and only the indices are returned (``None`` in place of the keys)."""
     k = as_array(keys, "keys", KEY_TYPES)
     v = as_array(values, "values", VALUE_TYPES) if mode == "load" else None
     if v is not None:
         same_length(k, v, "sort(keys, values)")
     call = Call(backend, scratch, k, v)
     value_dtype = v.np_dtype if v is not None else U32
+    keys_wanted = mode != "iota"
     if k.n == 0:
-        return call.empty(k.np_dtype), call.empty(value_dtype)
+        return (call.empty(k.np_dtype) if keys_wanted else None), (call.empty(value_dtype) if mode != "none" else None)
     plan = call.plan()
     src_k = call.upload(plan, "sort.keys", k)
     src_v = call.upload(plan, "sort.values", v) if v is not None else None
-    final = (call.result(plan, "sort.out_keys", k.n),
-             call.result(plan, "sort.out_values", k.n) if mode != "none" else None)
+    out_keys = call.result(plan, "sort.out_keys", k.n) if keys_wanted else plan.buffer("sort.out_keys", k.n)
+    final = (out_keys, call.result(plan, "sort.out_values", k.n) if mode != "none" else None)
     out_k, out_v = topo.radix_sort(plan, k.dtype, src_k, src_v, mode, k.n, capacity(k.n), final)
     call.run(plan)
-    keys_out = call.output(out_k, k.np_dtype, k.n)
+    keys_out = call.output(out_k, k.np_dtype, k.n) if keys_wanted else None
     return keys_out, (call.output(out_v, value_dtype, k.n) if out_v is not None else None)
 
 
