@@ -3,7 +3,7 @@
 On a GPU machine: ``python3 benchmarks/bench_lib.py [--sizes 20 24 28] [--json PATH]`` runs every
 primitive once per size (one run: every column of a table shares the card and clocks) and writes
 JSON (default ``$OUT/bench_lib.json`` or ``bench_lib.json``). Anywhere with matplotlib:
-``python3 benchmarks/bench_lib.py --plot bench_lib.json --png docs/lib_bench.png`` draws the chart
+``python3 benchmarks/bench_lib.py --chart bench_lib.json --png docs/lib_bench.png`` draws the chart
 and prints the markdown table for docs/lib.md.
 
 Each implementation is timed the same way: wall clock from the call to a full device
@@ -28,6 +28,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from vyre_cuda.bench import add_chart_arguments, redraw_if_asked  # noqa: E402
 
 PRIMITIVES = ("reduce", "inclusive_scan", "exclusive_scan", "select", "select_if", "histogram", "sort", "argsort",
               "unique", "segmented_reduce", "run_length_encode")
@@ -235,21 +237,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 24, 28], help="log2 of the element counts")
     parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--json", type=Path, default=Path(os.environ.get("OUT", ".")) / "bench_lib.json")
-    parser.add_argument("--plot", type=Path, help="draw the chart from this JSON instead of measuring")
-    parser.add_argument("--png", type=Path, default=ROOT / "docs" / "lib_bench.png")
+    add_chart_arguments(parser, ROOT / "docs" / "lib_bench.png")
     args = parser.parse_args()
-    if args.plot:
-        report = json.loads(args.plot.read_text())
-        plot(report, args.png)
-        print(table(report))
+    if redraw_if_asked(args, plot):
+        print(table(json.loads(Path(args.chart).read_text())))
         print(f"chart: {args.png}")
         return
     report = run(args.sizes, args.reps)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=1))
+    path = Path(args.json or Path(os.environ.get("OUT", ".")) / "bench_lib.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1))
     print(table(report))
-    print(f"results: {args.json}")
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":
