@@ -30,10 +30,14 @@ PATHS = ["tests/gpu", "tests/fuzz"]
 OUTCOME = r" (PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)"  # after a test id in pytest -v output
 
 
-def gpu_count() -> int:
+def visible_gpus() -> list[str]:
+    """The GPUs to shard over: ``CUDA_VISIBLE_DEVICES`` when set, else every GPU ``nvidia-smi`` lists."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        return [g.strip() for g in visible.split(",") if g.strip()]
     done = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
                           text=True, check=True)
-    return len(done.stdout.split())
+    return done.stdout.split()
 
 
 def collect(k: str) -> list[str]:
@@ -53,7 +57,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=None, help="seconds before unfinished shards are stopped")
     parser.add_argument("--ids", help="a file of test ids to run instead of collecting")
     args = parser.parse_args()
-    gpus = gpu_count()
+    devices = visible_gpus()
+    gpus = len(devices)
     ids = Path(args.ids).read_text().split() if args.ids else collect(args.k)
     shards = [ids[i::gpus * args.per_gpu] for i in range(min(len(ids), gpus * args.per_gpu))]
     out = Path(args.out)
@@ -61,7 +66,7 @@ def main() -> int:
     print(f"{len(ids)} tests in {len(shards)} shards on {gpus} GPU(s)", flush=True)
     start, procs = time.time(), []
     for i, shard in enumerate(shards):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(i % gpus)}
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices[i % gpus]}
         log = open(out / f"memcheck_{i}.log", "w")  # noqa: SIM115 - closed after the process ends
         cmd = ["compute-sanitizer", "--tool", "memcheck", "--report-api-errors", "no", "--error-exitcode", "86",
                "--print-limit", "20", sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *shard]
@@ -83,7 +88,7 @@ def main() -> int:
             continue
         summary = re.findall(r"ERROR SUMMARY: .*", text)
         outcome = re.findall(r"^=* ?\d+ (?:passed|failed|skipped|deselected).*$", text, re.M)
-        print(f"shard {i} (GPU {i % gpus}): exit {code}; {outcome[-1] if outcome else 'no pytest summary'}; "
+        print(f"shard {i} (GPU {devices[i % gpus]}): exit {code}; {outcome[-1] if outcome else 'no pytest summary'}; "
               f"{summary[-1] if summary else 'no ERROR SUMMARY'}", flush=True)
         failed += code != 0
     if left:
