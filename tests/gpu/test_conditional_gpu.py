@@ -1,9 +1,10 @@
 """``dispatch_until`` in a conditional CUDA graph node (a WHILE node whose body is the iteration).
 
-Every loop runs three ways: with conditional nodes, with ``VYRE_CUDA_CONDITIONAL=0`` (batched
-readbacks) and on the oracle; the iteration counts and final states must be identical. The
-``cuda_conditional_loops`` counter proves which path ran: on a driver that supports conditional
-nodes (CUDA 12.4+), the conditional path must be the one taken.
+Every loop runs three ways: with conditional nodes (``VYRE_CUDA_CONDITIONAL=1``, opt-in), with
+``VYRE_CUDA_CONDITIONAL=0`` (batched readbacks, the default) and on the oracle; the iteration
+counts and final states must be identical. The ``cuda_conditional_loops`` counter proves which
+path ran: on a driver that supports conditional nodes (CUDA 12.4+), asked for, the conditional
+path must be the one taken.
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ def expect_path(backend, mode: str, before: int) -> None:
 
 
 def test_a_new_driver_runs_conditional_loops(backend, monkeypatch) -> None:
-    """On a driver of CUDA 12.4+ with the defaults, nothing may silently fall back."""
+    """On a driver of CUDA 12.4+ with graphs on by default and conditional loops asked for
+    (``VYRE_CUDA_CONDITIONAL=1``), nothing may silently fall back; unset, loops take the batched path."""
     if backend.info.driver_version < 12040:
         pytest.skip(f"driver {backend.info.driver_version} predates conditional graph nodes")
-    for name in ("VYRE_CUDA_CONDITIONAL", "VYRE_CUDA_GRAPHS"):
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("VYRE_CUDA_GRAPHS", raising=False)
+    monkeypatch.delenv("VYRE_CUDA_CONDITIONAL", raising=False)
+    assert "opt-in" in backend.sequences.conditional_reason()
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")
     assert backend.sequences.conditional_reason() is None
 
 
@@ -127,6 +131,7 @@ def test_a_new_flag_or_freed_body_handle_builds_a_new_loop(backend, rng, monkeyp
 
 def test_graphs_off_falls_back_to_the_eager_loop(backend, rng, monkeypatch) -> None:
     monkeypatch.setenv("VYRE_CUDA_GRAPHS", "0")
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")
     assert "VYRE_CUDA_GRAPHS" in backend.sequences.conditional_reason()
     start = rng.integers(0, 100, 700, dtype=np.uint32)
     before = loops(backend)

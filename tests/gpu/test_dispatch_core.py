@@ -172,6 +172,7 @@ def test_shutdown_releases_device_memory_and_graphs(monkeypatch, rng) -> None:
     from vyre_cuda.backend import CudaBackend
 
     monkeypatch.setenv("VYRE_CUDA_GRAPHS", "1")
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")  # opt-in: the shutdown must free a loop graph too
 
     cupy.cuda.runtime.deviceSynchronize()
     free_before = cupy.cuda.runtime.memGetInfo()[0]

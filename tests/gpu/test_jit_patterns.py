@@ -2,7 +2,9 @@
 
 The fuzzer found two (now in tests/fuzz/corpus/fuzz_jit_*): ``max(x, neg x)`` fused with a
 following ``max`` into one VIMNMX3 that dropped the negation, and ``add.sat.s32`` fed by
-``mad.lo`` folded into a wrapping IMAD. These tests build the same shapes from user-level ops.
+``mad.lo`` folded into a wrapping IMAD. The generated-program tests found a third: ptxas takes
+``abs.s32`` to be non-negative, so ``rem(abs(MIN), d)`` lost its sign. These tests build the same
+shapes from user-level ops.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ SHAPES = {
     "sat_add_fma": Expr.saturating_add(Y, Expr.fma(X, Expr.i32(-2147483647), Expr.min(Y, C))),
     "sat_sub_fma": Expr.saturating_sub(Expr.fma(X, Y, C), Expr.fma(Y, X, Expr.i32(7))),
     "sat_add_mul": Expr.saturating_add(Expr.mul(X, Y), Expr.i32(2**31 - 1)),
+    "rem_abs": Expr.rem(Expr.abs(X), Y),
+    "div_abs": Expr.div(Expr.abs(X), Y),
+    "abs_below_zero": Expr.select(Expr.lt(Expr.abs(X), Expr.i32(0)), Expr.i32(1), Expr.i32(0)),
+    "shr_abs": Expr.shr(Expr.abs(X), Expr.u32(31)),
 }
 
 

@@ -147,9 +147,14 @@ BINARY: dict[tuple[str, DataType], Lowering] = {
 
 # ---- unary ------------------------------------------------------------------------------------------
 def _abs_s32(b: Builder, x: str) -> str:
-    # abs.s32 keeps abs(MIN) = MIN. Not max(x, -x): on sm_90 the JIT fuses that max with a
-    # following max into one 3-input VIMNMX3 and drops the negation (found by the fuzzer).
-    return b.op("abs.s32", "r", x)
+    # (x ^ m) + (m & 1) with m = x >> 31 (arithmetic), an unsigned add: abs(MIN) = MIN, as the oracle
+    # says. Not abs.s32, nor the (x ^ m) - m idiom ptxas recognises as abs: ptxas takes an abs to be
+    # non-negative, so rem(abs(MIN), d) lost its sign, abs(MIN) < 0 folded to false and
+    # abs(MIN) >> 31 to 0 (found by the generated-program tests; seen in ptxas 13.0's sm_90 code).
+    # Not max(x, -x): on sm_90 the JIT fuses that max with a following max into one 3-input
+    # VIMNMX3 and drops the negation (found by the fuzzer).
+    mask = b.op("shr.s32", "r", x, "31")
+    return b.op("add.u32", "r", b.op("xor.b32", "r", x, mask), b.op("and.b32", "r", mask, "1"))
 
 
 def _sign_s32(b: Builder, x: str) -> str:
