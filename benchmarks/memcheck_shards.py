@@ -7,7 +7,8 @@ Collects the ``gpu`` tests of ``tests/gpu`` and ``tests/fuzz``, deals them round
 python3 -m pytest`` process pinned to one GPU (``CUDA_VISIBLE_DEVICES``). Each shard's log is
 ``DIR/memcheck_<i>.log``; the summary prints each shard's pytest line and ERROR SUMMARY. Exit 0
 only when every shard passed with 0 errors. The default ``-k`` leaves out the tests that fault
-the device on purpose (their faults are the point: memcheck reports them as errors).
+the device on purpose (their faults are the point: memcheck reports them as errors) and the
+opt-in conditional-node loops (``test_conditional_gpu``; see ``docs/resident.md``).
 
 ``--timeout S`` stops shards still running after S seconds and writes the tests they had not
 finished to ``DIR/memcheck_left.txt``; ``--ids FILE`` runs only the test ids listed in FILE (such a
@@ -25,7 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_K = "not fault and not recovery"
+# Left out: the tests that fault the device on purpose, and the opt-in conditional-node loops, under
+# which memcheck reports a read it does not report elsewhere (docs/resident.md).
+DEFAULT_K = "not fault and not recovery and not test_conditional_gpu"
 PATHS = ["tests/gpu", "tests/fuzz"]
 OUTCOME = r" (PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)"  # after a test id in pytest -v output
 

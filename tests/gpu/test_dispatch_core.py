@@ -172,7 +172,6 @@ def test_shutdown_releases_device_memory_and_graphs(monkeypatch, rng) -> None:
     from vyre_cuda.backend import CudaBackend
 
     monkeypatch.setenv("VYRE_CUDA_GRAPHS", "1")
-    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")  # opt-in: the shutdown must free a loop graph too
 
     cupy.cuda.runtime.deviceSynchronize()
     free_before = cupy.cuda.runtime.memGetInfo()[0]
@@ -188,7 +187,7 @@ def test_shutdown_releases_device_memory_and_graphs(monkeypatch, rng) -> None:
     program = _xor(n)
     be.dispatch_sequence([(program, handles), (_bump(), [handles[0]])] * 3)
     be.dispatch_repeated([], [(_bump(), [handles[0]])], 10)
-    assert be.dispatch_until([(_bump(), [handles[0]])], handles[2], 5) == 1  # a conditional loop graph
+    assert be.dispatch_until([(_bump(), [handles[0]])], handles[2], 5) == 1  # batched loop
     pipe = be.compile(_bump())
     pipe.dispatch([random_array(rng, U32, 1000)])
     pipe.dispatch_resident([handles[1]])
