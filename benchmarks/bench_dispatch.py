@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program  # noqa: E402
-from vyre_cuda.bench import device_ms, host_us  # noqa: E402  (CUDA-event medians; host µs per call)
+from vyre_cuda.bench import device_ms, host_us, wall_s  # noqa: E402  (CUDA-event medians; host µs per call)
 
 U32 = DataType.U32
 MiB = 1 << 20
@@ -79,13 +78,7 @@ def step_program() -> Program:
 # ---- timing ---------------------------------------------------------------------------------------------
 def wall_us(fn: Callable[[], object], reps: int) -> float:
     """Median wall µs of a synchronous ``fn`` after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(times)
+    return wall_s(fn, reps) * 1e6
 
 
 # ---- 1. bandwidth -----------------------------------------------------------------------------------------
