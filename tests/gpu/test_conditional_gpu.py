@@ -113,6 +113,18 @@ def test_label_propagation_equals_batched_and_oracle(backend, rng, monkeypatch) 
     assert np.array_equal(want, components(row, col, labels))
 
 
+def test_loops_over_freed_and_reused_handles_of_growing_size(backend, monkeypatch) -> None:
+    """Each loop frees its handles, so the next one gets recycled memory and a new loop graph while
+    the old one is destroyed (a sequence that faults under compute-sanitizer memcheck when run as a
+    script on its own, docs/resident.md). Exact counts each time."""
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")
+    for i in range(8):
+        n, top = 700 + 97 * i, 3 + i
+        start = np.arange(n, dtype=np.uint32) % np.uint32(top + 1)
+        iterations, after = run_countdown(backend, start, 1000)
+        assert iterations == top + 1 and not after.any()
+
+
 def test_a_new_flag_or_freed_body_handle_builds_a_new_loop(backend, rng, monkeypatch) -> None:
     """The loop graph is keyed by the flag; freeing a handle of its body retires it (no stale replay)."""
     monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")
