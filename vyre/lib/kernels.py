@@ -388,23 +388,37 @@ def _sort_key(dtype: DataType | None, bits: Expr) -> Expr:
     return bits if dtype is None else to_key(dtype, bits)
 
 
+def _tile_keys(key_type: DataType | None, items: int, n: Expr, limit: Expr, prefix: str,
+               index: Callable[[int], Expr]) -> list[Node]:
+    """Bind ``{prefix}{k}`` to the sort key of element ``index(k)``, or to ``0xFFFFFFFF`` (digit
+    255 in every pass) at or past ``n``; elements at or past ``limit`` are not read."""
+    nodes = []
+    for k in range(items):
+        i = index(k)
+        raw = Expr.load("keys", Expr.select(Expr.lt(i, limit), i, u(0xFFFFFFFF)))
+        nodes.append(Node.let(f"{prefix}{k}", Expr.select(Expr.lt(i, n), _sort_key(key_type, raw), u(0xFFFFFFFF))))
+    return nodes
+
+
 @cache
 def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int, span_word: int, groups_word: int
                  ) -> Program:
     """Digit counts of workgroup ``w``'s segment, digit-major: ``hist[d * groups + w]`` (the upsweep).
 
-    Workgroup-memory counters (workgroup atomics) over the segment's tiles, written once; a
-    workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
+    A tile's ``items`` keys per invocation are all loaded (in flight together) before any is
+    counted in workgroup memory (workgroup atomics; keys past ``n`` count nowhere); the counts
+    are written once. A workgroup whose segment is empty writes zeros, so one scan of ``hist``
+    gives every offset.
     """
     n, tile, span = load_param(n_word), WG * items, load_param(span_word)
     base0 = Expr.mul(wid(), span)
     size = Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))
-    step: list[Node] = []
+    step = [Node.let("tb", Expr.add(base0, Expr.mul(var("t"), u(tile))))]
+    step += _tile_keys(key_type, items, n, n, "key", lambda k: Expr.add(var("tb"), Expr.add(u(k * WG), lid())))
     for k in range(items):
-        index = Expr.add(Expr.add(base0, Expr.mul(var("t"), u(tile))), Expr.add(u(k * WG), lid()))
-        digit = _digit(_sort_key(key_type, Expr.load("keys", var(f"i{k}"))), shift)
-        count = Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", digit, u(1)))
-        step += [Node.let(f"i{k}", index), Node.if_(Expr.lt(var(f"i{k}"), n), count)]
+        valid = Expr.lt(Expr.add(var("tb"), Expr.add(u(k * WG), lid())), n)
+        cell = Expr.select(valid, _digit(var(f"key{k}"), shift), u(1 << RADIX_BITS))  # out of range: no count
+        step.append(Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", cell, u(1))))
     body: list[Node] = [Node.loop("t", u(0), Expr.div(Expr.add(size, u(tile - 1)), u(tile)), step), Node.barrier(),
                         Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()),
                                    Expr.load("local", lid()))]
@@ -413,16 +427,36 @@ def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int,
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
 
 
-def _peers(digit: Expr, valid: Expr, prefix: str) -> tuple[list[Node], Expr]:
-    """Lanes of this subgroup holding the same digit (and validity): a u32 lane mask, from ballots."""
-    tag = Expr.select(valid, digit, u(1 << RADIX_BITS))
+def _peers(digit: Expr, prefix: str) -> tuple[list[Node], Expr]:
+    """Lanes of this subgroup holding the same digit: a u32 lane mask, from one ballot per digit bit."""
     nodes = [Node.let(f"{prefix}m", u(0xFFFFFFFF))]
-    for bit in range(RADIX_BITS + 1):
-        has = Expr.ne(Expr.bitand(tag, u(1 << bit)), u(0))
+    for bit in range(RADIX_BITS):
+        has = Expr.ne(Expr.bitand(digit, u(1 << bit)), u(0))
         votes = Expr.subgroup_ballot(has)
         same = Expr.select(has, votes, Expr.bitnot(votes))
         nodes.append(Node.assign(f"{prefix}m", Expr.bitand(var(f"{prefix}m"), same)))
     return nodes, var(f"{prefix}m")
+
+
+def _rank_in_warps(items: int, shift: int, radix: int) -> list[Node]:
+    """Step 1 of ``radix_scatter``: bind ``k{k}d`` (digit) and ``k{k}rank`` (rank among the warp's
+    equal digits so far) and count each digit per warp in ``counts[half + warp*radix + d]``.
+
+    Every lane of a peer group reads the same counter and stores the same new value, so the
+    step needs no leader, no branch and no atomics.
+    """
+    lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
+    nodes: list[Node] = []
+    for k in range(items):
+        p = f"k{k}"
+        nodes.append(Node.let(f"{p}d", _digit(var(f"{p}key"), shift)))
+        peer_nodes, peers = _peers(var(f"{p}d"), p)
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
+        nodes += peer_nodes
+        nodes += [Node.let(f"{p}old", Expr.load("counts", cell)),
+                  Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers))),
+                  Node.let(f"{p}rank", Expr.add(var(f"{p}old"), Expr.popcount(Expr.bitand(peers, lower_lanes))))]
+    return nodes
 
 
 @cache
@@ -433,11 +467,12 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     Invocation ``t`` owns digit ``t`` and keeps its running output position, starting at
     ``offsets[t * groups + w]`` (the scanned digit counts). The workgroup walks its tiles in
     order; warp ``v`` takes the tile's elements ``v*32*items + k*32 + lane`` (round ``k``), so
-    element order is warp, round, lane. Per tile:
+    element order is warp, round, lane. The next tile's keys are loaded before the current
+    tile is ranked, so they are in flight meanwhile. Per tile:
 
-    1. each round, a warp finds the lanes with equal digits (ballots); the highest of them adds
-       their number to the warp's counter of that digit in workgroup memory and shuffles the
-       old value to the others, which gives each key its rank among the warp's equal digits;
+    1. each round, a warp finds the lanes with equal digits (ballots) and counts them in its
+       counter of that digit (workgroup memory), which ranks each key among the warp's equal
+       digits (``_rank_in_warps``);
     2. invocation ``t`` turns the warps' counters of digit ``t`` into tile slots (a workgroup
        scan over digits gives where digit ``t`` starts in the tile-sorted order);
     3. every key (and value) goes to its slot in workgroup memory, so the tile is sorted by
@@ -445,35 +480,29 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     4. invocation ``t`` reads slots ``k*WG + t`` and writes each to ``slot + shift[digit]``:
        consecutive invocations write consecutive addresses within each digit's run.
 
-    Counters alternate between two halves by tile parity, so the next tile needs no extra barrier.
-    ``values``: ``"none"``, ``"load"`` (move ``vals``) or ``"iota"`` (the value is the index:
-    argsort); ``key_in``/``key_out`` transform raw keys on the first pass and back on the last.
+    Elements past ``n`` get key ``0xFFFFFFFF``: they rank last in the last tile, past its valid
+    slots, and are not written. Counters alternate between two halves by tile parity, so the
+    next tile needs no extra barrier. ``values``: ``"none"``, ``"load"`` (move ``vals``, read at
+    the tile's start) or ``"iota"`` (the value is the index: argsort); ``key_in``/``key_out``
+    transform raw keys on the first pass and back on the last.
     """
     radix, tile = 1 << RADIX_BITS, WG * items
     half = WARPS * radix
     moves_values = values != "none"
     n, groups = load_param(n_word), load_param(groups_word)
-    lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
     body = segment(n, span_word, tile)
-    body.append(Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), groups), wid()))))
+    body += [Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), groups), wid()))),
+             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), load_param(span_word))))]
+    body += _tile_keys(key_in, items, n, var("limit"), "next", lambda k: _warp_striped(var("seg_base"), k, items))
     step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
                         Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half)))]
-    for k in range(items):
-        p = f"k{k}"
-        step += [Node.let(f"{p}i", _warp_striped(var("tb"), k, items)), Node.let(f"{p}ok", Expr.lt(var(f"{p}i"), n)),
-                 Node.let(f"{p}key", _sort_key(key_in, Expr.load("keys", var(f"{p}i")))),
-                 Node.let(f"{p}d", _digit(var(f"{p}key"), shift))]
-        if values == "load":
-            step.append(Node.let(f"{p}v", Expr.load("vals", var(f"{p}i"))))
-        nodes, peers = _peers(var(f"{p}d"), var(f"{p}ok"), p)
-        step += nodes
-        leader = Expr.sub(u(31), Expr.clz(peers))
-        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
-        step += [Node.let(f"{p}old", Expr.load("counts", cell)),
-                 Node.if_(Expr.and_(var(f"{p}ok"), Expr.eq(lane(), leader)),
-                          Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers)))),
-                 Node.let(f"{p}rank", Expr.add(Expr.subgroup_shuffle(var(f"{p}old"), leader),
-                                               Expr.popcount(Expr.bitand(peers, lower_lanes))))]
+    step += [Node.let(f"k{k}key", var(f"next{k}")) for k in range(items)]
+    if values == "load":
+        step += [Node.let(f"k{k}v", Expr.load("vals", _warp_striped(var("tb"), k, items))) for k in range(items)]
+    next_tile = Expr.add(var("tb"), u(tile))
+    lets = _tile_keys(key_in, items, n, var("limit"), "next", lambda k: _warp_striped(next_tile, k, items))
+    step += [Node.assign(node.name, node.value) for node in lets]
+    step += _rank_in_warps(items, shift, radix)
     step.append(Node.barrier())
     # invocation t = digit t: the warps' counts, the tile's count of digit t, where digit t starts
     other = Expr.sub(u(half), var("half"))
@@ -494,22 +523,22 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     for k in range(items):
         p = f"k{k}"
         cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
-        place = [Node.let(f"{p}slot", Expr.add(Expr.load("counts", cell), var(f"{p}rank"))),
+        step += [Node.let(f"{p}slot", Expr.add(Expr.load("counts", cell), var(f"{p}rank"))),
                  Node.store("sorted_keys", var(f"{p}slot"), var(f"{p}key"))]
         if moves_values:
-            value = var(f"{p}v") if values == "load" else var(f"{p}i")
-            place.append(Node.store("sorted_vals", var(f"{p}slot"), value))
-        step.append(Node.if_(var(f"{p}ok"), place))
+            value = var(f"{p}v") if values == "load" else _warp_striped(var("tb"), k, items)
+            step.append(Node.store("sorted_vals", var(f"{p}slot"), value))
     step += [Node.barrier(), Node.let("valid", Expr.min(u(tile), Expr.sub(n, var("tb"))))]
     for k in range(items):
         slot = Expr.add(u(k * WG), lid())
-        key = Expr.load("sorted_keys", slot)
-        position = Expr.add(slot, Expr.load("shift", _digit(var(f"o{k}"), shift)))
-        out_key = var(f"o{k}") if key_out is None else from_key(key_out, var(f"o{k}"))
-        moves = [Node.let(f"o{k}", key), Node.let(f"pos{k}", position), Node.store("keys_out", var(f"pos{k}"), out_key)]
+        step += [Node.let(f"o{k}", Expr.load("sorted_keys", slot)),
+                 Node.let(f"pos{k}", Expr.select(Expr.lt(slot, var("valid")),
+                                                 Expr.add(slot, Expr.load("shift", _digit(var(f"o{k}"), shift))),
+                                                 u(0xFFFFFFFF))),  # out of range: not written
+                 Node.store("keys_out", var(f"pos{k}"), var(f"o{k}") if key_out is None else from_key(key_out,
+                                                                                                    var(f"o{k}")))]
         if moves_values:
-            moves.append(Node.store("vals_out", var(f"pos{k}"), Expr.load("sorted_vals", slot)))
-        step.append(Node.if_(Expr.lt(slot, var("valid")), moves))
+            step.append(Node.store("vals_out", var(f"pos{k}"), Expr.load("sorted_vals", slot)))
     body.append(Node.loop("t", u(0), var("seg_tiles"), step))
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read("offsets", 1, U32),
                BufferDecl.read_write("keys_out", 2, U32)]
