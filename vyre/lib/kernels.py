@@ -410,7 +410,7 @@ def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int,
     are written once. A workgroup whose segment is empty writes zeros, so one scan of ``hist``
     gives every offset.
     """
-    n, tile, span = load_param(n_word), WG * items, load_param(span_word)
+    n, tile, span = var("n"), WG * items, load_param(span_word)
     base0 = Expr.mul(wid(), span)
     size = Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))
     step = [Node.let("tb", Expr.add(base0, Expr.mul(var("t"), u(tile))))]
@@ -419,7 +419,8 @@ def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int,
         valid = Expr.lt(Expr.add(var("tb"), Expr.add(u(k * WG), lid())), n)
         cell = Expr.select(valid, _digit(var(f"key{k}"), shift), u(1 << RADIX_BITS))  # out of range: no count
         step.append(Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", cell, u(1))))
-    body: list[Node] = [Node.loop("t", u(0), Expr.div(Expr.add(size, u(tile - 1)), u(tile)), step), Node.barrier(),
+    body: list[Node] = [Node.let("n", load_param(n_word)),
+                        Node.loop("t", u(0), Expr.div(Expr.add(size, u(tile - 1)), u(tile)), step), Node.barrier(),
                         Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()),
                                    Expr.load("local", lid()))]
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), _params(2),
@@ -489,9 +490,9 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     radix, tile = 1 << RADIX_BITS, WG * items
     half = WARPS * radix
     moves_values = values != "none"
-    n, groups = load_param(n_word), load_param(groups_word)
-    body = segment(n, span_word, tile)
-    body += [Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), groups), wid()))),
+    n = var("n")  # parameter words are read once, before the loop
+    body = [Node.let("n", load_param(n_word)), *segment(n, span_word, tile)]
+    body += [Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()))),
              Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), load_param(span_word))))]
     body += _tile_keys(key_in, items, n, var("limit"), "next", lambda k: _warp_striped(var("seg_base"), k, items))
     step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
@@ -506,23 +507,25 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     step.append(Node.barrier())
     # invocation t = digit t: the warps' counts, the tile's count of digit t, where digit t starts
     other = Expr.sub(u(half), var("half"))
+
+    def counter(v: int, which: Expr | None = None) -> Expr:
+        return Expr.add(var("half") if which is None else which, u(v * radix) + lid())
+
     step.append(Node.let("total", u(0)))
     for v in range(WARPS):
-        step += [Node.let(f"w{v}", var("total")),
-                 Node.assign("total", Expr.add(var("total"), Expr.load("counts", Expr.add(var("half"),
-                                                                                          u(v * radix) + lid())))),
-                 Node.store("counts", Expr.add(other, u(v * radix) + lid()), u(0))]
+        step += [Node.assign("total", Expr.add(var("total"), Expr.load("counts", counter(v)))),
+                 Node.store("counts", counter(v, other), u(0))]
     nodes, (start,) = block_scan(_COUNT, [var("total")], u(0), False, "sums", "s")
     step += nodes
-    step.append(Node.let("start", start))
-    for v in range(WARPS):
-        step.append(Node.store("counts", Expr.add(var("half"), u(v * radix) + lid()), Expr.add(var("start"),
-                                                                                              var(f"w{v}"))))
-    step += [Node.store("shift", lid(), Expr.sub(var("run"), var("start"))),
-             Node.assign("run", Expr.add(var("run"), var("total"))), Node.barrier()]
+    step += [Node.let("slot", start), Node.store("shift", lid(), Expr.sub(var("run"), var("slot"))),
+             Node.assign("run", Expr.add(var("run"), var("total")))]
+    for v in range(WARPS):  # read again rather than held in registers across the scan
+        step += [Node.let(f"c{v}", Expr.load("counts", counter(v))), Node.store("counts", counter(v), var("slot")),
+                 Node.assign("slot", Expr.add(var("slot"), var(f"c{v}")))]
+    step.append(Node.barrier())
     for k in range(items):
         p = f"k{k}"
-        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), _digit(var(f"{p}key"), shift)))
         step += [Node.let(f"{p}slot", Expr.add(Expr.load("counts", cell), var(f"{p}rank"))),
                  Node.store("sorted_keys", var(f"{p}slot"), var(f"{p}key"))]
         if moves_values:
