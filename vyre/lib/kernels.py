@@ -37,7 +37,8 @@ U32 = DataType.U32
 SCAN_ITEMS = 8      # elements per invocation in the scans' downsweep (tile 2048)
 COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
 REDUCE_ITEMS = 16   # elements per invocation in reductions and upsweeps (tile 4096)
-SORT_ITEMS = 4      # elements per invocation in radix passes (tile 1024; 64 registers in the scatter)
+SORT_ITEMS = 4      # elements per invocation in the radix scatter (tile 1024; 47 registers, 5 workgroups per SM)
+COUNT_ITEMS = 8     # elements per invocation in the radix digit counts (tile 2048, all loaded first)
 RADIX_BITS = 8
 WG_SIZE = (WG, 1, 1)
 

@@ -159,7 +159,6 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
               [*inputs, *outs, carry, plan.params, *extra], groups)
 
 
-SORT_TILE = WG * K.SORT_ITEMS
 RADIX = 1 << K.RADIX_BITS
 
 
@@ -174,7 +173,8 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
     ``"iota"`` (carry indices). The last pass writes into ``final`` (keys, values) when given,
     else into scratch. Returns the handles holding the sorted raw keys and values.
     """
-    groups, span_word, _ = segments(plan, "sort", n, cap, SORT_TILE)
+    unit = WG * max(K.SORT_ITEMS, K.COUNT_ITEMS)  # segments hold whole tiles of both kernels
+    groups, span_word, _ = segments(plan, "sort", n, cap, unit)
     n_word, groups_word = plan.word("sort.n", n), plan.word("sort.groups", groups)
     hist = plan.buffer("sort.hist", RADIX * groups)
     offsets = plan.buffer("sort.offsets", RADIX * groups)
@@ -188,7 +188,7 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
         key_in = dtype if p == 0 else None
         key_out = dtype if p == passes - 1 else None
         mode = values_mode if p == 0 else ("none" if values_mode == "none" else "load")
-        plan.step(K.radix_counts(shift, key_in, K.SORT_ITEMS, *words), [src_k, hist, plan.params], groups)
+        plan.step(K.radix_counts(shift, key_in, K.COUNT_ITEMS, *words), [src_k, hist, plan.params], groups)
         scan(plan, COUNT, hist, offsets, RADIX * groups, RADIX * groups, False, role="sort.scan")
         last = p == passes - 1 and final is not None
         dst_k = final[0] if last else key_bufs[p % 2]
