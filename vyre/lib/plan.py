@@ -84,13 +84,15 @@ SCAN_GROUPS = 4096  # at most this many workgroups (segments): several waves, so
 SCAN_SINGLE = 4096  # capacity classes up to this scan in one launch of one workgroup
 
 
-def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT) -> tuple[int, int, int]:
-    """Split ``n`` elements into contiguous segments of whole ``unit``-element tiles, one per workgroup.
+def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT, most: int = SCAN_GROUPS
+             ) -> tuple[int, int, int]:
+    """Split ``n`` elements into at most ``most`` contiguous segments of whole ``unit``-element
+    tiles, one per workgroup.
 
     The grid comes from the capacity class, the span (a params word) from ``n``. Returns the
     grid, the params word of the span and the number of segments that hold elements.
     """
-    groups = min(ceil_div(cap, unit), SCAN_GROUPS)
+    groups = min(ceil_div(cap, unit), most)
     span = ceil_div(ceil_div(n, groups), unit) * unit
     return groups, plan.word(f"{role}.span", span), ceil_div(n, span)
 
@@ -160,6 +162,7 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
 
 
 RADIX = 1 << K.RADIX_BITS
+SORT_GROUPS = 4096  # at most this many segments in a radix pass
 
 
 def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
@@ -174,7 +177,7 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
     else into scratch. Returns the handles holding the sorted raw keys and values.
     """
     unit = WG * max(K.SORT_ITEMS, K.COUNT_ITEMS)  # segments hold whole tiles of both kernels
-    groups, span_word, _ = segments(plan, "sort", n, cap, unit)
+    groups, span_word, _ = segments(plan, "sort", n, cap, unit, SORT_GROUPS)
     n_word, groups_word = plan.word("sort.n", n), plan.word("sort.groups", groups)
     hist = plan.buffer("sort.hist", RADIX * groups)
     offsets = plan.buffer("sort.offsets", RADIX * groups)
