@@ -37,7 +37,7 @@ U32 = DataType.U32
 SCAN_ITEMS = 8      # elements per invocation in the scans' downsweep (tile 2048)
 COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
 REDUCE_ITEMS = 16   # elements per invocation in reductions and upsweeps (tile 4096)
-SORT_ITEMS = 4      # elements per invocation in the radix scatter (tile 1024; 47 registers, 5 workgroups per SM)
+SORT_ITEMS = 8      # elements per invocation in the radix scatter (tile 2048; 76-80 registers, 3 workgroups per SM)
 COUNT_ITEMS = 8     # elements per invocation in the radix digit counts (tile 2048, all loaded first)
 RADIX_BITS = 8
 WG_SIZE = (WG, 1, 1)
@@ -389,44 +389,17 @@ def _sort_key(dtype: DataType | None, bits: Expr) -> Expr:
     return bits if dtype is None else to_key(dtype, bits)
 
 
-def _tile_keys(key_type: DataType | None, items: int, n: Expr, limit: Expr, prefix: str,
+def _tile_bits(key_type: DataType | None, items: int, n: Expr, limit: Expr, prefix: str,
                index: Callable[[int], Expr]) -> list[Node]:
-    """Bind ``{prefix}{k}`` to the sort key of element ``index(k)``, or to ``0xFFFFFFFF`` (digit
-    255 in every pass) at or past ``n``; elements at or past ``limit`` are not read."""
+    """Bind ``{prefix}{k}`` to the raw bits of element ``index(k)``; at or past ``n``, to bits whose
+    sort key is ``0xFFFFFFFF`` (digit 255 in every pass). Elements at or past ``limit`` are not read."""
+    past = 0xFFFFFFFF if key_type in (None, U32) else 0x7FFFFFFF  # i32 max; an f32 NaN
     nodes = []
     for k in range(items):
         i = index(k)
         raw = Expr.load("keys", Expr.select(Expr.lt(i, limit), i, u(0xFFFFFFFF)))
-        nodes.append(Node.let(f"{prefix}{k}", Expr.select(Expr.lt(i, n), _sort_key(key_type, raw), u(0xFFFFFFFF))))
+        nodes.append(Node.let(f"{prefix}{k}", Expr.select(Expr.lt(i, n), raw, u(past))))
     return nodes
-
-
-@cache
-def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int, span_word: int, groups_word: int
-                 ) -> Program:
-    """Digit counts of workgroup ``w``'s segment, digit-major: ``hist[d * groups + w]`` (the upsweep).
-
-    A tile's ``items`` keys per invocation are all loaded (in flight together) before any is
-    counted in workgroup memory (workgroup atomics; keys past ``n`` count nowhere); the counts
-    are written once. A workgroup whose segment is empty writes zeros, so one scan of ``hist``
-    gives every offset.
-    """
-    n, tile, span = var("n"), WG * items, load_param(span_word)
-    base0 = Expr.mul(wid(), span)
-    size = Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))
-    step = [Node.let("tb", Expr.add(base0, Expr.mul(var("t"), u(tile))))]
-    step += _tile_keys(key_type, items, n, n, "key", lambda k: Expr.add(var("tb"), Expr.add(u(k * WG), lid())))
-    for k in range(items):
-        valid = Expr.lt(Expr.add(var("tb"), Expr.add(u(k * WG), lid())), n)
-        cell = Expr.select(valid, _digit(var(f"key{k}"), shift), u(1 << RADIX_BITS))  # out of range: no count
-        step.append(Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", cell, u(1))))
-    body: list[Node] = [Node.let("n", load_param(n_word)),
-                        Node.loop("t", u(0), Expr.div(Expr.add(size, u(tile - 1)), u(tile)), step), Node.barrier(),
-                        Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()),
-                                   Expr.load("local", lid()))]
-    buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), _params(2),
-               BufferDecl.workgroup("local", 1 << RADIX_BITS, U32)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
 
 
 def _peers(digit: Expr, prefix: str) -> tuple[list[Node], Expr]:
@@ -438,6 +411,40 @@ def _peers(digit: Expr, prefix: str) -> tuple[list[Node], Expr]:
         same = Expr.select(has, votes, Expr.bitnot(votes))
         nodes.append(Node.assign(f"{prefix}m", Expr.bitand(var(f"{prefix}m"), same)))
     return nodes, var(f"{prefix}m")
+
+
+@cache
+def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int, span_word: int, groups_word: int
+                 ) -> Program:
+    """Digit counts of workgroup ``w``'s segment, digit-major: ``hist[d * groups + w]`` (the upsweep).
+
+    A tile's ``items`` keys per invocation are all loaded (in flight together), then each warp
+    counts their digits in its own counters in workgroup memory with ballots, like the
+    scatter's ranking (no atomics). Keys past ``n`` count as digit 255 and are taken off at the
+    end. A workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
+    """
+    radix, tile, span = 1 << RADIX_BITS, WG * items, load_param(span_word)
+    n, base0 = var("n"), Expr.mul(wid(), span)
+    body: list[Node] = [Node.let("n", load_param(n_word)),
+                        Node.let("size", Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))),
+                        Node.let("tiles", Expr.div(Expr.add(var("size"), u(tile - 1)), u(tile)))]
+    step = [Node.let("tb", Expr.add(base0, Expr.mul(var("t"), u(tile))))]
+    step += _tile_bits(key_type, items, n, n, "bits", lambda k: Expr.add(var("tb"), Expr.add(u(k * WG), lid())))
+    for k in range(items):
+        step.append(Node.let(f"d{k}", _digit(_sort_key(key_type, var(f"bits{k}")), shift)))
+        nodes, peers = _peers(var(f"d{k}"), f"k{k}")
+        cell = Expr.add(Expr.mul(warp(), u(radix)), var(f"d{k}"))
+        step += nodes + [Node.let(f"k{k}old", Expr.load("local", cell)),
+                         Node.store("local", cell, Expr.add(var(f"k{k}old"), Expr.popcount(peers)))]
+    past = Expr.sub(Expr.mul(var("tiles"), u(tile)), var("size"))  # keys past n, counted as digit 255
+    body += [Node.loop("t", u(0), var("tiles"), step), Node.barrier(),
+             Node.let("total", Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(0), past), u(0)))]
+    for v in range(WARPS):
+        body.append(Node.assign("total", Expr.add(var("total"), Expr.load("local", u(v * radix) + lid()))))
+    body.append(Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()), var("total")))
+    buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), _params(2),
+               BufferDecl.workgroup("local", WARPS * radix, U32)]
+    return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
 
 
 def _rank_in_warps(items: int, shift: int, radix: int) -> list[Node]:
@@ -495,14 +502,14 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     body = [Node.let("n", load_param(n_word)), *segment(n, span_word, tile)]
     body += [Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()))),
              Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), load_param(span_word))))]
-    body += _tile_keys(key_in, items, n, var("limit"), "next", lambda k: _warp_striped(var("seg_base"), k, items))
+    body += _tile_bits(key_in, items, n, var("limit"), "next", lambda k: _warp_striped(var("seg_base"), k, items))
     step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
                         Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half)))]
-    step += [Node.let(f"k{k}key", var(f"next{k}")) for k in range(items)]
+    step += [Node.let(f"k{k}key", _sort_key(key_in, var(f"next{k}"))) for k in range(items)]
     if values == "load":
         step += [Node.let(f"k{k}v", Expr.load("vals", _warp_striped(var("tb"), k, items))) for k in range(items)]
     next_tile = Expr.add(var("tb"), u(tile))
-    lets = _tile_keys(key_in, items, n, var("limit"), "next", lambda k: _warp_striped(next_tile, k, items))
+    lets = _tile_bits(key_in, items, n, var("limit"), "next", lambda k: _warp_striped(next_tile, k, items))
     step += [Node.assign(node.name, node.value) for node in lets]
     step += _rank_in_warps(items, shift, radix)
     step.append(Node.barrier())
