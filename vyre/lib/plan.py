@@ -11,6 +11,7 @@ The topologies below (scan, reduction, compaction, radix sort) are shared by the
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -176,7 +177,7 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
     ``"iota"`` (carry indices). The last pass writes into ``final`` (keys, values) when given,
     else into scratch. Returns the handles holding the sorted raw keys and values.
     """
-    unit = WG * max(K.SORT_ITEMS, K.COUNT_ITEMS)  # segments hold whole tiles of both kernels
+    unit = WG * math.lcm(K.SORT_ITEMS, K.COUNT_ITEMS)  # segments hold whole tiles of both kernels
     groups, span_word, _ = segments(plan, "sort", n, cap, unit, SORT_GROUPS)
     n_word, groups_word = plan.word("sort.n", n), plan.word("sort.groups", groups)
     hist = plan.buffer("sort.hist", RADIX * groups)
