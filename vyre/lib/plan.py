@@ -177,7 +177,7 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
     ``"iota"`` (carry indices). The last pass writes into ``final`` (keys, values) when given,
     else into scratch. Returns the handles holding the sorted raw keys and values.
     """
-    unit = WG * math.lcm(K.SORT_ITEMS, K.COUNT_ITEMS)  # segments hold whole tiles of both kernels
+    unit = WG * math.lcm(K.SORT_ITEMS, K.SORT_VALUE_ITEMS, K.COUNT_ITEMS)  # whole tiles of every kernel
     groups, span_word, _ = segments(plan, "sort", n, cap, unit, SORT_GROUPS)
     n_word, groups_word = plan.word("sort.n", n), plan.word("sort.groups", groups)
     hist = plan.buffer("sort.hist", RADIX * groups)
@@ -202,8 +202,8 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
             handles.append(src_v)
         if mode != "none":
             handles.append(dst_v)
-        plan.step(K.radix_scatter(shift, key_in, key_out, mode, K.SORT_ITEMS, *words), [*handles, plan.params],
-                  groups)
+        items = K.SORT_ITEMS if mode == "none" else K.SORT_VALUE_ITEMS
+        plan.step(K.radix_scatter(shift, key_in, key_out, mode, items, *words), [*handles, plan.params], groups)
         src_k, src_v = dst_k, dst_v
     return src_k, src_v
 
