@@ -8,8 +8,11 @@ import pytest
 from tests.lib import expected as E
 from vyre import lib
 from vyre.driver.errors import InvalidProgram
+from vyre.lib import kernels as K
+from vyre.lib import plan
+from vyre.lib.blocks import WG
 
-SIZES = [0, 1, 255, 256, 257, 1025, 2**16 + 1]
+SIZES = [0, 1, 255, 256, 257, 1025, 3073, 6145, 2**16 + 1]
 KEY_TYPES = [np.uint32, np.int32, np.float32]
 
 
@@ -48,6 +51,22 @@ def test_sort_pairs(backend, rng, key_type, value_type):
     order = E.sort_order(keys)
     E.assert_same_bits(got_k, keys[order])
     assert got_v.tobytes() == values[order].tobytes()
+
+
+def test_segments_of_several_tiles(backend, rng, monkeypatch):
+    """With two segments each workgroup walks several tiles (alternating counter halves, output
+    positions carried from tile to tile, keys loaded ahead across tiles) and the last is partial."""
+    monkeypatch.setattr(plan, "SORT_GROUPS", 2)
+    n = 5 * WG * K.SORT_ITEMS + 7
+    keys = E.data(rng, np.float32, n)
+    keys[: n // 3] = keys[n // 3: 2 * n // 3]
+    order = E.sort_order(keys)
+    E.assert_same_bits(lib.sort(keys, backend=backend), keys[order])
+    E.assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
+    values = E.data(rng, np.int32, n)
+    got_k, got_v = lib.sort(keys, values, backend=backend)
+    E.assert_same_bits(got_k, keys[order])
+    E.assert_same(got_v, values[order])
 
 
 def test_sort_large_pairs(backend, rng):

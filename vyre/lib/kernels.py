@@ -37,7 +37,10 @@ U32 = DataType.U32
 SCAN_ITEMS = 8      # elements per invocation in the scans' downsweep (tile 2048)
 COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
 REDUCE_ITEMS = 16   # elements per invocation in reductions and upsweeps (tile 4096)
-SORT_ITEMS = 4      # elements per invocation in radix passes (tile 1024; 64 registers in the scatter)
+SORT_ITEMS = 24     # elements per invocation in the radix scatter of keys alone (tile 6144; 46 KB workgroup memory)
+SORT_VALUE_ITEMS = 12  # the same when values move (tile 3072; 40 KB)
+SORT_ROUNDS = 4     # rounds per loop iteration of the radix scatter (written out)
+COUNT_ITEMS = 8     # elements per invocation in the radix digit counts (tile 2048, all loaded first)
 RADIX_BITS = 8
 WG_SIZE = (WG, 1, 1)
 
@@ -388,41 +391,86 @@ def _sort_key(dtype: DataType | None, bits: Expr) -> Expr:
     return bits if dtype is None else to_key(dtype, bits)
 
 
+def _tile_bits(key_type: DataType | None, items: int, n: Expr, limit: Expr, prefix: str,
+               index: Callable[[int], Expr]) -> list[Node]:
+    """Bind ``{prefix}{k}`` to the raw bits of element ``index(k)``; at or past ``n``, to bits whose
+    sort key is ``0xFFFFFFFF`` (digit 255 in every pass). Elements at or past ``limit`` are not read."""
+    past = 0xFFFFFFFF if key_type in (None, U32) else 0x7FFFFFFF  # i32 max; an f32 NaN
+    nodes = []
+    for k in range(items):
+        i = index(k)
+        raw = Expr.load("keys", Expr.select(Expr.lt(i, limit), i, u(0xFFFFFFFF)))
+        nodes.append(Node.let(f"{prefix}{k}", Expr.select(Expr.lt(i, n), raw, u(past))))
+    return nodes
+
+
+def _peers(digit: Expr, prefix: str) -> tuple[list[Node], Expr]:
+    """Lanes of this subgroup holding the same digit: a u32 lane mask, from one ballot per digit bit."""
+    nodes = [Node.let(f"{prefix}m", u(0xFFFFFFFF))]
+    for bit in range(RADIX_BITS):
+        has = Expr.ne(Expr.bitand(digit, u(1 << bit)), u(0))
+        votes = Expr.subgroup_ballot(has)
+        same = Expr.select(has, votes, Expr.bitnot(votes))
+        nodes.append(Node.assign(f"{prefix}m", Expr.bitand(var(f"{prefix}m"), same)))
+    return nodes, var(f"{prefix}m")
+
+
 @cache
 def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int, span_word: int, groups_word: int
                  ) -> Program:
     """Digit counts of workgroup ``w``'s segment, digit-major: ``hist[d * groups + w]`` (the upsweep).
 
-    Workgroup-memory counters (workgroup atomics) over the segment's tiles, written once; a
-    workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
+    A tile's ``items`` keys per invocation are all loaded (in flight together), then each warp
+    counts their digits in its own counters in workgroup memory with ballots, like the
+    scatter's ranking (no atomics). Keys past ``n`` count as digit 255 and are taken off at the
+    end. A workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
     """
-    n, tile, span = load_param(n_word), WG * items, load_param(span_word)
-    base0 = Expr.mul(wid(), span)
-    size = Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))
-    step: list[Node] = []
+    radix, tile, span = 1 << RADIX_BITS, WG * items, load_param(span_word)
+    n, base0 = var("n"), Expr.mul(wid(), span)
+    body: list[Node] = [Node.let("n", load_param(n_word)),
+                        Node.let("size", Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))),
+                        Node.let("tiles", Expr.div(Expr.add(var("size"), u(tile - 1)), u(tile)))]
+    step = [Node.let("tb", Expr.add(base0, Expr.mul(var("t"), u(tile))))]
+    step += _tile_bits(key_type, items, n, n, "bits", lambda k: Expr.add(var("tb"), Expr.add(u(k * WG), lid())))
     for k in range(items):
-        index = Expr.add(Expr.add(base0, Expr.mul(var("t"), u(tile))), Expr.add(u(k * WG), lid()))
-        digit = _digit(_sort_key(key_type, Expr.load("keys", var(f"i{k}"))), shift)
-        count = Node.let(f"old{k}", Expr.atomic(AtomicOp.ADD, "local", digit, u(1)))
-        step += [Node.let(f"i{k}", index), Node.if_(Expr.lt(var(f"i{k}"), n), count)]
-    body: list[Node] = [Node.loop("t", u(0), Expr.div(Expr.add(size, u(tile - 1)), u(tile)), step), Node.barrier(),
-                        Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()),
-                                   Expr.load("local", lid()))]
+        step.append(Node.let(f"d{k}", _digit(_sort_key(key_type, var(f"bits{k}")), shift)))
+        nodes, peers = _peers(var(f"d{k}"), f"k{k}")
+        cell = Expr.add(Expr.mul(warp(), u(radix)), var(f"d{k}"))
+        step += nodes + [Node.let(f"k{k}old", Expr.load("local", cell)),
+                         Node.store("local", cell, Expr.add(var(f"k{k}old"), Expr.popcount(peers)))]
+    past = Expr.sub(Expr.mul(var("tiles"), u(tile)), var("size"))  # keys past n, counted as digit 255
+    body += [Node.loop("t", u(0), var("tiles"), step), Node.barrier(),
+             Node.let("total", Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(0), past), u(0)))]
+    for v in range(WARPS):
+        body.append(Node.assign("total", Expr.add(var("total"), Expr.load("local", u(v * radix) + lid()))))
+    body.append(Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()), var("total")))
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), _params(2),
-               BufferDecl.workgroup("local", 1 << RADIX_BITS, U32)]
+               BufferDecl.workgroup("local", WARPS * radix, U32)]
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
 
 
-def _peers(digit: Expr, valid: Expr, prefix: str) -> tuple[list[Node], Expr]:
-    """Lanes of this subgroup holding the same digit (and validity): a u32 lane mask, from ballots."""
-    tag = Expr.select(valid, digit, u(1 << RADIX_BITS))
-    nodes = [Node.let(f"{prefix}m", u(0xFFFFFFFF))]
-    for bit in range(RADIX_BITS + 1):
-        has = Expr.ne(Expr.bitand(tag, u(1 << bit)), u(0))
-        votes = Expr.subgroup_ballot(has)
-        same = Expr.select(has, votes, Expr.bitnot(votes))
-        nodes.append(Node.assign(f"{prefix}m", Expr.bitand(var(f"{prefix}m"), same)))
-    return nodes, var(f"{prefix}m")
+def _digit_slots(radix: int, half: int) -> list[Node]:
+    """Step 2 of ``radix_scatter``: invocation ``t`` turns the warps' counters of digit ``t`` (in
+    the current ``half``-word half of ``counts``) into the tile slots where each warp's keys of
+    digit ``t`` start, stores ``shift[t]`` (tile slot to output position), advances ``run`` and
+    zeroes the other half."""
+    other = Expr.sub(u(half), var("half"))
+
+    def counter(v: int, which: Expr | None = None) -> Expr:
+        return Expr.add(var("half") if which is None else which, u(v * radix) + lid())
+
+    step = [Node.let("total", u(0))]
+    for v in range(WARPS):
+        step += [Node.assign("total", Expr.add(var("total"), Expr.load("counts", counter(v)))),
+                 Node.store("counts", counter(v, other), u(0))]
+    nodes, (start,) = block_scan(_COUNT, [var("total")], u(0), False, "sums", "s")
+    step += nodes
+    step += [Node.let("slot", start), Node.store("shift", lid(), Expr.sub(var("run"), var("slot"))),
+             Node.assign("run", Expr.add(var("run"), var("total")))]
+    for v in range(WARPS):  # read again rather than held in registers across the scan
+        step += [Node.let(f"c{v}", Expr.load("counts", counter(v))), Node.store("counts", counter(v), var("slot")),
+                 Node.assign("slot", Expr.add(var("slot"), var(f"c{v}")))]
+    return [*step, Node.barrier()]
 
 
 @cache
@@ -431,85 +479,101 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     """One stable pass of LSD radix sort over workgroup ``w``'s segment (the downsweep).
 
     Invocation ``t`` owns digit ``t`` and keeps its running output position, starting at
-    ``offsets[t * groups + w]`` (the scanned digit counts). The workgroup walks its tiles in
-    order; warp ``v`` takes the tile's elements ``v*32*items + k*32 + lane`` (round ``k``), so
-    element order is warp, round, lane. Per tile:
+    ``offsets[t * groups + w]`` (the scanned digit counts). The workgroup walks its tiles of
+    ``WG * items`` elements in order; warp ``v`` owns the tile's ``32 * items`` elements from
+    ``v * 32 * items`` and takes them 32 at a time (round ``j``: ``j*32 + lane``), so element
+    order is warp, round, lane. ``items`` is a multiple of ``SORT_ROUNDS``: the rounds are
+    loops of ``SORT_ROUNDS`` written out. Per tile:
 
-    1. each round, a warp finds the lanes with equal digits (ballots); the highest of them adds
-       their number to the warp's counter of that digit in workgroup memory and shuffles the
-       old value to the others, which gives each key its rank among the warp's equal digits;
+    1. rank: each round, a warp finds the lanes with equal digits (8 ballots) and counts them
+       in its counter of that digit (workgroup memory, u16); every lane of a peer group reads
+       the same counter and stores the same new value (no leader, branch or atomic). Each
+       key's rank among the warp's equal digits goes to workgroup memory (u16). Keys are
+       loaded two loop iterations ahead, across tiles, so loads are in flight meanwhile;
     2. invocation ``t`` turns the warps' counters of digit ``t`` into tile slots (a workgroup
        scan over digits gives where digit ``t`` starts in the tile-sorted order);
-    3. every key (and value) goes to its slot in workgroup memory, so the tile is sorted by
-       digit and stable;
-    4. invocation ``t`` reads slots ``k*WG + t`` and writes each to ``slot + shift[digit]``:
+    3. place: keys are read again (from cache: just read), values (if any) read, and both
+       stored to their slots in workgroup memory, so the tile is sorted by digit and stable;
+    4. invocation ``t`` reads slots ``j*WG + t`` and writes each to ``slot + shift[digit]``:
        consecutive invocations write consecutive addresses within each digit's run.
 
-    Counters alternate between two halves by tile parity, so the next tile needs no extra barrier.
-    ``values``: ``"none"``, ``"load"`` (move ``vals``) or ``"iota"`` (the value is the index:
-    argsort); ``key_in``/``key_out`` transform raw keys on the first pass and back on the last.
+    Elements past ``n`` get key ``0xFFFFFFFF``: they rank last in the last tile, past its valid
+    slots, and are not written. Counters alternate between two halves by tile parity, so the
+    next tile needs no extra barrier. ``values``: ``"none"``, ``"load"`` (move ``vals``) or
+    ``"iota"`` (the value is the index: argsort); ``key_in``/``key_out`` transform raw keys on
+    the first pass and back on the last.
     """
-    radix, tile = 1 << RADIX_BITS, WG * items
+    radix, tile, loops = 1 << RADIX_BITS, WG * items, items // SORT_ROUNDS
     half = WARPS * radix
     moves_values = values != "none"
-    n, groups = load_param(n_word), load_param(groups_word)
+    n = var("n")
     lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
-    body = segment(n, span_word, tile)
-    body.append(Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), groups), wid()))))
+
+    def element(base: Expr, j: Expr) -> Expr:  # round j of this invocation in the tile at base
+        return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(Expr.mul(j, u(32)), lane())))
+
+    def round_of(loop_var: str, r: int) -> Expr:  # round r of loop iteration loop_var
+        return Expr.add(Expr.mul(var(loop_var), u(SORT_ROUNDS)), u(r))
+
+    def group(q: Expr, prefix: str) -> list[Node]:
+        base = Expr.add(var("seg_base"), Expr.mul(Expr.div(q, u(loops)), u(tile)))
+        j0 = Expr.mul(Expr.rem(q, u(loops)), u(SORT_ROUNDS))
+        return _tile_bits(key_in, SORT_ROUNDS, n, var("limit"), prefix, lambda r: element(base, Expr.add(j0, u(r))))
+
+    body = [Node.let("n", load_param(n_word)), *segment(n, span_word, tile)]
+    body += [Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()))),
+             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), load_param(span_word))))]
+    body += group(u(0), "a") + group(u(1), "b")
+    # step 1: rank, loop iteration g of tile t being group q of the segment; loads run two groups ahead
+    q = Expr.add(Expr.mul(var("t"), u(loops)), var("g"))
+    rank: list[Node] = [Node.let(f"cur{r}", var(f"a{r}")) for r in range(SORT_ROUNDS)]
+    rank += [Node.assign(f"a{r}", var(f"b{r}")) for r in range(SORT_ROUNDS)]
+    rank += [Node.assign(node.name, node.value) for node in group(Expr.add(q, u(2)), "b")]
+    for r in range(SORT_ROUNDS):
+        p = f"r{r}"
+        rank.append(Node.let(f"{p}d", _digit(_sort_key(key_in, var(f"cur{r}")), shift)))
+        peer_nodes, peers = _peers(var(f"{p}d"), p)
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
+        rank += peer_nodes
+        rank += [Node.let(f"{p}old", Expr.load("counts", cell)),
+                 Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers))),
+                 Node.store("ranks", Expr.add(Expr.mul(round_of("g", r), u(WG)), lid()),
+                            Expr.add(var(f"{p}old"), Expr.popcount(Expr.bitand(peers, lower_lanes))))]
     step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
-                        Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half)))]
-    for k in range(items):
-        p = f"k{k}"
-        step += [Node.let(f"{p}i", _warp_striped(var("tb"), k, items)), Node.let(f"{p}ok", Expr.lt(var(f"{p}i"), n)),
-                 Node.let(f"{p}key", _sort_key(key_in, Expr.load("keys", var(f"{p}i")))),
-                 Node.let(f"{p}d", _digit(var(f"{p}key"), shift))]
-        if values == "load":
-            step.append(Node.let(f"{p}v", Expr.load("vals", var(f"{p}i"))))
-        nodes, peers = _peers(var(f"{p}d"), var(f"{p}ok"), p)
-        step += nodes
-        leader = Expr.sub(u(31), Expr.clz(peers))
-        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
-        step += [Node.let(f"{p}old", Expr.load("counts", cell)),
-                 Node.if_(Expr.and_(var(f"{p}ok"), Expr.eq(lane(), leader)),
-                          Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers)))),
-                 Node.let(f"{p}rank", Expr.add(Expr.subgroup_shuffle(var(f"{p}old"), leader),
-                                               Expr.popcount(Expr.bitand(peers, lower_lanes))))]
-    step.append(Node.barrier())
-    # invocation t = digit t: the warps' counts, the tile's count of digit t, where digit t starts
-    other = Expr.sub(u(half), var("half"))
-    step.append(Node.let("total", u(0)))
-    for v in range(WARPS):
-        step += [Node.let(f"w{v}", var("total")),
-                 Node.assign("total", Expr.add(var("total"), Expr.load("counts", Expr.add(var("half"),
-                                                                                          u(v * radix) + lid())))),
-                 Node.store("counts", Expr.add(other, u(v * radix) + lid()), u(0))]
-    nodes, (start,) = block_scan(_COUNT, [var("total")], u(0), False, "sums", "s")
-    step += nodes
-    step.append(Node.let("start", start))
-    for v in range(WARPS):
-        step.append(Node.store("counts", Expr.add(var("half"), u(v * radix) + lid()), Expr.add(var("start"),
-                                                                                              var(f"w{v}"))))
-    step += [Node.store("shift", lid(), Expr.sub(var("run"), var("start"))),
-             Node.assign("run", Expr.add(var("run"), var("total"))), Node.barrier()]
-    for k in range(items):
-        p = f"k{k}"
-        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
-        place = [Node.let(f"{p}slot", Expr.add(Expr.load("counts", cell), var(f"{p}rank"))),
-                 Node.store("sorted_keys", var(f"{p}slot"), var(f"{p}key"))]
+                        Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half))),
+                        Node.loop("g", u(0), u(loops), rank), Node.barrier()]
+    step += _digit_slots(radix, half)
+    # step 3: keys read again (they were just read, so from cache) and placed at their slots, values too
+    def placed(r: int) -> Expr:  # the element of round r of loop iteration h
+        return element(var("tb"), round_of("h", r))
+
+    place = _tile_bits(key_in, SORT_ROUNDS, n, n, "p", placed)
+    if values == "load":
+        place += [Node.let(f"pv{r}", Expr.load("vals", placed(r))) for r in range(SORT_ROUNDS)]
+    for r in range(SORT_ROUNDS):
+        key = _sort_key(key_in, var(f"p{r}"))
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), _digit(var(f"pk{r}"), shift)))
+        place += [Node.let(f"pk{r}", key),
+                  Node.let(f"ps{r}", Expr.add(Expr.load("counts", cell),
+                                              Expr.load("ranks", Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())))),
+                  Node.store("sorted_keys", var(f"ps{r}"), var(f"pk{r}"))]
         if moves_values:
-            value = var(f"{p}v") if values == "load" else var(f"{p}i")
-            place.append(Node.store("sorted_vals", var(f"{p}slot"), value))
-        step.append(Node.if_(var(f"{p}ok"), place))
-    step += [Node.barrier(), Node.let("valid", Expr.min(u(tile), Expr.sub(n, var("tb"))))]
-    for k in range(items):
-        slot = Expr.add(u(k * WG), lid())
-        key = Expr.load("sorted_keys", slot)
-        position = Expr.add(slot, Expr.load("shift", _digit(var(f"o{k}"), shift)))
-        out_key = var(f"o{k}") if key_out is None else from_key(key_out, var(f"o{k}"))
-        moves = [Node.let(f"o{k}", key), Node.let(f"pos{k}", position), Node.store("keys_out", var(f"pos{k}"), out_key)]
+            value = var(f"pv{r}") if values == "load" else placed(r)
+            place.append(Node.store("sorted_vals", var(f"ps{r}"), value))
+    step += [Node.loop("h", u(0), u(loops), place), Node.barrier(),
+             Node.let("valid", Expr.min(u(tile), Expr.sub(n, var("tb"))))]
+    write: list[Node] = []
+    for r in range(SORT_ROUNDS):
+        slot = Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())
+        write += [Node.let(f"o{r}", Expr.load("sorted_keys", slot)),
+                  Node.let(f"pos{r}", Expr.select(Expr.lt(slot, var("valid")),
+                                                  Expr.add(slot, Expr.load("shift", _digit(var(f"o{r}"), shift))),
+                                                  u(0xFFFFFFFF))),
+                  Node.store("keys_out", var(f"pos{r}"), var(f"o{r}") if key_out is None else from_key(key_out,
+                                                                                                     var(f"o{r}")))]
         if moves_values:
-            moves.append(Node.store("vals_out", var(f"pos{k}"), Expr.load("sorted_vals", slot)))
-        step.append(Node.if_(Expr.lt(slot, var("valid")), moves))
+            write.append(Node.store("vals_out", var(f"pos{r}"), Expr.load("sorted_vals", slot)))
+    step.append(Node.loop("h", u(0), u(loops), write))
     body.append(Node.loop("t", u(0), var("seg_tiles"), step))
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read("offsets", 1, U32),
                BufferDecl.read_write("keys_out", 2, U32)]
@@ -517,9 +581,9 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
         buffers.append(BufferDecl.read("vals", len(buffers), U32))
     if moves_values:
         buffers.append(BufferDecl.read_write("vals_out", len(buffers), U32))
-    buffers += [_params(len(buffers)), BufferDecl.workgroup("counts", 2 * half, U32),
+    buffers += [_params(len(buffers)), BufferDecl.workgroup("counts", 2 * half, DataType.U16),
                 BufferDecl.workgroup("shift", radix, U32), BufferDecl.workgroup("sums", WARPS, U32),
-                BufferDecl.workgroup("sorted_keys", tile, U32)]
+                BufferDecl.workgroup("ranks", tile, DataType.U16), BufferDecl.workgroup("sorted_keys", tile, U32)]
     if moves_values:
         buffers.append(BufferDecl.workgroup("sorted_vals", tile, U32))
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_scatter_{shift}")

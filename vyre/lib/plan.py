@@ -11,6 +11,7 @@ The topologies below (scan, reduction, compaction, radix sort) are shared by the
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -84,13 +85,15 @@ SCAN_GROUPS = 4096  # at most this many workgroups (segments): several waves, so
 SCAN_SINGLE = 4096  # capacity classes up to this scan in one launch of one workgroup
 
 
-def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT) -> tuple[int, int, int]:
-    """Split ``n`` elements into contiguous segments of whole ``unit``-element tiles, one per workgroup.
+def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT, most: int = SCAN_GROUPS
+             ) -> tuple[int, int, int]:
+    """Split ``n`` elements into at most ``most`` contiguous segments of whole ``unit``-element
+    tiles, one per workgroup.
 
     The grid comes from the capacity class, the span (a params word) from ``n``. Returns the
     grid, the params word of the span and the number of segments that hold elements.
     """
-    groups = min(ceil_div(cap, unit), SCAN_GROUPS)
+    groups = min(ceil_div(cap, unit), most)
     span = ceil_div(ceil_div(n, groups), unit) * unit
     return groups, plan.word(f"{role}.span", span), ceil_div(n, span)
 
@@ -159,8 +162,8 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
               [*inputs, *outs, carry, plan.params, *extra], groups)
 
 
-SORT_TILE = WG * K.SORT_ITEMS
 RADIX = 1 << K.RADIX_BITS
+SORT_GROUPS = 4096  # at most this many segments in a radix pass
 
 
 def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
@@ -174,7 +177,8 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
     ``"iota"`` (carry indices). The last pass writes into ``final`` (keys, values) when given,
     else into scratch. Returns the handles holding the sorted raw keys and values.
     """
-    groups, span_word, _ = segments(plan, "sort", n, cap, SORT_TILE)
+    unit = WG * math.lcm(K.SORT_ITEMS, K.SORT_VALUE_ITEMS, K.COUNT_ITEMS)  # whole tiles of every kernel
+    groups, span_word, _ = segments(plan, "sort", n, cap, unit, SORT_GROUPS)
     n_word, groups_word = plan.word("sort.n", n), plan.word("sort.groups", groups)
     hist = plan.buffer("sort.hist", RADIX * groups)
     offsets = plan.buffer("sort.offsets", RADIX * groups)
@@ -188,7 +192,7 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
         key_in = dtype if p == 0 else None
         key_out = dtype if p == passes - 1 else None
         mode = values_mode if p == 0 else ("none" if values_mode == "none" else "load")
-        plan.step(K.radix_counts(shift, key_in, K.SORT_ITEMS, *words), [src_k, hist, plan.params], groups)
+        plan.step(K.radix_counts(shift, key_in, K.COUNT_ITEMS, *words), [src_k, hist, plan.params], groups)
         scan(plan, COUNT, hist, offsets, RADIX * groups, RADIX * groups, False, role="sort.scan")
         last = p == passes - 1 and final is not None
         dst_k = final[0] if last else key_bufs[p % 2]
@@ -198,8 +202,8 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
             handles.append(src_v)
         if mode != "none":
             handles.append(dst_v)
-        plan.step(K.radix_scatter(shift, key_in, key_out, mode, K.SORT_ITEMS, *words), [*handles, plan.params],
-                  groups)
+        items = K.SORT_ITEMS if mode == "none" else K.SORT_VALUE_ITEMS
+        plan.step(K.radix_scatter(shift, key_in, key_out, mode, items, *words), [*handles, plan.params], groups)
         src_k, src_v = dst_k, dst_v
     return src_k, src_v
 
