@@ -4,9 +4,10 @@
 
 Eight ``dispatch_until`` countdown loops in conditional graph nodes (``VYRE_CUDA_CONDITIONAL=1``),
 each on fresh handles that are freed afterwards, so every loop gets recycled memory and a new loop
-graph. Without the sanitizer every count is exact; under memcheck the device faults (4 of 4 runs on
-an H100, driver 580), which is why conditional loops are opt-in. ``benchmarks/while_nodes.cu`` is
-the same pattern in plain CUDA C, which memcheck runs cleanly.
+graph. Without the sanitizer every count is exact; under memcheck scripts like this one faulted the
+device intermittently on H100s (driver 580; this one ran clean in its one run), which is why
+conditional loops are opt-in. ``benchmarks/while_nodes.cu`` is the same pattern in plain CUDA C,
+which memcheck ran cleanly every time.
 """
 
 from __future__ import annotations
