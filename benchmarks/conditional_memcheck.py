@@ -1,13 +1,11 @@
-"""The open conditional-loop finding of docs/resident.md, as a script to run under the sanitizer:
+"""Conditional loops on freed and recycled handles, as a script to run under the sanitizer:
 
     compute-sanitizer --tool memcheck python3 benchmarks/conditional_memcheck.py
 
-Eight ``dispatch_until`` countdown loops in conditional graph nodes (``VYRE_CUDA_CONDITIONAL=1``),
-each on fresh handles that are freed afterwards, so every loop gets recycled memory and a new loop
-graph. Without the sanitizer every count is exact; under memcheck scripts like this one faulted the
-device intermittently on H100s (driver 580; this one ran clean in its one run), which is why
-conditional loops are opt-in. ``benchmarks/while_nodes.cu`` is the same pattern in plain CUDA C,
-which memcheck ran cleanly every time.
+Eight ``dispatch_until`` countdown loops in conditional graph nodes, each on fresh handles that
+are freed afterwards, so every loop gets recycled memory and a new loop graph. One sanitized
+process per GPU runs it cleanly; several sanitized processes sharing a GPU fault WHILE-node loops,
+plain CUDA C ones (``benchmarks/while_nodes.cu``) included (docs/resident.md).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ for what in "$@"; do
                 >"$OUT/bench_workloads.log" 2>&1; tail -n 20 "$OUT/bench_workloads.log" ;;
     frontend) $T python3 benchmarks/bench_frontend.py --json "$OUT/bench_frontend.json" \
                 >"$OUT/bench_frontend.log" 2>&1; tail -n 15 "$OUT/bench_frontend.log" ;;
-    memcheck) $T compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 86 --print-limit 20 \
+    memcheck) VYRE_CUDA_CONDITIONAL=0 $T compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 86 --print-limit 20 \
                 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider \
                 -k "${MEMCHECK_K:-not fault and not recovery and not test_conditional_gpu}" >"$OUT/memcheck.log" 2>&1
               echo "memcheck exit $?"; grep -E "ERROR SUMMARY|passed|failed" "$OUT/memcheck.log" | tail -n 5 ;;

@@ -1,6 +1,8 @@
-// The control experiment of docs/resident.md ("Why conditional loops are opt-in"): WHILE conditional
-// nodes built, run, destroyed and their memory freed, over and over, from 1 and then 8 threads (one
-// stream, serialised by a mutex), as vyre's tests do. On 4 H100s (driver 580) it is memcheck-clean:
+// WHILE conditional nodes in plain CUDA C, built, run, destroyed and their memory freed, over and
+// over, from 1 and then 8 threads (one stream, serialised by a mutex), as vyre's loops do: the
+// control experiment of docs/resident.md. Under memcheck it runs cleanly alone on a GPU; variants of
+// it (recycled memory, a cache of live loop graphs) faulted, like vyre's loops, when three
+// sanitized processes shared one H100:
 //   nvcc -arch=sm_90 -o /tmp/while_nodes benchmarks/while_nodes.cu && compute-sanitizer --tool memcheck /tmp/while_nodes
 #include <cstdio>
 #include <mutex>

@@ -1,7 +1,7 @@
 """``dispatch_until`` in a conditional CUDA graph node (a WHILE node whose body is the iteration).
 
-Every loop runs three ways: with conditional nodes (``VYRE_CUDA_CONDITIONAL=1``, opt-in), with
-``VYRE_CUDA_CONDITIONAL=0`` (batched readbacks, the default) and on the oracle; the iteration
+Every loop runs three ways: with conditional nodes (the default; ``VYRE_CUDA_CONDITIONAL=1``), with
+``VYRE_CUDA_CONDITIONAL=0`` (batched readbacks) and on the oracle; the iteration
 counts and final states must be identical. The ``cuda_conditional_loops`` counter proves which
 path ran: on a driver that supports conditional nodes (CUDA 12.4+), asked for, the conditional
 path must be the one taken.
@@ -35,14 +35,14 @@ def expect_path(backend, mode: str, before: int) -> None:
 
 def test_a_new_driver_runs_conditional_loops(backend, monkeypatch) -> None:
     """On a driver of CUDA 12.4+ with graphs on by default and conditional loops asked for
-    (``VYRE_CUDA_CONDITIONAL=1``), nothing may silently fall back; unset, loops take the batched path."""
+    (unset or ``1``), nothing may silently fall back; ``0`` takes the batched path."""
     if backend.info.driver_version < 12040:
         pytest.skip(f"driver {backend.info.driver_version} predates conditional graph nodes")
     monkeypatch.delenv("VYRE_CUDA_GRAPHS", raising=False)
     monkeypatch.delenv("VYRE_CUDA_CONDITIONAL", raising=False)
-    assert "opt-in" in backend.sequences.conditional_reason()
-    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")
     assert backend.sequences.conditional_reason() is None
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "0")
+    assert "VYRE_CUDA_CONDITIONAL=0" in backend.sequences.conditional_reason()
 
 
 def run_countdown(be, start: np.ndarray, max_iterations: int) -> tuple[int, np.ndarray]:
@@ -115,8 +115,7 @@ def test_label_propagation_equals_batched_and_oracle(backend, rng, monkeypatch) 
 
 def test_loops_over_freed_and_reused_handles_of_growing_size(backend, monkeypatch) -> None:
     """Each loop frees its handles, so the next one gets recycled memory and a new loop graph while
-    the old one is destroyed (a sequence that faults under compute-sanitizer memcheck when run as a
-    script on its own, docs/resident.md). Exact counts each time."""
+    the old one is destroyed. Exact counts each time."""
     monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "1")
     for i in range(8):
         n, top = 700 + 97 * i, 3 + i

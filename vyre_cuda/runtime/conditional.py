@@ -118,11 +118,11 @@ def missing_entry_points() -> tuple[str, ...]:
 def unavailable_reason(enabled: bool, graphs: bool, driver_version: int, missing: tuple[str, ...]) -> str | None:
     """Why a fixed-point loop must read its flag back per batch instead (None: it may loop on the device).
 
-    ``enabled``: ``VYRE_CUDA_CONDITIONAL=1``; ``graphs``: CUDA graphs are on;
+    ``enabled``: ``VYRE_CUDA_CONDITIONAL`` is not off; ``graphs``: CUDA graphs are on;
     ``driver_version``: ``cuDriverGetVersion``; ``missing``: ``missing_entry_points()``.
     """
     if not enabled:
-        return "VYRE_CUDA_CONDITIONAL is not 1 (conditional loops are opt-in)"
+        return "VYRE_CUDA_CONDITIONAL=0 (the batched path was asked for)"
     if not graphs:
         return "CUDA graphs are off (VYRE_CUDA_GRAPHS=0 or VYRE_CUDA_SYNC_EACH=1)"
     if driver_version < MIN_DRIVER:

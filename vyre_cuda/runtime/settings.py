@@ -6,7 +6,7 @@
 | ``VYRE_CUDA_SYNC_EACH=1`` | synchronise after every launch, name the failing program | at backend start |
 | ``VYRE_CUDA_GRAPHS=0`` | launch sequences and pipelines eagerly instead of as CUDA graphs | each call |
 | ``VYRE_CUDA_PDL=0`` | record plain launches instead of programmatic ones in graphs | each capture |
-| ``VYRE_CUDA_CONDITIONAL=1`` | ``dispatch_until`` loops in a conditional graph node (opt-in, see below) | each call |
+| ``VYRE_CUDA_CONDITIONAL=0`` | ``dispatch_until`` reads its flag back per batch (no conditional node) | each call |
 | ``VYRE_CUDA_COARSEN`` | ``0``: never coarsen; a power of two 2..64: always; unset/``auto``: by size | each binding |
 | ``VYRE_CUDA_LAUNCH`` | launch path: ``pyctypes`` (default), ``ctypes`` or ``cupy`` | each new plan |
 | ``VYRE_CUDA_LOADER`` | module loading: ``driver`` (default, ``cuModuleLoadData``) or ``cupy`` | each load |
@@ -64,11 +64,8 @@ def pdl() -> bool:
 
 
 def conditional() -> bool:
-    """``dispatch_until`` may loop on the device in a conditional graph node (``VYRE_CUDA_CONDITIONAL=1``).
-
-    Opt-in: compute-sanitizer memcheck reports an invalid global read inside such loops that it does
-    not report for the batched path or for a plain CUDA C WHILE node, and it is not yet explained."""
-    return raw(CONDITIONAL).lower() in _ON
+    """``dispatch_until`` may loop on the device in a conditional graph node (``VYRE_CUDA_CONDITIONAL`` not off)."""
+    return not switched_off(CONDITIONAL)
 
 
 def coarsen() -> int | None:
