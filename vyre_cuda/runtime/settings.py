@@ -35,7 +35,6 @@ CACHE_DIR = "VYRE_CUDA_CACHE_DIR"
 CACHE_MAX_BYTES = "VYRE_CUDA_CACHE_MAX_BYTES"
 
 _OFF = ("0", "false", "off", "no")
-_ON = ("1", "true", "on", "yes")
 
 
 def raw(name: str, default: str = "") -> str:
