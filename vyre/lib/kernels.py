@@ -18,6 +18,7 @@ from vyre.lib.blocks import (
     WG,
     block_reduce,
     block_scan,
+    bounded_wait,
     fold_warp_totals,
     lane,
     lid,
@@ -352,7 +353,16 @@ def zero_fill(n_word: int) -> Program:
     return Program([BufferDecl.read_write("out", 0, U32), _params(1)], WG_SIZE, body, name="lib_zero_fill")
 
 
-# ---- histogram ------------------------------------------------------------------------------------
+# ---- histogram ----------------------------------------------------------------------------------------
+def _merge_bins(target: str, offset: int, rounds: Expr) -> list[Node]:
+    """Add the workgroup's bins ``local[q*WG + t]`` (``q < rounds``) into ``target[offset + bin]``:
+    one global atomic per non-zero bin."""
+    index = var("b") if offset == 0 else Expr.add(u(offset), var("b"))
+    merge = Node.if_(Expr.ne(var("c"), u(0)), Node.let("old2", Expr.atomic(AtomicOp.ADD, target, index, var("c"))))
+    return [Node.loop("q", u(0), rounds, [Node.let("b", Expr.add(Expr.mul(var("q"), u(WG)), lid())),
+                                          Node.let("c", Expr.load("local", var("b"))), merge])]
+
+
 @cache
 def histogram_kernel(dtype: DataType, shared_bins: int, n_word: int, bins_word: int, blocks_word: int) -> Program:
     """Count values in ``[0, bins)``: workgroup-private bins (when ``shared_bins``), merged once.
@@ -369,12 +379,7 @@ def histogram_kernel(dtype: DataType, shared_bins: int, n_word: int, bins_word: 
                          Node.let("old", Expr.atomic(AtomicOp.ADD, target, var("v"), u(1))))
     body: list[Node] = [Node.loop("r", u(0), rounds, [Node.let("i", index), Node.let("v", value), count_one])]
     if shared_bins:
-        add_count = Expr.atomic(AtomicOp.ADD, "counts", var("b"), var("c"))
-        merge = Node.if_(Expr.ne(var("c"), u(0)), Node.let("old2", add_count))
-        rounds_b = Expr.div(Expr.add(bins, u(WG - 1)), u(WG))
-        body += [Node.barrier(),
-                 Node.loop("q", u(0), rounds_b, [Node.let("b", Expr.add(Expr.mul(var("q"), u(WG)), lid())),
-                                                 Node.let("c", Expr.load("local", var("b"))), merge])]
+        body += [Node.barrier(), *_merge_bins("counts", 0, Expr.div(Expr.add(bins, u(WG - 1)), u(WG)))]
     buffers = [BufferDecl.read("x", 0, dtype), BufferDecl.read_write("counts", 1, U32), _params(2)]
     if shared_bins:
         buffers.append(BufferDecl.workgroup("local", shared_bins, U32))
@@ -449,11 +454,12 @@ def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int,
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
 
 
-def _digit_slots(radix: int, half: int) -> list[Node]:
-    """Step 2 of ``radix_scatter``: invocation ``t`` turns the warps' counters of digit ``t`` (in
-    the current ``half``-word half of ``counts``) into the tile slots where each warp's keys of
-    digit ``t`` start, stores ``shift[t]`` (tile slot to output position), advances ``run`` and
-    zeroes the other half."""
+def _digit_slots(radix: int, half: int, lookback: list[Node] | None) -> list[Node]:
+    """Step 2 of a radix tile: invocation ``t`` turns the warps' counters of digit ``t`` (in the
+    current half of ``counts``; ``half`` words per half, 0 when there is one) into the tile slots
+    where each warp's keys of digit ``t`` start and stores ``shift[t]`` (tile slot to output
+    position ``run``), zeroing the other half. ``lookback`` (nodes binding ``run`` from the tile's
+    count ``total``) runs right after the count; without it ``run`` is a running position."""
     other = Expr.sub(u(half), var("half"))
 
     def counter(v: int, which: Expr | None = None) -> Expr:
@@ -461,16 +467,116 @@ def _digit_slots(radix: int, half: int) -> list[Node]:
 
     step = [Node.let("total", u(0))]
     for v in range(WARPS):
-        step += [Node.assign("total", Expr.add(var("total"), Expr.load("counts", counter(v)))),
-                 Node.store("counts", counter(v, other), u(0))]
+        step.append(Node.assign("total", Expr.add(var("total"), Expr.load("counts", counter(v)))))
+        if half:
+            step.append(Node.store("counts", counter(v, other), u(0)))
+    step += lookback or []
     nodes, (start,) = block_scan(_COUNT, [var("total")], u(0), False, "sums", "s")
     step += nodes
-    step += [Node.let("slot", start), Node.store("shift", lid(), Expr.sub(var("run"), var("slot"))),
-             Node.assign("run", Expr.add(var("run"), var("total")))]
+    step += [Node.let("slot", start), Node.store("shift", lid(), Expr.sub(var("run"), var("slot")))]
+    if lookback is None:
+        step.append(Node.assign("run", Expr.add(var("run"), var("total"))))
     for v in range(WARPS):  # read again rather than held in registers across the scan
         step += [Node.let(f"c{v}", Expr.load("counts", counter(v))), Node.store("counts", counter(v), var("slot")),
                  Node.assign("slot", Expr.add(var("slot"), var(f"c{v}")))]
     return [*step, Node.barrier()]
+
+
+def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
+                 tiles: Expr, lookback: list[Node] | None) -> list[Node]:
+    """Steps 1-4 of ``radix_scatter`` over ``tiles`` tiles from ``seg_base``. The caller binds
+    ``n``, ``seg_base``, ``limit`` (no key at or past it is read) and, without ``lookback``,
+    ``run``. With ``lookback`` (see ``_digit_slots``) the workgroup ranks one tile, so its
+    counters have one half."""
+    radix, tile, loops = 1 << RADIX_BITS, WG * items, items // SORT_ROUNDS
+    half = WARPS * radix if lookback is None else 0
+    moves_values = values != "none"
+    n = var("n")
+    lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
+
+    def element(base: Expr, j: Expr) -> Expr:  # round j of this invocation in the tile at base
+        return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(Expr.mul(j, u(32)), lane())))
+
+    def round_of(loop_var: str, r: int) -> Expr:  # round r of loop iteration loop_var
+        return Expr.add(Expr.mul(var(loop_var), u(SORT_ROUNDS)), u(r))
+
+    def group(q: Expr, prefix: str) -> list[Node]:
+        base = Expr.add(var("seg_base"), Expr.mul(Expr.div(q, u(loops)), u(tile)))
+        j0 = Expr.mul(Expr.rem(q, u(loops)), u(SORT_ROUNDS))
+        return _tile_bits(key_in, SORT_ROUNDS, n, var("limit"), prefix, lambda r: element(base, Expr.add(j0, u(r))))
+
+    body = group(u(0), "a") + group(u(1), "b")
+    # step 1: rank, loop iteration g of tile t being group q of the segment; loads run two groups ahead
+    q = Expr.add(Expr.mul(var("t"), u(loops)), var("g"))
+    rank: list[Node] = [Node.let(f"cur{r}", var(f"a{r}")) for r in range(SORT_ROUNDS)]
+    rank += [Node.assign(f"a{r}", var(f"b{r}")) for r in range(SORT_ROUNDS)]
+    rank += [Node.assign(node.name, node.value) for node in group(Expr.add(q, u(2)), "b")]
+    for r in range(SORT_ROUNDS):
+        p = f"r{r}"
+        rank.append(Node.let(f"{p}d", _digit(_sort_key(key_in, var(f"cur{r}")), shift)))
+        peer_nodes, peers = _peers(var(f"{p}d"), p)
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
+        rank += peer_nodes
+        rank += [Node.let(f"{p}old", Expr.load("counts", cell)),
+                 Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers))),
+                 Node.store("ranks", Expr.add(Expr.mul(round_of("g", r), u(WG)), lid()),
+                            Expr.add(var(f"{p}old"), Expr.popcount(Expr.bitand(peers, lower_lanes))))]
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
+                        Node.let("valid", Expr.sub(Expr.min(n, Expr.add(var("tb"), u(tile))), Expr.min(n, var("tb")))),
+                        Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half))),
+                        Node.loop("g", u(0), u(loops), rank), Node.barrier()]
+    step += _digit_slots(radix, half, lookback)
+    # step 3: keys read again (they were just read, so from cache) and placed at their slots, values too
+    def placed(r: int) -> Expr:  # the element of round r of loop iteration h
+        return element(var("tb"), round_of("h", r))
+
+    place = _tile_bits(key_in, SORT_ROUNDS, n, n, "p", placed)
+    if values == "load":
+        place += [Node.let(f"pv{r}", Expr.load("vals", placed(r))) for r in range(SORT_ROUNDS)]
+    for r in range(SORT_ROUNDS):
+        key = _sort_key(key_in, var(f"p{r}"))
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), _digit(var(f"pk{r}"), shift)))
+        place += [Node.let(f"pk{r}", key),
+                  Node.let(f"ps{r}", Expr.add(Expr.load("counts", cell),
+                                              Expr.load("ranks", Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())))),
+                  Node.store("sorted_keys", var(f"ps{r}"), var(f"pk{r}"))]
+        if moves_values:
+            value = var(f"pv{r}") if values == "load" else placed(r)
+            place.append(Node.store("sorted_vals", var(f"ps{r}"), value))
+    step += [Node.loop("h", u(0), u(loops), place), Node.barrier()]
+    write: list[Node] = []
+    for r in range(SORT_ROUNDS):
+        slot = Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())
+        write += [Node.let(f"o{r}", Expr.load("sorted_keys", slot)),
+                  Node.let(f"pos{r}", Expr.select(Expr.lt(slot, var("valid")),
+                                                  Expr.add(slot, Expr.load("shift", _digit(var(f"o{r}"), shift))),
+                                                  u(0xFFFFFFFF))),
+                  Node.store("keys_out", var(f"pos{r}"), var(f"o{r}") if key_out is None else from_key(key_out,
+                                                                                                     var(f"o{r}")))]
+        if moves_values:
+            write.append(Node.store("vals_out", var(f"pos{r}"), Expr.load("sorted_vals", slot)))
+    step.append(Node.loop("h", u(0), u(loops), write))
+    return [*body, Node.loop("t", u(0), tiles, step)]
+
+
+def _radix_buffers(second: BufferDecl, values: str, items: int, halves: int, more: tuple[str, ...] = ()
+                   ) -> list[BufferDecl]:
+    """The buffers of a radix scatter: keys, ``second`` (binding 1), keys_out, values, params, the
+    u32 ``read_write`` buffers named in ``more``, then workgroup memory."""
+    radix, tile = 1 << RADIX_BITS, WG * items
+    buffers = [BufferDecl.read("keys", 0, U32), second, BufferDecl.read_write("keys_out", 2, U32)]
+    if values == "load":
+        buffers.append(BufferDecl.read("vals", len(buffers), U32))
+    if values != "none":
+        buffers.append(BufferDecl.read_write("vals_out", len(buffers), U32))
+    buffers.append(_params(len(buffers)))
+    buffers += [BufferDecl.read_write(name, len(buffers) + j, U32) for j, name in enumerate(more)]
+    buffers += [BufferDecl.workgroup("counts", halves * WARPS * radix, DataType.U16),
+                BufferDecl.workgroup("shift", radix, U32), BufferDecl.workgroup("sums", WARPS, U32),
+                BufferDecl.workgroup("ranks", tile, DataType.U16), BufferDecl.workgroup("sorted_keys", tile, U32)]
+    if values != "none":
+        buffers.append(BufferDecl.workgroup("sorted_vals", tile, U32))
+    return buffers
 
 
 @cache
@@ -503,90 +609,132 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     ``"iota"`` (the value is the index: argsort); ``key_in``/``key_out`` transform raw keys on
     the first pass and back on the last.
     """
-    radix, tile, loops = 1 << RADIX_BITS, WG * items, items // SORT_ROUNDS
-    half = WARPS * radix
-    moves_values = values != "none"
     n = var("n")
-    lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
-
-    def element(base: Expr, j: Expr) -> Expr:  # round j of this invocation in the tile at base
-        return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(Expr.mul(j, u(32)), lane())))
-
-    def round_of(loop_var: str, r: int) -> Expr:  # round r of loop iteration loop_var
-        return Expr.add(Expr.mul(var(loop_var), u(SORT_ROUNDS)), u(r))
-
-    def group(q: Expr, prefix: str) -> list[Node]:
-        base = Expr.add(var("seg_base"), Expr.mul(Expr.div(q, u(loops)), u(tile)))
-        j0 = Expr.mul(Expr.rem(q, u(loops)), u(SORT_ROUNDS))
-        return _tile_bits(key_in, SORT_ROUNDS, n, var("limit"), prefix, lambda r: element(base, Expr.add(j0, u(r))))
-
-    body = [Node.let("n", load_param(n_word)), *segment(n, span_word, tile)]
+    body = [Node.let("n", load_param(n_word)), *segment(n, span_word, WG * items)]
     body += [Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()))),
              Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), load_param(span_word))))]
-    body += group(u(0), "a") + group(u(1), "b")
-    # step 1: rank, loop iteration g of tile t being group q of the segment; loads run two groups ahead
-    q = Expr.add(Expr.mul(var("t"), u(loops)), var("g"))
-    rank: list[Node] = [Node.let(f"cur{r}", var(f"a{r}")) for r in range(SORT_ROUNDS)]
-    rank += [Node.assign(f"a{r}", var(f"b{r}")) for r in range(SORT_ROUNDS)]
-    rank += [Node.assign(node.name, node.value) for node in group(Expr.add(q, u(2)), "b")]
-    for r in range(SORT_ROUNDS):
-        p = f"r{r}"
-        rank.append(Node.let(f"{p}d", _digit(_sort_key(key_in, var(f"cur{r}")), shift)))
-        peer_nodes, peers = _peers(var(f"{p}d"), p)
-        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
-        rank += peer_nodes
-        rank += [Node.let(f"{p}old", Expr.load("counts", cell)),
-                 Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers))),
-                 Node.store("ranks", Expr.add(Expr.mul(round_of("g", r), u(WG)), lid()),
-                            Expr.add(var(f"{p}old"), Expr.popcount(Expr.bitand(peers, lower_lanes))))]
-    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
-                        Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half))),
-                        Node.loop("g", u(0), u(loops), rank), Node.barrier()]
-    step += _digit_slots(radix, half)
-    # step 3: keys read again (they were just read, so from cache) and placed at their slots, values too
-    def placed(r: int) -> Expr:  # the element of round r of loop iteration h
-        return element(var("tb"), round_of("h", r))
-
-    place = _tile_bits(key_in, SORT_ROUNDS, n, n, "p", placed)
-    if values == "load":
-        place += [Node.let(f"pv{r}", Expr.load("vals", placed(r))) for r in range(SORT_ROUNDS)]
-    for r in range(SORT_ROUNDS):
-        key = _sort_key(key_in, var(f"p{r}"))
-        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), _digit(var(f"pk{r}"), shift)))
-        place += [Node.let(f"pk{r}", key),
-                  Node.let(f"ps{r}", Expr.add(Expr.load("counts", cell),
-                                              Expr.load("ranks", Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())))),
-                  Node.store("sorted_keys", var(f"ps{r}"), var(f"pk{r}"))]
-        if moves_values:
-            value = var(f"pv{r}") if values == "load" else placed(r)
-            place.append(Node.store("sorted_vals", var(f"ps{r}"), value))
-    step += [Node.loop("h", u(0), u(loops), place), Node.barrier(),
-             Node.let("valid", Expr.min(u(tile), Expr.sub(n, var("tb"))))]
-    write: list[Node] = []
-    for r in range(SORT_ROUNDS):
-        slot = Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())
-        write += [Node.let(f"o{r}", Expr.load("sorted_keys", slot)),
-                  Node.let(f"pos{r}", Expr.select(Expr.lt(slot, var("valid")),
-                                                  Expr.add(slot, Expr.load("shift", _digit(var(f"o{r}"), shift))),
-                                                  u(0xFFFFFFFF))),
-                  Node.store("keys_out", var(f"pos{r}"), var(f"o{r}") if key_out is None else from_key(key_out,
-                                                                                                     var(f"o{r}")))]
-        if moves_values:
-            write.append(Node.store("vals_out", var(f"pos{r}"), Expr.load("sorted_vals", slot)))
-    step.append(Node.loop("h", u(0), u(loops), write))
-    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
-    buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read("offsets", 1, U32),
-               BufferDecl.read_write("keys_out", 2, U32)]
-    if values == "load":
-        buffers.append(BufferDecl.read("vals", len(buffers), U32))
-    if moves_values:
-        buffers.append(BufferDecl.read_write("vals_out", len(buffers), U32))
-    buffers += [_params(len(buffers)), BufferDecl.workgroup("counts", 2 * half, DataType.U16),
-                BufferDecl.workgroup("shift", radix, U32), BufferDecl.workgroup("sums", WARPS, U32),
-                BufferDecl.workgroup("ranks", tile, DataType.U16), BufferDecl.workgroup("sorted_keys", tile, U32)]
-    if moves_values:
-        buffers.append(BufferDecl.workgroup("sorted_vals", tile, U32))
+    body += _radix_tiles(shift, key_in, key_out, values, items, var("seg_tiles"), None)
+    buffers = _radix_buffers(BufferDecl.read("offsets", 1, U32), values, items, 2)
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_scatter_{shift}")
+
+
+# ---- single-pass radix sort (Onesweep) ------------------------------------------------------------------
+# The ``lookback`` buffer: words 0-3 count the tiles taken in each pass, words LOOKBACK_STARTS +
+# 256*p + d hold the digit counts of pass p (then, scanned, digit d's first output slot), and from
+# LOOKBACK_HEAD come two regions of 256 words per tile (``params`` word ``region_word``: their
+# size), used by the passes alternately. ``status[0]`` counts the digits whose look-back gave up.
+RADIX_PASSES = 32 // RADIX_BITS
+LOOKBACK_STARTS = RADIX_PASSES
+LOOKBACK_HEAD = LOOKBACK_STARTS + RADIX_PASSES * (1 << RADIX_BITS)
+FLAG_A = 1 << 30    # a tile's own count of the digit (an aggregate)
+FLAG_P = 1 << 31    # the count of the digit in this and every lower tile (an inclusive prefix)
+SPIN = (6, 16)      # the look-back's wait: 6 nested loops of 16 trips, at most 16**6 reads
+ONESWEEP_ITEMS = SORT_ITEMS
+ONESWEEP_VALUE_ITEMS = SORT_VALUE_ITEMS
+HISTOGRAM_ITEMS = 8  # keys per invocation and round of the digit histograms (all loaded first)
+
+
+@cache
+def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: int) -> Program:
+    """The digit counts of all passes at once, into ``lookback[LOOKBACK_STARTS + 256*p + d]`` (zeroed).
+
+    Workgroup ``w`` of ``B`` (params ``blocks_word``) takes tiles ``w, w + B, ...`` of ``WG * items``
+    keys (coalesced, all loaded before they are counted) and counts each key's digits in workgroup
+    memory with workgroup atomics, then merges with one global atomic per non-zero bin.
+    """
+    radix, tile = 1 << RADIX_BITS, WG * items
+    n, blocks = load_param(n_word), load_param(blocks_word)
+    rounds = Expr.div(Expr.add(n, Expr.sub(Expr.mul(blocks, u(tile)), u(1))), Expr.mul(blocks, u(tile)))
+    step: list[Node] = [Node.let("tb", Expr.mul(Expr.add(Expr.mul(var("r"), blocks), wid()), u(tile)))]
+    for k in range(items):
+        step += [Node.let(f"i{k}", Expr.add(var("tb"), Expr.add(u(k * WG), lid()))),
+                 Node.let(f"key{k}", to_key(key_type, Expr.load("keys", var(f"i{k}"))))]
+    for k in range(items):
+        counts = [Node.let(f"c{k}_{p}", Expr.atomic(AtomicOp.ADD, "local",
+                                                     u(p * radix) + _digit(var(f"key{k}"), p * RADIX_BITS), u(1)))
+                  for p in range(RADIX_PASSES)]
+        step.append(Node.if_(Expr.lt(var(f"i{k}"), n), counts))
+    body = [Node.loop("r", u(0), rounds, step), Node.barrier(),
+            *_merge_bins("lookback", LOOKBACK_STARTS, u(RADIX_PASSES * radix // WG))]
+    buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("lookback", 1, U32), _params(2),
+               BufferDecl.workgroup("local", RADIX_PASSES * radix, U32)]
+    return Program(buffers, WG_SIZE, body, name=f"lib_radix_histograms_{key_type.value}")
+
+
+@cache
+def radix_digit_starts() -> Program:
+    """Workgroup ``p`` scans pass ``p``'s digit counts in place (exclusive): each digit's first output slot."""
+    at = Expr.add(u(LOOKBACK_STARTS), Expr.add(Expr.mul(wid(), u(1 << RADIX_BITS)), lid()))
+    nodes, (start,) = block_scan(_COUNT, [var("count")], u(0), False, "sums", "s")
+    body = [Node.let("at", at), Node.let("count", Expr.load("lookback", var("at"))), *nodes,
+            Node.store("lookback", var("at"), start)]
+    buffers = [BufferDecl.read_write("lookback", 0, U32), BufferDecl.workgroup("sums", WARPS, U32)]
+    return Program(buffers, WG_SIZE, body, name="lib_radix_digit_starts")
+
+
+def _look_back(pass_: int, tile: int, region_word: int, spin: tuple[int, int]) -> list[Node]:
+    """Invocation ``t``'s look-back for digit ``t`` (the ``lookback`` nodes of ``_digit_slots``): binds ``run``."""
+    radix = 1 << RADIX_BITS
+
+    def word(t: Expr) -> Expr:  # digit lid()'s word of tile t in this pass's region
+        return Expr.add(var("region"), Expr.add(Expr.mul(t, u(radix)), lid()))
+
+    first = Expr.eq(var("tile"), u(0))
+    past = Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(tile), var("valid")), u(0))  # keys past n
+    flag = Expr.select(first, u(FLAG_P), u(FLAG_A))
+    seen = Expr.atomic(AtomicOp.OR, "lookback", word(var("back")), u(0))  # an atomic read
+    step = [Node.let("seen", seen),
+            Node.assign("prefix", Expr.add(var("prefix"), Expr.bitand(var("seen"), u(FLAG_A - 1)))),
+            Node.assign("done", Expr.ne(Expr.bitand(var("seen"), u(FLAG_P)), u(0))),
+            Node.assign("back", Expr.select(Expr.ne(Expr.bitand(var("seen"), u(FLAG_A)), u(0)),
+                                            Expr.sub(var("back"), u(1)), var("back")))]
+    inclusive = Expr.bitor(Expr.add(var("prefix"), var("own")), u(FLAG_P))
+    start = Expr.load("lookback", Expr.add(u(LOOKBACK_STARTS + pass_ * radix), lid()))
+    return [Node.let("region", Expr.add(u(LOOKBACK_HEAD), Expr.mul(u(pass_ % 2), load_param(region_word)))),
+            Node.let("own", Expr.sub(var("total"), past)),
+            Node.let("aggregate", Expr.atomic(AtomicOp.EXCHANGE, "lookback", word(var("tile")),
+                                              Expr.bitor(var("own"), flag))),
+            Node.let("done", first), Node.let("prefix", u(0)), Node.let("back", Expr.sub(var("tile"), u(1))),
+            bounded_wait("done", *spin, step, "spin"),
+            Node.if_(var("done"),
+                     Node.if_(Expr.not_(first), Node.let("published", Expr.atomic(AtomicOp.EXCHANGE, "lookback",
+                                                                                   word(var("tile")), inclusive))),
+                     Node.let("gave_up", Expr.atomic(AtomicOp.ADD, "status", u(0), u(1)))),
+            Node.let("run", Expr.select(var("done"), Expr.add(start, var("prefix")), u(1 << 31)))]
+
+
+@cache
+def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
+                   n_word: int, region_word: int, spin: tuple[int, int] = SPIN) -> Program:
+    """One stable pass of LSD radix sort, one tile per workgroup, with decoupled look-back (Onesweep).
+
+    Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
+    has started. The tile is ranked, placed and written as in ``radix_scatter``; between ranking
+    and placing, invocation ``t`` publishes the tile's count of digit ``t`` as ``count | FLAG_A``
+    (tile 0: ``count | FLAG_P``) with an atomic exchange, then looks back over lower tiles, last
+    first, adding their counts until one holds an inclusive prefix (``FLAG_P``); a word still 0
+    (not published yet) is read again. It then publishes ``(prefix + count) | FLAG_P`` and the
+    tile's keys of digit ``t`` go to ``starts[t] + prefix + rank in tile``. The wait is
+    ``spin = (levels, width)`` nested loops, at most ``width**levels`` reads; if it runs out the
+    digit's keys are not written (their positions are past 2^31) and ``status[0]`` counts the
+    digit. Counts carry two flag bits, so ``n < 2^30``. Each workgroup zeroes its
+    tile's words of the other region, which the next pass uses.
+    """
+    pass_, tile = shift // RADIX_BITS, WG * items
+    n = var("n")
+    other = Expr.add(u(LOOKBACK_HEAD), Expr.mul(u((pass_ + 1) % 2), load_param(region_word)))
+    body = [Node.let("n", load_param(n_word)),
+            Node.if_(Expr.eq(lid(), u(0)), Node.store("tile_id", u(0), Expr.atomic(AtomicOp.ADD, "lookback",
+                                                                                     u(pass_), u(1)))),
+            Node.barrier(), Node.let("tile", Expr.load("tile_id", u(0))),
+            Node.let("seg_base", Expr.mul(var("tile"), u(tile))),
+            Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), u(tile)))),
+            Node.store("lookback", Expr.add(other, Expr.add(Expr.mul(var("tile"), u(1 << RADIX_BITS)), lid())), u(0))]
+    body += _radix_tiles(shift, key_in, key_out, values, items, u(1),
+                         _look_back(pass_, tile, region_word, spin))
+    buffers = _radix_buffers(BufferDecl.read_write("lookback", 1, U32), values, items, 1, ("status",))
+    buffers.append(BufferDecl.workgroup("tile_id", 1, U32))
+    return Program(buffers, WG_SIZE, body, name=f"lib_radix_onesweep_{shift}")
 
 
 # ---- segmented reduction ------------------------------------------------------------------------------

@@ -5,20 +5,21 @@ the scratch buffers they use; ``run`` uploads the parameter words and calls
 ``backend.dispatch_sequence`` once (one synchronisation; on ``cuda`` one captured graph per
 capacity class, replayed). Grids and buffer sizes come from the capacity class (the next power
 of two of the size), never from the exact size, which the kernels read from the parameters.
-The topologies below (scan, reduction, compaction, radix sort) are shared by the primitives.
+The topologies below (scan, reduction, compaction, radix sorts) are shared by the primitives.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from vyre.driver.backend import Resident
 from vyre.driver.config import DispatchConfig
-from vyre.driver.errors import InvalidProgram
+from vyre.driver.errors import DispatchFailed, InvalidProgram, VyreError
 from vyre.ir import DataType, Program
 from vyre.lib import kernels as K
 from vyre.lib.blocks import WARPS, WG
@@ -52,6 +53,7 @@ class Plan:
         self._words = np.zeros(K.PARAM_WORDS, dtype=np.uint32)
         self._names: dict[str, int] = {}
         self.steps: list[tuple[Program, list[Resident], DispatchConfig]] = []
+        self.checks: list[tuple[Resident, int, Callable[[int], VyreError]]] = []
 
     def word(self, name: str, value: int) -> int:
         """The parameter word called ``name``, set to ``value`` (u32 bits); returns its index."""
@@ -74,9 +76,20 @@ class Plan:
     def step(self, program: Program, handles: list[Resident], groups: int) -> None:
         self.steps.append((program, handles, grid_config(max(groups, 1))))
 
+    def check(self, handle: Resident, word: int, fail: Callable[[int], VyreError]) -> None:
+        """After the run, read word ``word`` of ``handle``; if it is not 0, raise ``fail(value)``."""
+        self.checks.append((handle, word, fail))
+
     def run(self, reads: list[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
+        """Run the steps; returns the ``(handle, byte offset, bytes)`` reads, after the checks pass."""
         self.backend.upload_resident(self.params, self._words)
-        return self.backend.dispatch_sequence(self.steps, list(reads))
+        checks = [(handle, 4 * word, 4) for handle, word, _ in self.checks]
+        out = self.backend.dispatch_sequence(self.steps, list(reads) + checks)
+        for (_, _, fail), raw in zip(self.checks, out[len(reads):]):
+            value = int(np.asarray(raw).view(np.uint32)[0])
+            if value:
+                raise fail(value)
+        return out[:len(reads)]
 
 
 # ---- topologies -------------------------------------------------------------------------------------
@@ -163,49 +176,114 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
 
 
 RADIX = 1 << K.RADIX_BITS
-SORT_GROUPS = 4096  # at most this many segments in a radix pass
+SORT_GROUPS = 4096  # at most this many segments in a pass of the segmented sort
+ONESWEEP_LIMIT = 1 << 30  # below this many keys, the single-pass sort (its counts share a word with two flags)
+HISTOGRAM_GROUPS = 1024  # at most this many workgroups count the digits of all passes
 
 
 def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
                n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
                ) -> tuple[Resident, Resident | None]:
-    """Stable LSD radix sort, four 8-bit passes over the scans' contiguous segments.
+    """Stable LSD radix sort, four 8-bit passes: single-pass (``onesweep_sort``) below
+    ``ONESWEEP_LIMIT`` keys, else over segments (``segmented_sort``).
+
+    ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or ``"iota"`` (carry indices). The
+    last pass writes into ``final`` (keys, values) when given, else into scratch. Returns the
+    handles holding the sorted raw keys and values.
+    """
+    sort = onesweep_sort if n < ONESWEEP_LIMIT else segmented_sort
+    return sort(plan, dtype, keys, values, values_mode, n, cap, final)
+
+
+def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str, cap: int,
+                  final: tuple[Resident, Resident | None] | None, scatter: Any) -> tuple[Resident, Resident | None]:
+    """The four passes' buffers: ``scatter(shift, key_in, key_out, mode, src_keys, moves)`` adds a
+    pass's steps, ``moves`` being the handles after the kernel's binding 1 (keys out, values)."""
+    key_bufs = [plan.buffer("sort.keys_b", cap), plan.buffer("sort.keys_a", cap)]
+    val_bufs = [plan.buffer("sort.vals_b", cap), plan.buffer("sort.vals_a", cap)] if values_mode != "none" else None
+    src_k, src_v = keys, values
+    passes = K.RADIX_PASSES
+    for p in range(passes):
+        key_in = dtype if p == 0 else None
+        key_out = dtype if p == passes - 1 else None
+        mode = values_mode if p == 0 else ("none" if values_mode == "none" else "load")
+        last = p == passes - 1 and final is not None
+        dst_k = final[0] if last else key_bufs[p % 2]
+        dst_v = (final[1] if last else val_bufs[p % 2]) if val_bufs else None
+        moves = [dst_k] + ([src_v] if mode == "load" else []) + ([dst_v] if mode != "none" else [])
+        scatter(p * K.RADIX_BITS, key_in, key_out, mode, src_k, moves)
+        src_k, src_v = dst_k, dst_v
+    return src_k, src_v
+
+
+def segmented_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
+                   n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
+                   ) -> tuple[Resident, Resident | None]:
+    """Four passes over the scans' contiguous segments (any ``n``; the plan for ``n >= 2^30``).
 
     Each pass: digit counts per segment (upsweep), one exclusive scan of the ``256 * groups``
     counts, then each workgroup scatters its segment tile by tile with running per-digit
-    positions (downsweep). ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or
-    ``"iota"`` (carry indices). The last pass writes into ``final`` (keys, values) when given,
-    else into scratch. Returns the handles holding the sorted raw keys and values.
+    positions (downsweep).
     """
     unit = WG * math.lcm(K.SORT_ITEMS, K.SORT_VALUE_ITEMS, K.COUNT_ITEMS)  # whole tiles of every kernel
     groups, span_word, _ = segments(plan, "sort", n, cap, unit, SORT_GROUPS)
     n_word, groups_word = plan.word("sort.n", n), plan.word("sort.groups", groups)
     hist = plan.buffer("sort.hist", RADIX * groups)
     offsets = plan.buffer("sort.offsets", RADIX * groups)
-    key_bufs = [plan.buffer("sort.keys_b", cap), plan.buffer("sort.keys_a", cap)]
-    val_bufs = [plan.buffer("sort.vals_b", cap), plan.buffer("sort.vals_a", cap)] if values_mode != "none" else None
-    src_k, src_v = keys, values
-    passes = 32 // K.RADIX_BITS
     words = (n_word, span_word, groups_word)
-    for p in range(passes):
-        shift = p * K.RADIX_BITS
-        key_in = dtype if p == 0 else None
-        key_out = dtype if p == passes - 1 else None
-        mode = values_mode if p == 0 else ("none" if values_mode == "none" else "load")
+    items = K.SORT_ITEMS if values_mode == "none" else K.SORT_VALUE_ITEMS
+
+    def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
+                moves: list[Resident]) -> None:
         plan.step(K.radix_counts(shift, key_in, K.COUNT_ITEMS, *words), [src_k, hist, plan.params], groups)
         scan(plan, COUNT, hist, offsets, RADIX * groups, RADIX * groups, False, role="sort.scan")
-        last = p == passes - 1 and final is not None
-        dst_k = final[0] if last else key_bufs[p % 2]
-        dst_v = (final[1] if last else val_bufs[p % 2]) if val_bufs else None
-        handles = [src_k, offsets, dst_k]
-        if mode == "load":
-            handles.append(src_v)
-        if mode != "none":
-            handles.append(dst_v)
-        items = K.SORT_ITEMS if mode == "none" else K.SORT_VALUE_ITEMS
-        plan.step(K.radix_scatter(shift, key_in, key_out, mode, items, *words), [*handles, plan.params], groups)
-        src_k, src_v = dst_k, dst_v
-    return src_k, src_v
+        plan.step(K.radix_scatter(shift, key_in, key_out, mode, items, *words),
+                  [src_k, offsets, *moves, plan.params], groups)
+
+    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter)
+
+
+def _lookback_gave_up(count: int) -> VyreError:
+    return DispatchFailed("lookback", f"in the single-pass radix sort, {count} digit look-backs gave up waiting "
+                          f"for a lower tile to publish (after {K.SPIN[1] ** K.SPIN[0]} reads each), so the "
+                          "result is incomplete",
+                          "rerun the call; if it recurs, report it with the GPU model, and meanwhile set "
+                          "vyre.lib.plan.ONESWEEP_LIMIT = 0 to sort over segments.")
+
+
+def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
+                  n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
+                  ) -> tuple[Resident, Resident | None]:
+    """Single-pass (Onesweep) passes, ``n < ONESWEEP_LIMIT``.
+
+    One zero fill of the look-back state, one kernel counting the digits of all four passes, one
+    scan of each pass's 256 counts, then per pass one kernel: a workgroup per tile, digit
+    offsets from decoupled look-back (``kernels.radix_onesweep``). The plan reads back the
+    count of look-backs that gave up (``sort.status``, zeroed once per plan) and raises
+    ``DispatchFailed`` if any did.
+    """
+    items = K.ONESWEEP_ITEMS if values_mode == "none" else K.ONESWEEP_VALUE_ITEMS
+    tiles = ceil_div(cap, WG * items)
+    region = tiles * RADIX
+    lookback = plan.buffer("sort.lookback", K.LOOKBACK_HEAD + 2 * region)
+    n_word, region_word = plan.word("sort.n", n), plan.word("sort.region", region)
+    zeroed = K.LOOKBACK_HEAD + region  # the head and the first pass's region; each pass zeroes the next one's
+    plan.step(K.zero_fill(plan.word("sort.zeroed", zeroed)), [lookback, plan.params], ceil_div(zeroed, WG))
+    blocks = min(ceil_div(cap, WG * K.HISTOGRAM_ITEMS), HISTOGRAM_GROUPS)
+    plan.step(K.radix_histograms(dtype, K.HISTOGRAM_ITEMS, n_word, plan.word("sort.blocks", blocks)),
+              [keys, lookback, plan.params], blocks)
+    plan.step(K.radix_digit_starts(), [lookback], K.RADIX_PASSES)
+    status = plan.buffer("sort.status", 1)
+    if not any(handle is status for handle, _, _ in plan.checks):  # once per plan: a later sort keeps the count
+        plan.step(K.zero_fill(plan.word("sort.status_words", 1)), [status, plan.params], 1)
+        plan.check(status, 0, _lookback_gave_up)
+
+    def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
+                moves: list[Resident]) -> None:
+        plan.step(K.radix_onesweep(shift, key_in, key_out, mode, items, n_word, region_word),
+                  [src_k, lookback, *moves, plan.params, status], tiles)
+
+    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter)
 
 
 def run_length(plan: Plan, dtype: DataType, src: Resident, values: Resident, lengths: Resident, n: int,
