@@ -106,7 +106,8 @@ def test_device_arrays_need_view():
 
 
 @needs_ptxas
-def test_every_kernel_assembles_for_sm90(rng):
+def test_every_kernel_assembles_for_sm90(rng, monkeypatch):
+    from vyre.lib import plan as topo
     from vyre_cuda import emit_ptx
 
     be = RecordingBackend()
@@ -116,6 +117,9 @@ def test_every_kernel_assembles_for_sm90(rng):
     lib.histogram(x, 20_000, backend=be)
     lib.select(x.view(np.float32), x.view(np.float32), backend=be)
     lib.sort(x.view(np.float32), x, backend=be)  # the largest radix kernels: f32 keys with values
+    monkeypatch.setattr(topo, "ONESWEEP_LIMIT", 0)  # and the segmented sort's (n >= 2^30)
+    lib.sort(x.view(np.float32), x, backend=be)
+    lib.argsort(x.view(np.int32), backend=be)
     programs = {p.name + str(i): p for i, p in enumerate({s[0] for seq in be.sequences for s in seq})}
     assert len(programs) > 15
     failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
@@ -166,6 +170,7 @@ def test_segments_of_many_tiles(monkeypatch, rng, name):
     from vyre.lib import plan as topo
 
     monkeypatch.setattr(topo, "SCAN_GROUPS", 4)
+    monkeypatch.setattr(topo, "ONESWEEP_LIMIT", 0)  # the segmented sort, the plan for n >= 2^30
     be = ReferenceBackend()
     n = 21_001  # 3 scan segments of 4 tiles, 4 sort segments of 6 tiles (the last ones partial)
     x = E.data(rng, np.uint32, n)

@@ -54,9 +54,11 @@ def test_sort_pairs(backend, rng, key_type, value_type):
 
 
 def test_segments_of_several_tiles(backend, rng, monkeypatch):
-    """With two segments each workgroup walks several tiles (alternating counter halves, output
-    positions carried from tile to tile, keys loaded ahead across tiles) and the last is partial."""
+    """The segmented sort (the plan for n >= 2^30, forced here): with two segments each workgroup
+    walks several tiles (alternating counter halves, output positions carried from tile to tile,
+    keys loaded ahead across tiles) and the last is partial."""
     monkeypatch.setattr(plan, "SORT_GROUPS", 2)
+    monkeypatch.setattr(plan, "ONESWEEP_LIMIT", 0)
     n = 5 * WG * K.SORT_ITEMS + 7
     keys = E.data(rng, np.float32, n)
     keys[: n // 3] = keys[n // 3: 2 * n // 3]

@@ -1,0 +1,144 @@
+"""The single-pass (Onesweep-style) radix sort on the oracle: numpy's stable sort at every size,
+the plan it takes, and a look-back that gives up cleanly."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from tests.lib import expected as E
+from vyre import lib
+from vyre.driver.config import DispatchConfig
+from vyre.driver.errors import DispatchFailed
+from vyre.ir import DataType
+from vyre.lib import kernels as K
+from vyre.lib import plan as topo
+from vyre.lib.blocks import WG
+from vyre.lib.scratch import scratch_for
+from vyre.reference import ReferenceBackend
+
+KEYS_TILE, PAIRS_TILE = WG * K.ONESWEEP_ITEMS, WG * K.ONESWEEP_VALUE_ITEMS
+SIZES = [0, 1, 255, 256, 257, PAIRS_TILE - 1, PAIRS_TILE + 1, KEYS_TILE - 1, KEYS_TILE, KEYS_TILE + 1,
+         3 * KEYS_TILE + 5, 2**16 + 1]
+KEY_TYPES = [np.uint32, np.int32, np.float32]
+
+
+def _keys(rng: np.random.Generator, dtype: type, n: int) -> np.ndarray:
+    """Random keys with edge values and plenty of ties (so stability shows)."""
+    keys = E.data(rng, dtype, n)
+    keys[: n // 4] = keys[n // 4: 2 * (n // 4)]
+    return keys
+
+
+@pytest.mark.parametrize("dtype", KEY_TYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_onesweep_matches_numpy(backend, rng, dtype, n):
+    keys = _keys(rng, dtype, n)
+    values = E.data(rng, np.int32, n)
+    order = E.sort_order(keys)
+    E.assert_same_bits(lib.sort(keys, backend=backend), keys[order])
+    E.assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
+    got_k, got_v = lib.sort(keys, values, backend=backend)
+    E.assert_same_bits(got_k, keys[order])
+    E.assert_same(got_v, values[order])
+
+
+@pytest.mark.parametrize("dtype", KEY_TYPES)
+def test_onesweep_unique(backend, rng, dtype):
+    x = E.runs(rng, dtype, 3 * KEYS_TILE + 5)
+    values, counts = lib.unique(x, backend=backend)
+    want_values, want_counts = E.unique(x)
+    E.assert_same_bits(values, want_values.astype(dtype))
+    E.assert_same(counts, want_counts)
+
+
+class RecordingBackend(ReferenceBackend):
+    """The oracle, keeping the program names of every sequence it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[list[str]] = []
+
+    def dispatch_sequence(self, steps, reads=()):
+        self.names.append([step[0].name for step in steps])
+        return super().dispatch_sequence(steps, reads)
+
+
+def test_plan_below_and_at_the_limit(rng, monkeypatch):
+    """Below ``ONESWEEP_LIMIT`` keys: zero fill, digit histograms, digit starts, status zero, then one
+    kernel per pass; at the limit (lowered here), the segmented sort; both give numpy's order."""
+    be = RecordingBackend()
+    keys = _keys(rng, np.float32, 2 * KEYS_TILE + 3)
+    order = E.sort_order(keys)
+    E.assert_same_bits(lib.sort(keys, backend=be), keys[order])
+    assert be.names[-1] == ["lib_zero_fill", "lib_radix_histograms_f32", "lib_radix_digit_starts", "lib_zero_fill",
+                            *(f"lib_radix_onesweep_{shift}" for shift in (0, 8, 16, 24))]
+    monkeypatch.setattr(topo, "ONESWEEP_LIMIT", keys.size)
+    E.assert_same_bits(lib.sort(keys, backend=be), keys[order])
+    assert not any("onesweep" in name for name in be.names[-1])
+    assert sum(name.startswith("lib_radix_scatter") for name in be.names[-1]) == 4
+
+
+def test_two_sorts_in_one_plan(rng):
+    """Two sorts in one plan (as datalog's pair sort does) share the look-back scratch and status."""
+    be = ReferenceBackend()
+    n = KEYS_TILE + 9
+    a, b = (rng.integers(0, 50, n).astype(np.uint32) for _ in range(2))
+    handles = [be.allocate_resident(4 * n) for _ in range(6)]
+    be.upload_resident(handles[0], a)
+    be.upload_resident(handles[1], b)
+    plan = topo.Plan(be, scratch_for(be))
+    by_b = (handles[2], handles[3])
+    topo.radix_sort(plan, DataType.U32, handles[1], handles[0], "load", n, topo.capacity(n), final=by_b)
+    topo.radix_sort(plan, DataType.U32, by_b[1], by_b[0], "load", n, topo.capacity(n), final=(handles[4], handles[5]))
+    assert len(plan.checks) == 1
+    plan.run()
+    order = np.lexsort((b, a))
+    E.assert_same(be.download_resident(handles[4], 0, 4 * n).view(np.uint32), a[order])
+    E.assert_same(be.download_resident(handles[5], 0, 4 * n).view(np.uint32), b[order])
+
+
+def test_lookback_gives_up_when_a_tile_never_publishes():
+    """Tile 0 never runs (its pass counter starts at 1, so the one workgroup takes tile 1): every
+    digit's wait runs out, is counted in ``status``, publishes no prefix and writes no key."""
+    be = ReferenceBackend()
+    tile = KEYS_TILE
+    n, region = 2 * tile, 2 * 256
+    keys = np.random.default_rng(7).integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    lookback = np.zeros(K.LOOKBACK_HEAD + 2 * region, np.uint32)
+    lookback[0] = 1  # pass 0 has handed out tile 0 already
+    counts = np.bincount(keys & 255, minlength=256).astype(np.uint32)
+    lookback[K.LOOKBACK_STARTS: K.LOOKBACK_STARTS + 256] = np.cumsum(counts) - counts
+    lookback[K.LOOKBACK_HEAD + region + 256: K.LOOKBACK_HEAD + region + 512] = 7  # the next pass's words of tile 1
+    params = np.zeros(K.PARAM_WORDS, np.uint32)
+    params[:2] = n, region
+    sentinel = np.full(n, 0xDEADBEEF, np.uint32)
+    data = [keys, lookback, sentinel, params, np.zeros(1, np.uint32)]
+    handles = []
+    for array in data:
+        handles.append(be.allocate_resident(array.nbytes))
+        be.upload_resident(handles[-1], array)
+    program = K.radix_onesweep(0, DataType.U32, None, "none", K.ONESWEEP_ITEMS, 0, 1, spin=(2, 3))
+    be.dispatch_sequence([(program, handles, DispatchConfig(grid=(1, 1, 1)))])
+    status = be.download_resident(handles[4], 0, 4).view(np.uint32)
+    after = be.download_resident(handles[1], 0, lookback.nbytes).view(np.uint32)
+    assert int(status[0]) == 256
+    E.assert_same(be.download_resident(handles[2], 0, 4 * n).view(np.uint32), sentinel)
+    own = after[K.LOOKBACK_HEAD + 256: K.LOOKBACK_HEAD + 512]
+    E.assert_same(own, np.bincount(keys[tile:] & 255, minlength=256).astype(np.uint32) | np.uint32(K.FLAG_A))
+    assert after[0] == 2 and not after[K.LOOKBACK_HEAD + region + 256: K.LOOKBACK_HEAD + region + 512].any()
+
+
+def test_sort_raises_when_lookback_gives_up(rng, monkeypatch):
+    """With a wait too short for the oracle (which runs a chunk of workgroups in lockstep, so tile
+    ``k`` reads ``k`` aggregates), the plan reads the status and raises instead of returning
+    wrong keys; the next sort starts from a zero status."""
+    be = ReferenceBackend()
+    keys = rng.integers(0, 2**32, 8 * KEYS_TILE, dtype=np.uint64).astype(np.uint32)
+    monkeypatch.setattr(K, "radix_onesweep", functools.partial(K.radix_onesweep.__wrapped__, spin=(2, 2)))
+    with pytest.raises(DispatchFailed, match="look-backs gave up.*Fix: "):
+        lib.sort(keys, backend=be)
+    monkeypatch.undo()
+    E.assert_same(lib.sort(keys, backend=be), np.sort(keys))
