@@ -54,6 +54,20 @@ def test_onesweep_unique(backend, rng, dtype):
     E.assert_same(counts, want_counts)
 
 
+@pytest.mark.parametrize("per_chunk", [1, 3])
+def test_lookback_across_oracle_chunks(rng, monkeypatch, per_chunk):
+    """The oracle runs chunks of ``per_chunk`` workgroups one after another (lockstep within one):
+    a tile reads the prefixes of earlier chunks' tiles and walks its own chunk's aggregates."""
+    from vyre.reference import grid
+
+    monkeypatch.setattr(grid, "CHUNK_LANES", per_chunk * WG)
+    be = ReferenceBackend()
+    keys = _keys(rng, np.int32, 7 * PAIRS_TILE + 11)
+    order = E.sort_order(keys)
+    E.assert_same(lib.sort(keys, backend=be), keys[order])
+    E.assert_same(lib.argsort(keys, backend=be), order.astype(np.uint32))
+
+
 class RecordingBackend(ReferenceBackend):
     """The oracle, keeping the program names of every sequence it runs."""
 
