@@ -1,9 +1,9 @@
 """The programs of ``vyre.lib``, built once per variant with the public IR builder.
 
 Each builder is cached, so the same variant is the same ``Program`` (and on ``cuda`` the same
-module and graph). Every kernel declares a ``params`` uniform buffer of ``PARAM_WORDS`` u32
-words: run-time sizes live there, so one program and one captured graph serve every size of a
-capacity class. Word numbers are compile-time constants chosen by the plan (``vyre.lib.plan``).
+module and graph). Every kernel with run-time sizes declares a ``params`` uniform buffer of
+``PARAM_WORDS`` u32 words: they live there, so one program and one captured graph serve every
+size of a capacity class. Word numbers are compile-time constants chosen by the plan (``vyre.lib.plan``).
 """
 
 from __future__ import annotations
@@ -672,7 +672,7 @@ def radix_digit_starts() -> Program:
     return Program(buffers, WG_SIZE, body, name="lib_radix_digit_starts")
 
 
-def _look_back(pass_: int, tile: int, region_word: int, spin: tuple[int, int]) -> list[Node]:
+def _look_back(pass_: int, tile_keys: int, region_word: int, spin: tuple[int, int]) -> list[Node]:
     """Invocation ``t``'s look-back for digit ``t`` (the ``lookback`` nodes of ``_digit_slots``): binds ``run``."""
     radix = 1 << RADIX_BITS
 
@@ -680,7 +680,7 @@ def _look_back(pass_: int, tile: int, region_word: int, spin: tuple[int, int]) -
         return Expr.add(var("region"), Expr.add(Expr.mul(t, u(radix)), lid()))
 
     first = Expr.eq(var("tile"), u(0))
-    past = Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(tile), var("valid")), u(0))  # keys past n
+    past = Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(tile_keys), var("valid")), u(0))  # keys past n
     flag = Expr.select(first, u(FLAG_P), u(FLAG_A))
     seen = Expr.atomic(AtomicOp.OR, "lookback", word(var("back")), u(0))  # an atomic read
     step = [Node.let("seen", seen),
