@@ -3,12 +3,13 @@
 On a GPU machine, one call: ``python3 benchmarks/sort_probe.py [--sizes 24 28] [--reps 10]``. For
 each size 2^k of random u32 keys (``ResidentArray``s, results handed back with ``lib.recycle``):
 
-1. correctness: ``lib.sort``, ``lib.argsort`` and ``lib.sort(keys, values)`` of both plans
-   against ``cupy.sort`` / ``cupy.argsort`` (a small size first, so a hang would show early);
+1. correctness: ``lib.sort``, ``lib.argsort``, ``lib.sort(keys, values)`` and ``lib.sort`` of
+   ``keys & 255`` (contended digit counters) of both plans against ``cupy.sort`` /
+   ``cupy.argsort`` (a small size first, so a hang would show early);
 2. per-kernel times of both plans, each captured step timed alone (``--reps`` launches in one
    sequence; a step of the single-pass plan with the look-back state it needs zeroed before each
    launch, that reset's own time taken off);
-3. whole-call times of both plans for ``sort`` and ``argsort``, next to ``cupy.sort``,
+3. whole-call times of both plans for each of those calls, next to ``cupy.sort``,
    ``cupy.argsort``, torch's sort and a copy of the keys (1 GiB at 2^28);
 
 and prints one compact table per size. With ``ptxas`` on the path it first prints each new
@@ -135,32 +136,37 @@ def probe(backend: Any, log2: int, reps: int) -> None:
     import cupy as cp
 
     n = 1 << log2
-    x = cp.random.default_rng(log2).integers(0, 2**32, n, dtype=cp.uint64).astype(cp.uint32)
-    vals = cp.arange(n, dtype=cp.uint32)[::-1].copy()
-    handles = [backend.allocate_resident(n * 4) for _ in range(2)]
-    backend.upload_resident(handles[0], x)
-    backend.upload_resident(handles[1], vals)
-    rx, rv = lib.ResidentArray(handles[0], np.uint32, n), lib.ResidentArray(handles[1], np.uint32, n)
-    want, order = cp.sort(x), cp.argsort(x)
-    calls = {"sort": lambda: lib.sort(rx, backend=backend), "argsort": lambda: lib.argsort(rx, backend=backend),
-             "sort pairs": lambda: lib.sort(rx, rv, backend=backend)}
+    cp.random.seed(log2)
+    x = cp.random.randint(0, 2**32, n, dtype=cp.uint64).astype(cp.uint32)
+    vals = cp.arange(n, dtype=cp.uint32)[::-1].copy()  # value of key i: n - 1 - i
+    low = x & 255  # one busy digit in the first pass, one digit only in the others: contended counters
+    handles = [backend.allocate_resident(n * 4) for _ in range(3)]
+    for handle, array in zip(handles, (x, vals, low)):
+        backend.upload_resident(handle, array)
+    rx, rv, rlow = (lib.ResidentArray(handle, np.uint32, n) for handle in handles)
+    want, order, want_low = cp.sort(x), cp.argsort(x), cp.sort(low)
 
     def got(result: Any) -> Any:
         return backend.view(result.handle, np.uint32)[:n]
 
+    # name -> (call, is its result right, time its steps too)
+    calls: dict[str, tuple[Callable[[], Any], Callable[[Any], bool], bool]] = {
+        "sort": (lambda: lib.sort(rx, backend=backend), lambda out: cp.array_equal(got(out), want), True),
+        "argsort": (lambda: lib.argsort(rx, backend=backend),  # stable, like cupy's
+                    lambda out: cp.array_equal(got(out), order) and cp.array_equal(x[got(out)], want), True),
+        "sort pairs": (lambda: lib.sort(rx, rv, backend=backend),
+                       lambda out: cp.array_equal(got(out[0]), want) and cp.array_equal(x[n - 1 - got(out[1])], want),
+                       False),
+        "sort x & 255": (lambda: lib.sort(rlow, backend=backend), lambda out: cp.array_equal(got(out), want_low),
+                         False),
+    }
     rows: dict[tuple[str, str], dict[str, str]] = {}  # (call, row) -> plan -> ms
     for plan_name, limit in (("segmented", 0), ("onesweep", topo.ONESWEEP_LIMIT)):
         topo.ONESWEEP_LIMIT, saved = limit, topo.ONESWEEP_LIMIT
         try:
-            for name, call in calls.items():
+            for name, (call, right, by_step) in calls.items():
                 out = call()
-                if name == "sort":
-                    ok = bool(cp.array_equal(got(out), want))
-                elif name == "argsort":  # stable, like cupy's
-                    ok = bool(cp.array_equal(got(out), order)) and bool(cp.array_equal(x[got(out)], want))
-                else:
-                    ok = bool(cp.array_equal(got(out[0]), want)) and bool(cp.array_equal(x[vals.size - 1 - got(out[1])],
-                                                                                          want))
+                ok = bool(right(out))
                 lib.recycle(*(out if isinstance(out, tuple) else (out,)), backend=backend)
                 print(f"2^{log2} {plan_name:9s} {name:10s} correct={ok}", flush=True)
 
@@ -169,7 +175,7 @@ def probe(backend: Any, log2: int, reps: int) -> None:
                     lib.recycle(*(result if isinstance(result, tuple) else (result,)), backend=backend)
 
                 rows.setdefault((name, f"lib.{name} (whole call)"), {})[plan_name] = f"{wall_ms(timed_call, reps):.3f}"
-                if name == "sort pairs":
+                if not by_step:
                     continue
                 steps = captured_steps(timed_call)
                 for kind, ms in by_kind(step_times(backend, steps, reps)).items():
