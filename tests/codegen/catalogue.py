@@ -66,7 +66,7 @@ def memory_programs() -> dict[str, Program]:
 def _atomic_programs(op: AtomicOp, t: DataType) -> dict[str, Program]:
     """Atomics into ``acc`` (global) or ``tile`` (shared, copied to ``acc`` after a barrier)."""
     u = Expr.u32
-    exp = Expr.load("src", I) if op is AtomicOp.COMPARE_EXCHANGE else None
+    exp = Expr.load("src", I) if op.base is AtomicOp.COMPARE_EXCHANGE else None
     out = {}
     for shared in (False, True):
         bufs = [BufferDecl.read("src", 0, t), BufferDecl.output("dst", 1, t, 1024),

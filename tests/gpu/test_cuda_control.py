@@ -69,8 +69,7 @@ def test_tree_reduction_with_barriers(backend, rng, wg: int) -> None:
     assert not fresh.any()
 
 
-ATOMIC_OPS = [AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN, AtomicOp.MAX,
-              AtomicOp.EXCHANGE, AtomicOp.COMPARE_EXCHANGE]
+ATOMIC_OPS = list(AtomicOp)  # sequentially consistent and relaxed
 
 
 @pytest.mark.parametrize("dtype", [U32, I32])
@@ -80,7 +79,7 @@ def test_atomics_uncontended(backend, rng, op: AtomicOp, dtype: DataType) -> Non
     n = 3000
     init, vals = random_array(rng, dtype, n), random_array(rng, dtype, n)
     exp = np.where(rng.random(n) < 0.5, init, random_array(rng, dtype, n)).astype(dtype.np_dtype)
-    expected = Expr.load("e", i) if op is AtomicOp.COMPARE_EXCHANGE else None
+    expected = Expr.load("e", i) if op.base is AtomicOp.COMPARE_EXCHANGE else None
     program = Program(
         [BufferDecl.read("v", 0, dtype), BufferDecl.read("e", 1, dtype), BufferDecl.read_write("slots", 2, dtype),
          BufferDecl.output("olds", 3, dtype, n)],
@@ -92,12 +91,13 @@ def test_atomics_uncontended(backend, rng, op: AtomicOp, dtype: DataType) -> Non
     check(backend, program, [vals, exp, init])
 
 
-@pytest.mark.parametrize("op", [AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN,
-                                AtomicOp.MAX, AtomicOp.EXCHANGE], ids=lambda o: o.name)
+@pytest.mark.parametrize("op", [op.ordered(relaxed) for relaxed in (False, True) for op in (
+    AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN, AtomicOp.MAX, AtomicOp.EXCHANGE)],
+    ids=lambda o: o.name)
 def test_atomics_contended(backend, rng, op: AtomicOp) -> None:
     """Many invocations per slot: final state exact; old values checked as multisets."""
     n, slots = 8192, 16
-    vals = (rng.integers(1, 1 << 20, n, dtype=np.uint32) if op is AtomicOp.ADD
+    vals = (rng.integers(1, 1 << 20, n, dtype=np.uint32) if op.base is AtomicOp.ADD
             else random_array(rng, U32, n))
     init = rng.integers(1, 1 << 20, slots, dtype=np.uint32)
     program = Program(
@@ -115,15 +115,15 @@ def test_atomics_contended(backend, rng, op: AtomicOp) -> None:
         assert np.array_equal(final, exp_final)
     for s in range(slots):
         mine, values = olds[s::slots], vals[s::slots]
-        if op is AtomicOp.EXCHANGE:  # every value is returned once or left in the slot
+        if op.base is AtomicOp.EXCHANGE:  # every value is returned once or left in the slot
             assert Counter(mine.tolist()) + Counter([int(final[s])]) == Counter([int(init[s])] + values.tolist())
-        elif op is AtomicOp.ADD:  # sorted olds are the running sums of some order of the values
+        elif op.base is AtomicOp.ADD:  # sorted olds are the running sums of some order of the values
             chain = np.sort(mine).astype(np.int64)
             steps = np.diff(np.append(chain, int(final[s])))
             assert chain[0] == init[s] and Counter(steps.tolist()) == Counter(values.tolist())
         else:
             assert int(init[s]) in mine.tolist()
-    if op is AtomicOp.ADD:
+    if op.base is AtomicOp.ADD:
         assert Counter(exp_final.tolist()) == Counter(final.tolist())
         assert len(exp_olds) == len(olds)
 

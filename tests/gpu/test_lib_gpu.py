@@ -8,6 +8,8 @@ import pytest
 
 from tests.lib import expected as E
 from vyre import lib
+from vyre.lib import kernels as K
+from vyre.lib.blocks import WG
 from vyre.reference import ReferenceBackend
 
 pytestmark = pytest.mark.gpu
@@ -97,6 +99,29 @@ def test_sort_family_2_24(backend, rng, dtype):
     want_values, want_lengths = E.run_length_encode(runs)
     E.assert_same_bits(values, want_values)
     E.assert_same(lengths, want_lengths)
+
+
+ONESWEEP_SIZES = [1, 255, 257, WG * K.ONESWEEP_VALUE_ITEMS + 1, WG * K.ONESWEEP_ITEMS - 1, WG * K.ONESWEEP_ITEMS,
+                  3 * WG * K.ONESWEEP_ITEMS + 5, 2**16 + 1, 2**20 + 3]
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.float32])
+@pytest.mark.parametrize("n", ONESWEEP_SIZES)
+def test_single_pass_sort_across_tile_edges(backend, rng, dtype, n):
+    """The single-pass sort on the device: sizes around its tile sizes, ties, edge values, keys,
+    pairs and argsort against numpy's stable order; and keys with one busy digit (every tile's
+    look-back walks the same counters)."""
+    keys = E.data(rng, dtype, n)
+    keys[: n // 4] = keys[n // 4: 2 * (n // 4)]
+    order = E.sort_order(keys)
+    values = E.data(rng, np.int32, n)
+    E.assert_same_bits(lib.sort(keys, backend=backend), keys[order])
+    E.assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
+    got_k, got_v = lib.sort(keys, values, backend=backend)
+    E.assert_same_bits(got_k, keys[order])
+    E.assert_same(got_v, values[order])
+    low = keys.view(np.uint32) & np.uint32(255)
+    E.assert_same(lib.argsort(low, backend=backend), np.argsort(low, kind="stable").astype(np.uint32))
 
 
 def test_device_arrays_in_cupy_out(backend, rng):

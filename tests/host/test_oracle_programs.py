@@ -217,7 +217,7 @@ def test_atomics_follow_sequential_lane_order(op: AtomicOp, t: DataType) -> None
     small = rng.integers(0, 4, n).astype(np.uint32)  # small values make compare-exchange succeed often
     vals = np.where(rng.random(n) < 0.5, small, rng.integers(0, 2**32, n, dtype=np.uint32)).view(t.np_dtype)
     mem0 = rng.integers(0, 4, words).astype(np.uint32).view(t.np_dtype)
-    cas = op is AtomicOp.COMPARE_EXCHANGE
+    cas = op.base is AtomicOp.COMPARE_EXCHANGE
     body = [Node.if_(Expr.ne(Expr.rem(gid, u(5)), u(3)), [
         let_atomic("old", op, "mem", Expr.load("idx", gid), Expr.load("vals", gid),
                    Expr.load("exp", gid) if cas else None),
@@ -233,7 +233,7 @@ def test_atomics_follow_sequential_lane_order(op: AtomicOp, t: DataType) -> None
             continue
         k = int(idx[lane])
         olds[lane] = mem[k]
-        mem[k] = encode_like(t, SEQUENTIAL[op](mem[k], int(vals[lane]), int(exp[lane])))
+        mem[k] = encode_like(t, SEQUENTIAL[op.base](mem[k], int(vals[lane]), int(exp[lane])))
     assert arrays["olds"].tolist() == olds
     assert arrays["mem"].tolist() == mem
 

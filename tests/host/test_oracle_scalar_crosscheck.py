@@ -160,7 +160,7 @@ class Walker:
         if index >= len(data):
             return data.dtype.type(0)
         old = data[index]
-        data[index] = np.asarray(ATOMIC[e.value](old, value, expected)).astype(data.dtype)
+        data[index] = np.asarray(ATOMIC[e.value.base](old, value, expected)).astype(data.dtype)
         return old
 
 

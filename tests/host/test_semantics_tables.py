@@ -450,7 +450,7 @@ def test_atomic_single_lane(op: AtomicOp, t: DataType) -> None:
     expected_arg = [m if k % 2 else (m + 1) & 0xFFFFFFFF for k, (m, _) in enumerate(pairs)]
     n = len(pairs)
     i = Expr.invocation_id(0)
-    cas = op is AtomicOp.COMPARE_EXCHANGE
+    cas = op.base is AtomicOp.COMPARE_EXCHANGE
     body = [Node.let("old", Expr.atomic(op, "mem", i, Expr.load("val", i), Expr.load("exp", i) if cas else None)),
             Node.store("out", i, Expr.var("old"))]
     program = Program([BufferDecl.read_write("mem", 0, t), BufferDecl.read("val", 1, t), BufferDecl.read("exp", 2, t),
@@ -463,5 +463,5 @@ def test_atomic_single_lane(op: AtomicOp, t: DataType) -> None:
     if cas:
         want = [v if e == m else m for (m, v), e in zip(pairs, expected_arg)]
     else:
-        want = [encode(t, ATOMIC_RESULT[op](decode(t, m), decode(t, v))) for m, v in pairs]
+        want = [encode(t, ATOMIC_RESULT[op.base](decode(t, m), decode(t, v))) for m, v in pairs]
     assert arrays["mem"].view(np.uint32).tolist() == want

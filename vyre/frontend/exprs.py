@@ -397,7 +397,7 @@ class ExprLowering:
                          f"call it on its own line{' with `with`' if kind in ('block', 'region') else ''}")
 
     def atomic(self, node: ast.Call, op: AtomicOp) -> Typed:
-        cas = op is AtomicOp.COMPARE_EXCHANGE
+        cas = op.base is AtomicOp.COMPARE_EXCHANGE
         self.arity(node, 4 if cas else 3)
         buf = self.buffer(node.args[0])
         if buf.access in (Access.READ, Access.UNIFORM):

@@ -56,7 +56,7 @@ def _binary(f: Intrinsic, a: Any, b: Any) -> Expr:
 
 
 def _atomic(f: Intrinsic, buffer: Any, index: Any, *values: Any) -> Expr:
-    if f.op is AtomicOp.COMPARE_EXCHANGE:
+    if f.op.base is AtomicOp.COMPARE_EXCHANGE:
         expected, value = values
         return Expr.atomic(f.op, buffer, lift(index, dtype=DataType.U32), lift(value), lift(expected))
     (value,) = values

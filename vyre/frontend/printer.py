@@ -183,7 +183,7 @@ class _Printer:
         if op == "cast":
             return f"{type_name(e.dtype)}({args[0]})"
         if op == "atomic":
-            if e.value is AtomicOp.COMPARE_EXCHANGE:
+            if e.value.base is AtomicOp.COMPARE_EXCHANGE:
                 args = [args[0], args[2], args[1]]  # vyre.atomic_compare_exchange(buf, i, expected, value)
             return f"vyre.atomic_{e.value.value}({', '.join([self.buffer_ids.get(e.name, e.name), *args])})"
         if op == "call":

@@ -117,7 +117,7 @@ def oob_atomic_case(op: AtomicOp, dtype: DataType, index: Expr) -> Case:
     """
     lit = Expr.u32 if dtype is D.U32 else Expr.i32
     poison_word = int(poisoned(dtype, 1)[0])
-    expected = lit(poison_word) if op is AtomicOp.COMPARE_EXCHANGE else None
+    expected = lit(poison_word) if op.base is AtomicOp.COMPARE_EXCHANGE else None
     atomic = {space: Expr.atomic(op, space, index, lit(5), expected) for space in ("acc", "tile")}
     buffers = [NEG, BufferDecl.read_write("acc", 1, dtype), BufferDecl.read_write("old", 2, dtype),
                BufferDecl.read_write("old_shared", 3, dtype), BufferDecl.read_write("tile_out", 4, dtype),

@@ -54,7 +54,12 @@ ALL_OPS = (
 
 
 class AtomicOp(enum.Enum):
-    """Read-modify-write operations of ``Expr.atomic``; each returns the old value."""
+    """Read-modify-write operations of ``Expr.atomic``; each returns the old value.
+
+    The plain ops are sequentially consistent. Each ``*_RELAXED`` twin does the same to its one
+    word, atomically, but orders no other memory access (a count, a bin, a flag word that
+    carries its own payload); ``Expr.atomic(..., relaxed=True)`` picks it.
+    """
 
     ADD = "add"
     OR = "or"
@@ -64,9 +69,31 @@ class AtomicOp(enum.Enum):
     MAX = "max"
     EXCHANGE = "exchange"
     COMPARE_EXCHANGE = "compare_exchange"
+    ADD_RELAXED = "add_relaxed"
+    OR_RELAXED = "or_relaxed"
+    AND_RELAXED = "and_relaxed"
+    XOR_RELAXED = "xor_relaxed"
+    MIN_RELAXED = "min_relaxed"
+    MAX_RELAXED = "max_relaxed"
+    EXCHANGE_RELAXED = "exchange_relaxed"
+    COMPARE_EXCHANGE_RELAXED = "compare_exchange_relaxed"
 
     def __repr__(self) -> str:
         return f"AtomicOp.{self.name}"
+
+    @property
+    def is_relaxed(self) -> bool:
+        """Whether this op orders nothing but its own word."""
+        return self.name.endswith("_RELAXED")
+
+    @property
+    def base(self) -> AtomicOp:
+        """The operation itself, whatever its ordering (``ADD_RELAXED.base is ADD``)."""
+        return AtomicOp[self.name.removesuffix("_RELAXED")]
+
+    def ordered(self, relaxed: bool) -> AtomicOp:
+        """This operation, relaxed or sequentially consistent."""
+        return AtomicOp[self.base.name + "_RELAXED"] if relaxed else self.base
 
 
 BufferRef = Union[str, "object"]  # a buffer name or a BufferDecl (its name is used)
@@ -212,14 +239,19 @@ class Expr(ExprOperators):
         return Expr("fma", (_expr(a, "a"), _expr(b, "b"), _expr(c, "c")))
 
     @staticmethod
-    def atomic(op: AtomicOp, buffer: BufferRef, index: Expr, value: Expr, expected: Expr | None = None) -> Expr:
+    def atomic(op: AtomicOp, buffer: BufferRef, index: Expr, value: Expr, expected: Expr | None = None,
+               *, relaxed: bool = False) -> Expr:
         """Atomically apply ``op`` to ``buffer[index]`` with ``value``; returns the old value.
 
         ``expected`` is given exactly for ``AtomicOp.COMPARE_EXCHANGE``. Only on U32/I32 buffers
-        that the program may write; out of bounds it returns 0 and writes nothing.
+        that the program may write; out of bounds it returns 0 and writes nothing. Sequentially
+        consistent unless ``relaxed`` (or ``op`` is a ``*_RELAXED`` twin): then atomic on its
+        word only, ordering no other access, and cheaper (no fence on ``cuda``).
         """
         if not isinstance(op, AtomicOp):
             raise TypeError(f"atomic op must be an AtomicOp, got {op!r}. Fix: pass AtomicOp.ADD etc.")
+        if relaxed:
+            op = op.ordered(True)
         args = (_expr(index, "index"), _expr(value, "value"))
         if expected is not None:
             args += (_expr(expected, "expected"),)

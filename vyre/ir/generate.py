@@ -56,7 +56,8 @@ F32_UNARY_APPROX = ("inverse_sqrt", "exp", "exp2", "log", "log2", "sin", "cos", 
 COMPARES = ("eq", "ne", "lt", "gt", "le", "ge")
 BOOL_BINARY = ("and_", "or_", "bitand", "bitor", "bitxor")
 PREDICATES = ("is_nan", "is_inf", "is_finite")
-ORDER_FREE_ATOMICS = (AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN, AtomicOp.MAX)
+_ORDER_FREE = (AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN, AtomicOp.MAX)
+ORDER_FREE_ATOMICS = (*_ORDER_FREE, *(op.ordered(True) for op in _ORDER_FREE))
 
 _U32_EDGES = (0, 1, 2, 3, 7, 8, 31, 32, 33, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF)
 _I32_EDGES = (0, 1, -1, 2, -2, 7, 31, 32, -32, 2**31 - 1, -(2**31), -(2**31) + 1)

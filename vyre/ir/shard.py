@@ -156,7 +156,7 @@ def _check_reduced_atomics(program: Program, reduce: Mapping[str, str]) -> None:
     for e in iter_all_exprs(program.body):
         if e.op == "atomic" and e.name in reduce:
             total += 1
-            if e.value is not REDUCE_OPS[reduce[e.name]]:
+            if e.value.base is not REDUCE_OPS[reduce[e.name]]:
                 raise InvalidProgram(f"reduced buffer {e.name!r} is updated with atomic {e.value.value}, but "
                                      f"reduce= combines it with {reduce[e.name]!r}",
                                      f"give reduce={{{e.name!r}: {e.value.value!r}}} if that op is supported, "

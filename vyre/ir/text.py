@@ -14,7 +14,8 @@ double-quoted string with escapes ``\\\\ \\" \\n \\t \\r \\u{HEX}``; reserved wo
           | f32:0x7fc00001 (exact bits) | OP(EXPR, ...) for the binary, unary, select, fma and
             subgroup ops | load(NAME, EXPR) | buf_len(NAME) | invocation_id(0) | workgroup_id(1)
           | local_id(2) | cast(DTYPE, EXPR) | atomic_add(NAME, EXPR, EXPR) ... (atomic_ + the
-            AtomicOp value; compare_exchange takes the expected value last) | call(NAME, EXPR, ...)
+            AtomicOp value, e.g. atomic_add_relaxed; compare_exchange takes the expected value
+            last) | call(NAME, EXPR, ...)
 
 An F32 literal prints as the shortest decimal that reads back to the same bits, else as its bits.
 Malformed text raises ``ValidationError`` with code ``parse_error`` and the line number.

@@ -163,7 +163,7 @@ class ExprTyper:
                               "declare the buffer as U32 or I32 to use atomics on it")
         self._expect(e.args[0], scope, (U32,), f"index of atomic on {e.name!r}")
         self._expect(e.args[1], scope, (buf.dtype,), f"value of atomic on {e.name!r}")
-        wants_expected = e.value is AtomicOp.COMPARE_EXCHANGE
+        wants_expected = e.value.base is AtomicOp.COMPARE_EXCHANGE
         if wants_expected != (len(e.args) == 3):
             raise IRTypeError("bad_arity", f"atomic {e.value.name} on {e.name!r} has the wrong operands",
                               "pass expected= only with AtomicOp.COMPARE_EXCHANGE, and always with it")

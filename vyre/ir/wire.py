@@ -60,7 +60,9 @@ D = DataType
 DTYPES = (D.U8, D.U16, D.U32, D.I8, D.I16, D.I32, D.F16, D.BF16, D.F32, D.BOOL)
 ACCESSES = (Access.READ, Access.READ_WRITE, Access.OUTPUT, Access.UNIFORM, Access.WORKGROUP)
 ATOMICS = (AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN, AtomicOp.MAX,
-           AtomicOp.EXCHANGE, AtomicOp.COMPARE_EXCHANGE)
+           AtomicOp.EXCHANGE, AtomicOp.COMPARE_EXCHANGE,  # codes 0-7 since the first format; relaxed twins 8-15
+           *(op.ordered(True) for op in (AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN,
+                                         AtomicOp.MAX, AtomicOp.EXCHANGE, AtomicOp.COMPARE_EXCHANGE)))
 OPS = (
     "lit", "var", "load", "buf_len", "invocation_id", "workgroup_id", "local_id",
     "add", "sub", "mul", "div", "rem", "bitand", "bitor", "bitxor", "shl", "shr",

@@ -197,7 +197,7 @@ class _Run:
         index, value = self.eval(e.args[0], mask), self.eval(e.args[1], mask)
         expected = self.eval(e.args[2], mask) if len(e.args) == 3 else None
         flat, ok = memory.address(np.broadcast_to(index, (self.lanes,)), mask)
-        return apply_atomic(memory.data, e.value, flat, ok, value, expected)
+        return apply_atomic(memory.data, e.value.base, flat, ok, value, expected)  # ordering: the oracle is sequential
 
     def _subgroup(self, e: Expr, mask: np.ndarray | None) -> Lanes:
         op = e.op

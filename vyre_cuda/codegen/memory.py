@@ -129,23 +129,26 @@ class Buffers:
         b.ins(f"st.{self._space(d, False)}.{_STORE_SUFFIX[d.dtype]} {addr}, {src}", p)
 
     def atomic(self, op: AtomicOp, name: str, index: str, value: str, expected: str | None) -> Val:
-        """Sequentially consistent read-modify-write; returns the old value (0 out of bounds).
+        """Read-modify-write; returns the old value (0 out of bounds).
 
         PTX ``atom`` alone is relaxed. Following the PTX memory model's mapping of C++
-        ``seq_cst`` RMW (Lustig et al., ASPLOS 2019; libcu++), each atomic is ``fence.sc`` then
-        ``atom.acq_rel`` at the scope that can observe it: ``.gpu`` for global memory (other
-        workgroups), ``.cta`` for workgroup memory.
+        ``seq_cst`` RMW (Lustig et al., ASPLOS 2019; libcu++), each sequentially consistent
+        atomic is ``fence.sc`` then ``atom.acq_rel`` at the scope that can observe it: ``.gpu``
+        for global memory (other workgroups), ``.cta`` for workgroup memory. A ``*_RELAXED`` op
+        is ``atom.relaxed`` alone: atomic on its word, ordering nothing else.
         """
         b, d = self.b, self.decls[name]
         p, addr = self._guard_and_address(d, index)
         scope = "cta" if d.is_workgroup else "gpu"
-        name_, u, s = _ATOMIC[op]
+        name_, u, s = _ATOMIC[op.base]
         old = b.op("mov.b32", "r", "0")
         # atom.cas d, [a], b, c stores c when the old value equals b
-        operands = f"{expected}, {value}" if op is AtomicOp.COMPARE_EXCHANGE else value
-        b.ins(f"fence.sc.{scope}", p)
+        operands = f"{expected}, {value}" if op.base is AtomicOp.COMPARE_EXCHANGE else value
+        order = "relaxed" if op.is_relaxed else "acq_rel"
+        if not op.is_relaxed:
+            b.ins(f"fence.sc.{scope}", p)
         space = "shared" if d.is_workgroup else "global"
-        b.ins(f"atom.acq_rel.{scope}.{space}.{name_}.{s if d.dtype is D.I32 else u} {old}, {addr}, {operands}", p)
+        b.ins(f"atom.{order}.{scope}.{space}.{name_}.{s if d.dtype is D.I32 else u} {old}, {addr}, {operands}", p)
         return Val(old, d.dtype)
 
     # ---- workgroup memory initialisation -------------------------------------------------------
