@@ -87,7 +87,7 @@ def bucket_pairs_program() -> Program:
             Node.if_(Expr.var("equal"), [Node.assign("equal", same_child)]),
         ]),
         Node.if_(Expr.var("equal"), [
-            Node.let("slot", Expr.atomic(AtomicOp.ADD, "count", Expr.u32(0), Expr.u32(1))),
+            Node.let("slot", Expr.atomic(AtomicOp.ADD, "count", Expr.u32(0), Expr.u32(1), relaxed=True)),
             Node.store("out_a", Expr.var("slot"), Expr.min(ca, cb)),   # stores past the slab's end do nothing
             Node.store("out_b", Expr.var("slot"), Expr.max(ca, cb)),
         ]),
@@ -139,7 +139,7 @@ def union_program() -> Program:
             Node.let("pa", Expr.load("parent", Expr.load("a", i))),
             Node.let("pb", Expr.load("parent", Expr.load("b", i))),
             Node.if_(Expr.ne(pa, pb), [
-                Node.let("old", Expr.atomic(AtomicOp.MIN, "parent", Expr.max(pa, pb), Expr.min(pa, pb))),
+                Node.let("old", Expr.atomic(AtomicOp.MIN, "parent", Expr.max(pa, pb), Expr.min(pa, pb), relaxed=True)),
                 Node.store("flag", Expr.u32(0), Expr.u32(1)),
             ]),
         ])],

@@ -246,7 +246,7 @@ def _hook(tries: int) -> list[Node]:
     return [
         Node.let(hi, Expr.max(V("a"), V("b"))),
         Node.let(lo, Expr.min(V("a"), V("b"))),
-        Node.let(old, Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "parent", V(hi), V(lo), expected=V(hi))),
+        Node.let(old, Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "parent", V(hi), V(lo), expected=V(hi), relaxed=True)),
         Node.if_(Expr.ne(V(old), V(hi)), [
             Node.assign("a", V(old)), Node.assign("b", V(lo)),
             Node.if_(Expr.ne(V("a"), V("b")), _hook(tries - 1)),
@@ -364,11 +364,12 @@ def top_down_program(shift: int) -> Program:
                 Node.if_(Expr.and_(Expr.lt(V("u"), Expr.buf_len("levels")),
                                    Expr.eq(Expr.load("levels", V("u")), Expr.u32(UNREACHED))), [
                     Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "levels", V("u"), V("nxt"),
-                                                expected=Expr.u32(UNREACHED))),
+                                                expected=Expr.u32(UNREACHED), relaxed=True)),
                     Node.if_(Expr.eq(V("old"), Expr.u32(UNREACHED)), [
-                        Node.let("at", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.u32(1))),
+                        Node.let("at", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.u32(1), relaxed=True)),
                         Node.store("next", V("at"), V("u")),
-                        Node.let("edges", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), _degree(V("u")))),
+                        Node.let("edges", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), _degree(V("u")),
+                                                      relaxed=True)),
                     ]),
                 ]),
             ]),
@@ -409,8 +410,9 @@ def bottom_up_program() -> Program:
          Node.let("edges", Expr.subgroup_add(Expr.select(V("found"), V("end") - V("start"), Expr.u32(0)))),
          Node.let("base", Expr.u32(0)),
          Node.if_(Expr.and_(Expr.eq(lane, Expr.u32(0)), Expr.ne(V("ballot"), Expr.u32(0))), [
-             Node.assign("base", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.popcount(V("ballot")))),
-             Node.let("added", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), V("edges"))),
+             Node.assign("base", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.popcount(V("ballot")),
+                                             relaxed=True)),
+             Node.let("added", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), V("edges"), relaxed=True)),
          ]),
          Node.let("first", Expr.subgroup_shuffle(V("base"), Expr.u32(0))),
          Node.if_(V("found"), [

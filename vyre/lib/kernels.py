@@ -358,7 +358,8 @@ def _merge_bins(target: str, offset: int, rounds: Expr) -> list[Node]:
     """Add the workgroup's bins ``local[q*WG + t]`` (``q < rounds``) into ``target[offset + bin]``:
     one global atomic per non-zero bin."""
     index = var("b") if offset == 0 else Expr.add(u(offset), var("b"))
-    merge = Node.if_(Expr.ne(var("c"), u(0)), Node.let("old2", Expr.atomic(AtomicOp.ADD, target, index, var("c"))))
+    merge = Node.if_(Expr.ne(var("c"), u(0)), Node.let("old2", Expr.atomic(AtomicOp.ADD, target, index, var("c"),
+                                                                                          relaxed=True)))
     return [Node.loop("q", u(0), rounds, [Node.let("b", Expr.add(Expr.mul(var("q"), u(WG)), lid())),
                                           Node.let("c", Expr.load("local", var("b"))), merge])]
 
@@ -376,7 +377,7 @@ def histogram_kernel(dtype: DataType, shared_bins: int, n_word: int, bins_word: 
     index = Expr.add(Expr.mul(Expr.add(Expr.mul(var("r"), blocks), wid()), u(WG)), lid())
     value = Expr.cast(U32, Expr.load("x", var("i")))
     count_one = Node.if_(Expr.and_(Expr.lt(var("i"), n), Expr.lt(var("v"), bins)),
-                         Node.let("old", Expr.atomic(AtomicOp.ADD, target, var("v"), u(1))))
+                         Node.let("old", Expr.atomic(AtomicOp.ADD, target, var("v"), u(1), relaxed=True)))
     body: list[Node] = [Node.loop("r", u(0), rounds, [Node.let("i", index), Node.let("v", value), count_one])]
     if shared_bins:
         body += [Node.barrier(), *_merge_bins("counts", 0, Expr.div(Expr.add(bins, u(WG - 1)), u(WG)))]
@@ -651,7 +652,8 @@ def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: i
                  Node.let(f"key{k}", to_key(key_type, Expr.load("keys", var(f"i{k}"))))]
     for k in range(items):
         counts = [Node.let(f"c{k}_{p}", Expr.atomic(AtomicOp.ADD, "local",
-                                                     u(p * radix) + _digit(var(f"key{k}"), p * RADIX_BITS), u(1)))
+                                                     u(p * radix) + _digit(var(f"key{k}"), p * RADIX_BITS), u(1),
+                                                     relaxed=True))
                   for p in range(RADIX_PASSES)]
         step.append(Node.if_(Expr.lt(var(f"i{k}"), n), counts))
     body = [Node.loop("r", u(0), rounds, step), Node.barrier(),
@@ -682,7 +684,7 @@ def _look_back(pass_: int, tile_keys: int, region_word: int, spin: tuple[int, in
     first = Expr.eq(var("tile"), u(0))
     past = Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(tile_keys), var("valid")), u(0))  # keys past n
     flag = Expr.select(first, u(FLAG_P), u(FLAG_A))
-    seen = Expr.atomic(AtomicOp.OR, "lookback", word(var("back")), u(0))  # an atomic read
+    seen = Expr.atomic(AtomicOp.OR, "lookback", word(var("back")), u(0), relaxed=True)  # an atomic read
     step = [Node.let("seen", seen),
             Node.assign("prefix", Expr.add(var("prefix"), Expr.bitand(var("seen"), u(FLAG_A - 1)))),
             Node.assign("done", Expr.ne(Expr.bitand(var("seen"), u(FLAG_P)), u(0))),
@@ -693,13 +695,14 @@ def _look_back(pass_: int, tile_keys: int, region_word: int, spin: tuple[int, in
     return [Node.let("region", Expr.add(u(LOOKBACK_HEAD), Expr.mul(u(pass_ % 2), load_param(region_word)))),
             Node.let("own", Expr.sub(var("total"), past)),
             Node.let("aggregate", Expr.atomic(AtomicOp.EXCHANGE, "lookback", word(var("tile")),
-                                              Expr.bitor(var("own"), flag))),
+                                              Expr.bitor(var("own"), flag), relaxed=True)),
             Node.let("done", first), Node.let("prefix", u(0)), Node.let("back", Expr.sub(var("tile"), u(1))),
             bounded_wait("done", *spin, step, "spin"),
             Node.if_(var("done"),
                      Node.if_(Expr.not_(first), Node.let("published", Expr.atomic(AtomicOp.EXCHANGE, "lookback",
-                                                                                   word(var("tile")), inclusive))),
-                     Node.let("gave_up", Expr.atomic(AtomicOp.ADD, "status", u(0), u(1)))),
+                                                                                   word(var("tile")), inclusive,
+                                                                                   relaxed=True))),
+                     Node.let("gave_up", Expr.atomic(AtomicOp.ADD, "status", u(0), u(1), relaxed=True))),
             Node.let("run", Expr.select(var("done"), Expr.add(start, var("prefix")), u(1 << 31)))]
 
 
@@ -725,7 +728,7 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     other = Expr.add(u(LOOKBACK_HEAD), Expr.mul(u((pass_ + 1) % 2), load_param(region_word)))
     body = [Node.let("n", load_param(n_word)),
             Node.if_(Expr.eq(lid(), u(0)), Node.store("tile_id", u(0), Expr.atomic(AtomicOp.ADD, "lookback",
-                                                                                     u(pass_), u(1)))),
+                                                                                     u(pass_), u(1), relaxed=True))),
             Node.barrier(), Node.let("tile", Expr.load("tile_id", u(0))),
             Node.let("seg_base", Expr.mul(var("tile"), u(tile))),
             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), u(tile)))),
