@@ -7,6 +7,7 @@ import pytest
 from codegen_support import assemble, needs_ptxas
 
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+from vyre.ir.expr import is_atomic_read
 from vyre.ir.text import parse, to_text
 from vyre.ir.wire import from_wire, to_wire
 from vyre.reference import ReferenceBackend
@@ -75,3 +76,30 @@ def test_every_relaxed_op_assembles(op: AtomicOp) -> None:
                 Node.let("b", Expr.atomic(op, "s", Expr.local_id(0), Expr.var("a"), expected))]
         program = Program([BufferDecl.read_write("g", 0, t), BufferDecl.workgroup("s", 64, t)], (64, 1, 1), body)
         assert assemble({op.name: emit_ptx(program)}, "90") == []
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_relaxed_atomic_of_zero_is_a_read(shared: bool) -> None:
+    """ADD/OR/XOR of the literal 0, relaxed: ``ld.relaxed`` (no read-modify-write); the same of a
+    non-literal or a sequentially consistent one stays an atomic; all equal the oracle."""
+    buf = "s" if shared else "g"
+    i = Expr.local_id(0)
+    reads = [Expr.atomic(op, buf, i, Expr.u32(0), relaxed=True) for op in (AtomicOp.ADD, AtomicOp.OR, AtomicOp.XOR)]
+    kept = [Expr.atomic(AtomicOp.OR, buf, i, Expr.u32(0)),
+            Expr.atomic(AtomicOp.OR, buf, i, Expr.sub(Expr.u32(1), Expr.u32(1)), relaxed=True),
+            Expr.atomic(AtomicOp.MAX, buf, i, Expr.u32(0), relaxed=True)]
+    assert all(is_atomic_read(e) for e in reads) and not any(is_atomic_read(e) for e in kept)
+    body = [Node.store("out", Expr.add(Expr.mul(Expr.u32(6), i), Expr.u32(k)), e) for k, e in enumerate(reads + kept)]
+    if shared:
+        body.insert(0, Node.store("s", i, Expr.load("g", i)))
+        body.insert(1, Node.barrier())
+    decls = [BufferDecl.read_write("g", 0, U32), BufferDecl.output("out", 1, U32, 6 * 64)]
+    program = Program(decls + ([BufferDecl.workgroup("s", 64, U32)] if shared else []), (64, 1, 1), body)
+    ptx = emit_ptx(program)
+    space = "cta.shared" if shared else "gpu.global"
+    assert ptx.count(f"ld.relaxed.{space}.b32") == 3
+    assert ptx.count(f"atom.relaxed.{space}.") == 2 and ptx.count(f"atom.acq_rel.{space}.") == 1
+    g = np.random.default_rng().integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    with ReferenceBackend() as be:
+        _, out = be.dispatch(program, [g])
+    np.testing.assert_array_equal(out.view(np.uint32).reshape(64, 6), np.repeat(g[:, None], 6, axis=1))

@@ -111,7 +111,7 @@ def test_atomics_contended(backend, rng, op: AtomicOp) -> None:
 
     exp_final, exp_olds = run(program, [vals, init.copy()])
     final, olds = backend.dispatch(program, [vals, init.copy()])
-    if op is not AtomicOp.EXCHANGE:
+    if op.base is not AtomicOp.EXCHANGE:
         assert np.array_equal(final, exp_final)
     for s in range(slots):
         mine, values = olds[s::slots], vals[s::slots]
@@ -126,6 +126,26 @@ def test_atomics_contended(backend, rng, op: AtomicOp) -> None:
     if op.base is AtomicOp.ADD:
         assert Counter(exp_final.tolist()) == Counter(final.tolist())
         assert len(exp_olds) == len(olds)
+
+
+@pytest.mark.parametrize("dtype", [U32, I32])
+def test_relaxed_atomic_reads_see_earlier_writes(backend, rng, dtype: DataType) -> None:
+    """Relaxed ADD/OR/XOR of 0 (atomic reads, ``ld.relaxed``) of global and workgroup words after
+    a barrier read what the workgroup wrote; a relaxed add then counts every lane once."""
+    n = 64 * 40
+    lid, gid = Expr.local_id(0), Expr.invocation_id(0)
+    zero = Expr.u32(0) if dtype is U32 else Expr.i32(0)
+    reads = [Expr.atomic(op, buf, index, zero, relaxed=True)
+             for op in (AtomicOp.ADD, AtomicOp.OR, AtomicOp.XOR) for buf, index in (("g", gid), ("s", lid))]
+    body = [Node.store("s", lid, Expr.load("g", gid)), Node.barrier(),
+            *[Node.store("out", Expr.add(Expr.mul(Expr.u32(6), gid), Expr.u32(k)), e) for k, e in enumerate(reads)],
+            Node.let("old", Expr.atomic(AtomicOp.ADD, "count", Expr.u32(0), Expr.cast(dtype, Expr.u32(1)),
+                                        relaxed=True))]
+    program = Program([BufferDecl.read_write("g", 0, dtype), BufferDecl.read_write("count", 1, dtype),
+                       BufferDecl.output("out", 2, dtype, 6 * n), BufferDecl.workgroup("s", 64, dtype)],
+                      (64, 1, 1), body, name=f"atomic_reads_{dtype.name}")
+    check(backend, program, [random_array(rng, dtype, n), np.zeros(1, dtype.np_dtype)],
+          DispatchConfig(grid=(n // 64, 1, 1)))
 
 
 @pytest.mark.parametrize("dtype", [U32, I32])

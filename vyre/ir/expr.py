@@ -96,6 +96,14 @@ class AtomicOp(enum.Enum):
         return AtomicOp[self.base.name + "_RELAXED"] if relaxed else self.base
 
 
+def is_atomic_read(e: Expr) -> bool:
+    """A relaxed ADD, OR or XOR of the literal 0: it cannot change the word, so it is an atomic read
+    (backends may carry it out as a relaxed load, which may return a value that another invocation
+    has since replaced, though never one older than this invocation saw before)."""
+    return (e.op == "atomic" and e.value.is_relaxed and e.value.base in (AtomicOp.ADD, AtomicOp.OR, AtomicOp.XOR)
+            and e.args[1].op == "lit" and e.args[1].value == 0)
+
+
 BufferRef = Union[str, "object"]  # a buffer name or a BufferDecl (its name is used)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
-from vyre.ir.expr import Expr
+from vyre.ir.expr import Expr, is_atomic_read
 from vyre.ir.types import DataType
 from vyre_cuda.codegen import ops
 from vyre_cuda.codegen.builder import Builder, Val
@@ -116,6 +116,8 @@ class ExprLowering:
         return self.buffers.buf_len(e.name)
 
     def _atomic(self, e: Expr, scope: Scope) -> Val:
+        if is_atomic_read(e):  # its value is a literal: nothing else to evaluate
+            return self.buffers.atomic_read(e.name, self.lower(e.args[0], scope).reg)
         regs = [self.lower(a, scope).reg for a in e.args]
         return self.buffers.atomic(e.value, e.name, regs[0], regs[1], regs[2] if len(regs) > 2 else None)
 

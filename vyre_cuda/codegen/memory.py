@@ -151,6 +151,16 @@ class Buffers:
         b.ins(f"atom.{order}.{scope}.{space}.{name_}.{s if d.dtype is D.I32 else u} {old}, {addr}, {operands}", p)
         return Val(old, d.dtype)
 
+    def atomic_read(self, name: str, index: str) -> Val:
+        """A relaxed atomic read (``is_atomic_read``): ``ld.relaxed``, coherent at the scope that can
+        write the word, never an L1 line another workgroup cannot update; 0 out of bounds."""
+        b, d = self.b, self.decls[name]
+        p, addr = self._guard_and_address(d, index)
+        old = b.op("mov.b32", "r", "0")
+        scope, space = ("cta", "shared") if d.is_workgroup else ("gpu", "global")
+        b.ins(f"ld.relaxed.{scope}.{space}.b32 {old}, {addr}", p)
+        return Val(old, d.dtype)
+
     # ---- workgroup memory initialisation -------------------------------------------------------
     def zero_workgroup_memory(self, linear_id: str, threads: str, wait_first: bool = False) -> list[str]:
         """Lines that zero the workgroup's shared memory cooperatively, then ``bar.sync 0``.
