@@ -150,3 +150,14 @@ def test_random_inputs_match_the_buffers() -> None:
         assert {0, 1, info.max, info.min} <= values
     bf16 = seen[DataType.BF16]
     assert {0x7F80, 0x8000, 0x0001} <= set(bf16.tolist())
+
+
+def test_divisors_that_expand_to_a_literal_zero_are_avoided() -> None:
+    """A call as divisor may expand to a literal 0 (``first(0, x)``), which validation rejects: this
+    seed made ``div(x, first_i32(0, 0))`` and stopped a 2000-program fuzz run on the device."""
+    from vyre.ir.expand import expand_calls
+    from vyre.ir.generate import generate_case
+
+    expand_calls(generate_case(20261263784896, subgroups=True).program)
+    for seed in range(300):
+        expand_calls(generate_case(seed, subgroups=seed % 2 == 1).program)

@@ -502,8 +502,11 @@ class _Generator:
             return getattr(Expr, r.choice(SHIFTS))(operand(t), operand(U32))
         op = r.choice(INT_BINARY if t is not F32 else F32_BINARY)
         b = operand(t)
-        if op in ("div", "rem") and b.op == "lit" and b.value == 0 and t is not F32:
-            b = Expr.u32(3) if t is U32 else Expr.i32(-3)  # a literal zero divisor is rejected
+        if op in ("div", "rem") and t is not F32:  # a literal zero divisor is rejected, also after expansion
+            if b.op == "lit" and b.value == 0:
+                b = Expr.u32(3) if t is U32 else Expr.i32(-3)
+            elif b.op == "call":  # a composed op may expand to a literal 0 (first(0, x))
+                b = Expr.bitor(b, Expr.u32(1) if t is U32 else Expr.i32(1))
         return getattr(Expr, op)(operand(t), b)
 
     def _subgroup(self, t: DataType, depth: int, ctx: _Ctx) -> Expr:
