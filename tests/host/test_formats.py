@@ -268,3 +268,11 @@ def test_wire_op_table_covers_every_op() -> None:
     from vyre.ir.expr import ALL_OPS
 
     assert sorted(OPS) == sorted(ALL_OPS) and len(set(OPS)) == len(OPS)
+
+
+def test_wire_atomic_codes_are_stable() -> None:
+    """Atomic op codes are positions in ``AtomicOp``: the first format's 0-7 stay, relaxed twins are 8-15."""
+    from vyre.ir.wire import ATOMICS
+
+    first = ("add", "or", "and", "xor", "min", "max", "exchange", "compare_exchange")
+    assert [op.value for op in ATOMICS] == [*first, *(f"{v}_relaxed" for v in first)]

@@ -59,10 +59,7 @@ HEADER_SIZE = _HEADER.size
 D = DataType
 DTYPES = (D.U8, D.U16, D.U32, D.I8, D.I16, D.I32, D.F16, D.BF16, D.F32, D.BOOL)
 ACCESSES = (Access.READ, Access.READ_WRITE, Access.OUTPUT, Access.UNIFORM, Access.WORKGROUP)
-ATOMICS = (AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN, AtomicOp.MAX,
-           AtomicOp.EXCHANGE, AtomicOp.COMPARE_EXCHANGE,  # codes 0-7 since the first format; relaxed twins 8-15
-           *(op.ordered(True) for op in (AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN,
-                                         AtomicOp.MAX, AtomicOp.EXCHANGE, AtomicOp.COMPARE_EXCHANGE)))
+ATOMICS = tuple(AtomicOp)  # declaration order: codes 0-7 as in the first format, the relaxed twins 8-15
 OPS = (
     "lit", "var", "load", "buf_len", "invocation_id", "workgroup_id", "local_id",
     "add", "sub", "mul", "div", "rem", "bitand", "bitor", "bitxor", "shl", "shr",
