@@ -244,3 +244,29 @@ def test_plan_primitives_for_pipelines(backend, rng) -> None:
     assert plan.params is None
     for h in handles:
         backend.free_resident(h)
+
+
+@pytest.mark.parametrize("words", [1, 3, 4, 5, 17, 1023])
+def test_workgroup_memory_starts_zeroed_after_garbage(backend, words: int) -> None:
+    """Workgroup memory reads 0 before it is written, whatever a previous kernel left there: the
+    zeroing (16-byte stores, then the last 0-3 words) covers sizes that are not a multiple of 16
+    bytes, with U16 buffers after a U32 one so the layout has odd word counts too."""
+    groups = 264  # two waves of workgroups on any card, so SMs are reused
+    buffers = [BufferDecl.workgroup("w", words, U32), BufferDecl.workgroup("h", 3, DataType.U16)]
+    lid, wid = Expr.local_id(0), Expr.workgroup_id(0)
+    fill = [Node.loop("j", lid, Expr.u32(words), [Node.store("w", Expr.var("j"), Expr.u32(0xDEADBEEF))]),
+            Node.store("h", lid, Expr.u32(0xBEEF))]
+    garbage = Program([*buffers, BufferDecl.output("sink", 0, U32, 1)], (32, 1, 1),
+                      [*fill, Node.barrier(), Node.store("sink", Expr.u32(1), Expr.load("w", Expr.u32(0)))],
+                      name="workgroup_garbage")
+    seen, j = Expr.var("seen"), Expr.var("j")
+    body = [Node.let("seen", Expr.u32(0)),
+            Node.loop("j", Expr.u32(0), Expr.u32(words), [Node.assign("seen", Expr.bitor(seen, Expr.load("w", j)))]),
+            Node.loop("j", Expr.u32(0), Expr.u32(3), [Node.assign("seen", Expr.bitor(seen, Expr.load("h", j)))]),
+            Node.store("out", Expr.add(Expr.mul(wid, Expr.u32(32)), lid), seen)]
+    reader = Program([*buffers, BufferDecl.output("out", 0, U32, groups * 32)], (32, 1, 1), body,
+                     name="workgroup_reader")
+    for _ in range(3):
+        backend.dispatch(garbage, [], DispatchConfig(grid=(groups, 1, 1)))
+        out = backend.dispatch(reader, [], DispatchConfig(grid=(groups, 1, 1)))[0]
+        assert not np.asarray(out).any()

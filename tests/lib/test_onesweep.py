@@ -151,8 +151,21 @@ def test_sort_raises_when_lookback_gives_up(rng, monkeypatch):
     wrong keys; the next sort starts from a zero status."""
     be = ReferenceBackend()
     keys = rng.integers(0, 2**32, 8 * KEYS_TILE, dtype=np.uint64).astype(np.uint32)
-    monkeypatch.setattr(K, "radix_onesweep", functools.partial(K.radix_onesweep.__wrapped__, spin=(2, 2)))
+    monkeypatch.setattr(K, "radix_onesweep",
+                        functools.partial(K.radix_onesweep.__wrapped__, spin=(2, 2), width=1))
     with pytest.raises(DispatchFailed, match="look-backs gave up.*Fix: "):
         lib.sort(keys, backend=be)
     monkeypatch.undo()
     E.assert_same(lib.sort(keys, backend=be), np.sort(keys))
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 5])
+def test_look_back_of_any_width_sorts(rng, monkeypatch, width):
+    """A look-back trip reads ``width`` tiles' words together and takes them nearest first, up to
+    an unpublished word or an inclusive prefix: the result is the same for every width, over more
+    tiles than one trip reads (the oracle runs workgroups in lockstep chunks, so tiles meet
+    aggregates, inclusive prefixes and unpublished words)."""
+    monkeypatch.setattr(K, "radix_onesweep", functools.partial(K.radix_onesweep.__wrapped__, width=width))
+    keys = rng.integers(0, 2**32, 11 * KEYS_TILE + 5, dtype=np.uint64).astype(np.uint32)
+    E.assert_same(lib.sort(keys, backend=ReferenceBackend()), np.sort(keys))
+    E.assert_same(lib.argsort(keys, backend=ReferenceBackend()), np.argsort(keys, kind="stable").astype(np.uint32))

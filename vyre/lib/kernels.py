@@ -629,9 +629,10 @@ LOOKBACK_STARTS = RADIX_PASSES
 LOOKBACK_HEAD = LOOKBACK_STARTS + RADIX_PASSES * (1 << RADIX_BITS)
 FLAG_A = 1 << 30    # a tile's own count of the digit (an aggregate)
 FLAG_P = 1 << 31    # the count of the digit in this and every lower tile (an inclusive prefix)
-SPIN = (6, 16)      # the look-back's wait: 6 nested loops of 16 trips, at most 16**6 reads
+SPIN = (6, 16)      # the look-back's wait: 6 nested loops of 16 trips, at most 16**6 trips
+LOOKBACK_WIDTH = 2  # tiles whose words one look-back trip reads together (1, 4, 8 measured slower)
 ONESWEEP_ITEMS = SORT_ITEMS
-ONESWEEP_VALUE_ITEMS = SORT_VALUE_ITEMS
+ONESWEEP_VALUE_ITEMS = 16  # with values (tile 4096; 47 KB of workgroup memory, 4 workgroups per SM on an H100)
 HISTOGRAM_ITEMS = 8  # keys per invocation and round of the digit histograms (all loaded first)
 
 
@@ -674,49 +675,85 @@ def radix_digit_starts() -> Program:
     return Program(buffers, WG_SIZE, body, name="lib_radix_digit_starts")
 
 
-def _look_back(pass_: int, tile_keys: int, region_word: int, spin: tuple[int, int]) -> list[Node]:
-    """Invocation ``t``'s look-back for digit ``t`` (the ``lookback`` nodes of ``_digit_slots``): binds ``run``."""
-    radix = 1 << RADIX_BITS
+EARLY_BATCH = 4  # keys loaded together by the early digit counts
 
-    def word(t: Expr) -> Expr:  # digit lid()'s word of tile t in this pass's region
-        return Expr.add(var("region"), Expr.add(Expr.mul(t, u(radix)), lid()))
 
-    first = Expr.eq(var("tile"), u(0))
-    past = Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(tile_keys), var("valid")), u(0))  # keys past n
-    flag = Expr.select(first, u(FLAG_P), u(FLAG_A))
-    seen = Expr.atomic(AtomicOp.OR, "lookback", word(var("back")), u(0), relaxed=True)  # an atomic read
-    step = [Node.let("seen", seen),
-            Node.assign("prefix", Expr.add(var("prefix"), Expr.bitand(var("seen"), u(FLAG_A - 1)))),
-            Node.assign("done", Expr.ne(Expr.bitand(var("seen"), u(FLAG_P)), u(0))),
-            Node.assign("back", Expr.select(Expr.ne(Expr.bitand(var("seen"), u(FLAG_A)), u(0)),
-                                            Expr.sub(var("back"), u(1)), var("back")))]
-    inclusive = Expr.bitor(Expr.add(var("prefix"), var("own")), u(FLAG_P))
-    start = Expr.load("lookback", Expr.add(u(LOOKBACK_STARTS + pass_ * radix), lid()))
+def _early_counts(key_in: DataType | None, shift: int, items: int) -> list[Node]:
+    """The tile's count of each digit before it is ranked, binding ``own`` (invocation ``t``: the
+    count of digit ``t``): its keys below ``limit`` are read (coalesced, ``EARLY_BATCH`` in flight)
+    and counted with relaxed workgroup atomics into ``hist``. Publishing these counts first, not
+    after the long ranking step, is what keeps later tiles' look-backs from waiting."""
+    index = {k: Expr.add(var("seg_base"), Expr.add(Expr.mul(Expr.add(Expr.mul(var("eb"), u(EARLY_BATCH)), u(k)),
+                                                            u(WG)), lid())) for k in range(EARLY_BATCH)}
+    batch = [Node.let(f"e{k}", Expr.load("keys", Expr.select(Expr.lt(index[k], var("limit")), index[k],
+                                                             u(0xFFFFFFFF)))) for k in range(EARLY_BATCH)]
+    digits = [_digit(_sort_key(key_in, var(f"e{k}")), shift) for k in range(EARLY_BATCH)]
+    batch += [Node.if_(Expr.lt(index[k], var("limit")),
+                       Node.let(f"eo{k}", Expr.atomic(AtomicOp.ADD, "hist", digits[k], u(1), relaxed=True)))
+              for k in range(EARLY_BATCH)]
+    return [Node.loop("eb", u(0), u(-(-items // EARLY_BATCH)), batch), Node.barrier(),  # past the tile: past limit
+            Node.let("own", Expr.load("hist", lid()))]
+
+
+def _lookback_word(t: Expr) -> Expr:
+    """Digit ``lid()``'s word of tile ``t`` in this pass's region (``region`` bound by ``_publish``)."""
+    return Expr.add(var("region"), Expr.add(Expr.mul(t, u(1 << RADIX_BITS)), lid()))
+
+
+def _publish(pass_: int, region_word: int) -> list[Node]:
+    """Invocation ``t`` publishes the tile's count of digit ``t`` (``own``): ``own | FLAG_A``, or
+    ``own | FLAG_P`` for tile 0, whose count is already an inclusive prefix."""
+    flag = Expr.select(Expr.eq(var("tile"), u(0)), u(FLAG_P), u(FLAG_A))
     return [Node.let("region", Expr.add(u(LOOKBACK_HEAD), Expr.mul(u(pass_ % 2), load_param(region_word)))),
-            Node.let("own", Expr.sub(var("total"), past)),
-            Node.let("aggregate", Expr.atomic(AtomicOp.EXCHANGE, "lookback", word(var("tile")),
-                                              Expr.bitor(var("own"), flag), relaxed=True)),
-            Node.let("done", first), Node.let("prefix", u(0)), Node.let("back", Expr.sub(var("tile"), u(1))),
+            Node.let("aggregate", Expr.atomic(AtomicOp.EXCHANGE, "lookback", _lookback_word(var("tile")),
+                                              Expr.bitor(var("own"), flag), relaxed=True))]
+
+
+def _look_back(pass_: int, spin: tuple[int, int], width: int) -> list[Node]:
+    """Invocation ``t``'s look-back for digit ``t`` (the ``lookback`` nodes of ``_digit_slots``),
+    after ``_publish``: binds ``run``. Each trip reads the words of the ``width`` tiles below
+    ``back`` at once (one memory latency, not ``width``) and takes them nearest first, up to the
+    first one not yet published (read again next trip) or holding an inclusive prefix (done)."""
+    first = Expr.eq(var("tile"), u(0))
+    step: list[Node] = [Node.let("go", Expr.bool(True)), Node.let("at", var("back"))]
+    for k in range(width):  # a tile past 0 is only read (tile 0 again), never taken: tile 0 holds FLAG_P
+        at = Expr.sub(var("at"), Expr.min(var("at"), u(k)))
+        step.append(Node.let(f"seen{k}", Expr.atomic(AtomicOp.OR, "lookback", _lookback_word(at), u(0),
+                                                     relaxed=True)))  # an atomic read
+    for k in range(width):
+        seen = var(f"seen{k}")
+        step += [Node.let(f"took{k}", Expr.and_(var("go"), Expr.ne(Expr.bitand(seen, u(FLAG_A | FLAG_P)), u(0)))),
+                 Node.let(f"last{k}", Expr.ne(Expr.bitand(seen, u(FLAG_P)), u(0))),
+                 Node.assign("prefix", Expr.add(var("prefix"), Expr.select(var(f"took{k}"),
+                                                                           Expr.bitand(seen, u(FLAG_A - 1)), u(0)))),
+                 Node.assign("back", Expr.select(var(f"took{k}"), Expr.sub(var("back"), u(1)), var("back"))),
+                 Node.assign("done", Expr.or_(var("done"), Expr.and_(var(f"took{k}"), var(f"last{k}")))),
+                 Node.assign("go", Expr.and_(var(f"took{k}"), Expr.not_(var(f"last{k}"))))]
+    inclusive = Expr.bitor(Expr.add(var("prefix"), var("own")), u(FLAG_P))
+    start = Expr.load("lookback", Expr.add(u(LOOKBACK_STARTS + pass_ * (1 << RADIX_BITS)), lid()))
+    return [Node.let("done", first), Node.let("prefix", u(0)), Node.let("back", Expr.sub(var("tile"), u(1))),
             bounded_wait("done", *spin, step, "spin"),
             Node.if_(var("done"),
                      Node.if_(Expr.not_(first), Node.let("published", Expr.atomic(AtomicOp.EXCHANGE, "lookback",
-                                                                                   word(var("tile")), inclusive,
-                                                                                   relaxed=True))),
+                                                                                   _lookback_word(var("tile")),
+                                                                                   inclusive, relaxed=True))),
                      Node.let("gave_up", Expr.atomic(AtomicOp.ADD, "status", u(0), u(1), relaxed=True))),
             Node.let("run", Expr.select(var("done"), Expr.add(start, var("prefix")), u(1 << 31)))]
 
 
 @cache
 def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
-                   n_word: int, region_word: int, spin: tuple[int, int] = SPIN) -> Program:
+                   n_word: int, region_word: int, spin: tuple[int, int] = SPIN,
+                   width: int = LOOKBACK_WIDTH) -> Program:
     """One stable pass of LSD radix sort, one tile per workgroup, with decoupled look-back (Onesweep).
 
     Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
-    has started. The tile is ranked, placed and written as in ``radix_scatter``; between ranking
-    and placing, invocation ``t`` publishes the tile's count of digit ``t`` as ``count | FLAG_A``
-    (tile 0: ``count | FLAG_P``) with an atomic exchange, then looks back over lower tiles, last
-    first, adding their counts until one holds an inclusive prefix (``FLAG_P``); a word still 0
-    (not published yet) is read again. It then publishes ``(prefix + count) | FLAG_P`` and the
+    has started. First the tile's digits are counted (``_early_counts``) and invocation ``t``
+    publishes the tile's count of digit ``t`` as ``count | FLAG_A`` (tile 0: ``count | FLAG_P``)
+    with an atomic exchange. The tile is then ranked, placed and written as in ``radix_scatter``;
+    between ranking and placing, invocation ``t`` looks back over lower tiles, last first, adding
+    their counts until one holds an inclusive prefix (``FLAG_P``); a word still 0 (not published
+    yet) is read again. It then publishes ``(prefix + count) | FLAG_P`` and the
     tile's keys of digit ``t`` go to ``starts[t] + prefix + rank in tile``. The wait is
     ``spin = (levels, width)`` nested loops, at most ``width**levels`` reads; if it runs out the
     digit's keys are not written (their positions are past 2^31) and ``status[0]`` counts the
@@ -733,10 +770,10 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
             Node.let("seg_base", Expr.mul(var("tile"), u(tile))),
             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), u(tile)))),
             Node.store("lookback", Expr.add(other, Expr.add(Expr.mul(var("tile"), u(1 << RADIX_BITS)), lid())), u(0))]
-    body += _radix_tiles(shift, key_in, key_out, values, items, u(1),
-                         _look_back(pass_, tile, region_word, spin))
+    body += [*_early_counts(key_in, shift, items), *_publish(pass_, region_word)]
+    body += _radix_tiles(shift, key_in, key_out, values, items, u(1), _look_back(pass_, spin, width))
     buffers = _radix_buffers(BufferDecl.read_write("lookback", 1, U32), values, items, 1, ("status",))
-    buffers.append(BufferDecl.workgroup("tile_id", 1, U32))
+    buffers += [BufferDecl.workgroup("tile_id", 1, U32), BufferDecl.workgroup("hist", 1 << RADIX_BITS, U32)]
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_onesweep_{shift}")
 
 

@@ -245,8 +245,8 @@ def segmented_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident
 
 def _lookback_gave_up(count: int) -> VyreError:
     return DispatchFailed("lookback", f"in the single-pass radix sort, {count} digit look-backs gave up waiting "
-                          f"for a lower tile to publish (after {K.SPIN[1] ** K.SPIN[0]} reads each), so the "
-                          "result is incomplete",
+                          f"for a lower tile to publish (after {K.SPIN[1] ** K.SPIN[0]} tries each), "
+                          "so the result is incomplete",
                           "rerun the call; if it recurs, report it with the GPU model, and meanwhile set "
                           "vyre.lib.plan.ONESWEEP_LIMIT = 0 to sort over segments.")
 

@@ -176,15 +176,20 @@ class Buffers:
             if wait_first:
                 b.ins("bar.sync 0")
             base = self.shared_base()
+            chunks, tail = divmod(self.shared_bytes // 4, 4)  # 16-byte stores, then the last words
             i = b.op("mov.u32", "r", linear_id)
             top, done = b.new_label(), b.new_label()
             b.place(top)
-            p = b.op("setp.ge.u32", "p", i, str(self.shared_bytes // 4))
+            p = b.op("setp.ge.u32", "p", i, str(chunks))
             b.ins(f"bra {done}", p)
-            a = b.op("mad.lo.u32", "r", i, "4", base)
-            b.ins(f"st.shared.u32 [{a}], 0")
+            a = b.op("mad.lo.u32", "r", i, "16", base)
+            b.ins(f"st.shared.v4.u32 [{a}], {{0, 0, 0, 0}}")
             b.ins(f"add.u32 {i}, {i}, {threads}")
             b.ins(f"bra {top}")
             b.place(done)
+            if tail:
+                p = b.op("setp.lt.u32", "p", linear_id, str(tail))
+                a = b.op("mad.lo.u32", "r", linear_id, "4", base)
+                b.ins(f"st.shared.u32 [{a}+{chunks * 16}], 0", p)
             b.ins("bar.sync 0")
         return lines

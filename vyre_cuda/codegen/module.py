@@ -28,7 +28,7 @@ from vyre_cuda.codegen.versions import (
     sm_number,
 )
 
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 #: lowest target with programmatic dependent launch (``griddepcontrol``, PTX ISA 7.8)
 GRID_DEPENDENCY_SM = 90
 
