@@ -755,7 +755,7 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     their counts until one holds an inclusive prefix (``FLAG_P``); a word still 0 (not published
     yet) is read again. It then publishes ``(prefix + count) | FLAG_P`` and the
     tile's keys of digit ``t`` go to ``starts[t] + prefix + rank in tile``. The wait is
-    ``spin = (levels, width)`` nested loops, at most ``width**levels`` reads; if it runs out the
+    ``spin = (levels, trips)`` nested loops, at most ``trips**levels`` trips; if it runs out the
     digit's keys are not written (their positions are past 2^31) and ``status[0]`` counts the
     digit. Counts carry two flag bits, so ``n < 2^30``. Each workgroup zeroes its
     tile's words of the other region, which the next pass uses.
