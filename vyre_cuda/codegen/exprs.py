@@ -59,9 +59,13 @@ class ExprLowering:
 
     # ---- leaves -----------------------------------------------------------------------------------
     def _lit(self, e: Expr, scope: Scope) -> Val:
+        """A literal's register, set once in the prologue and shared by every use of the value
+        (no lowering writes into an operand's register; ptxas folds the constants back in)."""
         if e.dtype is BOOL:
-            return Val(self.b.op("mov.pred", "p", "1" if e.value else "0"), BOOL)
-        return Val(self.b.op("mov.b32", "r", f"0x{int(e.value):08X}"), e.dtype)
+            text = "1" if e.value else "0"
+            return Val(self.b.cached(("lit", "pred", text), lambda: self.b.op("mov.pred", "p", text)), BOOL)
+        text = f"0x{int(e.value):08X}"
+        return Val(self.b.cached(("lit", "b32", text), lambda: self.b.op("mov.b32", "r", text)), e.dtype)
 
     def _var(self, e: Expr, scope: Scope) -> Val:
         try:
