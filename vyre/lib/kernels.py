@@ -683,12 +683,13 @@ def _early_counts(key_in: DataType | None, shift: int, items: int) -> list[Node]
     count of digit ``t``): its keys below ``limit`` are read (coalesced, ``EARLY_BATCH`` in flight)
     and counted with relaxed workgroup atomics into ``hist``. Publishing these counts first, not
     after the long ranking step, is what keeps later tiles' look-backs from waiting."""
-    index = {k: Expr.add(var("seg_base"), Expr.add(Expr.mul(Expr.add(Expr.mul(var("eb"), u(EARLY_BATCH)), u(k)),
-                                                            u(WG)), lid())) for k in range(EARLY_BATCH)}
-    batch = [Node.let(f"e{k}", Expr.load("keys", Expr.select(Expr.lt(index[k], var("limit")), index[k],
-                                                             u(0xFFFFFFFF)))) for k in range(EARLY_BATCH)]
+    def index(k: int) -> Expr:
+        key = Expr.add(Expr.mul(var("eb"), u(EARLY_BATCH)), u(k))
+        return Expr.add(var("seg_base"), Expr.add(Expr.mul(key, u(WG)), lid()))
+
+    batch = _tile_bits(key_in, EARLY_BATCH, var("limit"), var("limit"), "e", index)  # n = limit: none past it counts
     digits = [_digit(_sort_key(key_in, var(f"e{k}")), shift) for k in range(EARLY_BATCH)]
-    batch += [Node.if_(Expr.lt(index[k], var("limit")),
+    batch += [Node.if_(Expr.lt(index(k), var("limit")),
                        Node.let(f"eo{k}", Expr.atomic(AtomicOp.ADD, "hist", digits[k], u(1), relaxed=True)))
               for k in range(EARLY_BATCH)]
     return [Node.loop("eb", u(0), u(-(-items // EARLY_BATCH)), batch), Node.barrier(),  # past the tile: past limit
