@@ -154,3 +154,28 @@ def test_importing_and_emitting_never_imports_cupy() -> None:
             "[Node.store('o', Expr.local_id(0), Expr.u32(1))]); vyre_cuda.emit_ptx(p); "
             "assert 'cupy' not in sys.modules, 'cupy imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _guarded_loop(cond: Expr) -> Program:
+    """``for k in 0..1000: if (cond) { flag = k >= a[i] }``."""
+    i = Expr.var("i")
+    return Program(
+        [BufferDecl.read("a", 0, D.U32), BufferDecl.read_write("out", 1, D.U32)], (64, 1, 1),
+        [Node.let("i", Expr.invocation_id(0)), Node.let("flag", Expr.bool(False)),
+         Node.loop("k", Expr.u32(0), Expr.u32(1000), [
+             Node.if_(cond, [Node.assign("flag", Expr.ge(Expr.var("k"), Expr.load("a", i)))])]),
+         Node.store("out", i, Expr.select(Expr.var("flag"), Expr.u32(1), Expr.u32(0)))],
+        name="guarded")
+
+
+@needs_ptxas
+def test_a_loop_guarded_by_a_variable_stops_when_the_guard_turns() -> None:
+    """``loop { if (not flag) ... }``: each trip's one exit test is ``past the end or flag`` (a trip
+    that finds ``flag`` set ends the loop: later trips could do nothing); a guard that reads the
+    loop variable keeps every trip. One test, not a second exit branch: ptxas 13.0 dropped a
+    separate guard branch from nested loops (the sort's look-back then never stopped)."""
+    stops = emit_ptx(_guarded_loop(Expr.not_(Expr.var("flag"))))
+    keeps = emit_ptx(_guarded_loop(Expr.not_(Expr.eq(Expr.var("k"), Expr.u32(7)))))
+    exit_test = re.compile(r"or\.pred (%p\d+), %p\d+, %p\d+;\n\t@\1 bra ")
+    assert exit_test.search(stops) and not exit_test.search(keeps)
+    assert assemble({"stops": stops, "keeps": keeps}, "90") == []

@@ -40,6 +40,41 @@ def test_control_flow(backend, rng) -> None:
     check(backend, program, [a, b, poisoned(n + 100, U32)], DispatchConfig(elements=n))
 
 
+def guarded_loops(negated: bool, levels: int = 3, trips: int = 16) -> Program:
+    """Nested loops each of whose one statement is ``if (not flag)`` (``if (go)`` unless
+    ``negated``), the shape of ``vyre.lib.blocks.bounded_wait``: the innermost body counts its
+    trips, folds relaxed atomic reads into ``acc`` (so it is not unrolled away) and turns the
+    guard after ``a[i] & 63`` trips."""
+    flag, acc, count = Expr.var("flag"), Expr.var("acc"), Expr.var("count")
+    stop = Expr.ge(count, Expr.bitand(Expr.load("a", i), Expr.u32(63)))
+    guard = Expr.not_(flag) if negated else flag
+    read = Expr.atomic(AtomicOp.OR, "a", Expr.rem(Expr.add(i, count), Expr.buf_len("a")), Expr.u32(0), relaxed=True)
+    step = [Node.assign("count", Expr.add(count, Expr.u32(1))),
+            Node.assign("acc", Expr.add(Expr.rotate_left(acc, Expr.u32(5)), Expr.bitxor(read, Expr.var("k0")))),
+            Node.assign("flag", stop if negated else Expr.not_(stop))]
+    node = Node.if_(guard, step)
+    for level in range(levels):
+        node = Node.if_(guard, Node.loop(f"k{level}", Expr.u32(0), Expr.u32(trips), [node]))
+    return Program(
+        [BufferDecl.read_write("a", 0, U32), BufferDecl.read_write("out", 1, U32)], (128, 1, 1),
+        [Node.let("i", Expr.invocation_id(0)), Node.let("count", Expr.u32(0)), Node.let("acc", Expr.u32(7)),
+         Node.let("flag", Expr.bool(not negated)), node,
+         Node.store("out", Expr.mul(i, Expr.u32(2)), count),
+         Node.store("out", Expr.add(Expr.mul(i, Expr.u32(2)), Expr.u32(1)), acc)],
+        name="guarded_loops")
+
+
+@pytest.mark.parametrize("negated", [True, False])
+def test_loops_that_stop_when_their_guard_turns(backend, rng, negated: bool) -> None:
+    """Loops guarded by ``if (not flag)`` or ``if (go)`` stop at the first trip that finds the
+    guard off (``cuda`` leaves the loop there); each invocation turns its guard at its own trip,
+    inside three nested loops: trips and the value folded at exit must equal the oracle's."""
+    n = 3000
+    a = random_array(rng, U32, n)
+    out = check(backend, guarded_loops(negated), [a, poisoned(2 * n, U32)], DispatchConfig(elements=n))[1]
+    assert 1 < out[0::2].max() <= 63  # the guards turned at many trips
+
+
 @pytest.mark.parametrize("wg", [32, 256, 1024])
 def test_tree_reduction_with_barriers(backend, rng, wg: int) -> None:
     """A workgroup tree reduction in shared memory; workgroup buffers start zeroed."""

@@ -137,12 +137,13 @@ def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums
 def bounded_wait(done: str, levels: int, width: int, body: list[Node], prefix: str) -> Node:
     """Run ``body`` until the BOOL variable ``done`` holds, at most ``width ** levels`` times.
 
-    Loops have no ``break``: ``levels`` nested loops each run ``select(done, 0, width)`` trips
-    (bounds are evaluated on entry) and the innermost runs ``body`` only while not ``done``, so
-    once ``done`` holds at most ``levels * (width - 1)`` trips are left, each a test. The caller
-    tells a wait that ran out from ``done`` still being false afterwards.
+    Loops have no ``break``: ``levels`` nested loops of ``width`` trips, each trip guarded by
+    ``if (not done)``. Once ``done`` holds every later trip does nothing, so a backend may leave
+    the loops there (``cuda`` does: a loop whose one statement is such a guard stops at the first
+    trip that finds it false). The caller tells a wait that ran out from ``done`` still being
+    false afterwards.
     """
     node: Node = Node.if_(Expr.not_(var(done)), body)
     for level in range(levels):
-        node = Node.loop(f"{prefix}{level}", u(0), Expr.select(var(done), u(0), u(width)), [node])
+        node = Node.if_(Expr.not_(var(done)), Node.loop(f"{prefix}{level}", u(0), u(width), [node]))
     return node

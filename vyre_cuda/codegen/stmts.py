@@ -72,8 +72,28 @@ class StmtLowering:
         end = b.op("mov.b32", "r", self.exprs.lower(node.end, scope).reg)  # copy: the body may assign it
         top, done = b.new_label(), b.new_label()
         b.place(top)
-        b.ins(f"bra {done}", b.op("setp.ge.u32", "p", i, end))
-        self.body(node.body, {**scope, node.var: Val(i, DataType.U32)})
+        inner = {**scope, node.var: Val(i, DataType.U32)}
+        stop = b.op("setp.ge.u32", "p", i, end)
+        guard = _trip_guard(node)
+        if guard is not None:  # a trip that finds the guard off leaves it off: no later trip does anything
+            negated = guard.cond.op == "not_"
+            flag = self.exprs.lower(guard.cond.args[0] if negated else guard.cond, inner).reg
+            # one exit test per trip: ptxas 13.0 dropped a second, separate exit branch of nested loops
+            stop = b.op("or.pred", "p", stop, flag if negated else b.op("not.pred", "p", flag))
+        b.ins(f"bra {done}", stop)
+        self.body(node.body if guard is None else guard.then, inner)
         b.ins(f"add.u32 {i}, {i}, 1")
         b.ins(f"bra {top}")
         b.place(done)
+
+
+def _trip_guard(node: Loop) -> If | None:
+    """The loop's only statement when it is ``if (x)`` or ``if (not x)`` with no ``else``, ``x`` a
+    variable other than the loop's own. Only that ``if`` can change ``x``, so once a trip finds the
+    condition false every later trip does nothing, and the loop can stop there (how
+    ``vyre.lib.blocks.bounded_wait`` leaves its nested loops as soon as the wait is over)."""
+    if len(node.body) != 1 or not isinstance(node.body[0], If) or node.body[0].otherwise:
+        return None
+    cond = node.body[0].cond
+    read = cond.args[0] if cond.op == "not_" else cond
+    return node.body[0] if read.op == "var" and read.name != node.var else None
