@@ -489,6 +489,8 @@ def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, 
     ``n``, ``seg_base``, ``limit`` (no key at or past it is read) and, without ``lookback``,
     ``run``. With ``lookback`` (see ``_digit_slots``) the workgroup ranks one tile, so its
     counters have one half."""
+    if items % SORT_ROUNDS:
+        raise ValueError(f"a radix tile's items ({items}) must be a multiple of SORT_ROUNDS ({SORT_ROUNDS})")
     radix, tile, loops = 1 << RADIX_BITS, WG * items, items // SORT_ROUNDS
     half = WARPS * radix if lookback is None else 0
     moves_values = values != "none"
