@@ -714,27 +714,30 @@ def _publish(pass_: int, region_word: int) -> list[Node]:
 
 def _look_back(pass_: int, spin: tuple[int, int], width: int) -> list[Node]:
     """Invocation ``t``'s look-back for digit ``t`` (the ``lookback`` nodes of ``_digit_slots``),
-    after ``_publish``: binds ``run``. Each trip reads the words of the ``width`` tiles below
-    ``back`` at once (one memory latency, not ``width``) and takes them nearest first, up to the
-    first one not yet published (read again next trip) or holding an inclusive prefix (done)."""
+    after ``_publish``: binds ``run``. ``word`` is digit ``t``'s word of the nearest tile not yet
+    taken; each trip reads it and the words of the ``width - 1`` tiles below at once (one memory
+    latency, not ``width``) and takes them nearest first, up to the first one not yet published
+    (read again next trip) or holding an inclusive prefix (done). Near tile 0 a trip also reads
+    words below tile 0's (inside the buffer's head): never taken, since tile 0 holds ``FLAG_P``."""
     first = Expr.eq(var("tile"), u(0))
-    step: list[Node] = [Node.let("go", Expr.bool(True)), Node.let("at", var("back"))]
-    for k in range(width):  # a tile past 0 is only read (tile 0 again), never taken: tile 0 holds FLAG_P
-        at = Expr.sub(var("at"), Expr.min(var("at"), u(k)))
-        step.append(Node.let(f"seen{k}", Expr.atomic(AtomicOp.OR, "lookback", _lookback_word(at), u(0),
-                                                     relaxed=True)))  # an atomic read
+    radix = 1 << RADIX_BITS
+    step: list[Node] = [Node.let("go", Expr.bool(True)), Node.let("at", var("word"))]
+    for k in range(width):
+        step.append(Node.let(f"seen{k}", Expr.atomic(AtomicOp.OR, "lookback", Expr.sub(var("at"), u(k * radix)),
+                                                     u(0), relaxed=True)))  # an atomic read
     for k in range(width):
         seen = var(f"seen{k}")
         step += [Node.let(f"took{k}", Expr.and_(var("go"), Expr.ne(Expr.bitand(seen, u(FLAG_A | FLAG_P)), u(0)))),
                  Node.let(f"last{k}", Expr.ne(Expr.bitand(seen, u(FLAG_P)), u(0))),
                  Node.assign("prefix", Expr.add(var("prefix"), Expr.select(var(f"took{k}"),
                                                                            Expr.bitand(seen, u(FLAG_A - 1)), u(0)))),
-                 Node.assign("back", Expr.select(var(f"took{k}"), Expr.sub(var("back"), u(1)), var("back"))),
+                 Node.assign("word", Expr.select(var(f"took{k}"), Expr.sub(var("word"), u(radix)), var("word"))),
                  Node.assign("done", Expr.or_(var("done"), Expr.and_(var(f"took{k}"), var(f"last{k}")))),
                  Node.assign("go", Expr.and_(var(f"took{k}"), Expr.not_(var(f"last{k}"))))]
     inclusive = Expr.bitor(Expr.add(var("prefix"), var("own")), u(FLAG_P))
     start = Expr.load("lookback", Expr.add(u(LOOKBACK_STARTS + pass_ * (1 << RADIX_BITS)), lid()))
-    return [Node.let("done", first), Node.let("prefix", u(0)), Node.let("back", Expr.sub(var("tile"), u(1))),
+    return [Node.let("done", first), Node.let("prefix", u(0)),
+            Node.let("word", Expr.sub(_lookback_word(var("tile")), u(radix))),
             bounded_wait("done", *spin, step, "spin"),
             Node.if_(var("done"),
                      Node.if_(Expr.not_(first), Node.let("published", Expr.atomic(AtomicOp.EXCHANGE, "lookback",
