@@ -196,7 +196,8 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
 
 
 def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str, cap: int,
-                  final: tuple[Resident, Resident | None] | None, scatter: Any) -> tuple[Resident, Resident | None]:
+                  final: tuple[Resident, Resident | None] | None, scatter: Callable[..., None]
+                  ) -> tuple[Resident, Resident | None]:
     """The four passes' buffers: ``scatter(shift, key_in, key_out, mode, src_keys, moves)`` adds a
     pass's steps, ``moves`` being the handles after the kernel's binding 1 (keys out, values)."""
     key_bufs = [plan.buffer("sort.keys_b", cap), plan.buffer("sort.keys_a", cap)]
