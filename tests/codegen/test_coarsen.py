@@ -193,6 +193,17 @@ def test_factor_policy(monkeypatch, env, grid, block, coop, expected) -> None:
     assert policy.factor(grid, block, SM, coop) == expected
 
 
+def test_workgroups_with_much_workgroup_memory_are_not_coarsened_automatically(monkeypatch) -> None:
+    """Over ``AUTO_MAX_SHARED_BYTES`` auto picks 1 however large the grid; the test hook still forces."""
+    big, wg, most = (1 << 20, 1, 1), (256, 1, 1), policy.AUTO_MAX_SHARED_BYTES
+    monkeypatch.delenv(policy.ENV, raising=False)
+    assert policy.factor(big, wg, SM, shared_bytes=most) == 4
+    assert policy.factor(big, wg, SM, shared_bytes=most + 4) == 1
+    assert policy.factor(big, wg, SM, shared_bytes=43044) == 1  # the single-pass radix sort's kernels
+    monkeypatch.setenv(policy.ENV, "4")
+    assert policy.factor(big, wg, SM, shared_bytes=43044) == 4
+
+
 def test_launch_grid_rounds_x_up() -> None:
     assert policy.launch_grid((1, 3, 5), 4) == (1, 3, 5)
     assert policy.launch_grid((9, 2, 1), 4) == (3, 2, 1)

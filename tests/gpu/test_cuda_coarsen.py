@@ -21,7 +21,7 @@ from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.reference import ReferenceBackend, run
 from vyre.reference.ulp import assert_outputs_equal
-from vyre_cuda.dispatch.coarsening import ENV
+from vyre_cuda.dispatch.coarsening import AUTO_MAX_SHARED_BYTES, ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
 from catalogue import GRID_3D, all_programs  # noqa: E402
@@ -273,6 +273,29 @@ def test_auto_coarsens_large_grids_and_the_switch_turns_it_off(backend, rng, mon
     small = {"a": 1000, "b": 1000, "c": 1000}
     monkeypatch.delenv(ENV, raising=False)
     assert factor_used(backend, program, None, small) == 1
+
+
+@pytest.mark.parametrize("words", [256, 6144])
+def test_auto_leaves_workgroups_with_much_workgroup_memory_uncoarsened(backend, rng, monkeypatch, words) -> None:
+    """A grid large enough for auto; the program rotates values through ``words`` u32 of workgroup
+    memory behind a barrier. 1 KiB: coarsened x4; 24 KiB (over ``AUTO_MAX_SHARED_BYTES``): not.
+    ``VYRE_CUDA_COARSEN=4`` coarsens both. Every result equals the oracle."""
+    n = 4 * 8 * backend.info.sm_count * 256 * 2
+    nxt = Expr.rem(Expr.add(L, u(1)), u(256))
+    program = Program([BufferDecl.read("a", 0, U32), BufferDecl.output("c", 1, U32, n),
+                       BufferDecl.workgroup("w", words, U32)], (256, 1, 1),
+                      [Node.let("i", Expr.invocation_id(0)), Node.let("l", Expr.local_id(0)),
+                       Node.store("w", L, Expr.load("a", I)), Node.barrier(),
+                       Node.store("c", I, Expr.load("w", nxt))], name=f"rotate{words}")
+    a = random_array(rng, U32, n)
+    for setting, expected in ((None, 4 if words * 4 <= AUTO_MAX_SHARED_BYTES else 1), ("4", 4)):
+        if setting is None:
+            monkeypatch.delenv(ENV, raising=False)
+        else:
+            monkeypatch.setenv(ENV, setting)
+        assert factor_used(backend, program, None, {"a": n, "c": n}) == expected
+        (c,) = check(backend, program, [a])
+        assert np.array_equal(c, a.reshape(-1, 256)[:, np.r_[1:256, 0]].ravel())
 
 
 # ---- resident, pipelines, sequences and graphs -----------------------------------------------------------

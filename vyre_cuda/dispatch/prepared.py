@@ -129,7 +129,7 @@ class ProgramCache:
         """The variant of ``prepared`` (same program and block) that runs the logical ``grid``:
         coarsened along x when ``dispatch.coarsening.factor`` says so, else the plain kernel."""
         k = coarsen_factor(grid, prepared.block, self.runtime.limits.sm_count,
-                           bool(config is not None and config.cooperative))
+                           bool(config is not None and config.cooperative), prepared.shared_bytes)
         if k == prepared.coarsen:
             return prepared
         return self.prepared(prepared.program, config, coarsen=k)
