@@ -179,3 +179,28 @@ def test_a_loop_guarded_by_a_variable_stops_when_the_guard_turns() -> None:
     exit_test = re.compile(r"or\.pred (%p\d+), %p\d+, %p\d+;\n\t@\1 bra ")
     assert exit_test.search(stops) and not exit_test.search(keeps)
     assert assemble({"stops": stops, "keeps": keeps}, "90") == []
+
+
+def _reads_uniform_word(index: Expr) -> Program:
+    """``out[i] = sum over 3 trips of (p[index] + i)``, with ``p[index]`` also read again under a branch."""
+    i, p = Expr.var("i"), Expr.load("p", index)
+    return Program([BufferDecl.uniform("p", 0, DataType.U32, 4), BufferDecl.output("out", 1, DataType.U32, 64)],
+                   (64, 1, 1),
+                   [Node.let("i", Expr.invocation_id(0)), Node.let("acc", Expr.u32(0)),
+                    Node.loop("k", Expr.u32(0), Expr.u32(3), [Node.assign("acc", Expr.add(Expr.var("acc"),
+                                                                                           Expr.add(p, i)))]),
+                    Node.if_(Expr.lt(i, p), [Node.assign("acc", Expr.add(Expr.var("acc"), p))]),
+                    Node.store("out", i, Expr.var("acc"))], name="uniform_word")
+
+
+@needs_ptxas
+def test_a_uniform_word_at_a_literal_index_is_loaded_once_after_the_wait() -> None:
+    """Codegen 5: one load of ``p[2]`` for its five uses, after ``griddepcontrol.wait`` (a previous
+    kernel may write the buffer) and before the body; a uniform buffer at a varying index is not."""
+    once = emit_ptx(_reads_uniform_word(Expr.u32(2)))
+    loads = [ln for ln in once.splitlines() if "ld.global.nc" in ln and "+" not in ln]  # not param-block words
+    assert len(loads) == 1
+    assert once.index("griddepcontrol.wait;") < once.index(loads[0]) < once.index("bra")
+    varying = emit_ptx(_reads_uniform_word(Expr.rem(Expr.var("i"), Expr.u32(4))))
+    assert len([ln for ln in varying.splitlines() if "ld.global.nc" in ln and "+" not in ln]) == 3  # as written
+    assert assemble({"once": once, "varying": varying}, "90") == []

@@ -20,6 +20,7 @@ from vyre.reference import ReferenceBackend
 pytestmark = pytest.mark.gpu
 
 U32 = DataType.U32
+u = Expr.u32
 N = 3000
 i, v = Expr.var("i"), Expr.var("v")
 
@@ -328,5 +329,52 @@ def test_dependent_steps_overlapped_in_a_graph_match_the_oracle(backend, rng, mo
             expected = bufs.ref.dispatch_sequence(steps(bufs.host), bufs.reads(bufs.host))
             _equal(expected, out)
         assert backend.metrics()["cuda_graph_captures"] - before == 1
+    finally:
+        bufs.free()
+
+
+@functools.cache
+def step_set_words(k: int) -> Program:
+    """``w[j] = w[j] * 3 + k + j`` for the four words of ``w`` (one long workgroup per word)."""
+    j = Expr.workgroup_id(0)
+    spin = [Node.assign("v", Expr.add(Expr.mul(Expr.var("v"), u(3)), Expr.var("t")))]
+    return Program([BufferDecl.read_write("w", 0, U32)], (32, 1, 1),
+                   [Node.let("v", Expr.load("w", j)), Node.loop("t", u(0), u(20000), spin),
+                    Node.if_(Expr.eq(Expr.local_id(0), u(0)),
+                             Node.store("w", j, Expr.add(Expr.add(Expr.var("v"), u(k)), j)))],
+                   name=f"set_words{k}")
+
+
+@functools.cache
+def step_use_words(n: int) -> Program:
+    """``y[i] = y[i] + w[0] * w[3] + w[1]``: ``w`` bound as a uniform buffer, read at literal indices."""
+    i, w = Expr.var("i"), [Expr.load("w", u(j)) for j in range(4)]
+    return Program([BufferDecl.uniform("w", 0, U32, 4), BufferDecl.read_write("y", 1, U32)], (256, 1, 1),
+                   [Node.let("i", Expr.invocation_id(0)),
+                    Node.if_(Expr.lt(i, u(n)), Node.store("y", i, Expr.add(Expr.load("y", i),
+                                                                            Expr.add(Expr.mul(w[0], w[3]), w[1]))))],
+                   name=f"use_words{n}")
+
+
+@pytest.mark.parametrize("pdl", ["1", "0"])
+def test_uniform_words_written_by_the_step_before_are_read_after_it(backend, rng, monkeypatch, pdl) -> None:
+    """Codegen 5 loads a uniform buffer's literal-index words once before the body, after the
+    grid dependency wait: the next step must still see what a slow previous step wrote there."""
+    monkeypatch.setenv("VYRE_CUDA_GRAPHS", "1")
+    monkeypatch.setenv("VYRE_CUDA_PDL", pdl)
+    n = 1 << 20
+    data = [random_array(rng, U32, 4), random_array(rng, U32, n), random_array(rng, U32, 4)]
+    bufs = Buffers(backend, rng, data)
+    try:
+        def steps(handles) -> list[tuple]:
+            w, y, _ = handles
+            return [(step_set_words(k), [w], DispatchConfig(grid=(4, 1, 1))) if k % 2 == 0
+                    else (step_use_words(n), [w, y]) for k in range(8)]
+
+        reads = lambda handles: [(handles[0], 0, 16), (handles[1], 0, 4 * n)]  # noqa: E731
+        for _ in range(2):  # capture, then replay
+            out = backend.dispatch_sequence(steps(bufs.cuda), reads(bufs.cuda))
+            expected = bufs.ref.dispatch_sequence(steps(bufs.host), reads(bufs.host))
+            _equal(expected, out)
     finally:
         bufs.free()

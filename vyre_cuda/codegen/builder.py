@@ -25,11 +25,14 @@ class Builder:
     run-time counts) are computed once in the *prologue*, which dominates the whole body; see
     ``cached``. A coarsened kernel (``coarsen.Coarsening``) also has a per-iteration prologue,
     ``iteration``, for values that depend on the logical workgroup (the global id along x).
+    Values read once from buffer memory go into ``loaded``, which follows the prologue and the
+    grid dependency wait (``module.grid_dependency``): nothing above that wait reads a buffer.
     """
 
     def __init__(self) -> None:
         self.regs = Registers()
         self.prologue: list[str] = []
+        self.loaded: list[str] = []
         self.body: list[str] = []
         self.iteration: list[str] = []
         self._out = self.body

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir.expr import Expr, is_atomic_read
+from vyre.ir.program import Access
 from vyre.ir.types import DataType
 from vyre_cuda.codegen import ops
 from vyre_cuda.codegen.builder import Builder, Val
@@ -31,6 +32,7 @@ class ExprLowering:
         self.b = b
         self.buffers = buffers
         self.logical_x = logical_x
+        self._uniform_words: dict[tuple[str, int], Val] = {}  # (buffer, index) -> its value (``_uniform_word``)
         self._handlers = {
             "lit": self._lit, "var": self._var, "load": self._load, "buf_len": self._buf_len,
             "invocation_id": self._id, "workgroup_id": self._id, "local_id": self._id,
@@ -114,7 +116,22 @@ class ExprLowering:
 
     # ---- memory -------------------------------------------------------------------------------------
     def _load(self, e: Expr, scope: Scope) -> Val:
-        return self.buffers.load(e.name, self.lower(e.args[0], scope).reg)
+        index = e.args[0]
+        if index.op == "lit" and self.buffers.decls[e.name].access is Access.UNIFORM:
+            return self._uniform_word(e.name, index, scope)
+        return self.buffers.load(e.name, self.lower(index, scope).reg)
+
+    def _uniform_word(self, name: str, index: Expr, scope: Scope) -> Val:
+        """A uniform buffer at a literal index: loaded once, before the body (``Builder.loaded``),
+        and shared by every use (nothing writes a uniform buffer during a dispatch; out of bounds
+        it is still zero)."""
+        key = (name, int(index.value))
+        val = self._uniform_words.get(key)
+        if val is None:
+            with self.b.into(self.b.loaded):
+                val = self.buffers.load(name, self.lower(index, scope).reg)
+            self._uniform_words[key] = val
+        return val
 
     def _buf_len(self, e: Expr, scope: Scope) -> Val:
         return self.buffers.buf_len(e.name)

@@ -28,7 +28,7 @@ from vyre_cuda.codegen.versions import (
     sm_number,
 )
 
-CODEGEN_VERSION = "4"
+CODEGEN_VERSION = "5"
 #: lowest target with programmatic dependent launch (``griddepcontrol``, PTX ISA 7.8)
 GRID_DEPENDENCY_SM = 90
 
@@ -117,7 +117,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     StmtLowering(b, exprs, loop.next_label if loop else None).body(program.body, {})
     zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), exprs.workgroup_threads(),
                                               wait_first=loop is not None) if buffers.shared_bytes else []
-    code = loop.wrap(zero_init) if loop else [*zero_init, *b.body]
+    code = [*b.loaded, *(loop.wrap(zero_init) if loop else [*zero_init, *b.body])]
     check_kernel_size([*b.prologue, *code], program.name)  # the prologue too: it holds every literal
 
     nparams = len(program.bound_buffers) + 1
