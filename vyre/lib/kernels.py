@@ -398,16 +398,25 @@ def _sort_key(dtype: DataType | None, bits: Expr) -> Expr:
 
 
 def _tile_bits(key_type: DataType | None, items: int, n: Expr, limit: Expr, prefix: str,
-               index: Callable[[int], Expr]) -> list[Node]:
+               index: Callable[[int], Expr], whole: Expr | None = None, declare: bool = True) -> list[Node]:
     """Bind ``{prefix}{k}`` to the raw bits of element ``index(k)``; at or past ``n``, to bits whose
-    sort key is ``0xFFFFFFFF`` (digit 255 in every pass). Elements at or past ``limit`` are not read."""
+    sort key is ``0xFFFFFFFF`` (digit 255 in every pass). Elements at or past ``limit`` are not read.
+
+    ``whole``: a condition, the same for the whole workgroup, under which every element is below
+    ``n`` and ``limit``; then the elements are read without those two tests per element (a radix
+    tile is whole but for the last one). ``declare=False`` assigns variables declared already."""
     past = 0xFFFFFFFF if key_type in (None, U32) else 0x7FFFFFFF  # i32 max; an f32 NaN
-    nodes = []
+    bind = Node.let if declare and whole is None else Node.assign
+    checked = []
     for k in range(items):
         i = index(k)
         raw = Expr.load("keys", Expr.select(Expr.lt(i, limit), i, u(0xFFFFFFFF)))
-        nodes.append(Node.let(f"{prefix}{k}", Expr.select(Expr.lt(i, n), raw, u(past))))
-    return nodes
+        checked.append(bind(f"{prefix}{k}", Expr.select(Expr.lt(i, n), raw, u(past))))
+    if whole is None:
+        return checked
+    nodes = [Node.let(f"{prefix}{k}", u(past)) for k in range(items)] if declare else []
+    plain = [Node.assign(f"{prefix}{k}", Expr.load("keys", index(k))) for k in range(items)]
+    return [*nodes, Node.if_(whole, plain, checked)]
 
 
 def _peers(digit: Expr, prefix: str) -> tuple[list[Node], Expr]:
@@ -503,17 +512,23 @@ def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, 
     def round_of(loop_var: str, r: int) -> Expr:  # round r of loop iteration loop_var
         return Expr.add(Expr.mul(var(loop_var), u(SORT_ROUNDS)), u(r))
 
-    def group(q: Expr, prefix: str) -> list[Node]:
-        base = Expr.add(var("seg_base"), Expr.mul(Expr.div(q, u(loops)), u(tile)))
-        j0 = Expr.mul(Expr.rem(q, u(loops)), u(SORT_ROUNDS))
-        return _tile_bits(key_in, SORT_ROUNDS, n, var("limit"), prefix, lambda r: element(base, Expr.add(j0, u(r))))
+    def group(q: Expr, prefix: str, declare: bool = True) -> list[Node]:  # loop iteration q of the segment
+        if lookback is None:
+            base, j0 = (Expr.add(var("seg_base"), Expr.mul(Expr.div(q, u(loops)), u(tile))),
+                        Expr.mul(Expr.rem(q, u(loops)), u(SORT_ROUNDS)))
+            limit, whole = var("limit"), None
+        else:  # one tile: the groups the last iterations load ahead are past it, so not read
+            base, j0, inside = var("seg_base"), Expr.mul(q, u(SORT_ROUNDS)), Expr.lt(q, u(loops))
+            limit, whole = Expr.select(inside, var("limit"), u(0)), Expr.and_(var("whole"), inside)
+        return _tile_bits(key_in, SORT_ROUNDS, n, limit, prefix, lambda r: element(base, Expr.add(j0, u(r))),
+                          whole, declare)
 
     body = group(u(0), "a") + group(u(1), "b")
     # step 1: rank, loop iteration g of tile t being group q of the segment; loads run two groups ahead
     q = Expr.add(Expr.mul(var("t"), u(loops)), var("g"))
     rank: list[Node] = [Node.let(f"cur{r}", var(f"a{r}")) for r in range(SORT_ROUNDS)]
     rank += [Node.assign(f"a{r}", var(f"b{r}")) for r in range(SORT_ROUNDS)]
-    rank += [Node.assign(node.name, node.value) for node in group(Expr.add(q, u(2)), "b")]
+    rank += group(Expr.add(q, u(2)), "b", declare=False)
     for r in range(SORT_ROUNDS):
         p = f"r{r}"
         rank.append(Node.let(f"{p}d", _digit(_sort_key(key_in, var(f"cur{r}")), shift)))
@@ -533,7 +548,7 @@ def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, 
     def placed(r: int) -> Expr:  # the element of round r of loop iteration h
         return element(var("tb"), round_of("h", r))
 
-    place = _tile_bits(key_in, SORT_ROUNDS, n, n, "p", placed)
+    place = _tile_bits(key_in, SORT_ROUNDS, n, n, "p", placed)  # a whole-tile branch here measured slower
     if values == "load":
         place += [Node.let(f"pv{r}", Expr.load("vals", placed(r))) for r in range(SORT_ROUNDS)]
     for r in range(SORT_ROUNDS):
@@ -547,18 +562,23 @@ def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, 
             value = var(f"pv{r}") if values == "load" else placed(r)
             place.append(Node.store("sorted_vals", var(f"ps{r}"), value))
     step += [Node.loop("h", u(0), u(loops), place), Node.barrier()]
-    write: list[Node] = []
-    for r in range(SORT_ROUNDS):
-        slot = Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())
-        write += [Node.let(f"o{r}", Expr.load("sorted_keys", slot)),
-                  Node.let(f"pos{r}", Expr.select(Expr.lt(slot, var("valid")),
-                                                  Expr.add(slot, Expr.load("shift", _digit(var(f"o{r}"), shift))),
-                                                  u(0xFFFFFFFF))),
-                  Node.store("keys_out", var(f"pos{r}"), var(f"o{r}") if key_out is None else from_key(key_out,
-                                                                                                     var(f"o{r}")))]
-        if moves_values:
-            write.append(Node.store("vals_out", var(f"pos{r}"), Expr.load("sorted_vals", slot)))
-    step.append(Node.loop("h", u(0), u(loops), write))
+    def write(checked: bool) -> list[Node]:  # step 4; unchecked only in a whole tile
+        nodes: list[Node] = []
+        for r in range(SORT_ROUNDS):
+            slot = Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())
+            pos = Expr.add(slot, Expr.load("shift", _digit(var(f"o{r}"), shift)))
+            if checked:
+                pos = Expr.select(Expr.lt(slot, var("valid")), pos, u(0xFFFFFFFF))
+            nodes += [Node.assign(f"o{r}", Expr.load("sorted_keys", slot)), Node.assign(f"pos{r}", pos),
+                      Node.store("keys_out", var(f"pos{r}"),
+                                 var(f"o{r}") if key_out is None else from_key(key_out, var(f"o{r}")))]
+            if moves_values:
+                nodes.append(Node.store("vals_out", var(f"pos{r}"), Expr.load("sorted_vals", slot)))
+        return nodes
+
+    written = [Node.let(f"{v}{r}", u(0)) for r in range(SORT_ROUNDS) for v in ("o", "pos")]
+    written += write(True) if lookback is None else [Node.if_(var("whole"), write(False), write(True))]
+    step.append(Node.loop("h", u(0), u(loops), written))
     return [*body, Node.loop("t", u(0), tiles, step)]
 
 
@@ -644,7 +664,8 @@ def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: i
 
     Workgroup ``w`` of ``B`` (params ``blocks_word``) takes tiles ``w, w + B, ...`` of ``WG * items``
     keys (coalesced, all loaded before they are counted) and counts each key's digits in workgroup
-    memory with workgroup atomics, then merges with one global atomic per non-zero bin.
+    memory with workgroup atomics, then merges with one global atomic per non-zero bin. A tile
+    wholly below ``n`` counts its keys without a test per key.
     """
     radix, tile = 1 << RADIX_BITS, WG * items
     n, blocks = load_param(n_word), load_param(blocks_word)
@@ -653,12 +674,15 @@ def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: i
     for k in range(items):
         step += [Node.let(f"i{k}", Expr.add(var("tb"), Expr.add(u(k * WG), lid()))),
                  Node.let(f"key{k}", to_key(key_type, Expr.load("keys", var(f"i{k}"))))]
-    for k in range(items):
-        counts = [Node.let(f"c{k}_{p}", Expr.atomic(AtomicOp.ADD, "local",
-                                                     u(p * radix) + _digit(var(f"key{k}"), p * RADIX_BITS), u(1),
-                                                     relaxed=True))
-                  for p in range(RADIX_PASSES)]
-        step.append(Node.if_(Expr.lt(var(f"i{k}"), n), counts))
+    def counted(k: int, tag: str) -> list[Node]:
+        return [Node.let(f"c{k}_{p}{tag}", Expr.atomic(AtomicOp.ADD, "local",
+                                                        u(p * radix) + _digit(var(f"key{k}"), p * RADIX_BITS), u(1),
+                                                        relaxed=True))
+                for p in range(RADIX_PASSES)]
+
+    whole = Expr.lt(var("tb"), Expr.sub(n, Expr.min(n, u(tile - 1))))  # tb + tile <= n, without overflow
+    step.append(Node.if_(whole, [node for k in range(items) for node in counted(k, "w")],
+                         [Node.if_(Expr.lt(var(f"i{k}"), n), counted(k, "")) for k in range(items)]))
     body = [Node.loop("r", u(0), rounds, step), Node.barrier(),
             *_merge_bins("lookback", LOOKBACK_STARTS, u(RADIX_PASSES * radix // WG))]
     buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("lookback", 1, U32), _params(2),
@@ -683,17 +707,21 @@ EARLY_BATCH = 4  # keys loaded together by the early digit counts
 def _early_counts(key_in: DataType | None, shift: int, items: int) -> list[Node]:
     """The tile's count of each digit before it is ranked, binding ``own`` (invocation ``t``: the
     count of digit ``t``): its keys below ``limit`` are read (coalesced, ``EARLY_BATCH`` in flight)
-    and counted with relaxed workgroup atomics into ``hist``. Publishing these counts first, not
-    after the long ranking step, is what keeps later tiles' look-backs from waiting."""
+    and counted with relaxed workgroup atomics into ``hist`` (without a test per key in a whole
+    tile). Publishing these counts first, not after the long ranking step, is what keeps later
+    tiles' look-backs from waiting."""
     def index(k: int) -> Expr:
         key = Expr.add(Expr.mul(var("eb"), u(EARLY_BATCH)), u(k))
         return Expr.add(var("seg_base"), Expr.add(Expr.mul(key, u(WG)), lid()))
 
-    batch = _tile_bits(key_in, EARLY_BATCH, var("limit"), var("limit"), "e", index)  # n = limit: none past it counts
+    def counted(k: int) -> Node:
+        return Node.let(f"eo{k}", Expr.atomic(AtomicOp.ADD, "hist", digits[k], u(1), relaxed=True))
+
+    # n = limit: none past it counts
+    batch = _tile_bits(key_in, EARLY_BATCH, var("limit"), var("limit"), "e", index, var("whole"))
     digits = [_digit(_sort_key(key_in, var(f"e{k}")), shift) for k in range(EARLY_BATCH)]
-    batch += [Node.if_(Expr.lt(index(k), var("limit")),
-                       Node.let(f"eo{k}", Expr.atomic(AtomicOp.ADD, "hist", digits[k], u(1), relaxed=True)))
-              for k in range(EARLY_BATCH)]
+    batch.append(Node.if_(var("whole"), [counted(k) for k in range(EARLY_BATCH)],
+                          [Node.if_(Expr.lt(index(k), var("limit")), counted(k)) for k in range(EARLY_BATCH)]))
     return [Node.loop("eb", u(0), u(-(-items // EARLY_BATCH)), batch), Node.barrier(),  # past the tile: past limit
             Node.let("own", Expr.load("hist", lid()))]
 
@@ -764,7 +792,8 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     ``spin = (levels, trips)`` nested loops, at most ``trips**levels`` trips; if it runs out the
     digit's keys are not written (their positions are past 2^31) and ``status[0]`` counts the
     digit. Counts carry two flag bits, so ``n < 2^30``. Each workgroup zeroes its
-    tile's words of the other region, which the next pass uses.
+    tile's words of the other region, which the next pass uses. A whole tile (``whole``: every
+    tile but the last) reads and writes its keys without per-key tests, except in the place step.
     """
     pass_, tile = shift // RADIX_BITS, WG * items
     n = var("n")
@@ -775,6 +804,7 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
             Node.barrier(), Node.let("tile", Expr.load("tile_id", u(0))),
             Node.let("seg_base", Expr.mul(var("tile"), u(tile))),
             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), u(tile)))),
+            Node.let("whole", Expr.eq(var("limit"), Expr.add(var("seg_base"), u(tile)))),  # all but the last tile
             Node.store("lookback", Expr.add(other, Expr.add(Expr.mul(var("tile"), u(1 << RADIX_BITS)), lid())), u(0))]
     body += [*_early_counts(key_in, shift, items), *_publish(pass_, region_word)]
     body += _radix_tiles(shift, key_in, key_out, values, items, u(1), _look_back(pass_, spin, width))
