@@ -20,7 +20,7 @@ share of the time, and ptxas can start the next logical workgroup's loads early.
 that needs tens of KiB of workgroup memory does long work behind barriers (each logical one
 would also zero it again), so there is nothing to win. Measured on H100s (a graph of
 ``vyre.lib.sort`` at 2^28, whose single-pass kernels take 43 KiB): coarsened x4, 7.6-7.7 ms on
-two hosts and 6.9 on a third; uncoarsened, 6.95-7.0 on all three.
+two hosts, and on one of them 6.95 ms uncoarsened; on a third host about 6.9-7.0 ms either way.
 
 Cooperative launches are never coarsened (their grid must stay resident as written).
 The variable is read each time a dispatch is bound, so a change applies to new bindings only.
