@@ -55,16 +55,19 @@ def test_one_topology_per_capacity_class(rng, name):
     assert _signature(be.sequences[2]) != _signature(be.sequences[1])
 
 
-@pytest.mark.parametrize("n, steps, groups", [(1, 1, 1), (4096, 1, 1), (4097, 3, 2), (2**20, 3, 256),
-                                              (2**20 + 1, 3, 512), (2**23, 3, 2048)])
-def test_scan_levels(n, steps, groups):
-    """Reduce-then-scan: one workgroup up to 4096 elements, else up, spine, down over at most 1024 segments."""
+@pytest.mark.parametrize("n, dtype, steps, groups", [(1, np.uint32, 1, 1), (4096, np.uint32, 1, 1),
+                                                     (4097, np.uint32, 2, 1), (2**20, np.int32, 2, 128),
+                                                     (2**20 + 1, np.uint32, 2, 256), (2**23, np.uint32, 2, 1024),
+                                                     (4097, np.float32, 3, 2), (2**20 + 1, np.float32, 3, 512)])
+def test_scan_levels(n, dtype, steps, groups):
+    """One workgroup up to 4096 elements; above, integers: zero fill and one look-back kernel of
+    8192-element tiles; F32: up, spine, down over at most 4096 segments."""
     be = RecordingBackend()
-    out = lib.inclusive_scan(np.ones(n, np.uint32), backend=be)
+    out = lib.inclusive_scan(np.ones(n, dtype), backend=be)
     assert len(be.sequences[0]) == steps
     assert be.sequences[0][-1][2].grid == (groups, 1, 1)
     if n <= 2**20 + 1:  # the oracle is slow at 2^23; the grid is what this test checks there
-        np.testing.assert_array_equal(out, np.arange(1, n + 1, dtype=np.uint32))
+        np.testing.assert_array_equal(out, np.arange(1, n + 1, dtype=dtype))
 
 
 def test_scratch_is_reused_and_released():

@@ -96,6 +96,7 @@ class Plan:
 SPAN_UNIT = WG * K.REDUCE_ITEMS  # segments are whole upsweep tiles (and so whole downsweep tiles)
 SCAN_GROUPS = 4096  # at most this many workgroups (segments): several waves, so the last one is a small share
 SCAN_SINGLE = 4096  # capacity classes up to this scan in one launch of one workgroup
+LOOKBACK_TILE = WG * K.SCAN_LOOKBACK_ITEMS  # elements per workgroup of the single-pass scan
 
 
 def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT, most: int = SCAN_GROUPS
@@ -113,12 +114,15 @@ def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT, mos
 
 def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, inclusive: bool,
          init_word: int | None = None, role: str = "scan") -> None:
-    """Reduce-then-scan over at most ``SCAN_GROUPS`` contiguous segments, three launches.
+    """Scan ``n`` elements of ``src`` into ``dst``.
 
-    **up**: each workgroup reduces its segment into ``partial[w]``; **spine**: one workgroup
-    scans the partials exclusively; **down**: each workgroup scans its segment tile by tile
-    from its carry. Classes up to ``SCAN_SINGLE`` elements are one launch of the down kernel
-    on one workgroup.
+    Classes up to ``SCAN_SINGLE`` elements: one launch of the down kernel on one workgroup.
+    Integer types: one zero fill of the tile states, then one single-pass kernel with decoupled
+    look-back (``kernels.scan_lookback``; reads and writes each element once). F32 (whose
+    rounding depends on the order the tile totals meet): reduce-then-scan over at most
+    ``SCAN_GROUPS`` contiguous segments, three launches: **up** reduces each workgroup's segment
+    into ``partial[w]``, **spine** scans the partials exclusively, **down** scans each segment
+    tile by tile from its carry.
     """
     n_word = plan.word(f"{role}.n", n)
     handles_tail = [plan.params] + ([plan.params] if init_word is not None else [])
@@ -126,6 +130,14 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
         span_word = plan.word(f"{role}.span", cap)
         plan.step(K.scan_segments(m, K.SCAN_ITEMS, inclusive, False, n_word, span_word, init_word),
                   [src, dst, *handles_tail], 1)
+        return
+    if m.dtype is not DataType.F32:
+        tiles = ceil_div(cap, LOOKBACK_TILE)
+        state = plan.buffer(f"{role}.state", K.SCAN_STATE_HEAD + 2 * tiles)
+        used = plan.word(f"{role}.state_words", K.SCAN_STATE_HEAD + 2 * ceil_div(n, LOOKBACK_TILE))
+        plan.step(K.zero_fill(used), [state, plan.params], ceil_div(K.SCAN_STATE_HEAD + 2 * tiles, WG))
+        plan.step(K.scan_lookback(m, K.SCAN_LOOKBACK_ITEMS, inclusive, n_word, init_word),
+                  [src, dst, state, *handles_tail], tiles)
         return
     groups, span_word, used = segments(plan, role, n, cap)
     partial = plan.buffer(f"{role}.partial", groups, m.dtype.size)

@@ -1,0 +1,124 @@
+"""The single-pass (decoupled look-back) scan of integer types on the oracle: numpy's scans at
+every size and width, over the oracle's lockstep chunks, the plan it takes, what a tile takes
+from the published totals, and a wait that runs out (the tile folds the input itself)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from tests.lib import expected as E
+from vyre import lib
+from vyre.driver.config import DispatchConfig
+from vyre.ir import DataType
+from vyre.lib import kernels as K
+from vyre.lib.blocks import WG
+from vyre.lib.monoid import Monoid
+from vyre.reference import ReferenceBackend
+
+TILE = WG * K.SCAN_LOOKBACK_ITEMS
+OPS = ["add", "min", "max", "and", "or", "xor"]
+
+
+def _check(be, x: np.ndarray, op: str, init: object = None) -> None:
+    E.assert_same(lib.inclusive_scan(x, op, backend=be), E.inclusive_scan(x, op))
+    E.assert_same(lib.exclusive_scan(x, op, init, backend=be), E.exclusive_scan(x, op, init))
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", [4097, 2 * TILE, 2 * TILE + 1, 7 * TILE - 3])
+def test_matches_numpy(backend, rng, dtype, op, n):
+    x = E.data(rng, dtype, n)
+    _check(backend, x, op, None if op != "max" else x[3])
+
+
+@pytest.mark.parametrize("per_chunk", [1, 3])
+@pytest.mark.parametrize("width", [1, 2, 4, 5])
+def test_any_width_across_oracle_chunks(rng, monkeypatch, per_chunk, width):
+    """The oracle runs chunks of ``per_chunk`` workgroups in lockstep: a tile meets inclusive
+    prefixes of earlier chunks and the aggregates of its own chunk, nearer or farther than one
+    trip of ``width`` tiles reads."""
+    from vyre.reference import grid
+
+    monkeypatch.setattr(grid, "CHUNK_LANES", per_chunk * WG)
+    monkeypatch.setattr(K, "scan_lookback", functools.partial(K.scan_lookback.__wrapped__, width=width))
+    x = E.data(rng, np.uint32, 11 * TILE + 5)
+    _check(ReferenceBackend(), x, "add", 7)
+
+
+def test_a_wait_that_runs_out_folds_the_input(rng, monkeypatch):
+    """With no trips at all (``spin=(1, 0)``) every tile but the first folds the input below it:
+    the result is still numpy's."""
+    monkeypatch.setattr(K, "scan_lookback", functools.partial(K.scan_lookback.__wrapped__, spin=(1, 0)))
+    x = E.data(rng, np.int32, 5 * TILE + 77)
+    _check(ReferenceBackend(), x, "xor", 3)
+    _check(ReferenceBackend(), x.view(np.uint32), "add")
+
+
+def test_integer_scans_take_one_pass_and_float_scans_three(rng):
+    """Integer classes above 4096: zero fill then the look-back kernel; F32: up, spine, down."""
+    names = []
+
+    class Recording(ReferenceBackend):
+        def dispatch_sequence(self, steps, reads=()):
+            names.append([(step[0].name, step[2].grid[0]) for step in steps])
+            return super().dispatch_sequence(steps, reads)
+
+    be = Recording()
+    n = 3 * TILE + 1
+    lib.inclusive_scan(E.data(rng, np.uint32, n), backend=be)
+    assert names[-1] == [("lib_zero_fill", 1), ("lib_scan_lookback_inclusive_add_u32", 4)]
+    lib.exclusive_scan(E.data(rng, np.float32, n, finite=True), backend=be)
+    assert [name for name, _ in names[-1]] == ["lib_reduce_segments_add_f32", "lib_scan_exclusive_add_f32",
+                                               "lib_scan_exclusive_add_f32"]
+
+
+def _run_tile_one(state: np.ndarray, x: np.ndarray, spin: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Run the inclusive add scan as one workgroup that takes tile 1 (``state[0] = 1``) over
+    ``x`` of two tiles; returns ``out`` (tile 0's half left at the sentinel) and the state after."""
+    be = ReferenceBackend()
+    params = np.zeros(K.PARAM_WORDS, np.uint32)
+    params[0] = x.size
+    sentinel = np.full(x.size, 0xDEADBEEF, np.uint32)
+    handles = []
+    for array in (x, sentinel, state, params):
+        handles.append(be.allocate_resident(array.nbytes))
+        be.upload_resident(handles[-1], array)
+    program = K.scan_lookback.__wrapped__(Monoid("add", DataType.U32), K.SCAN_LOOKBACK_ITEMS, True, 0, None, spin=spin)
+    be.dispatch_sequence([(program, handles, DispatchConfig(grid=(1, 1, 1)))])
+    out = be.download_resident(handles[1], 0, x.nbytes).view(np.uint32)
+    return out, be.download_resident(handles[2], 0, state.nbytes).view(np.uint32)
+
+
+def _words(flag_lo: int, flag_hi: int, value: int) -> list[int]:
+    return [(flag_lo << 16) | (value & 0xFFFF), (flag_hi << 16) | (value >> 16)]
+
+
+def test_a_tile_takes_the_published_prefix_both_halves(rng):
+    """Tile 0's published inclusive prefix (a planted value, not the input's sum) is what tile 1
+    starts from: both 16-bit halves are read back; tile 1 then publishes its own prefix."""
+    x = rng.integers(0, 2**32, 2 * TILE, dtype=np.uint64).astype(np.uint32)
+    planted = 0x89ABCDEF
+    state = np.array([1, 0, *_words(K.SCAN_PREFIX, K.SCAN_PREFIX, planted), 0, 0], np.uint32)
+    out, after = _run_tile_one(state, x, spin=(1, 2))
+    want = np.cumsum(np.concatenate([[planted], x[TILE:]]).astype(np.uint32), dtype=np.uint32)[1:]
+    E.assert_same(out[TILE:], want)
+    assert (out[:TILE] == 0xDEADBEEF).all()
+    E.assert_same(after[4:6], np.array(_words(K.SCAN_PREFIX, K.SCAN_PREFIX, int(want[-1])), np.uint32))
+    assert after[0] == 2 and after[1] == 0
+
+
+@pytest.mark.parametrize("flags", [(0, 0), (K.SCAN_PREFIX, K.SCAN_AGGREGATE), (K.SCAN_AGGREGATE, K.SCAN_PREFIX),
+                                   (K.SCAN_PREFIX, 0)])
+def test_an_unpublished_or_torn_total_is_not_taken(rng, flags):
+    """A total not published, or whose halves carry different flags (torn by a later publish),
+    is read again until the wait runs out; then the tile folds the input below it and counts
+    that in ``state[1]``: the planted value is never used."""
+    x = rng.integers(0, 2**32, 2 * TILE, dtype=np.uint64).astype(np.uint32)
+    state = np.array([1, 0, *_words(*flags, 0x89ABCDEF), 0, 0], np.uint32)
+    out, after = _run_tile_one(state, x, spin=(2, 3))
+    E.assert_same(out[TILE:], np.cumsum(x, dtype=np.uint32)[TILE:])
+    assert after[1] == 1
