@@ -270,7 +270,8 @@ def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word
     invocation 0 publishes the tile's total (tile 0: as an inclusive prefix), looks back for
     the combination of every lower tile (``_scan_look_back``) and publishes the tile's
     inclusive prefix; after a barrier every element gets ``init op prefix op`` its place in the
-    tile. ``state`` starts zeroed.
+    tile (exclusive: each inclusive result is stored one place on, and the tile's first
+    element gets ``init op prefix``). ``state`` starts zeroed.
     """
     n, tile = load_param(n_word), WG * items
     body: list[Node] = [
@@ -280,7 +281,7 @@ def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word
     for k in range(items):
         index = _warp_striped(var("tb"), k, items)
         body.append(Node.let(f"v{k}", Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())))
-    nodes, outs, total = _warp_rounds(m, items, inclusive, [var(f"v{k}") for k in range(items)])
+    nodes, outs, total = _warp_rounds(m, items, True, [var(f"v{k}") for k in range(items)])
     body += nodes
     body.append(Node.if_(Expr.eq(lane(), u(0)), Node.store("sums", warp(), total)))
     body.append(Node.barrier())
@@ -292,10 +293,19 @@ def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word
         Node.if_(Expr.not_(first), _publish_total(m, u(SCAN_PREFIX), m.combine(var("prefix"), var("wt")), "inclusive")),
         Node.store("tile_prefix", u(0), var("prefix"))]))
     body.append(Node.barrier())
-    body.append(Node.let("wbase", m.combine(_start(m, init_word, Expr.load("tile_prefix", u(0))), var("wp"))))
+    body.append(Node.let("tile_start", _start(m, init_word, Expr.load("tile_prefix", u(0)))))
+    body.append(Node.let("wbase", m.combine(var("tile_start"), var("wp"))))
+    # exclusive: element i gets element i-1's inclusive result, so each one is stored one place on
+    # (no shuffle to the next lane) and the tile's first element gets the tile's start
+    end = n if inclusive else Expr.min(n, Expr.add(var("tb"), u(tile)))
     for k, value in enumerate(outs):
         index = _warp_striped(var("tb"), k, items)
-        body.append(Node.if_(Expr.lt(index, n), Node.store("out", index, m.combine(var("wbase"), value))))
+        if not inclusive:
+            index = Expr.add(index, u(1))
+        body.append(Node.if_(Expr.lt(index, end), Node.store("out", index, m.combine(var("wbase"), value))))
+    if not inclusive:
+        body.append(Node.if_(Expr.and_(Expr.eq(lid(), u(0)), Expr.lt(var("tb"), n)),
+                             Node.store("out", var("tb"), var("tile_start"))))
     buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("out", 1, m.dtype),
                BufferDecl.read_write("state", 2, U32)]
     buffers = _scan_tail_buffers(m, buffers, init_word)
