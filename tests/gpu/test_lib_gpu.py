@@ -188,7 +188,7 @@ def test_recycled_results_replay_the_graph(backend, rng):
                                            (K.SCAN_SPIN, 1, 2**20 + 3),
                                            ((1, 0), K.SCAN_LOOKBACK_WIDTH, 16 * WG * K.SCAN_LOOKBACK_ITEMS + 5)])
 def test_single_pass_scan_on_the_device(backend, rng, monkeypatch, spin, width, n):
-    """The look-back scan with hundreds of tiles in flight at once (so tiles meet aggregates,
+    """The look-back scan with its 129 tiles in flight at once (so tiles meet aggregates,
     prefixes and unpublished totals) for every integer op, and with no wait at all (every
     tile folds the input below it): numpy's results."""
     monkeypatch.setattr(K, "scan_lookback", functools.partial(K.scan_lookback.__wrapped__, spin=spin, width=width))
