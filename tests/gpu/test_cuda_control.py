@@ -54,7 +54,8 @@ def guarded_loops(negated: bool, levels: int = 3, trips: int = 16) -> Program:
             Node.assign("flag", stop if negated else Expr.not_(stop))]
     node = Node.if_(guard, step)
     for level in range(levels):
-        node = Node.if_(guard, Node.loop(f"k{level}", Expr.u32(0), Expr.u32(trips), [node]))
+        loop = Node.loop(f"k{level}", Expr.u32(0), Expr.u32(trips), [node])
+        node = loop if level == levels - 1 else Node.if_(guard, loop)
     return Program(
         [BufferDecl.read_write("a", 0, U32), BufferDecl.read_write("out", 1, U32)], (128, 1, 1),
         [Node.let("i", Expr.invocation_id(0)), Node.let("count", Expr.u32(0)), Node.let("acc", Expr.u32(7)),

@@ -145,5 +145,6 @@ def bounded_wait(done: str, levels: int, width: int, body: list[Node], prefix: s
     """
     node: Node = Node.if_(Expr.not_(var(done)), body)
     for level in range(levels):
-        node = Node.if_(Expr.not_(var(done)), Node.loop(f"{prefix}{level}", u(0), u(width), [node]))
+        loop = Node.loop(f"{prefix}{level}", u(0), u(width), [node])
+        node = loop if level == levels - 1 else Node.if_(Expr.not_(var(done)), loop)  # the outermost needs no guard
     return node
