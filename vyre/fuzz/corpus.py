@@ -8,13 +8,28 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from vyre.driver.config import DispatchConfig
 from vyre.ir.program import Program
+
+
+@dataclass(frozen=True)
+class History:
+    """Where a fuzzer's case came from: program ``index`` of the run with ``seed`` (so programs
+    ``0 .. index-1`` ran before it in that process), input set ``input_set`` of ``input_sets``,
+    the run's mode, the dispatch path and the ``VYRE_CUDA_COARSEN`` value (None: unset)."""
+
+    seed: int
+    index: int
+    input_set: int
+    input_sets: int
+    long_process: bool
+    path: str
+    coarsen: str | None
 
 
 @dataclass
@@ -27,6 +42,7 @@ class CorpusCase:
     config: DispatchConfig
     note: str = ""
     expected: list[np.ndarray] | None = None  # outputs in program.outputs order, when known
+    history: History | None = None  # the fuzz run that found it, to replay what ran before it
 
 
 def _encode_arrays(arrays: list[np.ndarray]) -> list[dict]:
@@ -49,6 +65,8 @@ def write_case(directory: Path, case: CorpusCase) -> Path:
     }
     if case.expected is not None:
         meta["expected"] = _encode_arrays(case.expected)
+    if case.history is not None:
+        meta["history"] = asdict(case.history)
     (directory / f"{case.name}.json").write_text(json.dumps(meta, indent=1) + "\n")
     path = directory / f"{case.name}.vyre"
     path.write_text(case.program.to_text(), encoding="utf-8")
@@ -64,7 +82,9 @@ def read_case(vyre_path: Path) -> CorpusCase:
     grid = tuple(meta["grid"]) if meta.get("grid") else None
     config = DispatchConfig(grid=grid, elements=meta.get("elements"))
     expected = _decode_arrays(meta["expected"]) if "expected" in meta else None
-    return CorpusCase(vyre_path.stem, program, _decode_arrays(meta["inputs"]), config, meta.get("note", ""), expected)
+    history = History(**meta["history"]) if meta.get("history") else None
+    return CorpusCase(vyre_path.stem, program, _decode_arrays(meta["inputs"]), config, meta.get("note", ""), expected,
+                      history)
 
 
 def read_corpus(directory: Path) -> list[CorpusCase]:

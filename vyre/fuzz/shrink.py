@@ -10,6 +10,8 @@ from vyre.ir.program import Program
 from vyre.ir.types import DataType
 
 Predicate = Callable[[Program], bool]
+#: a variable bound to an id usually indexes stores: a constant in its place would add a race
+_ID_OPS = frozenset({"invocation_id", "local_id", "workgroup_id"})
 
 _ZERO = {DataType.U32: Expr.u32(0), DataType.I32: Expr.i32(0), DataType.F32: Expr.f32(0.0),
          DataType.BOOL: Expr.bool(False)}
@@ -53,7 +55,7 @@ def _node_variants(node: Node) -> Iterator[Node]:
     elif isinstance(node, Region):
         for body in _body_variants(node.body):
             yield Region(node.generator, body)
-    elif isinstance(node, (Let, Assign)):
+    elif isinstance(node, (Let, Assign)) and node.value.op not in _ID_OPS:  # ids index stores: keep them
         for value in _expr_variants(node.value):
             yield type(node)(node.name, value)
     elif isinstance(node, Store):

@@ -9,6 +9,8 @@ safe, go through the non-coherent cache (``ld.global.nc``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vyre.ir.expr import AtomicOp
 from vyre.ir.layout import workgroup_layout
 from vyre.ir.program import Access, BufferDecl, Program
@@ -38,9 +40,11 @@ SHARED_SYMBOL = "vyre_smem"
 class Buffers:
     """Per-kernel view of the program's buffers for one ``Builder``."""
 
-    def __init__(self, program: Program, b: Builder) -> None:
+    def __init__(self, program: Program, b: Builder, packed_narrowing: bool = False) -> None:
         self.program = program
         self.b = b
+        #: narrow f32 to f16/bf16 through the packed conversion (sm_80+; see ``narrow``)
+        self.packed_narrowing = packed_narrowing
         self.decls = {d.name: d for d in program.buffers}
         self.param_index = {d.name: i for i, d in enumerate(program.bound_buffers)}
         #: workgroup buffers' byte offsets and the padded total (the validator checks the same layout)
@@ -122,11 +126,21 @@ class Buffers:
         src = value.reg
         if d.dtype is D.BOOL:
             src = b.op("selp.u32", "r", "1", "0", src)
-        elif d.dtype is D.F16:
-            src = b.op("cvt.rn.f16.f32", "h", src)
-        elif d.dtype is D.BF16:
-            src = b.op("cvt.rn.bf16.f32", "h", src)
+        elif d.dtype in (D.F16, D.BF16):
+            src = self.narrow(src, "f16" if d.dtype is D.F16 else "bf16")
         b.ins(f"st.{self._space(d, False)}.{_STORE_SUFFIX[d.dtype]} {addr}, {src}", p)
+
+    def narrow(self, x: str, kind: str) -> str:
+        """The 16-bit ``kind`` (``f16``/``bf16``) bits of f32 ``x``, rounded to nearest even.
+
+        With ``packed_narrowing`` this is the packed conversion of the pair ``(x, x)`` and its low
+        half: ptxas 13.0 compiles the plain ``cvt.rn.f16.f32`` of ``p ? 0 : 0x00000001`` (the
+        smallest f32 subnormal) as if those bits were the integer 1, storing 1.0 (found by the
+        differential fuzzer, seed 777007, and measured for f16 and bf16 on an H100); the packed form
+        rounds the same way and is not folded so."""
+        if not self.packed_narrowing:
+            return self.b.op(f"cvt.rn.{kind}.f32", "h", x)
+        return self.b.op("cvt.u16.u32", "h", self.b.op(f"cvt.rn.{kind}x2.f32", "r", x, x))
 
     def atomic(self, op: AtomicOp, name: str, index: str, value: str, expected: str | None) -> Val:
         """Read-modify-write; returns the old value (0 out of bounds).
@@ -165,6 +179,10 @@ class Buffers:
     def zero_workgroup_memory(self, linear_id: str, threads: str, wait_first: bool = False) -> list[str]:
         """Lines that zero the workgroup's shared memory cooperatively, then ``bar.sync 0``.
 
+        Every thread stores 16 bytes at a time, striding by the workgroup's thread count, then the
+        last 1-3 words the same way: a workgroup of fewer threads than those words still zeroes
+        them all (one thread per tail word left words unzeroed in workgroups of 1 or 2 threads).
+
         ``wait_first`` starts with a ``bar.sync 0`` too: a coarsened kernel zeroes again for each
         logical workgroup, after every thread is done with the previous one's memory.
         """
@@ -177,19 +195,25 @@ class Buffers:
                 b.ins("bar.sync 0")
             base = self.shared_base()
             chunks, tail = divmod(self.shared_bytes // 4, 4)  # 16-byte stores, then the last words
-            i = b.op("mov.u32", "r", linear_id)
-            top, done = b.new_label(), b.new_label()
-            b.place(top)
-            p = b.op("setp.ge.u32", "p", i, str(chunks))
-            b.ins(f"bra {done}", p)
-            a = b.op("mad.lo.u32", "r", i, "16", base)
-            b.ins(f"st.shared.v4.u32 [{a}], {{0, 0, 0, 0}}")
-            b.ins(f"add.u32 {i}, {i}, {threads}")
-            b.ins(f"bra {top}")
-            b.place(done)
+            self._strided(linear_id, threads, chunks, lambda a: b.ins(f"st.shared.v4.u32 [{a}], {{0, 0, 0, 0}}"),
+                          16, base)
             if tail:
-                p = b.op("setp.lt.u32", "p", linear_id, str(tail))
-                a = b.op("mad.lo.u32", "r", linear_id, "4", base)
-                b.ins(f"st.shared.u32 [{a}+{chunks * 16}], 0", p)
+                self._strided(linear_id, threads, tail, lambda a: b.ins(f"st.shared.u32 [{a}+{chunks * 16}], 0"),
+                              4, base)
             b.ins("bar.sync 0")
         return lines
+
+    def _strided(self, linear_id: str, threads: str, count: int, store: Callable[[str], None], size: int,
+                 base: str) -> None:
+        """A loop in which thread ``t`` calls ``store(address)`` for items ``t, t + threads, ...`` below
+        ``count``, item ``i`` at ``base + i * size``."""
+        b = self.b
+        i = b.op("mov.u32", "r", linear_id)
+        top, done = b.new_label(), b.new_label()
+        b.place(top)
+        p = b.op("setp.ge.u32", "p", i, str(count))
+        b.ins(f"bra {done}", p)
+        store(b.op("mad.lo.u32", "r", i, str(size), base))
+        b.ins(f"add.u32 {i}, {i}, {threads}")
+        b.ins(f"bra {top}")
+        b.place(done)

@@ -28,7 +28,9 @@ from vyre_cuda.codegen.versions import (
     sm_number,
 )
 
-CODEGEN_VERSION = "5"
+CODEGEN_VERSION = "6"
+#: from this sm on, f16/bf16 stores narrow through the packed conversion (``Buffers.narrow``)
+PACKED_NARROWING_SM = 80
 #: lowest target with programmatic dependent launch (``griddepcontrol``, PTX ISA 7.8)
 GRID_DEPENDENCY_SM = 90
 
@@ -111,7 +113,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     version = need if ptx_version is None else check_ptx_version(ptx_version, need)
 
     b = Builder()
-    buffers = Buffers(program, b)
+    buffers = Buffers(program, b, packed_narrowing=sm_number(sm) >= PACKED_NARROWING_SM)
     loop = Coarsening(b, buffers, coarsen) if coarsen > 1 else None
     exprs = ExprLowering(b, buffers, loop.logical_x if loop else None)
     StmtLowering(b, exprs, loop.next_label if loop else None).body(program.body, {})
