@@ -33,6 +33,7 @@ from vyre.driver.errors import VyreError
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre_cuda.dispatch.host import HostDispatcher
+from vyre_cuda.dispatch.inplace import InPlaceDispatcher, takes
 from vyre_cuda.dispatch.prepared import PreparedProgram, ProgramCache
 from vyre_cuda.dispatch.resident import ResidentDispatcher
 from vyre_cuda.dispatch.sequence import SequenceDispatcher
@@ -64,8 +65,8 @@ class CudaBackend(Backend):
         self.host = HostDispatcher(rt, programs)
         self.residents = ResidentDispatcher(rt, programs)
         # the hot paths: bound methods of the parts, one call deep
-        self.dispatch, self.dispatch_async, self.dispatch_timed = (
-            self.host.dispatch, self.host.dispatch_async, self.host.dispatch_timed)
+        self.inplace = InPlaceDispatcher(rt, programs)
+        self.dispatch_async, self.dispatch_timed = self.host.dispatch_async, self.host.dispatch_timed
         res = self.residents
         self.allocate_resident, self.upload_resident, self.download_resident, self.free_resident = (
             res.allocate_resident, res.upload_resident, res.download_resident, res.free_resident)
@@ -154,6 +155,15 @@ class CudaBackend(Backend):
         return min(self.info.total_memory, limit) if limit is not None else self.info.total_memory
 
     # ---- pipelines --------------------------------------------------------------------------------
+    def dispatch(self, program: Program, inputs: Any, config: DispatchConfig | None = None,
+                 stream: object | None = None) -> list[Any]:
+        """Run ``program`` once. Device-array inputs are bound in place and the call is
+        stream-ordered with no wait (``dispatch.inplace``); host inputs give numpy outputs after one
+        synchronisation (``dispatch.host``)."""
+        if takes(program, inputs, config):
+            return self.inplace.dispatch(program, inputs, config, stream)
+        return self.host.dispatch(program, inputs, config)
+
     def compile(self, program: Program, config: DispatchConfig | None = None) -> Any:
         """A ``CudaPipeline``: ``program`` prepared once for repeated dispatch."""
         from vyre_cuda.dispatch.pipeline import CudaPipeline
@@ -183,6 +193,7 @@ class CudaBackend(Backend):
             if self.runtime.closed:
                 return
             self.host.close(wait=True)
+            self.inplace.close()
             for pipeline in list(self.pipelines):
                 pipeline.close()
             self.sequences.close()

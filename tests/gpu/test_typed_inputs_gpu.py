@@ -14,7 +14,7 @@ from conftest import random_array
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.reference import run
-from vyre.reference.ulp import assert_outputs_equal
+from vyre.reference.ulp import assert_outputs_equal, host_array
 
 pytestmark = pytest.mark.gpu
 
@@ -66,7 +66,7 @@ def test_cupy_arrays_of_another_dtype_give_the_same_error_as_host_arrays(backend
     assert on_device == _message(lambda: run(program, [host]))
     assert on_device == _message(lambda: backend.compile(program).dispatch([cupy.asarray(host)]))
     good = random_array(rng, D.U32, N)  # the backend is fine afterwards
-    assert np.array_equal(backend.dispatch(program, [cupy.asarray(good)])[0], good)
+    assert np.array_equal(cupy.asnumpy(backend.dispatch(program, [cupy.asarray(good)])[0]), good)
 
 
 def test_torch_tensors_are_checked_and_bfloat16_is_taken_as_bits(backend, rng) -> None:
@@ -74,9 +74,9 @@ def test_torch_tensors_are_checked_and_bfloat16_is_taken_as_bits(backend, rng) -
     values = torch.from_numpy(rng.standard_normal(N).astype(np.float32)).to("cuda")
     bf16 = values.to(torch.bfloat16)
     bits = bf16.view(torch.int16).cpu().numpy().view(np.uint16)
-    got = backend.dispatch(copy_program(D.BF16), [bf16])[0]
-    assert np.array_equal(got, run(copy_program(D.BF16), [bits])[0])
-    assert np.array_equal(backend.dispatch(copy_program(D.F32), [values])[0], values.cpu().numpy())
+    got = backend.dispatch(copy_program(D.BF16), [bf16])[0]  # a torch bfloat16 tensor, as the input
+    assert got.dtype == torch.bfloat16 and np.array_equal(host_array(got), run(copy_program(D.BF16), [bits])[0])
+    assert np.array_equal(host_array(backend.dispatch(copy_program(D.F32), [values])[0]), values.cpu().numpy())
     message = _message(lambda: backend.dispatch(copy_program(D.U32), [values.to(torch.int64)]))
     assert "is a int64 array, but the buffer holds U32 (uint32)" in message
 
@@ -87,8 +87,8 @@ def test_jax_bfloat16_arrays_are_taken_as_bits(backend, rng) -> None:
         pytest.skip("JAX has no GPU device here")
     bf16 = jax.numpy.asarray(rng.standard_normal(N).astype(np.float32)).astype(jax.numpy.bfloat16)
     bits = np.asarray(jax.lax.bitcast_convert_type(bf16, jax.numpy.uint16))
-    got = backend.dispatch(copy_program(D.BF16), [bf16])[0]
-    assert np.array_equal(got, run(copy_program(D.BF16), [bits])[0])
+    got = backend.dispatch(copy_program(D.BF16), [bf16])[0]  # a CuPy array of the bits
+    assert np.array_equal(host_array(got), run(copy_program(D.BF16), [bits])[0])
 
 
 def test_upload_resident_takes_any_contiguous_array_as_bytes(backend, rng) -> None:

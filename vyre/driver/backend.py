@@ -74,9 +74,12 @@ class CompiledPipeline:
     def __init__(self, backend: Backend, program: Program, config: DispatchConfig | None) -> None:
         self.backend, self.program, self.config = backend, program, config
 
-    def dispatch(self, inputs: Sequence[object]) -> list[np.ndarray]:
-        """``backend.dispatch(program, inputs, config)`` with the compiled program and config."""
-        return self.backend.dispatch(self.program, inputs, self.config)
+    def dispatch(self, inputs: Sequence[object], stream: object | None = None) -> list[Any]:
+        """``backend.dispatch(program, inputs, config, stream=...)`` with the compiled program and config
+        (``stream`` orders device-array calls on a backend that has streams; host backends ignore it)."""
+        if stream is None:
+            return self.backend.dispatch(self.program, inputs, self.config)
+        return self.backend.dispatch(self.program, inputs, self.config, stream=stream)
 
     def dispatch_resident(self, handles: Sequence[Resident]) -> None:
         """``backend.dispatch_resident(program, handles, config)`` with the compiled program and config."""

@@ -20,7 +20,9 @@ class DispatchConfig:
     timeout_s: float | None = None
     cooperative: bool = False
     profile: bool = False
-    outputs: str = "host"  # "device": the cuda backend returns CuPy arrays that own their memory
+    #: "auto": device-array inputs give device arrays of the caller's kind (bound in place on cuda), host
+    #: inputs numpy; "host": always numpy; "device": always device arrays (CuPy for host inputs)
+    outputs: str = "auto"
 
 
 MAX_GRID = (2**31 - 1, 65535, 65535)

@@ -134,12 +134,18 @@ class HookedBackend:
         return self.backend.__exit__(*exc)
 
     # ---- single-program dispatches -------------------------------------------------------------
-    def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
+    def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None,
+                 stream: object | None = None) -> Any:
+        """The backend's ``dispatch`` (``stream`` passed on only when given: host backends take none)."""
+        if stream is None:
+            def call() -> Any:
+                return self.backend.dispatch(program, inputs, config)
+        else:
+            def call() -> Any:
+                return self.backend.dispatch(program, inputs, config, stream=stream)
         if not (self._hooks.before_impls or self._hooks.after_impls):
-            return self.backend.dispatch(program, inputs, config)
-        return self._hooks.run("dispatch", program, (program,), config,
-                               lambda: self.backend.dispatch(program, inputs, config),
-                               host_grid(program, inputs, config))
+            return call()
+        return self._hooks.run("dispatch", program, (program,), config, call, host_grid(program, inputs, config))
 
     def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
         if not (self._hooks.before_impls or self._hooks.after_impls):
@@ -224,9 +230,10 @@ class HookedPipeline:
             return call()
         return self._hooks.run(kind, self.program, (self.program,), self.config, call, grid() if grid else None)
 
-    def dispatch(self, inputs: Sequence[object]) -> Any:
-        return self._observe("pipeline.dispatch", lambda: self.pipeline.dispatch(inputs),
-                             lambda: host_grid(self.program, inputs, self.config))
+    def dispatch(self, inputs: Sequence[object], stream: object | None = None) -> Any:
+        def call() -> Any:
+            return self.pipeline.dispatch(inputs) if stream is None else self.pipeline.dispatch(inputs, stream=stream)
+        return self._observe("pipeline.dispatch", call, lambda: host_grid(self.program, inputs, self.config))
 
     def dispatch_resident(self, handles: Sequence[object]) -> Any:
         return self._observe("pipeline.dispatch_resident", lambda: self.pipeline.dispatch_resident(handles),

@@ -105,8 +105,12 @@ class Kernel:
     # ---- dispatch -----------------------------------------------------------------------------------
     def __call__(self, *inputs: Any, backend: Any = None, grid: Sequence[int] | None = None,
                  elements: int | None = None, config: DispatchConfig | None = None,
-                 output_counts: Mapping[str, int] | None = None) -> list[Any]:
-        """Dispatch with one input per In/InOut/Uniform/scalar parameter, in order; returns the outputs."""
+                 output_counts: Mapping[str, int] | None = None, stream: object | None = None) -> list[Any]:
+        """Dispatch with one input per In/InOut/Uniform/scalar parameter, in order; returns the outputs.
+
+        Device arrays (CuPy, torch, ...) are bound in place on ``cuda``: ``InOut`` arrays are updated
+        and returned as the same objects, ``Out`` results are new arrays of the caller's kind, and
+        the call is ordered on ``stream`` (default: the caller's current stream) without waiting."""
         if self._scalars:
             inputs = self._convert(inputs)
         if backend is None and grid is None and elements is None and config is None and output_counts is None \
@@ -114,10 +118,12 @@ class Kernel:
             pipeline = self._pipeline
             if pipeline is None:
                 pipeline = self._default_pipeline()
-            return pipeline.dispatch(inputs)
+            return pipeline.dispatch(inputs) if stream is None else pipeline.dispatch(inputs, stream=stream)
         config = _config(config, grid, elements)
         program = self.specialise(output_counts, config.elements)
-        return (backend or default_backend()).dispatch(program, inputs, config)
+        be = backend or default_backend()
+        return be.dispatch(program, inputs, config) if stream is None else be.dispatch(program, inputs, config,
+                                                                                       stream=stream)
 
     def _default_pipeline(self) -> Any:
         self._pipeline = default_backend().compile(self.program)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from vyre.ir.node import Node, _nodes
 from vyre.ir.types import DataType
@@ -145,17 +146,17 @@ class Program:
                 return b
         return None
 
-    @property
+    @cached_property
     def bound_buffers(self) -> tuple[BufferDecl, ...]:
         """Non-workgroup buffers in binding order (the kernel ABI order)."""
         return tuple(sorted((b for b in self.buffers if not b.is_workgroup), key=lambda b: b.binding))
 
-    @property
+    @cached_property
     def inputs(self) -> tuple[BufferDecl, ...]:
         """Buffers that take a dispatch input, in declaration order."""
         return tuple(b for b in self.buffers if b.access.is_input)
 
-    @property
+    @cached_property
     def outputs(self) -> tuple[BufferDecl, ...]:
         """Buffers a dispatch returns, in declaration order."""
         return tuple(b for b in self.buffers if b.access.is_output)

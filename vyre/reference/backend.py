@@ -81,8 +81,9 @@ class ReferenceBackend(Backend):
             validate(program)
             self._validated.add(program)
 
-    def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
-                 ) -> list[np.ndarray]:
+    def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None,
+                 stream: object | None = None) -> list[np.ndarray]:
+        """Run on the host; ``stream`` is accepted for calls written for device backends and ignored."""
         return self._run_prepared(program, self._prepare(program, inputs, config), config)
 
     def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None

@@ -62,10 +62,26 @@ def mismatches(expected: np.ndarray, actual: np.ndarray, bf16: bool = False) -> 
     return np.flatnonzero(differ)
 
 
+def host_array(a: object) -> np.ndarray:
+    """A numpy array of ``a``: numpy as is, CuPy through ``get()``, torch through ``cpu()`` (bfloat16
+    tensors as their uint16 bits, the storage form of a BF16 buffer)."""
+    if isinstance(a, np.ndarray):
+        return a
+    if type(a).__module__.partition(".")[0] == "torch":
+        import torch
+
+        if a.dtype == torch.bfloat16:
+            return a.detach().view(torch.int16).cpu().numpy().view(np.uint16)
+        return a.detach().cpu().numpy()
+    get = getattr(a, "get", None)
+    return np.asarray(get() if callable(get) else a)
+
+
 def assert_outputs_equal(
     expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], program: Program | None = None
 ) -> None:
     """Assert that a backend's outputs equal the oracle's bit for bit (any NaN equals any NaN).
+    Outputs may be numpy, CuPy or torch arrays (``host_array``).
 
     With ``program``, outputs are named after its output buffers and BF16 buffers (uint16 bits)
     get the BF16 NaN rule.
@@ -74,7 +90,7 @@ def assert_outputs_equal(
     if len(expected) != len(actual):
         raise AssertionError(f"expected {len(expected)} outputs, got {len(actual)}")
     for k, (e, a) in enumerate(zip(expected, actual)):
-        e, a = np.asarray(e), np.asarray(a)
+        e, a = host_array(e), host_array(a)
         name = repr(decls[k].name) if k < len(decls) else f"#{k}"
         bf16 = k < len(decls) and decls[k].dtype.name == "BF16"
         if e.dtype != a.dtype or e.shape != a.shape:

@@ -30,7 +30,7 @@ from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.pools import D2H, DeviceBuffer, PinnedStaging, StagingSlot
 from vyre_cuda.runtime.profiler import nvtx_range
 
-OUTPUT_PLACES = ("host", "device")
+OUTPUT_PLACES = ("auto", "host", "device")
 
 
 @dataclass(eq=False)
@@ -198,11 +198,12 @@ class HostDispatcher:
 
 
 def _output_place(config: DispatchConfig | None) -> str:
-    place = getattr(config, "outputs", "host") if config is not None else "host"
+    place = getattr(config, "outputs", "auto") if config is not None else "auto"
     if place not in OUTPUT_PLACES:
         raise InvalidProgram(f"DispatchConfig(outputs={place!r}) is not one of {OUTPUT_PLACES}",
-                             "pass outputs='host' (numpy results) or outputs='device' (CuPy results).")
-    return place
+                             "pass outputs='auto' (results follow the inputs), 'host' (numpy results) or "
+                             "'device' (device arrays).")
+    return "device" if place == "device" else "host"  # "auto": host or mixed inputs (inplace takes the rest)
 
 
 def _device_outputs(program: Program, counts: dict[str, int], device_id: int) -> dict[str, Any]:

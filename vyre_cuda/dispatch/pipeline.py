@@ -31,6 +31,7 @@ from vyre.driver.backend import CompiledPipeline, Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.ir.program import BufferDecl, Program
 from vyre_cuda.dispatch.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
+from vyre_cuda.dispatch.inplace import takes
 from vyre_cuda.dispatch.staging import Source, aligned, check_inputs, copy_in, host_bytes_of
 from vyre_cuda.runtime.arrays import order_after_producers
 from vyre_cuda.runtime.errors import cuda_errors
@@ -245,8 +246,11 @@ class CudaPipeline(CompiledPipeline):
         run_binding(rt, binding)
 
     # ---- host/device inputs --------------------------------------------------------------------------
-    def dispatch(self, inputs: Sequence[object]) -> list[np.ndarray]:
-        """Outputs of one dispatch (one synchronisation), bit-identical to ``backend.dispatch``."""
+    def dispatch(self, inputs: Sequence[object], stream: object | None = None) -> list[Any]:
+        """Outputs of one dispatch, bit-identical to ``backend.dispatch``: on device arrays bound in
+        place with no wait (``dispatch.inplace``), else one synchronisation."""
+        if takes(self.program, inputs, self.config):
+            return self.backend.inplace.dispatch(self.program, inputs, self.config, stream)
         return self._run([inputs])[0]
 
     def dispatch_batch(self, batch: Sequence[Sequence[object]]) -> list[list[np.ndarray]]:

@@ -95,3 +95,103 @@ def order_after_producers(stream: Any) -> None:
         if producer.ptr not in seen:
             seen.add(producer.ptr)
             stream.wait_event(producer.record())
+
+
+# ---- the caller's arrays and streams (in-place dispatch) ------------------------------------------------
+_KINDS: dict[type, str | None] = {}  # array type -> its kind (``device_kind``), learnt on first sight
+_ASK = "ask"  # a type whose objects must each be asked (``is_device_array``)
+
+
+def device_kind(data: object) -> str | None:
+    """``"cupy"`` (a CuPy array), ``"torch"`` (a CUDA torch tensor), ``"device"`` (another CUDA array:
+    CUDA array interface or DLPack) or None (host data). Cheap for CuPy, torch and numpy."""
+    t = type(data)
+    kind = _KINDS[t] if t in _KINDS else _learn(t, data)
+    if kind == "torch":
+        return "torch" if data.is_cuda else None  # type: ignore[attr-defined]
+    if kind == _ASK:
+        return "device" if is_device_array(data) else None
+    return kind
+
+
+def _learn(t: type, data: object) -> str | None:
+    root = t.__module__.partition(".")[0]
+    if issubclass(t, _HOST_TYPES):
+        kind: str | None = None
+    elif root == "cupy" and hasattr(data, "data") and hasattr(data, "flags"):
+        kind = "cupy"
+    elif root == "torch" and hasattr(data, "is_cuda") and hasattr(data, "data_ptr"):
+        kind = "torch"
+    else:
+        kind = _ASK
+    _KINDS[t] = kind
+    return kind
+
+
+def library_of(data: object) -> str:
+    """``"torch"`` for a torch tensor, else ``"cupy"``: the kind of array results come back as."""
+    return "torch" if type(data).__module__.partition(".")[0] == "torch" else "cupy"
+
+
+def device_pointer(decl: BufferDecl, data: object, device_id: int) -> tuple[int, int]:
+    """``(pointer, nbytes)`` of a device array bound in place for ``decl``: the buffer's element type,
+    C-contiguous, on ``device_id`` (CuPy arrays and torch tensors read directly, others via CuPy)."""
+    kind = type(data).__module__.partition(".")[0]
+    if kind == "cupy" and hasattr(data, "data"):
+        check_input_dtype(decl, data)
+        if data.device.id != device_id or not data.flags.c_contiguous:
+            device_array(data, f"input for buffer {decl.name!r}", device_id)  # raises the precise error
+        return data.data.ptr, data.nbytes
+    if kind == "torch" and hasattr(data, "data_ptr"):
+        check_input_dtype(decl, data)
+        if data.device.index != device_id or not data.is_contiguous():
+            device_array(data, f"input for buffer {decl.name!r}", device_id)
+        return data.data_ptr(), data.numel() * data.element_size()
+    arr = device_input(decl, data, device_id)
+    return arr.data.ptr, arr.nbytes
+
+
+_TORCH_NAMES = {"uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "int8": "int8", "int16": "int16",
+                "int32": "int32", "float16": "float16", "float32": "float32"}
+
+
+def new_device_array(kind: str, decl: BufferDecl, count: int, device_id: int) -> tuple[Any, int]:
+    """A new array of ``count`` elements for ``decl`` from the caller's library (its allocator and
+    pool own the memory), and its device pointer. BF16 is a ``torch.bfloat16`` tensor for torch."""
+    if kind == "torch":
+        import torch
+
+        name = "bfloat16" if decl.dtype.name == "BF16" else _TORCH_NAMES[decl.dtype.np_dtype.name]
+        out = torch.empty(count, dtype=getattr(torch, name), device=f"cuda:{device_id}")
+        return out, out.data_ptr()
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        out = cupy.empty(count, decl.dtype.np_dtype)
+    return out, out.data.ptr
+
+
+def stream_pointer(stream: object | None, inputs: tuple = ()) -> int:
+    """The CUDA stream handle a call is ordered on: ``stream`` (a CuPy or torch stream, an object
+    with ``__cuda_stream__``, or a raw handle), else the current stream of the inputs' library
+    (torch's for torch tensors, else CuPy's)."""
+    if stream is None:
+        if any(library_of(x) == "torch" for x in inputs):
+            import torch
+
+            return int(torch.cuda.current_stream().cuda_stream)
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        value = protocol() if callable(protocol) else protocol
+        return int(value[1])
+    for attr in ("ptr", "cuda_stream"):  # CuPy streams, torch streams
+        handle = getattr(stream, attr, None)
+        if isinstance(handle, int):
+            return handle
+    raise InvalidProgram(f"stream={stream!r} is not a CUDA stream",
+                         "pass a CuPy or torch stream, an object with __cuda_stream__, or a stream handle (int).")

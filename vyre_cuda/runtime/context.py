@@ -120,25 +120,30 @@ class DeviceRuntime:
         """Enqueue a zero fill of the first ``nbytes`` of ``buffer``."""
         zero_fills(self.cuda.memsetAsync, ((buffer.ptr, nbytes),) if nbytes else (), self.stream_ptr, "a buffer")
 
-    def run(self, plan: LaunchPlan, zero: tuple[tuple[int, int], ...] = (), name: str | None = None) -> None:
-        """Zero fills, then ``plan`` on the stream (skipped for an empty grid), counted; honours an armed
-        test fault and ``VYRE_CUDA_SYNC_EACH``."""
+    def run(self, plan: LaunchPlan, zero: tuple[tuple[int, int], ...] = (), name: str | None = None,
+            stream_ptr: int | None = None) -> None:
+        """Zero fills, then ``plan`` on the backend's stream (or ``stream_ptr``, a caller's stream;
+        skipped for an empty grid), counted; honours an armed test fault and ``VYRE_CUDA_SYNC_EACH``."""
+        stream_ptr = self.stream_ptr if stream_ptr is None else stream_ptr
         if self.fault is not None:
-            self.fire_fault()
+            self.fire_fault(stream_ptr)
         if zero:
-            zero_fills(self.cuda.memsetAsync, zero, self.stream_ptr, name or plan.name)
+            zero_fills(self.cuda.memsetAsync, zero, stream_ptr, name or plan.name)
         if plan.empty:
             return
-        plan.launch(self.stream_ptr)
+        plan.launch(stream_ptr)
         self.launches += 1
         if self.sync_each:
-            self.sync_after(name or plan.name)
+            self.sync_after(name or plan.name, stream_ptr)
 
-    def sync_after(self, name: str) -> None:
+    def sync_after(self, name: str, stream_ptr: int | None = None) -> None:
         """Synchronise after program ``name`` (``VYRE_CUDA_SYNC_EACH``), naming it in any error."""
         self.telemetry.add("cuda_sync_points")
         with cuda_errors(f"program {name} failed (VYRE_CUDA_SYNC_EACH=1 synchronised after its launch)"):
-            self.stream.synchronize()
+            if stream_ptr is None or stream_ptr == self.stream_ptr:
+                self.stream.synchronize()
+            else:
+                self.cuda.streamSynchronize(stream_ptr)
 
     def wait(self, event: Any, timeout_s: float | None, name: str) -> None:
         """Wait for ``event``; with ``timeout_s`` poll it and raise ``DispatchFailed('timeout')``."""
@@ -173,11 +178,11 @@ class DeviceRuntime:
         self.fault = plan
         self.resident.invalidate()  # so that cached resident dispatches take the path that fires it
 
-    def fire_fault(self) -> None:
+    def fire_fault(self, stream_ptr: int | None = None) -> None:
         """Launch the armed fault kernel (once)."""
         plan, self.fault = self.fault, None
         if plan is not None:
-            plan.launch(self.stream_ptr)
+            plan.launch(self.stream_ptr if stream_ptr is None else stream_ptr)
 
     def mark_lost(self) -> None:
         """The device context is poisoned: refuse further use."""
@@ -214,6 +219,7 @@ class DeviceRuntime:
         """The ``cuda_*`` counters and gauges of this runtime (names listed in docs/resident.md; never fails)."""
         out = self.telemetry.snapshot()
         out["cuda_kernel_launches"] = out.get("cuda_kernel_launches", 0) + self.launches
+        out["cuda_dispatches"] = out.get("cuda_dispatches", 0) + out.get("cuda_inplace_dispatches", 0)
         out["cuda_resident_bytes_in_use"] = self.resident.in_use
         out["cuda_transient_bytes_in_use"] = self.transient.in_use
         out["cuda_cached_bytes"] = self.heap.cached

@@ -441,16 +441,23 @@ class PinnedRing:
         self._base = self._mem.ptr
         self._pos = 0
         self._on_sync = on_sync
+        self._others: dict[int, Any] = {}  # other streams copied from the ring since it last wrapped
 
-    def put(self, values: Sequence[int]) -> int:
-        """Copy ``values`` into the ring; the host address of the copy (valid until the ring wraps)."""
+    def put(self, values: Sequence[int], stream: Any = None) -> int:
+        """Copy ``values`` into the ring for a copy on ``stream`` (default: the ring's own); the host
+        address of the copy (valid until the ring wraps: wrapping waits for every stream copied on)."""
         n = len(values)
         if n > len(self._words):
             raise ValueError(f"{n} parameter words do not fit the {len(self._words)}-word ring. "
                              "Fix: declare fewer buffers.")
+        if stream is not None and stream.ptr != self.stream.ptr:
+            self._others[stream.ptr] = stream
         if self._pos + n > len(self._words):
-            with cuda_errors("waiting for the stream before reusing the parameter ring"):
+            with cuda_errors("waiting for the streams before reusing the parameter ring"):
                 self.stream.synchronize()
+                for other in self._others.values():
+                    other.synchronize()
+            self._others.clear()
             if self._on_sync:
                 self._on_sync()
             self._pos = 0
@@ -481,7 +488,7 @@ class ParamBlock:
                                  "keep element counts below 2**32.")
         from cupy.cuda import runtime
 
-        host = self._ring.put(words)
+        host = self._ring.put(words, stream)
         with cuda_errors("writing the kernel parameter block"):
             runtime.memcpyAsync(self.ptr, host, self.nwords * _WORD, 1, stream.ptr)
         self._last = words

@@ -12,7 +12,7 @@ import threading
 COUNTERS: tuple[str, ...] = (
     "cuda_module_cache_entries", "cuda_module_cache_hits", "cuda_module_cache_misses",
     "cuda_disk_cache_hits", "cuda_disk_cache_misses",
-    "cuda_kernel_launches", "cuda_dispatches",
+    "cuda_kernel_launches", "cuda_dispatches", "cuda_inplace_dispatches",
     "cuda_graph_captures", "cuda_graph_replays", "cuda_graph_capture_failures", "cuda_graphs_live",
     "cuda_sync_points", "cuda_h2d_bytes", "cuda_d2h_bytes", "cuda_d2d_bytes",
     "cuda_resident_bytes_in_use", "cuda_resident_bytes_peak",
