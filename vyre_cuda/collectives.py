@@ -7,7 +7,8 @@ the partial results of a reduced output on the devices:
   stream, for the ops and types NCCL has (add, min, max on U32/I32). Communicators are made once
   per tuple of devices and kept for the process.
 - ``"peer"``: otherwise, each partial is copied device to device onto the first backend's device
-  and combined there with a CuPy ufunc; only the first buffer holds the result.
+  and combined there with a CuPy ufunc; only the first buffer holds the result. When NCCL is
+  missing for an op and type it has, a ``RuntimeWarning`` says so once per process, with the fix.
 
 It returns None, touching nothing, when two backends share a device or a buffer's device address
 cannot be found; the caller then combines on the host.
@@ -16,6 +17,7 @@ cannot be found; the caller then combines on the host.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,15 +31,41 @@ _UFUNCS = {"add": "add", "min": "minimum", "max": "maximum", "or": "bitwise_or",
            "xor": "bitwise_xor"}
 _comms: dict[tuple[int, ...], list[Any]] = {}
 _lock = threading.Lock()
+_missing_said = False
+NCCL_FIX = ("pip install 'vyre-cuda[cuda12]' (or [cuda13]): the extra installs NVIDIA's NCCL wheel "
+            "(nvidia-nccl-cu12 or nvidia-nccl-cu13) and CuPy >= 14, which loads NCCL from it")
+
+
+def nccl_missing_reason() -> str | None:
+    """Why CuPy has no working NCCL (None when it has one)."""
+    try:
+        from cupy.cuda import nccl
+    except Exception as exc:  # noqa: BLE001 - any import failure means no NCCL
+        return f"cupy.cuda.nccl does not import ({type(exc).__name__}: {exc})"
+    if not getattr(nccl, "available", True):
+        return "CuPy found no NCCL library (cupy.cuda.nccl.available is False)"
+    return None
 
 
 def nccl_module() -> Any | None:
     """``cupy.cuda.nccl`` when CuPy has a working NCCL, else None."""
-    try:
-        from cupy.cuda import nccl
-    except Exception:  # noqa: BLE001 - any import failure means no NCCL
+    if nccl_missing_reason() is not None:
         return None
-    return nccl if getattr(nccl, "available", True) else None
+    from cupy.cuda import nccl
+
+    return nccl
+
+
+def _say_nccl_missing() -> None:
+    """Warn once per process that a reduction NCCL could do takes the slower peer-copy path."""
+    global _missing_said
+    reason = nccl_missing_reason()
+    if _missing_said or reason is None:
+        return
+    _missing_said = True
+    warnings.warn(f"vyre-cuda: NCCL is missing: {reason}; reduced outputs over several GPUs are combined "
+                  f"with peer copies on the first device instead (reduction path 'peer'). Fix: {NCCL_FIX}.",
+                  RuntimeWarning, stacklevel=3)
 
 
 def _raw(backend: Any) -> Any:
@@ -74,9 +102,11 @@ def all_reduce(backends: Sequence[Any], handles: Sequence[Any], dtype: np.dtype,
     count = handles[0].nbytes // dtype.itemsize
     nccl = nccl_module()
     with cuda_errors(f"combining a reduced output ({op}) over devices {list(devices)}"):
-        if nccl is not None and op in _NCCL_OPS and dtype in _NCCL_TYPES:
-            _nccl(nccl, raws, pointers, count, dtype, op)
-            return "nccl"
+        if op in _NCCL_OPS and dtype in _NCCL_TYPES:
+            if nccl is not None:
+                _nccl(nccl, raws, pointers, count, dtype, op)
+                return "nccl"
+            _say_nccl_missing()
         _peer(raws, pointers, count, dtype, op)
         return "peer"
 
@@ -120,4 +150,4 @@ def _peer(raws: Sequence[Any], pointers: Sequence[int], count: int, dtype: np.dt
         first.stream.synchronize()
 
 
-__all__ = ["all_reduce", "device_pointer", "nccl_module"]
+__all__ = ["NCCL_FIX", "all_reduce", "device_pointer", "nccl_missing_reason", "nccl_module"]

@@ -258,6 +258,39 @@ def test_cuda_collective_declines_backends_without_devices() -> None:
             b.free_resident(h)
 
 
+def test_missing_nccl_is_said_once_with_the_fix(monkeypatch) -> None:
+    """Where NCCL would combine a reduction but CuPy has none, a RuntimeWarning says so once and how to fix it."""
+    import warnings
+
+    from vyre_cuda import collectives
+
+    monkeypatch.setattr(collectives, "_missing_said", False)
+    monkeypatch.setattr(collectives, "nccl_missing_reason", lambda: "no NCCL here")
+    with pytest.warns(RuntimeWarning, match=r"NCCL is missing: no NCCL here; .* path 'peer'.*"
+                                            r"Fix: pip install 'vyre-cuda\[cuda12\]'.*nvidia-nccl-cu12"):
+        collectives._say_nccl_missing()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        collectives._say_nccl_missing()  # once per process
+    monkeypatch.setattr(collectives, "_missing_said", False)
+    monkeypatch.setattr(collectives, "nccl_missing_reason", lambda: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        collectives._say_nccl_missing()  # NCCL is there: nothing to say
+
+
+def test_nccl_missing_reason_names_the_import_failure() -> None:
+    from vyre_cuda.collectives import nccl_missing_reason, nccl_module
+
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        assert nccl_missing_reason().startswith("cupy.cuda.nccl does not import (ModuleNotFoundError")
+        assert nccl_module() is None
+    else:
+        assert (nccl_missing_reason() is None) == (nccl_module() is not None)
+
+
 def test_scale_benchmark_runs_end_to_end_on_the_oracle(tmp_path) -> None:
     """The benchmark's code path (not its numbers) at toy sizes, so a GPU run does not die on a typo."""
     import json
