@@ -390,6 +390,8 @@ def from_wire(data: bytes) -> Program:
         view = memoryview(data).cast("B")
     except TypeError:
         raise _error("wire_value", f"expected bytes, got {type(data).__name__}") from None
+    except ValueError as exc:  # a released memoryview, or one whose format cannot be cast to bytes
+        raise _error("wire_value", f"cannot read the {type(data).__name__} as bytes ({exc})") from None
     if len(view) > MAX_WIRE_BYTES:
         raise _error("wire_limit", f"{len(view)} bytes is more than the {MAX_WIRE_BYTES}-byte limit")
     if len(view) < HEADER_SIZE:
