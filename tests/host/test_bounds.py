@@ -161,6 +161,8 @@ def varint_heavy_wires() -> dict[str, bytes]:
                                            + varint(0) + varint(million) + u32_0 * million),
         "five_byte_literals": signed(body_head("x") + varint(n) + (let + literal(U32, 0xFFFFFFFF)) * n),
         "million_barriers": signed(body_head() + varint(million) + bytes([wire.BARRIER]) * million),
+        "million_buffer_decls": signed(varint(1) + varint(1) + b"b" + varint(0) + varint(2) * 3 + varint(million)
+                                       + (varint(0) + bytes([0, 0]) + varint(0) + varint(0)) * million + b"\0"),
         "million_strings": signed(varint(million) + b"".join(varint(3) + b"%03x" % (i % 4096) for i in range(million))),
     }
 
