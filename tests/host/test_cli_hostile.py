@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-printable = None
-output_file_name = None
+from vyre.cli import printable
+from vyre.cli_run import output_file_name
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 
 ROOT = Path(__file__).resolve().parents[2]
