@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from vyre import __version__
 from vyre.driver import registry
-from vyre.driver.errors import InvalidProgram, ValidationError, VyreError
+from vyre.driver.errors import InvalidProgram, InvalidSetting, ValidationError, VyreError
 
 ENV_DEBUG = "VYRE_DEBUG"
 
@@ -28,7 +28,7 @@ class UsageError(VyreError):
     default_fix = "run `vyre COMMAND --help` for the accepted arguments."
 
 
-USAGE_ERRORS = (ValidationError, InvalidProgram, UsageError)
+USAGE_ERRORS = (ValidationError, InvalidProgram, InvalidSetting, UsageError)
 
 # Library errors give Python advice ("pass DispatchConfig(grid=...)"); on the command line the
 # same error names the flag instead. Each rule rewrites one Python phrase of a Fix sentence.

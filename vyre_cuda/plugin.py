@@ -44,8 +44,10 @@ def load_lowerings(force: bool = False) -> list[str]:
 
 def create_backend(device: int | str | None = None) -> Any:
     """The registry's factory: point the driver JIT cache, load lowerings, start ``CudaBackend``."""
+    from vyre_cuda.runtime import settings
     from vyre_cuda.runtime.cache import configure_driver_jit_cache
 
+    settings.check()  # a bad VYRE_CUDA_* value is an error now, not a surprise mid-dispatch
     configure_driver_jit_cache()
     load_lowerings()
     from vyre_cuda.backend import CudaBackend

@@ -48,10 +48,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.cache_fs import DIR_FLAGS, TreeWalk, UntrustedCache, open_trusted_dir, trust_problem
+from vyre_cuda.runtime.settings import parse_size
 
-ENV_DIR = "VYRE_CUDA_CACHE_DIR"
-ENV_MAX_BYTES = "VYRE_CUDA_CACHE_MAX_BYTES"
+ENV_DIR = settings.CACHE_DIR
+ENV_MAX_BYTES = settings.CACHE_MAX_BYTES
 DEFAULT_MAX_BYTES = 1 << 30
 MAGIC = b"VYRC"
 FORMAT_VERSION = 1
@@ -70,7 +72,6 @@ _LOW_WATER = 0.9  # evict down to 90% of the cap so that not every write rescans
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # POSIX; the cache needs dir_fd support
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW  # NONBLOCK: a planted FIFO can't hang us
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 @functools.cache
@@ -87,9 +88,9 @@ def cache_version() -> str:
 
 def default_cache_dir() -> Path:
     """``VYRE_CUDA_CACHE_DIR``, else ``$XDG_CACHE_HOME/vyre-cuda/<version>`` (XDG default ``~/.cache``)."""
-    explicit = os.environ.get(ENV_DIR)
-    if explicit:
-        return Path(explicit).expanduser()
+    explicit = settings.cache_dir()
+    if explicit is not None:
+        return explicit
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     if os.path.isabs(xdg):
         base = Path(xdg)
@@ -101,25 +102,11 @@ def default_cache_dir() -> Path:
     return base / "vyre-cuda" / cache_version()
 
 
-def parse_size(text: str) -> int:
-    """``"1073741824"``, ``"512M"``, ``"2GiB"`` -> bytes; ``ValueError`` otherwise."""
-    match = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)(i?b)?\s*", text.lower())
-    if not match:
-        raise ValueError(f"not a size: {text!r}")
-    return int(match.group(1)) * _UNITS[match.group(2)]
-
-
 def max_bytes_from_env() -> int:
-    """The size cap: ``VYRE_CUDA_CACHE_MAX_BYTES`` (bytes, or with a K/M/G suffix), default 1 GiB."""
-    raw = os.environ.get(ENV_MAX_BYTES)
-    if not raw:
-        return DEFAULT_MAX_BYTES
-    try:
-        return parse_size(raw)
-    except ValueError:
-        warnings.warn(f"vyre-cuda: ignoring {ENV_MAX_BYTES}={raw!r}. Fix: give a byte count such as 1073741824 "
-                      "or 1G.", RuntimeWarning, stacklevel=2)
-        return DEFAULT_MAX_BYTES
+    """The size cap: ``VYRE_CUDA_CACHE_MAX_BYTES`` (bytes, or with a K/M/G suffix; ``InvalidSetting`` if
+    malformed), default 1 GiB."""
+    cap = settings.cache_max_bytes()
+    return DEFAULT_MAX_BYTES if cap is None else cap
 
 
 def jit_cache_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
