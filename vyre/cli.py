@@ -76,7 +76,8 @@ def printable(text: str) -> str:
 
 
 class FileRefused(Exception):
-    """A file ``read_regular_file`` will not read: ``problem`` says why, ``fix`` what to pass instead."""
+    """A file ``read_regular_file`` will not read: ``problem`` says why, ``fix`` what to pass instead (no
+    final period, so that a caller can add its own alternative)."""
 
     def __init__(self, problem: str, fix: str) -> None:
         super().__init__(problem)
@@ -87,8 +88,9 @@ _FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pip
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def read_regular_file(path: str, limit: int) -> bytes:
-    """The bytes of regular file ``path``, at most ``limit`` of them; ``FileRefused`` for anything else.
+def read_regular_file(path: str, limit: int, what: str = "file") -> bytes:
+    """The bytes of regular file ``path``, at most ``limit`` of them; ``FileRefused`` (whose Fix names
+    ``what``, e.g. ``".vyre file"``) for anything else.
 
     The type and size are checked on the open descriptor before a byte is read (opened non-blocking,
     so a FIFO cannot stall us), and no more than ``limit`` + 1 bytes are ever read.
@@ -96,15 +98,15 @@ def read_regular_file(path: str, limit: int) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise FileRefused(exc.strerror or str(exc), "pass the path of an existing file you can read.") from None
+        raise FileRefused(exc.strerror or str(exc), f"pass the path of an existing {what} you can read") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "a special file")
             raise FileRefused(f"it is {kind}, not a regular file",
-                              "pass a regular file; copy data from a pipe or device into a file first.")
+                              f"pass a regular {what} (copy data from a pipe or device into a file first)")
         too_big = FileRefused(f"it has {st.st_size} bytes, over the limit of {limit} bytes",
-                              f"pass a file of at most {limit} bytes.")
+                              f"pass a {what} of at most {limit} bytes")
         if st.st_size > limit:
             raise too_big
         chunks, left = [], limit + 1
@@ -129,10 +131,9 @@ def load_located(path: str):
     from vyre.ir.text import MAX_TEXT_CHARS, parse_with_source_map
 
     try:
-        text = read_regular_file(path, MAX_TEXT_CHARS).decode("utf-8")
+        text = read_regular_file(path, MAX_TEXT_CHARS, ".vyre file").decode("utf-8")
     except FileRefused as exc:
-        raise InvalidProgram(f"cannot read {path}: {exc.problem}", exc.fix.replace("a file", "a .vyre file")
-                             .replace("an existing file", "an existing .vyre file")) from None
+        raise InvalidProgram(f"cannot read {path}: {exc.problem}", f"{exc.fix}.") from None
     except UnicodeDecodeError as exc:
         raise InvalidProgram(f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
                              "pass a .vyre text file saved as UTF-8 (Program.to_text() writes one).") from None

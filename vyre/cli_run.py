@@ -98,10 +98,10 @@ def load_input(decl: BufferDecl, source: str, rng: np.random.Generator) -> objec
     """The bytes for one input buffer: a raw binary file, ``@random[:N]`` or ``@zeros[:N]``."""
     if not source.startswith("@"):
         try:
-            return read_regular_file(source, input_limit(decl)[0])
+            return read_regular_file(source, input_limit(decl)[0], "raw binary file")
         except FileRefused as exc:
             raise UsageError(f"cannot read input file {source} for buffer {decl.name!r}: {exc.problem}",
-                             f"{exc.fix[:-1]}, or @random:N.") from None
+                             f"{exc.fix}, or @random:N.") from None
     kind, _, size = source[1:].partition(":")
     if kind not in ("random", "zeros"):
         raise UsageError(f"unknown input source {source!r} for buffer {decl.name!r}",
