@@ -13,6 +13,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,18 @@ def test_a_missing_dump_directory_is_created_private(monkeypatch, tmp_path: Path
     monkeypatch.setenv(settings.PTX_DUMP_DIR, str(dumps))
     dump_ptx(".version 8.0\n", KEY, "refused")
     assert stat.S_IMODE(dumps.stat().st_mode) == 0o700 and (dumps / f"vyre-{KEY[:16]}.ptx").exists()
+
+
+def test_a_private_copy_is_refused_under_a_directory_others_may_write(monkeypatch, tmp_path: Path) -> None:
+    """A private directory in a parent that others may write could be renamed away and replaced."""
+    from vyre_cuda.runtime import cache as cache_mod
+
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    monkeypatch.setattr(cache_mod, "_private", {})  # this process has no private directory yet
+    with pytest.raises(OSError, match="writable by group or others"):
+        cache_mod.private_file(b"module", ".cubin")
+    shared.chmod(0o1777)  # sticky, like /tmp
+    assert cache_mod.private_file(b"module", ".cubin").read_bytes() == b"module"

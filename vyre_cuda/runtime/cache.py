@@ -53,9 +53,9 @@ from typing import NamedTuple
 
 from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.cache_fs import (
-    DIR_FLAGS,
     TreeWalk,
     UntrustedCache,
+    open_private_dir,
     open_trusted_dir,
     parent_problem,
     tree_problems,
@@ -616,12 +616,13 @@ def private_file(data: bytes, suffix: str) -> Path:
     """A path to exactly ``data`` in a 0o700 directory that only this process writes (removed at exit).
 
     For loaders that must hand a path to an API that opens it (``cupy.RawModule(path=...)``):
-    unlike a shared cache file, nobody else can replace it between the check and the load.
-    Raises ``OSError`` when no such file can be written (e.g. TMPDIR is full).
+    unlike a shared cache file, nobody else can replace it between the check and the load (the
+    directory and its parents pass ``open_private_dir``). Raises ``OSError`` when no such file can be
+    written (e.g. TMPDIR is full) or the directory is refused (``UntrustedCache``).
     """
     name = _entry_name(hashlib.sha256(data).hexdigest(), suffix)
     directory = _private_dir()
-    dir_fd = os.open(directory, DIR_FLAGS)
+    dir_fd = open_private_dir(directory, f"the private module directory {directory}")
     try:
         try:
             os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
