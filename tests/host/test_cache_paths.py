@@ -149,7 +149,7 @@ def test_nothing_is_created_until_a_backend_starts(tmp_path: Path) -> None:
     env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONPATH=str(ROOT))
     code = "import vyre; vyre.acquire(allow_reference=True); print(sorted(b.id for b in vyre.registered_backends()))"
     for args in (["-m", "vyre.cli", "backends"], ["-c", code]):
-        done = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=60,
+        done = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=10,
                               check=False)
         assert done.returncode == 0, done.stderr
     assert list(home.rglob("*")) == [], list(home.rglob("*"))

@@ -103,7 +103,7 @@ def _vyre(*args: str, **env: str) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.startswith("VYRE_")}
     full.update(env, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "vyre.cli", *args], capture_output=True, text=True, env=full,
-                          cwd=ROOT, timeout=60, check=False)
+                          cwd=ROOT, timeout=10, check=False)
 
 
 def test_doctor_reports_every_bad_setting(tmp_path: Path) -> None:
