@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import stat
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from vyre import __version__
 from vyre.driver import registry
-from vyre.driver.errors import InvalidProgram, ValidationError, VyreError
+from vyre.driver.errors import InvalidProgram, InvalidSetting, ValidationError, VyreError
 
 ENV_DEBUG = "VYRE_DEBUG"
 
@@ -28,7 +28,7 @@ class UsageError(VyreError):
     default_fix = "run `vyre COMMAND --help` for the accepted arguments."
 
 
-USAGE_ERRORS = (ValidationError, InvalidProgram, UsageError)
+USAGE_ERRORS = (ValidationError, InvalidProgram, InvalidSetting, UsageError)
 
 # Library errors give Python advice ("pass DispatchConfig(grid=...)"); on the command line the
 # same error names the flag instead. Each rule rewrites one Python phrase of a Fix sentence.
@@ -67,20 +67,73 @@ def progress(message: str) -> None:
     print(f"vyre: {message}", file=sys.stderr, flush=True)
 
 
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (terminal controls, format characters such
+    as U+202E, line breaks) written as a Python escape: for names that come from a program."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+class FileRefused(Exception):
+    """A file ``read_regular_file`` will not read: ``problem`` says why, ``fix`` what to pass instead (no
+    final period, so that a caller can add its own alternative)."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(problem)
+        self.problem, self.fix = problem, fix
+
+
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_regular_file(path: str, limit: int, what: str = "file") -> bytes:
+    """The bytes of regular file ``path``, at most ``limit`` of them; ``FileRefused`` (whose Fix names
+    ``what``, e.g. ``".vyre file"``) for anything else.
+
+    The type and size are checked on the open descriptor before a byte is read (opened non-blocking,
+    so a FIFO cannot stall us), and no more than ``limit`` + 1 bytes are ever read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise FileRefused(exc.strerror or str(exc), f"pass the path of an existing {what} you can read") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "a special file")
+            raise FileRefused(f"it is {kind}, not a regular file",
+                              f"pass a regular {what} (copy data from a pipe or device into a file first)")
+        too_big = FileRefused(f"it has {st.st_size} bytes, over the limit of {limit} bytes",
+                              f"pass a {what} of at most {limit} bytes")
+        if st.st_size > limit:
+            raise too_big
+        chunks, left = [], limit + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise too_big  # it grew after the check
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def load_program(path: str):
     """Parse a ``.vyre`` text file into a Program (errors name the file)."""
     return load_located(path)[0]
 
 
 def load_located(path: str):
-    """Parse a ``.vyre`` text file into a Program and its ``SourceMap`` (IR paths -> lines)."""
-    from vyre.ir.text import parse_with_source_map
+    """Parse a ``.vyre`` text file (a regular file of at most ``MAX_TEXT_CHARS`` bytes) into a Program and
+    its ``SourceMap`` (IR paths -> lines)."""
+    from vyre.ir.text import MAX_TEXT_CHARS, parse_with_source_map
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidProgram(f"cannot read {path}: {exc.strerror}",
-                             "pass the path of an existing .vyre file.") from None
+        text = read_regular_file(path, MAX_TEXT_CHARS, ".vyre file").decode("utf-8")
+    except FileRefused as exc:
+        raise InvalidProgram(f"cannot read {path}: {exc.problem}", f"{exc.fix}.") from None
     except UnicodeDecodeError as exc:
         raise InvalidProgram(f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
                              "pass a .vyre text file saved as UTF-8 (Program.to_text() writes one).") from None
@@ -184,7 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=SOURCE",
                    help="SOURCE: a raw binary FILE, @random[:N] (seeded random elements) or @zeros[:N]")
     p.add_argument("--backend", "-b", metavar="ID", help="backend id (ID or ID:N); default: best available")
-    p.add_argument("--out", metavar="DIR", help="write each output to DIR/NAME.bin (DIR is created if missing)")
+    p.add_argument("--out", metavar="DIR", help="write each output to DIR/NAME.bin (DIR is created if missing; a "
+                   "name that is not A-Z a-z 0-9 _ . - is percent-encoded, so every file stays inside DIR)")
+    p.add_argument("--force", action="store_true", help="overwrite existing files in --out DIR (default: refuse)")
     p.add_argument("--seed", type=int, default=0, help="seed of @random inputs, 0 or more (default 0)")
     p.add_argument("--elements", metavar="N|NAME",
                    help="elements the grid covers: a number or an input buffer's name (default: the largest buffer)")

@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import re
+import secrets
 import time
 from pathlib import Path
 
 import numpy as np
 
-from vyre.cli import UsageError, load_program, progress
+from vyre.cli import FileRefused, UsageError, load_program, printable, progress, read_regular_file
 from vyre.driver.config import DispatchConfig
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
 
-# @random:N and @zeros:N make at most this many elements (an IR index is a u32), and never more
-# bytes than half the host memory still available.
+# An input (a file, @random:N or @zeros:N) holds at most this many elements (an IR index is a u32),
+# and never more bytes than half the host memory still available.
 MAX_GENERATED_ELEMENTS = 2**32 - 1
+#: ``--out`` file names: a buffer name made of these characters (not starting with ``.`` or ``-``) is kept
+SAFE_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
+MAX_FILE_STEM = 200
+_KEPT_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def count_arg(text: str) -> int | None:
@@ -42,17 +50,24 @@ def available_memory() -> int | None:
         return None
 
 
-def check_generated_size(decl: BufferDecl, source: str, count: int) -> None:
-    """Refuse an ``@random``/``@zeros`` size beyond ``MAX_GENERATED_ELEMENTS`` or half the free memory."""
-    nbytes = count * max(decl.dtype.size, 1)
+def input_limit(decl: BufferDecl) -> tuple[int, str]:
+    """The most bytes one input of ``decl`` may hold (``MAX_GENERATED_ELEMENTS``, half the free memory),
+    and the limit in words."""
+    limit, words = MAX_GENERATED_ELEMENTS * max(decl.dtype.size, 1), f"{MAX_GENERATED_ELEMENTS} elements"
     free = available_memory()
-    if count > MAX_GENERATED_ELEMENTS or (free is not None and 2 * nbytes > free):
-        limit = f"{MAX_GENERATED_ELEMENTS} elements"
-        if free is not None:
-            limit += f" and {free // 2} bytes (half the free memory)"
+    if free is not None:
+        limit, words = min(limit, free // 2), f"{words} and {free // 2} bytes (half the free memory)"
+    return limit, words
+
+
+def check_generated_size(decl: BufferDecl, source: str, count: int) -> None:
+    """Refuse an ``@random``/``@zeros`` size beyond ``input_limit``."""
+    nbytes = count * max(decl.dtype.size, 1)
+    limit, words = input_limit(decl)
+    if count > MAX_GENERATED_ELEMENTS or nbytes > limit:
         raise UsageError(f"{source} for buffer {decl.name!r} asks for {count} elements ({nbytes} bytes); "
-                         f"generated inputs are limited to {limit}",
-                         f"write a smaller {decl.name}=@{source[1:].partition(':')[0]}:N.")
+                         f"generated inputs are limited to {words}",
+                         f"write a smaller {printable(decl.name)}=@{source[1:].partition(':')[0]}:N.")
 
 
 def parse_input_flags(flags: list[str]) -> dict[str, str]:
@@ -83,10 +98,10 @@ def load_input(decl: BufferDecl, source: str, rng: np.random.Generator) -> objec
     """The bytes for one input buffer: a raw binary file, ``@random[:N]`` or ``@zeros[:N]``."""
     if not source.startswith("@"):
         try:
-            return Path(source).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read input file {source} for buffer {decl.name!r}: {exc.strerror}",
-                             "pass an existing raw binary file or @random:N.") from None
+            return read_regular_file(source, input_limit(decl)[0], "raw binary file")
+        except FileRefused as exc:
+            raise UsageError(f"cannot read input file {source} for buffer {decl.name!r}: {exc.problem}",
+                             f"{exc.fix}, or @random:N.") from None
     kind, _, size = source[1:].partition(":")
     if kind not in ("random", "zeros"):
         raise UsageError(f"unknown input source {source!r} for buffer {decl.name!r}",
@@ -108,9 +123,10 @@ def gather_inputs(program: Program, flags: dict[str, str], seed: int) -> list[ob
     wanted = {b.name: b for b in program.inputs}
     unknown = sorted(set(flags) - set(wanted))
     if unknown:
-        raise UsageError(f"--input names {', '.join(unknown)} are not input buffers of the program "
-                         f"(inputs: {', '.join(wanted) or 'none'})", "name one of the program's input buffers.")
-    missing = [name for name in wanted if name not in flags]
+        raise UsageError(f"--input names {printable(', '.join(unknown))} are not input buffers of the program "
+                         f"(inputs: {printable(', '.join(wanted)) or 'none'})",
+                         "name one of the program's input buffers.")
+    missing = [printable(name) for name in wanted if name not in flags]
     if missing:
         raise UsageError(f"no --input for buffer(s) {', '.join(missing)}",
                          f"pass --input {missing[0]}=FILE or {missing[0]}=@random:N for each input buffer.")
@@ -119,10 +135,11 @@ def gather_inputs(program: Program, flags: dict[str, str], seed: int) -> list[ob
 
 
 def summarize(name: str, decl: BufferDecl, array: np.ndarray, show: int) -> str:
-    """A few lines about one output: first elements, sum and a histogram when it has few values."""
+    """A few lines about one output: first elements, sum and a histogram when it has few values
+    (``name`` is printed with control characters escaped)."""
     head = ", ".join(str(v) for v in array[:show].tolist())
     more = ", ..." if array.size > show else ""
-    lines = [f"{name}: {decl.dtype.value}[{array.size}] = [{head}{more}]"]
+    lines = [f"{printable(name)}: {decl.dtype.value}[{array.size}] = [{head}{more}]"]
     if array.size == 0:
         return lines[0]
     if decl.dtype.is_float and decl.dtype is not DataType.BF16:
@@ -163,6 +180,56 @@ def _grid(spec: str | None) -> tuple[int, int, int] | None:
     return tuple(parts)  # type: ignore[return-value]
 
 
+def output_file_name(name: str) -> str:
+    """The ``--out`` file of buffer ``name``: ``NAME.bin`` when ``SAFE_FILE_NAME`` matches, else the UTF-8
+    bytes percent-encoded (``%`` too, ``.``/``-`` first) and, past ``MAX_FILE_STEM``, cut and ended with
+    ``~`` and a hash. Never a path (no ``/``, not ``.``-first): distinct names give distinct files."""
+    if SAFE_FILE_NAME.fullmatch(name):
+        return name + ".bin"
+    raw = name.encode("utf-8", "surrogatepass")
+    stem = "".join(chr(b) if b in _KEPT_BYTES and (i or b not in b".-") else f"%{b:02X}" for i, b in enumerate(raw))
+    if len(stem) > MAX_FILE_STEM:
+        stem = f"{stem[:MAX_FILE_STEM - 17]}~{hashlib.sha256(raw).hexdigest()[:16]}"
+    return (stem or "%") + ".bin"
+
+
+def check_outputs_absent(program: Program, out_dir: Path, force: bool) -> None:
+    """Refuse, before anything runs, to overwrite an existing output file unless ``--force``."""
+    if force:
+        return
+    for decl in program.outputs:
+        name = output_file_name(decl.name)
+        if os.path.lexists(out_dir / name):
+            raise UsageError(f"--out {out_dir}: {name} (output {printable(decl.name)!r}) already exists",
+                             "pass --force to overwrite it, or pass --out DIR with another directory.")
+
+
+def write_output(out_dir: Path, name: str, data: bytes, force: bool) -> None:
+    """Write ``out_dir/name`` as a new file (``O_EXCL``, never through a symlink); with ``force``, through a
+    new temporary file renamed over it, so a planted symlink is replaced, not followed."""
+    dir_fd = os.open(out_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    target = f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}" if force else name
+    try:
+        try:
+            fd = os.open(target, _CREATE, 0o666, dir_fd=dir_fd)
+        except FileExistsError:
+            raise UsageError(f"--out {out_dir}: {name} already exists (created while the program ran)",
+                             "pass --force to overwrite it, or pass --out DIR with another directory.") from None
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if force:
+            os.replace(target, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        if force:
+            try:
+                os.unlink(target, dir_fd=dir_fd)
+            except OSError:
+                pass
+        raise
+    finally:
+        os.close(dir_fd)
+
+
 def check_arguments(args: argparse.Namespace) -> Path | None:
     """Refuse bad ``--seed``, ``--show`` and ``--out`` before anything runs; return the output directory."""
     if args.seed < 0:
@@ -196,11 +263,13 @@ def run_file(args: argparse.Namespace) -> int:
     out_dir = check_arguments(args)
     program = load_program(args.file)
     vyre.validate(program)
+    if out_dir is not None:
+        check_outputs_absent(program, out_dir, args.force)
     inputs = gather_inputs(program, parse_input_flags(args.input), args.seed)
     config = _config(args, program, inputs)
     backend = vyre.acquire(args.backend) if args.backend else vyre.acquire(allow_reference=True)
     label = f"{backend.id} (CPU reference oracle)" if backend.id == "reference" else backend.id
-    progress(f"running {program.name or Path(args.file).stem} on {label}...")
+    progress(f"running {printable(program.name or Path(args.file).stem)} on {label}...")
     start = time.perf_counter()
     with backend:
         outputs = backend.dispatch(program, inputs, config)
@@ -209,7 +278,7 @@ def run_file(args: argparse.Namespace) -> int:
     for decl, array in zip(program.outputs, outputs):
         print(summarize(decl.name, decl, array, args.show))
         if out_dir is not None:
-            path = out_dir / f"{decl.name}.bin"
-            path.write_bytes(np.ascontiguousarray(array).tobytes())
-            print(f"  wrote {path}")
+            name = output_file_name(decl.name)
+            write_output(out_dir, name, np.ascontiguousarray(array).tobytes(), args.force)
+            print(f"  wrote {printable(str(out_dir / name))}")
     return 0

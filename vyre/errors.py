@@ -2,7 +2,8 @@
 
 ``VyreError`` is the base; ``ValidationError`` (with ``Finding`` values), ``UnsupportedFeature``,
 ``DeviceOutOfMemory``, ``KernelCompileFailed``, ``DispatchFailed``, ``InvalidProgram``,
-``InvalidHandle``, ``BackendUnavailable`` and ``DeviceLost`` derive from it. The classes live in
+``InvalidHandle``, ``InvalidSetting`` (a bad ``VYRE_*`` variable), ``BackendUnavailable`` and
+``DeviceLost`` derive from it. The classes live in
 ``vyre.driver.errors`` (so that ``vyre.ir`` can raise them without importing the package root);
 this module is the name users import.
 """
@@ -17,6 +18,7 @@ from vyre.driver.errors import (
     Finding,
     InvalidHandle,
     InvalidProgram,
+    InvalidSetting,
     KernelCompileFailed,
     UnsupportedFeature,
     ValidationError,
@@ -25,6 +27,6 @@ from vyre.driver.errors import (
 
 __all__ = [
     "BackendUnavailable", "DeviceLost", "DeviceOutOfMemory", "DispatchFailed", "Finding",
-    "InvalidHandle", "InvalidProgram", "KernelCompileFailed", "UnsupportedFeature",
+    "InvalidHandle", "InvalidProgram", "InvalidSetting", "KernelCompileFailed", "UnsupportedFeature",
     "ValidationError", "VyreError",
 ]

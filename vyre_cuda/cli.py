@@ -107,7 +107,7 @@ def run_checks() -> list[Check]:
     cupy = check_cupy()
     driver = check_driver()
     usable = cupy.status == OK and driver.status == OK
-    return [check_vyre(), driver, cupy, check_device(usable), check_ptxas(), check_cache()]
+    return [check_vyre(), check_settings(), driver, cupy, check_device(usable), check_ptxas(), check_cache()]
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -131,6 +131,23 @@ def check_vyre() -> Check:
     import vyre
 
     return Check("vyre", OK, f"vyre {vyre.__version__} (Python {sys.version.split()[0]})")
+
+
+def check_settings() -> Check:
+    """Every ``VYRE_CUDA_*`` (and ``VYRE_PTX_DUMP_DIR``) variable: FAIL listing each bad value, WARN for
+    unknown ``VYRE_CUDA_*`` names (a misspelt setting does nothing)."""
+    from vyre_cuda.runtime import settings
+
+    bad, unknown = settings.problems(), settings.unknown()
+    if bad:
+        detail = "; ".join(exc.message for exc in bad)
+        if unknown:
+            detail += f"; unknown: {', '.join(unknown)}"
+        return Check("settings", FAIL, detail, "; ".join(exc.fix for exc in bad))
+    if unknown:
+        return Check("settings", WARN, f"unknown variables (ignored): {', '.join(unknown)}",
+                     f"unset them, or correct the names (the settings: {', '.join(settings.READERS)})")
+    return Check("settings", OK, "every VYRE_CUDA_* variable is valid")
 
 
 def driver_version() -> int:
@@ -205,9 +222,13 @@ def check_ptxas() -> Check:
 
 
 def check_cache() -> Check:
+    from vyre.driver.errors import InvalidSetting
     from vyre_cuda.runtime.cache import ENV_DIR, default_disk_cache, jit_cache_env
 
-    info = default_disk_cache().info()
+    try:
+        info = default_disk_cache().info()
+    except InvalidSetting as exc:
+        return Check("cache", FAIL, exc.message, exc.fix)
     jit = os.environ.get("CUDA_CACHE_PATH") or jit_cache_env().get("CUDA_CACHE_PATH", "")
     detail = (f"{info['path']} ({info['entries']} entries, {info['files']} files, {_size(int(info['bytes']))} of "
               f"{_size(int(info['max_bytes']))}; driver JIT cache {jit})")

@@ -43,9 +43,15 @@ def load_lowerings(force: bool = False) -> list[str]:
 
 
 def create_backend(device: int | str | None = None) -> Any:
-    """The registry's factory: point the driver JIT cache, load lowerings, start ``CudaBackend``."""
+    """The registry's factory: check the settings, import CuPy, point the driver JIT cache, load lowerings,
+    start ``CudaBackend``. Nothing is created on disk before CuPy imports (``vyre backends`` without it
+    leaves no cache directory behind)."""
+    from vyre_cuda.runtime import settings
     from vyre_cuda.runtime.cache import configure_driver_jit_cache
+    from vyre_cuda.runtime.device import import_cupy
 
+    settings.check()  # a bad VYRE_CUDA_* value is an error now, not a surprise mid-dispatch
+    import_cupy()
     configure_driver_jit_cache()
     load_lowerings()
     from vyre_cuda.backend import CudaBackend

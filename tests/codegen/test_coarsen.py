@@ -15,7 +15,7 @@ import pytest
 from catalogue import all_programs, control_programs
 from codegen_support import D, assemble, assemble_all_targets, elementwise, needs_ptxas
 
-from vyre.driver.errors import InvalidProgram
+from vyre.driver.errors import InvalidProgram, InvalidSetting
 from vyre.ir import BufferDecl, Expr, Node, Program
 from vyre_cuda import emit_ptx, param_block_layout
 from vyre_cuda.codegen.abi import grid_x_word
@@ -186,7 +186,6 @@ SM = 132
     ("8", (3, 2, 1), (32, 1, 1), False, 8),
     ("4", (0, 1, 1), (32, 1, 1), False, 1),  # an empty grid launches nothing
     ("4", (9, 1, 1), (32, 1, 1), True, 1),
-    ("3", (1 << 20, 1, 1), (256, 1, 1), False, 4),  # not a power of two: automatic
 ])
 def test_factor_policy(monkeypatch, env, grid, block, coop, expected) -> None:
     if env is None:
@@ -194,6 +193,14 @@ def test_factor_policy(monkeypatch, env, grid, block, coop, expected) -> None:
     else:
         monkeypatch.setenv(policy.ENV, env)
     assert policy.factor(grid, block, SM, coop) == expected
+
+
+@pytest.mark.parametrize("env", ["3", "128", "abc", "\uff14"])
+def test_a_factor_the_setting_does_not_accept_is_an_error(monkeypatch, env) -> None:
+    """Not a power of two up to 64 (or fullwidth digits): an error naming the setting, no longer ignored."""
+    monkeypatch.setenv(policy.ENV, env)
+    with pytest.raises(InvalidSetting, match="VYRE_CUDA_COARSEN"):
+        policy.factor((1 << 20, 1, 1), (256, 1, 1), SM)
 
 
 def test_workgroups_with_much_workgroup_memory_are_not_coarsened_automatically(monkeypatch) -> None:

@@ -453,3 +453,13 @@ def test_deep_wire_blobs_are_well_formed_apart_from_their_depth() -> None:
         body = [Node.if_(Expr.bool(True), body)]
     expected = Program([DEEP_OUT], (1, 1, 1), body)
     assert Program.from_wire(_deep_wire(IF_PREFIX, IF_SUFFIX, STORE_0 + literal(D.U32, 1), depth=3)) == expected
+
+
+def test_released_memoryview_is_a_validation_error() -> None:
+    from vyre.ir import wire
+
+    view = memoryview(bytearray(64))
+    view.release()
+    with pytest.raises(ValidationError) as info:
+        wire.from_wire(view)
+    assert info.value.codes == ("wire_value",) and "released" in str(info.value) and "Fix:" in str(info.value)

@@ -93,6 +93,39 @@ def test_hostile_text_fails_fast_in_bounded_memory(expr: str) -> None:
     assert out.split() == ["parse_error", "True"]
 
 
+#: one line of just under ``MAX_LINE_CHARS``, each shape one long token (the regex once kept ~180 bytes a character)
+LONG_LINE_TOKENS = {
+    "string": '"let x = \\"" + "a" * (MAX_LINE_CHARS - 100) + "\\""',
+    "escapes": '"let x = \\"" + "\\\\n" * (MAX_LINE_CHARS // 2 - 100) + "\\""',
+    "unterminated_string": '"let x = \\"" + "a" * (MAX_LINE_CHARS - 100)',
+    "literal": '"let x = u32:" + "1" * (MAX_LINE_CHARS - 100)',
+    "dotted_literal": '"let x = f32:" + "1." * (MAX_LINE_CHARS // 2 - 100)',
+    "name": '"let x = " + "a" * (MAX_LINE_CHARS - 100)',
+    "many_strings": '"let x = min(" + ",".join(["\\"" + "a" * 60_000 + "\\""] * 17) + ")"',
+}
+
+
+@pytest.mark.parametrize("expr", LONG_LINE_TOKENS.values(), ids=LONG_LINE_TOKENS.keys())
+def test_long_line_costs_little_memory(expr: str) -> None:
+    """A line at the limit is refused with at most 64 MiB more address space than the parser started with."""
+    out = run_limited(f"""
+        import resource
+        from vyre.ir import parse
+        from vyre.ir.text import MAX_LINE_CHARS
+        from vyre.driver.errors import ValidationError
+        text = {HEAD!r} + {expr} + "\\n"
+        assert len(text.splitlines()[2]) <= MAX_LINE_CHARS
+        size = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize:"))
+        resource.setrlimit(resource.RLIMIT_AS, (size + (64 << 20), size + (64 << 20)))
+        try:
+            parse(text)
+            print("parsed")
+        except ValidationError as err:
+            print(err.codes[0], "Fix:" in str(err))
+        """, seconds=10)
+    assert out.split() == ["parse_error", "True"]
+
+
 def test_f32_pattern_is_linear() -> None:
     start = time.perf_counter()
     message = parse_error(HEAD + "let x = f32:" + "1" * 1000 + "x\n")
@@ -161,6 +194,8 @@ def varint_heavy_wires() -> dict[str, bytes]:
                                            + varint(0) + varint(million) + u32_0 * million),
         "five_byte_literals": signed(body_head("x") + varint(n) + (let + literal(U32, 0xFFFFFFFF)) * n),
         "million_barriers": signed(body_head() + varint(million) + bytes([wire.BARRIER]) * million),
+        "million_buffer_decls": signed(varint(1) + varint(1) + b"b" + varint(0) + varint(2) * 3 + varint(million)
+                                       + (varint(0) + bytes([0, 0]) + varint(0) + varint(0)) * million + b"\0"),
         "million_strings": signed(varint(million) + b"".join(varint(3) + b"%03x" % (i % 4096) for i in range(million))),
     }
 

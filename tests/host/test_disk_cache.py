@@ -14,11 +14,11 @@ import tempfile
 import textwrap
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import pytest
 
+from vyre.driver.errors import InvalidSetting
 from vyre_cuda.runtime.cache import (
     DiskCache,
     configure_driver_jit_cache,
@@ -383,9 +383,8 @@ def test_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("VYRE_CUDA_CACHE_MAX_BYTES", "64M")
     assert max_bytes_from_env() == 64 << 20 and DiskCache().max_bytes == 64 << 20
     monkeypatch.setenv("VYRE_CUDA_CACHE_MAX_BYTES", "lots")
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        assert max_bytes_from_env() == 1 << 30
+    with pytest.raises(InvalidSetting):  # a bad value is an error (tests/host/test_settings.py), not ignored
+        max_bytes_from_env()
 
 
 def test_driver_jit_cache_goes_inside_unless_the_user_set_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path

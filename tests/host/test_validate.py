@@ -341,3 +341,13 @@ def test_every_expression_op_is_known_to_the_validator() -> None:
     from vyre.ir.shape import SHAPES
 
     assert set(SHAPES) == set(ALL_OPS)
+
+
+@pytest.mark.parametrize("op", [AtomicOp.COMPARE_EXCHANGE, AtomicOp.COMPARE_EXCHANGE_RELAXED, AtomicOp.ADD_RELAXED])
+def test_atomic_arity_fix_names_the_op_in_use(op: AtomicOp) -> None:
+    expected = () if "COMPARE" in op.name else (U(0),)  # the wrong arity for each op
+    (finding,) = findings(prog(Node.let("o", Expr.atomic(op, "dst", U(0), U(1), *expected))))
+    assert finding.code == "bad_arity"
+    assert f"AtomicOp.{op.name}" in finding.fix
+    if op is AtomicOp.COMPARE_EXCHANGE_RELAXED:
+        assert "AtomicOp.COMPARE_EXCHANGE," not in finding.fix and "AtomicOp.COMPARE_EXCHANGE " not in finding.fix

@@ -89,12 +89,20 @@ class BackendUnavailable(VyreError):
     default_fix = "run `vyre backends` to see which backends can start and why."
 
 
+class InvalidSetting(VyreError):
+    """An environment variable (``VYRE_*``) holds a value outside the ones it accepts."""
+
+    def __init__(self, name: str, value: str, accepted: str, problem: str = "is not valid") -> None:
+        self.name, self.value, self.accepted = name, value, accepted
+        super().__init__(f"{name}={value!r} {problem}", f"set {name} to {accepted}, or unset it")
+
+
 class DeviceLost(VyreError):
     default_fix = "the device context is unusable: acquire a new backend (vyre.acquire()) and rerun."
 
 
 __all__ = [
     "BackendUnavailable", "DeviceLost", "DeviceOutOfMemory", "DispatchFailed", "Finding",
-    "InvalidHandle", "InvalidProgram", "KernelCompileFailed", "UnsupportedFeature",
+    "InvalidHandle", "InvalidProgram", "InvalidSetting", "KernelCompileFailed", "UnsupportedFeature",
     "ValidationError", "VyreError",
 ]

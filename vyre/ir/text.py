@@ -22,8 +22,9 @@ Malformed text raises ``ValidationError`` with code ``parse_error`` and the line
 
 Parsing runs in time and memory linear in the input: the text, each line and each token have a
 cap (``MAX_TEXT_CHARS``, ``MAX_LINE_CHARS``, ``MAX_TOKEN_CHARS``, ``MAX_LITERAL_CHARS``), checked
-before the part is scanned; a line is tokenised lazily, so a malformed line fails at its first
-bad token. ``parse_with_source_map`` also returns where each statement came from, so validation
+before the part is scanned, and a token match looks at no more than the token cap allows (a
+regex keeps ~180 bytes per character it repeats over); a line is tokenised lazily, so a malformed
+line fails at its first bad token. ``parse_with_source_map`` also returns where each statement came from, so validation
 findings can name their ``.vyre`` line.
 """
 
@@ -78,6 +79,8 @@ MAX_LINE_CHARS = 1024 * 1024
 MAX_TOKEN_CHARS = 64 * 1024
 #: Longest literal token (``u32:...``, ``f32:...``, a bare integer): room for any exact decimal F32.
 MAX_LITERAL_CHARS = 1024
+#: Characters one token match may look at: one more than the longest token, so an overlong one shows.
+_SCAN_WINDOW = MAX_TOKEN_CHARS + 1
 
 
 # ==== printing ==================================================================================
@@ -247,18 +250,26 @@ class _Line:
         return self.ahead[k]
 
     def _scan(self) -> _Token | None:
+        """The next token. Each match looks at most ``_SCAN_WINDOW`` characters: the regex engine keeps
+        state per character it repeats over (~180 bytes), so a token may not cost more than one window."""
         text, pos = self.text, self.scanned
         while pos < len(text):
-            m = _TOKEN.match(text, pos)
+            if text[pos] == "#":  # a comment runs to the end of the line
+                break
+            window = min(len(text), pos + _SCAN_WINDOW)
+            m = _TOKEN.match(text, pos, window)
             if m is None:
+                if text[pos] == '"':
+                    raise _ParseError(f"the string at column {pos + 1} does not end within {MAX_TOKEN_CHARS} "
+                                      "characters (strings are at most that long)")
                 raise _ParseError(f"unexpected character {text[pos]!r} at column {pos + 1}")
             pos = m.end()
             kind = m.lastgroup
             if kind == "ws":
                 continue
             self.scanned = pos
-            return _make_token(kind, m.group(), m.start() + 1)
-        self.scanned = pos
+            return _make_token(kind, m.group(), m.start() + 1, cut=pos == window < len(text))
+        self.scanned = len(text)
         return None
 
     def empty(self) -> bool:
@@ -312,12 +323,14 @@ class _Line:
         return table[tok.text]
 
 
-def _make_token(kind: str, text: str, column: int) -> _Token:
-    """A token, after checking its length against the caps (before any conversion of its text)."""
+def _make_token(kind: str, text: str, column: int, cut: bool = False) -> _Token:
+    """A token, after checking its length against the caps (before any conversion of its text);
+    ``cut``: the scan window ended inside it, so it is longer than ``text``."""
     cap = MAX_LITERAL_CHARS if kind in ("lit", "int") else MAX_TOKEN_CHARS
     if len(text) > cap:
         what = "literal" if kind in ("lit", "int") else "name"
-        raise _ParseError(f"the {what} at column {column} has {len(text)} characters, over the limit of {cap}")
+        size = f"over {len(text)}" if cut else str(len(text))
+        raise _ParseError(f"the {what} at column {column} has {size} characters, over the limit of {cap}")
     return _Token(kind, text, _unquote(text) if kind == "str" else None)
 
 

@@ -165,8 +165,9 @@ class ExprTyper:
         self._expect(e.args[1], scope, (buf.dtype,), f"value of atomic on {e.name!r}")
         wants_expected = e.value.base is AtomicOp.COMPARE_EXCHANGE
         if wants_expected != (len(e.args) == 3):
-            raise IRTypeError("bad_arity", f"atomic {e.value.name} on {e.name!r} has the wrong operands",
-                              "pass expected= only with AtomicOp.COMPARE_EXCHANGE, and always with it")
+            fix = (f"pass expected= (the value to compare with) to AtomicOp.{e.value.name}" if wants_expected else
+                   f"drop expected=: AtomicOp.{e.value.name} takes none (only the COMPARE_EXCHANGE ops do)")
+            raise IRTypeError("bad_arity", f"atomic {e.value.name} on {e.name!r} has the wrong operands", fix)
         if wants_expected:
             self._expect(e.args[2], scope, (buf.dtype,), f"expected value of atomic on {e.name!r}")
         return buf.dtype

@@ -22,8 +22,8 @@ has exactly one wire form and one fingerprint.
 
 Decoding is bounded and fails early. Before anything is built: the input is at most
 ``MAX_WIRE_BYTES`` and the header and BLAKE2b digest match. While decoding: every count is
-checked against the bytes left and the nodes left (``MAX_NODES`` statements and expressions in
-all, nesting at most ``MAX_DEPTH``), names are at most ``MAX_NAME_BYTES`` and unique, and a
+checked against the bytes left and the nodes left (``MAX_NODES`` statements, expressions and
+buffer declarations in all, nesting at most ``MAX_DEPTH``), names are at most ``MAX_NAME_BYTES`` and unique, and a
 varint that is not minimal is refused at once. So decoding takes time linear in the input and
 allocates the decoded strings (at most the input size) plus one IR object per node (at most
 ``MAX_NODES`` of them, about 200 bytes each).
@@ -120,7 +120,8 @@ class _Encoder:
     def tick(self, depth: int) -> None:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise _encode_error("program_too_large", f"more than {MAX_NODES} statements and expressions")
+            raise _encode_error("program_too_large", f"more than {MAX_NODES} statements, expressions and "
+                                "buffer declarations")
         if depth > MAX_DEPTH:
             raise _encode_error("nesting_too_deep", f"nesting deeper than {MAX_DEPTH} levels")
 
@@ -200,6 +201,7 @@ def _encode_body(program: Program) -> bytes:
         enc.sv(v, "workgroup size")
     enc.uv(len(program.buffers))
     for b in program.buffers:
+        enc.tick(0)
         if not buffer_well_formed(b):
             raise _encode_error("malformed_buffer", "a buffer declaration has fields of the wrong type")
         enc.name(b.name)
@@ -272,8 +274,8 @@ class _Decoder:
         if n > self.left():
             raise _error("wire_truncated", f"{what} {n} is more than the {self.left()} bytes left")
         if nodes and n > MAX_NODES - self.nodes:
-            raise _error("wire_limit", f"{what} {n} would take the program over {MAX_NODES} statements and "
-                                       "expressions")
+            raise _error("wire_limit", f"{what} {n} would take the program over {MAX_NODES} statements, "
+                                       "expressions and buffer declarations")
         return n
 
     def enum(self, table: tuple, what: str):
@@ -308,7 +310,8 @@ class _Decoder:
     def tick(self, depth: int) -> None:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise _error("wire_limit", f"more than {MAX_NODES} statements and expressions")
+            raise _error("wire_limit", f"more than {MAX_NODES} statements, expressions and "
+                                "buffer declarations")
         if depth > MAX_DEPTH:
             raise _error("wire_limit", f"nesting deeper than {MAX_DEPTH} levels")
 
@@ -368,7 +371,9 @@ class _Decoder:
         name = None if name_ref == 0 else self.name_at(name_ref - 1)
         wg = tuple(self.sv("workgroup size") for _ in range(3))
         buffers = []
-        for _ in range(self.count("buffer count", nodes=False)):
+        n_buffers = self.count("buffer count")
+        self.nodes += n_buffers  # each declaration takes a node of the budget, as in the text form
+        for _ in range(n_buffers):
             bname = self.name("buffer name")
             access = self.enum(ACCESSES, "access")
             dtype = self.enum(DTYPES, "dtype")
@@ -390,6 +395,8 @@ def from_wire(data: bytes) -> Program:
         view = memoryview(data).cast("B")
     except TypeError:
         raise _error("wire_value", f"expected bytes, got {type(data).__name__}") from None
+    except ValueError as exc:  # a released memoryview, or one whose format cannot be cast to bytes
+        raise _error("wire_value", f"cannot read the {type(data).__name__} as bytes ({exc})") from None
     if len(view) > MAX_WIRE_BYTES:
         raise _error("wire_limit", f"{len(view)} bytes is more than the {MAX_WIRE_BYTES}-byte limit")
     if len(view) < HEADER_SIZE:

@@ -3,7 +3,7 @@
 Layout under the root (``VYRE_CUDA_CACHE_DIR``, default ``$XDG_CACHE_HOME/vyre-cuda/<version>``)::
 
     entries/<key><suffix>   checksummed entries (header + payload), e.g. linked cubins
-    files/<sha256><suffix>  raw files named by their content, for ``cupy.RawModule(path=...)``
+    files/<sha256><suffix>  raw files named by their content (``store_file``; no loader hands these to the driver)
     driver-jit/             the CUDA driver's own JIT cache (``CUDA_CACHE_PATH``), capped by the driver
 
 Writes go to a temporary file in the same directory, then ``os.replace``. Reads check the size
@@ -14,7 +14,10 @@ and ``get`` returns the bytes it verified through that one descriptor.
 
 Like ssh with its keys, the cache refuses a root that is a symlink, and directories or entries
 that another user owns or that group or others may write (``cache_fs.trust_problem``): anyone who
-can write there could plant a kernel whose key and checksum are computed from public data.
+can write there could plant a kernel whose key and checksum are computed from public data. The
+root's parents must be this user's or root's and not writable by others unless sticky
+(``cache_fs.parent_problem``), and every entry of ``driver-jit/`` is checked (``tree_problems``)
+before the driver is pointed there.
 ``problems()`` lists what was refused (``vyre doctor`` and ``vyre cache info`` show it).
 ``clear`` and eviction touch only names the cache writes itself (``<sha256>.<suffix>`` and its
 temporary files; in ``driver-jit/`` the driver's ``index`` and hexadecimal names).
@@ -48,10 +51,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from vyre_cuda.runtime.cache_fs import DIR_FLAGS, TreeWalk, UntrustedCache, open_trusted_dir, trust_problem
+from vyre_cuda.runtime import settings
+from vyre_cuda.runtime.cache_fs import (
+    TreeWalk,
+    UntrustedCache,
+    open_private_dir,
+    open_trusted_dir,
+    parent_problem,
+    tree_problems,
+    trust_problem,
+)
+from vyre_cuda.runtime.settings import parse_size
 
-ENV_DIR = "VYRE_CUDA_CACHE_DIR"
-ENV_MAX_BYTES = "VYRE_CUDA_CACHE_MAX_BYTES"
+ENV_DIR = settings.CACHE_DIR
+ENV_MAX_BYTES = settings.CACHE_MAX_BYTES
 DEFAULT_MAX_BYTES = 1 << 30
 MAGIC = b"VYRC"
 FORMAT_VERSION = 1
@@ -70,7 +83,6 @@ _LOW_WATER = 0.9  # evict down to 90% of the cap so that not every write rescans
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # POSIX; the cache needs dir_fd support
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW  # NONBLOCK: a planted FIFO can't hang us
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 @functools.cache
@@ -87,9 +99,9 @@ def cache_version() -> str:
 
 def default_cache_dir() -> Path:
     """``VYRE_CUDA_CACHE_DIR``, else ``$XDG_CACHE_HOME/vyre-cuda/<version>`` (XDG default ``~/.cache``)."""
-    explicit = os.environ.get(ENV_DIR)
-    if explicit:
-        return Path(explicit).expanduser()
+    explicit = settings.cache_dir()
+    if explicit is not None:
+        return explicit
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     if os.path.isabs(xdg):
         base = Path(xdg)
@@ -101,25 +113,11 @@ def default_cache_dir() -> Path:
     return base / "vyre-cuda" / cache_version()
 
 
-def parse_size(text: str) -> int:
-    """``"1073741824"``, ``"512M"``, ``"2GiB"`` -> bytes; ``ValueError`` otherwise."""
-    match = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)(i?b)?\s*", text.lower())
-    if not match:
-        raise ValueError(f"not a size: {text!r}")
-    return int(match.group(1)) * _UNITS[match.group(2)]
-
-
 def max_bytes_from_env() -> int:
-    """The size cap: ``VYRE_CUDA_CACHE_MAX_BYTES`` (bytes, or with a K/M/G suffix), default 1 GiB."""
-    raw = os.environ.get(ENV_MAX_BYTES)
-    if not raw:
-        return DEFAULT_MAX_BYTES
-    try:
-        return parse_size(raw)
-    except ValueError:
-        warnings.warn(f"vyre-cuda: ignoring {ENV_MAX_BYTES}={raw!r}. Fix: give a byte count such as 1073741824 "
-                      "or 1G.", RuntimeWarning, stacklevel=2)
-        return DEFAULT_MAX_BYTES
+    """The size cap: ``VYRE_CUDA_CACHE_MAX_BYTES`` (bytes, or with a K/M/G suffix; ``InvalidSetting`` if
+    malformed), default 1 GiB."""
+    cap = settings.cache_max_bytes()
+    return DEFAULT_MAX_BYTES if cap is None else cap
 
 
 def jit_cache_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
@@ -132,8 +130,9 @@ def jit_cache_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
 def configure_driver_jit_cache(root: str | os.PathLike[str] | None = None) -> str | None:
     """Apply ``jit_cache_env`` to ``os.environ``; call before the CUDA driver initialises. Returns the path in use."""
     for name, path in jit_cache_env(root).items():
-        try:  # the driver loads what it finds there: only a directory nobody else can write
-            DiskCache(Path(path).parent).ensure_trusted_dir(DRIVER_JIT)
+        try:  # the driver loads what it finds there: only a tree nobody else can write
+            if DiskCache(Path(path).parent).driver_jit_problems(create=True):
+                return None
         except OSError:
             return None  # an unusable or untrusted directory: keep the driver's default
         os.environ[name] = path
@@ -200,7 +199,7 @@ def _touch(fd: int) -> None:
         pass  # read-only cache: LRU order just doesn't advance
 
 
-def _write_atomic(dir_fd: int, name: str, data: bytes) -> None:
+def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
     """Write ``name`` in ``dir_fd`` as a whole or not at all (0o600 temp file + ``os.replace``)."""
     tmp = f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
     fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
@@ -243,6 +242,7 @@ class DiskCache:
         self._counts = dict.fromkeys(("hits", "misses", "evictions", "corrupt", "untrusted", "write_errors"), 0)
         self._approx_bytes: int | None = None  # unknown until the first scan
         self._warned = False
+        self._parents_trusted = False  # parent_problem found nothing (checked until it does)
 
     def __repr__(self) -> str:
         return f"DiskCache({str(self.root)!r}, max_bytes={self.max_bytes})"
@@ -292,7 +292,7 @@ class DiskCache:
                     return self.root / FILES / name
                 if len(data) > self.max_bytes:
                     return None
-                _write_atomic(dir_fd, name, data)
+                write_atomic(dir_fd, name, data)
         except OSError as exc:
             self._write_failed(exc)
             return None
@@ -339,6 +339,7 @@ class DiskCache:
             try:
                 with self._dir(sub, create=False) as dir_fd:
                     if sub == DRIVER_JIT:
+                        found += tree_problems(dir_fd, f"the cache directory {self.root / sub}")
                         continue
                     for name, st in _listing(dir_fd):
                         problem = trust_problem(st, f"{sub}/{name}") if _OWN_NAME.fullmatch(name) else None
@@ -392,12 +393,23 @@ class DiskCache:
             _make_dirs(self.root)
         if os.path.islink(self.root):
             raise UntrustedCache(f"the cache directory {self.root} is a symbolic link")
+        if not self._parents_trusted:
+            problem = parent_problem(self.root)
+            if problem is not None:
+                raise UntrustedCache(problem)
+            self._parents_trusted = True  # only their owners (this user, root) could change that
         return open_trusted_dir(self.root, f"the cache directory {self.root}")  # O_NOFOLLOW: no swap after the check
 
     def ensure_trusted_dir(self, sub: str) -> None:
         """Create ``root/sub`` if missing; ``OSError`` unless it is a real directory that passes the trust check."""
         with self._dir(sub, create=True):
             pass
+
+    def driver_jit_problems(self, create: bool = False) -> list[str]:
+        """Why the driver JIT tree must not be used (``tree_problems`` of every entry in it); ``OSError`` when
+        the directory itself is missing (unless ``create``) or refused."""
+        with self._dir(DRIVER_JIT, create=create) as top:
+            return tree_problems(top, f"the cache directory {self.root / DRIVER_JIT}")
 
     @contextmanager
     def _dir(self, sub: str, create: bool) -> Iterator[int]:
@@ -504,7 +516,7 @@ class DiskCache:
     def _write(self, sub: str, name: str, blob: bytes) -> bool:
         try:
             with self._dir(sub, create=True) as dir_fd:
-                _write_atomic(dir_fd, name, blob)
+                write_atomic(dir_fd, name, blob)
         except OSError as exc:
             self._write_failed(exc)
             return False
@@ -604,17 +616,18 @@ def private_file(data: bytes, suffix: str) -> Path:
     """A path to exactly ``data`` in a 0o700 directory that only this process writes (removed at exit).
 
     For loaders that must hand a path to an API that opens it (``cupy.RawModule(path=...)``):
-    unlike a shared cache file, nobody else can replace it between the check and the load.
-    Raises ``OSError`` when no such file can be written (e.g. TMPDIR is full).
+    unlike a shared cache file, nobody else can replace it between the check and the load (the
+    directory and its parents pass ``open_private_dir``). Raises ``OSError`` when no such file can be
+    written (e.g. TMPDIR is full) or the directory is refused (``UntrustedCache``).
     """
     name = _entry_name(hashlib.sha256(data).hexdigest(), suffix)
     directory = _private_dir()
-    dir_fd = os.open(directory, DIR_FLAGS)
+    dir_fd = open_private_dir(directory, f"the private module directory {directory}")
     try:
         try:
             os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
-            _write_atomic(dir_fd, name, bytes(data))
+            write_atomic(dir_fd, name, bytes(data))
     finally:
         os.close(dir_fd)
     return Path(directory) / name
@@ -651,4 +664,5 @@ def default_disk_cache() -> DiskCache:
 __all__ = [
     "DEFAULT_MAX_BYTES", "ENV_DIR", "ENV_MAX_BYTES", "DiskCache", "cache_version", "configure_driver_jit_cache",
     "default_cache_dir", "default_disk_cache", "jit_cache_env", "max_bytes_from_env", "parse_size", "private_file",
+    "write_atomic",
 ]

@@ -2,6 +2,10 @@
 
 A cache directory or file is trusted only when this user owns it and neither group nor others may
 write it (as ssh demands of ``~/.ssh``): anyone else who could write there could plant a kernel.
+Every directory above it must be owned by this user or root and be writable by no one else unless
+it is sticky like ``/tmp`` (``parent_problem``): whoever can write a parent can rename the
+directory away and put their own in its place. A whole tree (the driver's JIT cache) is checked
+entry by entry (``tree_problems``); a symlink in it is refused, as nothing we trust makes one.
 The walk opens every directory relative to its parent with ``O_NOFOLLOW``, keeps its own stack
 (no recursion, so no ``RecursionError`` on a deep tree) and stops at ``MAX_TREE_DEPTH`` levels or
 ``MAX_TREE_ENTRIES`` entries, so a hostile tree costs bounded time, memory and descriptors.
@@ -38,6 +42,56 @@ def trust_problem(st: os.stat_result, what: str) -> str | None:
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{what} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
     return None
+
+
+def parent_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why a directory above ``path`` (as written, and with links resolved) lets someone else replace
+    ``path``, or None: each must be owned by this user or root, and group/other-writable only if sticky."""
+    me = os.geteuid()
+    for parent in _ancestors(path):
+        try:
+            st = os.stat(parent)
+        except FileNotFoundError:
+            continue  # created by us later, 0o700
+        except OSError as exc:
+            return f"{parent}, a parent of {path}, cannot be checked ({exc.strerror})"
+        if st.st_uid not in (me, 0):
+            return f"{parent}, a parent of {path}, is owned by uid {st.st_uid}, not by this user (uid {me}) or root"
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+            return (f"{parent}, a parent of {path}, is writable by group or others without the sticky bit "
+                    f"(mode {stat.S_IMODE(st.st_mode):o})")
+    return None
+
+
+def _ancestors(path: str | os.PathLike[str]) -> list[str]:
+    """Every directory above ``path``, nearest first: along the path as written and along its resolved form."""
+    found: list[str] = []
+    for start in (os.path.abspath(path), os.path.realpath(path)):
+        parent = os.path.dirname(start)
+        while parent not in found:
+            found.append(parent)
+            parent = os.path.dirname(parent)
+    return found
+
+
+def open_private_dir(path: str | os.PathLike[str], what: str) -> int:
+    """``open_trusted_dir`` of ``path`` after ``parent_problem``: a directory only this user can change."""
+    problem = parent_problem(path)
+    if problem is not None:
+        raise UntrustedCache(problem)
+    return open_trusted_dir(path, what)
+
+
+def tree_problems(top_fd: int, what: str) -> list[str]:
+    """Why entries under directory ``top_fd`` (named ``what``) must not be trusted: ``trust_problem`` of every
+    file and directory, and every symlink, found by a bounded ``TreeWalk``; empty when all pass."""
+    found: list[str] = []
+    for _, name, st in TreeWalk().walk(top_fd):
+        if stat.S_ISLNK(st.st_mode):
+            found.append(f"{name!r} in {what} is a symbolic link")
+        elif (problem := trust_problem(st, f"{name!r} in {what}")) is not None:
+            found.append(problem)
+    return found
 
 
 def open_trusted_dir(name: str | os.PathLike[str], what: str, dir_fd: int | None = None) -> int:
@@ -111,5 +165,5 @@ class TreeWalk:
             return iter(())
 
 
-__all__ = ["DIR_FLAGS", "MAX_TREE_DEPTH", "MAX_TREE_ENTRIES", "TreeWalk", "UntrustedCache", "open_trusted_dir",
-           "trust_problem"]
+__all__ = ["DIR_FLAGS", "MAX_TREE_DEPTH", "MAX_TREE_ENTRIES", "TreeWalk", "UntrustedCache", "open_private_dir",
+           "open_trusted_dir", "parent_problem", "tree_problems", "trust_problem"]

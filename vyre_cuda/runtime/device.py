@@ -134,10 +134,12 @@ def device_count() -> int:
 
 
 def probe(device: int | str | None = None) -> DeviceInfo:
-    """Describe the device (argument, else ``VYRE_CUDA_DEVICE``, else 0); points the JIT cache first."""
+    """Describe the device (argument, else ``VYRE_CUDA_DEVICE``, else 0); points the JIT cache first
+    (once CuPy imports: without it nothing is created on disk)."""
     from vyre_cuda.runtime.cache import configure_driver_jit_cache
 
     index = resolve_index(device)
+    import_cupy()
     configure_driver_jit_cache()  # must precede the driver's initialisation
     count = device_count()
     if count == 0:

@@ -131,14 +131,14 @@ def check_cooperative(name: str, kernel_ptr: int, grid: Sequence[int], block: Se
 #: default: the cheapest per call, it releases the GIL around the driver call); "pyctypes" -
 #: libcuda through ``ctypes.PyDLL`` with pre-built ctypes arguments; "ctypes" - ``ctypes.CDLL``
 #: with ``argtypes``. All pass the same pre-packed ``void**``.
-LAUNCH_MODES = ("cupy", "pyctypes", "ctypes")
-DEFAULT_LAUNCH_MODE = "cupy"
+LAUNCH_MODES = settings.LAUNCH_MODES
+DEFAULT_LAUNCH_MODE = LAUNCH_MODES[0]
 
 
 def launch_mode() -> str:
-    """The launch path in use: ``VYRE_CUDA_LAUNCH`` if valid, else the default; "cupy" without libcuda."""
-    mode = settings.launch(DEFAULT_LAUNCH_MODE)
-    mode = mode if mode in LAUNCH_MODES else DEFAULT_LAUNCH_MODE
+    """The launch path in use: ``VYRE_CUDA_LAUNCH`` (``InvalidSetting`` if bad), else the default;
+    "cupy" without libcuda."""
+    mode = settings.launch()
     return mode if mode == "cupy" or _cu_launch(mode) is not None else "cupy"
 
 

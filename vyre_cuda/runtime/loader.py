@@ -8,15 +8,17 @@
    again, no PTX JIT at all);
 3. miss: the PTX is linked to a cubin once with ``cupy.cuda.function.LinkState`` (stored on disk
    for the next process) and the cubin loaded the same way. If linking fails, the PTX is written
-   to a content-addressed ``.ptx`` file and loaded from there (the driver JITs it), so a driver
-   that cannot link still runs, and a bad PTX fails with the driver's own error and diagnostics.
+   to a private file (``cache.private_file``) and loaded from there (the driver JITs it), so a
+   driver that cannot link still runs, and a bad PTX fails with the driver's own error and diagnostics.
 
 ``load_indexed(index, entry)`` finds a kernel without its PTX: through a program index entry
 (``runtime.program_index``) that names the cubin an earlier process linked; ``remember`` writes
 such an entry after a load.
 
 ``VYRE_CUDA_LOADER=cupy`` loads cubins through ``cupy.RawModule(path=...)`` instead (the path
-of earlier versions, kept for comparison).
+of earlier versions, kept for comparison). Every path handed to the driver is a ``private_file``
+copy of the bytes in hand (verified ones, for a cached cubin) in a 0o700 directory of this
+process, never a path into the shared cache, which could be replaced after the check.
 
 The key is SHA-256 over the PTX text, the compute capability, the driver version and the
 vyre_cuda version: anything that changes the binary changes the key.
@@ -24,27 +26,26 @@ vyre_cuda version: anything that changes the binary changes the key.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vyre.driver.errors import DispatchFailed, KernelCompileFailed
+from vyre.driver.errors import DispatchFailed, KernelCompileFailed, VyreError
 from vyre_cuda.runtime import settings
-from vyre_cuda.runtime.cache import DiskCache, cache_version
+from vyre_cuda.runtime.cache import DiskCache, cache_version, private_file, write_atomic
+from vyre_cuda.runtime.cache_fs import open_private_dir
 from vyre_cuda.runtime.device import DeviceInfo, import_cupy
 from vyre_cuda.runtime.errors import cuda_errors, translate
 from vyre_cuda.runtime.program_index import INDEX_SUFFIX, module_key_of
 
-ENV_DUMP_DIR = "VYRE_PTX_DUMP_DIR"
+ENV_DUMP_DIR = settings.PTX_DUMP_DIR
 PTXAS_LINES = 20
 _KEY_SCHEMA = "vyre-cuda-module/1"
 
@@ -89,7 +90,6 @@ class ModuleCache:
         self._modules: dict[str, tuple[Any, bool]] = {}  # key -> (RawModule, cubin_cached)
         self._kernels: dict[tuple[str, str], LoadedKernel] = {}
         self._key_locks: dict[str, threading.Lock] = {}
-        self._scratch: DiskCache | None = None
         self._counts = dict.fromkeys(("cuda_module_cache_hits", "cuda_module_cache_misses", "cuda_disk_cache_hits",
                                       "cuda_disk_cache_misses", "cuda_cubin_link_failures", "cuda_index_hits",
                                       "cuda_index_misses"), 0)
@@ -195,7 +195,7 @@ class ModuleCache:
                 module = self._try_load(cupy, cubin, ".cubin")
                 if module is not None:
                     return module, False
-            return self._load_ptx(cupy, key, ptx, self._file(ptx_bytes, ".ptx")), False
+            return self._load_ptx(cupy, key, ptx), False
 
     def _try_load(self, cupy: Any, image: bytes, suffix: str) -> Any | None:
         """A loaded module from ``image``, or None when the driver refuses it (not for OOM or a lost device)."""
@@ -204,8 +204,7 @@ class ModuleCache:
                 module = cupy.cuda.function.Module()
                 module.load(bytes(image))  # cuModuleLoadData on these bytes
                 return module
-            path = self._file(image, suffix)
-            module = cupy.RawModule(path=str(path))
+            module = cupy.RawModule(path=str(_private_path(image, suffix)))
             module.module  # noqa: B018 - RawModule loads lazily; load now so failures surface here
             return module
         except Exception as exc:  # noqa: BLE001 - sorted by translate below
@@ -224,7 +223,9 @@ class ModuleCache:
             self._count("cuda_cubin_link_failures")
             return None
 
-    def _load_ptx(self, cupy: Any, key: str, ptx: str, path: Path) -> Any:
+    def _load_ptx(self, cupy: Any, key: str, ptx: str) -> Any:
+        """Load ``ptx`` through a private copy (the driver JITs it); ``KernelCompileFailed`` with diagnostics."""
+        path = _private_path(ptx.encode(), ".ptx")
         try:
             module = cupy.RawModule(path=str(path))
             module.module  # noqa: B018 - force the lazy load
@@ -236,24 +237,6 @@ class ModuleCache:
             fix = err.fix if isinstance(err, KernelCompileFailed) else None
             raise compile_failure(ptx, key, path, self.device.compute_capability, exc, fix) from exc
 
-    def _file(self, data: bytes, suffix: str) -> Path:
-        """A content-addressed file for the driver: in the disk cache, else in a private temp dir."""
-        path = self.disk.store_file(data, suffix) if self.disk is not None else None
-        if path is None:
-            path = self._scratch_cache().store_file(data, suffix)
-        if path is None:
-            raise KernelCompileFailed("cuda", f"cannot write a {suffix} module file for the driver",
-                                      "free disk space in TMPDIR, or set VYRE_CUDA_CACHE_DIR to a writable directory.")
-        return path
-
-    def _scratch_cache(self) -> DiskCache:
-        with self._lock:
-            if self._scratch is None:
-                root = tempfile.mkdtemp(prefix="vyre-cuda-")
-                atexit.register(shutil.rmtree, root, True)
-                self._scratch = DiskCache(root, max_bytes=1 << 40)
-            return self._scratch
-
     def _key_lock(self, key: str) -> threading.Lock:
         with self._lock:
             return self._key_locks.setdefault(key, threading.Lock())
@@ -261,6 +244,16 @@ class ModuleCache:
     def _count(self, name: str) -> None:
         with self._lock:
             self._counts[name] += 1
+
+
+def _private_path(data: bytes, suffix: str) -> Path:
+    """A path holding exactly ``data`` that only this process can change (``private_file``), for an API that
+    opens a path; ``KernelCompileFailed`` when none can be written."""
+    try:
+        return private_file(data, suffix)
+    except OSError as exc:
+        raise KernelCompileFailed("cuda", f"cannot write a {suffix} module file for the driver ({exc.strerror})",
+                                  "free disk space in TMPDIR (or point TMPDIR at a writable directory).") from None
 
 
 def _attributes(cupy: Any, ptr: int) -> tuple[int | None, int]:
@@ -302,23 +295,36 @@ def compile_failure(ptx: str, key: str, path: Path, cc: str, exc: BaseException,
     if diagnostics:
         message += f"; ptxas --gpu-name sm_{cc} says:\n{diagnostics}"
     if dump is not None:
-        message += f"\nPTX kept at {dump}"
+        message += f"\n{dump}"
     return KernelCompileFailed("cuda", message, fix)
 
 
-def dump_ptx(ptx: str, key: str, reason: str) -> Path | None:
-    """Write ``ptx`` (and ``reason`` beside it) to ``VYRE_PTX_DUMP_DIR`` if set; the ``.ptx`` path or None."""
-    directory = os.environ.get(ENV_DUMP_DIR)
-    if not directory:
-        return None
+def dump_ptx(ptx: str, key: str, reason: str) -> str | None:
+    """Write ``ptx`` (and ``reason`` beside it) to ``VYRE_PTX_DUMP_DIR`` if set; a line saying where, or why not.
+
+    The directory is created 0o700 if missing and must pass the cache's trust checks (this user's, written
+    by no one else, nor its parents); each file is a new temporary file renamed into place, so a symlink
+    planted at the name is replaced, never followed.
+    """
     try:
-        os.makedirs(directory, exist_ok=True)
-        path = Path(directory) / f"vyre-{key[:16]}.ptx"
-        path.write_text(ptx)
-        path.with_suffix(".log").write_text(reason + "\n")
-        return path
-    except OSError:
+        directory = settings.ptx_dump_dir()
+    except VyreError as exc:
+        return f"PTX not kept: {exc}"
+    if directory is None:
         return None
+    stem = f"vyre-{key[:16]}"
+    try:
+        os.makedirs(directory, 0o700, exist_ok=True)
+        dir_fd = open_private_dir(directory, f"the PTX dump directory {directory}")
+        try:
+            write_atomic(dir_fd, stem + ".ptx", ptx.encode())
+            write_atomic(dir_fd, stem + ".log", (reason + "\n").encode())
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        return (f"PTX not kept in {directory}: {exc.strerror or exc}. Fix: point {ENV_DUMP_DIR} at a directory "
+                "only you can write (mkdir -m 700 DIR)")
+    return f"PTX kept at {directory / (stem + '.ptx')}"
 
 
 def ptxas_diagnostics(path: Path, cc: str, lines: int = PTXAS_LINES) -> str:
