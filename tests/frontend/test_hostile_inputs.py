@@ -147,3 +147,34 @@ def test_a_400_digit_int_in_f32_context_is_a_clean_error(body):
 def test_budgets_are_documented():
     text = (ROOT / "docs" / "kernels.md").read_text(encoding="utf-8")
     assert "65,536" in text and "64 bits" in text
+
+
+# ---- 2. reloaded modules ------------------------------------------------------------------------
+RELOADED = """\
+import vyre
+
+@vyre.func
+def step(v: vyre.u32):
+    return v + {step}
+
+@vyre.kernel(workgroup_size=64)
+def k(y: vyre.InOut[vyre.u32]):
+    y[0] = step(y[0]){extra}
+"""
+
+
+def test_a_reloaded_module_compiles_its_new_source(tmp_path, monkeypatch):
+    import importlib
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "reloaded_kernels.py"
+    path.write_text(RELOADED.format(step=1, extra=""), encoding="utf-8")
+    module = importlib.import_module("reloaded_kernels")
+    try:
+        assert "u32:1" in module.k.to_text().replace(" ", "")
+        path.write_text(RELOADED.format(step=2, extra=" * 3"), encoding="utf-8")  # another size, like an edit
+        module = importlib.reload(module)
+        text = module.k.to_text().replace(" ", "")
+        assert "u32:2" in text and "u32:3" in text and "u32:1" not in text, text
+    finally:
+        sys.modules.pop("reloaded_kernels", None)

@@ -36,9 +36,10 @@ class SourceFile:
 
 
 def function_source(fn: object) -> tuple[SourceFile, ast.FunctionDef]:
-    """The parsed definition of a Python function, found in its file's (cached) syntax tree."""
+    """The parsed definition of a Python function, found in its file's syntax tree (parsed once per file version)."""
     code = getattr(fn, "__code__", None)
     filename = code.co_filename if code is not None else "<unknown>"
+    linecache.checkcache(filename)  # a reloaded (or autoreloaded) module's file changed: drop its stale lines
     lines = linecache.getlines(filename, getattr(fn, "__globals__", None))
     fndef = _find_def(filename, lines, code.co_firstlineno) if code is not None and lines else None
     if fndef is None:
