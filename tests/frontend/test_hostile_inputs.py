@@ -178,3 +178,42 @@ def test_a_reloaded_module_compiles_its_new_source(tmp_path, monkeypatch):
         assert "u32:2" in text and "u32:3" in text and "u32:1" not in text, text
     finally:
         sys.modules.pop("reloaded_kernels", None)
+
+
+# ---- 3. side effects where Python would not evaluate them ----------------------------------------
+STORING_HELPER = """\
+import vyre
+
+@vyre.func
+def bump(buf: vyre.InOut[vyre.u32]):
+    buf[1] = buf[1] + 1
+    return buf[0]
+
+@vyre.kernel(workgroup_size=64)
+def k(x: vyre.In[vyre.u32], y: vyre.InOut[vyre.u32]):
+    i = vyre.gid()
+    v = bump(y) if x[i] > 3 else 0
+"""
+
+
+@pytest.mark.parametrize("body", [
+    "i = vyre.gid()\nv = vyre.atomic_add(y, 0, 1) if x[i] > 3 else 0\n",
+    "i = vyre.gid()\nv = 0 if x[i] > 3 else vyre.atomic_max(y, 0, x[i])\n",
+    "i = vyre.gid()\nc = x[i] > 3 and vyre.atomic_add(y, 0, 1) != 0\n",
+    "i = vyre.gid()\nc = x[i] > 3 or vyre.atomic_compare_exchange(y, 0, 0, 1) == 0\n",
+    "i = vyre.gid()\ny[i] = vyre.u32(x[i] > 3 and vyre.atomic_exchange_relaxed(y, 0, 7) > 0)\n",
+])
+def test_side_effects_in_lazy_operands_are_refused(body):
+    err = _error(body)
+    assert "user_kernel.py:4:" in str(err) and "every invocation" in str(err)
+    assert "`if` statement" in err.findings[0].fix
+
+
+def test_a_helper_that_stores_is_refused_in_a_conditional_expression(tmp_path):
+    out = import_limited(tmp_path, STORING_HELPER)
+    assert_clean(out, "hostile_module.py:11:", "every invocation")
+
+
+def test_pure_lazy_operands_and_an_atomic_first_operand_still_lower():
+    kernel_from_source(HEADER + "    i = vyre.gid()\n    v = x[i] if x[i] > 3 else vyre.min(x[i], 2)\n"
+                       "    c = vyre.atomic_add(y, 0, 1) == 0 and x[i] > 3\n", filename="user_kernel.py")

@@ -16,6 +16,7 @@ from typing import Any
 from vyre.driver.errors import ValidationError
 from vyre.frontend.annotations import ScalarType
 from vyre.frontend.intrinsics import F32_OPERAND_OPS, Intrinsic
+from vyre.frontend.names import short_text
 from vyre.frontend.source import SourceFile
 from vyre.frontend.values import (
     BOOL,
@@ -36,6 +37,7 @@ from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shape import MAX_DEPTH, MAX_NODES
 from vyre.ir.types import DataType
 from vyre.ir.typing import SHIFT_OPS, ExprTyper, IRTypeError
+from vyre.ir.walk import iter_subexprs
 
 _BINOPS = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "div", ast.Mod: "rem",
@@ -279,7 +281,9 @@ class ExprLowering:
     def _BoolOp(self, node: ast.BoolOp) -> Value:
         op = "and_" if isinstance(node.op, ast.And) else "or_"
         word = "and" if op == "and_" else "or"
-        values = [self.typed(v, BOOL, f"operand of `{word}`") for v in node.values]
+        values = [self.typed(node.values[0], BOOL, f"operand of `{word}`")]
+        values += [self.coerce(v, self.lazy_operand(v, f"`{word}`"), BOOL, f"operand of `{word}`")
+                   for v in node.values[1:]]
         acc = values[0]
         for v in values[1:]:
             acc = self.build(node, op, [acc, v])
@@ -297,7 +301,26 @@ class ExprLowering:
     def _IfExp(self, node: ast.IfExp) -> Value:
         cond = self.typed(node.test, BOOL, "condition of `a if c else b`")
         nodes = [node.body, node.orelse]
-        return self.combine(node, "select", nodes, [self.value(n) for n in nodes], (cond,))
+        return self.combine(node, "select", nodes, [self.lazy_operand(n, "`a if c else b`") for n in nodes], (cond,))
+
+    def lazy_operand(self, node: ast.expr, construct: str) -> Value:
+        """An operand Python evaluates only sometimes: IR expressions evaluate it always, so effects are refused."""
+        mark = self.effects_mark()
+        v = self.value(node)
+        if isinstance(v, Typed) and any(e.op == "atomic" for e in iter_subexprs(v.expr)) or self.effects_since(mark):
+            raise self.error(node, f"`{short_text(node)}` has a side effect (an atomic or a store), and {construct} "
+                             "evaluates both sides in a kernel, so it would run in every invocation",
+                             "use an `if` statement: `if c:` then `old = vyre.atomic_add(buf, i, v)` on its own line",
+                             "side_effect_in_expression")
+        return v
+
+    def effects_mark(self) -> int:
+        """Where the statements made from here on start (statements come from inlined helpers)."""
+        return 0
+
+    def effects_since(self, mark: int) -> bool:
+        """Whether statements made since ``mark`` store, synchronise or run atomics."""
+        return False
 
     # ---- calls --------------------------------------------------------------------------------------
     def _Call(self, node: ast.Call) -> Value:

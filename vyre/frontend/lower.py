@@ -24,11 +24,12 @@ from vyre.frontend.names import namespace_of, static_value
 from vyre.frontend.source import LineMap, SourceFile
 from vyre.frontend.values import BOOL, U32, Buffer, Number, PyObject, Typed, Value
 from vyre.ir.expr import Expr
-from vyre.ir.node import Node
+from vyre.ir.node import Barrier, Node, Return, Store
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre.ir.typing import ExprTyper
 from vyre.ir.validate import findings
+from vyre.ir.walk import iter_nodes, iter_subexprs, node_exprs
 
 _UNSUPPORTED = {
     "While": ("`while` is not supported", "use `for _ in range(bound)` with an `if`"),
@@ -418,6 +419,12 @@ class Lowering(ExprLowering):
             elif isinstance(n, ast.arg):
                 self.taken.add(n.arg)
 
+    def effects_mark(self) -> int:
+        return len(self.out)
+
+    def effects_since(self, mark: int) -> bool:
+        return any(_node_has_effect(n) for n in iter_nodes(tuple(self.out[mark:])))
+
     def budget_error(self, node: ast.AST | None) -> ValidationError:
         """Past the expansion budget while inlining: the error names the kernel's calling line."""
         if not self.inlining:
@@ -503,6 +510,13 @@ class Lowering(ExprLowering):
         finally:
             self.inlining.pop()
             self.frame, self.source, self.site = saved
+
+
+def _node_has_effect(node: Node) -> bool:
+    """A statement that stores, synchronises, ends the invocation or runs an atomic (not counting nested ones)."""
+    if isinstance(node, (Store, Barrier, Return)):
+        return True
+    return any(e.op == "atomic" for top in node_exprs(node) for e in iter_subexprs(top))
 
 
 def _has_effect(e: Expr) -> bool:

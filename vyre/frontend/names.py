@@ -25,6 +25,12 @@ _STATIC_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.
 STATIC_INT_BITS = 64
 
 
+def short_text(node: ast.AST, limit: int = 80) -> str:
+    """The source text of ``node``, cut to ``limit`` characters for messages."""
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def namespace_of(fn: Any) -> Callable[[str], Any]:
     """Free-name lookup of a Python function: closure cells, then globals, then builtins."""
     closure = {}
@@ -82,18 +88,12 @@ def _static_arith(node: ast.BinOp, left: int, right: int, source: SourceFile) ->
            "or compute it at module level")
     for value in (left, right):
         if value.bit_length() > STATIC_INT_BITS:
-            raise source.error(node, f"`{_short(node)}` has an operand beyond {STATIC_INT_BITS} bits", fix)
+            raise source.error(node, f"`{short_text(node)}` has an operand beyond {STATIC_INT_BITS} bits", fix)
     if isinstance(node.op, ast.LShift) and not 0 <= right <= STATIC_INT_BITS:
-        raise source.error(node, f"`{_short(node)}` shifts by {right}, outside 0 .. {STATIC_INT_BITS}", fix)
+        raise source.error(node, f"`{short_text(node)}` shifts by {right}, outside 0 .. {STATIC_INT_BITS}", fix)
     if isinstance(node.op, ast.FloorDiv) and right == 0:
-        raise source.error(node, f"`{_short(node)}` divides by zero", "divide by a non-zero constant")
+        raise source.error(node, f"`{short_text(node)}` divides by zero", "divide by a non-zero constant")
     result = _STATIC_OPS[type(node.op)](left, right)
     if result.bit_length() > STATIC_INT_BITS:
-        raise source.error(node, f"`{_short(node)}` is beyond {STATIC_INT_BITS} bits", fix)
+        raise source.error(node, f"`{short_text(node)}` is beyond {STATIC_INT_BITS} bits", fix)
     return result
-
-
-def _short(node: ast.AST, limit: int = 80) -> str:
-    """The source text of ``node``, cut to ``limit`` characters for messages."""
-    text = ast.unparse(node)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
