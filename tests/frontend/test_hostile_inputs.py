@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import vyre
 from vyre.driver.errors import ValidationError
 from vyre.frontend import kernel_from_source
 
@@ -28,6 +29,7 @@ MEMORY = 1 << 30  # bytes of address space a child may use (numpy and vyre need 
 _CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
+import vyre
 from vyre.driver.errors import ValidationError
 try:
     import hostile_module
@@ -217,3 +219,53 @@ def test_a_helper_that_stores_is_refused_in_a_conditional_expression(tmp_path):
 def test_pure_lazy_operands_and_an_atomic_first_operand_still_lower():
     kernel_from_source(HEADER + "    i = vyre.gid()\n    v = x[i] if x[i] > 3 else vyre.min(x[i], 2)\n"
                        "    c = vyre.atomic_add(y, 0, 1) == 0 and x[i] > 3\n", filename="user_kernel.py")
+
+
+# ---- 4. messages in the words of the user's context ---------------------------------------------
+BUILDER_WORDS = ("Expr.", "Node.", "DataType.", "BufferDecl", "DispatchConfig")
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ("y[0] = x[0] // 0\n", "`a if c else b`"),            # the validator's zero_divisor finding
+    ("y[0] = vyre.u32(vyre.f32(x[0]) + 1)\nf = vyre.f32(x[0]) * 2\ny[1] = f\n", "vyre.u32("),  # a type mismatch
+])
+def test_kernel_fixes_name_kernel_constructs_not_the_builder(body, said):
+    err = _error(body)
+    fix = err.findings[0].fix
+    assert said in fix and not any(word in fix for word in BUILDER_WORDS), fix
+
+
+def test_a_2d_kernel_called_without_grid_is_told_about_the_calls_grid_argument():
+    import numpy as np
+
+    k = kernel_from_source("@vyre.kernel(workgroup_size=(8, 8, 1))\ndef k(y: vyre.InOut[vyre.u32]):\n"
+                           "    y[vyre.gid()] = 1\n", filename="user_kernel.py", namespace={"vyre": vyre})
+    with pytest.raises(vyre.errors.InvalidProgram) as caught:
+        k(np.zeros(4, np.uint32), backend=vyre.acquire("reference"))
+    assert "grid=(gx, gy, gz) to the kernel call" in str(caught.value)
+
+
+@pytest.mark.parametrize(("annotation", "said"), [
+    ("np.float64", "64-bit types are not supported yet"),
+    ("np.int64", "64-bit types are not supported yet"),
+    ("np.uint32", "write vyre.u32"),
+    ("float", "write vyre.f32"),
+])
+def test_numpy_and_python_types_in_annotations_say_what_to_write(annotation, said):
+    import numpy as np
+
+    with pytest.raises(TypeError) as caught:
+        vyre.InOut[eval(annotation, {"np": np})]  # noqa: S307 - a fixed test table
+    message = str(caught.value)
+    assert said in message and "vyre.u8, vyre.u16, vyre.u32" in message and "Fix:" in message, message
+
+
+@pytest.mark.parametrize(("value", "said"), [([], "an empty Python list"), ([1.0, 2.0], "a Python list")])
+def test_a_python_list_input_says_how_to_pass_a_typed_array(value, said):
+    import numpy as np
+
+    k = kernel_from_source(HEADER.replace("vyre.u32]", "vyre.f32]") + "    pass\n", namespace={"vyre": vyre})
+    with pytest.raises(vyre.errors.InvalidProgram) as caught:
+        k(value, np.zeros(2, np.float32), backend=vyre.acquire("reference"))
+    message = str(caught.value)
+    assert said in message and "float64" not in message and "numpy.zeros(0, dtype=numpy.float32)" in message, message

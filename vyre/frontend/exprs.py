@@ -17,7 +17,7 @@ from vyre.driver.errors import ValidationError
 from vyre.frontend.annotations import ScalarType
 from vyre.frontend.intrinsics import F32_OPERAND_OPS, Intrinsic
 from vyre.frontend.names import short_text
-from vyre.frontend.source import SourceFile
+from vyre.frontend.source import SourceFile, kernel_fix
 from vyre.frontend.values import (
     BOOL,
     F32,
@@ -491,7 +491,7 @@ def _frontend_fix(err: IRTypeError) -> str:
     fix = err.fix
     if "Expr.cast" in fix or "cast" in fix and err.code == "type_mismatch":
         return "there is no implicit conversion: cast with vyre.u32(x), vyre.i32(x), vyre.f32(x) or vyre.boolean(x)"
-    return fix.replace("Node.let(", "an assignment (").replace("BufferDecl", "parameter")
+    return kernel_fix(fix)
 
 
 def _describe(obj: object) -> str:
