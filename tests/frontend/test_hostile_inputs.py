@@ -269,3 +269,18 @@ def test_a_python_list_input_says_how_to_pass_a_typed_array(value, said):
         k(value, np.zeros(2, np.float32), backend=vyre.acquire("reference"))
     message = str(caught.value)
     assert said in message and "float64" not in message and "numpy.zeros(0, dtype=numpy.float32)" in message, message
+
+
+def test_a_64_bit_type_in_an_unevaluated_annotation_is_one_clean_finding():
+    err = _error_text("@vyre.kernel\ndef k(y: vyre.InOut[np.float64]):\n    pass\n")
+    (finding,) = err.findings
+    assert "64-bit types are not supported yet" in finding.message and "Fix" not in finding.message
+    assert finding.fix.startswith("write vyre.InOut[vyre.f32]") and "vyre.boolean" in finding.fix
+
+
+def _error_text(text: str) -> ValidationError:
+    import numpy as np
+
+    with pytest.raises(ValidationError) as caught:
+        kernel_from_source(text, filename="user_kernel.py", namespace={"np": np})
+    return caught.value

@@ -76,8 +76,10 @@ def static_value(node: ast.expr, namespace: Callable[[str], Any], source: Source
             if isinstance(left, int) and isinstance(right, int):
                 return _static_arith(node, left, right, source)
     except (AttributeError, KeyError, TypeError) as exc:
-        raise source.error(node, f"`{ast.unparse(node)}` cannot be resolved ({exc})",
-                           "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants") from None
+        reason, _, fix = str(exc).partition(". Fix: ")  # vyre's own TypeErrors carry their Fix
+        raise source.error(node, f"`{short_text(node)}` cannot be resolved ({reason})",
+                           fix.rstrip(".") or "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level "
+                           "constants") from None
     raise source.error(node, f"`{ast.unparse(node)}` is not a constant expression",
                        "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants")
 
