@@ -14,10 +14,14 @@ import stat
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from vyre import __version__
 from vyre.driver import registry
-from vyre.driver.errors import InvalidProgram, InvalidSetting, ValidationError, VyreError
+from vyre.driver.errors import Finding, InvalidProgram, InvalidSetting, ValidationError, VyreError
+
+if TYPE_CHECKING:
+    from vyre.ir.text import SourceMap
 
 ENV_DEBUG = "VYRE_DEBUG"
 
@@ -32,7 +36,9 @@ USAGE_ERRORS = (ValidationError, InvalidProgram, InvalidSetting, UsageError)
 
 # Library errors give Python advice ("pass DispatchConfig(grid=...)"); on the command line the
 # same error names the flag instead. Each rule rewrites one Python phrase of a Fix sentence.
-CLI_ADVICE: tuple[tuple[str, str], ...] = (
+CLI_ADVICE: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
+    (r"grid=\(gx, gy, gz\) to the kernel call, or DispatchConfig\(grid=\([^)]*\)\) to backend\.dispatch",
+     "--grid X,Y,Z (e.g. --grid 64,1,1)"),
     (r"DispatchConfig\(grid=\([^)]*\)\)", "--grid X,Y,Z (e.g. --grid 64,1,1)"),
     (r"DispatchConfig\(elements=N\)", "--elements N (or --elements NAME of an input buffer)"),
     (r"ptx_version='?([0-9.]+)'? or newer \(or None to choose automatically\)",
@@ -47,9 +53,24 @@ CLI_ADVICE: tuple[tuple[str, str], ...] = (
 )
 
 
+# The command line reads .vyre text: the IR's Fix phrases name the builder (Expr.cast, Node.let ...),
+# which the text spells differently. Each rule rewrites one builder phrase in the .vyre grammar.
+TEXT_ADVICE: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
+    (r"Expr\.cast\(DataType\.(\w+), \.\.\.\)", lambda m: f"cast({m[1].lower()}, ...)"),
+    (r"with Expr\.cast\b", "with cast(DTYPE, x)"),
+    (r"Expr\.ne\(x, Expr\.u32\(0\)\)", "ne(x, u32:0)"),
+    (r"with Expr\.select", "with select(c, a, b)"),
+    (r"with Node\.let\b(?!\()", "with `let NAME = EXPR`"),
+    (r"with Node\.let\('([^']*)', \.\.\.\)", r"with `let \1 = ...`"),
+    (r"add a BufferDecl named ('[^']*') to the program's buffers", r"declare it with a `buffer` line"),
+    (r"declare buffers with BufferDecl\.[\w/]+", "declare buffers as `buffer NAME: ACCESS DTYPE[COUNT] @BINDING`"),
+    (r"build (?:statements|expressions) with the (?:Node|Expr)\.\* constructors", "write the .vyre grammar"),
+)
+
+
 def cli_fix(fix: str) -> str:
-    """``fix`` with each Python phrase of ``CLI_ADVICE`` replaced by the command-line flag."""
-    for pattern, advice in CLI_ADVICE:
+    """``fix`` in command-line words: Python calls become flags, builder calls .vyre text syntax."""
+    for pattern, advice in (*CLI_ADVICE, *TEXT_ADVICE):
         fix = re.sub(pattern, advice, fix)
     return fix
 
@@ -121,8 +142,21 @@ def read_regular_file(path: str, limit: int, what: str = "file") -> bytes:
 
 
 def load_program(path: str):
-    """Parse a ``.vyre`` text file into a Program (errors name the file)."""
-    return load_located(path)[0]
+    """Parse and validate a ``.vyre`` text file; each finding names ``path:line`` as ``vyre validate`` does."""
+    from vyre.ir.validate import findings
+
+    program, source_map = load_located(path)
+    found = findings(program)
+    if found:
+        raise ValidationError([located(f, path, source_map) for f in found])
+    return program
+
+
+def located(finding: Finding, path: str, source_map: SourceMap | None) -> Finding:
+    """``finding`` with ``path:line:`` of the statement it is about in front of its message."""
+    line = source_map.line_of(finding.path) if source_map is not None and finding.path else None
+    where = f"{path}:{line}: " if line else f"{path}: "
+    return Finding(finding.code, where + finding.message, finding.fix, finding.path)
 
 
 def load_located(path: str):

@@ -239,12 +239,12 @@ def test_an_unknown_target_names_the_sm_flag():
 
 
 def test_library_fixes_that_name_python_calls_read_as_flags():
-    from vyre.driver.config import resolve_grid  # noqa: F401 - its Fix sentences are the inputs below
+    from vyre.driver.config import FIX_GRID
     from vyre_cuda.runtime.device import FIX_NO_DEVICE, FIX_NO_DRIVER
     from vyre_cuda.runtime.errors import FIX_DRIVER, FIX_LOST
 
     python_advice = [
-        "pass DispatchConfig(grid=(gx, gy, gz)).", "pass DispatchConfig(elements=N).",
+        FIX_GRID, "pass DispatchConfig(grid=(gx, gy, gz)).", "pass DispatchConfig(elements=N).",
         "pass ptx_version='8.0' or newer (or None to choose automatically).",
         "install a GPU backend with its CuPy extra (pip install 'vyre-cuda[cuda12]') on a machine with a GPU, "
         "or run on the CPU oracle with acquire('reference') / acquire(allow_reference=True) / --backend reference.",

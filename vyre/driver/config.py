@@ -30,6 +30,10 @@ MAX_GRID = (2**31 - 1, 65535, 65535)
 GRID_ACCESS = (Access.READ, Access.READ_WRITE, Access.OUTPUT)
 
 
+#: the grid advice in the words of both ways to dispatch (the command line rewrites it as --grid)
+FIX_GRID = "pass grid=(gx, gy, gz) to the kernel call, or DispatchConfig(grid=(gx, gy, gz)) to backend.dispatch."
+
+
 def resolve_grid(program: Program, config: DispatchConfig | None, counts: dict[str, int]) -> tuple[int, int, int]:
     """Workgroup counts for a dispatch: ``config.grid``, else ``elements`` / workgroup x-size.
 
@@ -45,12 +49,12 @@ def resolve_grid(program: Program, config: DispatchConfig | None, counts: dict[s
         grid = tuple(config.grid)
         if len(grid) != 3 or any(isinstance(g, bool) or not isinstance(g, int) or g < 0 for g in grid):
             raise InvalidProgram(f"grid {config.grid!r} is not three non-negative ints",
-                                 "pass DispatchConfig(grid=(gx, gy, gz)).")
+                                 FIX_GRID)
         _check_grid(grid)
         return grid  # type: ignore[return-value]
     if wg[1] != 1 or wg[2] != 1:
         raise InvalidProgram(f"workgroup size {wg} has y or z > 1 and no grid was given",
-                             "pass DispatchConfig(grid=(gx, gy, gz)).")
+                             FIX_GRID)
     elements = config.elements if config.elements is not None else default_elements(program, counts)
     if isinstance(elements, bool) or not isinstance(elements, int) or elements < 0:
         raise InvalidProgram(f"elements {elements!r} is not a non-negative int", "pass DispatchConfig(elements=N).")

@@ -169,8 +169,20 @@ def _buffer_object(data: object, what: str) -> object:
 
 def as_bytes_view(decl: BufferDecl, data: object) -> memoryview:
     """A flat byte view of a host input for ``decl``, its dtype checked; errors name the buffer."""
+    if isinstance(data, (list, tuple)):
+        raise _sequence_input(decl, data)
     check_input_dtype(decl, data)
     return host_bytes(data, f"input for buffer {decl.name!r}")
+
+
+def _sequence_input(decl: BufferDecl, data: list | tuple) -> InvalidProgram:
+    """The error for a Python list or tuple given as a buffer: how to make the typed array it stands for."""
+    kind = f"a Python {type(data).__name__}"
+    what = f"an empty {kind[2:]}" if not data else f"{kind} of {len(data)} items"
+    want = "uint32" if decl.dtype is DataType.BOOL else decl.dtype.np_dtype.name
+    return InvalidProgram(f"input for buffer {decl.name!r} is {what}, not an array of {decl.dtype.name}",
+                          f"pass numpy.asarray(values, dtype=numpy.{want}); an empty input is "
+                          f"numpy.zeros(0, dtype=numpy.{want}).")
 
 
 def check_byte_length(decl: BufferDecl, nbytes: int) -> int:

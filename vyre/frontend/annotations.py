@@ -95,7 +95,11 @@ class BufferKind:
 
     def __getitem__(self, args: Any) -> BufferSpec:
         args = args if isinstance(args, tuple) else (args,)
-        if not args or len(args) > 2 or not isinstance(args[0], ScalarType):
+        if args and not isinstance(args[0], ScalarType):
+            raise TypeError(f"{self!r}[...] takes a vyre element type first, got {_type_text(args[0])}: "
+                            f"{_instead_of(args[0])}. Fix: write {self!r}[{_closest(args[0])}] (element types: "
+                            f"{', '.join(map(repr, TYPE_NAMES.values()))}).")
+        if not args or len(args) > 2:
             raise TypeError(f"{self!r}[...] takes an element type and an optional count, got {args!r}. "
                             f"Fix: write {self!r}[vyre.f32] or {self!r}[vyre.f32, 256].")
         count = args[1] if len(args) == 2 else 0
@@ -109,3 +113,41 @@ In = BufferKind("In", Access.READ, needs_count=False)
 InOut = BufferKind("InOut", Access.READ_WRITE, needs_count=False)
 Out = BufferKind("Out", Access.OUTPUT, needs_count=False)
 Uniform = BufferKind("Uniform", Access.UNIFORM, needs_count=True)
+
+
+def _type_text(obj: object) -> str:
+    """``numpy.float64`` for numpy types, the repr otherwise."""
+    if isinstance(obj, type):
+        return f"{obj.__module__}.{obj.__name__}".removeprefix("builtins.")
+    return repr(obj)
+
+
+def _numpy_name(obj: object) -> str | None:
+    """The numpy dtype name of a numpy scalar type or dtype (``float64``), else None."""
+    try:
+        import numpy as np
+
+        plain = obj is int or obj is float or obj is bool  # numpy maps these to 64-bit types: keep their names
+        return np.dtype(obj).name if isinstance(obj, (type, np.dtype)) and not plain else None
+    except TypeError:
+        return None
+
+
+#: Python and numpy type names -> the vyre type to write instead
+_CLOSEST = {"float": f32, "int": i32, "bool": boolean, "float32": f32, "float16": f16, "bfloat16": bf16,
+            "uint32": u32, "int32": i32, "uint16": u16, "int16": i16, "uint8": u8, "int8": i8}
+
+
+def _closest(obj: object) -> str:
+    """The vyre type name to write for ``obj`` (f32 when nothing is close)."""
+    name = _numpy_name(obj) or getattr(obj, "__name__", "")
+    fallback = u32 if "uint" in name else i32 if "int" in name else f32
+    return repr(_CLOSEST.get(name, fallback))
+
+
+def _instead_of(obj: object) -> str:
+    """Why ``obj`` is not an element type: 64-bit types are not supported yet, other types are spelled vyre.*."""
+    name = _numpy_name(obj) or getattr(obj, "__name__", "")
+    if name in ("float64", "int64", "uint64", "complex64", "complex128", "longdouble", "float128"):
+        return "64-bit types are not supported yet (the IR computes on 32-bit scalars)"
+    return f"element types are vyre type names: write {_closest(obj)}"

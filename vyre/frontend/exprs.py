@@ -16,7 +16,8 @@ from typing import Any
 from vyre.driver.errors import ValidationError
 from vyre.frontend.annotations import ScalarType
 from vyre.frontend.intrinsics import F32_OPERAND_OPS, Intrinsic
-from vyre.frontend.source import SourceFile
+from vyre.frontend.names import short_text
+from vyre.frontend.source import SourceFile, kernel_fix
 from vyre.frontend.values import (
     BOOL,
     F32,
@@ -27,13 +28,16 @@ from vyre.frontend.values import (
     Typed,
     Untyped,
     Value,
+    int_text,
     number_expr,
     peer_type,
 )
 from vyre.ir.expr import AtomicOp, Expr
 from vyre.ir.program import Access, BufferDecl, Program
+from vyre.ir.shape import MAX_DEPTH, MAX_NODES
 from vyre.ir.types import DataType
 from vyre.ir.typing import SHIFT_OPS, ExprTyper, IRTypeError
+from vyre.ir.walk import iter_subexprs
 
 _BINOPS = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "div", ast.Mod: "rem",
@@ -59,6 +63,8 @@ _UNSUPPORTED_EXPRS = {
 _BUILTIN_CASTS = {"int": "vyre.i32(x) or vyre.u32(x)", "float": "vyre.f32(x)", "bool": "vyre.boolean(x) or x != 0"}
 _COMPARE_OPS = frozenset(_COMPARES.values()) | {"and_", "or_"}
 _PLACEHOLDERS: list[Expr] = []  # typed stand-ins for operands (grown on demand: vyre.call takes any number)
+#: the most IR expressions and statements one kernel may make, helpers inlined (the validator's limit too)
+EXPANSION_BUDGET = MAX_NODES
 
 
 class ExprLowering:
@@ -70,6 +76,8 @@ class ExprLowering:
     def __init__(self, source: SourceFile, buffers: list[BufferDecl]) -> None:
         self.source = source
         self.typer = ExprTyper(Program(buffers, (1, 1, 1), ()))
+        self.depth = 0  # Python expressions being lowered, one inside the other
+        self.made = 0  # IR nodes made so far (see ``spend``)
 
     # ---- entry points ------------------------------------------------------------------------------
     def error(self, node: ast.AST | None, message: str, fix: str, code: str = "unsupported_syntax") -> ValidationError:
@@ -106,8 +114,26 @@ class ExprLowering:
 
     def value(self, node: ast.expr) -> Value:
         """Lower ``node`` to a Value (typed expression, number, buffer or Python object)."""
-        return self.handler(node, "_", _UNSUPPORTED_EXPRS,
-                            "use arithmetic, comparisons, indexing, `a if c else b` and vyre.* calls")(node)
+        if self.depth >= MAX_DEPTH:  # the IR's limit: refused here, before Python's recursion limit
+            raise self.error(node, f"the expression nests deeper than {MAX_DEPTH} levels",
+                             "assign parts of it to variables (t = a + b + c) and combine those", "nesting_too_deep")
+        self.depth += 1
+        try:
+            return self.handler(node, "_", _UNSUPPORTED_EXPRS,
+                                "use arithmetic, comparisons, indexing, `a if c else b` and vyre.* calls")(node)
+        finally:
+            self.depth -= 1
+
+    def spend(self, node: ast.AST | None) -> None:
+        """Count one IR node made; past ``EXPANSION_BUDGET`` the kernel is refused, in time linear in the budget."""
+        self.made += 1
+        if self.made > EXPANSION_BUDGET:
+            raise self.budget_error(node)
+
+    def budget_error(self, node: ast.AST | None) -> ValidationError:
+        return self.error(node, f"the kernel makes more than {EXPANSION_BUDGET:,} expressions and statements",
+                          "split the work over several kernels, or compute repeated parts in a loop",
+                          "program_too_large")
 
     def handler(self, node: ast.AST, prefix: str, unsupported: dict[str, tuple[str, str]], instead: str) -> Any:
         """The method lowering ``node`` (``prefix`` + its class name); an error naming what to use instead."""
@@ -123,6 +149,7 @@ class ExprLowering:
 
     def build(self, node: ast.AST, op: str, args: list[Typed], **attrs: Any) -> Typed:
         """``Expr(op, args, **attrs)`` typed by the IR's rules; a type error names ``node``'s line."""
+        self.spend(node)
         expr = Expr(op, tuple(a.expr for a in args), **attrs)
         while len(_PLACEHOLDERS) < len(args):
             _PLACEHOLDERS.append(Expr.var(f"\0{len(_PLACEHOLDERS)}"))
@@ -254,7 +281,9 @@ class ExprLowering:
     def _BoolOp(self, node: ast.BoolOp) -> Value:
         op = "and_" if isinstance(node.op, ast.And) else "or_"
         word = "and" if op == "and_" else "or"
-        values = [self.typed(v, BOOL, f"operand of `{word}`") for v in node.values]
+        values = [self.typed(node.values[0], BOOL, f"operand of `{word}`")]
+        values += [self.coerce(v, self.lazy_operand(v, f"`{word}`"), BOOL, f"operand of `{word}`")
+                   for v in node.values[1:]]
         acc = values[0]
         for v in values[1:]:
             acc = self.build(node, op, [acc, v])
@@ -272,7 +301,26 @@ class ExprLowering:
     def _IfExp(self, node: ast.IfExp) -> Value:
         cond = self.typed(node.test, BOOL, "condition of `a if c else b`")
         nodes = [node.body, node.orelse]
-        return self.combine(node, "select", nodes, [self.value(n) for n in nodes], (cond,))
+        return self.combine(node, "select", nodes, [self.lazy_operand(n, "`a if c else b`") for n in nodes], (cond,))
+
+    def lazy_operand(self, node: ast.expr, construct: str) -> Value:
+        """An operand Python evaluates only sometimes: IR expressions evaluate it always, so effects are refused."""
+        mark = self.effects_mark()
+        v = self.value(node)
+        if isinstance(v, Typed) and any(e.op == "atomic" for e in iter_subexprs(v.expr)) or self.effects_since(mark):
+            raise self.error(node, f"`{short_text(node)}` has a side effect (an atomic or a store), and {construct} "
+                             "evaluates both sides in a kernel, so it would run in every invocation",
+                             "use an `if` statement: `if c:` then `old = vyre.atomic_add(buf, i, v)` on its own line",
+                             "side_effect_in_expression")
+        return v
+
+    def effects_mark(self) -> int:
+        """Where the statements made from here on start (statements come from inlined helpers)."""
+        return 0
+
+    def effects_since(self, mark: int) -> bool:
+        """Whether statements made since ``mark`` store, synchronise or run atomics."""
+        return False
 
     # ---- calls --------------------------------------------------------------------------------------
     def _Call(self, node: ast.Call) -> Value:
@@ -347,7 +395,8 @@ class ExprLowering:
                 raise self.error(node, f"{f!r}() takes one axis", f"write {f!r}(0), {f!r}(1) or {f!r}(2)")
             axis = self.constant_int(args[0], "the axis") if args else 0
             if axis not in (0, 1, 2):
-                raise self.error(node, f"axis {axis} is not 0, 1 or 2", f"write {f!r}(0), {f!r}(1) or {f!r}(2)")
+                raise self.error(node, f"axis {int_text(axis)} is not 0, 1 or 2",
+                                 f"write {f!r}(0), {f!r}(1) or {f!r}(2)")
             return self.build(node, f.op, [], value=axis)
         if kind == "unary":
             self.arity(node, 1)
@@ -391,7 +440,7 @@ class ExprLowering:
             self.arity(node, 1)
             bits = self.constant_int(node.args[0], "the bit pattern")
             if not 0 <= bits <= 0xFFFFFFFF:
-                raise self.error(node, f"bit pattern {bits} is not a u32", "pass 0 .. 0xFFFFFFFF")
+                raise self.error(node, f"bit pattern {int_text(bits)} is not a u32", "pass 0 .. 0xFFFFFFFF")
             return Typed(Expr.f32_from_bits(bits), F32)
         raise self.error(node, f"{f!r}() is a statement, not a value",
                          f"call it on its own line{' with `with`' if kind in ('block', 'region') else ''}")
@@ -442,7 +491,7 @@ def _frontend_fix(err: IRTypeError) -> str:
     fix = err.fix
     if "Expr.cast" in fix or "cast" in fix and err.code == "type_mismatch":
         return "there is no implicit conversion: cast with vyre.u32(x), vyre.i32(x), vyre.f32(x) or vyre.boolean(x)"
-    return fix.replace("Node.let(", "an assignment (").replace("BufferDecl", "parameter")
+    return kernel_fix(fix)
 
 
 def _describe(obj: object) -> str:

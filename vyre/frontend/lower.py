@@ -18,17 +18,18 @@ from typing import Any
 
 from vyre.driver.errors import ValidationError
 from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
-from vyre.frontend.exprs import ExprLowering, cast_name
+from vyre.frontend.exprs import EXPANSION_BUDGET, ExprLowering, cast_name
 from vyre.frontend.intrinsics import Intrinsic
 from vyre.frontend.names import namespace_of, static_value
 from vyre.frontend.source import LineMap, SourceFile
 from vyre.frontend.values import BOOL, U32, Buffer, Number, PyObject, Typed, Value
 from vyre.ir.expr import Expr
-from vyre.ir.node import Node
+from vyre.ir.node import Barrier, Node, Return, Store
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre.ir.typing import ExprTyper
 from vyre.ir.validate import findings
+from vyre.ir.walk import iter_nodes, iter_subexprs, node_exprs
 
 _UNSUPPORTED = {
     "While": ("`while` is not supported", "use `for _ in range(bound)` with an `if`"),
@@ -45,6 +46,8 @@ _UNSUPPORTED = {
     "Delete": ("`del` is not supported", "names end with their block; just stop using it"),
     "ClassDef": ("classes are not supported in kernels", "define classes outside the kernel"),
 }
+#: the deepest chain of @vyre.func helpers calling helpers that a kernel may inline
+MAX_INLINE_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ class Lowering(ExprLowering):
         super().__init__(source, [])
         self.fndef, self.options = fndef, options
         self.taken: set[str] | None = None  # every identifier in the sources, collected at the first fresh()
-        self.sources: list[tuple[ast.AST, Any]] = [(fndef, code)]  # (definition, code object or None)
+        self.next_suffix: dict[str, int] = {}  # base -> the first suffix fresh() has not tried yet
+        self.sources: dict[int, tuple[ast.AST, Any]] = {id(fndef): (fndef, code)}  # (definition, code or None)
         names = options.names
         self.frame = _Frame(source, namespace, lambda n: names.get(n, n), is_helper=False)
         self.lines = LineMap(source, source.line(fndef))
@@ -112,7 +116,12 @@ class Lowering(ExprLowering):
             body = body[1:]  # the docstring
         self.out = []
         for stmt in body:
-            self.statement(stmt)
+            try:
+                self.statement(stmt)
+            except RecursionError:  # a safety net: the depth limits keep lowering well inside the stack
+                raise self.error(stmt, "this statement nests too deeply for the front end",
+                                 "assign parts of long expressions to variables and flatten helper chains",
+                                 "nesting_too_deep") from None
         program = Program(self.buffers, self.options.workgroup_size, self.out, self.options.name)
         self._validate(program)
         return program
@@ -157,6 +166,7 @@ class Lowering(ExprLowering):
 
     # ---- statements ---------------------------------------------------------------------------------
     def emit(self, node: Node, where: ast.AST) -> None:
+        self.spend(where)
         self.out.append(self.lines.record(node, self.site or where))
 
     def statement(self, stmt: ast.stmt) -> None:
@@ -389,11 +399,12 @@ class Lowering(ExprLowering):
         """A new IR name that no identifier of the kernel or its helpers (or an earlier fresh name) uses."""
         if self.taken is None:
             self.taken = set(self.options.names.values())
-            for tree, code in self.sources:
+            for tree, code in self.sources.values():
                 self._take_identifiers(tree, code)
-        k = 0
+        k = self.next_suffix.get(base, 0)  # suffixes below k are taken: each fresh() is amortised O(1)
         while f"{base}_{k}" in self.taken:
             k += 1
+        self.next_suffix[base] = k + 1
         name = f"{base}_{k}"
         self.taken.add(name)
         return name
@@ -407,6 +418,22 @@ class Lowering(ExprLowering):
                 self.taken.add(n.id)
             elif isinstance(n, ast.arg):
                 self.taken.add(n.arg)
+
+    def effects_mark(self) -> int:
+        return len(self.out)
+
+    def effects_since(self, mark: int) -> bool:
+        return any(_node_has_effect(n) for n in iter_nodes(tuple(self.out[mark:])))
+
+    def budget_error(self, node: ast.AST | None) -> ValidationError:
+        """Past the expansion budget while inlining: the error names the kernel's calling line."""
+        if not self.inlining:
+            return super().budget_error(node)
+        return self.lines.source.error(
+            self.site, f"inlining @vyre.func helpers ({self.inlining[0].name}() ...) expands the kernel past "
+            f"{EXPANSION_BUDGET:,} expressions and statements",
+            "call a helper once and reuse its value (t = h(x)) instead of calling it again, or loop with "
+            "`for k in range(n)`", "program_too_large")
 
     def _is_call_to(self, node: ast.expr, kind: str) -> bool:
         if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
@@ -433,6 +460,12 @@ class Lowering(ExprLowering):
         """Inline a ``@vyre.func`` call: bind arguments once, emit its statements, return its value."""
         if func in self.inlining:
             raise self.error(node, f"{func.name}() calls itself", "helpers cannot recurse: write a loop")
+        if len(self.inlining) >= MAX_INLINE_DEPTH:
+            chain = " -> ".join(f.name for f in self.inlining[:3])
+            raise self.error(node, f"helpers nest deeper than {MAX_INLINE_DEPTH} calls ({chain} -> ...)",
+                             "flatten the chain: merge small helpers, or call them one after another from the kernel",
+                             "nesting_too_deep")
+        self.spend(node)
         self.no_keywords(node)
         source, fndef = func.parsed()
         params = [*fndef.args.posonlyargs, *fndef.args.args]
@@ -440,9 +473,10 @@ class Lowering(ExprLowering):
             raise self.error(node, f"{func.name}() takes {len(params)} positional arguments, got {len(node.args)}",
                              "pass one argument per parameter, by position")
         code = getattr(func.fn, "__code__", None)
-        self.sources.append((fndef, code))
-        if self.taken is not None:
-            self._take_identifiers(fndef, code)
+        if id(fndef) not in self.sources:
+            self.sources[id(fndef)] = (fndef, code)
+            if self.taken is not None:
+                self._take_identifiers(fndef, code)
         namespace = namespace_of(func.fn)
         frame = _Frame(source, namespace, self.fresh, is_helper=True)
         for param, arg in zip(params, node.args):
@@ -476,6 +510,13 @@ class Lowering(ExprLowering):
         finally:
             self.inlining.pop()
             self.frame, self.source, self.site = saved
+
+
+def _node_has_effect(node: Node) -> bool:
+    """A statement that stores, synchronises, ends the invocation or runs an atomic (not counting nested ones)."""
+    if isinstance(node, (Store, Barrier, Return)):
+        return True
+    return any(e.op == "atomic" for top in node_exprs(node) for e in iter_subexprs(top))
 
 
 def _has_effect(e: Expr) -> bool:

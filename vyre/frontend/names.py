@@ -4,7 +4,8 @@ Free names (not parameters or variables) are looked up in the function's closure
 module's globals, then builtins, once, when the kernel is decorated: ``vyre`` and its functions,
 ``@vyre.func`` helpers, and numbers (which become literals). Annotations, ``vyre.shared`` sizes
 and decorator arguments are constant expressions: names, attributes, subscripts, tuples, dicts,
-unary minus and integer ``+ - * // <<``.
+unary minus and integer ``+ - * // <<`` on integers of at most 64 bits (operands and results: a
+count or size beyond that is refused before the arithmetic can take time or memory).
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from vyre.frontend.source import SourceFile
 #: integer arithmetic allowed in constant expressions (annotation counts, shared sizes)
 _STATIC_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
                ast.LShift: operator.lshift}
+#: operands and results of constant arithmetic stay within this many bits (counts are U32 anyway)
+STATIC_INT_BITS = 64
+
+
+def short_text(node: ast.AST, limit: int = 80) -> str:
+    """The source text of ``node``, cut to ``limit`` characters for messages."""
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def namespace_of(fn: Any) -> Callable[[str], Any]:
@@ -65,9 +74,28 @@ def static_value(node: ast.expr, namespace: Callable[[str], Any], source: Source
         if isinstance(node, ast.BinOp) and type(node.op) in _STATIC_OPS:
             left, right = static_value(node.left, namespace, source), static_value(node.right, namespace, source)
             if isinstance(left, int) and isinstance(right, int):
-                return _STATIC_OPS[type(node.op)](left, right)
+                return _static_arith(node, left, right, source)
     except (AttributeError, KeyError, TypeError) as exc:
-        raise source.error(node, f"`{ast.unparse(node)}` cannot be resolved ({exc})",
-                           "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants") from None
+        reason, _, fix = str(exc).partition(". Fix: ")  # vyre's own TypeErrors carry their Fix
+        raise source.error(node, f"`{short_text(node)}` cannot be resolved ({reason})",
+                           fix.rstrip(".") or "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level "
+                           "constants") from None
     raise source.error(node, f"`{ast.unparse(node)}` is not a constant expression",
                        "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants")
+
+
+def _static_arith(node: ast.BinOp, left: int, right: int, source: SourceFile) -> int:
+    """``left <op> right`` with operands, shift amount and result bounded to ``STATIC_INT_BITS`` bits."""
+    fix = (f"counts and sizes are integers of at most {STATIC_INT_BITS} bits: write a smaller constant, "
+           "or compute it at module level")
+    for value in (left, right):
+        if value.bit_length() > STATIC_INT_BITS:
+            raise source.error(node, f"`{short_text(node)}` has an operand beyond {STATIC_INT_BITS} bits", fix)
+    if isinstance(node.op, ast.LShift) and not 0 <= right <= STATIC_INT_BITS:
+        raise source.error(node, f"`{short_text(node)}` shifts by {right}, outside 0 .. {STATIC_INT_BITS}", fix)
+    if isinstance(node.op, ast.FloorDiv) and right == 0:
+        raise source.error(node, f"`{short_text(node)}` divides by zero", "divide by a non-zero constant")
+    result = _STATIC_OPS[type(node.op)](left, right)
+    if result.bit_length() > STATIC_INT_BITS:
+        raise source.error(node, f"`{short_text(node)}` is beyond {STATIC_INT_BITS} bits", fix)
+    return result

@@ -18,7 +18,7 @@ from vyre.ir.expr import AtomicOp, Expr, literal_value
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.program import Access, Program
 from vyre.ir.types import DataType
-from vyre.ir.walk import iter_nodes
+from vyre.ir.walk import iter_nodes, iter_subexprs
 
 #: names the printed text itself uses, so program names must not take them
 _RESERVED = frozenset({"vyre", "len", "range", "min", "max", "abs"})
@@ -151,6 +151,8 @@ class _Printer:
     def _expr(self, e: Expr) -> tuple[str, int]:
         """The text of ``e`` and its Python precedence."""
         op = e.op
+        if op in _LAZY_IN_PYTHON and _has_atomic(e.args[1:]):  # `a if c else b`, `and`, `or` refuse effects there
+            return f"vyre.{op}({', '.join(self.expr(a) for a in e.args)})", _ATOM
         if op in _INFIX:
             sym, prec = _INFIX[op]
             strict = prec == _COMPARE_PREC  # comparisons chain in Python: parenthesise both sides
@@ -201,3 +203,12 @@ def _literal(e: Expr) -> str:
 
 
 __all__ = ["to_python"]
+
+
+#: ops printed as Python constructs that evaluate an operand after the first only sometimes
+_LAZY_IN_PYTHON = frozenset({"select", "and_", "or_"})
+
+
+def _has_atomic(exprs: tuple[Expr, ...]) -> bool:
+    """Whether an atomic occurs in ``exprs``: printed lazily, the front end would refuse it."""
+    return any(sub.op == "atomic" for e in exprs for sub in iter_subexprs(e))

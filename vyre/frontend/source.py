@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import linecache
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vyre.driver.errors import Finding, ValidationError
@@ -36,9 +38,10 @@ class SourceFile:
 
 
 def function_source(fn: object) -> tuple[SourceFile, ast.FunctionDef]:
-    """The parsed definition of a Python function, found in its file's (cached) syntax tree."""
+    """The parsed definition of a Python function, found in its file's syntax tree (parsed once per file version)."""
     code = getattr(fn, "__code__", None)
     filename = code.co_filename if code is not None else "<unknown>"
+    linecache.checkcache(filename)  # a reloaded (or autoreloaded) module's file changed: drop its stale lines
     lines = linecache.getlines(filename, getattr(fn, "__globals__", None))
     fndef = _find_def(filename, lines, code.co_firstlineno) if code is not None and lines else None
     if fndef is None:
@@ -99,7 +102,7 @@ class LineMap:
         out = []
         for f in findings:
             line = self._line_of(f.path, by_path)
-            out.append(Finding(f.code, f"{self.source.filename}:{line}: {f.message}", f.fix, f.path))
+            out.append(Finding(f.code, f"{self.source.filename}:{line}: {f.message}", kernel_fix(f.fix), f.path))
         return out
 
     def _walk(self, body: tuple[Node, ...], path: str, by_path: dict[str, int]) -> None:
@@ -121,3 +124,25 @@ class LineMap:
 
 
 _CHILD_NAMES = {"If": ("then", "otherwise")}
+
+#: the IR's Fix phrases (written for builder users) in the words of a kernel author
+_KERNEL_WORDS: tuple[tuple[str, str | Callable[[re.Match[str]], str]], ...] = (
+    (r"Expr\.cast\(DataType\.(\w+), \.\.\.\)",
+     lambda m: "vyre.boolean(...)" if m[1] == "BOOL" else f"vyre.{m[1].lower()}(...)"),
+    (r"cast it to one of (.*) with Expr\.cast", r"cast it to one of \1 with vyre.u32(x), vyre.i32(x) or vyre.f32(x)"),
+    (r"cast one operand with Expr\.cast", "cast one operand with vyre.u32(x), vyre.i32(x) or vyre.f32(x)"),
+    (r"Expr\.ne\(x, Expr\.u32\(0\)\)", "x != 0"),
+    (r"with Expr\.select", "with `a if c else b` (or an `if` statement)"),
+    (r"bind (intermediate values|repeated sub-expressions) with Node\.let", r"assign \1 to variables"),
+    (r"declare it (?:first )?with Node\.let\('([^']*)', \.\.\.\)", r"assign it first (\1 = ...)"),
+    (r"add a BufferDecl named ('[^']*') to the program's buffers", r"declare a parameter named \1"),
+    (r"build (?:statements|expressions) with the (?:Node|Expr)\.\* constructors", "write the kernel subset "
+     "(docs/kernels.md)"),
+)
+
+
+def kernel_fix(fix: str) -> str:
+    """A Fix sentence of the IR (validator, type rules) in kernel words: ``vyre.u32(x)``, not ``Expr.cast``."""
+    for pattern, words in _KERNEL_WORDS:
+        fix = re.sub(pattern, words, fix)
+    return fix

@@ -75,16 +75,27 @@ def peer_type(values: list[Value]) -> DataType:
 def number_expr(n: Number, dtype: DataType) -> Expr:
     """The literal ``n`` as ``dtype``; raises ``ValueError``/``TypeError`` with a Fix when it does not fit."""
     if dtype is BOOL:
-        raise TypeError(f"the number {n.value!r} is not a BOOL. Fix: write True or False, or compare: x != 0")
+        raise TypeError(f"the number {int_text(n.value)} is not a BOOL. Fix: write True or False, or compare: x != 0")
     if isinstance(n.value, float) and dtype is not F32:
         raise TypeError(f"the float literal {n.value!r} is used as {dtype.name}. Fix: write an int literal, "
                         f"or cast: vyre.{dtype.name.lower()}(...)")
+    if dtype is F32 and isinstance(n.value, int) and abs(n.value) >= _F32_INT_LIMIT:
+        raise ValueError(f"the number {int_text(n.value)} does not fit F32 (at most about 3.4e38). Fix: write a "
+                         "float literal in range (1e38), or vyre.f32_from_bits(0x7F800000) for infinity")
     lo, hi = _INT_RANGES.get(dtype, (None, None))
     if lo is not None and not lo <= n.value <= hi:
         other = "vyre.i32" if n.value < 0 else "vyre.u32"
-        raise ValueError(f"the number {n.value} does not fit {dtype.name} ({lo} .. {hi}). Fix: write a value in "
-                         f"range, or make the other operand {other} (e.g. {other}(x))")
+        raise ValueError(f"the number {int_text(n.value)} does not fit {dtype.name} ({lo} .. {hi}). Fix: write a "
+                         f"value in range, or make the other operand {other} (e.g. {other}(x))")
     return number_literal(dtype, n.value)
 
 
+def int_text(value: int | float, max_bits: int = 128) -> str:
+    """``value`` for a message: its digits, or its size in bits when it is too long to print usefully."""
+    if isinstance(value, int) and value.bit_length() > max_bits:
+        return f"({'-' if value < 0 else ''}a {value.bit_length()}-bit integer)"
+    return str(value)
+
+
 _INT_RANGES = {U32: (0, 0xFFFFFFFF), I32: (-(2**31), 2**31 - 1)}
+_F32_INT_LIMIT = 2**128  # every int at least this large rounds to infinity as an F32
