@@ -11,6 +11,7 @@ and nothing that grows with the buffers.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,6 +83,7 @@ class StepCache:
         self.store = store
         self._steps: dict[tuple, BoundStep] = {}
         self._by_handle: dict[int, set[tuple]] = {}
+        self._lock = threading.Lock()  # threads may bind and free at once
 
     def bind(self, program: Program, handles: Sequence[Any], config: DispatchConfig | None) -> BoundStep:
         """The step for these arguments: the cached one if its handles still hold the same bytes."""
@@ -91,21 +93,25 @@ class StepCache:
             return step
         step = BoundStep(program, handles, config, self.store)
         if key is not None:
-            if len(self._steps) >= MAX_BOUND_STEPS:
-                self.clear()
-            self._steps[key] = step
-            for handle in step.handles:
-                self._by_handle.setdefault(id(handle), set()).add(key)
+            with self._lock:
+                if len(self._steps) >= MAX_BOUND_STEPS:
+                    self._steps.clear()
+                    self._by_handle.clear()
+                self._steps[key] = step
+                for handle in step.handles:
+                    self._by_handle.setdefault(id(handle), set()).add(key)
         return step
 
     def forget(self, handle: Any) -> None:
         """Drop every step bound to ``handle`` (it is being freed)."""
-        for key in self._by_handle.pop(id(handle), ()):
-            self._steps.pop(key, None)
+        with self._lock:
+            for key in self._by_handle.pop(id(handle), ()):
+                self._steps.pop(key, None)
 
     def clear(self) -> None:
-        self._steps.clear()
-        self._by_handle.clear()
+        with self._lock:
+            self._steps.clear()
+            self._by_handle.clear()
 
 
 def _key(program: Program, handles: Sequence[Any], config: DispatchConfig | None) -> tuple | None:
