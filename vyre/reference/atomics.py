@@ -35,20 +35,23 @@ def apply_atomic(
     if idx.size == 0:
         return old
     addr = flat[idx]
+    if idx.size == 1:
+        old[idx] = _apply_one(data, op, addr, value, expected, idx)
+        return old
     order = np.argsort(addr, kind="stable")
     lane_of = idx[order]
     addr = addr[order]
-    vals = np.broadcast_to(value, (lanes,))[lane_of].astype(data.dtype)
-    starts = np.flatnonzero(np.r_[True, addr[1:] != addr[:-1]])
+    vals = _at(value, lane_of).astype(data.dtype)
+    starts = np.flatnonzero(np.concatenate(([True], addr[1:] != addr[:-1])))
     seg_addr = addr[starts]
     before = data[seg_addr]
-    seg_len = np.diff(np.r_[starts, addr.size])
+    seg_len = np.diff(starts, append=addr.size)
     seg_base = np.repeat(before, seg_len)
     first = np.zeros(vals.size, bool)
     first[starts] = True
     last = starts + seg_len - 1
     if op is AtomicOp.COMPARE_EXCHANGE:
-        exp = np.broadcast_to(expected, (lanes,))[lane_of].astype(data.dtype)
+        exp = _at(expected, lane_of).astype(data.dtype)
         old[lane_of], final = _compare_exchange(starts, before, vals, exp)
     elif op is AtomicOp.EXCHANGE:
         old[lane_of] = np.where(first, seg_base, _shift_right(vals))
@@ -60,6 +63,27 @@ def apply_atomic(
         final = ufunc(before, inclusive[last])
     data[seg_addr] = final
     return old
+
+
+def _at(x: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    """The values of lane value ``x`` (an array, or a scalar every lane shares) at ``lanes``."""
+    return x[lanes] if np.ndim(x) else np.full(lanes.size, x)
+
+
+def _apply_one(data: np.ndarray, op: AtomicOp, addr: np.ndarray, value: np.ndarray, expected: np.ndarray | None,
+               lane: np.ndarray) -> np.ndarray:
+    """The atomic of a single lane (``lane``, at ``addr``): what the segmented path gives for a
+    segment of one, without sorting or scanning; returns the old value."""
+    before = data[addr]
+    v = _at(value, lane).astype(data.dtype)
+    if op is AtomicOp.COMPARE_EXCHANGE:
+        e = _at(expected, lane).astype(data.dtype)
+        data[addr] = np.where(before == e, v, before)
+    elif op is AtomicOp.EXCHANGE:
+        data[addr] = v
+    else:
+        data[addr] = _SCAN_UFUNC[op](before, v)
+    return before
 
 
 def _shift_right(x: np.ndarray) -> np.ndarray:
@@ -99,7 +123,7 @@ def _compare_exchange(
     """Sequential compare-exchange per segment (the one atomic that is not a scan)."""
     olds = np.empty_like(vals)
     final = before.copy()
-    bounds = np.r_[starts, vals.size].tolist()
+    bounds = [*starts.tolist(), vals.size]
     v, e = vals.tolist(), expected.tolist()
     out = olds.tolist()
     for s in range(len(starts)):

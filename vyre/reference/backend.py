@@ -18,12 +18,13 @@ import numpy as np
 
 from vyre.driver import resident_args as args
 from vyre.driver.backend import Backend, PendingDispatch, Resident
-from vyre.driver.config import DispatchConfig, effective_workgroup, resolve_grid
+from vyre.driver.config import DispatchConfig, effective_workgroup
 from vyre.driver.errors import InvalidProgram
-from vyre.driver.inputs import check_byte_length, prepare_host_dispatch, resident_decls
-from vyre.ir.program import Access, Program
+from vyre.driver.inputs import prepare_host_dispatch
+from vyre.ir.program import Program
 from vyre.reference.limits import Deadline, check_allocation, host_memory, physical_memory
 from vyre.reference.resident import HostResidentStore
+from vyre.reference.steps import MAX_BOUND_STEPS, BoundStep, StepCache
 
 
 def _execute(program: Program, arrays: dict[str, np.ndarray], grid: tuple[int, int, int],
@@ -48,7 +49,9 @@ class ReferenceBackend(Backend):
 
         self.version = __version__
         self._store = HostResidentStore(self.id)
+        self._bound = StepCache(self._store)
         self._validated: set[Program] = set()
+        self._validated_objects: dict[int, Program] = {}  # by identity: hashing a program hashes its buffers
         self._lock = threading.Lock()
         self._dispatches = 0
         self._worker: ThreadPoolExecutor | None = None
@@ -75,11 +78,17 @@ class ReferenceBackend(Backend):
 
     # ---- dispatch ----------------------------------------------------------------------------------
     def _validate(self, program: Program) -> None:
+        """Validate ``program`` unless this backend already did (the same object, or an equal program)."""
+        if self._validated_objects.get(id(program)) is program:
+            return
         if program not in self._validated:
             from vyre.ir.validate import validate
 
             validate(program)
             self._validated.add(program)
+        if len(self._validated_objects) >= MAX_BOUND_STEPS:
+            self._validated_objects.clear()
+        self._validated_objects[id(program)] = program  # held, so its id is not reused meanwhile
 
     def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None,
                  stream: object | None = None) -> list[np.ndarray]:
@@ -127,47 +136,34 @@ class ReferenceBackend(Backend):
 
     def free_resident(self, handle: Resident) -> None:
         self._store.free(handle)
+        self._bound.forget(handle)
 
     def dispatch_resident(self, program: Program, handles: Sequence[Resident],
                           config: DispatchConfig | None = None) -> None:
         """Run on resident buffers: one handle per non-workgroup buffer, in declaration order.
 
         Inputs are read from the handles, ``output`` buffers are zeroed first, and every
-        ``read_write``/``output`` buffer is written back. A failed dispatch writes nothing.
+        ``read_write``/``output`` buffer is written in place. A failed dispatch writes nothing
+        (``vyre.reference.steps``: what it overwrote is put back).
         """
         self._validate(program)
-        decls = resident_decls(program, handles)
-        storages = [self._store.storage(h) for h in handles]
-        arrays: dict[str, np.ndarray] = {}
-        counts: dict[str, int] = {}
-        for decl, storage in zip(decls, storages):
-            count = check_byte_length(decl, storage.size - storage.size % decl.dtype.size)
-            nbytes = count * decl.dtype.size
-            with host_memory(nbytes):
-                if decl.access is Access.OUTPUT:
-                    arrays[decl.name] = np.zeros(count, dtype=decl.dtype.np_dtype)
-                else:
-                    arrays[decl.name] = storage[:nbytes].view(decl.dtype.np_dtype).copy()
-            counts[decl.name] = count
-        grid = resolve_grid(program, config, counts)
-        with self._lock:
-            _execute(program, arrays, grid, config)
-            self._dispatches += 1
-        for decl, storage in zip(decls, storages):
-            if decl.access.is_output:
-                data = arrays[decl.name].view(np.uint8)
-                storage[: data.size] = data
+        self._run_bound(self._bound.bind(program, handles, config))
 
-    def _steps(self, steps: Sequence[tuple]) -> list[tuple]:
-        """Every step unpacked and its program validated before any runs (as on ``cuda``)."""
+    def _run_bound(self, step: BoundStep) -> None:
+        with self._lock:
+            step.run()
+            self._dispatches += 1
+
+    def _steps(self, steps: Sequence[tuple]) -> list[BoundStep]:
+        """Every step unpacked, its program validated and its handles bound before any runs (as on ``cuda``)."""
         unpacked = [args.unpack_step(step) for step in steps]
         for program, _, _ in unpacked:
             self._validate(program)
-        return unpacked
+        return [self._bound.bind(*step) for step in unpacked]
 
-    def _run_steps(self, steps: list[tuple]) -> None:
+    def _run_steps(self, steps: list[BoundStep]) -> None:
         for step in steps:
-            self.dispatch_resident(*step)
+            self._run_bound(step)
 
     def _reads(self, reads: Sequence[tuple]) -> list[tuple]:
         """The read-back requests, every range checked before any step runs."""
@@ -220,4 +216,5 @@ class ReferenceBackend(Backend):
         if self._worker is not None:
             self._worker.shutdown(wait=False, cancel_futures=True)
             self._worker = None
+        self._bound.clear()
         self._store.free_all()

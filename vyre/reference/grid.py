@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from functools import lru_cache
 
 import numpy as np
 
@@ -30,6 +31,8 @@ CHUNK_LANES = 1 << 20
 CHUNK_VALUE_BYTES = 1 << 30
 #: most bytes of workgroup memory allocated for one chunk (all its workgroups together)
 CHUNK_WORKGROUP_BYTES = 64 << 20
+#: chunks of at most this many invocations keep their ``Grid`` (and its id arrays) between dispatches
+SHARED_LANES = 1 << 16
 
 
 class Grid:
@@ -73,10 +76,13 @@ class Grid:
         return self._memo("sg", 0, lambda: self.local_linear() & np.uint32(31))
 
     def _memo(self, kind: str, axis: int, make) -> np.ndarray:
+        """The id array ``kind`` of ``axis``, made once and read-only (lane values are never written in place)."""
         key = (kind, axis)
-        if key not in self._ids:
-            self._ids[key] = make()
-        return self._ids[key]
+        ids = self._ids.get(key)
+        if ids is None:
+            ids = self._ids[key] = make()
+            ids.flags.writeable = False
+        return ids
 
 
 def _split(linear: np.ndarray, dims: tuple[int, ...], axis: int) -> np.ndarray:
@@ -87,19 +93,33 @@ def _split(linear: np.ndarray, dims: tuple[int, ...], axis: int) -> np.ndarray:
     return ((linear // stride) % dims[axis]).astype(np.uint32)
 
 
-def chunks(program: Program, grid: tuple[int, int, int], workgroup_size: tuple[int, int, int]) -> Iterator[Grid]:
+def chunks(program: Program, grid: tuple[int, int, int], workgroup_size: tuple[int, int, int],
+           sizes: tuple[int, int] | None = None) -> Iterator[Grid]:
     """``program``'s dispatch as chunks of consecutive workgroups, each within ``CHUNK_LANES``
     invocations, ``CHUNK_VALUE_BYTES`` of lane values and ``CHUNK_WORKGROUP_BYTES`` of workgroup
-    memory; at least one workgroup per chunk."""
+    memory; at least one workgroup per chunk. ``sizes``: the program's statements plus expression
+    nodes and its workgroup memory bytes, when the caller already counted them."""
     total = math.prod(int(g) for g in grid)
     per_group = math.prod(int(w) for w in workgroup_size)
     if total * per_group > MAX_INVOCATIONS:
         raise UnsupportedFeature(f"dispatches of {total * per_group} invocations (its limit is {MAX_INVOCATIONS}: "
                                  "it runs every invocation on the CPU)", "reference",
                                  "dispatch fewer invocations on the oracle, or use a GPU backend.")
-    nodes = sum(1 for _ in iter_nodes(program.body)) + sum(1 for _ in iter_all_exprs(program.body))
-    shared = sum(b.count * b.dtype.size for b in program.buffers if b.is_workgroup)
+    if sizes is None:
+        sizes = (sum(1 for _ in iter_nodes(program.body)) + sum(1 for _ in iter_all_exprs(program.body)),
+                 sum(b.count * b.dtype.size for b in program.buffers if b.is_workgroup))
+    nodes, shared = sizes
     lanes = min(CHUNK_LANES, CHUNK_VALUE_BYTES // (8 * max(nodes, 1)))
     step = max(1, min(lanes // per_group, CHUNK_WORKGROUP_BYTES // max(shared, 1)))
     for first in range(0, total, step):
-        yield Grid(grid, workgroup_size, first, min(step, total - first))
+        groups = min(step, total - first)
+        if groups * per_group <= SHARED_LANES:
+            yield _shared(tuple(grid), tuple(workgroup_size), first, groups)
+        else:
+            yield Grid(grid, workgroup_size, first, groups)
+
+
+@lru_cache(maxsize=256)
+def _shared(grid: tuple[int, int, int], workgroup_size: tuple[int, int, int], first: int, groups: int) -> Grid:
+    """A small chunk's ``Grid``, kept: its id arrays are read-only, so dispatches of the same shape share them."""
+    return Grid(grid, workgroup_size, first, groups)

@@ -24,6 +24,19 @@ BinaryFn = Callable[[Lanes, Lanes], Lanes]
 UnaryFn = Callable[[Lanes], Lanes]
 
 
+#: most lanes for which ``spread`` copies a uniform value (a copy is faster to make than a broadcast view)
+_SPREAD_COPY = 1 << 16
+
+
+def spread(x: Lanes, lanes: int) -> np.ndarray:
+    """``x`` with one value per lane: a lane array as it is, a uniform scalar repeated (read it only)."""
+    if isinstance(x, np.ndarray) and x.shape == (lanes,):
+        return x
+    if lanes <= _SPREAD_COPY:
+        return np.full(lanes, x)
+    return np.broadcast_to(x, (lanes,))
+
+
 def _u(x: Lanes) -> Lanes:
     """The 32 bits of an integer lane value as uint32."""
     return x.view(np.uint32) if x.dtype == I32 else x

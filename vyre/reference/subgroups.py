@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from vyre.reference.scalar_ops import Lanes
+from vyre.reference.scalar_ops import Lanes, spread
 
 SUBGROUP = 32
-_LANE_BITS = np.left_shift(np.uint32(1), np.arange(SUBGROUP, dtype=np.uint32))
 
 
 def _rows(x: Lanes, active: Lanes | None, lanes: int) -> np.ndarray:
     """``x`` as (subgroups, 32), inactive lanes zeroed."""
-    full = np.broadcast_to(x, (lanes,))
+    full = spread(x, lanes)
     if active is not None:
         full = np.where(active, full, full.dtype.type(0))
     return full.reshape(-1, SUBGROUP)
@@ -23,15 +22,15 @@ def _rows(x: Lanes, active: Lanes | None, lanes: int) -> np.ndarray:
 
 def ballot(cond: Lanes, active: Lanes | None, lanes: int) -> Lanes:
     """U32 whose bit ``i`` is ``cond`` of lane ``i`` of the subgroup."""
-    rows = _rows(cond, active, lanes)
-    words = np.bitwise_or.reduce(np.where(rows, _LANE_BITS, np.uint32(0)), axis=1)
+    rows = _rows(np.asarray(cond, dtype=np.bool_), active, lanes)
+    words = np.packbits(rows, axis=1, bitorder="little").view("<u4").reshape(-1)  # lane i -> bit i
     return np.repeat(words.astype(np.uint32), SUBGROUP)
 
 
 def shuffle(value: Lanes, lane: Lanes, active: Lanes | None, lanes: int) -> Lanes:
     """``value`` of lane ``lane & 31`` of the same subgroup."""
     rows = _rows(value, active, lanes)
-    src = (np.broadcast_to(lane, (lanes,)) & np.uint32(SUBGROUP - 1)).reshape(-1, SUBGROUP)
+    src = (spread(lane, lanes) & np.uint32(SUBGROUP - 1)).reshape(-1, SUBGROUP)
     return np.take_along_axis(rows, src.astype(np.intp), axis=1).reshape(lanes)
 
 
