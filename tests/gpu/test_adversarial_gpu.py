@@ -73,6 +73,7 @@ import cupy
 import vyre
 from vyre.driver.errors import VyreError
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre.reference.ulp import host_array
 
 U32, GID, N = DataType.U32, Expr.invocation_id(0), 1024
 COPY = Program([BufferDecl.read("src", 0, U32), BufferDecl.output("out", 1, U32, N)], (64, 1, 1),
@@ -89,7 +90,7 @@ def outcome(fn, expected):
         return {"error": type(exc).__name__, "message": str(exc)}
     except Exception as exc:  # a raw exception is a finding of its own
         return {"error": type(exc).__name__, "message": str(exc), "raw": True}
-    return {"error": None, "correct": bool(np.array_equal(out[0], expected))}
+    return {"error": None, "correct": bool(np.array_equal(host_array(out[0]), expected))}
 
 
 def fresh_backend_works():

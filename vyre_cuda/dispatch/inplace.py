@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vyre.driver.config import DispatchConfig, resolve_grid
+from vyre.driver.errors import InvalidProgram
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre_cuda.dispatch.prepared import PreparedProgram, ProgramCache
@@ -279,6 +280,12 @@ def _read_inputs(program: Program, inputs: Sequence[object], device_id: int
             host[decl.name] = struct.unpack(f"<{len(raw) // 4}I", raw) if raw else (0,)
             shape.append(("host", nbytes, getattr(data, "dtype", None)))
             continue
+        if ptr % decl.dtype.size:
+            raise InvalidProgram(
+                f"input for buffer {decl.name!r} is a device array at address 0x{ptr:x}, not a multiple of "
+                f"{decl.dtype.size} bytes ({decl.dtype.name})",
+                "pass an array that starts on an element boundary (slice at a multiple of the element size, "
+                "or copy it: cupy.ascontiguousarray(x.copy()) / x.clone()).")
         ptrs[decl.name], spans[decl.name] = ptr, (ptr, nbytes)
     return ptrs, spans, host, tuple(shape)
 
