@@ -90,7 +90,9 @@ def outcome(fn, expected):
         return {"error": type(exc).__name__, "message": str(exc)}
     except Exception as exc:  # a raw exception is a finding of its own
         return {"error": type(exc).__name__, "message": str(exc), "raw": True}
-    return {"error": None, "correct": bool(np.array_equal(host_array(out[0]), expected))}
+    got = host_array(out[0])  # a read_write raw-byte array comes back as itself: compare bytes
+    return {"error": None, "correct": got.nbytes == expected.nbytes and bool(np.array_equal(
+        got.view(np.uint8), np.ascontiguousarray(expected).view(np.uint8)))}
 
 
 def fresh_backend_works():
