@@ -13,7 +13,7 @@ from vyre import errors, ir, reference
 from vyre.driver.config import DispatchConfig
 from vyre.driver.devices import Device, devices
 from vyre.driver.hookspecs import hookimpl
-from vyre.driver.registry import BackendRegistration, acquire, registered_backends
+from vyre.driver.registry import BackendRegistration, acquire, default_backend, registered_backends
 from vyre.frontend import (
     In,
     InOut,
@@ -49,6 +49,7 @@ def validate(program: Program) -> None:
 
 __all__ = [
     "BackendRegistration", "Device", "DispatchConfig", "In", "InOut", "Out", "Uniform", "__version__", "acquire",
+    "default_backend",
     "bf16", "boolean", "devices", "errors", "f16", "f32", "func", "hookimpl", "i8", "i16", "i32", "ir", "kernel",
     "reference", "registered_backends", "u8", "u16", "u32", "validate", *_intrinsics,
 ]

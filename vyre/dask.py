@@ -51,9 +51,9 @@ def worker_backend(backend: str | None = None) -> Any:
     with _lock:
         found = _backends.get(key)
         if found is None:
-            from vyre import acquire
+            from vyre.driver.registry import default_backend as shared_backend
 
-            found = _backends[key] = acquire(backend) if backend else acquire(allow_reference=True)
+            found = _backends[key] = shared_backend(backend)
         return found
 
 

@@ -331,6 +331,32 @@ def acquire(id: str | None = None, *, allow_reference: bool = False) -> Any:
     return HookedBackend(backend, pm.hook)
 
 
+_shared: dict[str, Any] = {}
+_shared_lock = threading.Lock()
+
+
+def default_backend(id: str | None = None) -> Any:
+    """The process's one backend for ``id`` (``"cuda:1"``, ``"reference"``; None: ``VYRE_BACKEND``,
+    else the best that starts, the oracle allowed), acquired on first use.
+
+    Kernels, ``vyre.lib``, the workloads, ``vyre.lib.multi`` and ``vyre.dask`` all use it when no
+    backend is passed, so a result of one (a resident buffer, a ``ResidentArray``) can be handed to
+    another. A backend that was shut down is replaced by a new one on the next call.
+    """
+    spec = id or os.environ.get("VYRE_BACKEND") or ""
+    with _shared_lock:
+        backend = _shared.get(spec)
+        if backend is None or _is_closed(backend):
+            backend = _shared[spec] = acquire(spec) if spec else acquire(allow_reference=True)
+        return backend
+
+
+def _is_closed(backend: Any) -> bool:
+    raw = getattr(backend, "backend", backend)
+    runtime = getattr(raw, "runtime", None)
+    return bool(getattr(runtime, "closed", False) or getattr(raw, "closed", False))
+
+
 def _backend_acquired(pm: pluggy.PluginManager, backend_id: str, backend: Any) -> None:
     """Call every ``vyre_backend_acquired``; one that raises is reported (a warning naming it), not fatal."""
     kwargs = {"backend_id": backend_id, "backend": backend}

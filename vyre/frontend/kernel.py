@@ -39,17 +39,11 @@ _PACKERS = {DataType.U32: struct.Struct("<I").pack, DataType.I32: struct.Struct(
 _RANGES = {DataType.U32: "0 .. 4294967295", DataType.I32: "-2147483648 .. 2147483647", DataType.BOOL: "0 or 1"}
 _PLAIN_NUMBERS = frozenset({int, float, bool})
 _NUMBERS = (int, float, np.integer, np.floating, np.bool_)
-_default_backend: Any = None
-
-
 def default_backend() -> Any:
-    """``vyre.acquire(allow_reference=True)``, acquired once per process and shared by every kernel."""
-    global _default_backend
-    if _default_backend is None:
-        from vyre.driver.registry import acquire
+    """``vyre.default_backend()``: the process's one default backend, shared with ``vyre.lib`` and the workloads."""
+    from vyre.driver.registry import default_backend as shared_backend
 
-        _default_backend = acquire(allow_reference=True)
-    return _default_backend
+    return shared_backend()
 
 
 class Func:

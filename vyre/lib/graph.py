@@ -35,9 +35,9 @@ _WG = 256
 def backend_or_default(backend: object | None) -> object:
     if backend is not None:
         return backend
-    import vyre
+    from vyre.driver.registry import default_backend as shared_backend
 
-    return vyre.acquire(allow_reference=True)
+    return shared_backend()
 
 
 def u32_array(name: str, values: object) -> np.ndarray:

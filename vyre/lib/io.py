@@ -12,7 +12,6 @@ with ``recycle`` so later calls reuse them). Compacted results cross only their 
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -212,18 +211,11 @@ def recycle(*results: object, backend: Any = None) -> None:
                                      "once each; free other handles with backend.free_resident.")
 
 
-_default: list[Any] = []
-_default_lock = threading.Lock()
-
-
 def default_backend() -> Any:
-    """``vyre.acquire(allow_reference=True)``, acquired once and shared by later calls."""
-    with _default_lock:
-        if not _default:
-            import vyre
+    """``vyre.default_backend()``: the process's one default backend, shared with kernels and the workloads."""
+    from vyre.driver.registry import default_backend as shared_backend
 
-            _default.append(vyre.acquire(allow_reference=True))
-        return _default[0]
+    return shared_backend()
 
 
 T = TypeVar("T")

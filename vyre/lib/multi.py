@@ -57,11 +57,12 @@ def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
     from vyre import acquire
     from vyre.driver.devices import Device
     from vyre.driver.devices import devices as list_devices
+    from vyre.driver.registry import default_backend as shared_backend
 
     if devices is None:
         devices = _cached(("*", 0), lambda: [d.id for d in list_devices()])  # listed once per process
         if not devices:
-            return [_cached(("", 0), lambda: acquire(allow_reference=True))]
+            return [shared_backend()]
     if isinstance(devices, (str, Device)) or not len(devices):
         raise InvalidProgram(f"devices={devices!r} is not a non-empty list",
                              'pass a list such as ["cuda:0", "cuda:1"], or None for every device.')
@@ -73,7 +74,9 @@ def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
             out.append(spec)  # a started backend
             continue
         seen[spec] = seen.get(spec, 0) + 1
-        out.append(_cached((spec, seen[spec]), lambda spec=spec: acquire(spec)))
+        # the first use of an id is the process's shared backend; a repeat starts another one
+        out.append(shared_backend(spec) if seen[spec] == 1
+                   else _cached((spec, seen[spec]), lambda spec=spec: acquire(spec)))
     return out
 
 

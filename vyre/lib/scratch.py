@@ -93,8 +93,13 @@ def scratch_for(backend: Any) -> ScratchCache:
         return cache
 
 
-def release_scratch(backend: Any) -> int:
-    """Free the scratch buffers ``vyre.lib`` keeps for ``backend``; returns the bytes released."""
+def release_scratch(backend: Any = None) -> int:
+    """Free the scratch buffers ``vyre.lib`` keeps for ``backend`` (default: ``vyre.default_backend()``,
+    the one library calls use without ``backend=``); returns the bytes released."""
+    if backend is None:
+        from vyre.driver.registry import default_backend
+
+        backend = default_backend()
     with _caches_lock:
         cache = _caches.pop(raw_backend(backend), None)
     if cache is None:
