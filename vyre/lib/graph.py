@@ -62,6 +62,24 @@ def check_csr(indptr: object, indices: object) -> tuple[np.ndarray, np.ndarray]:
     return ptr, idx
 
 
+def check_symmetric(ptr: np.ndarray, idx: np.ndarray) -> None:
+    """Refuse a CSR graph with an edge ``v -> u`` (``u < n``) whose ``u -> v`` is not stored (``undirected=True``)."""
+    n = ptr.size - 1
+    src = np.repeat(np.arange(n, dtype=np.uint64), np.diff(ptr).astype(np.int64))
+    dst = idx.astype(np.uint64)
+    kept = dst < n  # ids >= n are ignored by every traversal
+    forward = np.unique((src[kept] << np.uint64(32)) | dst[kept])
+    backward = np.unique((dst[kept] << np.uint64(32)) | src[kept])
+    missing = np.setdiff1d(forward, backward, assume_unique=True)
+    if missing.size:
+        v, u = int(missing[0]) >> 32, int(missing[0]) & 0xFFFFFFFF
+        raise InvalidProgram(
+            f"undirected=True, but edge {v} -> {u} is not stored both ways ({u} -> {v} is missing; "
+            f"{missing.size} edges lack their reverse), which would give wrong levels",
+            "store every edge both ways (graph.from_edges(n, np.concatenate([src, dst]), np.concatenate([dst, src]))), "
+            "or pass undirected=False.")
+
+
 class ResidentSet:
     """Resident buffers of one backend that are freed together (``close()`` or ``with``)."""
 
@@ -437,13 +455,15 @@ def advance_program() -> Program:
 class Graph(DeviceArrays):
     """A CSR graph resident on one backend: upload once, run many traversals, ``close()`` when done.
 
-    ``undirected=True`` promises that every edge is stored both ways: BFS may then run bottom-up
-    steps, and components look at each edge once.
+    ``undirected=True`` promises that every edge is stored both ways (checked on the host): BFS may then
+    run bottom-up steps, and components look at each edge once.
     """
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
                  undirected: bool = False) -> None:
         ptr, idx = check_csr(indptr, indices)
+        if undirected:
+            check_symmetric(ptr, idx)
         self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
         self._indptr = ptr
