@@ -33,11 +33,10 @@ _WG = 256
 
 
 def backend_or_default(backend: object | None) -> object:
-    if backend is not None:
-        return backend
-    from vyre.driver.registry import default_backend as shared_backend
+    """``backend=`` of a workload: None (the shared default), a backend id string, or a started backend."""
+    from vyre.lib.scratch import resolve_backend
 
-    return shared_backend()
+    return resolve_backend(backend)
 
 
 def u32_array(name: str, values: object) -> np.ndarray:
