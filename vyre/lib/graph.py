@@ -39,6 +39,9 @@ def backend_or_default(backend: object | None) -> object:
     return resolve_backend(backend)
 
 
+MAX_IDS = 1 << 30  # vertices of from_edges, e-class ids of egraph: arrays of this many ids are made on the host
+
+
 def u32_array(name: str, values: object) -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 1 or array.dtype.kind not in "iu":
@@ -618,8 +621,10 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
     """
     from vyre import lib
 
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n < UNREACHED:
-        raise InvalidProgram(f"n={n!r} is not a vertex count", "pass an int in [0, 2**32 - 1).")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_IDS:
+        raise InvalidProgram(f"n={n!r} is not a vertex count of at most 2**30 (1,073,741,824) vertices; the CSR "
+                             "holds n + 1 offsets", "pass the number of vertices, an int in [0, 2**30] "
+                             "(renumber sparse vertex ids to 0 .. n - 1 first).")
     s, d = u32_array("src", src), u32_array("dst", dst)
     if s.size != d.size:
         raise InvalidProgram(f"src has {s.size} edges and dst {d.size}", "pass two arrays of the same length.")
