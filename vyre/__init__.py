@@ -37,6 +37,8 @@ from vyre.frontend.intrinsics import INTRINSICS as _INTRINSICS
 from vyre.frontend.intrinsics import __all__ as _intrinsics
 from vyre.ir.program import Program
 
+_LAZY = ("dask", "lib")  # submodules imported on first use, so ``import vyre`` stays cheap
+
 abs, max, min, round = (_INTRINSICS[n] for n in ("abs", "max", "min", "round"))  # vyre.min etc., not exported by *
 
 
@@ -45,6 +47,19 @@ def validate(program: Program) -> None:
     from vyre.ir.validate import validate as _validate
 
     _validate(program)
+
+
+def __getattr__(name: str) -> object:
+    """``vyre.lib`` and ``vyre.dask`` after a plain ``import vyre`` (PEP 562): imported on first use."""
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"vyre.{name}")
+    raise AttributeError(f"module 'vyre' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -68,7 +68,7 @@ def _program(wire: bytes) -> Program:
 
 def _run_block(*blocks: Any, wire: bytes, output_index: int, config: DispatchConfig | None,
                backend: str | None) -> np.ndarray:
-    inputs = [np.ascontiguousarray(b) for b in blocks]
+    inputs = [b if isinstance(b, bytes) else np.ascontiguousarray(b) for b in blocks]  # bytes: a packed scalar
     return worker_backend(backend).dispatch(_program(wire), inputs, config)[output_index]
 
 
@@ -91,10 +91,17 @@ def map_blocks(kernel_or_program: object, *args: Any, output: str | None = None,
         names = ", ".join(b.name for b in program.inputs)
         raise InvalidProgram(f"program {program.name or '<unnamed>'} takes {len(program.inputs)} inputs ({names}), "
                              f"got {len(args)}", "pass one argument per read/read_write/uniform buffer, in order.")
+    args = _packed_scalars(kernel_or_program, args)
     arrays = [a for a in args if isinstance(a, da.Array)]
     if not arrays or any(a.ndim != 1 for a in arrays):
         raise InvalidProgram("map_blocks needs at least one dask array, and only 1-D ones",
                              "pass 1-D dask arrays (x.ravel()) for the buffers to split.")
+    lengths = sorted({a.shape[0] for a in arrays})
+    if len(lengths) > 1:
+        raise InvalidProgram(f"map_blocks got dask arrays of different lengths ({', '.join(map(str, lengths))}); "
+                             "their blocks would not line up",
+                             "pass dask arrays of the same length (slice the longer ones, or pass a short table as "
+                             "a numpy array, which goes whole to every block).")
     chunks = arrays[0].chunks
     args = tuple(a.rechunk(chunks) if isinstance(a, da.Array) else a for a in args)
     outputs = program.outputs
@@ -120,8 +127,19 @@ def map_blocks(kernel_or_program: object, *args: Any, output: str | None = None,
                          meta=np.empty(0, decl.dtype.np_dtype))
 
 
+def _packed_scalars(kernel_or_program: object, args: tuple) -> tuple:
+    """A ``@vyre.kernel``'s scalar arguments as their 4-byte inputs (checked as a kernel call checks them)."""
+    from vyre.frontend.kernel import Kernel
+
+    return tuple(kernel_or_program.inputs(*args)) if isinstance(kernel_or_program, Kernel) else args
+
+
 # ---- per-block programs -------------------------------------------------------------------------------------
 def _dtype_of(x: Any, what: str) -> DataType:
+    """The element type of the 1-D uint32/int32 dask array ``x``; anything else is refused."""
+    if not isinstance(x, _dask_array().Array):
+        raise InvalidProgram(f"{what} takes a dask array, got {type(x).__name__}",
+                             "wrap the data with dask.array.from_array(np.asarray(x, np.uint32), chunks=...).")
     kinds = {np.dtype(np.uint32): DataType.U32, np.dtype(np.int32): DataType.I32}
     dtype = kinds.get(np.dtype(x.dtype))
     if dtype is None or getattr(x, "ndim", 1) != 1:
@@ -259,8 +277,9 @@ def histogram(x: Any, bins: int, *, split_every: int | None = None, backend: str
     """A dask array of ``bins`` uint32 counts of each value of ``x`` in ``[0, bins)`` (int32 read as uint32)."""
     da = _dask_array()
     _dtype_of(x, "vyre.dask.histogram")
-    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 2**24:
+    if isinstance(bins, (bool, np.bool_)) or not isinstance(bins, (int, np.integer)) or not 1 <= bins <= 2**24:
         raise InvalidProgram(f"bins={bins!r} is not an int in 1..2**24", "pass the number of bins, e.g. bins=256.")
+    bins = int(bins)
     partial_counts = da.map_blocks(functools.partial(_histogram_block, bins=bins, backend=backend), x, new_axis=1,
                                    chunks=((1,) * x.numblocks[0], (bins,)), dtype=np.uint32)
     return partial_counts.sum(axis=0, dtype=np.uint32, split_every=split_every)
@@ -282,6 +301,10 @@ def worker_environments(n_workers: int | None = None, backend: str | None = None
     """The environment of each worker: one visible GPU per worker when ``cuda`` lists devices, else the oracle."""
     from vyre.driver.devices import devices
 
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, (int, np.integer))
+                                  or n_workers < 1):
+        raise InvalidProgram(f"n_workers={n_workers!r} is not a worker count (a cluster without workers never "
+                             "runs a block)", "pass n_workers >= 1, or None for one per GPU (or a few oracle workers).")
     gpus = [d for d in devices() if d.backend == "cuda"] if backend in (None, "cuda") else []
     if gpus:
         visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]

@@ -37,8 +37,9 @@ def _pack_bool(v: object) -> bytes:
 _PACKERS = {DataType.U32: struct.Struct("<I").pack, DataType.I32: struct.Struct("<i").pack,
             DataType.F32: struct.Struct("<f").pack, DataType.BOOL: _pack_bool}
 _RANGES = {DataType.U32: "0 .. 4294967295", DataType.I32: "-2147483648 .. 2147483647", DataType.BOOL: "0 or 1"}
-_PLAIN_NUMBERS = frozenset({int, float, bool})
-_NUMBERS = (int, float, np.integer, np.floating, np.bool_)
+_PLAIN_NUMBERS = frozenset({int, float})
+_NUMBERS = (int, float, np.integer, np.floating)
+_BOOLS = (bool, np.bool_)
 def default_backend() -> Any:
     """``vyre.default_backend()``: the process's one default backend, shared with ``vyre.lib`` and the workloads."""
     from vyre.driver.registry import default_backend as shared_backend
@@ -81,6 +82,7 @@ class Kernel:
         self._sized_later = tuple(b.name for b in program.buffers if b.access is Access.OUTPUT and b.count == 0)
         self._scalars = tuple((i, _PACKERS[b.dtype], b.name, b.dtype) for i, b in enumerate(program.inputs)
                               if b.access is Access.UNIFORM and b.count == 1 and b.dtype in _PACKERS)
+        self._names = tuple(b.name for b in program.inputs)
         self._fast = not self._sized_later  # the default call goes straight to a cached pipeline
         self._specialised: dict[tuple[int, ...], Program] = {}
         self._pipeline: Any = None
@@ -105,8 +107,7 @@ class Kernel:
         Device arrays (CuPy, torch, ...) are bound in place on ``cuda``: ``InOut`` arrays are updated
         and returned as the same objects, ``Out`` results are new arrays of the caller's kind, and
         the call is ordered on ``stream`` (default: the caller's current stream) without waiting."""
-        if self._scalars:
-            inputs = self._convert(inputs)
+        inputs = self._convert(inputs)
         if backend is None and grid is None and elements is None and config is None and output_counts is None \
                 and self._fast:
             pipeline = self._pipeline
@@ -165,17 +166,46 @@ class Kernel:
         return program
 
     def _convert(self, inputs: Sequence[Any]) -> list[Any]:
+        """Scalars packed into 4-byte inputs; arrays of two or more dimensions and non-numbers refused."""
         args = list(inputs)
+        for i, v in enumerate(args):
+            if getattr(v, "ndim", 0) > 1 and i < len(self._names):
+                raise InvalidProgram(
+                    f"input {self._names[i]!r} of kernel {self.program.name or '<unnamed>'} is a "
+                    f"{v.ndim}-D array of shape {tuple(v.shape)}; kernels take 1-D arrays (the result would come "
+                    "back 1-D)", f"pass {self._names[i]}.ravel() and index it as row * width + column.")
         n = len(args)
         for i, pack, name, dtype in self._scalars:
             if i < n:  # a missing input is reported by the backend
-                v = args[i]
-                if type(v) in _PLAIN_NUMBERS or isinstance(v, _NUMBERS):
-                    try:
-                        args[i] = pack(v)
-                    except (struct.error, OverflowError, TypeError):
-                        args[i] = _scalar_bytes(name, dtype, v)
+                args[i] = _scalar(pack, name, dtype, args[i])
         return args
+
+
+def _scalar(pack: Callable[[Any], bytes], name: str, dtype: DataType, v: Any) -> bytes:
+    """``v`` as the 4-byte input of the scalar parameter ``name``: a number of the right kind, else an error."""
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        v = v[()]
+    if isinstance(v, _BOOLS) and dtype is not DataType.BOOL:
+        raise InvalidProgram(f"scalar parameter {name!r} is a {dtype.name} and got the bool {v!r}",
+                             f"pass int({v!r}), or declare {name!r} as vyre.boolean.")
+    if not (type(v) in _PLAIN_NUMBERS or isinstance(v, _NUMBERS) or isinstance(v, _BOOLS)):
+        raise InvalidProgram(f"scalar parameter {name!r} got {_kind(v)}, not a number",
+                             f"pass a Python or numpy number for {name!r}, or declare it as an array "
+                             f"(vyre.In[vyre.{dtype.name.lower()}]) to pass an array.")
+    try:
+        return pack(v)
+    except (struct.error, OverflowError, TypeError):
+        return _scalar_bytes(name, dtype, v)
+
+
+def _kind(v: object) -> str:
+    """How an error names a value that is not a number: ``bytes``, ``a 1-D array of 8 float32``, ..."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return f"{type(v).__name__} {bytes(v)[:16]!r}"
+    shape = getattr(v, "shape", None)
+    if shape is not None:
+        return f"an array of shape {tuple(shape)}"
+    return f"a {type(v).__name__}"
 
 
 def _scalar_bytes(name: str, dtype: DataType, v: int | float) -> bytes:

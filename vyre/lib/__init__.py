@@ -6,6 +6,9 @@ arrays (returns numpy), device arrays on ``cuda`` (returns CuPy) or ``ResidentAr
 ones the caller owns; ``recycle`` hands them back for reuse), and ``backend=`` (default:
 ``vyre.acquire(allow_reference=True)``, acquired once). Scratch buffers are kept per backend and
 reused; ``release_scratch(backend)`` frees them. See docs/lib.md.
+
+The workload modules ``graph``, ``datalog``, ``egraph``, ``text`` and ``multi`` are attributes too,
+imported on first use (docs/workloads.md, docs/scale.md).
 """
 
 from vyre.lib.io import ResidentArray, recycle
@@ -20,6 +23,22 @@ from vyre.lib.primitives import (
 )
 from vyre.lib.scratch import release_scratch
 from vyre.lib.sorting import argsort, run_length_encode, sort, unique
+
+_WORKLOADS = ("datalog", "egraph", "graph", "multi", "text")
+
+
+def __getattr__(name: str) -> object:
+    """``vyre.lib.graph`` etc. without importing every workload up front (PEP 562)."""
+    if name in _WORKLOADS:
+        import importlib
+
+        return importlib.import_module(f"vyre.lib.{name}")
+    raise AttributeError(f"module 'vyre.lib' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WORKLOADS})
+
 
 __all__ = [
     "ResidentArray",

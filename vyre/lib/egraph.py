@@ -165,6 +165,10 @@ class EGraph(graph.DeviceArrays):
                                  "keep child_offsets[r] + child_lens[r] <= len(children) for every row.")
         self.n, self.n_children = n, cols[4].size
         self.classes = int(max(cols[0].max(initial=0), cols[4].max(initial=0))) + 1 if n else 0
+        if self.classes > graph.MAX_IDS:
+            raise InvalidProgram(f"the largest e-class id is {self.classes - 1}; e-graphs take ids below 2**30 "
+                                 f"(one canonical id is kept for every id up to the largest)",
+                                 "number e-classes densely from 0 (np.unique(ids, return_inverse=True) does it).")
         super().__init__(backend, cols)
         self.eclass, self.op, self.offsets, self.lens, self.children = self.handles
 

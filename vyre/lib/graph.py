@@ -33,11 +33,13 @@ _WG = 256
 
 
 def backend_or_default(backend: object | None) -> object:
-    if backend is not None:
-        return backend
-    from vyre.driver.registry import default_backend as shared_backend
+    """``backend=`` of a workload: None (the shared default), a backend id string, or a started backend."""
+    from vyre.lib.scratch import resolve_backend
 
-    return shared_backend()
+    return resolve_backend(backend)
+
+
+MAX_IDS = 1 << 30  # vertices of from_edges, e-class ids of egraph: arrays of this many ids are made on the host
 
 
 def u32_array(name: str, values: object) -> np.ndarray:
@@ -60,6 +62,24 @@ def check_csr(indptr: object, indices: object) -> tuple[np.ndarray, np.ndarray]:
         raise InvalidProgram("indptr is not a CSR offset array (starts at 0, never decreases, ends at len(indices))",
                              "build the graph with vyre.lib.graph.from_edges or scipy.sparse.csr_matrix(...).indptr.")
     return ptr, idx
+
+
+def check_symmetric(ptr: np.ndarray, idx: np.ndarray) -> None:
+    """Refuse a CSR graph with an edge ``v -> u`` (``u < n``) whose ``u -> v`` is not stored (``undirected=True``)."""
+    n = ptr.size - 1
+    src = np.repeat(np.arange(n, dtype=np.uint64), np.diff(ptr).astype(np.int64))
+    dst = idx.astype(np.uint64)
+    kept = dst < n  # ids >= n are ignored by every traversal
+    forward = np.unique((src[kept] << np.uint64(32)) | dst[kept])
+    backward = np.unique((dst[kept] << np.uint64(32)) | src[kept])
+    missing = np.setdiff1d(forward, backward, assume_unique=True)
+    if missing.size:
+        v, u = int(missing[0]) >> 32, int(missing[0]) & 0xFFFFFFFF
+        raise InvalidProgram(
+            f"undirected=True, but edge {v} -> {u} is not stored both ways ({u} -> {v} is missing; "
+            f"{missing.size} edges lack their reverse), which would give wrong levels",
+            "store every edge both ways (graph.from_edges(n, np.concatenate([src, dst]), np.concatenate([dst, src]))), "
+            "or pass undirected=False.")
 
 
 class ResidentSet:
@@ -437,13 +457,15 @@ def advance_program() -> Program:
 class Graph(DeviceArrays):
     """A CSR graph resident on one backend: upload once, run many traversals, ``close()`` when done.
 
-    ``undirected=True`` promises that every edge is stored both ways: BFS may then run bottom-up
-    steps, and components look at each edge once.
+    ``undirected=True`` promises that every edge is stored both ways (checked on the host): BFS may then
+    run bottom-up steps, and components look at each edge once.
     """
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
                  undirected: bool = False) -> None:
         ptr, idx = check_csr(indptr, indices)
+        if undirected:
+            check_symmetric(ptr, idx)
         self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
         self._indptr = ptr
@@ -599,8 +621,10 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
     """
     from vyre import lib
 
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n < UNREACHED:
-        raise InvalidProgram(f"n={n!r} is not a vertex count", "pass an int in [0, 2**32 - 1).")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_IDS:
+        raise InvalidProgram(f"n={n!r} is not a vertex count of at most 2**30 (1,073,741,824) vertices; the CSR "
+                             "holds n + 1 offsets", "pass the number of vertices, an int in [0, 2**30] "
+                             "(renumber sparse vertex ids to 0 .. n - 1 first).")
     s, d = u32_array("src", src), u32_array("dst", dst)
     if s.size != d.size:
         raise InvalidProgram(f"src has {s.size} edges and dst {d.size}", "pass two arrays of the same length.")

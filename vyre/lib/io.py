@@ -23,7 +23,7 @@ from vyre.driver.errors import InvalidHandle, InvalidProgram, UnsupportedFeature
 from vyre.ir import DataType
 from vyre.lib.kernels import PARAM_WORDS
 from vyre.lib.plan import Plan, capacity
-from vyre.lib.scratch import ScratchCache, scratch_for
+from vyre.lib.scratch import ScratchCache, resolve_backend, scratch_for
 
 MAX_ELEMENTS = 1 << 31
 _NP_TO_TYPE = {np.dtype(np.uint32): DataType.U32, np.dtype(np.int32): DataType.I32,
@@ -200,7 +200,7 @@ def recycle(*results: object, backend: Any = None) -> None:
     again, so on ``cuda`` their captured graph is replayed rather than captured anew. Tuples of
     results are accepted; the caller must not use the handles afterwards.
     """
-    backend = default_backend() if backend is None else backend
+    backend = resolve_backend(backend)
     scratch = scratch_for(backend)
     flat = [r for item in results for r in (item if isinstance(item, tuple) else (item,))]
     with scratch.lock:
@@ -227,7 +227,7 @@ def library_call(fn: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, backend: Any = None, **kwargs: Any) -> T:
-        backend = default_backend() if backend is None else backend
+        backend = resolve_backend(backend)
         scratch = scratch_for(backend)
         with scratch.lock:
             try:

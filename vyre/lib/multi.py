@@ -71,13 +71,31 @@ def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
     for item in devices:
         spec = item.id if isinstance(item, Device) else item
         if not isinstance(spec, str):
-            out.append(spec)  # a started backend
+            out.append(_started(spec))
             continue
         seen[spec] = seen.get(spec, 0) + 1
         # the first use of an id is the process's shared backend; a repeat starts another one
         out.append(shared_backend(spec) if seen[spec] == 1
                    else _cached((spec, seen[spec]), lambda spec=spec: acquire(spec)))
     return out
+
+
+def _started(backend: object) -> Any:
+    """An item of ``devices=`` that is neither an id nor a ``Device``: it must be a started backend."""
+    if not all(hasattr(backend, name) for name in ("allocate_resident", "dispatch_resident", "download_resident")):
+        raise InvalidProgram(f"devices= holds {backend!r}, which is not a device id, a vyre.Device or a backend",
+                             'pass ids such as ["cuda:0", "cuda:1"], vyre.devices() entries, or started backends.')
+    return backend
+
+
+def _check_reduce(reduce: object) -> None:
+    """``reduce=`` maps output names to op names (``{"bins": "add"}``)."""
+    if reduce is None:
+        return
+    if not isinstance(reduce, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in reduce.items()):
+        raise InvalidProgram(f"reduce={reduce!r} is not a dict of output names to ops",
+                             f'pass reduce={{"<output name>": "add"}} (ops: {", ".join(UFUNCS)}).')
 
 
 def _cached(key: tuple[str, int], start: Callable[[], Any]) -> Any:
@@ -154,6 +172,7 @@ def map(kernel_or_program: object, inputs: Sequence[object], devices: Sequence[o
     from vyre.ir.validate import validate
 
     validate(program)
+    _check_reduce(reduce)
     program, config = _fold_workgroup(program, config or DispatchConfig())
     plan = plan_split(program, reduce)
     arrays = _host_inputs(program, inputs)

@@ -20,6 +20,19 @@ from typing import Any
 from vyre.driver.backend import Resident
 
 
+def resolve_backend(backend: Any) -> Any:
+    """``backend=`` of a library call: None (the shared default), a backend id string, or a started backend."""
+    from vyre.driver.errors import InvalidProgram
+    from vyre.driver.registry import default_backend
+
+    if backend is None or isinstance(backend, str):
+        return default_backend(backend or None)
+    if not all(hasattr(backend, name) for name in ("dispatch", "allocate_resident")):
+        raise InvalidProgram(f"backend={backend!r} is not a backend",
+                             'pass a backend from vyre.acquire(), an id such as backend="reference", or None.')
+    return backend
+
+
 def raw_backend(backend: Any) -> Any:
     """The backend behind a ``vyre.acquire`` proxy (the scratch cache is keyed by it)."""
     return getattr(backend, "backend", backend)
@@ -96,10 +109,7 @@ def scratch_for(backend: Any) -> ScratchCache:
 def release_scratch(backend: Any = None) -> int:
     """Free the scratch buffers ``vyre.lib`` keeps for ``backend`` (default: ``vyre.default_backend()``,
     the one library calls use without ``backend=``); returns the bytes released."""
-    if backend is None:
-        from vyre.driver.registry import default_backend
-
-        backend = default_backend()
+    backend = resolve_backend(backend)
     with _caches_lock:
         cache = _caches.pop(raw_backend(backend), None)
     if cache is None:

@@ -90,15 +90,26 @@ def _bytes(x: object, name: str) -> object:
     return x
 
 
+def _needle(needle: object) -> np.ndarray:
+    """The needle as contiguous bytes: bytes, or integers 0..255 (other values would be truncated to a byte)."""
+    values = np.asarray(_bytes(needle, "needle"))
+    fix = "pass bytes (b'...'), or an integer array of byte values 0..255 (np.frombuffer(data, np.uint8))."
+    if values.dtype.kind not in "iu":
+        raise InvalidProgram(f"needle has dtype {values.dtype}; find_all takes byte values 0..255", fix)
+    if values.size and (int(values.min()) < 0 or int(values.max()) > 255):
+        raise InvalidProgram(f"needle holds values outside 0..255 (min {values.min()}, max {values.max()})", fix)
+    return np.ascontiguousarray(values, dtype=np.uint8).reshape(-1)
+
+
 @library_call
 def find_all(haystack: object, needle: object, *, backend: Any = None, scratch: Any = None) -> Any:
     """Start offsets (u32, ascending) of every occurrence of ``needle`` in ``haystack``, overlaps included.
 
     ``haystack``: bytes, a uint8 numpy array, or a uint8 device array on ``cuda`` (then the result is a
-    CuPy array). ``needle``: 1 to 65536 bytes.
+    CuPy array). ``needle``: 1 to 65536 bytes (``bytes``, or integers 0..255).
     """
     text = as_array(_bytes(haystack, "haystack"), "haystack", (U8,))
-    pattern = np.ascontiguousarray(np.asarray(_bytes(needle, "needle"), dtype=np.uint8).reshape(-1))
+    pattern = _needle(needle)
     if not 1 <= pattern.size <= MAX_NEEDLE:
         raise InvalidProgram(f"needle has {pattern.size} bytes; find_all takes 1 to {MAX_NEEDLE}",
                              "pass a non-empty needle of at most 64 KiB.")
