@@ -169,7 +169,7 @@ class Kernel:
         """Scalars packed into 4-byte inputs; arrays of two or more dimensions and non-numbers refused."""
         args = list(inputs)
         for i, v in enumerate(args):
-            if getattr(v, "ndim", 0) > 1 and i < len(self._names):
+            if type(v) not in _PLAIN_NUMBERS and getattr(v, "ndim", 0) > 1 and i < len(self._names):
                 raise InvalidProgram(
                     f"input {self._names[i]!r} of kernel {self.program.name or '<unnamed>'} is a "
                     f"{v.ndim}-D array of shape {tuple(v.shape)}; kernels take 1-D arrays (the result would come "
@@ -183,6 +183,11 @@ class Kernel:
 
 def _scalar(pack: Callable[[Any], bytes], name: str, dtype: DataType, v: Any) -> bytes:
     """``v`` as the 4-byte input of the scalar parameter ``name``: a number of the right kind, else an error."""
+    if type(v) is float or type(v) is int:  # the common case, checked by the packer itself
+        try:
+            return pack(v)
+        except (struct.error, OverflowError):
+            pass
     if isinstance(v, np.ndarray) and v.ndim == 0:
         v = v[()]
     if isinstance(v, _BOOLS) and dtype is not DataType.BOOL:

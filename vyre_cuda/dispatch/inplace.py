@@ -87,6 +87,7 @@ class _Binding:
     outputs: tuple[BufferDecl, ...]  # ``output`` buffers, allocated per call
     kind: str  # the library results are made with
     written: tuple[str, ...]  # read_write buffers given as device arrays
+    aligned: tuple[tuple[BufferDecl, int], ...]  # device inputs and their element size (pointers must divide)
 
 
 class InPlaceDispatcher:
@@ -117,6 +118,9 @@ class InPlaceDispatcher:
     def _run(self, b: _Binding, inputs: Sequence[object], ptrs: dict[str, int], spans: dict[str, tuple[int, int]],
              host: dict[str, tuple[int, ...]]) -> list[Any]:
         rt, stream = self.runtime, b.stream
+        for decl, size in b.aligned:
+            if ptrs[decl.name] % size:
+                _misaligned(decl, ptrs[decl.name])
         returned: dict[str, Any] = {}
         if b.outputs:
             with stream:  # allocated in the caller's stream order (CuPy's pool is per stream)
@@ -189,7 +193,8 @@ class InPlaceDispatcher:
             tuple(d for d in program.buffers if d.access is Access.OUTPUT),
             "torch" if "torch" in kinds else "cupy",
             tuple(d.name for d, data in zip(program.inputs, inputs)
-                  if d.access is Access.READ_WRITE and device_kind(data) is not None))
+                  if d.access is Access.READ_WRITE and device_kind(data) is not None),
+            tuple((d, d.dtype.size) for d, data in zip(program.inputs, inputs) if device_kind(data) is not None))
         key = (id(program), id(config), handle)
         old = self.bindings.pop(key, None)
         if old is not None:
@@ -280,14 +285,16 @@ def _read_inputs(program: Program, inputs: Sequence[object], device_id: int
             host[decl.name] = struct.unpack(f"<{len(raw) // 4}I", raw) if raw else (0,)
             shape.append(("host", nbytes, getattr(data, "dtype", None)))
             continue
-        if ptr % decl.dtype.size:
-            raise InvalidProgram(
-                f"input for buffer {decl.name!r} is a device array at address 0x{ptr:x}, not a multiple of "
-                f"{decl.dtype.size} bytes ({decl.dtype.name})",
-                "pass an array that starts on an element boundary (slice at a multiple of the element size, "
-                "or copy it: cupy.ascontiguousarray(x.copy()) / x.clone()).")
         ptrs[decl.name], spans[decl.name] = ptr, (ptr, nbytes)
     return ptrs, spans, host, tuple(shape)
+
+
+def _misaligned(decl: BufferDecl, ptr: int) -> None:
+    raise InvalidProgram(
+        f"input for buffer {decl.name!r} is a device array at address 0x{ptr:x}, not a multiple of "
+        f"{decl.dtype.size} bytes ({decl.dtype.name})",
+        "pass an array that starts on an element boundary (slice at a multiple of the element size, "
+        "or copy it: cupy.ascontiguousarray(x.copy()) / x.clone()).")
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
