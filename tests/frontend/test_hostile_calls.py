@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import vyre
-from vyre.driver.errors import InvalidProgram
+from tests.refusals import refused
 
 
 @vyre.kernel(workgroup_size=64)
@@ -40,16 +40,6 @@ def copy(x: vyre.In[vyre.u32], y: vyre.InOut[vyre.u32]):
     if i < len(y):
         y[i] = x[i]
 
-
-def refused(call, *needles: str) -> str:
-    """``call()`` raises InvalidProgram whose text ends in a Fix and names every needle."""
-    with pytest.raises(InvalidProgram) as info:
-        call()
-    message = str(info.value)
-    assert "Fix: " in message and message.rstrip().endswith("."), message
-    for needle in needles:
-        assert needle in message, message
-    return message
 
 
 X = np.arange(8, dtype=np.float32)

@@ -10,21 +10,11 @@ import numpy as np
 import pytest
 
 import vyre
-from vyre.driver.errors import InvalidProgram
+from tests.refusals import refused
 
 da = pytest.importorskip("dask.array", reason="vyre.dask needs the dask extra")
 vdask = pytest.importorskip("vyre.dask")
 
-
-def refused(call, *needles: str) -> str:
-    """``call()`` raises InvalidProgram whose text ends in a Fix and names every needle."""
-    with pytest.raises(InvalidProgram) as info:
-        call()
-    message = str(info.value)
-    assert "Fix: " in message, message
-    for needle in needles:
-        assert needle in message, message
-    return message
 
 
 @vyre.kernel(workgroup_size=64)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import vyre
-from vyre.driver.errors import InvalidProgram
+from tests.refusals import refused
 from vyre.lib import egraph, graph, multi, text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,16 +44,6 @@ def run_child(code: str, seconds: float = 10, memory: int = MEMORY) -> dict:
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
-
-def refused(call, *needles: str) -> str:
-    """``call()`` raises InvalidProgram whose text ends in a Fix and names every needle."""
-    with pytest.raises(InvalidProgram) as info:
-        call()
-    message = str(info.value)
-    assert "Fix: " in message, message
-    for needle in needles:
-        assert needle in message, message
-    return message
 
 
 # ---- 1. vyre.lib and its workloads as attributes ----------------------------------------------------------------
