@@ -134,3 +134,23 @@ def test_functions_without_source_say_what_to_do():
     exec("def k(y: vyre.InOut[vyre.u32]):\n    y[0] = 1\n", namespace)
     with pytest.raises(ValidationError, match="cannot be read.*Fix: define kernels in a .py file"):
         vyre.kernel(namespace["k"])
+
+
+def test_an_unsized_out_parameter_says_to_call_specialise() -> None:
+    """``kernel.program`` of a kernel with an ``Out[T]`` sized at dispatch does not validate; every
+    consumer's error names the call that gives it a count (issue 30, point 10)."""
+    import numpy as np
+
+    k = kernel_from_source(
+        "@vyre.kernel(workgroup_size=64)\n"
+        "def fill(x: vyre.In[vyre.u32], out: vyre.Out[vyre.u32]):\n"
+        "    i = vyre.gid()\n"
+        "    if i < len(x):\n"
+        "        out[i] = x[i]\n")
+    x = np.arange(5, dtype=np.uint32)
+    for consumer in (lambda: vyre.validate(k.program), lambda: vyre.reference.run(k.program, [x])):
+        with pytest.raises(ValidationError) as info:
+            consumer()
+        assert "kernel.specialise(output_counts={'out': n})" in str(info.value)
+    vyre.validate(k.specialise({"out": 5}))
+    assert (vyre.reference.run(k.specialise({"out": 5}), [x])[0] == x).all()

@@ -195,8 +195,13 @@ class _Validator:
             self.add("count_too_large", f"buffer {b.name!r} count {b.count} is over {MAX_BUFFER_COUNT} (U32 indices)",
                      "split the data over several buffers", path)
         elif b.count == 0 and b.access in _NEEDS_COUNT:
-            self.add("count_required", f"{b.access.value} buffer {b.name!r} has count 0",
-                     "declare its element count (only read and read_write inputs may be sized at dispatch)", path)
+            fix = "declare its element count (only read and read_write inputs may be sized at dispatch)"
+            if b.access is Access.OUTPUT:
+                fix += (f"; for a @vyre.kernel whose Out parameter {b.name!r} is sized at dispatch, use "
+                        f"kernel.specialise(output_counts={{{b.name!r}: n}}) (the program with that count) "
+                        "wherever kernel.program is validated, run on the oracle, dispatched or written as text; "
+                        "a kernel call takes output_counts= or elements= itself")
+            self.add("count_required", f"{b.access.value} buffer {b.name!r} has count 0", fix, path)
 
     # ---- statements -------------------------------------------------------------------------------
     def _count(self) -> None:
