@@ -1,9 +1,11 @@
 """Kernels on the arrays users already have: vyre on CuPy/torch arrays next to Triton, torch and CuPy.
 
 Times the plain calls users make - ``saxpy(a, x, y)`` with CuPy arrays, with torch tensors, with
-numpy arrays - and the same kernel written in Triton, in torch and as a CuPy ElementwiseKernel, in
+numpy arrays - next to the same kernel on vyre's resident buffers and the same kernel written in
+Triton, in torch and as a CuPy ElementwiseKernel, in
 loops of ``CALLS`` calls with no synchronisation between them (one at the end), at 2^16 and 2^26
-f32 elements; then a naive 256-bin histogram with global atomics in vyre and Triton. Prints a table,
+f32 elements; then a naive 256-bin histogram with global atomics in vyre and Triton, next to
+torch's and CuPy's ``bincount``. Prints a table,
 writes ``--json`` and draws ``--png``. Every vyre result is checked against numpy first.
 
     python3 benchmarks/bench_inplace.py --json out/bench_inplace.json --png docs/inplace_bench.png
@@ -105,7 +107,13 @@ def bench_saxpy(n: int) -> dict:
     tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
     triton_saxpy = _triton_saxpy()
     ew = cupy.ElementwiseKernel("float32 a, float32 x", "float32 y", "y = a * x + y", "vyre_bench_saxpy")
+    backend = vyre.default_backend()
+    handles = [backend.allocate_resident(nbytes) for nbytes in (4, x.nbytes, y.nbytes)]
+    for h, data in zip(handles, (np.float32(2.0).tobytes(), x, y)):
+        backend.upload_resident(h, data)
+    pipe = saxpy.compile()
     rows = {
+        "vyre resident buffers": _loop_us(lambda: pipe.dispatch_resident(handles)),
         "vyre kernel, CuPy arrays": _loop_us(lambda: saxpy(2.0, gx, gy)),
         "vyre kernel, torch tensors": _loop_us(lambda: saxpy(2.0, tx, ty)),
         "Triton": _loop_us(lambda: triton_saxpy(2.0, tx, ty)),
@@ -116,6 +124,8 @@ def bench_saxpy(n: int) -> dict:
         hx, hy = x.copy(), y.copy()
         rows["vyre kernel, numpy arrays"] = _loop_us(lambda: saxpy(2.0, hx, hy), calls=20, repeats=3)
     copy = _loop_us(lambda: cupy.copyto(gy, gx))
+    for h in handles:
+        backend.free_resident(h)
     return {"n": n, "us_per_call": rows, "copy_us": copy,
             "saxpy_gbps": {k: 12 * n / v / 1e3 for k, v in rows.items()}}
 
@@ -134,6 +144,8 @@ def bench_histogram(n: int) -> dict:
     return {"n": n, "us_per_call": {
         "vyre kernel, CuPy arrays": _loop_us(lambda: histogram(gd, gbins)),
         "Triton": _loop_us(lambda: triton_hist(td, tbins)),
+        "torch.bincount": _loop_us(lambda: torch.bincount(td & 255, minlength=256)),
+        "cupy.bincount": _loop_us(lambda: cupy.bincount(gd & 255, minlength=256)),
     }}
 
 

@@ -154,6 +154,11 @@ class CudaBackend(Backend):
         limit = self.runtime.heap.limit
         return min(self.info.total_memory, limit) if limit is not None else self.info.total_memory
 
+    @property
+    def closed(self) -> bool:
+        """True after ``shutdown`` or a device fault: ``vyre.default_backend()`` then starts a new one."""
+        return self.runtime.closed
+
     # ---- pipelines --------------------------------------------------------------------------------
     def dispatch(self, program: Program, inputs: Any, config: DispatchConfig | None = None,
                  stream: object | None = None) -> list[Any]:

@@ -137,15 +137,12 @@ class HookedBackend:
     def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None,
                  stream: object | None = None) -> Any:
         """The backend's ``dispatch`` (``stream`` passed on only when given: host backends take none)."""
-        if stream is None:
-            def call() -> Any:
-                return self.backend.dispatch(program, inputs, config)
-        else:
-            def call() -> Any:
-                return self.backend.dispatch(program, inputs, config, stream=stream)
+        extra = {} if stream is None else {"stream": stream}
         if not (self._hooks.before_impls or self._hooks.after_impls):
-            return call()
-        return self._hooks.run("dispatch", program, (program,), config, call, host_grid(program, inputs, config))
+            return self.backend.dispatch(program, inputs, config, **extra)
+        return self._hooks.run("dispatch", program, (program,), config,
+                               lambda: self.backend.dispatch(program, inputs, config, **extra),
+                               host_grid(program, inputs, config))
 
     def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
         if not (self._hooks.before_impls or self._hooks.after_impls):

@@ -352,9 +352,8 @@ def default_backend(id: str | None = None) -> Any:
 
 
 def _is_closed(backend: Any) -> bool:
-    raw = getattr(backend, "backend", backend)
-    runtime = getattr(raw, "runtime", None)
-    return bool(getattr(runtime, "closed", False) or getattr(raw, "closed", False))
+    """Whether a backend says it was shut down (its ``closed``; backends without one never are)."""
+    return bool(getattr(getattr(backend, "backend", backend), "closed", False))
 
 
 def _backend_acquired(pm: pluggy.PluginManager, backend_id: str, backend: Any) -> None:

@@ -22,6 +22,7 @@ frees at once. The oracle has no device memory to dirty, so ``dirty`` does nothi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -117,13 +118,9 @@ def dirty(backend: Any, rng: np.random.Generator) -> None:
             backend.free_resident(h)
 
 
-_DIRTIER: list[Program] = []
-
-
+@functools.cache
 def dirtier_program() -> Program:
     """Fills its 48 KiB of workgroup memory and every element of its outputs with ``junk[0]``."""
-    if _DIRTIER:
-        return _DIRTIER[0]
     gid, lid = Expr.invocation_id(0), Expr.local_id(0)
     value = Expr.load("junk", Expr.u32(0))
     per_thread = _WORKGROUP_WORDS // _DIRTY_THREADS
@@ -135,11 +132,9 @@ def dirtier_program() -> Program:
         *(Node.if_(Expr.lt(gid, Expr.buf_len(d.name)), [Node.store(d.name, gid, Expr.load("wg", lid))])
           for d in outs),
     ]
-    program = Program([BufferDecl.read("junk", 0, DataType.U32), *outs,
-                       BufferDecl.workgroup("wg", _WORKGROUP_WORDS, DataType.U32)],
-                      (_DIRTY_THREADS, 1, 1), body, name="fuzz_dirtier")
-    _DIRTIER.append(program)
-    return program
+    return Program([BufferDecl.read("junk", 0, DataType.U32), *outs,
+                    BufferDecl.workgroup("wg", _WORKGROUP_WORDS, DataType.U32)],
+                   (_DIRTY_THREADS, 1, 1), body, name="fuzz_dirtier")
 
 
 __all__ = ["COARSEN_SETTINGS", "JUNK", "PATHS", "as_host", "dirty", "dirtier_program",

@@ -181,10 +181,7 @@ class InPlaceDispatcher:
         grid = resolve_grid(program, config, counts)
         prep = self.programs.for_grid(prep, grid, config)
         stream = self._stream(handle)
-        plan = self.programs.plan_for(prep, [_Null()] * len(prep.bound), counts, grid, config=config)
-        plan.params.invalidate()
-        prep_words = prep.words(counts, prep.elements(config, counts), grid)
-        plan.params.write(prep_words, stream)  # on the caller's stream: ordered before its launches
+        plan = self.programs.plan_for(prep, [_Null()] * len(prep.bound), counts, grid, config=config, stream=stream)
         uniforms = {d.name: rt.param_block(-(-counts[d.name] * d.dtype.size // 4) or 1)
                     for d, data in zip(program.inputs, inputs) if device_kind(data) is None}
         binding = _Binding(

@@ -182,8 +182,9 @@ class ProgramCache:
     # ---- launch plans ----------------------------------------------------------------------------------
     def plan_for(self, prepared: PreparedProgram, buffers: Sequence[Any], counts: Mapping[str, int],
                  grid: Sequence[int], elements: int | None = None,
-                 config: DispatchConfig | None = None) -> LaunchPlan:
-        """A new plan for ``prepared`` over ``buffers`` (binding order), with its own parameter block."""
+                 config: DispatchConfig | None = None, stream: Any = None) -> LaunchPlan:
+        """A new plan for ``prepared`` over ``buffers`` (binding order), with its own parameter block
+        written on ``stream`` (default: the backend's), the stream the plan will launch on."""
         with self.runtime.lock:
             self.runtime.check_open()
             if len(buffers) != len(prepared.bound):
@@ -192,21 +193,21 @@ class ProgramCache:
             plan = LaunchPlan(prepared.kernel.ptr, prepared.launch_grid(grid), prepared.block, 0,
                               len(prepared.bound) + 1, prepared.name)
             plan.params = self.runtime.param_block(prepared.nwords)
-            self.update_plan(plan, prepared, counts, grid, elements, config)
+            self.update_plan(plan, prepared, counts, grid, elements, config, stream)
             plan.bind([b.ptr for b in buffers], plan.params.ptr)
             return plan
 
     def update_plan(self, plan: LaunchPlan, prepared: PreparedProgram, counts: Mapping[str, int],
                     grid: Sequence[int], elements: int | None = None,
-                    config: DispatchConfig | None = None) -> None:
+                    config: DispatchConfig | None = None, stream: Any = None) -> None:
         """Set ``plan``'s grid (checked; ``grid`` is logical, the plan launches ``prepared.launch_grid``)
-        and enqueue its parameter words if they changed."""
+        and enqueue its parameter words on ``stream`` (default: the backend's) if they changed."""
         self.check_launch(prepared, grid, config)
         plan.cooperative = bool(config is not None and config.cooperative)
         plan.set_grid(prepared.launch_grid(grid))
         if elements is None:
             elements = prepared.elements(config, counts)
-        plan.params.write(prepared.words(counts, elements, grid), self.runtime.stream)
+        plan.params.write(prepared.words(counts, elements, grid), self.runtime.stream if stream is None else stream)
 
     def check_launch(self, prepared: PreparedProgram, grid: Sequence[int], config: DispatchConfig | None) -> None:
         """Geometry (and, for cooperative configs, co-residency) of a launch of the logical ``grid``."""

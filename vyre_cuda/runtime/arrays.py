@@ -128,21 +128,16 @@ def _learn(t: type, data: object) -> str | None:
     return kind
 
 
-def library_of(data: object) -> str:
-    """``"torch"`` for a torch tensor, else ``"cupy"``: the kind of array results come back as."""
-    return "torch" if type(data).__module__.partition(".")[0] == "torch" else "cupy"
-
-
 def device_pointer(decl: BufferDecl, data: object, device_id: int) -> tuple[int, int]:
     """``(pointer, nbytes)`` of a device array bound in place for ``decl``: the buffer's element type,
     C-contiguous, on ``device_id`` (CuPy arrays and torch tensors read directly, others via CuPy)."""
-    kind = type(data).__module__.partition(".")[0]
-    if kind == "cupy" and hasattr(data, "data"):
+    kind = device_kind(data)
+    if kind == "cupy":
         check_input_dtype(decl, data)
         if data.device.id != device_id or not data.flags.c_contiguous:
             device_array(data, f"input for buffer {decl.name!r}", device_id)  # raises the precise error
         return data.data.ptr, data.nbytes
-    if kind == "torch" and hasattr(data, "data_ptr"):
+    if kind == "torch":
         check_input_dtype(decl, data)
         if data.device.index != device_id or not data.is_contiguous():
             device_array(data, f"input for buffer {decl.name!r}", device_id)
@@ -176,7 +171,7 @@ def stream_pointer(stream: object | None, inputs: tuple = ()) -> int:
     with ``__cuda_stream__``, or a raw handle), else the current stream of the inputs' library
     (torch's for torch tensors, else CuPy's)."""
     if stream is None:
-        if any(library_of(x) == "torch" for x in inputs):
+        if any(device_kind(x) == "torch" for x in inputs):
             import torch
 
             return int(torch.cuda.current_stream().cuda_stream)
