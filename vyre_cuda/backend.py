@@ -79,6 +79,11 @@ class CudaBackend(Backend):
         seq = self.sequences
         self.dispatch_sequence, self.dispatch_repeated, self.dispatch_until = (
             seq.dispatch_sequence, seq.dispatch_repeated, seq.dispatch_until)
+        # the caller's arrays in library sequences (vyre.lib): no copy, the caller's stream, no wait
+        self.enqueue_sequence = seq.enqueue_sequence
+        caller = self.inplace
+        self.borrow, self.new_array, self.stream_for = caller.borrow, caller.new_array, caller.stream_for
+        self.to_device = caller.to_device
         _warm_up_host_side(self.info.compute_capability)
         watch_device(self.device_id, self)
 

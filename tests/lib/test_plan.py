@@ -7,6 +7,7 @@ import pytest
 
 from tests.codegen.codegen_support import assemble, needs_ptxas
 from vyre import lib
+from vyre.driver.errors import InvalidProgram
 from vyre.lib.scratch import scratch_for
 from vyre.reference import ReferenceBackend
 
@@ -93,19 +94,37 @@ def test_scratch_survives_backend_restart():
     assert scratch_for(be).nbytes > 0
 
 
-def test_device_arrays_need_view():
-    """A device array on a backend without ``view`` is a clear UnsupportedFeature, not a crash."""
+def test_device_arrays_need_a_binding_backend():
+    """A device array on a backend that cannot bind one in place (the oracle) is a clear
+    UnsupportedFeature naming the fix, not a crash or a silent host copy."""
     from vyre.driver.errors import UnsupportedFeature
 
-    class FakeDeviceArray:  # only the interface vyre.lib inspects; the oracle has no device memory
+    class DeviceArray:  # what vyre.lib inspects of a device array; the oracle has no device memory
         __cuda_array_interface__ = {"typestr": "<u4", "shape": (4,), "strides": None, "data": (0, False),
                                     "version": 3}
 
     be = ReferenceBackend()
-    if getattr(be, "view", None) is not None:
-        pytest.skip("this reference backend has view(); the device path is exercised on cuda")
-    with pytest.raises(UnsupportedFeature, match="Fix: "):
-        lib.reduce(FakeDeviceArray(), backend=be)
+    for call in (lambda: lib.reduce(DeviceArray(), backend=be), lambda: lib.sort(DeviceArray(), backend=be),
+                 lambda: lib.select(DeviceArray(), np.ones(4, np.uint32), backend=be, count="device")):
+        with pytest.raises(UnsupportedFeature, match="device arrays in vyre.lib.*Fix: "):
+            call()
+
+
+def test_count_device_on_the_oracle(rng):
+    """``count="device"`` gives full-length results and a 1-element count on any backend."""
+    x = rng.integers(0, 100, 999).astype(np.uint32)
+    out, n = lib.select_if(x, 10, 50, count="device", backend="reference")
+    want = x[(x >= 10) & (x < 50)]
+    assert out.shape == x.shape and n.shape == (1,) and n[0] == want.size
+    np.testing.assert_array_equal(out[:want.size], want)
+    values, lengths, runs = lib.run_length_encode(np.sort(x), count="device", backend="reference")
+    uniq, counts = np.unique(x, return_counts=True)
+    assert runs[0] == uniq.size
+    np.testing.assert_array_equal(values[:runs[0]], uniq)
+    np.testing.assert_array_equal(lengths[:runs[0]], counts)
+    assert [v.size for v in lib.unique(x[:0], count="device", backend="reference")] == [0, 0, 1]
+    with pytest.raises(InvalidProgram, match='count="exact"'):
+        lib.select(x, x, count="later", backend="reference")
 
 
 @needs_ptxas

@@ -173,6 +173,13 @@ class HookedBackend:
         return self._hooks.run("dispatch_sequence", None, _step_programs(steps), None,
                                lambda: self.backend.dispatch_sequence(steps, reads))
 
+    def enqueue_sequence(self, steps: Sequence[Step], **kwargs: Any) -> Any:
+        """The backend's ``enqueue_sequence`` (steps on a caller's stream, no wait), observed as a dispatch."""
+        if not (self._hooks.before_impls or self._hooks.after_impls):
+            return self.backend.enqueue_sequence(steps, **kwargs)
+        return self._hooks.run("enqueue_sequence", None, _step_programs(steps), None,
+                               lambda: self.backend.enqueue_sequence(steps, **kwargs))
+
     def dispatch_repeated(self, prefix: Sequence[Step], repeated: Sequence[Step], count: int,
                           reads: Sequence[tuple] = ()) -> Any:
         if not (self._hooks.before_impls or self._hooks.after_impls):

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from vyre.cli import Parser, UsageError, run_command
+from vyre.fuzz.paths import PATHS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-process", action="store_true",
                         help="every dispatch path in turn, coarsening settings interleaved, memory dirtied "
                              "between programs (finds results that depend on what ran before)")
+    parser.add_argument("--path", default=None, choices=PATHS,
+                        help="every run through this one dispatch path (inplace: inputs as CuPy arrays)")
     parser.add_argument("--replay", type=Path, default=None, metavar="CASE.vyre",
                         help="replay one corpus case, after the programs that ran before it when it was found")
     args = parser.parse_args(argv)
@@ -42,7 +45,8 @@ def _run(args: argparse.Namespace) -> int:
         if done % step == 0 or done == total:
             print(f"  {done}/{total} programs", file=sys.stderr, flush=True)
 
-    report = fuzz(backend, args.count, args.seed, args.input_sets, args.corpus, progress, args.long_process)
+    report = fuzz(backend, args.count, args.seed, args.input_sets, args.corpus, progress, args.long_process,
+                  path=args.path)
     print(f"backend {backend.id}: {report.summary()}")
     for line in report.mismatches:
         print("  MISMATCH", line)

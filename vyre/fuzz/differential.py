@@ -70,10 +70,14 @@ def fuzz(
     progress: Callable[[int, int], None] | None = None,
     long_process: bool = False,
     stop_before: tuple[int, int] | None = None,
+    path: str | None = None,
 ) -> FuzzReport:
     """Run ``count`` generated programs x ``input_sets`` random inputs on ``backend`` and the oracle
-    (``long_process``: through every dispatch path in turn, see the module docstring).
+    (``long_process``: through every dispatch path in turn, see the module docstring; ``path``:
+    every run through that one path of ``PATHS``).
     ``stop_before=(i, k)`` ends the run just before input set ``k`` of program ``i``."""
+    if path is not None and path not in PATHS:
+        raise ValueError(f"path={path!r} is not a dispatch path. Fix: use one of {PATHS}.")
     from vyre.ir.generate import generate_case, random_inputs
 
     report = FuzzReport(seed)
@@ -92,14 +96,14 @@ def fuzz(
                 if (i, k) == stop_before:
                     return report
                 inputs = case.inputs if k == 0 else random_inputs(case.program, case_seed * 7 + k)
-                path = PATHS[(i * input_sets + k) % len(PATHS)] if long_process else "host"
+                run = path or (PATHS[(i * input_sets + k) % len(PATHS)] if long_process else "host")
                 report.runs += 1
-                detail = mismatch(backend, case.program, inputs, case.config, path)
+                detail = mismatch(backend, case.program, inputs, case.config, run)
                 if detail is None:
                     continue
-                small = shrink(case.program, _fails_the_same_way(backend, inputs, case.config, path, detail))
+                small = shrink(case.program, _fails_the_same_way(backend, inputs, case.config, run, detail))
                 name = f"seed{case_seed}_{small.fingerprint().hex()[:12]}"
-                history = History(seed, i, k, input_sets, long_process, path, coarsen)
+                history = History(seed, i, k, input_sets, long_process, run, coarsen)
                 if corpus is not None:
                     write_case(corpus, CorpusCase(name, small, list(inputs), case.config, detail[:2000],
                                                   history=history))

@@ -11,7 +11,9 @@ programs, leaves the backend's memory dirty (``dirty``):
 - ``resident``: inputs uploaded into resident buffers, ``output`` buffers poisoned with junk
   first, ``dispatch_resident``, downloads;
 - ``pipeline``: ``backend.compile(program, config).dispatch(inputs)``;
-- ``sequence``: the resident buffers run as a one-step ``dispatch_sequence`` with reads.
+- ``sequence``: the resident buffers run as a one-step ``dispatch_sequence`` with reads;
+- ``inplace``: inputs given as CuPy arrays, bound in place (``read_write`` ones updated in place),
+  results as CuPy arrays (``python -m vyre.fuzz --path inplace`` takes only this path).
 
 ``dirty`` uses only the public backend API: it runs a program that fills 48 KiB of workgroup
 memory on every multiprocessor and writes junk into output buffers of several size classes
@@ -35,7 +37,7 @@ from vyre.ir.node import Node
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
 
-PATHS = ("host", "device", "resident", "pipeline", "sequence")
+PATHS = ("host", "device", "resident", "pipeline", "sequence", "inplace")
 #: ``VYRE_CUDA_COARSEN`` values taken in turn (None: unset, the automatic choice)
 COARSEN_SETTINGS = (None, "0", "4", "2")
 COARSEN_ENV = "VYRE_CUDA_COARSEN"
@@ -62,6 +64,13 @@ def run_path(backend: Any, path: str, program: Program, inputs: Sequence[np.ndar
         return [as_host(o) for o in outs]
     if path == "pipeline":
         return list(backend.compile(program, config).dispatch(list(inputs)))
+    if path == "inplace":
+        if backend.id == "reference":
+            return run_path(backend, "host", program, inputs, config)
+        import cupy
+
+        outs = backend.dispatch(program, [cupy.asarray(np.ascontiguousarray(x)) for x in inputs], config)
+        return [as_host(o) for o in outs]
     if path in ("resident", "sequence"):
         return _run_resident(backend, path, program, inputs, config)
     raise ValueError(f"unknown path {path!r}. Fix: use one of {PATHS}.")

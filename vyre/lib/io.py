@@ -1,10 +1,13 @@
 """Arrays in and out of ``vyre.lib``: numpy, device arrays on ``cuda``, or resident buffers.
 
-Host arrays are uploaded into scratch buffers and results come back as numpy. Arrays with
-``__cuda_array_interface__`` (CuPy, torch, ...) are copied device to device into scratch and
-results come back as CuPy arrays that own their memory, through ``backend.view``; a backend
-without device-array support says so with ``UnsupportedFeature``. A ``ResidentArray`` (a
-resident handle, an element type and a length) is read in place, and results come back as new
+Host arrays are uploaded into scratch buffers and results come back as numpy. Device arrays with
+``__cuda_array_interface__`` (CuPy, torch, ...) are bound in place, with no copy
+(``backend.borrow``): results are new arrays of the caller's kind (torch when an input is a torch
+tensor, else CuPy), and the call is enqueued on the caller's stream (``stream=``, else the
+current stream of the inputs' library) with no host wait, unless its result's size depends on
+the data (the compactions' exact sizes; ``count="device"`` avoids that wait too). A backend
+without these methods says so with ``UnsupportedFeature``. A ``ResidentArray`` (a resident
+handle, an element type and a length) is read in place, and results come back as new
 ``ResidentArray``s the caller owns (free them with ``backend.free_resident``, or hand them back
 with ``recycle`` so later calls reuse them). Compacted results cross only their counted prefix.
 """
@@ -21,11 +24,11 @@ import numpy as np
 from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram, UnsupportedFeature
 from vyre.ir import DataType
-from vyre.lib.kernels import PARAM_WORDS
 from vyre.lib.plan import Plan, capacity
 from vyre.lib.scratch import ScratchCache, resolve_backend, scratch_for
 
 MAX_ELEMENTS = 1 << 31
+U32 = np.dtype(np.uint32)
 _NP_TO_TYPE = {np.dtype(np.uint32): DataType.U32, np.dtype(np.int32): DataType.I32,
                np.dtype(np.float32): DataType.F32, np.dtype(np.uint8): DataType.U8,
                np.dtype(np.int8): DataType.I8, np.dtype(np.uint16): DataType.U16,
@@ -70,15 +73,12 @@ class Array:
 def as_array(x: object, name: str, allowed: tuple[DataType, ...]) -> Array:
     """Check ``x`` (1-D data of an ``allowed`` type) and describe it; errors name the argument."""
     resident = isinstance(x, ResidentArray)
+    described = None if resident else device_array_info(x)
     if resident:
         data, np_dtype, n, on_device = x.handle, x.dtype, x.n, False
-    elif hasattr(x, "__cuda_array_interface__"):
-        info = x.__cuda_array_interface__
-        np_dtype = np.dtype(info["typestr"])
-        shape = tuple(info["shape"])
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        strides = info.get("strides")
-        if strides is not None and n > 1 and tuple(strides) != _contiguous_strides(shape, np_dtype.itemsize):
+    elif described is not None:
+        np_dtype, n, contiguous = described
+        if not contiguous:
             raise InvalidProgram(f"device array {name!r} is not contiguous",
                                  "pass a contiguous array (for example x.copy() or torch's .contiguous()).")
         data, on_device = x, True
@@ -102,6 +102,24 @@ def as_array(x: object, name: str, allowed: tuple[DataType, ...]) -> Array:
     return Array(data, dtype, np_dtype, n, on_device, resident)
 
 
+def device_array_info(x: object) -> tuple[np.dtype, int, bool] | None:
+    """``(dtype, elements, C-contiguous)`` of a device array (CuPy and torch read directly, others
+    through ``__cuda_array_interface__``); None for anything else."""
+    module = type(x).__module__.partition(".")[0]
+    if module == "cupy" and hasattr(x, "flags"):
+        return x.dtype, x.size, x.flags.c_contiguous  # type: ignore[attr-defined]
+    if module == "torch" and getattr(x, "is_cuda", False):
+        return np.dtype(str(x.dtype).removeprefix("torch.")), x.numel(), x.is_contiguous()  # type: ignore[attr-defined]
+    if not hasattr(x, "__cuda_array_interface__"):
+        return None
+    info = x.__cuda_array_interface__  # type: ignore[attr-defined]
+    np_dtype = np.dtype(info["typestr"])
+    shape = tuple(info["shape"])
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    strides = info.get("strides")
+    return np_dtype, n, strides is None or n <= 1 or tuple(strides) == _contiguous_strides(shape, np_dtype.itemsize)
+
+
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     strides, step = [], itemsize
     for extent in reversed(shape):
@@ -115,60 +133,83 @@ def same_length(a: Array, b: Array, what: str) -> None:
         raise InvalidProgram(f"{what}: lengths differ ({a.n} and {b.n})", "pass arrays of the same length.")
 
 
+COUNTS = ("exact", "device")
+
+
+def check_count(count: object) -> bool:
+    """``count=`` of a compaction: True for ``"device"`` (full-length result plus a device count)."""
+    if count not in COUNTS:
+        raise InvalidProgram(f"count={count!r} is not one of {COUNTS}",
+                             'pass count="exact" (results of the exact size; waits for the count) or '
+                             'count="device" (full-length results and a 1-element count, no wait).')
+    return count == "device"
+
+
 class Call:
     """One library call: the backend, its scratch cache (locked for the call) and output conversion.
 
-    Results are numpy for host inputs, CuPy for device arrays, and new ``ResidentArray``s when any
-    input is one.
+    Results are numpy for host inputs, arrays of the caller's kind for device arrays (bound in
+    place, run on ``stream``), and new ``ResidentArray``s when any input is one.
     """
 
-    def __init__(self, backend: Any, scratch: ScratchCache, *arrays: Array | None) -> None:
+    def __init__(self, backend: Any, scratch: ScratchCache, *arrays: Array | None, stream: object = None) -> None:
         given = [a for a in arrays if a is not None]
         self.backend, self.scratch = backend, scratch
         self.resident = any(a.resident for a in given)
         self.on_device = not self.resident and any(a.on_device for a in given)
         self._fresh: list[Resident] = []
+        self._arrays: dict[int, Any] = {}  # id(handle) -> the caller-kind array behind a result
+        self._keep: list[Any] = []  # host inputs of a device call, copied to the device for it
         supports = getattr(backend, "supports_subgroup_ops", None)
         if supports is not None and not supports():
             raise UnsupportedFeature("subgroup operations (the vyre.lib kernels use them)", getattr(backend, "id", "?"))
+        self.stream: Any = None
         if self.on_device:
-            self._check_view()
-
-    def _check_view(self) -> None:
-        """Device arrays come back through ``backend.view``; say so up front if the backend lacks it."""
-        fix = "pass numpy arrays, or use a backend whose resident buffers have view() (cuda)."
-        view = getattr(self.backend, "view", None)
-        if view is None:
-            raise UnsupportedFeature("device arrays in vyre.lib (backend.view)", getattr(self.backend, "id", "?"), fix)
-        try:
-            view(self.scratch.get("params", PARAM_WORDS * 4), np.dtype(np.uint32))
-        except UnsupportedFeature as exc:
-            raise UnsupportedFeature("device arrays in vyre.lib (backend.view)", exc.backend, fix) from None
+            if not all(hasattr(backend, name) for name in ("borrow", "enqueue_sequence", "new_array")):
+                raise UnsupportedFeature("device arrays in vyre.lib", getattr(backend, "id", "?"),
+                                         "pass numpy arrays, or use a backend that binds device arrays (cuda).")
+            self.like = tuple(a.data for a in given if a.on_device)
+            self.stream = backend.stream_for(stream, self.like)
 
     def plan(self) -> Plan:
-        return Plan(self.backend, self.scratch)
+        return Plan(self.backend, self.scratch, "params.device" if self.on_device else "params")
 
     def upload(self, plan: Plan, role: str, array: Array) -> Resident:
-        """``array`` into the scratch buffer ``role`` (sized by capacity class); a resident one stays put."""
+        """Where ``array`` is read: a resident one stays put, a device array is bound in place (no
+        copy), host data goes into the scratch buffer ``role`` (sized by capacity class)."""
         if array.resident:
             return array.data
+        if self.on_device:
+            data = array.data
+            if not array.on_device:
+                data = self.backend.to_device(data, self.stream)
+                self._keep.append(data)
+            return self.scratch.borrow(role, data)
         handle = plan.buffer(role, array.n, array.np_dtype.itemsize)
         if array.n:
             self.backend.upload_resident(handle, array.data)
         return handle
 
-    def result(self, plan: Plan, role: str, elements: int, itemsize: int = 4) -> Resident:
-        """Where a result goes: scratch ``role``, or a new handle for the caller in resident mode."""
+    def result(self, plan: Plan, role: str, elements: int, np_dtype: np.dtype = U32) -> Resident:
+        """Where a result goes: a new array of the caller's kind (device calls), a new handle for the
+        caller (resident calls), else scratch ``role``."""
+        np_dtype = np.dtype(np_dtype)
+        if self.on_device:
+            array = self.backend.new_array(self.like, _NP_TO_TYPE[np_dtype], elements, self.stream)
+            handle = self.scratch.borrow(role, array)
+            self._arrays[id(handle)] = array
+            return handle
         if not self.resident:
-            return plan.buffer(role, elements, itemsize)
-        handle = self.scratch.issue(role, capacity(elements) * itemsize)
+            return plan.buffer(role, elements, np_dtype.itemsize)
+        handle = self.scratch.issue(role, capacity(elements) * np_dtype.itemsize)
         self._fresh.append(handle)
         return handle
 
     def run(self, plan: Plan, reads: list[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
-        """Run the plan; on failure, free the result handles made for the caller."""
+        """Run the plan (on the caller's stream for device calls: no wait unless ``reads``); on
+        failure, free the result handles made for the caller."""
         try:
-            return plan.run(reads)
+            return plan.run(reads, self.stream)
         except BaseException:
             for handle in self._fresh:
                 self.backend.free_resident(handle)
@@ -176,21 +217,40 @@ class Call:
             raise
 
     def output(self, handle: Resident, np_dtype: np.dtype, count: int) -> Any:
-        """The first ``count`` elements of ``handle``: numpy, an owning CuPy array, or a ``ResidentArray``."""
+        """The first ``count`` elements of ``handle``: numpy, the caller-kind array, or a ``ResidentArray``."""
         if self.resident:
             return ResidentArray(handle, np_dtype, count)
         if self.on_device:
-            return self.backend.view(handle, np.dtype(np_dtype))[:count].copy()
+            array = self._arrays[id(handle)]
+            return array if len(array) == count else array[:count]
         if count == 0:
             return np.zeros(0, dtype=np_dtype)
         return self.backend.download_resident(handle, 0, count * np.dtype(np_dtype).itemsize).view(np_dtype)
 
     def empty(self, np_dtype: np.dtype) -> Any:
-        """A zero-length result (numpy, CuPy, or a ``ResidentArray`` of a new 4-byte handle)."""
+        """A zero-length result (numpy, the caller's kind, or a ``ResidentArray`` of a new 4-byte handle)."""
         if self.resident:
             handle = self.backend.allocate_resident(4)
             return ResidentArray(handle, np_dtype, 0)
-        return self.output(self.scratch.get("empty", 4), np_dtype, 0)
+        if self.on_device:
+            return self.backend.new_array(self.like, _NP_TO_TYPE[np.dtype(np_dtype)], 0, self.stream)
+        return np.zeros(0, dtype=np_dtype)
+
+    def zero_count(self) -> Any:
+        """A 1-element u32 count of 0 of the call's kind (``count="device"`` of an empty input)."""
+        zero = np.zeros(1, U32)
+        if not (self.on_device or self.resident):
+            return zero
+        handle = self.result(self.plan(), "count.zero", 1)
+        if self.on_device:
+            self.fill(handle, zero)
+        else:
+            self.backend.upload_resident(handle, zero)
+        return self.output(handle, U32, 1)
+
+    def fill(self, handle: Resident, value: np.ndarray) -> None:
+        """Write host ``value`` into a device call's result ``handle`` in stream order."""
+        self.backend.enqueue_sequence([], stream=self.stream, writes=[(handle, value)])
 
 
 def recycle(*results: object, backend: Any = None) -> None:

@@ -47,9 +47,9 @@ def ceil_div(a: int, b: int) -> int:
 class Plan:
     """Steps, parameter words and scratch buffers of one library call on one backend."""
 
-    def __init__(self, backend: Any, scratch: ScratchCache) -> None:
+    def __init__(self, backend: Any, scratch: ScratchCache, params: str = "params") -> None:
         self.backend, self.scratch = backend, scratch
-        self.params = scratch.get("params", K.PARAM_WORDS * 4)
+        self.params = scratch.get(params, K.PARAM_WORDS * 4)
         self._words = np.zeros(K.PARAM_WORDS, dtype=np.uint32)
         self._names: dict[str, int] = {}
         self.steps: list[tuple[Program, list[Resident], DispatchConfig]] = []
@@ -80,8 +80,16 @@ class Plan:
         """After the run, read word ``word`` of ``handle``; if it is not 0, raise ``fail(value)``."""
         self.checks.append((handle, word, fail))
 
-    def run(self, reads: list[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
-        """Run the steps; returns the ``(handle, byte offset, bytes)`` reads, after the checks pass."""
+    def run(self, reads: list[tuple[Resident, int, int]] = (), stream: Any = None) -> list[np.ndarray]:
+        """Run the steps; returns the ``(handle, byte offset, bytes)`` reads, after the checks pass.
+
+        With ``stream`` (a device-array call): the parameter words and steps are enqueued on it
+        (``backend.enqueue_sequence``), the checks are watched without waiting, and only ``reads``
+        make the call wait."""
+        if stream is not None:
+            watch = [(handle, 4 * word, fail) for handle, word, fail in self.checks]
+            return self.backend.enqueue_sequence(self.steps, stream=stream, writes=[(self.params, self._words)],
+                                                 reads=list(reads), watch=watch)
         self.backend.upload_resident(self.params, self._words)
         checks = [(handle, 4 * word, 4) for handle, word, _ in self.checks]
         out = self.backend.dispatch_sequence(self.steps, list(reads) + checks)
@@ -151,12 +159,14 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
 REDUCE_TILE = WG * K.REDUCE_ITEMS
 
 
-def reduce(plan: Plan, m: Monoid, src: Resident, n: int, cap: int) -> Resident:
-    """Levels of 4096-element tile reductions until one value remains; returns its buffer."""
+def reduce(plan: Plan, m: Monoid, src: Resident, n: int, cap: int, dst: Resident | None = None) -> Resident:
+    """Levels of 4096-element tile reductions until one value remains; returns its buffer
+    (``dst`` when given: the last level writes there)."""
     level = 0
     while True:
         tiles_cap = ceil_div(cap, REDUCE_TILE)
-        out = plan.buffer(f"reduce.partial{level}", tiles_cap, m.dtype.size)
+        last = tiles_cap == 1 and dst is not None
+        out = dst if last else plan.buffer(f"reduce.partial{level}", tiles_cap, m.dtype.size)
         n_word = plan.word(f"reduce.n{level}", n)
         plan.step(K.reduce_tiles(m, K.REDUCE_ITEMS, n_word), [src, out, plan.params], tiles_cap)
         if tiles_cap == 1:
@@ -300,10 +310,11 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
 
 
 def run_length(plan: Plan, dtype: DataType, src: Resident, values: Resident, lengths: Resident, n: int,
-               cap: int) -> Resident:
+               cap: int, count: Resident | None = None) -> Resident:
     """Run starts by compaction (first value of each run into ``values``), then ``lengths`` from
-    consecutive starts; returns the buffer whose first word is the number of runs."""
-    starts, count = plan.buffer("rle.starts", cap), plan.buffer("rle.count", 1)
+    consecutive starts; returns the buffer whose first word is the number of runs (``count`` when given)."""
+    starts = plan.buffer("rle.starts", cap)
+    count = plan.buffer("rle.count", 1) if count is None else count
     compact(plan, K.Predicate("run_start", dtype), [src], values, starts, count, n, cap)
     plan.step(K.run_lengths(plan.word("rle.n", n)), [starts, count, lengths, plan.params], ceil_div(cap, WG))
     return count

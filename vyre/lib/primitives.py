@@ -14,7 +14,17 @@ from vyre.driver.errors import InvalidProgram
 from vyre.ir import DataType
 from vyre.lib import kernels as K
 from vyre.lib import plan as topo
-from vyre.lib.io import Array, Call, ResidentArray, as_array, library_call, same_length
+from vyre.lib.io import (
+    U32,
+    Array,
+    Call,
+    ResidentArray,
+    as_array,
+    check_count,
+    device_array_info,
+    library_call,
+    same_length,
+)
 from vyre.lib.monoid import SCAN_TYPES, monoid
 from vyre.lib.plan import Plan, capacity, ceil_div
 
@@ -27,42 +37,44 @@ HISTOGRAM_ITEMS = 16
 
 
 @library_call
-def reduce(x: object, op: str = "add", *, backend: Any = None, scratch: Any = None) -> Any:
+def reduce(x: object, op: str = "add", *, stream: object = None, backend: Any = None, scratch: Any = None) -> Any:
     """Combine all elements with ``op`` (add, min, max, and, or, xor); an empty input gives the
     op's identity (0; all ones for and; the type's max for min and min for max, +-inf on float32).
 
     float32 min/max skip NaNs (NaN only when every element is NaN); float32 sums are added in a
-    fixed tree order, so every backend gives the same bits. Returns a numpy scalar, or a 0-d
-    CuPy array for device input.
+    fixed tree order, so every backend gives the same bits. Returns a numpy scalar, or for device
+    input a 0-d array of the caller's kind, computed on ``stream`` with no wait.
     """
     a = as_array(x, "x", VALUE_TYPES)
     m = monoid(op, a.dtype)
-    call = Call(backend, scratch, a)
+    call = Call(backend, scratch, a, stream=stream)
+    if call.on_device:
+        plan = call.plan()
+        out = call.result(plan, "reduce.out", 1, a.np_dtype)
+        if a.n == 0:
+            call.fill(out, np.array([m.numpy_empty()], a.np_dtype))
+        else:
+            topo.reduce(plan, m, call.upload(plan, "x", a), a.n, capacity(a.n), out)
+            call.run(plan)
+        return call.output(out, a.np_dtype, 1).reshape(())
     if a.n == 0:
-        if not call.on_device:
-            return m.numpy_empty()
-        word = call.scratch.get("reduce.empty", 4)
-        backend.upload_resident(word, np.array([m.numpy_empty()]))
-        return call.output(word, a.np_dtype, 1).reshape(())
+        return m.numpy_empty()
     plan = call.plan()
     src = call.upload(plan, "x", a)
     result = topo.reduce(plan, m, src, a.n, capacity(a.n))
-    if call.on_device:
-        call.run(plan)
-        return call.output(result, a.np_dtype, 1).reshape(())
     (word,) = call.run(plan, [(result, 0, a.np_dtype.itemsize)])
     return word.view(a.np_dtype)[0]
 
 
-def _scan(x: object, op: str, inclusive: bool, init: object, backend: Any, scratch: Any) -> Any:
+def _scan(x: object, op: str, inclusive: bool, init: object, stream: object, backend: Any, scratch: Any) -> Any:
     a = as_array(x, "x", VALUE_TYPES)
     m = monoid(op, a.dtype)
-    call = Call(backend, scratch, a)
+    call = Call(backend, scratch, a, stream=stream)
     if a.n == 0:
         return call.empty(a.np_dtype)
     plan = call.plan()
     src = call.upload(plan, "x", a)
-    out = call.result(plan, "scan.out", a.n)
+    out = call.result(plan, "scan.out", a.n, a.np_dtype)
     init_word = None
     if not inclusive:
         start = m.empty_value() if init is None else init
@@ -87,57 +99,77 @@ def _scalar(value: object, a: Array, name: str) -> Any:
 
 
 @library_call
-def inclusive_scan(x: object, op: str = "add", *, backend: Any = None, scratch: Any = None) -> Any:
+def inclusive_scan(x: object, op: str = "add", *, stream: object = None, backend: Any = None,
+                   scratch: Any = None) -> Any:
     """``out[i] = x[0] op x[1] op ... op x[i]`` (integers wrap)."""
-    return _scan(x, op, True, None, backend, scratch)
+    return _scan(x, op, True, None, stream, backend, scratch)
 
 
 @library_call
-def exclusive_scan(x: object, op: str = "add", init: object = None, *, backend: Any = None,
+def exclusive_scan(x: object, op: str = "add", init: object = None, *, stream: object = None, backend: Any = None,
                    scratch: Any = None) -> Any:
     """``out[0] = init``, ``out[i] = init op x[0] op ... op x[i-1]``; ``init`` defaults to the op's
     identity (0 for add, or, xor)."""
-    return _scan(x, op, False, init, backend, scratch)
+    return _scan(x, op, False, init, stream, backend, scratch)
 
 
-def _compact(call: Call, plan: Plan, pred: K.Predicate, arrays: list[Array]) -> Any:
+def _compact(call: Call, plan: Plan, pred: K.Predicate, arrays: list[Array], on_device: bool) -> Any:
+    """The compaction's result: exact-size, or with ``on_device`` (``count="device"``) the
+    full-length result and a 1-element u32 count, with no wait."""
     a = arrays[0]
     inputs = [call.upload(plan, f"select.in{i}", arr) for i, arr in enumerate(arrays)]
-    out, count = call.result(plan, "select.out", a.n), plan.buffer("select.count", 1)
+    out = call.result(plan, "select.out", a.n, a.np_dtype)
+    count = call.result(plan, "select.count", 1) if on_device else plan.buffer("select.count", 1)
     topo.compact(plan, pred, inputs, out, None, count, a.n, capacity(a.n))
+    if on_device:
+        call.run(plan)
+        return call.output(out, a.np_dtype, a.n), call.output(count, U32, 1)
     (raw,) = call.run(plan, [(count, 0, 4)])
     return call.output(out, a.np_dtype, int(raw.view(np.uint32)[0]))
 
 
+def _empty_compaction(call: Call, np_dtype: np.dtype, on_device: bool) -> Any:
+    """The result of compacting nothing (with ``count="device"``: and a count of 0)."""
+    return (call.empty(np_dtype), call.zero_count()) if on_device else call.empty(np_dtype)
+
+
 @library_call
-def select(x: object, flags: object, *, backend: Any = None, scratch: Any = None) -> Any:
-    """The elements of ``x`` whose flag is non-zero, in their original order (stable compaction)."""
+def select(x: object, flags: object, *, count: str = "exact", stream: object = None, backend: Any = None,
+           scratch: Any = None) -> Any:
+    """The elements of ``x`` whose flag is non-zero, in their original order (stable compaction).
+
+    ``count="device"``: ``(out, n)``, ``out`` as long as ``x`` with the kept elements first and
+    ``n`` a 1-element u32 array holding how many (no wait on device arrays)."""
+    on_device = check_count(count)
     a = as_array(x, "x", VALUE_TYPES)
     f = as_array(flags, "flags", FLAG_TYPES)
     same_length(a, f, "select(x, flags)")
-    call = Call(backend, scratch, a, f)
+    call = Call(backend, scratch, a, f, stream=stream)
     if a.n == 0:
-        return call.empty(a.np_dtype)
-    return _compact(call, call.plan(), K.Predicate("flags", a.dtype, f.dtype), [a, f])
+        return _empty_compaction(call, a.np_dtype, on_device)
+    return _compact(call, call.plan(), K.Predicate("flags", a.dtype, f.dtype), [a, f], on_device)
 
 
 @library_call
-def select_if(x: object, lo: object, hi: object, *, backend: Any = None, scratch: Any = None) -> Any:
-    """The elements with ``lo <= x < hi``, in their original order (NaN is never kept)."""
+def select_if(x: object, lo: object, hi: object, *, count: str = "exact", stream: object = None,
+              backend: Any = None, scratch: Any = None) -> Any:
+    """The elements with ``lo <= x < hi``, in their original order (NaN is never kept);
+    ``count`` as for ``select``."""
+    on_device = check_count(count)
     a = as_array(x, "x", VALUE_TYPES)
-    call = Call(backend, scratch, a)
+    call = Call(backend, scratch, a, stream=stream)
     lo_value, hi_value = _scalar(lo, a, "lo"), _scalar(hi, a, "hi")
     if a.n == 0:
-        return call.empty(a.np_dtype)
+        return _empty_compaction(call, a.np_dtype, on_device)
     plan = call.plan()
     lo_word = plan.typed_word("select.lo", lo_value, a.dtype)
     if plan.typed_word("select.hi", hi_value, a.dtype) != lo_word + 1:
         raise AssertionError("select_if needs lo and hi in consecutive parameter words")
-    return _compact(call, plan, K.Predicate("range", a.dtype, lo_word=lo_word), [a])
+    return _compact(call, plan, K.Predicate("range", a.dtype, lo_word=lo_word), [a], on_device)
 
 
 @library_call
-def histogram(x: object, bins: int, *, backend: Any = None, scratch: Any = None) -> Any:
+def histogram(x: object, bins: int, *, stream: object = None, backend: Any = None, scratch: Any = None) -> Any:
     """``counts[v]`` = how many elements equal ``v``, for ``v`` in ``[0, bins)`` (u32 counts).
 
     Values outside the range (negative ones included) are ignored.
@@ -152,7 +184,7 @@ def histogram(x: object, bins: int, *, backend: Any = None, scratch: Any = None)
     if capacity(bins) * 4 > limit:
         raise InvalidProgram(f"bins={bins} needs {capacity(bins) * 4} bytes of counts, over the backend's "
                              f"{limit}-byte buffer limit", "use fewer bins, or bucket the values first.")
-    call = Call(backend, scratch, a)
+    call = Call(backend, scratch, a, stream=stream)
     if bins == 0:
         return call.empty(np.dtype(np.uint32))
     plan = call.plan()
@@ -169,23 +201,23 @@ def histogram(x: object, bins: int, *, backend: Any = None, scratch: Any = None)
 
 
 @library_call
-def segmented_reduce(x: object, offsets: object, op: str = "add", *, backend: Any = None,
+def segmented_reduce(x: object, offsets: object, op: str = "add", *, stream: object = None, backend: Any = None,
                      scratch: Any = None) -> Any:
     """``out[s] = reduce(x[offsets[s]:offsets[s+1]], op)`` for each of the ``len(offsets) - 1``
     segments (CSR offsets); an empty segment gives the op's identity, as ``reduce`` does."""
     a = as_array(x, "x", VALUE_TYPES)
-    on_host = not hasattr(offsets, "__cuda_array_interface__") and not isinstance(offsets, ResidentArray)
+    on_host = device_array_info(offsets) is None and not isinstance(offsets, ResidentArray)
     # host offsets of any integer type are checked and converted; offsets on the device are clamped there
     o = _checked_offsets(offsets, a.n) if on_host else as_array(offsets, "offsets", (DataType.U32, DataType.I32))
     m = monoid(op, a.dtype)
-    call = Call(backend, scratch, a, o)
+    call = Call(backend, scratch, a, o, stream=stream)
     segments = max(o.n - 1, 0)
     if segments == 0:
         return call.empty(a.np_dtype)
     plan = call.plan()
     n_word, s_word = plan.word("seg.n", a.n), plan.word("seg.segments", segments)
     src, offs = call.upload(plan, "x", a), call.upload(plan, "seg.offsets", o)
-    out = call.result(plan, "seg.out", segments)
+    out = call.result(plan, "seg.out", segments, a.np_dtype)
     plan.step(K.segmented_reduce_kernel(m, n_word, s_word), [src, offs, out, plan.params],
               topo.segments_groups(capacity(segments)))
     call.run(plan)

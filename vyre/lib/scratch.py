@@ -47,6 +47,7 @@ class ScratchCache:
         self._handles: dict[tuple[str, int], Resident] = {}
         self._issued: weakref.WeakKeyDictionary[Resident, tuple[str, int]] = weakref.WeakKeyDictionary()
         self._recycled: dict[tuple[str, int], list[Resident]] = {}
+        self._borrowed: dict[str, Resident] = {}  # role -> a handle over the caller's array (``borrow``)
 
     def get(self, role: str, nbytes: int) -> Resident:
         """The scratch handle of ``role`` with at least ``nbytes`` (a new one the first time)."""
@@ -55,6 +56,13 @@ class ScratchCache:
         if handle is None:
             handle = self.backend.allocate_resident(key[1])
             self._handles[key] = handle
+        return handle
+
+    def borrow(self, role: str, array: object) -> Resident:
+        """The handle of ``role`` pointed at the caller's device ``array`` (``backend.borrow``): the
+        same handle every call, so bindings and captured graphs over it are reused."""
+        handle = self.backend.borrow(self._borrowed.get(role), array)
+        self._borrowed[role] = handle
         return handle
 
     def issue(self, role: str, nbytes: int) -> Resident:
@@ -84,7 +92,8 @@ class ScratchCache:
 
         handles, self._handles = list(self._handles.values()), {}
         handles += [h for pool in self._recycled.values() for h in pool]
-        self._recycled = {}
+        handles += list(self._borrowed.values())  # freeing these leaves the caller's arrays alone
+        self._recycled, self._borrowed = {}, {}
         for handle in handles:
             try:
                 self.backend.free_resident(handle)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from vyre.lib import plan as topo
-from vyre.lib.io import Call, as_array, library_call, same_length
+from vyre.lib.io import Call, as_array, check_count, library_call, same_length
 from vyre.lib.keys import KEY_TYPES
 from vyre.lib.plan import capacity
 
@@ -19,14 +19,14 @@ VALUE_TYPES = KEY_TYPES
 U32 = np.dtype(np.uint32)
 
 
-def _sorted(keys: object, values: object, mode: str, backend: Any, scratch: Any) -> tuple[Any, Any]:
+def _sorted(keys: object, values: object, mode: str, stream: object, backend: Any, scratch: Any) -> tuple[Any, Any]:
     """Sorted keys and values (``mode`` "none", "load" or "iota"); with "iota" (argsort) the sorted
     keys stay in scratch and only the indices are returned (``None`` in place of the keys)."""
     k = as_array(keys, "keys", KEY_TYPES)
     v = as_array(values, "values", VALUE_TYPES) if mode == "load" else None
     if v is not None:
         same_length(k, v, "sort(keys, values)")
-    call = Call(backend, scratch, k, v)
+    call = Call(backend, scratch, k, v, stream=stream)
     value_dtype = v.np_dtype if v is not None else U32
     keys_wanted = mode != "iota"
     if k.n == 0:
@@ -34,8 +34,8 @@ def _sorted(keys: object, values: object, mode: str, backend: Any, scratch: Any)
     plan = call.plan()
     src_k = call.upload(plan, "sort.keys", k)
     src_v = call.upload(plan, "sort.values", v) if v is not None else None
-    out_keys = call.result(plan, "sort.out_keys", k.n) if keys_wanted else plan.buffer("sort.out_keys", k.n)
-    final = (out_keys, call.result(plan, "sort.out_values", k.n) if mode != "none" else None)
+    out_keys = call.result(plan, "sort.out_keys", k.n, k.np_dtype) if keys_wanted else plan.buffer("sort.out_keys", k.n)
+    final = (out_keys, call.result(plan, "sort.out_values", k.n, value_dtype) if mode != "none" else None)
     out_k, out_v = topo.radix_sort(plan, k.dtype, src_k, src_v, mode, k.n, capacity(k.n), final)
     call.run(plan)
     keys_out = call.output(out_k, k.np_dtype, k.n) if keys_wanted else None
@@ -43,51 +43,71 @@ def _sorted(keys: object, values: object, mode: str, backend: Any, scratch: Any)
 
 
 @library_call
-def sort(keys: object, values: object = None, *, backend: Any = None, scratch: Any = None) -> Any:
+def sort(keys: object, values: object = None, *, stream: object = None, backend: Any = None,
+         scratch: Any = None) -> Any:
     """Keys in ascending order (stable); with ``values`` (4-byte elements), ``(keys, values)``
     with each value moved along with its key."""
-    out_k, out_v = _sorted(keys, values, "none" if values is None else "load", backend, scratch)
+    out_k, out_v = _sorted(keys, values, "none" if values is None else "load", stream, backend, scratch)
     return out_k if values is None else (out_k, out_v)
 
 
 @library_call
-def argsort(keys: object, *, backend: Any = None, scratch: Any = None) -> Any:
+def argsort(keys: object, *, stream: object = None, backend: Any = None, scratch: Any = None) -> Any:
     """The u32 indices that sort ``keys`` stably (``keys[argsort(keys)] == sort(keys)``)."""
-    return _sorted(keys, None, "iota", backend, scratch)[1]
+    return _sorted(keys, None, "iota", stream, backend, scratch)[1]
 
 
-def _runs(call: Call, plan: topo.Plan, dtype: Any, src: Any, n: int, np_dtype: np.dtype) -> tuple[Any, Any]:
-    values, lengths = call.result(plan, "rle.values", n), call.result(plan, "rle.lengths", n)
-    count = topo.run_length(plan, dtype, src, values, lengths, n, capacity(n))
+def _runs(call: Call, plan: topo.Plan, dtype: Any, src: Any, n: int, np_dtype: np.dtype,
+          on_device: bool) -> tuple[Any, ...]:
+    """``(values, lengths)`` of the runs; with ``on_device`` (``count="device"``) full-length
+    results and a 1-element u32 count of runs, with no wait."""
+    values, lengths = call.result(plan, "rle.values", n, np_dtype), call.result(plan, "rle.lengths", n)
+    count = call.result(plan, "rle.count_out", 1) if on_device else None
+    count = topo.run_length(plan, dtype, src, values, lengths, n, capacity(n), count)
+    if on_device:
+        call.run(plan)
+        return call.output(values, np_dtype, n), call.output(lengths, U32, n), call.output(count, U32, 1)
     (raw,) = call.run(plan, [(count, 0, 4)])
     runs = int(raw.view(np.uint32)[0])
     return call.output(values, np_dtype, runs), call.output(lengths, U32, runs)
 
 
+def _no_runs(call: Call, np_dtype: np.dtype, on_device: bool) -> tuple[Any, ...]:
+    empty = (call.empty(np_dtype), call.empty(U32))
+    return (*empty, call.zero_count()) if on_device else empty
+
+
 @library_call
-def run_length_encode(x: object, *, backend: Any = None, scratch: Any = None) -> tuple[Any, Any]:
+def run_length_encode(x: object, *, count: str = "exact", stream: object = None, backend: Any = None,
+                      scratch: Any = None) -> tuple[Any, ...]:
     """``(values, lengths)`` of the runs of equal consecutive elements (u32 lengths).
 
     Equality is bitwise, except that every f32 NaN equals every other (so -0.0 and +0.0 differ).
+    ``count="device"``: ``(values, lengths, runs)``, full-length results whose first ``runs[0]``
+    entries are the runs (no wait on device arrays).
     """
+    on_device = check_count(count)
     a = as_array(x, "x", KEY_TYPES)
-    call = Call(backend, scratch, a)
+    call = Call(backend, scratch, a, stream=stream)
     if a.n == 0:
-        return call.empty(a.np_dtype), call.empty(U32)
+        return _no_runs(call, a.np_dtype, on_device)
     plan = call.plan()
-    return _runs(call, plan, a.dtype, call.upload(plan, "x", a), a.n, a.np_dtype)
+    return _runs(call, plan, a.dtype, call.upload(plan, "x", a), a.n, a.np_dtype, on_device)
 
 
 @library_call
-def unique(x: object, *, backend: Any = None, scratch: Any = None) -> tuple[Any, Any]:
+def unique(x: object, *, count: str = "exact", stream: object = None, backend: Any = None,
+           scratch: Any = None) -> tuple[Any, ...]:
     """``(values, counts)``: the distinct values in sort order and how often each occurs.
 
     Distinct by the sort's total order: -0.0 and +0.0 are two values, all NaNs are one.
+    ``count="device"``: ``(values, counts, distinct)`` as ``run_length_encode`` gives them.
     """
+    on_device = check_count(count)
     a = as_array(x, "x", KEY_TYPES)
-    call = Call(backend, scratch, a)
+    call = Call(backend, scratch, a, stream=stream)
     if a.n == 0:
-        return call.empty(a.np_dtype), call.empty(U32)
+        return _no_runs(call, a.np_dtype, on_device)
     plan = call.plan()
     keys, _ = topo.radix_sort(plan, a.dtype, call.upload(plan, "x", a), None, "none", a.n, capacity(a.n))
-    return _runs(call, plan, a.dtype, keys, a.n, a.np_dtype)
+    return _runs(call, plan, a.dtype, keys, a.n, a.np_dtype, on_device)

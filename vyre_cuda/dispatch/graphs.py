@@ -142,19 +142,20 @@ class GraphCache:
         return entry
 
     def run(self, key: Hashable, stream: Any, record: Record, pinned: Iterable[Any] = (),
-            keepalive: Iterable[Any] = ()) -> CapturedGraph:
-        """Replay the graph for ``key``; capture ``record`` first when there is none yet."""
+            keepalive: Iterable[Any] = (), capture_on: Any = None) -> CapturedGraph:
+        """Replay the graph for ``key`` on ``stream``; capture ``record`` first when there is none yet
+        (on ``capture_on`` when given: a caller's legacy default stream cannot be captured)."""
         entry = self.lookup(key)
         if entry is None:
-            return self.capture(key, stream, record, pinned, keepalive)
+            return self.capture(key, stream, record, pinned, keepalive, capture_on)
         self.replay(entry, stream)
         return entry
 
     def capture(self, key: Hashable, stream: Any, record: Record, pinned: Iterable[Any] = (),
-                keepalive: Iterable[Any] = ()) -> CapturedGraph:
-        """Capture ``record`` under ``key`` and run it once (as a replay, or eagerly on failure)."""
+                keepalive: Iterable[Any] = (), capture_on: Any = None) -> CapturedGraph:
+        """Capture ``record`` under ``key`` and run it once on ``stream`` (as a replay, or eagerly on failure)."""
         try:
-            graph = capture(stream, record)
+            graph = capture(stream if capture_on is None else capture_on, record)
         except Exception:  # noqa: BLE001 - the eager run below decides whether this was real
             graph = None
         if graph is None:

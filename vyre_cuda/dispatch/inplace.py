@@ -31,12 +31,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vyre.driver.backend import Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
-from vyre.driver.errors import InvalidProgram
+from vyre.driver.errors import InvalidHandle, InvalidProgram
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
+from vyre.ir.types import DataType
 from vyre_cuda.dispatch.prepared import PreparedProgram, ProgramCache
-from vyre_cuda.runtime.arrays import device_kind, device_pointer, new_device_array, stream_pointer
+from vyre_cuda.runtime.arrays import array_span, device_kind, device_pointer, new_device_array, stream_pointer
 from vyre_cuda.runtime.context import DeviceRuntime
 from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.launch import LaunchPlan, ParamBlock
@@ -125,7 +127,7 @@ class InPlaceDispatcher:
         if b.outputs:
             with stream:  # allocated in the caller's stream order (CuPy's pool is per stream)
                 for decl in b.outputs:
-                    returned[decl.name], ptrs[decl.name] = new_device_array(b.kind, decl, b.counts[decl.name],
+                    returned[decl.name], ptrs[decl.name] = new_device_array(b.kind, decl.dtype, b.counts[decl.name],
                                                                             rt.device_id)
         with cuda_errors(f"dispatching program {b.prepared.name} on the caller's arrays"):
             for name, words in host.items():
@@ -208,6 +210,42 @@ class InPlaceDispatcher:
         self.programs.close_plan(b.plan)
         for block in b.uniforms.values():
             self.runtime.release_params(block)
+
+    # ---- the caller's arrays in library sequences (``vyre.lib``) --------------------------------------
+    def borrow(self, handle: Resident | None, array: object) -> Resident:
+        """A resident handle over ``array``'s memory, no copy (``ResidentPool.borrow``); passing the
+        handle this gave for the same role last time re-points it instead, so bindings and graphs
+        over it are reused. Freeing the handle leaves the array alone."""
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            ptr, nbytes = array_span(array, rt.device_id, "a device array passed to vyre.lib")
+            if handle is not None:
+                try:
+                    rt.resident.repoint(handle, ptr, nbytes)
+                    return handle
+                except InvalidHandle:
+                    pass  # freed by a shutdown or release_scratch: borrow anew
+            return rt.resident.borrow(ptr, nbytes)
+
+    def new_array(self, like: Sequence[object], dtype: DataType, count: int, stream: Any) -> Any:
+        """A new array of ``count`` elements for a result: torch when any of ``like`` is a torch
+        tensor, else CuPy; allocated in ``stream``'s order."""
+        kind = "torch" if any(device_kind(x) == "torch" for x in like) else "cupy"
+        with stream:
+            return new_device_array(kind, dtype, count, self.runtime.device_id)[0]
+
+    def to_device(self, data: object, stream: Any) -> Any:
+        """A CuPy copy of host ``data`` made in ``stream``'s order (host inputs of a device call)."""
+        import cupy
+
+        with cupy.cuda.Device(self.runtime.device_id), stream:
+            return cupy.asarray(data)
+
+    def stream_for(self, stream: object | None, arrays: Sequence[object] = ()) -> Any:
+        """The CuPy stream object a call on ``arrays`` runs on: ``stream`` (CuPy, torch,
+        ``__cuda_stream__`` or a handle), else the current stream of the arrays' library."""
+        return self._stream(stream_pointer(stream, tuple(arrays)))
 
     def close(self) -> None:
         """Drop every binding (the backend is shutting down)."""

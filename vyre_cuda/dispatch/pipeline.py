@@ -52,7 +52,8 @@ class ResidentBinding:
     ``buffer.retired`` and its memory is not reused while the binding exists.
     """
 
-    __slots__ = ("program", "config", "handles", "prepared", "plan", "buffers", "zero", "key", "closed", "memset")
+    __slots__ = ("program", "config", "handles", "prepared", "plan", "buffers", "zero", "key", "closed", "memset",
+                 "spans", "_fills", "_head")
 
     def __init__(self, backend: Any, program: Program, handles: Sequence[Resident],
                  config: DispatchConfig | None) -> None:
@@ -62,15 +63,35 @@ class ResidentBinding:
         prepared = backend.for_grid(prepared, grid, config)
         self.program, self.config, self.handles, self.prepared = program, config, handles, prepared
         self.buffers = tuple(buffers)  # binding order
-        ptr = {b.name: buf.ptr for b, buf in zip(prepared.bound, buffers)}
-        self.zero = tuple((ptr[b.name], counts[b.name] * b.dtype.size) for b in prepared.zero_fills(grid, counts))
+        index = {b.name: i for i, b in enumerate(prepared.bound)}
+        self._fills = tuple((index[b.name], counts[b.name] * b.dtype.size) for b in prepared.zero_fills(grid, counts))
         words = prepared.words(counts, prepared.elements(config, counts), grid)
-        self.key = GraphKey((program.fingerprint(), prepared.block, tuple(grid), prepared.coarsen, words,
-                             tuple((b.binding, buf.ptr, buf.capacity) for b, buf in zip(prepared.bound, buffers))))
+        self._head = (program.fingerprint(), prepared.block, tuple(grid), prepared.coarsen, words)
         self.memset = backend.runtime.cuda.memsetAsync
         self.plan = backend.plan_for(prepared, buffers, counts, grid, config=config)
+        self._point()
         self.closed = False
         pin(self.buffers)
+
+    def _point(self) -> None:
+        """Take the buffers' pointers now: zero fills, graph key and the plan's arguments."""
+        bufs = self.buffers
+        self.spans = tuple((buf.ptr, buf.nbytes) for buf in bufs)
+        self.zero = tuple((bufs[i].ptr, nbytes) for i, nbytes in self._fills)
+        self.key = GraphKey((*self._head, tuple((b.binding, buf.ptr, buf.capacity)
+                                          for b, buf in zip(self.prepared.bound, bufs))))
+        self.plan.bind([buf.ptr for buf in bufs], self.plan.params.ptr)
+
+    def moved(self) -> bool:
+        """True when a borrowed buffer (the caller's array) was re-pointed since binding."""
+        return any((buf.ptr, buf.nbytes) != span for buf, span in zip(self.buffers, self.spans))
+
+    def repoint(self) -> bool:
+        """Follow re-pointed buffers of unchanged sizes (False: a size changed, bind anew)."""
+        if any(buf.nbytes != span[1] for buf, span in zip(self.buffers, self.spans)):
+            return False
+        self._point()
+        return True
 
     def matches(self, program: Program, handles: tuple, config: DispatchConfig | None) -> bool:
         """Same program, config and handle objects, and no handle freed since binding."""
@@ -100,9 +121,10 @@ class ResidentBinding:
             backend.close_plan(self.plan)
 
 
-def run_binding(runtime: Any, binding: ResidentBinding) -> None:
-    """Launch a binding eagerly: the runtime's zero-and-launch step (counters, ``VYRE_CUDA_SYNC_EACH``)."""
-    runtime.run(binding.plan, binding.zero, binding.prepared.name)
+def run_binding(runtime: Any, binding: ResidentBinding, stream_ptr: int | None = None) -> None:
+    """Launch a binding eagerly on ``stream_ptr`` (default: the backend's stream): the runtime's
+    zero-and-launch step (counters, ``VYRE_CUDA_SYNC_EACH``)."""
+    runtime.run(binding.plan, binding.zero, binding.prepared.name, stream_ptr)
 
 
 def fast_launcher(runtime: Any, binding: ResidentBinding) -> Callable[[Sequence[Resident]], bool]:

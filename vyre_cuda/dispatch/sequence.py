@@ -39,8 +39,8 @@ touching any buffer. ``VYRE_CUDA_PDL=0`` records plain launches (applies to new 
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +63,7 @@ from vyre_cuda.dispatch.staging import aligned
 from vyre_cuda.runtime import conditional, settings
 from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.launch import LaunchPlan, ParamBlock, programmatic_launches, record_launch
-from vyre_cuda.runtime.pools import D2D, D2H, StagingSlot
+from vyre_cuda.runtime.pools import D2D, D2H, H2D, StagingSlot
 from vyre_cuda.runtime.profiler import nvtx_range
 
 MAX_BATCH = 64  # iterations of run_until per readback
@@ -71,6 +71,7 @@ UNROLL_LAUNCHES = 256  # launches in one captured chunk of a repeated body
 BINDINGS_CAP = 1024
 GRAPHS_CAP = 128
 BODIES_CAP = 16  # recently used step lists kept bound
+SIGHTINGS_CAP = 256  # graph keys over caller arrays remembered (captured when met again)
 
 
 @dataclass(eq=False)
@@ -83,6 +84,7 @@ class Body:
     pins: tuple  # unique device buffers a captured graph of the body points at
     buffers: tuple  # unique resident buffers of the steps (a retired one kills the body)
     generation: int  # ResidentPool.generation when the body was last seen live
+    borrowed: tuple = ()  # (buffer, ptr, nbytes) of the caller's arrays bound when the body was made
     # (chunk, overlap) -> CapturedGraph, replayed while alive; ("while", flag ptr, overlap) -> the
     # conditional loop graph, or None when the driver refused it
     graphs: dict = field(default_factory=dict)
@@ -109,6 +111,10 @@ class SequenceDispatcher:
         self.flag_slots: Any = None  # DeviceBuffer of MAX_BATCH u32 words
         self.control: ParamBlock | None = None  # the loop control words of conditional graphs
         self.conditional_off: str | None = None  # set when the condition kernel cannot load
+        self.sightings: OrderedDict[tuple, None] = OrderedDict()  # graph keys over caller arrays run once
+        self.last_stream: Any = None  # the stream the last sequence ran on (``order``)
+        self.written: dict[int, tuple[Any, bytes]] = {}  # id(buffer) -> (buffer, bytes) last written by ``write``
+        self.watches = Watches(self.runtime)
         telemetry.add("cuda_conditional_loops", 0)  # listed in metrics() from the start
 
     # ---- binding -----------------------------------------------------------------------------------
@@ -118,8 +124,9 @@ class SequenceDispatcher:
         key = (id(program), id(config), *map(id, handles))
         binding = self.bindings.get(key)
         if binding is not None and binding.matches(program, handles, config):
-            self.bindings.move_to_end(key)
-            return binding
+            if not binding.moved() or binding.repoint():
+                self.bindings.move_to_end(key)
+                return binding
         self.prune()
         binding = ResidentBinding(self.backend, program, handles, config)
         old = self.bindings.pop(key, None)
@@ -140,12 +147,16 @@ class SequenceDispatcher:
                         del self.bodies[i]
                         break
                     body.generation = generation
+                if body.borrowed and any(buf.ptr != ptr or buf.nbytes != n for buf, ptr, n in body.borrowed):
+                    del self.bodies[i]  # the caller's arrays moved: bind again (cheap when sizes held)
+                    break
                 if i:
                     self.bodies.insert(0, self.bodies.pop(i))
                 return body
         bindings = tuple(self.bind(s) for s in steps)
-        body = Body(snapshot(steps), bindings, tuple(b.key for b in bindings), pins(bindings),
-                    tuple({id(buf): buf for b in bindings for buf in b.buffers}.values()), generation)
+        buffers = tuple({id(buf): buf for b in bindings for buf in b.buffers}.values())
+        body = Body(snapshot(steps), bindings, tuple(b.key for b in bindings), pins(bindings), buffers, generation,
+                    tuple((buf, buf.ptr, buf.nbytes) for buf in buffers if buf.borrowed))
         self.bodies.insert(0, body)
         del self.bodies[BODIES_CAP:]
         return body
@@ -174,26 +185,33 @@ class SequenceDispatcher:
         self.runtime.use_device()
 
     # ---- running bodies ----------------------------------------------------------------------------
-    def run_body(self, body: Body | Sequence[ResidentBinding], count: int = 1) -> None:
-        """Enqueue the body ``count`` times: replayed graphs when graphs are on, else eager launches."""
+    def run_body(self, body: Body | Sequence[ResidentBinding], count: int = 1, stream: Any = None) -> None:
+        """Enqueue the body ``count`` times on ``stream`` (default: the backend's): replayed graphs
+        when graphs are on, else eager launches.
+
+        A body over the caller's arrays is captured the second time its pointers are seen (on the
+        backend's stream, then replayed on ``stream``); the first time it launches eagerly, so
+        arrays that change every call never pay for a capture."""
         if isinstance(body, Body):
             bindings, key, pinned, captured = body.bindings, body.key, body.pins, body.graphs
+            borrowed = bool(body.borrowed)
         else:
             bindings = tuple(body)
-            key, pinned, captured = tuple(b.key for b in bindings), pins(bindings), {}
+            key, pinned, captured, borrowed = tuple(b.key for b in bindings), pins(bindings), {}, False
         if not bindings or count <= 0:
             return
         rt = self.runtime
+        stream = rt.stream if stream is None else stream
         if not graphs_enabled(rt):
             for _ in range(count):
                 for b in bindings:
-                    run_binding(rt, b)
+                    run_binding(rt, b, stream.ptr)
             return
         overlap = programmatic_launches(rt.info.compute_capability)
         for chunk in _chunks(count, _unroll(count, len(bindings))):
             entry = captured.get((chunk, overlap))
             if entry is not None and entry.alive:  # the body's own graph: no key to hash or compare
-                self.graphs.replay(entry, rt.stream)
+                self.graphs.replay(entry, stream)
                 continue
 
             def record(stream_ptr: int, chunk: int = chunk) -> None:
@@ -202,9 +220,26 @@ class SequenceDispatcher:
                     for b in bindings:
                         after_kernel = b.record(stream_ptr, after_kernel, overlap)
 
+            graph_key = body_key(key, chunk, overlap)
+            if borrowed and self.graphs.lookup(graph_key) is None and not self._seen(graph_key):
+                for _ in range(chunk):
+                    for b in bindings:
+                        run_binding(rt, b, stream.ptr)
+                continue
             with cuda_errors("running a captured sequence"):
-                entry = self.graphs.run(body_key(key, chunk, overlap), rt.stream, record, pinned, bindings)
+                entry = self.graphs.run(graph_key, stream, record, pinned, bindings,
+                                        None if stream is rt.stream else rt.stream)
             captured[(chunk, overlap)] = entry
+
+    def _seen(self, key: tuple) -> bool:
+        """Whether ``key`` was met before (remembering it now): graphs over caller arrays are captured
+        on the second sight."""
+        if key in self.sightings:
+            return True
+        self.sightings[key] = None
+        while len(self.sightings) > SIGHTINGS_CAP:
+            self.sightings.popitem(last=False)
+        return False
 
     def _until_batch(self, body: Body, flag: Any, slots: Any, n: int) -> None:
         """Enqueue ``n`` iterations: clear the flag, run the steps, copy the flag to slot ``i``."""
@@ -329,9 +364,11 @@ class SequenceDispatcher:
             out.append((buf.ptr + offset, nbytes))
         return out
 
-    def read_back(self, ranges: Sequence[tuple[int, int]], what: str) -> list[np.ndarray]:
-        """Copy ``ranges`` to the host after everything enqueued so far: the one synchronisation."""
+    def read_back(self, ranges: Sequence[tuple[int, int]], what: str, stream: Any = None) -> list[np.ndarray]:
+        """Copy ``ranges`` to the host after everything enqueued so far on ``stream`` (default: the
+        backend's): the one synchronisation."""
         rt, stage = self.runtime, self.stage
+        stream = rt.stream if stream is None else stream
         array = stage.ready(sum(aligned(n) for _, n in ranges), lambda: rt.telemetry.add("cuda_sync_points"))
         places = []
         off = 0
@@ -339,16 +376,72 @@ class SequenceDispatcher:
             with cuda_errors(f"reading back the results of {what}"):
                 for ptr, nbytes in ranges:
                     if nbytes:
-                        rt.cuda.memcpyAsync(stage.ptr + off, ptr, nbytes, D2H, rt.stream_ptr)
+                        rt.cuda.memcpyAsync(stage.ptr + off, ptr, nbytes, D2H, stream.ptr)
                     places.append((off, nbytes))
                     off += aligned(nbytes)
         finally:
             with cuda_errors("fencing the staging area"):
-                stage.fence(rt.stream)
+                stage.fence(stream)
         rt.telemetry.add("cuda_d2h_bytes", sum(n for _, n in ranges))
         rt.wait(stage.event, None, what)
         stage.pending = False
         return [array[o:o + n].copy() for o, n in places]
+
+    # ---- streams other than the backend's -----------------------------------------------------------
+    def order(self, stream: Any) -> None:
+        """Order ``stream`` after the stream the last sequence ran on (an event, no host wait), so
+        work on several streams never overlaps on the scratch buffers they share."""
+        last = self.last_stream
+        if last is not None and last.ptr != stream.ptr:
+            with cuda_errors("ordering the caller's stream after earlier work"):
+                stream.wait_event(last.record())
+        self.last_stream = stream
+
+    def write(self, writes: Sequence[tuple[Resident, np.ndarray]], stream: Any) -> None:
+        """Enqueue host words into resident buffers on ``stream`` (through the pinned ring), skipping
+        a write to a backend-owned buffer whose bytes equal the last ones written to it here."""
+        rt = self.runtime
+        for handle, words in writes:
+            buf = rt.resident.resolve(handle)
+            raw = np.ascontiguousarray(words).tobytes()
+            check_byte_range(handle, 0, len(raw), "write")
+            data = np.frombuffer(raw + b"\0" * (-len(raw) % 4), np.uint32)
+            if not buf.borrowed:  # only words nobody else writes (parameter blocks) may be skipped
+                last = self.written.get(id(buf))
+                if last is not None and last[0] is buf and last[1] == raw:
+                    continue
+                self.written[id(buf)] = (buf, raw)
+            host = rt.ring.put(data, stream)
+            with cuda_errors("writing parameter words"):
+                rt.cuda.memcpyAsync(buf.ptr, host, len(raw), H2D, stream.ptr)
+
+    def enqueue_sequence(self, steps: Sequence[object], *, stream: Any = None,
+                         writes: Sequence[tuple[Resident, np.ndarray]] = (),
+                         reads: Sequence[tuple] = (),
+                         watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray]:
+        """``writes`` then ``steps`` on ``stream`` (a CuPy stream object; default the backend's),
+        ordered after earlier sequences on other streams. No ``reads``: returns ``[]`` at once, with
+        no host wait. With ``reads``: waits for ``stream`` and returns them (one synchronisation).
+
+        ``watch``: ``(handle, byte offset, fail)`` status words checked without waiting
+        (``Watches``): a non-zero word raises ``fail(word)`` from this or a later call."""
+        with self.runtime.lock, nvtx_range("vyre.cuda.sequence"):
+            self.open()
+            self.watches.poll()
+            stream = self.runtime.stream if stream is None else stream
+            body = self.body(steps) if steps else None
+            ranges = self.read_ranges(reads)
+            watched = [(self.runtime.resident.resolve(h).ptr + off, fail) for h, off, fail in watch]
+            self.order(stream)
+            self.write(writes, stream)
+            if body is not None:
+                self.run_body(body, 1, stream)
+            for ptr, fail in watched:
+                self.watches.add(ptr, fail, stream)
+            out = self.read_back(ranges, "a library call", stream) if ranges else []
+            if ranges:
+                self.watches.poll()
+            return out
 
     # ---- the backend entry points ------------------------------------------------------------------
     def dispatch_sequence(self, steps: Sequence[object], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
@@ -364,6 +457,7 @@ class SequenceDispatcher:
             head = self.body(prefix) if prefix else None
             body = self.body(repeated) if count and repeated else None
             ranges = self.read_ranges(reads)
+            self.order(self.runtime.stream)
             if head is not None:
                 self.run_body(head)
             if body is not None:
@@ -378,6 +472,7 @@ class SequenceDispatcher:
             body = self.body(steps)
             flag = self.runtime.resident.resolve(flag_handle)
             check_flag(flag_handle)
+            self.order(self.runtime.stream)
             if max_iterations == 0:
                 return 0
             entry = self.while_graph(body, flag)
@@ -404,6 +499,9 @@ class SequenceDispatcher:
         also serves for forgetting a lost device (inside ``errors.quiet_teardown``)."""
         self.bodies.clear()
         self.graphs.clear()
+        self.sightings.clear()
+        self.written.clear()
+        self.last_stream = None
         while self.bindings:
             self.bindings.popitem(last=False)[1].close(self.backend)
         if self.flag_slots is not None:
@@ -412,6 +510,52 @@ class SequenceDispatcher:
         if self.control is not None:
             self.runtime.release_params(self.control)
             self.control = None
+
+
+class Watches:
+    """Status words of earlier sequences, copied to pinned memory in stream order and checked once
+    their event has passed, so a rare failure (a look-back that gave up) costs no wait.
+
+    ``add`` takes the next of ``SLOTS`` slots (waiting only when all are still in flight); ``poll``
+    checks landed words oldest first and raises the first failure."""
+
+    SLOTS = 64
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.mem: Any = None  # pinned u32 words, one per slot
+        self.words = np.zeros(0, np.uint32)
+        self.events: list[Any] = []
+        self.queue: deque[tuple[int, Callable[[int], Exception]]] = deque()  # (slot, fail), oldest first
+        self.next = 0
+
+    def add(self, ptr: int, fail: Callable[[int], Exception], stream: Any) -> None:
+        """Copy the word at device ``ptr`` after the work enqueued so far on ``stream``."""
+        import cupy
+
+        rt = self.runtime
+        if self.mem is None:
+            self.mem = cupy.cuda.alloc_pinned_memory(4 * self.SLOTS)
+            self.words = np.frombuffer(self.mem, np.uint32, self.SLOTS)
+            self.events = [cupy.cuda.Event(block=False, disable_timing=True) for _ in range(self.SLOTS)]
+        if len(self.queue) == self.SLOTS:
+            slot, _ = self.queue[0]
+            rt.wait(self.events[slot], None, "an earlier library call's status word")
+            self.poll()
+        slot, self.next = self.next, (self.next + 1) % self.SLOTS
+        with cuda_errors("copying a status word"):
+            rt.cuda.memcpyAsync(self.mem.ptr + 4 * slot, ptr, 4, D2H, stream.ptr)
+            self.events[slot].record(stream)
+        self.queue.append((slot, fail))
+
+    def poll(self) -> None:
+        """Check the words that have landed, oldest first; raise the first that is not zero."""
+        queue = self.queue
+        while queue and self.events[queue[0][0]].done:
+            slot, fail = queue.popleft()
+            word = int(self.words[slot])
+            if word:
+                raise fail(word)
 
 
 def release(backend: Any) -> None:

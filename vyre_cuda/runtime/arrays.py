@@ -16,6 +16,7 @@ import numpy as np
 from vyre.driver.errors import DeviceLost, InvalidProgram
 from vyre.driver.inputs import bfloat16_bits, check_input_dtype, is_bfloat16
 from vyre.ir.program import BufferDecl
+from vyre.ir.types import DataType
 from vyre_cuda.runtime.errors import cuda_errors
 
 _HOST_TYPES = (bytes, bytearray, memoryview, np.ndarray)
@@ -131,18 +132,28 @@ def _learn(t: type, data: object) -> str | None:
 def device_pointer(decl: BufferDecl, data: object, device_id: int) -> tuple[int, int]:
     """``(pointer, nbytes)`` of a device array bound in place for ``decl``: the buffer's element type,
     C-contiguous, on ``device_id`` (CuPy arrays and torch tensors read directly, others via CuPy)."""
+    if device_kind(data) in ("cupy", "torch"):
+        check_input_dtype(decl, data)
+        return array_span(data, device_id, f"input for buffer {decl.name!r}")
+    arr = device_input(decl, data, device_id)
+    return arr.data.ptr, arr.nbytes
+
+
+def array_span(data: object, device_id: int, what: str) -> tuple[int, int]:
+    """``(pointer, nbytes)`` of a C-contiguous device array on ``device_id`` (``InvalidProgram`` with a
+    Fix otherwise; ``what`` names it). CuPy arrays and torch tensors are read directly."""
     kind = device_kind(data)
     if kind == "cupy":
-        check_input_dtype(decl, data)
-        if data.device.id != device_id or not data.flags.c_contiguous:
-            device_array(data, f"input for buffer {decl.name!r}", device_id)  # raises the precise error
-        return data.data.ptr, data.nbytes
+        if data.device.id != device_id or not data.flags.c_contiguous:  # type: ignore[attr-defined]
+            device_array(data, what, device_id)  # raises the precise error
+        return data.data.ptr, data.nbytes  # type: ignore[attr-defined]
     if kind == "torch":
-        check_input_dtype(decl, data)
-        if data.device.index != device_id or not data.is_contiguous():
-            device_array(data, f"input for buffer {decl.name!r}", device_id)
-        return data.data_ptr(), data.numel() * data.element_size()
-    arr = device_input(decl, data, device_id)
+        if data.device.index != device_id or not data.is_contiguous():  # type: ignore[attr-defined]
+            device_array(data, what, device_id)
+        return data.data_ptr(), data.numel() * data.element_size()  # type: ignore[attr-defined]
+    arr = device_array(data, what, device_id)
+    if arr is None:
+        raise InvalidProgram(f"{what} is not a device array", "pass a CuPy array or a CUDA torch tensor.")
     return arr.data.ptr, arr.nbytes
 
 
@@ -150,19 +161,19 @@ _TORCH_NAMES = {"uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "int8"
                 "int32": "int32", "float16": "float16", "float32": "float32"}
 
 
-def new_device_array(kind: str, decl: BufferDecl, count: int, device_id: int) -> tuple[Any, int]:
-    """A new array of ``count`` elements for ``decl`` from the caller's library (its allocator and
+def new_device_array(kind: str, dtype: DataType, count: int, device_id: int) -> tuple[Any, int]:
+    """A new array of ``count`` elements of ``dtype`` from the caller's library (its allocator and
     pool own the memory), and its device pointer. BF16 is a ``torch.bfloat16`` tensor for torch."""
     if kind == "torch":
         import torch
 
-        name = "bfloat16" if decl.dtype.name == "BF16" else _TORCH_NAMES[decl.dtype.np_dtype.name]
+        name = "bfloat16" if dtype.name == "BF16" else _TORCH_NAMES[dtype.np_dtype.name]
         out = torch.empty(count, dtype=getattr(torch, name), device=f"cuda:{device_id}")
         return out, out.data_ptr()
     import cupy
 
     with cupy.cuda.Device(device_id):
-        out = cupy.empty(count, decl.dtype.np_dtype)
+        out = cupy.empty(count, dtype.np_dtype)
     return out, out.data.ptr
 
 

@@ -73,6 +73,11 @@ class DeviceBuffer:
     def __repr__(self) -> str:
         return f"DeviceBuffer(ptr=0x{self.ptr:x}, nbytes={self.nbytes}, capacity={self.capacity})"
 
+    @property
+    def borrowed(self) -> bool:
+        """True for a caller's memory bound through ``ResidentPool.borrow`` (no heap behind it)."""
+        return self._heap is None
+
     def retain(self) -> DeviceBuffer:
         """Pin the block: it is not reused until every pin is released."""
         self.pins += 1
@@ -320,7 +325,31 @@ class ResidentPool(_Pool):
             del self._live[handle.id]  # type: ignore[union-attr]
             self.generation += 1
             self.telemetry.set("cuda_resident_handles", len(self._live))
+            if id(buf) not in self._out:  # borrowed: the caller's memory stays theirs
+                buf.retired = True
+                return
             self._return(buf)
+
+    def borrow(self, ptr: int, nbytes: int) -> Resident:
+        """A handle to ``nbytes`` of the caller's device memory at ``ptr`` (a CuPy or torch array's):
+        never freed or reused by the pools; ``repoint`` moves it to another array of the caller's."""
+        with self.heap.lock:
+            handle = Resident(next(self._ids), nbytes, self.owner)
+            self._issued = handle.id
+            self._live[handle.id] = (handle, DeviceBuffer(ptr, nbytes, nbytes))
+            return handle
+
+    def repoint(self, handle: Resident, ptr: int, nbytes: int) -> None:
+        """Point a ``borrow``ed handle at other caller memory. Bindings over it notice the move
+        (``ResidentBinding.moved``); a new size also bumps ``generation``, as a free does."""
+        buf = self.resolve(handle)
+        if id(buf) in self._out:
+            raise InvalidHandle(f"{handle!r} owns its memory; only borrowed handles are re-pointed",
+                                "re-point handles made by borrow().")
+        if nbytes != buf.nbytes:
+            handle.nbytes = buf.nbytes = buf.capacity = nbytes
+            self.generation += 1
+        buf.ptr = ptr
 
     def handles(self) -> list[Resident]:
         return [h for h, _ in self._live.values()]

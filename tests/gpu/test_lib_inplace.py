@@ -1,0 +1,197 @@
+"""vyre.lib on the caller's device arrays: bound in place, results of the caller's kind, the caller's
+stream, no host copy and no host wait (checked against the oracle and numpy, counted by telemetry)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vyre import lib
+from vyre.driver.errors import InvalidProgram
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+SIZES = (1, 7, 1000, 5003, (1 << 16) + 3, 300_001)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    import vyre
+
+    return vyre.default_backend()
+
+
+def _delta(backend, before: dict, *names: str) -> dict:
+    after = backend.metrics()
+    return {name: after.get(name, 0) - before.get(name, 0) for name in names}
+
+
+def _keys(rng, n: int, dtype) -> np.ndarray:
+    if np.dtype(dtype) == np.float32:
+        x = rng.standard_normal(n).astype(np.float32)
+        x[:: max(1, n // 7)] = -0.0
+        return x
+    return rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, n, dtype=np.int64).astype(dtype)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.float32])
+def test_calls_on_cupy_match_the_oracle(backend, rng, n, dtype):
+    """Every primitive on CuPy input gives CuPy output equal to the same call on the oracle."""
+    x = _keys(rng, n, dtype)
+    flags = (rng.integers(0, 3, n) == 0).astype(np.uint32)
+    d, f = cupy.asarray(x), cupy.asarray(flags)
+    ref = dict(backend="reference")
+    checks = {
+        "reduce": (lambda **k: lib.reduce(d if not k else x, "max", **k)),
+        "inclusive_scan": (lambda **k: lib.inclusive_scan(d if not k else x, "min", **k)),
+        "exclusive_scan": (lambda **k: lib.exclusive_scan(d if not k else x, "max", **k)),
+        "select": (lambda **k: lib.select(d if not k else x, f if not k else flags, **k)),
+        "sort": (lambda **k: lib.sort(d if not k else x, **k)),
+        "argsort": (lambda **k: lib.argsort(d if not k else x, **k)),
+    }
+    if dtype != np.float32:
+        checks["sort_pairs"] = lambda **k: lib.sort(d if not k else x, f if not k else flags, **k)
+        checks["unique"] = lambda **k: lib.unique(d if not k else x, **k)
+    for name, call in checks.items():
+        got, want = call(), call(**ref)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want):
+            assert isinstance(g, cupy.ndarray), name
+            np.testing.assert_array_equal(cupy.asnumpy(g), np.asarray(w), err_msg=name)
+
+
+def test_histogram_and_segmented_reduce_on_cupy(backend, rng):
+    x = rng.integers(0, 300, 100_003).astype(np.uint32)
+    np.testing.assert_array_equal(cupy.asnumpy(lib.histogram(cupy.asarray(x), 256)),
+                                  np.bincount(x[x < 256], minlength=256))
+    offsets = np.sort(rng.integers(0, x.size, 50)).astype(np.uint32)
+    offsets[0], offsets[-1] = 0, x.size
+    got = lib.segmented_reduce(cupy.asarray(x), cupy.asarray(offsets), "add")
+    np.testing.assert_array_equal(cupy.asnumpy(got), lib.segmented_reduce(x, offsets, "add", backend="reference"))
+
+
+def test_torch_in_torch_out(backend, rng):
+    torch = pytest.importorskip("torch")
+    x = rng.integers(0, 2**31, 70_001).astype(np.int32)
+    t = torch.as_tensor(x, device="cuda")
+    out = lib.sort(t)
+    assert isinstance(out, torch.Tensor) and out.is_cuda
+    np.testing.assert_array_equal(out.cpu().numpy(), np.sort(x))
+    total = lib.reduce(t, "add")
+    assert isinstance(total, torch.Tensor) and total.shape == ()
+    assert int(total.item()) == int(np.add.reduce(x, dtype=np.int32))
+
+
+def test_no_host_copy_and_no_wait(backend, rng):
+    """Scans, sorts, reductions and histograms on CuPy arrays move no bytes through the host and
+    never synchronise (counted over 30 calls of each)."""
+    x = cupy.asarray(rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32))
+    lib.sort(x), lib.inclusive_scan(x), lib.reduce(x), lib.histogram(x & 255, 256)  # bind once
+    cupy.cuda.Device().synchronize()
+    before = backend.metrics()
+    for _ in range(30):
+        lib.sort(x), lib.inclusive_scan(x), lib.reduce(x), lib.histogram(x, 256)
+        lib.select(x, x, count="device")
+    delta = _delta(backend, before, "cuda_sync_points", "cuda_h2d_bytes", "cuda_d2h_bytes", "cuda_d2d_bytes")
+    assert delta == {"cuda_sync_points": 0, "cuda_h2d_bytes": 0, "cuda_d2h_bytes": 0, "cuda_d2d_bytes": 0}
+    assert int(lib.reduce(x)) == int(np.add.reduce(cupy.asnumpy(x), dtype=np.uint32))
+
+
+def test_pointer_changes_do_not_recapture(backend, rng):
+    """Arrays that alternate between calls (as a loop's results do) reuse bound graphs."""
+    xs = [cupy.asarray(rng.integers(0, 2**31, 50_000).astype(np.uint32)) for _ in range(3)]
+    for _ in range(20):  # each (input, result) pointer pair: launched once, captured when met again
+        for x in xs:
+            out = lib.inclusive_scan(x)
+    before = backend.metrics()
+    for _ in range(20):
+        for x in xs:
+            out = lib.inclusive_scan(x)
+    assert _delta(backend, before, "cuda_graph_captures")["cuda_graph_captures"] == 0
+    np.testing.assert_array_equal(cupy.asnumpy(out), np.cumsum(cupy.asnumpy(xs[-1]), dtype=np.uint32))
+
+
+def test_stream_order_on_a_side_stream(backend, rng):
+    """Work before a call on a non-default stream is seen by it, and work after it sees its result."""
+    x = rng.integers(0, 1000, 1 << 22).astype(np.uint32)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        d = cupy.asarray(x)
+        for _ in range(20):  # a queue of work the call must wait for
+            d = d + 1
+        out = lib.inclusive_scan(d, stream=s)
+        total = lib.reduce(d, stream=s)
+        last = out[-1:] * 2  # CuPy work after the call, on the same stream
+    s.synchronize()
+    want = np.cumsum(x + 20, dtype=np.uint32)
+    np.testing.assert_array_equal(cupy.asnumpy(out), want)
+    assert int(total) == int(want[-1]) and int(last[0]) == int(np.uint32(want[-1] * 2))
+
+
+def test_torch_side_stream_order(backend, rng):
+    torch = pytest.importorskip("torch")
+    x = rng.integers(0, 2**31, 1 << 21).astype(np.int32)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        t = torch.as_tensor(x, device="cuda")
+        t = t.flip(0).contiguous()
+        out = lib.sort(t)  # the current torch stream: side
+        first = out[:1] + 0
+    side.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), np.sort(x))
+    assert int(first.item()) == int(np.sort(x)[0])
+
+
+def test_scratch_shared_across_streams_stays_ordered(backend, rng):
+    """Two streams calling the same function at once share scratch; results stay exact."""
+    xs = [rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32) for _ in range(4)]
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    outs = []
+    for i, x in enumerate(xs):
+        with streams[i % 2]:
+            outs.append(lib.sort(cupy.asarray(x), stream=streams[i % 2]))
+    for s in streams:
+        s.synchronize()
+    for x, out in zip(xs, outs):
+        np.testing.assert_array_equal(cupy.asnumpy(out), np.sort(x))
+
+
+def test_count_device_and_exact_sizes(backend, rng):
+    x = rng.integers(0, 100, 200_001).astype(np.uint32)
+    d = cupy.asarray(x)
+    out, n = lib.select_if(d, 10, 20, count="device")
+    want = x[(x >= 10) & (x < 20)]
+    assert int(n[0]) == want.size and out.shape == x.shape
+    np.testing.assert_array_equal(cupy.asnumpy(out[:want.size]), want)
+    np.testing.assert_array_equal(cupy.asnumpy(lib.select_if(d, 10, 20)), want)
+    values, lengths, runs = lib.run_length_encode(cupy.sort(d), count="device")
+    u, c = np.unique(x, return_counts=True)
+    k = int(runs[0])
+    np.testing.assert_array_equal(cupy.asnumpy(values[:k]), u)
+    np.testing.assert_array_equal(cupy.asnumpy(lengths[:k]), c)
+
+
+def test_mixed_host_and_device_inputs(backend, rng):
+    x = rng.integers(0, 50, 10_001).astype(np.uint32)
+    flags = (x % 3 == 0).astype(np.uint32)
+    got = lib.select(cupy.asarray(x), flags)  # host flags go to the device in stream order
+    np.testing.assert_array_equal(cupy.asnumpy(got), x[flags != 0])
+
+
+def test_bad_device_arrays(backend):
+    x = cupy.arange(100, dtype=cupy.uint32)
+    with pytest.raises(InvalidProgram, match="not contiguous.*Fix: "):
+        lib.sort(x[::2])
+    with pytest.raises(InvalidProgram, match="float64.*Fix: "):
+        lib.sort(x.astype(cupy.float64))
+    assert int(lib.reduce(x)) == 4950  # nothing was left half-bound
+
+
+def test_release_scratch_between_calls(backend, rng):
+    x = cupy.asarray(rng.integers(0, 2**31, 9_999).astype(np.uint32))
+    a = cupy.asnumpy(lib.sort(x))
+    lib.release_scratch()
+    np.testing.assert_array_equal(cupy.asnumpy(lib.sort(x)), a)
+    assert int(cupy.asnumpy(x).size) == 9_999  # the caller's array outlives the released handles
