@@ -145,14 +145,14 @@ class ProgramCache:
             validate(program)
             ptx = None
         else:
-            with nvtx_range("vyre.cuda.codegen"):  # emit_ptx validates the program first
+            with nvtx_range("vyre.cuda.codegen", entry):  # emit_ptx validates the program first
                 ptx = self._emit(program, config, coarsen)
         t1 = time.perf_counter_ns()
         self._check_capabilities(program)
         check_workgroup_memory(program, rt.limits)
         check_geometry(name, (1, 1, 1), block, 0, rt.limits)
         if kernel is None:
-            with nvtx_range("vyre.cuda.compile"), cuda_errors(f"loading the kernel of program {name}"):
+            with nvtx_range("vyre.cuda.compile", entry), cuda_errors(f"loading the kernel of program {name}"):
                 kernel = rt.modules.load(ptx, entry)
             if index is not None:
                 rt.modules.remember(index, kernel)
