@@ -67,7 +67,10 @@ def test_without_the_package_ranges_need_the_variable() -> None:
     """The fallback (``cupy.cuda.nvtx``, no domain) never turns itself on."""
     code = ("import sys; sys.modules['nvtx'] = None\n"
             "from vyre_cuda.runtime import profiler\n"
-            "print(profiler.backend(), profiler.tool_attached(), profiler.enabled())")
+            "print(profiler.backend(), profiler.tool_attached(), profiler.enabled())\n"
+            "with profiler.recording() as seen, profiler.nvtx_range('vyre.cuda.dispatch', 'p'):\n"
+            "    pass\n"
+            "print(seen)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
-    assert done.stdout.split() == ["cupy", "False", "False"]
+    assert done.stdout.splitlines() == ["cupy False False", "['vyre.cuda.dispatch p']"]

@@ -78,22 +78,30 @@ class _DomainSink:
 
 
 class _CupySink:
-    """Ranges through ``cupy.cuda.nvtx`` (no domain): the fallback without the ``nvtx`` package."""
+    """Ranges through ``cupy.cuda.nvtx`` (no domain): the fallback without the ``nvtx`` package;
+    nothing at all (ranges are only recorded) without CuPy either."""
 
     attached = False  # cannot tell; ranges only with VYRE_CUDA_NVTX=1
+
+    def __init__(self) -> None:
+        self.nvtx: Any = None  # cupy.cuda.nvtx, imported on the first push (False: no CuPy)
 
     def attributes(self, message: str) -> None:
         return None
 
     def push(self, r: _Range) -> None:
-        from cupy.cuda import nvtx
-
-        nvtx.RangePush(r.message)
+        if self.nvtx is None:
+            try:
+                from cupy.cuda import nvtx
+            except ImportError:
+                nvtx = False
+            self.nvtx = nvtx
+        if self.nvtx:
+            self.nvtx.RangePush(r.message)
 
     def pop(self) -> None:
-        from cupy.cuda import nvtx
-
-        nvtx.RangePop()
+        if self.nvtx:
+            self.nvtx.RangePop()
 
 
 _NO_RANGE = _NoRange()
