@@ -98,3 +98,25 @@ def test_the_primary_context_reset_through_cuda_bindings_leaves_a_usable_device(
 def test_error_names_come_from_the_driver() -> None:
     assert driver.error_name(700) == "CUDA_ERROR_ILLEGAL_ADDRESS"
     assert driver.error_name(2) == "CUDA_ERROR_OUT_OF_MEMORY"
+
+
+def test_a_programmatic_launch_through_cuda_bindings_runs_the_kernel(backend, rng) -> None:
+    """``LaunchPlan.launch_programmatic`` (``cuLaunchKernelEx`` with programmatic stream
+    serialization, built by ``runtime.driver``) on a plain stream, outside any graph capture."""
+    import cupy
+
+    if int(backend.info.compute_capability.rstrip("a")) < 90:
+        pytest.skip("programmatic launches need sm_90+")
+    program = _xor("programmatic_xor")
+    prep = backend.prepared(program)
+    a, b = _inputs(rng)
+    da, db, out = cupy.asarray(a), cupy.asarray(b), cupy.full(N, 0xDEADBEEF, cupy.uint32)
+    cupy.cuda.Stream.null.synchronize()
+    plan = backend.programs.plan_for(prep, [da.data, db.data, out.data], {"a": N, "b": N, "out": N},
+                                     (-(-N // 128), 1, 1))
+    try:
+        plan.launch_programmatic(backend.stream.ptr)
+        backend.stream.synchronize()
+    finally:
+        backend.programs.close_plan(plan)
+    np.testing.assert_array_equal(cupy.asnumpy(out), a ^ b)
