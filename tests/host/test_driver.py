@@ -88,3 +88,15 @@ def test_no_ctypes_struct_layout_of_a_cuda_type_outside_vyre_doctor() -> None:
                     and path.name not in ("cli.py", "launch.py"):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} loads libcuda through ctypes")
     assert found == []
+
+
+def test_doctor_names_what_is_lost_without_the_bindings(monkeypatch) -> None:
+    """``vyre doctor`` reads the distributions' metadata only: it works with neither CuPy nor the bindings."""
+    from vyre_cuda import cli
+
+    monkeypatch.setattr(cli, "_version", lambda d: None if d == "cuda-bindings" else "0.2.17")
+    check = cli.check_bindings()
+    assert check.status == "WARN" and "cuda-bindings is not installed: fixed-point loops" in check.detail
+    assert "nvtx" not in check.detail and "vyre-cuda[cuda12]" in check.fix
+    monkeypatch.setattr(cli, "_version", lambda d: "13.5.0")
+    assert cli.check_bindings() == cli.Check("bindings", "OK", "cuda-bindings 13.5.0, nvtx 13.5.0")
