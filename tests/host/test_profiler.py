@@ -74,3 +74,24 @@ def test_without_the_package_ranges_need_the_variable() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert done.stdout.splitlines() == ["cupy False False", "['vyre.cuda.dispatch p']"]
+
+
+def test_an_unprofiled_process_never_imports_the_nvtx_package() -> None:
+    code = ("import sys\n"
+            "from vyre_cuda.runtime import profiler\n"
+            "with profiler.nvtx_range('vyre.cuda.dispatch', 'p'):\n"
+            "    pass\n"
+            "print(profiler.enabled(), 'nvtx' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_an_injected_tool_that_does_not_enable_the_domain_pushes_nothing(monkeypatch) -> None:
+    """``NVTX_INJECTION64_PATH`` naming no usable tool: the package's domain stays a no-op, so ranges stay off."""
+    code = ("from vyre_cuda.runtime import profiler\n"
+            "print(profiler.tool_attached(), profiler.enabled(), profiler.backend())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
+                               profiler.INJECTION_ENV: "/nonexistent/libToolsInjection64.so"})
+    assert done.stdout.split() == ["False", "False", "nvtx"]

@@ -3,9 +3,10 @@
 When ranges are pushed (``VYRE_CUDA_NVTX``, read once; ``refresh()`` reads it again):
 
 - ``1`` pushes them always, ``0`` never;
-- unset, they are pushed when a profiling tool is attached: NVIDIA's ``nvtx`` package (in the
-  ``cuda12``/``cuda13`` extras) reports the ``vyre`` domain enabled only under a tool such as
-  ``nsys profile``, so an unprofiled process never pushes one.
+- unset, they are pushed when a profiling tool is attached: a tool such as ``nsys profile`` sets
+  ``NVTX_INJECTION64_PATH``, and NVIDIA's ``nvtx`` package (in the ``cuda12``/``cuda13`` extras)
+  then reports the ``vyre`` domain enabled. An unprofiled process never pushes a range, nor
+  imports the package (about 0.2 s).
 
 Ranges go through the ``nvtx`` package, in the ``vyre`` domain, with registered message strings.
 Without the package they go through ``cupy.cuda.nvtx`` (no domain), and only with
@@ -16,6 +17,7 @@ that check what a profile will show).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
@@ -24,6 +26,7 @@ from typing import Any
 from vyre_cuda.runtime import settings
 
 DOMAIN = "vyre"
+INJECTION_ENV = "NVTX_INJECTION64_PATH"  # set by Nsight Systems / Compute to load their NVTX handler
 RANGES = ("vyre.cuda.codegen", "vyre.cuda.compile", "vyre.cuda.dispatch", "vyre.cuda.sequence",
           "vyre.cuda.graph_replay")
 _MAX_CACHED = 4096  # distinct range messages kept with their registered attributes
@@ -129,8 +132,9 @@ def backend() -> str:
 
 
 def tool_attached() -> bool:
-    """Whether a profiling tool enabled the ``vyre`` domain (False without the ``nvtx`` package)."""
-    return _sink().attached
+    """Whether a profiling tool is attached (``NVTX_INJECTION64_PATH`` set) and enabled the ``vyre``
+    domain; False without the ``nvtx`` package."""
+    return bool(os.environ.get(INJECTION_ENV)) and _sink().attached
 
 
 def enabled() -> bool:
