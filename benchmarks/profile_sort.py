@@ -53,8 +53,12 @@ def cupti_kernels(run: Any) -> dict[str, dict[str, float]] | str:
         return f"torch is not importable ({exc}): run under nsys for the timeline"
     if not torch.cuda.is_available():
         return "torch has no CUDA device"
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            run()
+    except RuntimeError as exc:  # e.g. CUPTI already taken by another profiler (nsys)
         run()
+        return f"torch.profiler could not record ({exc})"
     kernels: dict[str, dict[str, float]] = {}
     for event in prof.events():
         if str(getattr(event, "device_type", "")).endswith("CUDA"):
