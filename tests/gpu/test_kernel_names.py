@@ -15,6 +15,7 @@ import pytest
 from conftest import check, elementwise
 
 from vyre import lib
+from vyre.fuzz.catalogue import HOSTILE_NAMES, named_program
 from vyre.ir import BufferDecl, DataType, Expr
 from vyre_cuda import entry_name
 from vyre_cuda.runtime import driver, profiler
@@ -62,6 +63,14 @@ def test_programs_differing_only_in_name_get_their_own_kernels(backend, rng) -> 
     names = [driver.function_name(k.ptr) for k in kernels]
     if None not in names:
         assert names == [entry_name(p) for p in programs] and names[-1] == "vyre_main"
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES.values(), ids=HOSTILE_NAMES.keys())
+def test_hostile_names_load_under_their_sanitised_kernel_names(backend, rng, name: str) -> None:
+    """Each name of the adversarial catalogue: the kernel loads and runs under ``entry_name``."""
+    program = named_program(name)
+    check(backend, program, [rng.integers(0, 2**32, 64, dtype=np.uint32)])
+    assert _kernel_name(backend, program) in (entry_name(program), None)
 
 
 def test_a_library_sort_runs_kernels_named_after_its_programs(backend, rng) -> None:
