@@ -125,7 +125,7 @@ def launch_cost(be, calls: int, rounds: int = 3) -> dict:
     """Host µs per launch of each path, measured in ``rounds`` interleaved rounds (best round kept)."""
     import cupy
 
-    from vyre_cuda import ENTRY_NAME
+    from vyre_cuda import entry_name
 
     n = LAUNCH_N
     program = four_buffer_program(n)
@@ -152,7 +152,7 @@ def launch_cost(be, calls: int, rounds: int = 3) -> dict:
     tmp = tempfile.TemporaryDirectory()
     path = Path(tmp.name) / "four.ptx"
     path.write_text(binding.prepared.ptx)
-    raw = cupy.RawModule(path=str(path)).get_function(ENTRY_NAME)
+    raw = cupy.RawModule(path=str(path)).get_function(entry_name(program))
     ptrs = [*(buf.ptr for buf in binding.buffers), plan.params.ptr]
     kargs = tuple(cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(p, 16, None), 0) for p in ptrs)
     g, b = plan.grid, plan.block
@@ -207,12 +207,12 @@ def sequences(be, reps: int) -> dict:
     seq.close()
     # CuPy: the same kernel captured 64 times into one graph, replayed and synchronised
     with tempfile.TemporaryDirectory() as tmp:
-        from vyre_cuda import ENTRY_NAME
+        from vyre_cuda import entry_name
 
         prep = be.prepared(program)
         path = Path(tmp) / "step.ptx"
         path.write_text(prep.ptx)
-        raw = cupy.RawModule(path=str(path)).get_function(ENTRY_NAME)
+        raw = cupy.RawModule(path=str(path)).get_function(entry_name(program))
         x = be.view(h, np.uint32)
         params = cupy.asarray(np.array([TINY_N, TINY_N], np.uint32))
         stream = cupy.cuda.Stream(non_blocking=True)

@@ -97,9 +97,9 @@ def launch_overhead(be, calls: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tiny.ptx"
         path.write_text(binding.prepared.ptx)
-        from vyre_cuda import ENTRY_NAME
+        from vyre_cuda import entry_name
 
-        raw = cupy.RawModule(path=str(path)).get_function(ENTRY_NAME)
+        raw = cupy.RawModule(path=str(path)).get_function(entry_name(binding.prepared.program))
         ptrs = [*(buf.ptr for buf in binding.buffers), plan.params.ptr]
         args = tuple(cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(p, 16, None), 0) for p in ptrs)
         stream = be.stream

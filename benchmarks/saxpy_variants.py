@@ -24,8 +24,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vyre_cuda import ENTRY_NAME, emit_ptx, param_block_layout  # noqa: E402
+from vyre_cuda import emit_ptx, entry_name, param_block_layout  # noqa: E402
 from vyre_cuda.bench import device_ms, saxpy_program  # noqa: E402
+from vyre_cuda.codegen.abi import param_name  # noqa: E402
 
 N = 1 << 26
 BLOCK = 256
@@ -42,7 +43,7 @@ def coherent_y(ptx: str) -> str:
 
 
 def _param_register(lines: list[str], index: int) -> str:
-    return next(ln.split()[1].rstrip(",") for ln in lines if f"[{ENTRY_NAME}_param_{index}]" in ln)
+    return next(ln.split()[1].rstrip(",") for ln in lines if f"[{param_name(index)}]" in ln)
 
 
 def _addresses(line: str, base: str, lines: list[str]) -> bool:
@@ -56,7 +57,8 @@ def _addresses(line: str, base: str, lines: list[str]) -> bool:
 def hoisted(k: int) -> str:
     """Hand-written coarsened SAXPY: the K iterations unrolled, every load issued before any store."""
     out = [".version 7.8", ".target sm_90", ".address_size 64",
-           f".visible .entry {ENTRY_NAME}(.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3)", "{",
+           f".visible .entry {entry_name(saxpy_program())}(",
+           ".param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3)", "{",
            ".reg .pred %p<64>;", ".reg .b32 %r<200>;", ".reg .b64 %rd<100>;", ".reg .f32 %f<100>;",
            "ld.param.u64 %rd1, [p3]; cvta.to.global.u64 %rd1, %rd1;",
            "ld.param.u64 %rd2, [p0]; cvta.to.global.u64 %rd2, %rd2;",
@@ -123,7 +125,7 @@ def main() -> None:
     for name, (ptx, k) in variants().items():
         path = out_dir / (re.sub(r"\W+", "_", name) + ".ptx")
         path.write_text(ptx)
-        fn = cupy.RawModule(path=str(path)).get_function(ENTRY_NAME)
+        fn = cupy.RawModule(path=str(path)).get_function(entry_name(saxpy_program()))
         layout = param_block_layout(saxpy_program(), k) if name.startswith("emitted") else list(words)
         params = cupy.asarray(np.array([words[w] for w in layout], np.uint32))
         grid = (-(-gx // k),)

@@ -9,13 +9,14 @@ from vyre import __version__
 from vyre_cuda.codegen import (
     ENTRY_NAME,
     emit_ptx,
+    entry_name,
     param_block_layout,
     ptx_version_for_driver,
     register_lowering,
 )
 
-__all__ = ["ENTRY_NAME", "CudaBackend", "__version__", "emit_ptx", "param_block_layout", "ptx_version_for_driver",
-           "register_lowering"]
+__all__ = ["ENTRY_NAME", "CudaBackend", "__version__", "emit_ptx", "entry_name", "param_block_layout",
+           "ptx_version_for_driver", "register_lowering"]
 
 
 def __getattr__(name: str) -> object:

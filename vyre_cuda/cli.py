@@ -107,7 +107,8 @@ def run_checks() -> list[Check]:
     cupy = check_cupy()
     driver = check_driver()
     usable = cupy.status == OK and driver.status == OK
-    return [check_vyre(), check_settings(), driver, cupy, check_device(usable), check_ptxas(), check_cache()]
+    return [check_vyre(), check_settings(), driver, cupy, check_bindings(), check_device(usable), check_ptxas(),
+            check_cache()]
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -117,9 +118,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(json.dumps([asdict(c) for c in checks], indent=2))
     else:
         for c in checks:
-            print(f"{c.status:<8}{c.name:<8}{c.detail}")
+            print(f"{c.status:<8}{c.name:<10}{c.detail}")  # names of 8 letters (settings) keep a gap
             if c.fix and c.status != OK:
-                print(f"{'':<16}Fix: {cli_fix(c.fix)}")
+                print(f"{'':<18}Fix: {cli_fix(c.fix)}")
         device = next(c for c in checks if c.name == "device")
         if device.status != OK:
             print("\nNo usable CUDA device: the cuda backend is unavailable. The host runtime and the reference "
@@ -181,6 +182,26 @@ def check_cupy() -> Check:
     dist = next((d for d in CUPY_DISTRIBUTIONS if _installed(d)), "cupy")
     runtime = format_version(int(cupy.cuda.runtime.runtimeGetVersion()))
     return Check("cupy", OK, f"{dist} {cupy.__version__} (CUDA runtime {runtime})")
+
+
+def check_bindings() -> Check:
+    """cuda-bindings (the cold driver paths, ``runtime/driver.py``) and nvtx (the ``vyre`` NVTX domain), by
+    their metadata only: nothing is imported or loaded."""
+    found = {d: _version(d) for d in ("cuda-bindings", "nvtx")}
+    missing = [d for d, v in found.items() if v is None]
+    if not missing:
+        return Check("bindings", OK, ", ".join(f"{d} {v}" for d, v in found.items()))
+    lost = {"cuda-bindings": "fixed-point loops read their flag back per batch and graphs use plain launches",
+            "nvtx": "NVTX ranges only with VYRE_CUDA_NVTX=1, in no domain"}
+    return Check("bindings", WARN, "; ".join(f"{d} is not installed: {lost[d]}" for d in missing),
+                 "install the extra of your CUDA version: pip install 'vyre-cuda[cuda12]' (or [cuda13])")
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _installed(distribution: str) -> bool:

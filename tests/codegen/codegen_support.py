@@ -16,7 +16,7 @@ from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 PTXAS = shutil.which("ptxas")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas is not on PATH (install the CUDA toolkit)")
 TARGETS = ("80", "90")
-_ENTRY = re.compile(r"^\.visible \.entry vyre_main\(", re.M)
+_ENTRY = re.compile(r"^\.visible \.entry \w+\(", re.M)
 
 
 def merge_modules(ptx: Mapping[str, str]) -> tuple[str, list[tuple[int, str]]]:

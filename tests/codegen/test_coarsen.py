@@ -78,7 +78,8 @@ def test_factor_one_is_the_plain_kernel() -> None:
 #: once in the prologue instead of before each use, and the digest was pinned again. Codegen 6 zeroes
 #: the last 1-3 words in a strided loop too (workgroups smaller than the tail left words unzeroed) and
 #: narrows f16/bf16 stores through the packed conversion on sm_80+: pinned again after a diff against
-#: codegen 5's text showed only those lines (and register numbers) changed.
+#: codegen 5's text showed only those lines (and register numbers) changed. Kernels are named after
+#: their programs since then (``abi.entry_name``): the name goes back to ``vyre_main`` before hashing.
 PLAIN_SAMPLE = ("add.U32", "div.I32", "sin.F32", "cast.F32.I32", "mem.read_write.F16", "mem.workgroup.BF16",
                 "atomic.COMPARE_EXCHANGE.I32.shared", "if_else", "loop_return", "ids.4x4x4", "subgroups")
 PLAIN_DIGEST = "28c4dd80826380542394bfe4c7889cb8e91dca4680e0c6244d1b56e3f7585199"
@@ -87,7 +88,8 @@ PLAIN_DIGEST = "28c4dd80826380542394bfe4c7889cb8e91dca4680e0c6244d1b56e3f7585199
 def _as_codegen_1(ptx: str) -> str:
     from vyre_cuda.codegen.module import CODEGEN_VERSION
 
-    lines = [ln for ln in ptx.split("\n") if not ln.strip().startswith("griddepcontrol.")]
+    lines = [re.sub(r"^\.visible \.entry \w+\(", ".visible .entry vyre_main(", ln)
+             for ln in ptx.split("\n") if not ln.strip().startswith("griddepcontrol.")]
     return "\n".join(lines).replace(f"vyre-cuda codegen {CODEGEN_VERSION}:", "vyre-cuda codegen 1:", 1)
 
 

@@ -140,13 +140,26 @@ def test_hostile_name_does_not_change_what_the_oracle_computes(name: str) -> Non
     np.testing.assert_array_equal(run(named_program(name), [data])[0], expected)
 
 
+def without_entry(ptx: str, entry: str) -> str:
+    """``ptx`` with comments stripped and its one entry directive's name replaced by ``ENTRY``."""
+    directive = f".visible .entry {entry}("
+    lines = strip_comments(ptx).splitlines()
+    assert lines.count(directive) == 1, f"no entry directive {directive!r}"
+    return "\n".join(".visible .entry ENTRY(" if line == directive else line for line in lines)
+
+
 @pytest.mark.parametrize("name", HOSTILE_NAMES.values(), ids=HOSTILE_NAMES.keys())
 def test_hostile_name_never_reaches_ptx(name: str) -> None:
-    from vyre_cuda import emit_ptx
+    """Only the kernel name comes from the program name, and only as a plain PTX identifier."""
+    from vyre_cuda import emit_ptx, entry_name
 
-    benign, hostile = emit_ptx(BENIGN), emit_ptx(named_program(name))
-    assert strip_comments(hostile) == strip_comments(benign), "a name changed the emitted code"
-    assert name not in hostile or name in benign, f"{name!r} reached the PTX text"
+    program = named_program(name)
+    entry = entry_name(program)
+    assert re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", entry) and entry not in ("WARP_SZ", "vyre_smem", "vyre_main")
+    benign, hostile = emit_ptx(BENIGN), emit_ptx(program)
+    code = without_entry(hostile, entry)
+    assert code == without_entry(benign, "benign"), "a name changed the emitted code"
+    assert name not in code or name in benign, f"{name!r} reached the PTX text"
     for line in hostile.splitlines():
         comment = line.partition("//")[2]
         assert comment.isascii() and comment.isprintable(), f"unsanitised comment {line!r}"

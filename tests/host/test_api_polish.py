@@ -27,7 +27,8 @@ def test_both_packages_ship_py_typed():
     data = pyproject[pyproject.index("[tool.setuptools.package-data]"):].split("\n\n")[0]
     for package in ("vyre", "vyre_cuda"):
         assert (ROOT / package / "py.typed").is_file()
-        assert f'{package} = ["py.typed"]' in data
+        assert f'{package} = ["py.typed"' in data
+    assert 'vyre = ["py.typed", "*.pyi"]' in data and (ROOT / "vyre" / "__init__.pyi").is_file()  # the typed view
 
 
 def _constructors(cls: type) -> list[str]:

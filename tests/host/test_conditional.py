@@ -1,10 +1,9 @@
 """The pure parts of conditional-node fixed-point loops (no GPU): the setting, the fallback
-decision, the driver structs' layout (against CUDA 13's cuda.h), the condition kernel's PTX
-(assembled by ptxas when it is installed) and the graph cache freeing the graphs it owns."""
+decision, the condition kernel's PTX (assembled by ptxas when it is installed) and the graph cache
+freeing the graphs it owns. The driver calls themselves are in ``test_driver.py``."""
 
 from __future__ import annotations
 
-import ctypes
 import shutil
 import subprocess
 
@@ -37,28 +36,20 @@ def test_loops_go_on_the_device_only_when_everything_allows_it() -> None:
     assert "VYRE_CUDA_CONDITIONAL" in reason(False, True, 13000, ())
     assert "VYRE_CUDA_GRAPHS=0" in reason(True, False, 13000, ())
     assert "12.3" in reason(True, True, 12030, ()) and "12.4+" in reason(True, True, 12030, ())
-    assert "cuStreamBeginCaptureToGraph" in reason(True, True, 13000, ("cuStreamBeginCaptureToGraph",))
+    assert "cuda.bindings is not installed" in reason(True, True, 13000, ("cuda.bindings is not installed",))
     assert "libcuda.so.1" in reason(True, True, 13000, ("libcuda.so.1",))
     assert reason(False, False, 11080, ("x",)).startswith("VYRE_CUDA_CONDITIONAL")  # the switch is named first
 
 
-def test_driver_structs_match_cuda_h() -> None:
-    """Sizes and offsets of ``CUgraphNodeParams`` and ``CUDA_CONDITIONAL_NODE_PARAMS`` in CUDA 13.0."""
-    node, cond = conditional.NodeParams, conditional.ConditionalParams
-    assert ctypes.sizeof(node) == 256
-    assert (node.type.offset, node.conditional.offset, node.reserved2.offset) == (0, 16, 248)
-    assert ctypes.sizeof(cond) == 32
-    assert (cond.handle.offset, cond.type.offset, cond.size.offset, cond.graphs.offset, cond.ctx.offset) == (
-        0, 8, 12, 16, 24)
+def test_without_a_driver_the_reason_says_why() -> None:
+    """This host has no libcuda (or no cuda.bindings): loops would take the batched path, saying why."""
+    from vyre_cuda.runtime import driver
 
-
-def test_every_entry_point_has_a_signature() -> None:
-    class Lib:  # a library exporting nothing
-        pass
-
-    api = conditional.DriverApi(Lib())
-    assert set(api.missing) == set(conditional._SIGNATURES)
-    assert "cuGraphConditionalHandleCreate" in api.missing and "cuGraphAddNode_v2" in api.missing
+    if driver.unavailable() is None:
+        pytest.skip("a CUDA driver is reachable here")
+    (missing,) = conditional.missing_entry_points()
+    assert "cuda.bindings" in missing
+    assert missing in conditional.unavailable_reason(True, True, 13000, (missing,))
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")

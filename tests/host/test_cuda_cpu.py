@@ -208,7 +208,8 @@ def test_doctor_works_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert args.func(args) == 0
     out = capsys.readouterr().out
     rows = [line.split()[:2] for line in out.splitlines() if line.split()[:1] in (["OK"], ["WARN"], ["MISSING"])]
-    assert [name for _, name in rows] == ["vyre", "driver", "cupy", "device", "ptxas", "cache"]
+    assert [name for _, name in rows] == ["vyre", "settings", "driver", "cupy", "bindings", "device", "ptxas",
+                                         "cache"]
     if not HAS_GPU:
         assert "No usable CUDA device" in out and "Fix:" in out
     args = parse("doctor", "--json")
@@ -216,6 +217,7 @@ def test_doctor_works_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)}
     assert checks["vyre"]["status"] == "OK" and checks["cache"]["status"] == "OK"
     assert checks["device"]["status"] == ("OK" if HAS_GPU else "MISSING")
+    assert checks["bindings"]["status"] in ("OK", "WARN")  # optional: the cuda12/cuda13 extras bring them
 
 
 def test_cache_info_and_clear(private_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -59,7 +59,8 @@ GOOD = [
     (settings.GRAPHS, None, True), (settings.GRAPHS, "0", False), (settings.GRAPHS, " OFF ", False),
     (settings.GRAPHS, "1", True), (settings.GRAPHS, "", True),
     (settings.SYNC_EACH, None, False), (settings.SYNC_EACH, "1", True), (settings.SYNC_EACH, "0", False),
-    (settings.NVTX, "1", True), (settings.PDL, "no", False), (settings.CONDITIONAL, "false", False),
+    (settings.NVTX, "1", True), (settings.NVTX, "off", False), (settings.NVTX, None, None),
+    (settings.PDL, "no", False), (settings.CONDITIONAL, "false", False),
     (settings.CACHE_MAX_BYTES, "64M", 64 << 20), (settings.CACHE_MAX_BYTES, "2GiB", 2 << 30),
     (settings.PTX_DUMP_DIR, None, None), (settings.PTX_DUMP_DIR, "/tmp/dumps", Path("/tmp/dumps")),
 ]

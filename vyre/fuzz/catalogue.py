@@ -21,7 +21,10 @@ GID, LID = Expr.invocation_id(0), Expr.local_id(0)
 N = 32  # invocations (one workgroup) and elements per buffer
 POISON = 0xAB  # byte that fills buffers whose untouched elements a test checks
 
-#: names a program may use that look like PTX, comments, registers, or are not ASCII
+#: names a program may use that look like PTX, comments, registers, or are not ASCII; the last
+#: ones aim at the kernel name, which a backend may derive from the program name (the cuda
+#: backend's fallback entry ``vyre_main``, its shared-memory symbol, PTX's ``WARP_SZ``, a leading
+#: digit, a name too long to keep whole)
 HOSTILE_NAMES = {
     "ptx_statement": "a;\n ret; }",
     "register": "%r1",
@@ -33,6 +36,11 @@ HOSTILE_NAMES = {
     "quotes_backslash": 'q"\\n\'',
     "crlf_tab": "x\r\n\ty",
     "reserved_word": "u32",
+    "fallback_entry": "vyre_main",
+    "shared_symbol": "vyre_smem",
+    "predefined_identifier": "WARP_SZ",
+    "digit_first": "9lives",
+    "long_identifier": "k" * 300,
 }
 
 #: U32 index expressions out of bounds for every buffer of the cases below (``neg`` holds negative I32s)

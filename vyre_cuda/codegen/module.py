@@ -11,7 +11,7 @@ from vyre.ir.layout import param_bytes
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 from vyre.ir.walk import iter_all_exprs
-from vyre_cuda.codegen.abi import ENTRY_NAME, param_name
+from vyre_cuda.codegen.abi import entry_name, param_name
 from vyre_cuda.codegen.builder import Builder
 from vyre_cuda.codegen.coarsen import MAX_FACTOR, Coarsening, check_factor
 from vyre_cuda.codegen.exprs import ExprLowering
@@ -93,7 +93,7 @@ def _check_arguments(sm: object, ptx_version: object, config: object, coarsen: o
 
 def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
              config: DispatchConfig | None = None, coarsen: int = 1) -> str:
-    """PTX text of ``program``'s kernel ``ENTRY_NAME`` for ``.target sm_<sm>``.
+    """PTX text of ``program``'s kernel ``abi.entry_name(program)`` for ``.target sm_<sm>``.
 
     Validates first; pure and deterministic (same program and target give the same text).
     ``ptx_version`` defaults to the lowest ISA supporting the target and the features used.
@@ -135,7 +135,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
         f".target sm_{sm}",
         ".address_size 64",
         "",
-        f".visible .entry {ENTRY_NAME}(",
+        f".visible .entry {entry_name(program)}(",
         params,
         ")",
         "{",

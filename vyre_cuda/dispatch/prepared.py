@@ -25,7 +25,7 @@ from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre.ir.validate import validate
-from vyre_cuda.codegen import ENTRY_NAME, emit_ptx
+from vyre_cuda.codegen import emit_ptx, entry_name
 from vyre_cuda.codegen.versions import ptx_version_for_driver
 from vyre_cuda.codegen.written import outputs_to_zero
 from vyre_cuda.dispatch.coarsening import factor as coarsen_factor
@@ -136,24 +136,24 @@ class ProgramCache:
 
     def _prepare(self, program: Program, block: tuple[int, int, int], coarsen: int, fingerprint: bytes
                  ) -> PreparedProgram:
-        rt, name = self.runtime, program.name or "<unnamed>"
+        rt, name, entry = self.runtime, program.name or "<unnamed>", entry_name(program)
         config = DispatchConfig(workgroup_override=block) if block != program.workgroup_size else None
         index = index_key(program, fingerprint, block, coarsen, rt.info)
         t0 = time.perf_counter_ns()
-        kernel = rt.modules.load_indexed(index, ENTRY_NAME) if index is not None else None
+        kernel = rt.modules.load_indexed(index, entry) if index is not None else None
         if kernel is not None:  # a warm start: the cubin an earlier process made from this very program
             validate(program)
             ptx = None
         else:
-            with nvtx_range("vyre.cuda.codegen"):  # emit_ptx validates the program first
+            with nvtx_range("vyre.cuda.codegen", entry):  # emit_ptx validates the program first
                 ptx = self._emit(program, config, coarsen)
         t1 = time.perf_counter_ns()
         self._check_capabilities(program)
         check_workgroup_memory(program, rt.limits)
         check_geometry(name, (1, 1, 1), block, 0, rt.limits)
         if kernel is None:
-            with nvtx_range("vyre.cuda.compile"), cuda_errors(f"loading the kernel of program {name}"):
-                kernel = rt.modules.load(ptx, ENTRY_NAME)
+            with nvtx_range("vyre.cuda.compile", entry), cuda_errors(f"loading the kernel of program {name}"):
+                kernel = rt.modules.load(ptx, entry)
             if index is not None:
                 rt.modules.remember(index, kernel)
         t2 = time.perf_counter_ns()

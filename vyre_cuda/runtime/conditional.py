@@ -1,10 +1,11 @@
 """Fixed-point loops on the device: a WHILE conditional CUDA graph node (drivers of CUDA 12.4+).
 
-CuPy has no binding for conditional nodes, so this module calls libcuda through ctypes:
+CuPy has no binding for conditional nodes, so the driver calls go through ``runtime.driver``
+(NVIDIA's ``cuda.bindings``, with ``cuda.h``'s own structs):
 
 1. ``cuGraphCreate`` makes an outer graph and ``cuGraphConditionalHandleCreate`` a handle whose
    value is reset to 1 at every launch (``CU_GRAPH_COND_ASSIGN_DEFAULT``): the body runs at least once;
-2. ``cuGraphAddNode_v2`` adds one conditional node of type WHILE; the driver makes its empty body graph;
+2. ``cuGraphAddNode`` adds one conditional node of type WHILE; the driver makes its empty body graph;
 3. ``cuStreamBeginCaptureToGraph`` records one iteration into that body: the caller's
    ``record(stream_ptr, handle)`` enqueues the iteration's steps and then a one-thread kernel
    (``condition_ptx``) that counts the iteration in a control block and calls
@@ -12,8 +13,8 @@ CuPy has no binding for conditional nodes, so this module calls libcuda through 
    the flag for the next iteration (the caller clears it before the first), so an iteration is
    its steps plus one tiny kernel, which on sm_90+ may start while the last step runs (it waits
    with ``griddepcontrol.wait``);
-4. ``cuGraphInstantiateWithFlags`` once; each ``cuGraphLaunch`` then runs the whole loop with no
-   host round trip.
+4. ``cuGraphInstantiate`` once; each ``cuGraphLaunch`` then runs the whole loop with no host
+   round trip.
 
 ``cudaGraphSetConditional`` is a builtin of the device runtime that ptxas resolves by itself (as it
 does ``vprintf``): the condition kernel is plain PTX with an ``.extern .func`` declaration, linked
@@ -27,92 +28,23 @@ it is pure, so it is tested without a GPU.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 from collections.abc import Callable
 from typing import Any
 
-from vyre_cuda.runtime.errors import translate
+from vyre_cuda.runtime import driver
 
 MIN_DRIVER = 12040  # cuDriverGetVersion of CUDA 12.4: conditional nodes set from device code
 CONDITION_ENTRY = "vyre_while_condition"
 CONTROL_WORDS = 2  # [0] iterations run, [1] the cap
 CAP_LIMIT = 0xFFFFFFFF  # the cap is one u32 word
-
-_NODE_TYPE_CONDITIONAL = 13  # CU_GRAPH_NODE_TYPE_CONDITIONAL
-_COND_TYPE_WHILE = 1  # CU_GRAPH_COND_TYPE_WHILE
-_COND_ASSIGN_DEFAULT = 1  # CU_GRAPH_COND_ASSIGN_DEFAULT: the default value applies at every launch
-_CAPTURE_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
-
-
-class ConditionalParams(ctypes.Structure):
-    """``CUDA_CONDITIONAL_NODE_PARAMS`` (32 bytes); the driver fills ``graphs`` with the body graphs."""
-
-    _fields_ = [("handle", ctypes.c_uint64), ("type", ctypes.c_int), ("size", ctypes.c_uint),
-                ("graphs", ctypes.POINTER(ctypes.c_void_p)), ("ctx", ctypes.c_void_p)]
-
-
-class NodeParams(ctypes.Structure):
-    """``CUgraphNodeParams`` (256 bytes) with the ``conditional`` member of its 232-byte union."""
-
-    _fields_ = [("type", ctypes.c_int), ("reserved0", ctypes.c_int * 3), ("conditional", ConditionalParams),
-                ("union_rest", ctypes.c_ubyte * (232 - ctypes.sizeof(ConditionalParams))),
-                ("reserved2", ctypes.c_longlong)]
-
-
-_P = ctypes.c_void_p
-_SIGNATURES: dict[str, list[Any]] = {
-    "cuCtxGetCurrent": [ctypes.POINTER(_P)],
-    "cuGraphCreate": [ctypes.POINTER(_P), ctypes.c_uint],
-    "cuGraphConditionalHandleCreate": [ctypes.POINTER(ctypes.c_uint64), _P, _P, ctypes.c_uint, ctypes.c_uint],
-    "cuGraphAddNode_v2": [ctypes.POINTER(_P), _P, _P, _P, ctypes.c_size_t, ctypes.POINTER(NodeParams)],
-    "cuStreamBeginCaptureToGraph": [_P, _P, _P, _P, ctypes.c_size_t, ctypes.c_int],
-    "cuStreamEndCapture": [_P, ctypes.POINTER(_P)],
-    "cuGraphInstantiateWithFlags": [ctypes.POINTER(_P), _P, ctypes.c_ulonglong],
-    "cuGraphLaunch": [_P, _P],
-    "cuGraphExecDestroy": [_P],
-    "cuGraphDestroy": [_P],
-    "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
-}
-
-
-class DriverApi:
-    """The libcuda entry points of conditional graphs, typed; ``missing`` names the absent ones."""
-
-    def __init__(self, lib: Any) -> None:
-        self.missing: tuple[str, ...] = ()
-        for name, argtypes in _SIGNATURES.items():
-            fn = getattr(lib, name, None)
-            if fn is None:
-                self.missing += (name,)
-                continue
-            fn.restype, fn.argtypes = ctypes.c_int, argtypes
-            setattr(self, name, fn)
-
-    def check(self, status: int, call: str) -> None:
-        """Raise the vyre error for a failed driver call (sticky faults become ``DeviceLost``)."""
-        if status:
-            name = ctypes.c_char_p()
-            if "cuGetErrorName" in self.missing or self.cuGetErrorName(status, ctypes.byref(name)) or not name.value:
-                text = f"CUDA error {status}"
-            else:
-                text = f"{name.value.decode()} ({status})"
-            raise translate(RuntimeError(f"{call} returned {text}"), "building or running a conditional CUDA graph")
-
-
-@functools.lru_cache(maxsize=1)
-def driver() -> DriverApi | None:
-    """The driver API through ctypes on ``libcuda.so.1``, or None when there is no libcuda."""
-    try:
-        return DriverApi(ctypes.CDLL("libcuda.so.1"))
-    except OSError:
-        return None
+_CONTEXT = "building or running a conditional CUDA graph"
 
 
 def missing_entry_points() -> tuple[str, ...]:
-    """Names of what conditional graphs need and libcuda lacks (``("libcuda.so.1",)`` without one)."""
-    api = driver()
-    return ("libcuda.so.1",) if api is None else api.missing
+    """What conditional graphs need and this process lacks: empty, or why ``cuda.bindings`` cannot
+    reach the driver (not installed, no libcuda). Checked once per process."""
+    reason = driver.unavailable()
+    return () if reason is None else (reason,)
 
 
 def unavailable_reason(enabled: bool, graphs: bool, driver_version: int, missing: tuple[str, ...]) -> str | None:
@@ -129,7 +61,7 @@ def unavailable_reason(enabled: bool, graphs: bool, driver_version: int, missing
         major, minor = divmod(driver_version // 10, 100)
         return f"the CUDA driver is {major}.{minor}; conditional graph nodes set from the device need 12.4+"
     if missing:
-        return f"libcuda lacks {', '.join(missing)}"
+        return f"conditional graphs need cuda.bindings and libcuda: {'; '.join(missing)}"
     return None
 
 
@@ -185,64 +117,41 @@ class WhileGraph:
     """
 
     def __init__(self, stream_ptr: int, record: Callable[[int, int], None]) -> None:
-        api = driver()
-        if api is None or api.missing:
-            raise RuntimeError(f"conditional graphs need libcuda entry points: {missing_entry_points()}")
-        self.api = api
-        self.graph, self.exec = _P(), _P()
+        missing = missing_entry_points()
+        if missing:
+            raise RuntimeError(f"conditional graphs need cuda.bindings and libcuda: {'; '.join(missing)}")
+        self.graph, self.exec = 0, 0
         try:
-            api.check(api.cuGraphCreate(ctypes.byref(self.graph), 0), "cuGraphCreate")
-            ctx = self._context()
-            handle = ctypes.c_uint64()
-            api.check(api.cuGraphConditionalHandleCreate(ctypes.byref(handle), self.graph, ctx, 1,
-                                                         _COND_ASSIGN_DEFAULT), "cuGraphConditionalHandleCreate")
-            params = NodeParams(type=_NODE_TYPE_CONDITIONAL)
-            params.conditional = ConditionalParams(handle.value, _COND_TYPE_WHILE, 1, None, ctx)
-            node = _P()
-            api.check(api.cuGraphAddNode_v2(ctypes.byref(node), self.graph, None, None, 0, ctypes.byref(params)),
-                      "cuGraphAddNode_v2")
-            body = params.conditional.graphs[0] if params.conditional.graphs else None
-            if not body:
-                raise RuntimeError("cuGraphAddNode_v2 returned no body graph for the WHILE node")
-            self._capture(stream_ptr, body, lambda ptr: record(ptr, handle.value))
-            api.check(api.cuGraphInstantiateWithFlags(ctypes.byref(self.exec), self.graph, 0),
-                      "cuGraphInstantiateWithFlags")
+            with driver.errors(_CONTEXT):
+                self.graph = driver.graph_create()
+                handle, body = driver.add_while_node(self.graph, _context())
+                driver.capture_into(stream_ptr, body, lambda: record(stream_ptr, handle))
+                self.exec = driver.instantiate(self.graph)
         except BaseException:
             self.close()
             raise
 
-    def _context(self) -> Any:
-        """The current CUDA context (CuPy's runtime makes the primary context current)."""
-        ctx = _P()
-        self.api.check(self.api.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
-        if not ctx.value:
-            from cupy.cuda import runtime
-
-            runtime.free(0)  # forces the runtime to make the device's primary context current
-            self.api.check(self.api.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
-        return ctx
-
-    def _capture(self, stream_ptr: int, body: int, record: Callable[[int], None]) -> None:
-        """Record one iteration into ``body``; the capture always ends."""
-        api, out = self.api, _P()
-        api.check(api.cuStreamBeginCaptureToGraph(stream_ptr, body, None, None, 0, _CAPTURE_RELAXED),
-                  "cuStreamBeginCaptureToGraph")
-        try:
-            record(stream_ptr)
-        except BaseException:
-            api.cuStreamEndCapture(stream_ptr, ctypes.byref(out))  # the capture is void; the first error wins
-            raise
-        api.check(api.cuStreamEndCapture(stream_ptr, ctypes.byref(out)), "cuStreamEndCapture")
-
     def launch(self, stream: Any) -> None:
         """Run the loop on ``stream`` (a CuPy stream): one driver call."""
-        self.api.check(self.api.cuGraphLaunch(self.exec, stream.ptr), "cuGraphLaunch")
+        with driver.errors(_CONTEXT):
+            driver.graph_launch(self.exec, stream.ptr)
 
     def close(self) -> None:
         """Free the executable and the graph (with its body); a launch in flight still completes."""
-        if self.exec.value:
-            self.api.cuGraphExecDestroy(self.exec)
-            self.exec = _P()
-        if self.graph.value:
-            self.api.cuGraphDestroy(self.graph)
-            self.graph = _P()
+        if self.exec:
+            driver.graph_exec_destroy(self.exec)
+            self.exec = 0
+        if self.graph:
+            driver.graph_destroy(self.graph)
+            self.graph = 0
+
+
+def _context() -> int:
+    """The current CUDA context (CuPy's runtime makes the primary context current)."""
+    ctx = driver.current_context()
+    if not ctx:
+        from cupy.cuda import runtime
+
+        runtime.free(0)  # forces the runtime to make the device's primary context current
+        ctx = driver.current_context()
+    return ctx

@@ -18,7 +18,6 @@ H100: every new context fails with the fault's status); the reset then ends in a
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import re
 import sys
@@ -268,24 +267,15 @@ def reset_device(index: int) -> None:
 
 
 def _reset_primary_context(runtime: Any, index: int) -> None:
-    """``cudaDeviceReset`` where CuPy has it, else the driver's primary-context reset, re-activated."""
+    """``cudaDeviceReset`` where CuPy has it, else the driver's primary-context reset
+    (``runtime.driver``, through cuda.bindings), made current again."""
     if hasattr(runtime, "deviceReset"):
         runtime.setDevice(index)
         runtime.deviceReset()
         return
-    lib = ctypes.CDLL("libcuda.so.1")
-    device, context = ctypes.c_int(), ctypes.c_void_p()
-    reset = getattr(lib, "cuDevicePrimaryCtxReset_v2", None) or lib.cuDevicePrimaryCtxReset
-    _check_driver("cuDeviceGet", lib.cuDeviceGet(ctypes.byref(device), index))
-    _check_driver("cuDevicePrimaryCtxReset", reset(device))
-    # CuPy's runtime keeps using the primary context's (unchanged) handle: make it active again
-    _check_driver("cuDevicePrimaryCtxRetain", lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device))
-    _check_driver("cuCtxSetCurrent", lib.cuCtxSetCurrent(context))
+    from vyre_cuda.runtime import driver
 
-
-def _check_driver(call: str, status: int) -> None:
-    if status:
-        raise RuntimeError(f"{call} returned CUDA error {status}")
+    driver.reset_primary_context(index)
 
 
 __all__ = ["FIX_LOST", "canonical", "cuda_errors", "device_lost", "is_cuda_exception", "needs_reset",

@@ -5,16 +5,18 @@
 - ``LaunchPlan(kernel_ptr, grid, block, shared_bytes, nargs)`` owns the kernel's argument array,
   packed once: ``bind(pointers, param_block_ptr)`` rewrites the ``c_uint64`` slots that the
   ``void**`` array points at, and ``launch(stream_ptr)`` is exactly one ``cuLaunchKernel`` call
-  made through ctypes on ``libcuda.so.1`` (``cupy.cuda.driver.launchKernel`` if that cannot load;
-  see ``LAUNCH_MODES``) with an argument tuple built once per grid, stream and mode.
+  through CuPy's compiled ``cupy.cuda.driver.launchKernel`` (the default and the fastest;
+  ``VYRE_CUDA_LAUNCH`` picks a ctypes path instead, see ``LAUNCH_MODES``) with an argument tuple
+  built once per grid, stream and mode.
   A plan whose grid has a zero axis is ``empty``: callers skip the launch. ``configured`` is a
   token its owner may set after configuring grid and arguments; ``set_grid``, ``bind_values``
   and setting ``cooperative`` clear it.
-- ``launch_programmatic(stream_ptr)`` is the same launch through ``cuLaunchKernelEx`` with
-  programmatic stream serialization: the kernel may start while the previous kernel of the
-  stream still runs, and waits for it with ``griddepcontrol.wait`` (``codegen.module.grid_dependency``)
-  before touching buffers. Sequences use it when recording CUDA graphs on sm_90+
-  (``programmatic_launches``; ``VYRE_CUDA_PDL=0`` turns it off).
+- ``launch_programmatic(stream_ptr)`` is the same launch through ``cuLaunchKernelEx`` (called
+  through ``cuda.bindings``: ``runtime.driver``) with programmatic stream serialization: the
+  kernel may start while the previous kernel of the stream still runs, and waits for it with
+  ``griddepcontrol.wait`` (``codegen.module.grid_dependency``) before touching buffers.
+  Sequences use it when recording CUDA graphs on sm_90+ (``programmatic_launches``;
+  ``VYRE_CUDA_PDL=0`` turns it off).
 - ``ParamBlock`` is the kernel's device-resident u32 word block (``[0]`` elements, then each bound
   buffer's element count). ``write(words, stream)`` copies from a pinned ring only when the words
   change, so a captured CUDA graph that reads the block stays valid when counts change.
@@ -33,7 +35,7 @@ import numpy as np
 from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram
 from vyre.ir.layout import workgroup_bytes
 from vyre.ir.program import Program
-from vyre_cuda.runtime import settings
+from vyre_cuda.runtime import driver, settings
 from vyre_cuda.runtime.errors import cuda_errors, device_lost, translate
 
 _WORD = 4
@@ -166,59 +168,23 @@ def _cu_launch(mode: str) -> Any:
 # ---- programmatic dependent launch ------------------------------------------------------------------
 PDL_ENV = settings.PDL
 PDL_MIN_CC = 90  # griddepcontrol and programmatic stream serialization: sm_90+
-_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-
-
-class _LaunchAttribute(ctypes.Structure):
-    """``CUlaunchAttribute``: an id padded to 8 bytes, then a 64-byte value union (an int here)."""
-
-    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
-
-
-class _LaunchConfig(ctypes.Structure):
-    """``CUlaunchConfig`` of ``cuLaunchKernelEx``."""
-
-    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
-                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
-
-
-@functools.lru_cache(maxsize=1)
-def _cu_launch_ex() -> Any:
-    """``cuLaunchKernelEx`` from libcuda (CUDA 11.8+), or None."""
-    try:
-        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
-    except (OSError, AttributeError):
-        return None
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    return fn
 
 
 def programmatic_launches(compute_capability: str) -> bool:
     """Whether recorded sequences may overlap dependent kernels on a device of this capability.
 
-    True on sm_90+ when libcuda has ``cuLaunchKernelEx`` and ``VYRE_CUDA_PDL`` is not 0/false/off/no
-    (read on each call: a change applies to graphs captured afterwards).
+    True on sm_90+ when ``cuda.bindings`` reaches the driver (``runtime.driver``: ``cuLaunchKernelEx``)
+    and ``VYRE_CUDA_PDL`` is not 0/false/off/no (read on each call: a change applies to graphs
+    captured afterwards).
     """
     if not settings.pdl():
         return False
-    return int(compute_capability.rstrip("a")) >= PDL_MIN_CC and _cu_launch_ex() is not None
-
-
-def _error_name(rc: int) -> str:
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        out = ctypes.c_char_p()
-        if lib.cuGetErrorName(rc, ctypes.byref(out)) == 0 and out.value:
-            return out.value.decode()
-    except OSError:
-        pass
-    return f"CUDA error {rc}"
+    return int(compute_capability.rstrip("a")) >= PDL_MIN_CC and driver.unavailable() is None
 
 
 def launch_error(rc: int, name: str) -> Exception:
     """The vyre error for a failed ``cuLaunchKernel`` return code."""
-    err = _error_name(rc)
+    err = driver.error_name(rc)
     if rc == _OOM:
         return DeviceOutOfMemory(0, 0, f"the launch of {name} ran out of device memory ({err}); free memory.")
     if rc in _STICKY:
@@ -314,20 +280,17 @@ class LaunchPlan:
 
         The kernel must wait for that kernel itself (``griddepcontrol.wait``, sm_90+), as every
         sm_90 kernel of the emitter does. Used while recording graphs (a cold path: the
-        configuration is built per call). Cooperative plans, and any plan when libcuda has no
-        ``cuLaunchKernelEx``, launch normally.
+        configuration is built per call, through ``runtime.driver``). Cooperative plans, and any
+        plan when ``cuda.bindings`` cannot reach the driver, launch normally.
         """
-        fn = _cu_launch_ex()
-        if fn is None or self._cooperative:
+        if self._cooperative or driver.unavailable() is not None:
             self.launch(stream_ptr)
             return
-        attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
-        config = _LaunchConfig((ctypes.c_uint * 3)(*self.grid), (ctypes.c_uint * 3)(*self.block), self.shared_bytes,
-                               stream_ptr, ctypes.pointer(attr), 1)
-        rc = fn(ctypes.byref(config), self.kernel_ptr, self.argv_ptr, None)
+        args = (self.kernel_ptr, self.grid, self.block, self.shared_bytes, stream_ptr, self.argv_ptr)
+        rc = driver.launch_programmatic(*args)
         if rc in _CTX_ERRORS:
             _bind_context()
-            rc = fn(ctypes.byref(config), self.kernel_ptr, self.argv_ptr, None)
+            rc = driver.launch_programmatic(*args)
         if rc:
             raise launch_error(rc, self.name)
 

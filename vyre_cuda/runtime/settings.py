@@ -11,7 +11,7 @@
 | ``VYRE_CUDA_LAUNCH`` | launch path: ``cupy`` (default), ``pyctypes`` or ``ctypes`` | each new plan |
 | ``VYRE_CUDA_LOADER`` | module loading: ``driver`` (default, ``cuModuleLoadData``) or ``cupy`` | each load |
 | ``VYRE_CUDA_MEMORY_LIMIT`` | device memory cap in bytes (``1073741824``, ``512M``, ``2GiB``) | at backend start |
-| ``VYRE_CUDA_NVTX=1`` | NVTX profiler ranges | once (``profiler.refresh``) |
+| ``VYRE_CUDA_NVTX`` | NVTX ranges: ``1`` on, ``0`` off, unset: under a profiler | once (``profiler.refresh``) |
 | ``VYRE_CUDA_CACHE_DIR``, ``VYRE_CUDA_CACHE_MAX_BYTES`` | the disk cache (``runtime.cache``) | at cache start |
 | ``VYRE_PTX_DUMP_DIR`` | keep the PTX of a kernel the driver refuses in this directory | on a failed load |
 
@@ -97,9 +97,9 @@ def conditional() -> bool:
     return switch(CONDITIONAL, True)
 
 
-def nvtx() -> bool:
-    """``VYRE_CUDA_NVTX=1``."""
-    return switch(NVTX, False)
+def nvtx() -> bool | None:
+    """``VYRE_CUDA_NVTX``: True (ranges always), False (never) or None when unset (when a profiler is attached)."""
+    return switch(NVTX, True) if raw(NVTX) else None
 
 
 def coarsen() -> int | None:
