@@ -11,7 +11,8 @@ zeroed, ``codegen.written``). A new call, or one after a handle was freed (the p
 ``generation`` moved), takes the checked path. ``resident_layout`` gives pipelines and sequences
 the checked layout of a resident dispatch. Host bytes travel through the runtime's pinned chunk
 ring (``PinnedStaging``: the host copy of one chunk overlaps the DMA of the one before);
-``to_device`` puts a host array into a new CuPy array on this device the same way.
+``to_device`` / ``to_host`` move a host array into a new CuPy array on this device and back the
+same way.
 """
 
 from __future__ import annotations
@@ -140,6 +141,21 @@ class ResidentDispatcher:
                     rt.staging.upload(arr.data.ptr, host.reshape(-1).view(np.uint8))
                 rt.stream.synchronize()
             return arr
+
+    def to_host(self, arr: Any, out: np.ndarray) -> np.ndarray:
+        """The CuPy array ``arr`` (on this device) into the C-contiguous host array ``out`` of the
+        same byte size, through the pinned chunk ring (after the work queued on CuPy's stream)."""
+        if int(arr.nbytes) != out.nbytes or not out.flags.c_contiguous or not arr.flags.c_contiguous:
+            raise InvalidProgram(f"to_host got a device array of {int(arr.nbytes)} bytes for a host array of "
+                                 f"{out.nbytes} bytes", "pass C-contiguous arrays of the same byte size (cupy.ascontiguousarray(arr)).")
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            rt.use_device()
+            with cuda_errors("copying a device array to the host"):
+                order_after_producers(rt.stream)
+                rt.staging.download_into(out, arr.data.ptr)
+            return out
 
     def free_resident(self, handle: Resident) -> None:
         """Release ``handle``; using it afterwards is ``InvalidHandle``."""
