@@ -32,7 +32,7 @@ from vyre.driver.errors import InvalidProgram
 from vyre.driver.inputs import as_bytes_view, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shard import SplitPlan, plan_split, shard_program
-from vyre.lib.sharded import Sharded, as_sharded, download_into, is_device_array, owned_copy, same_kind
+from vyre.lib.sharded import Sharded, as_sharded, download_into, empty_like, is_device_array, owned_copy, same_kind
 
 UFUNCS: dict[str, np.ufunc] = {
     "add": np.add, "min": np.minimum, "max": np.maximum, "or": np.bitwise_or, "and": np.bitwise_and,
@@ -211,8 +211,7 @@ def map(kernel_or_program: object, inputs: Sequence[object], devices: Sequence[o
                           k == len(ranges) - 1) for k in range(len(ranges))]
     try:
         _each(shards, lambda s: s.start())
-        devices = next(iter(parts.values())).devices if parts else None
-        outputs, how = _collect(program, plan, shards, devices)
+        outputs, how = _collect(program, plan, shards, next(iter(parts.values()), None))
     finally:
         for shard in shards:
             shard.free()
@@ -287,10 +286,12 @@ def _check_sharded(decl: BufferDecl, sharded: Sharded, plan: SplitPlan, like: Sh
 
 
 def _part_ranges(sizes: Sequence[int], wgx: int, groups: int) -> list[tuple[int, int]]:
-    """The workgroup range of each part: every part but the last is whole workgroups."""
+    """The workgroup range of each non-empty part up to the last one (empty parts after it run
+    nothing); every part before the last non-empty one is whole workgroups."""
+    used = max((k + 1 for k, size in enumerate(sizes) if size), default=1)
     ranges, start = [], 0
-    for k, size in enumerate(sizes):
-        last = k == len(sizes) - 1
+    for k, size in enumerate(sizes[:used]):
+        last = k == used - 1
         if not last and size % wgx:
             raise InvalidProgram(f"part {k} of a sharded input has {size} elements, not a multiple of the workgroup "
                                  f"size {wgx}", f"make every part but the last a multiple of {wgx} "
@@ -370,13 +371,13 @@ def _each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
     return [f.result() for f in futures]
 
 
-def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], sharded: Sequence[Any] | None
+def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], like: Sharded | None
              ) -> tuple[list[Any], str | None]:
     """Combine reduced outputs, fetch everything, and assemble the outputs in declaration order.
 
-    Host mode (``sharded`` None): split outputs are allocated once and each device downloads into
-    its own slice. Sharded mode (``sharded``: the devices of the inputs): split outputs stay on
-    their devices as a ``Sharded`` of arrays that own their memory."""
+    Host mode (``like`` None): split outputs are allocated once and each device downloads into
+    its own slice. Sharded mode (``like``: a sharded input): split outputs stay on their devices
+    as a ``Sharded`` like it, of arrays that own their memory (empty ones where a part ran nothing)."""
     decls = [b for b in program.buffers if not b.is_workgroup]
     index = {b.name: k for k, b in enumerate(decls)}
     on_device = {name: _device_reduce(shards, index[name], _decl(decls, name), op)
@@ -385,7 +386,7 @@ def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], sharde
     how = None if not paths else ("host" if None in paths else "+".join(sorted(paths)))
     split = [b for b in program.outputs if b.name in plan.sharded]
     whole: dict[str, np.ndarray] = {}
-    if sharded is None:
+    if like is None:
         for b in split:
             whole[b.name] = np.empty(sum(s.sizes[index[b.name]] for s in shards) // b.dtype.size, b.dtype.np_dtype)
 
@@ -397,7 +398,7 @@ def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], sharde
                 start, stop = (sum(s.sizes[i] for s in shards[:j]) // b.dtype.size for j in (k, k + 1))
                 download_into(shard.backend, shard.handles[i], whole[b.name][start:stop])
             elif b.name in plan.sharded or (on_device[b.name] and k == 0):
-                got[b.name] = shard.owned(i, dtype) if sharded is not None else shard.download(i, dtype)
+                got[b.name] = shard.owned(i, dtype) if like is not None else shard.download(i, dtype)
             elif not on_device[b.name]:
                 got[b.name] = shard.download(i, dtype)
         return got
@@ -409,7 +410,8 @@ def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], sharde
         if b.name in whole:
             outputs.append(whole[b.name])
         elif b.name in plan.sharded:
-            outputs.append(Sharded(pieces, sharded))
+            idle = [empty_like(p, b.dtype.np_dtype) for p in like.parts[len(pieces):]]
+            outputs.append(Sharded(pieces + idle, like.devices))
         elif on_device[b.name]:
             outputs.append(pieces[0])
         else:

@@ -138,6 +138,17 @@ def owned_copy(backend: Any, handle: Any, dtype: np.dtype) -> Any:
     return out
 
 
+def empty_like(part: Any, dtype: np.dtype) -> Any:
+    """An empty array of ``dtype`` where ``part`` lives (its device, or the host)."""
+    index = device_index(part) if is_device_array(part) else None
+    if index is None:
+        return np.zeros(0, dtype)
+    import cupy
+
+    with cupy.cuda.Device(index):
+        return cupy.zeros(0, dtype)
+
+
 def fetch_into(backend: Any, part: Any, out: np.ndarray) -> None:
     """A part (device array, or numpy on the oracle) into the host array ``out`` (through the
     backend's pinned chunk ring on ``cuda``)."""

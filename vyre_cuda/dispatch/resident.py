@@ -147,7 +147,8 @@ class ResidentDispatcher:
         same byte size, through the pinned chunk ring (after the work queued on CuPy's stream)."""
         if int(arr.nbytes) != out.nbytes or not out.flags.c_contiguous or not arr.flags.c_contiguous:
             raise InvalidProgram(f"to_host got a device array of {int(arr.nbytes)} bytes for a host array of "
-                                 f"{out.nbytes} bytes", "pass C-contiguous arrays of the same byte size (cupy.ascontiguousarray(arr)).")
+                                 f"{out.nbytes} bytes",
+                                 "pass C-contiguous arrays of the same byte size (cupy.ascontiguousarray(arr)).")
         rt = self.runtime
         with rt.lock:
             rt.check_open()
