@@ -92,7 +92,11 @@ def to_host(a: Any) -> np.ndarray:
     if isinstance(a, (np.ndarray, np.generic)):
         return np.asarray(a)
     if is_device_array(a):
-        return as_cupy(a).get()
+        import cupy
+
+        a = as_cupy(a)
+        with cupy.cuda.Device(a.device.id):
+            return a.get()
     return np.asarray(a)
 
 
