@@ -75,6 +75,10 @@ class _Split:
     def pairs(self) -> list[tuple[Any, Any]]:
         return list(zip(self.backends, self.parts))
 
+    def each(self, call: Any) -> list[Any]:
+        """``call(part, backend)`` per device, at once, each with its part's device current."""
+        return _each(self.pairs(), lambda bp: _on_device_of(bp[1], lambda: call(bp[1], bp[0])))
+
     def result(self, parts: Sequence[Any]) -> Any:
         """Per-device results as the input came: one host array, a ``Sharded`` or a list."""
         if self.on_host:
@@ -84,6 +88,17 @@ class _Split:
                   lambda k: fetch_into(self.backends[k], parts[k], out[offsets[k]:offsets[k + 1]]))
             return out
         return same_kind(Sharded(parts, self.sharded.devices), self.as_list)
+
+
+def _on_device_of(part: Any, work: Any) -> Any:
+    """``work()`` with ``part``'s device current (CuPy kernels and allocations run there)."""
+    index = device_index(part) if is_device_array(part) else None
+    if index is None:
+        return work()
+    import cupy
+
+    with cupy.cuda.Device(index):
+        return work()
 
 
 def bounds(n: int, parts: int, align: int) -> list[tuple[int, int]]:
@@ -113,7 +128,7 @@ def shard(x: object, devices: Sequence[object] | None = None, *, align: int = 25
 def reduce(x: object, op: str = "add", *, devices: Sequence[object] | None = None) -> np.generic:
     """``op`` over every element (as ``vyre.lib.reduce``), a numpy scalar."""
     split = _Split(x, devices, "multi.reduce")
-    partials = _each(split.pairs(), lambda bp: to_host(primitives.reduce(bp[1], op, backend=bp[0])).reshape(1))
+    partials = split.each(lambda part, backend: to_host(primitives.reduce(part, op, backend=backend)).reshape(1))
     stacked = np.concatenate(partials)
     ufunc = {"min": np.fmin, "max": np.fmax}.get(op, UFUNCS[op]) if stacked.dtype.kind == "f" else UFUNCS[op]
     return ufunc.reduce(stacked, dtype=stacked.dtype)
@@ -123,7 +138,7 @@ def histogram(x: object, bins: int, *, devices: Sequence[object] | None = None) 
     """u32 counts of each value in ``[0, bins)`` (as ``vyre.lib.histogram``): numpy for a host
     input, an array of the first device for a sharded one."""
     split = _Split(x, devices, "multi.histogram")
-    partials = _each(split.pairs(), lambda bp: to_host(primitives.histogram(bp[1], bins, backend=bp[0])))
+    partials = split.each(lambda part, backend: to_host(primitives.histogram(part, bins, backend=backend)))
     counts = np.add.reduce(np.stack(partials), axis=0, dtype=np.uint32)
     return counts if split.on_host else put(split.backends[0], counts)
 
@@ -131,7 +146,7 @@ def histogram(x: object, bins: int, *, devices: Sequence[object] | None = None) 
 def inclusive_scan(x: object, op: str = "add", *, devices: Sequence[object] | None = None) -> Any:
     """``out[i] = x[0] op ... op x[i]`` (as ``vyre.lib.inclusive_scan``), in the input's form."""
     split = _Split(x, devices, "multi.inclusive_scan")
-    scans = _each(split.pairs(), lambda bp: primitives.inclusive_scan(bp[1], op, backend=bp[0]))
+    scans = split.each(lambda part, backend: primitives.inclusive_scan(part, op, backend=backend))
     ufunc = UFUNCS[op]
     carries: list[np.ndarray | None] = []
     running = None
@@ -179,14 +194,14 @@ def sort(x: object, *, devices: Sequence[object] | None = None) -> Any:
     if split.on_host:  # the parts go to their devices through each backend's pinned chunk ring
         split.parts = _each(split.pairs(), lambda bp: put(*bp))
     if len(split.parts) == 1:
-        return split.result([sorting.sort(split.parts[0], backend=split.backends[0])])
+        return split.result(split.each(lambda part, backend: sorting.sort(part, backend=backend)))
     splitters = _splitters(split.parts)
     pieces = _each(split.parts, lambda part: _cut(part, splitters, len(split.parts)))
     homes = [device_index(p) for p in split.parts]
     received = _each(list(range(len(homes))), lambda j: concat_on(homes[j], [row[j] for row in pieces]))
     pieces.clear()  # the sent pieces are no longer needed: free them before the local sorts
-    ordered = _each(list(range(len(homes))), lambda j: sorting.sort(received[j], backend=split.backends[j]))
-    return split.result(ordered)
+    split.parts = received
+    return split.result(split.each(lambda part, backend: sorting.sort(part, backend=backend)))
 
 
 def _splitters(parts: Sequence[Any]) -> np.ndarray:
