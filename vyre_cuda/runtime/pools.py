@@ -20,7 +20,7 @@ Layers (each usable by the pipelines/graphs code):
   copies on the backend stream: two slots for a dispatch's small inputs and outputs, and a ring
   of ``RING`` pinned chunks of ``CHUNK`` bytes through which every host transfer of at least
   ``PIPELINE_MIN`` bytes is pipelined (the host copy of chunk k+1 runs, on ``copy_threads()``
-  threads of its own, while the DMA of chunk k runs).
+  threads of its own, while the DMA of chunk k runs); smaller ones take one shared slot.
 """
 
 from __future__ import annotations
@@ -441,8 +441,11 @@ class PinnedStaging:
         slot.ready(nbytes, lambda: None)
         return slot
 
-    def _chunk(self) -> StagingSlot:
-        """The next chunk of the ring, once the copy that last used it is done."""
+    def _chunk(self, total: int, size: int) -> StagingSlot:
+        """Where ``size`` bytes of a ``total``-byte transfer are staged: the next chunk of the ring
+        (once the copy that last used it is done), or a shared slot for a small transfer."""
+        if total < PIPELINE_MIN:
+            return self.slot(size)
         slot = self._ring[self._ring_turn]
         self._ring_turn = (self._ring_turn + 1) % RING
         slot.ready(CHUNK, self._count_sync)
@@ -456,7 +459,7 @@ class PinnedStaging:
         with cuda_errors("copying host data to the device"):
             for off in range(0, n, CHUNK):
                 size = min(CHUNK, n - off)
-                slot = self._chunk()
+                slot = self._chunk(n, size)
                 self.copier.copy(slot.array[:size], src[off:off + size])
                 self._rt.memcpyAsync(dst_ptr + off, slot.ptr, size, H2D, self.stream.ptr)
                 slot.fence(self.stream)
@@ -471,6 +474,9 @@ class PinnedStaging:
     def download_into(self, out: np.ndarray, src_ptr: int) -> None:
         """``out.nbytes`` device bytes from ``src_ptr`` into the C-contiguous host array ``out``
         (waits). Up to ``RING`` chunk DMAs are queued; the oldest is drained while the rest run."""
+        if not out.flags.c_contiguous:
+            raise ValueError("download_into needs a C-contiguous host array. Fix: pass numpy.empty(n, dtype) "
+                             "or a contiguous slice of one.")
         nbytes = out.nbytes
         dst = out.reshape(-1).view(np.uint8)
         pending: deque[tuple[StagingSlot, int, int]] = deque()
@@ -479,7 +485,7 @@ class PinnedStaging:
                 if len(pending) == RING:
                     self._drain(pending.popleft(), dst)
                 size = min(CHUNK, nbytes - off)
-                slot = self._chunk()
+                slot = self._chunk(nbytes, size)
                 self._rt.memcpyAsync(slot.ptr, src_ptr + off, size, D2H, self.stream.ptr)
                 slot.fence(self.stream)
                 pending.append((slot, off, size))
