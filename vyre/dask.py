@@ -96,8 +96,22 @@ def _contiguous(block: Any) -> Any:
 
 def _run_block(*blocks: Any, program: tuple[str, bytes], output_index: int, config: DispatchConfig | None,
                backend: str | None) -> Any:
-    inputs = [b if isinstance(b, bytes) else _contiguous(b) for b in blocks]  # bytes: a packed scalar
-    return worker_backend(backend).dispatch(_program(*program), inputs, config)[output_index]
+    decoded = _program(*program)
+    inputs = [_block_input(b, decl) for b, decl in zip(blocks, decoded.inputs)]
+    return worker_backend(backend).dispatch(decoded, inputs, config)[output_index]
+
+
+def _block_input(block: Any, decl: BufferDecl) -> Any:
+    """A block as a dispatch input: bytes (a packed scalar) as they are, a device block that the
+    kernel writes copied first (a dispatch on device arrays writes them in place, and dask blocks
+    must stay as they were), anything else contiguous."""
+    if isinstance(block, bytes):
+        return block
+    if is_device_block(block) and decl.access is Access.READ_WRITE:
+        import cupy
+
+        return cupy.array(block, copy=True, order="C")
+    return _contiguous(block)
 
 
 def _wire(program: Program) -> tuple[str, bytes]:

@@ -135,6 +135,7 @@ def test_dask_keeps_cupy_blocks_on_the_gpu(rng) -> None:
     assert isinstance(out._meta, cupy.ndarray)  # noqa: SLF001 - the kind of the result's blocks
     got = out.compute(scheduler="threads")
     assert isinstance(got, cupy.ndarray) and np.array_equal(got.get(), a ^ b)
+    assert np.array_equal(x.compute(scheduler="threads").get(), a)  # the read_write input's blocks are not written
     small = da.from_array(cupy.asarray(a & np.uint32(1023)), chunks=1 << 15)
     counts = vdask.histogram(small, 1024).compute(scheduler="threads")
     assert np.array_equal(cupy.asnumpy(counts), np.bincount(a & 1023, minlength=1024))
