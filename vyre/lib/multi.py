@@ -19,9 +19,7 @@ multi-device library calls from the one-device ``vyre.lib`` functions.
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,15 +30,9 @@ from vyre.driver.errors import InvalidProgram
 from vyre.driver.inputs import as_bytes_view, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shard import SplitPlan, plan_split, shard_program
+from vyre.lib.multi_devices import UFUNCS, backends_for
+from vyre.lib.multi_devices import each as _each
 from vyre.lib.sharded import Sharded, as_sharded, download_into, empty_like, is_device_array, owned_copy, same_kind
-
-UFUNCS: dict[str, np.ufunc] = {
-    "add": np.add, "min": np.minimum, "max": np.maximum, "or": np.bitwise_or, "and": np.bitwise_and,
-    "xor": np.bitwise_xor,
-}  # each reduce op on the host (integers wrap, as on the device)
-
-_acquired: dict[tuple[str, int], Any] = {}  # started backends (and the default device list) by key
-_acquire_lock = threading.Lock()
 
 
 def as_program(kernel_or_program: object) -> Program:
@@ -53,48 +45,6 @@ def as_program(kernel_or_program: object) -> Program:
     return program
 
 
-# ---- devices -------------------------------------------------------------------------------------------
-def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
-    """Started backends for ``devices``: ids (``"cuda:1"``, ``"reference"``), ``vyre.Device``s or backends.
-
-    ``None`` means every device of ``vyre.devices()`` (listed once per process), or one backend from
-    ``vyre.acquire(allow_reference=True)`` when no backend lists devices. Backends started from an
-    id are kept for the process; an id given twice starts two backends.
-    """
-    from vyre import acquire
-    from vyre.driver.devices import Device
-    from vyre.driver.devices import devices as list_devices
-    from vyre.driver.registry import default_backend as shared_backend
-
-    if devices is None:
-        devices = _cached(("*", 0), lambda: [d.id for d in list_devices()])  # listed once per process
-        if not devices:
-            return [shared_backend()]
-    if isinstance(devices, (str, Device)) or not len(devices):
-        raise InvalidProgram(f"devices={devices!r} is not a non-empty list",
-                             'pass a list such as ["cuda:0", "cuda:1"], or None for every device.')
-    seen: dict[str, int] = {}
-    out = []
-    for item in devices:
-        spec = item.id if isinstance(item, Device) else item
-        if not isinstance(spec, str):
-            out.append(_started(spec))
-            continue
-        seen[spec] = seen.get(spec, 0) + 1
-        # the first use of an id is the process's shared backend; a repeat starts another one
-        out.append(shared_backend(spec) if seen[spec] == 1
-                   else _cached((spec, seen[spec]), lambda spec=spec: acquire(spec)))
-    return out
-
-
-def _started(backend: object) -> Any:
-    """An item of ``devices=`` that is neither an id nor a ``Device``: it must be a started backend."""
-    if not all(hasattr(backend, name) for name in ("allocate_resident", "dispatch_resident", "download_resident")):
-        raise InvalidProgram(f"devices= holds {backend!r}, which is not a device id, a vyre.Device or a backend",
-                             'pass ids such as ["cuda:0", "cuda:1"], vyre.devices() entries, or started backends.')
-    return backend
-
-
 def _check_reduce(reduce: object) -> None:
     """``reduce=`` maps output names to op names (``{"bins": "add"}``)."""
     if reduce is None:
@@ -103,14 +53,6 @@ def _check_reduce(reduce: object) -> None:
                                                   for k, v in reduce.items()):
         raise InvalidProgram(f"reduce={reduce!r} is not a dict of output names to ops",
                              f'pass reduce={{"<output name>": "add"}} (ops: {", ".join(UFUNCS)}).')
-
-
-def _cached(key: tuple[str, int], start: Callable[[], Any]) -> Any:
-    with _acquire_lock:
-        backend = _acquired.get(key)
-        if backend is None:
-            backend = _acquired[key] = start()
-        return backend
 
 
 # ---- the split --------------------------------------------------------------------------------------------
@@ -355,20 +297,6 @@ def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, array
     extra = {"output_counts": None} if hasattr(config, "output_counts") else {}
     shard_config = dataclasses.replace(config, grid=(groups[1] - groups[0], 1, 1), elements=None, **extra)
     return _Shard(backend, shard, shard_config, data, sizes)
-
-
-def _each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
-    """``work(item)`` on one thread per item (one per device); raises the first failure after all
-    finished, so no device is left running when the call returns."""
-    if len(items) == 1:
-        return [work(items[0])]
-    with ThreadPoolExecutor(len(items), thread_name_prefix="vyre-multi") as pool:
-        futures = [pool.submit(work, s) for s in items]
-        errors = [f.exception() for f in futures]
-    first = next((e for e in errors if e is not None), None)
-    if first is not None:
-        raise first
-    return [f.result() for f in futures]
 
 
 def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], like: Sharded | None

@@ -27,7 +27,8 @@ import numpy as np
 
 from vyre.driver.errors import InvalidProgram
 from vyre.lib import primitives, sorting
-from vyre.lib.multi import UFUNCS, _each, backends_for
+from vyre.lib.multi_devices import UFUNCS, backends_for
+from vyre.lib.multi_devices import each as _each
 from vyre.lib.sharded import (
     Sharded,
     as_cupy,
