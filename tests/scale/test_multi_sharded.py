@@ -159,3 +159,22 @@ def test_bounds_cover_everything_once() -> None:
             assert ranges[0][0] == 0 and ranges[-1][1] == n and len(ranges) == parts
             assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
             assert all(lo % 64 == 0 or lo == n for lo, _ in ranges)
+
+
+def test_multi_ops_imports_on_its_own() -> None:
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", "import vyre.lib.multi_ops"], check=True, timeout=60)
+
+
+def test_a_list_of_device_arrays_without_a_device_is_refused() -> None:
+    class OnSomeDevice:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<u4", "data": (0, False), "version": 3}
+        ndim = 1
+
+    with pytest.raises(InvalidProgram, match="name the devices"):
+        multi.map(xor_program(), [[OnSomeDevice()], [OnSomeDevice()]])
+    with pytest.raises(InvalidProgram, match="single device array") as info:
+        multi.sort(OnSomeDevice(), devices=oracles(2))
+    assert "Fix:" in str(info.value)
