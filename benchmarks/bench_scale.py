@@ -1,26 +1,31 @@
-"""Scaling over the GPUs of one host, and the Dask path's cost per block.
+"""Host data at the link's speed, and work over the GPUs of one host that gets faster with more GPUs.
 
-Run on a multi-GPU machine: ``python benchmarks/bench_scale.py [--quick]``. Prints a table headed
-by the card names and writes ``$OUT/bench_scale.json`` (or ``--json PATH``). With no GPU it runs
-the same code on two oracle backends at toy sizes (a smoke test, not a measurement).
+Run on a multi-GPU machine: ``python benchmarks/bench_scale.py [--quick] [--no-dask]``. Prints
+tables headed by the card names, writes ``$OUT/bench_scale.json`` (or ``--json PATH``) and, with
+``--chart JSON``, draws ``docs/scale_xor.png`` and ``docs/scale_speedups.png`` from it. With no GPU
+it runs the same code on two oracle backends at toy sizes (a smoke test, not a measurement).
 
-1. XOR over 2^30 U32 per GPU (``a ^= b``, 12 bytes moved per element), data resident, on 1..N
-   GPUs: one backend per device (``vyre.acquire("cuda:k")``), one thread each, all started
-   together; each runs ``dispatch_repeated`` of the kernel. Aggregate GB/s and speed-up over one
-   GPU, from the wall time of the slowest device. Results checked on each device.
-2. Histogram (256 bins of the low byte) of 2^32 values spread over all GPUs with
-   ``vyre.lib.multi.map(..., reduce={"bins": "add"})``, in calls of 2^28 values; the partial
-   counts are combined by NCCL where the backend offers it (the table says which path ran) and
-   the total is checked against numpy's ``bincount``.
-3. ``vyre.dask.map_blocks`` of XOR over B blocks of 2^20 (inputs already on the workers, results
-   gathered to the client) on a ``vyre.dask.local_cluster`` of 1 and of 2 GPU workers: wall time
-   per block, and the overhead per block: worker time per block (wall x workers / blocks) minus
-   the same block dispatched in this process. Results of both clusters are checked against numpy.
+1. The host link: a pinned CuPy copy of the bytes (H2D and D2H, the link's speed measured in this
+   run), then a plain ``dispatch`` of SAXPY on 2^28 f32 numpy arrays (x and y in, y out) and
+   ``upload_resident``/``download_resident`` of 1 GiB: seconds and the fraction of the pinned
+   copy's speed they reach.
+2. XOR over 2^30 U32 per GPU, resident, one backend and thread per GPU, on 1..N GPUs (aggregate
+   GB/s, speed-up over one GPU).
+3. ``multi.map`` SAXPY with 2^28 f32 per GPU, from numpy arrays and from sharded device arrays
+   (``multi.shard``), on 1 GPU and on all: speed-up = N x (time on 1) / (time on N).
+4. ``multi.sort`` of 2^31 u32 keys over the GPUs (sharded in and out, checked sorted, same sum and
+   xor as the input) against one GPU's ``lib.sort`` of 2^30 keys, N times; ``multi.inclusive_scan``
+   and ``multi.histogram`` (256 bins of the top byte) of 2^31 values the same way (checked against CuPy).
+5. ``vyre.dask.map_blocks`` of XOR over 200 blocks of 2^20 on a ``local_cluster`` of 1 and of N GPU
+   workers (inputs persisted on the workers, results persisted there: the clock sees dispatches,
+   not the transfer of 800 MiB to the client); overhead per block = worker time per block minus
+   the same block dispatched in this process. Results checked against numpy after the clock.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -34,12 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import vyre  # noqa: E402
-from vyre import DispatchConfig  # noqa: E402
-from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program  # noqa: E402
+from vyre import lib  # noqa: E402
+from vyre.ir import BufferDecl, DataType, Expr, Node, Program  # noqa: E402
 from vyre.lib import multi  # noqa: E402
 
-U32 = DataType.U32
+U32, F32 = DataType.U32, DataType.F32
 GOLDEN = np.uint32(2654435761)
+GiB = 1 << 30
 
 
 def xor_program() -> Program:
@@ -48,20 +54,49 @@ def xor_program() -> Program:
                    [Node.store("a", i, Expr.bitxor(Expr.load("a", i), Expr.load("b", i)))], name="xor")
 
 
-def histogram_program() -> Program:
-    gid, lid, add = Expr.invocation_id(0), Expr.local_id(0), AtomicOp.ADD
-    return Program(
-        [BufferDecl.read("data", 0, U32), BufferDecl.output("bins", 1, U32, 256),
-         BufferDecl.workgroup("local", 256, U32)],
-        (256, 1, 1),
-        [Node.if_(Expr.lt(gid, Expr.buf_len("data")), [
-            Node.let("v", Expr.bitand(Expr.load("data", gid), Expr.u32(255))),
-            Node.let("old", Expr.atomic(add, "local", Expr.var("v"), Expr.u32(1)))]),
-         Node.barrier(),
-         Node.let("count", Expr.load("local", lid)),
-         Node.if_(Expr.ne(Expr.var("count"), Expr.u32(0)), [Node.let("old2", Expr.atomic(add, "bins", lid,
-                                                                                         Expr.var("count")))])],
-        name="histogram256")
+def saxpy_program() -> Program:
+    i = Expr.invocation_id(0)
+    return Program([BufferDecl.read("x", 0, F32), BufferDecl.read_write("y", 1, F32),
+                    BufferDecl.uniform("a", 2, F32, 1)], (256, 1, 1),
+                   [Node.if_(Expr.lt(i, Expr.buf_len("y")), [
+                       Node.store("y", i, Expr.add(Expr.mul(Expr.load("a", Expr.u32(0)), Expr.load("x", i)),
+                                                   Expr.load("y", i)))])],
+                   name="saxpy")
+
+
+def saxpy_inputs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x = 1.5, y = i % 1024, a = 2: every result (3 + i % 1024) is exact in f32."""
+    y = np.empty(n, np.float32)
+    step = 1 << 24
+    for lo in range(0, n, step):
+        y[lo:lo + step] = (np.arange(lo, min(n, lo + step), dtype=np.uint32) & np.uint32(1023)).astype(np.float32)
+    return np.full(n, 1.5, np.float32), y, np.array([2.0], np.float32)
+
+
+def check_saxpy(out: np.ndarray | multi.Sharded, n: int) -> bool:
+    """Spot checks of a SAXPY result (host array or sharded) against 3 + i % 1024."""
+    parts = out.parts if isinstance(out, multi.Sharded) else [out]
+    start = 0
+    for part in parts:
+        size = int(part.shape[0])
+        for lo in {0, size // 2, max(0, size - 4096)}:
+            hi = min(size, lo + 4096)
+            got = np.asarray(part[lo:hi].get() if hasattr(part, "get") else part[lo:hi])
+            want = 3 + ((np.arange(start + lo, start + hi) & 1023).astype(np.float32))
+            if not np.array_equal(got, want):
+                return False
+        start += size
+    return start == n
+
+
+def best_of(reps: int, work) -> float:
+    """The shortest wall time of ``reps`` runs of ``work()``."""
+    times = []
+    for _ in range(reps):
+        began = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - began)
+    return min(times)
 
 
 def values(start: int, n: int, seed: int) -> np.ndarray:
@@ -137,24 +172,204 @@ def _check_sample(be, handle, expected: np.ndarray) -> None:
             raise AssertionError(f"XOR differs from numpy on {be!r} in elements {lo}..{hi}")
 
 
-# ---- 2. histogram with a reduction ----------------------------------------------------------------------------
-def histogram_total(backends: list, total: int, chunk: int) -> dict:
-    program = histogram_program()
-    counts = np.zeros(256, np.uint64)
-    expected = np.zeros(256, np.uint64)
-    seconds, how = 0.0, None
-    for start in range(0, total, chunk):
-        data = values(start, min(chunk, total - start), 3)
-        stats: dict = {}
-        began = time.perf_counter()
-        (bins,) = multi.map(program, [data], devices=backends, reduce={"bins": "add"},
-                            config=DispatchConfig(elements=data.size), stats=stats)
-        seconds += time.perf_counter() - began
-        how = stats["reduction"]
-        counts += bins
-        expected += np.bincount(data & np.uint32(255), minlength=256).astype(np.uint64)
-    return {"values": total, "gpus": len(backends), "seconds": seconds, "reduction": how,
-            "values_per_s": total / seconds, "equals_numpy": bool(np.array_equal(counts, expected))}
+# ---- 1. the host link --------------------------------------------------------------------------------------------
+def pinned_link(nbytes: int, device: int) -> dict:
+    """GB/s of a pinned CuPy copy of ``nbytes`` host -> device and back (best of 3)."""
+    import cupy
+
+    with cupy.cuda.Device(device):
+        mem = cupy.cuda.alloc_pinned_memory(nbytes)
+        host = np.frombuffer(mem, np.uint8, nbytes)
+        host[:] = 7
+        dev = cupy.empty(nbytes, np.uint8)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        copy = cupy.cuda.runtime.memcpyAsync
+
+        def h2d() -> None:
+            copy(dev.data.ptr, host.ctypes.data, nbytes, 1, stream.ptr)
+            stream.synchronize()
+
+        def d2h() -> None:
+            copy(host.ctypes.data, dev.data.ptr, nbytes, 2, stream.ptr)
+            stream.synchronize()
+
+        h2d()
+        result = {"bytes": nbytes, "h2d_gb_per_s": nbytes / best_of(3, h2d) / 1e9,
+                  "d2h_gb_per_s": nbytes / best_of(3, d2h) / 1e9}
+        return result
+
+
+def host_link(backend, n: int, link: dict | None) -> dict:
+    """``dispatch`` of SAXPY from numpy and resident upload/download, against the pinned copy."""
+    x, y, a = saxpy_inputs(n)
+    program = saxpy_program()
+    (out,) = backend.dispatch(program, [x, y, a])  # compile, warm the staging ring and pools
+    seconds = best_of(3, lambda: backend.dispatch(program, [x, y, a]))
+    row = {"elements": n, "dispatch_seconds": seconds, "dispatch_equals": check_saxpy(out, n)}
+    nbytes = min(GiB, x.nbytes)
+    handle = backend.allocate_resident(nbytes)
+    try:
+        backend.upload_resident(handle, x.view(np.uint8)[:nbytes])
+        back = backend.download_resident(handle)
+        row["resident_equals"] = bool(np.array_equal(back, x.view(np.uint8)[:nbytes]))
+
+        def upload() -> None:
+            backend.upload_resident(handle, x.view(np.uint8)[:nbytes])
+            backend.download_resident(handle, 0, 4)  # the upload finished
+
+        row["upload_gb_per_s"] = nbytes / best_of(3, upload) / 1e9
+        row["download_gb_per_s"] = nbytes / best_of(3, lambda: backend.download_resident(handle)) / 1e9
+    finally:
+        backend.free_resident(handle)
+    if link is not None:
+        ideal = 2 * x.nbytes / (link["h2d_gb_per_s"] * 1e9) + y.nbytes / (link["d2h_gb_per_s"] * 1e9)
+        row["dispatch_link_fraction"] = ideal / seconds
+        row["upload_link_fraction"] = row["upload_gb_per_s"] / link["h2d_gb_per_s"]
+        row["download_link_fraction"] = row["download_gb_per_s"] / link["d2h_gb_per_s"]
+    return row
+
+
+# ---- 3. multi.map SAXPY ------------------------------------------------------------------------------------------
+def multi_saxpy(ids: list[str], per_gpu: int) -> dict:
+    """``multi.map`` SAXPY on 1 GPU and on all, from numpy and from sharded device arrays."""
+    program = saxpy_program()
+    row: dict = {"elements_per_gpu": per_gpu, "gpus": len(ids)}
+    for label, devices in (("one", ids[:1]), ("all", ids)):
+        n = per_gpu * len(devices)
+        x, y, a = saxpy_inputs(n)
+        row[f"host_{label}_seconds"], row[f"host_{label}_equals"] = _timed_map(program, [x, y, a], devices, n)
+        inputs = [multi.shard(x, devices), multi.shard(y, devices), a]
+        x = y = None  # the host copies are not needed any more
+        row[f"sharded_{label}_seconds"], row[f"sharded_{label}_equals"] = _timed_map(program, inputs, None, n)
+    k = len(ids)
+    row["host_speedup"] = k * row["host_one_seconds"] / row["host_all_seconds"]
+    row["sharded_speedup"] = k * row["sharded_one_seconds"] / row["sharded_all_seconds"]
+    return row
+
+
+def _timed_map(program: Program, inputs: list, devices: list[str] | None, n: int) -> tuple[float, bool]:
+    """Best of 3 wall seconds of ``multi.map`` after a warm-up call, and whether its result checks."""
+    (out,) = multi.map(program, inputs, devices=devices)
+    return best_of(3, lambda: multi.map(program, inputs, devices=devices)), check_saxpy(out, n)
+
+
+# ---- 4. multi.sort / inclusive_scan / histogram -------------------------------------------------------------------
+def device_values(devices: list[str], per_gpu: int, seed: int, on_gpu: bool) -> multi.Sharded:
+    """Hashed u32 values, ``per_gpu`` on each device, made where they live."""
+    if not on_gpu:
+        return multi.Sharded([values(k * per_gpu, per_gpu, seed) for k in range(len(devices))], devices)
+    import cupy
+
+    parts = []
+    for k, dev in enumerate(devices):
+        with cupy.cuda.Device(int(dev.split(":")[1])):
+            i = cupy.arange(per_gpu, dtype=cupy.uint32) + cupy.uint32(k * per_gpu)
+            parts.append((i * cupy.uint32(GOLDEN) + cupy.uint32(seed)) ^ (i >> cupy.uint32(7)))
+            cupy.cuda.get_current_stream().synchronize()
+    return multi.Sharded(parts, devices)
+
+
+def on_device(p):
+    """A context making ``p``'s device current (CuPy kernels run on the current device)."""
+    if isinstance(p, np.ndarray):
+        return contextlib.nullcontext()
+    import cupy
+
+    return cupy.cuda.Device(p.device.id)
+
+
+def _each_part(parts, work) -> list:
+    out = []
+    for p in parts:
+        with on_device(p):
+            out.append(work(p))
+    return out
+
+
+def _sum_xor(parts: list) -> tuple[int, int]:
+    def one(p) -> tuple[int, int]:
+        if not int(p.shape[0]):
+            return 0, 0
+        xp = np if isinstance(p, np.ndarray) else __import__("cupy")
+        return int(p.sum(dtype=np.uint64)), int(xp.bitwise_xor.reduce(p))
+
+    sums = _each_part(parts, one)
+    xor = 0
+    for _, x in sums:
+        xor ^= x
+    return sum(t for t, _ in sums), xor
+
+
+def _sorted_ok(parts: list, like: tuple[int, int], n: int) -> bool:
+    def check(p) -> tuple[int, bool, tuple[int, int] | None]:
+        size = int(p.shape[0])
+        ordered = size < 2 or bool((p[1:] >= p[:-1]).all())
+        return size, ordered, (int(p[0]), int(p[-1])) if size else None
+
+    info = _each_part(parts, check)
+    tails = [t for _, _, t in info if t is not None]
+    return (sum(s for s, _, _ in info) == n and all(o for _, o, _ in info)
+            and all(a[1] <= b[0] for a, b in zip(tails, tails[1:])) and _sum_xor(parts) == like)
+
+
+def lib_calls(backends: list, devices: list[str], per_gpu: int, on_gpu: bool) -> list[dict]:
+    """multi.sort / inclusive_scan / histogram over every GPU against one GPU's lib call, n times."""
+    k = len(devices)
+    keys = device_values(devices, per_gpu, 9, on_gpu)
+    first = keys.parts[0]
+    rows = []
+    bins = 256
+    high = multi.Sharded(_each_part(keys.parts, lambda p: p >> np.uint32(24)), devices)
+    calls = {
+        "sort": (lambda: multi.sort(keys), lambda: lib.sort(first, backend=backends[0])),
+        "inclusive_scan": (lambda: multi.inclusive_scan(keys), lambda: lib.inclusive_scan(first, backend=backends[0])),
+        "histogram": (lambda: multi.histogram(high, bins), lambda: lib.histogram(high.parts[0], bins,
+                                                                                   backend=backends[0])),
+    }
+    like = _sum_xor(list(keys.parts))
+    for name, (many, one) in calls.items():
+        one()  # compile and size the scratch
+        one_seconds = best_of(2, one) * k
+        result = many()
+        many_seconds = best_of(2, many)
+        if name == "sort":
+            ok = _sorted_ok(list(result.parts), like, per_gpu * k)
+        elif name == "inclusive_scan":
+            ok = _scan_ok(keys, result)
+        else:
+            ok = _histogram_ok(high, result, bins)
+        del result
+        rows.append({"call": name, "elements": per_gpu * k, "gpus": k, "multi_seconds": many_seconds,
+                     "one_gpu_seconds_x_n": one_seconds, "speedup": one_seconds / many_seconds, "equals": ok})
+    return rows
+
+
+def _scan_ok(keys: multi.Sharded, scan: multi.Sharded) -> bool:
+    """Each part's first and last value equal the running sums (mod 2^32) of the input."""
+    running = 0
+    for x, s in zip(keys.parts, scan.parts):
+        if int(x.shape[0]) == 0:
+            continue
+        with on_device(x):
+            first = (running + int(x[0])) & 0xFFFFFFFF
+            running = (running + int(x.sum(dtype=np.uint64))) & 0xFFFFFFFF
+            if int(s[0]) != first or int(s[-1]) != running:
+                return False
+    return True
+
+
+def _histogram_ok(high: multi.Sharded, counts, bins: int) -> bool:
+    want = np.zeros(bins, np.uint64)
+    for p in high.parts:
+        if isinstance(p, np.ndarray):
+            want += np.bincount(p, minlength=bins).astype(np.uint64)
+        else:
+            import cupy
+
+            with cupy.cuda.Device(p.device.id):
+                want += cupy.bincount(p, minlength=bins).get().astype(np.uint64)
+    got = counts.get() if hasattr(counts, "get") else np.asarray(counts)
+    return bool(np.array_equal(got.astype(np.uint64), want))
 
 
 # ---- 3. Dask ---------------------------------------------------------------------------------------------------
@@ -173,10 +388,12 @@ def dask_overhead(workers: int, blocks: int, block: int, backend: str | None) ->
             client.run(_start_backend, backend)  # every worker starts its backend
             x, y = x.persist(), y.persist()
             wait([x, y])  # the inputs live on the workers before the clock starts
-            vdask.map_blocks(xor_program(), x, y).compute()  # warm: modules loaded, code paths imported
+            wait(vdask.map_blocks(xor_program(), x, y).persist())  # warm: modules loaded, programs decoded
             began = time.perf_counter()
-            out = vdask.map_blocks(xor_program(), x, y).compute()
+            result = vdask.map_blocks(xor_program(), x, y).persist()  # results stay on the workers
+            wait(result)
             seconds = time.perf_counter() - began
+            out = result.compute()
     finally:
         cluster.close()
     return {"workers": workers, "blocks": blocks, "block_elements": block, "seconds": seconds,
@@ -201,38 +418,48 @@ def direct_ms_per_block(backend, block: int, reps: int = 20) -> float:
 # ---- main --------------------------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (2^26 XOR, 2^30 histogram values)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (2^26 XOR, 2^26 per GPU elsewhere)")
     parser.add_argument("--json", help="where to write the results (default $OUT/bench_scale.json)")
     parser.add_argument("--no-dask", action="store_true", help="skip the Dask section")
-    parser.add_argument("--chart", help="draw the scaling chart from this JSON instead of measuring (matplotlib)")
-    parser.add_argument("--png", default=str(ROOT / "docs" / "scale_xor.png"), help="chart output")
+    parser.add_argument("--chart", help="draw the charts from this JSON instead of measuring (matplotlib)")
+    parser.add_argument("--png", default=str(ROOT / "docs" / "scale_xor.png"), help="XOR chart output")
+    parser.add_argument("--png-speedups", default=str(ROOT / "docs" / "scale_speedups.png"),
+                        help="speed-up chart output")
     args = parser.parse_args()
     if args.chart:
-        draw(json.loads(Path(args.chart).read_text(encoding="utf-8")), Path(args.png))
+        result = json.loads(Path(args.chart).read_text(encoding="utf-8"))
+        draw(result, Path(args.png))
+        draw_speedups(result, Path(args.png_speedups))
         return
     gpus = [d for d in vyre.devices() if d.backend == "cuda"]
     if gpus:
         ids, backend_id = [d.id for d in gpus], "cuda"
         xor_n, reps = (1 << 26, 21) if args.quick else (1 << 30, 21)  # odd: a kernel that does nothing fails the check
-        hist_total, hist_chunk = (1 << 30, 1 << 28) if args.quick else (1 << 32, 1 << 28)
+        saxpy_n = 1 << 26 if args.quick else 1 << 28
+        lib_per_gpu = (1 << 26 if args.quick else 1 << 31) // (1 if args.quick else len(ids))
         blocks, block = 200, 1 << 20
     else:
         print("no CUDA device is listed: running on two oracle backends at toy sizes (not a measurement)")
         ids, backend_id = ["reference", "reference"], "reference"
-        xor_n, reps, hist_total, hist_chunk, blocks, block = 1 << 14, 3, 1 << 16, 1 << 15, 40, 1 << 12
+        xor_n, reps, saxpy_n, lib_per_gpu, blocks, block = 1 << 14, 3, 1 << 14, 1 << 14, 40, 1 << 12
     backends = multi.backends_for(ids)
     names = [f"{i}: {d.name}" for i, d in enumerate(gpus)] or ["oracle x2"]
     result: dict = {"cards": names, "backend": backend_id}
+    link = pinned_link(saxpy_n * 4, gpus[0].index) if gpus else None
+    result["pinned_link"] = link
+    result["host_link"] = host_link(backends[0], saxpy_n, link)
     result["xor"] = xor_scaling(backends, xor_n, reps)
     result["xor_elements_per_gpu"] = xor_n
-    result["histogram"] = histogram_total(backends, hist_total, hist_chunk)
+    result["multi_saxpy"] = multi_saxpy(ids, saxpy_n)
+    result["lib"] = lib_calls(backends, ids, lib_per_gpu, bool(gpus))
     if not args.no_dask and len(backends) >= 2:
         direct = direct_ms_per_block(backends[0], block)
         result["dask"] = [dict(dask_overhead(w, blocks, block, backend_id), direct_ms_per_block=direct)
-                          for w in (1, 2)]
+                          for w in (1, len(backends))]
         for row in result["dask"]:
             # worker time per block beyond the dispatch itself (each worker runs its blocks one by one)
             row["overhead_ms_per_block"] = row["ms_per_block"] * row["workers"] - direct
+        result["dask_speedup"] = result["dask"][0]["seconds"] / result["dask"][1]["seconds"]
     report(result)
     path = Path(args.json or Path(os.environ.get("OUT", ".")) / "bench_scale.json")
     path.write_text(json.dumps(result, indent=2), encoding="utf-8")
@@ -264,20 +491,68 @@ def draw(result: dict, png: Path) -> None:
     print(f"wrote {png}")
 
 
+def draw_speedups(result: dict, png: Path) -> None:
+    """Speed-up of every multi-GPU workload over one GPU (ideal: the GPU count), and the host link fraction."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k = result["multi_saxpy"]["gpus"]
+    labels = ["multi.map SAXPY\nfrom numpy", "multi.map SAXPY\nsharded"] + [f"multi.{r['call']}" for r in result["lib"]]
+    values = [result["multi_saxpy"]["host_speedup"], result["multi_saxpy"]["sharded_speedup"]]
+    values += [r["speedup"] for r in result["lib"]]
+    if "dask_speedup" in result:
+        labels.append("dask map_blocks")
+        values.append(result["dask_speedup"])
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.bar(range(len(values)), values, color="tab:blue")
+    ax.axhline(k, linestyle="--", color="grey", label=f"ideal ({k} GPUs)")
+    for i, v in enumerate(values):
+        ax.annotate(f"{v:.2f}x", (i, v), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+    ax.set_xticks(range(len(values)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel(f"speed-up of {k} GPUs over one")
+    fraction = result["host_link"].get("dispatch_link_fraction")
+    note = f"; plain dispatch from numpy at {fraction:.0%} of the pinned link" if fraction else ""
+    ax.set_title(f"{result['cards'][0].split(': ')[-1]}{note}", fontsize=9)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"wrote {png}")
+
+
 def report(result: dict) -> None:
     print("cards: " + "; ".join(result["cards"]))
+    link, host = result["pinned_link"], result["host_link"]
+    if link:
+        print(f"\npinned CuPy copy of {link['bytes']} bytes: H2D {link['h2d_gb_per_s']:.1f} GB/s, "
+              f"D2H {link['d2h_gb_per_s']:.1f} GB/s")
+    print(f"dispatch SAXPY {host['elements']} f32 from numpy: {host['dispatch_seconds']:.4f} s"
+          + (f" ({host['dispatch_link_fraction']:.0%} of the pinned link)" if link else "")
+          + f", equals: {host['dispatch_equals']}")
+    print(f"upload_resident {host['upload_gb_per_s']:.1f} GB/s, download_resident {host['download_gb_per_s']:.1f} GB/s"
+          + (f" ({host['upload_link_fraction']:.0%} / {host['download_link_fraction']:.0%} of the pinned link)"
+             if link else "") + f", equals: {host['resident_equals']}")
     print(f"\nXOR a ^= b, {result['xor_elements_per_gpu']} U32 per GPU, resident")
     print(f"{'GPUs':>5} {'seconds':>9} {'GB/s':>9} {'speed-up':>9}")
     for row in result["xor"]:
         print(f"{row['gpus']:>5} {row['seconds']:>9.4f} {row['gb_per_s']:>9.1f} {row['speedup']:>9.2f}")
-    h = result["histogram"]
-    print(f"\nhistogram of {h['values']} values on {h['gpus']} GPUs: {h['seconds']:.3f} s "
-          f"({h['values_per_s'] / 1e9:.2f} G values/s, host in/out included), reduction: {h['reduction']}, "
-          f"equals numpy: {h['equals_numpy']}")
+    m = result["multi_saxpy"]
+    print(f"\nmulti.map SAXPY, {m['elements_per_gpu']} f32 per GPU, {m['gpus']} GPUs")
+    for kind in ("host", "sharded"):
+        print(f"  {kind:>7}: 1 GPU {m[f'{kind}_one_seconds']:.4f} s, {m['gpus']} GPUs {m[f'{kind}_all_seconds']:.4f} s "
+              f"-> {m[f'{kind}_speedup']:.2f}x, equals: {m[f'{kind}_one_equals'] and m[f'{kind}_all_equals']}")
+    print(f"\n{'call':>15} {'elements':>11} {'multi s':>9} {'1 GPU x n s':>12} {'speed-up':>9} equals")
+    for row in result["lib"]:
+        print(f"{row['call']:>15} {row['elements']:>11} {row['multi_seconds']:>9.4f} "
+              f"{row['one_gpu_seconds_x_n']:>12.4f} {row['speedup']:>9.2f} {row['equals']}")
     for row in result.get("dask", []):
         print(f"dask map_blocks, {row['workers']} worker(s), {row['blocks']} blocks of {row['block_elements']}: "
               f"{row['ms_per_block']:.3f} ms/block (in-process dispatch {row['direct_ms_per_block']:.3f} ms), "
               f"overhead {row['overhead_ms_per_block']:.3f} ms/block, equals numpy: {row['equals_numpy']}")
+    if "dask_speedup" in result:
+        print(f"dask: {result['dask'][-1]['workers']} workers are {result['dask_speedup']:.2f}x one worker")
 
 
 if __name__ == "__main__":

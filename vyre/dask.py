@@ -3,19 +3,26 @@
 Needs the optional extra ``vyre-cuda[dask]`` (``dask[distributed]``); importing ``vyre`` does
 not import Dask. Every block runs on the backend of the worker process that holds it, acquired
 once per process (``vyre.acquire()``, which honours ``VYRE_BACKEND``; ``local_cluster`` gives each
-worker process one GPU through ``CUDA_VISIBLE_DEVICES``, or the CPU oracle when there is no GPU).
+worker process one GPU: ``dask_cuda.LocalCUDACluster`` when dask-cuda is installed, else a
+``LocalCluster`` with ``CUDA_VISIBLE_DEVICES`` per worker, or the CPU oracle when there is no GPU).
+Programs travel as their wire form with a digest and are decoded once per worker process
+(``decoded_programs``), so a block costs a dispatch, not a decode or a compile.
 
 - ``map_blocks(program, *arrays)``: one dispatch per block; the program sees the block's own
-  indices and lengths, as a numpy function does under ``dask.array.map_blocks``.
+  indices and lengths, as a numpy function does under ``dask.array.map_blocks``. CuPy-backed
+  dask arrays stay on the GPU: their blocks are dispatched in place and the result is a
+  CuPy-backed dask array.
 - ``reduce`` / ``histogram`` / ``inclusive_scan``: small per-block vyre programs combined with
   Dask's tree reductions (``reduce`` also combines partials with its kernel; ``histogram`` sums
   partial counts with ``dask.array.sum``; ``inclusive_scan`` carries each block's last value into
   the next with one numpy op). Element types U32 and I32; integers wrap as on the device.
+  CuPy-backed blocks run the one-device ``vyre.lib`` call on the GPU and stay there.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import threading
 from typing import Any
@@ -31,7 +38,7 @@ from vyre.lib.multi import UFUNCS, as_program
 FIX_INSTALL = "install the extra: pip install 'vyre-cuda[dask]'."
 OPS = ("add", "min", "max", "or", "and", "xor")
 _backends: dict[str, Any] = {}
-_programs: dict[bytes, Program] = {}
+_programs: dict[str, Program] = {}  # digest of the wire form -> the decoded program (per worker process)
 _lock = threading.Lock()
 _WG = 256
 
@@ -57,19 +64,70 @@ def worker_backend(backend: str | None = None) -> Any:
         return found
 
 
-def _program(wire: bytes) -> Program:
-    """Programs travel as their wire form (hashes of Python values differ between processes)."""
-    with _lock:
-        program = _programs.get(wire)
-        if program is None:
-            program = _programs[wire] = Program.from_wire(wire)
-        return program
+def _program(digest: str, wire: bytes) -> Program:
+    """The decoded program of ``wire`` (hashes of Python values differ between processes, so
+    programs travel as wire bytes), decoded once per process and found by its digest after."""
+    program = _programs.get(digest)
+    if program is None:
+        with _lock:
+            program = _programs.get(digest)
+            if program is None:
+                program = _programs[digest] = Program.from_wire(wire)
+    return program
 
 
-def _run_block(*blocks: Any, wire: bytes, output_index: int, config: DispatchConfig | None,
-               backend: str | None) -> np.ndarray:
-    inputs = [b if isinstance(b, bytes) else np.ascontiguousarray(b) for b in blocks]  # bytes: a packed scalar
-    return worker_backend(backend).dispatch(_program(wire), inputs, config)[output_index]
+def decoded_programs() -> int:
+    """How many programs this process decoded (one per distinct program, however many blocks)."""
+    return len(_programs)
+
+
+def is_device_block(block: object) -> bool:
+    return hasattr(block, "__cuda_array_interface__")
+
+
+def _contiguous(block: Any) -> Any:
+    """A C-contiguous block: device blocks stay on their device, host blocks are numpy."""
+    if is_device_block(block):
+        import cupy
+
+        return cupy.ascontiguousarray(block)
+    return np.ascontiguousarray(block)
+
+
+def _run_block(*blocks: Any, program: tuple[str, bytes], output_index: int, config: DispatchConfig | None,
+               backend: str | None) -> Any:
+    decoded = _program(*program)
+    inputs = [_block_input(b, decl) for b, decl in zip(blocks, decoded.inputs)]
+    return worker_backend(backend).dispatch(decoded, inputs, config)[output_index]
+
+
+def _block_input(block: Any, decl: BufferDecl) -> Any:
+    """A block as a dispatch input: bytes (a packed scalar) as they are, a device block that the
+    kernel writes copied first (a dispatch on device arrays writes them in place, and dask blocks
+    must stay as they were), anything else contiguous."""
+    if isinstance(block, bytes):
+        return block
+    if is_device_block(block) and decl.access is Access.READ_WRITE:
+        import cupy
+
+        return cupy.array(block, copy=True, order="C")
+    return _contiguous(block)
+
+
+def _wire(program: Program) -> tuple[str, bytes]:
+    wire = program.to_wire()
+    return hashlib.blake2b(wire, digest_size=16).hexdigest(), wire
+
+
+def _meta(arrays: list, dtype: np.dtype, shape: tuple[int, ...] = (0,)) -> Any:
+    """An empty block of ``dtype`` of the first array's kind (CuPy-backed stays CuPy-backed)."""
+    from dask.array.utils import meta_from_array
+
+    if arrays and is_device_block(meta_from_array(arrays[0])):
+        import cupy
+
+        return cupy.empty(shape, dtype)
+    return np.empty(shape, dtype)
 
 
 # ---- map_blocks -----------------------------------------------------------------------------------------------
@@ -122,9 +180,9 @@ def map_blocks(kernel_or_program: object, *args: Any, output: str | None = None,
             raise InvalidProgram(f"read_write buffer {decl.name!r} must be a dask array to be split into blocks",
                                  f"pass {decl.name!r} as a dask array (dask.array.from_array(x)).")
         out_chunks = chunks
-    return da.map_blocks(_run_block, *args, wire=program.to_wire(), output_index=index, config=config,
+    return da.map_blocks(_run_block, *args, program=_wire(program), output_index=index, config=config,
                          backend=backend, dtype=decl.dtype.np_dtype, chunks=out_chunks,
-                         meta=np.empty(0, decl.dtype.np_dtype))
+                         meta=_meta(arrays, decl.dtype.np_dtype))
 
 
 def _packed_scalars(kernel_or_program: object, args: tuple) -> tuple:
@@ -219,6 +277,11 @@ def scan_step_program(op: str, dtype: DataType) -> Program:
 # ---- block functions (run on the workers) --------------------------------------------------------------------
 def _reduce_block(block: np.ndarray, axis: Any = None, keepdims: bool = False, *, op: str,
                   backend: str | None) -> np.ndarray:
+    if is_device_block(block):
+        from vyre.lib import reduce as lib_reduce
+
+        acc = lib_reduce(_contiguous(block).ravel(), op, backend=worker_backend(backend))
+        return acc.reshape((1,) * block.ndim) if keepdims else acc.reshape(())
     dtype = DataType.U32 if block.dtype == np.uint32 else DataType.I32
     start = np.array([identity(op, dtype)], dtype.np_dtype)
     data = np.ascontiguousarray(block).ravel()
@@ -228,13 +291,22 @@ def _reduce_block(block: np.ndarray, axis: Any = None, keepdims: bool = False, *
 
 
 def _histogram_block(block: np.ndarray, *, bins: int, backend: str | None) -> np.ndarray:
+    if is_device_block(block):
+        from vyre.lib import histogram as lib_histogram
+
+        return lib_histogram(_contiguous(block).view(np.uint32), bins, backend=worker_backend(backend)).reshape(1, bins)
     data = np.ascontiguousarray(block).view(np.uint32)
     (counts,) = worker_backend(backend).dispatch(histogram_program(bins), [data], DispatchConfig(elements=data.size))
     return counts.reshape(1, bins)
 
 
 def _scan_block(block: np.ndarray, axis: int = 0, *, op: str, backend: str | None) -> np.ndarray:
-    """Inclusive scan of one block: log2(n) steps on resident buffers, one sequence, one read."""
+    """Inclusive scan of one block: log2(n) steps on resident buffers, one sequence, one read
+    (a device block: ``vyre.lib.inclusive_scan`` on the GPU)."""
+    if is_device_block(block):
+        from vyre.lib import inclusive_scan as lib_scan
+
+        return lib_scan(_contiguous(block), op, backend=worker_backend(backend))
     dtype = DataType.U32 if block.dtype == np.uint32 else DataType.I32
     data = np.ascontiguousarray(block)
     if data.size <= 1:
@@ -269,8 +341,9 @@ def reduce(x: Any, op: str = "add", *, split_every: int | None = None, backend: 
     _check_op(op)
     _dtype_of(x, "vyre.dask.reduce")
     block = functools.partial(_reduce_block, op=op, backend=backend)
+    meta = _meta([x], x.dtype, ())
     return da.reduction(x, chunk=block, aggregate=block, combine=block, dtype=x.dtype, split_every=split_every,
-                        concatenate=True, meta=np.empty((), x.dtype))
+                        concatenate=True, meta=meta)
 
 
 def histogram(x: Any, bins: int, *, split_every: int | None = None, backend: str | None = None) -> Any:
@@ -281,7 +354,8 @@ def histogram(x: Any, bins: int, *, split_every: int | None = None, backend: str
         raise InvalidProgram(f"bins={bins!r} is not an int in 1..2**24", "pass the number of bins, e.g. bins=256.")
     bins = int(bins)
     partial_counts = da.map_blocks(functools.partial(_histogram_block, bins=bins, backend=backend), x, new_axis=1,
-                                   chunks=((1,) * x.numblocks[0], (bins,)), dtype=np.uint32)
+                                   chunks=((1,) * x.numblocks[0], (bins,)), dtype=np.uint32,
+                                   meta=_meta([x], np.dtype(np.uint32), (0, 0)))
     return partial_counts.sum(axis=0, dtype=np.uint32, split_every=split_every)
 
 
@@ -320,16 +394,26 @@ def worker_environments(n_workers: int | None = None, backend: str | None = None
 
 def local_cluster(n_workers: int | None = None, *, backend: str | None = None, threads_per_worker: int = 1,
                   **cluster_options: Any) -> Any:
-    """A ``distributed.LocalCluster`` of worker processes: one per visible GPU, each seeing only its GPU
-    (like dask-cuda's ``LocalCUDACluster``), or ``n_workers`` oracle workers when no GPU is listed.
+    """A local cluster of worker processes, one per visible GPU, each seeing only its GPU:
+    ``dask_cuda.LocalCUDACluster`` when dask-cuda is installed (and at most one worker per GPU is
+    asked for), else a ``distributed.LocalCluster`` with ``CUDA_VISIBLE_DEVICES`` set per worker;
+    ``n_workers`` oracle workers when no GPU is listed (or ``backend="reference"``).
 
-    Connect with ``distributed.Client(cluster)``; close it with ``cluster.close()``.
+    Returns once every worker is up. Connect with ``distributed.Client(cluster)``; close it with
+    ``cluster.close()``.
     """
     try:
         from distributed import LocalCluster
     except ImportError as exc:
         raise InvalidProgram(f"vyre.dask.local_cluster needs dask.distributed ({exc})", FIX_INSTALL) from exc
     environments = worker_environments(n_workers, backend)
+    options = {"host": "127.0.0.1", "dashboard_address": None, **cluster_options}
+    gpus = sorted({env["CUDA_VISIBLE_DEVICES"] for env in environments if "CUDA_VISIBLE_DEVICES" in env})
+    if gpus and len(environments) <= len(gpus):
+        cuda_cluster = _dask_cuda_cluster()
+        if cuda_cluster is not None:
+            return cuda_cluster(CUDA_VISIBLE_DEVICES=",".join(env["CUDA_VISIBLE_DEVICES"] for env in environments),
+                                n_workers=len(environments), threads_per_worker=threads_per_worker, **options)
 
     class PerWorkerEnvironment(LocalCluster):
         """Worker k gets ``environments[k]`` (``scale`` asks ``new_worker_spec`` for each new worker)."""
@@ -340,13 +424,21 @@ def local_cluster(n_workers: int | None = None, *, backend: str | None = None, t
             options = dict(template["options"], env=environments[int(name) % len(environments)])
             return {name: dict(template, options=options)}
 
-    options = {"host": "127.0.0.1", "dashboard_address": None, **cluster_options}
     cluster = PerWorkerEnvironment(n_workers=0, processes=True, threads_per_worker=threads_per_worker,
                                    name="vyre", **options)
     cluster.scale(len(environments))
-    cluster.sync(cluster._correct_state)
+    cluster.wait_for_workers(len(environments))
     return cluster
 
 
-__all__ = ["OPS", "histogram", "identity", "inclusive_scan", "local_cluster", "map_blocks", "reduce",
-           "worker_backend", "worker_environments"]
+def _dask_cuda_cluster() -> Any:
+    """``dask_cuda.LocalCUDACluster``, or None when dask-cuda is not installed."""
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError:
+        return None
+    return LocalCUDACluster
+
+
+__all__ = ["OPS", "decoded_programs", "histogram", "identity", "inclusive_scan", "local_cluster", "map_blocks",
+           "reduce", "worker_backend", "worker_environments"]

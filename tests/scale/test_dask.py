@@ -72,6 +72,24 @@ def test_map_blocks_matches_numpy(client, rng) -> None:
     assert np.array_equal(result, a ^ b ^ key[0])
 
 
+def test_programs_are_decoded_once_per_worker_not_per_block(client, rng) -> None:
+    program = Program(xor_key().buffers, (64, 1, 1), xor_key().body, name=f"xor_key_{rng.integers(1 << 30)}")
+    before = client.run(vdask.decoded_programs)
+    a, b = data(rng, 40 * 257), data(rng, 40 * 257)
+    out = vdask.map_blocks(program, da.from_array(a, chunks=257), da.from_array(b, chunks=257),
+                           np.zeros(1, np.uint32)).compute()
+    assert np.array_equal(out, a ^ b)
+    after = client.run(vdask.decoded_programs)
+    assert all(after[w] - before[w] <= 1 for w in after)  # 40 blocks, at most one decode per worker
+    assert sum(after[w] - before[w] for w in after) >= 1
+
+
+def test_local_cluster_uses_no_private_dask_api() -> None:
+    import inspect
+
+    assert "._" not in inspect.getsource(vdask.local_cluster).replace("__", "")
+
+
 def test_map_blocks_output_with_declared_count(client, rng) -> None:
     program = Program([BufferDecl.read("x", 0, U32), BufferDecl.output("bins", 1, U32, 16)], (64, 1, 1),
                       [Node.if_(Expr.lt(gid, Expr.buf_len("x")), [

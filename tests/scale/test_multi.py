@@ -307,4 +307,9 @@ def test_scale_benchmark_runs_end_to_end_on_the_oracle(tmp_path) -> None:
     subprocess.run([sys.executable, str(root / "benchmarks" / "bench_scale.py"), "--no-dask", "--json", str(out)],
                    check=True, capture_output=True, timeout=120)
     result = json.loads(out.read_text())
-    assert result["histogram"]["equals_numpy"] and [r["gpus"] for r in result["xor"]] == [1, 2]
+    assert [r["gpus"] for r in result["xor"]] == [1, 2]
+    assert result["host_link"]["dispatch_equals"] and result["host_link"]["resident_equals"]
+    saxpy = result["multi_saxpy"]
+    assert all(saxpy[f"{kind}_{n}_equals"] for kind in ("host", "sharded") for n in ("one", "all"))
+    assert [r["call"] for r in result["lib"]] == ["sort", "inclusive_scan", "histogram"]
+    assert all(r["equals"] for r in result["lib"])

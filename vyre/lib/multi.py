@@ -1,4 +1,4 @@
-"""``vyre.lib.multi.map``: one 1-D program over every device of a host.
+"""``vyre.lib.multi``: one 1-D program, and library calls, over every device of a host.
 
 The workgroups of the program's x range are divided into contiguous ranges, one per device.
 Each device gets the elements of its range of every sharded buffer, the whole of every
@@ -7,15 +7,19 @@ which and refuses programs that do not survive the split). One thread per device
 and downloads through the resident-buffer API of its own backend; sharded outputs are
 concatenated in order and reduced outputs combined: with the backend's collective where its
 registration offers one (``cuda``: an NCCL all-reduce, else peer copies and a sum on the first
-device), else on the host with numpy.
+device), else on the host with numpy. Host outputs are allocated once and every device
+downloads its part straight into its slice (through its own pinned chunk ring on ``cuda``).
+
+Inputs may also be ``Sharded`` values (or lists of per-device CuPy/torch arrays): each part is
+the device's range already, nothing crosses the host, and the outputs come back in the same form.
+``reduce``, ``histogram``, ``inclusive_scan`` and ``sort`` (``vyre.lib.multi_ops``) build
+multi-device library calls from the one-device ``vyre.lib`` functions.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +30,9 @@ from vyre.driver.errors import InvalidProgram
 from vyre.driver.inputs import as_bytes_view, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shard import SplitPlan, plan_split, shard_program
-
-UFUNCS: dict[str, np.ufunc] = {
-    "add": np.add, "min": np.minimum, "max": np.maximum, "or": np.bitwise_or, "and": np.bitwise_and,
-    "xor": np.bitwise_xor,
-}  # each reduce op on the host (integers wrap, as on the device)
-
-_acquired: dict[tuple[str, int], Any] = {}  # started backends (and the default device list) by key
-_acquire_lock = threading.Lock()
+from vyre.lib.multi_devices import UFUNCS, backends_for
+from vyre.lib.multi_devices import each as _each
+from vyre.lib.sharded import Sharded, as_sharded, download_into, empty_like, is_device_array, owned_copy, same_kind
 
 
 def as_program(kernel_or_program: object) -> Program:
@@ -46,48 +45,6 @@ def as_program(kernel_or_program: object) -> Program:
     return program
 
 
-# ---- devices -------------------------------------------------------------------------------------------
-def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
-    """Started backends for ``devices``: ids (``"cuda:1"``, ``"reference"``), ``vyre.Device``s or backends.
-
-    ``None`` means every device of ``vyre.devices()`` (listed once per process), or one backend from
-    ``vyre.acquire(allow_reference=True)`` when no backend lists devices. Backends started from an
-    id are kept for the process; an id given twice starts two backends.
-    """
-    from vyre import acquire
-    from vyre.driver.devices import Device
-    from vyre.driver.devices import devices as list_devices
-    from vyre.driver.registry import default_backend as shared_backend
-
-    if devices is None:
-        devices = _cached(("*", 0), lambda: [d.id for d in list_devices()])  # listed once per process
-        if not devices:
-            return [shared_backend()]
-    if isinstance(devices, (str, Device)) or not len(devices):
-        raise InvalidProgram(f"devices={devices!r} is not a non-empty list",
-                             'pass a list such as ["cuda:0", "cuda:1"], or None for every device.')
-    seen: dict[str, int] = {}
-    out = []
-    for item in devices:
-        spec = item.id if isinstance(item, Device) else item
-        if not isinstance(spec, str):
-            out.append(_started(spec))
-            continue
-        seen[spec] = seen.get(spec, 0) + 1
-        # the first use of an id is the process's shared backend; a repeat starts another one
-        out.append(shared_backend(spec) if seen[spec] == 1
-                   else _cached((spec, seen[spec]), lambda spec=spec: acquire(spec)))
-    return out
-
-
-def _started(backend: object) -> Any:
-    """An item of ``devices=`` that is neither an id nor a ``Device``: it must be a started backend."""
-    if not all(hasattr(backend, name) for name in ("allocate_resident", "dispatch_resident", "download_resident")):
-        raise InvalidProgram(f"devices= holds {backend!r}, which is not a device id, a vyre.Device or a backend",
-                             'pass ids such as ["cuda:0", "cuda:1"], vyre.devices() entries, or started backends.')
-    return backend
-
-
 def _check_reduce(reduce: object) -> None:
     """``reduce=`` maps output names to op names (``{"bins": "add"}``)."""
     if reduce is None:
@@ -98,14 +55,6 @@ def _check_reduce(reduce: object) -> None:
                              f'pass reduce={{"<output name>": "add"}} (ops: {", ".join(UFUNCS)}).')
 
 
-def _cached(key: tuple[str, int], start: Callable[[], Any]) -> Any:
-    with _acquire_lock:
-        backend = _acquired.get(key)
-        if backend is None:
-            backend = _acquired[key] = start()
-        return backend
-
-
 # ---- the split --------------------------------------------------------------------------------------------
 @dataclass
 class _Shard:
@@ -114,7 +63,7 @@ class _Shard:
     backend: Any
     program: Program
     config: DispatchConfig
-    data: list[np.ndarray | None]  # per non-workgroup buffer: the input slice, or None for outputs
+    data: list[Any]  # per non-workgroup buffer: the input slice or device part, or None for outputs
     sizes: list[int]  # bytes per buffer
     handles: list[Any] = field(default_factory=list)
 
@@ -131,9 +80,13 @@ class _Shard:
             raise
 
     def download(self, index: int, dtype: np.dtype) -> np.ndarray:
-        if not self.sizes[index]:
-            return np.zeros(0, dtype)
-        return self.backend.download_resident(self.handles[index]).view(dtype)
+        out = np.empty(self.sizes[index] // dtype.itemsize, dtype)
+        download_into(self.backend, self.handles[index], out)
+        return out
+
+    def owned(self, index: int, dtype: np.dtype) -> Any:
+        """Buffer ``index`` as an array of the device that owns its memory (numpy on the oracle)."""
+        return owned_copy(self.backend, self.handles[index], dtype)
 
     def free(self) -> None:
         for handle in self.handles:
@@ -158,10 +111,13 @@ def split_workgroups(groups: int, parts: int) -> list[tuple[int, int]]:
 
 def map(kernel_or_program: object, inputs: Sequence[object], devices: Sequence[object] | None = None,
         reduce: Mapping[str, str] | None = None, *, config: DispatchConfig | None = None,
-        stats: dict | None = None) -> list[np.ndarray]:
+        stats: dict | None = None) -> list[Any]:
     """Run a 1-D program with its x range split over ``devices``; returns what one ``dispatch`` would.
 
-    ``inputs`` are host arrays, one per read/read_write/uniform buffer in declaration order.
+    ``inputs`` are host arrays, one per read/read_write/uniform buffer in declaration order, or,
+    for split buffers, ``Sharded`` values / lists of per-device arrays (then the devices are
+    theirs, every part but the last holds a whole number of workgroups, and split outputs come
+    back in the same form, reduced ones as an array of the first device).
     ``reduce`` names ``output`` buffers that are atomic accumulators and how to combine them
     (``{"bins": "add"}``; also min, max, or, and, xor). Programs that do not survive splitting are
     ``InvalidProgram`` with a ``Fix:``. ``stats``, when given, receives the devices, the
@@ -175,23 +131,34 @@ def map(kernel_or_program: object, inputs: Sequence[object], devices: Sequence[o
     _check_reduce(reduce)
     program, config = _fold_workgroup(program, config or DispatchConfig())
     plan = plan_split(program, reduce)
-    arrays = _host_inputs(program, inputs)
+    arrays, parts, as_list = _inputs(program, inputs, plan)
     lengths = {name: arr.size for name, arr in arrays.items()}
+    lengths.update({name: sh.size for name, sh in parts.items()})
     lengths.update(_output_counts(program, config, lengths))
     grid = resolve_grid(program, config, lengths)
     if grid[1] != 1 or grid[2] != 1:
         raise InvalidProgram(f"grid {grid} is not 1-D; multi.map splits the x range only",
                              "give a grid of (gx, 1, 1), or run the program on one device.")
-    backends = backends_for(devices)
-    ranges = split_workgroups(grid[0], len(backends))
-    shards = [_make_shard(program, plan, config, arrays, lengths, backends[k], ranges[k], k == len(ranges) - 1)
-              for k in range(len(ranges))]
+    if parts:
+        first = next(iter(parts.values()))
+        if devices is not None and len(devices) != len(first.parts):
+            raise InvalidProgram(f"devices= names {len(devices)} devices but the sharded inputs have "
+                                 f"{len(first.parts)} parts", "leave devices=None: sharded inputs bring their own.")
+        backends = backends_for(first.devices)
+        ranges = _part_ranges(first.sizes, program.workgroup_size[0], grid[0])
+    else:
+        backends = backends_for(devices)
+        ranges = split_workgroups(grid[0], len(backends))
+    shards = [_make_shard(program, plan, config, arrays, parts, lengths, backends[k], ranges[k], k,
+                          k == len(ranges) - 1) for k in range(len(ranges))]
     try:
         _each(shards, lambda s: s.start())
-        outputs, how = _collect(program, plan, shards)
+        outputs, how = _collect(program, plan, shards, next(iter(parts.values()), None))
     finally:
         for shard in shards:
             shard.free()
+    if parts:
+        outputs = [same_kind(o, as_list) if isinstance(o, Sharded) else o for o in outputs]
     if stats is not None:
         stats.update(devices=[_name(b) for b in backends[:len(shards)]], workgroup_ranges=ranges, reduction=how)
     return outputs
@@ -218,18 +185,67 @@ def _fold_workgroup(program: Program, config: DispatchConfig) -> tuple[Program, 
     return program, config
 
 
-def _host_inputs(program: Program, inputs: Sequence[object]) -> dict[str, np.ndarray]:
-    """Typed views (no copy) of the inputs, cut to declared counts."""
+def _inputs(program: Program, inputs: Sequence[object], plan: SplitPlan
+            ) -> tuple[dict[str, np.ndarray], dict[str, Sharded], bool]:
+    """Typed host views (no copy) cut to declared counts, and the sharded inputs (all alike)."""
     check_input_count(program, inputs)
-    arrays = {}
+    arrays: dict[str, np.ndarray] = {}
+    parts: dict[str, Sharded] = {}
+    as_list = False
     for decl, data in zip(program.inputs, inputs):
-        if hasattr(data, "__cuda_array_interface__"):
-            raise InvalidProgram(f"input for buffer {decl.name!r} is a device array; multi.map shards host arrays",
-                                 "pass a host array (CuPy: x.get()), or dispatch on that array's own device.")
+        sharded, listed = as_sharded(data)
+        if sharded is not None:
+            parts[decl.name] = _check_sharded(decl, sharded, plan, next(iter(parts.values()), None))
+            as_list = as_list or listed
+            continue
+        if is_device_array(data):
+            raise InvalidProgram(f"input for buffer {decl.name!r} is a single device array; multi.map shards host "
+                                 "arrays or takes one array per device",
+                                 "pass a host array (CuPy: x.get()), or multi.Sharded([part0, part1, ...]) / a list "
+                                 "of per-device arrays.")
         view = as_bytes_view(decl, data)
         count = check_byte_length(decl, view.nbytes)
         arrays[decl.name] = np.frombuffer(view, dtype=decl.dtype.np_dtype, count=count)
-    return arrays
+    return arrays, parts, as_list
+
+
+def _check_sharded(decl: BufferDecl, sharded: Sharded, plan: SplitPlan, like: Sharded | None) -> Sharded:
+    """A sharded input must feed a split buffer, with its dtype, and line up with the other ones."""
+    if decl.name not in plan.sharded:
+        raise InvalidProgram(f"buffer {decl.name!r} is read at other indices than the own one, so every device needs "
+                             "all of it, but it was given sharded", f"pass {decl.name!r} as one host array.")
+    if sharded.dtype != decl.dtype.np_dtype:
+        raise InvalidProgram(f"sharded input for buffer {decl.name!r} holds {sharded.dtype}, not "
+                             f"{decl.dtype.np_dtype}", f"cast every part with .astype({decl.dtype.np_dtype.name!r}).")
+    if decl.count and sharded.size != decl.count:
+        raise InvalidProgram(f"sharded input for buffer {decl.name!r} has {sharded.size} elements; the buffer "
+                             f"declares {decl.count}", "give the sharded input exactly the declared count.")
+    if like is not None and (sharded.sizes != like.sizes or len(sharded.devices) != len(like.devices)):
+        raise InvalidProgram(f"sharded input for buffer {decl.name!r} has parts of {sharded.sizes} elements, "
+                             f"another sharded input {like.sizes}", "split every sharded input the same way "
+                             "(multi.shard(x, devices) does).")
+    return sharded
+
+
+def _part_ranges(sizes: Sequence[int], wgx: int, groups: int) -> list[tuple[int, int]]:
+    """The workgroup range of each non-empty part up to the last one (empty parts after it run
+    nothing); every part before the last non-empty one is whole workgroups."""
+    used = max((k + 1 for k, size in enumerate(sizes) if size), default=1)
+    ranges, start = [], 0
+    for k, size in enumerate(sizes[:used]):
+        last = k == used - 1
+        if not last and size % wgx:
+            raise InvalidProgram(f"part {k} of a sharded input has {size} elements, not a multiple of the workgroup "
+                                 f"size {wgx}", f"make every part but the last a multiple of {wgx} "
+                                 f"(multi.shard(x, devices, align={wgx})).")
+        lo, hi = start // wgx, max(groups, start // wgx) if last else (start + size) // wgx
+        if hi > groups:
+            raise InvalidProgram(f"the grid has {groups} workgroups, fewer than the parts before the last sharded "
+                                 f"part cover ({hi})", "leave the grid to the buffers (no grid= or elements=), or "
+                                 "shard only the invocations the grid runs.")
+        ranges.append((lo, hi))
+        start += size
+    return ranges
 
 
 def _output_counts(program: Program, config: DispatchConfig, lengths: Mapping[str, int]) -> dict[str, int]:
@@ -246,7 +262,10 @@ def _output_counts(program: Program, config: DispatchConfig, lengths: Mapping[st
 
 
 def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, arrays: Mapping[str, np.ndarray],
-                lengths: Mapping[str, int], backend: Any, groups: tuple[int, int], last: bool) -> _Shard:
+                parts: Mapping[str, Sharded], lengths: Mapping[str, int], backend: Any, groups: tuple[int, int],
+                k: int, last: bool) -> _Shard:
+    """Device ``k``'s program, config and buffers (its slice of split host inputs, its own part of
+    sharded ones, whole replicated inputs, zeroed reduced outputs)."""
     wgx = program.workgroup_size[0]
     lo, hi = groups[0] * wgx, groups[1] * wgx
     data: list[np.ndarray | None] = []
@@ -266,7 +285,10 @@ def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, array
                         f"that runs invocations from {lo}", f"give {b.name!r} one element per invocation, name it "
                         "in reduce=, or pass fewer devices.")
                 out_counts[b.name] = count
-            data.append(arrays[b.name][start:stop] if b.access.is_input else None)
+            if b.name in parts:
+                data.append(parts[b.name].parts[k])
+            else:
+                data.append(arrays[b.name][start:stop] if b.access.is_input else None)
         else:
             count = length
             data.append(arrays.get(b.name))  # replicated input, or a reduced output (None)
@@ -277,41 +299,47 @@ def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, array
     return _Shard(backend, shard, shard_config, data, sizes)
 
 
-def _each(shards: Sequence[_Shard], work: Callable[[_Shard], Any]) -> list[Any]:
-    """``work(shard)`` on one thread per shard; raises the first failure after all finished."""
-    if len(shards) == 1:
-        return [work(shards[0])]
-    with ThreadPoolExecutor(len(shards), thread_name_prefix="vyre-multi") as pool:
-        futures = [pool.submit(work, s) for s in shards]
-        errors = [f.exception() for f in futures]
-    first = next((e for e in errors if e is not None), None)
-    if first is not None:
-        raise first
-    return [f.result() for f in futures]
+def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], like: Sharded | None
+             ) -> tuple[list[Any], str | None]:
+    """Combine reduced outputs, fetch everything, and assemble the outputs in declaration order.
 
-
-def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard]) -> tuple[list[np.ndarray], str | None]:
-    """Combine reduced outputs, download everything, and assemble the outputs in declaration order."""
+    Host mode (``like`` None): split outputs are allocated once and each device downloads into
+    its own slice. Sharded mode (``like``: a sharded input): split outputs stay on their devices
+    as a ``Sharded`` like it, of arrays that own their memory (empty ones where a part ran nothing)."""
     decls = [b for b in program.buffers if not b.is_workgroup]
     index = {b.name: k for k, b in enumerate(decls)}
     on_device = {name: _device_reduce(shards, index[name], _decl(decls, name), op)
                  for name, op in plan.reduced} if len(shards) > 1 else {name: "single" for name, _ in plan.reduced}
     paths = set(on_device.values())
     how = None if not paths else ("host" if None in paths else "+".join(sorted(paths)))
+    split = [b for b in program.outputs if b.name in plan.sharded]
+    whole: dict[str, np.ndarray] = {}
+    if like is None:
+        for b in split:
+            whole[b.name] = np.empty(sum(s.sizes[index[b.name]] for s in shards) // b.dtype.size, b.dtype.np_dtype)
 
-    def fetch(shard: _Shard) -> dict[str, np.ndarray]:
-        got = {}
+    def fetch(k: int) -> dict[str, Any]:
+        shard, got = shards[k], {}
         for b in program.outputs:
-            if b.name in plan.sharded or not on_device[b.name] or shard is shards[0]:
-                got[b.name] = shard.download(index[b.name], b.dtype.np_dtype)
+            i, dtype = index[b.name], b.dtype.np_dtype
+            if b.name in whole:
+                start, stop = (sum(s.sizes[i] for s in shards[:j]) // b.dtype.size for j in (k, k + 1))
+                download_into(shard.backend, shard.handles[i], whole[b.name][start:stop])
+            elif b.name in plan.sharded or (on_device[b.name] and k == 0):
+                got[b.name] = shard.owned(i, dtype) if like is not None else shard.download(i, dtype)
+            elif not on_device[b.name]:
+                got[b.name] = shard.download(i, dtype)
         return got
 
-    parts = _each(shards, fetch)
-    outputs = []
+    parts = _each(range(len(shards)), fetch)
+    outputs: list[Any] = []
     for b in program.outputs:
         pieces = [p[b.name] for p in parts if b.name in p]
-        if b.name in plan.sharded:
-            outputs.append(pieces[0] if len(pieces) == 1 else np.concatenate(pieces))
+        if b.name in whole:
+            outputs.append(whole[b.name])
+        elif b.name in plan.sharded:
+            idle = [empty_like(p, b.dtype.np_dtype) for p in like.parts[len(pieces):]]
+            outputs.append(Sharded(pieces + idle, like.devices))
         elif on_device[b.name]:
             outputs.append(pieces[0])
         else:
@@ -337,4 +365,7 @@ def _device_reduce(shards: Sequence[_Shard], index: int, decl: BufferDecl, op: s
     return reg.all_reduce([s.backend for s in shards], [s.handles[index] for s in shards], decl.dtype.np_dtype, op)
 
 
-__all__ = ["as_program", "backends_for", "map", "split_workgroups"]
+from vyre.lib.multi_ops import histogram, inclusive_scan, reduce, shard, sort  # noqa: E402 - they use map's helpers
+
+__all__ = ["Sharded", "as_program", "backends_for", "histogram", "inclusive_scan", "map", "reduce", "shard", "sort",
+           "split_workgroups"]

@@ -3,8 +3,11 @@
 Flow of one ``dispatch``: ``ProgramCache.prepared`` (validate -> emit PTX -> load module -> launch
 plan, cached per program and workgroup size) -> inputs checked and staged (``dispatch.staging``:
 host data through pinned staging, device arrays device-to-device, or read in place when a
-read-only buffer's array is aligned) -> the ``output`` buffers that need it zeroed and the kernel
-launched in one step (``DeviceRuntime.run``) -> outputs copied back -> one synchronisation.
+read-only buffer's array is aligned; host inputs of ``PIPELINE_MIN`` bytes or more are pipelined
+through the runtime's pinned chunk ring) -> the ``output`` buffers that need it zeroed and the
+kernel launched in one step (``DeviceRuntime.run``) -> small outputs copied back into the staging
+slot -> one synchronisation -> large outputs pipelined straight into their numpy arrays through
+the chunk ring (their device buffers stay lent until then).
 
 With ``DispatchConfig(outputs="device")`` the written buffers are CuPy arrays allocated for the
 call and returned as they are (they own their memory; no copy to the host).
@@ -18,6 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from vyre.driver.backend import PendingDispatch, TimedDispatch
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.errors import InvalidProgram
@@ -27,7 +32,7 @@ from vyre_cuda.dispatch.staging import aligned, check_inputs, copy_in, host_byte
 from vyre_cuda.runtime.arrays import order_after_producers
 from vyre_cuda.runtime.context import DeviceRuntime
 from vyre_cuda.runtime.errors import cuda_errors
-from vyre_cuda.runtime.pools import D2H, DeviceBuffer, PinnedStaging, StagingSlot
+from vyre_cuda.runtime.pools import D2H, PIPELINE_MIN, DeviceBuffer, PinnedStaging, StagingSlot
 from vyre_cuda.runtime.profiler import nvtx_range
 
 OUTPUT_PLACES = ("auto", "host", "device")
@@ -39,8 +44,9 @@ class _Run:
 
     prepared: PreparedProgram
     slot: StagingSlot
-    outputs: list[tuple[BufferDecl, int, int]]  # decl, byte offset in slot, element count
+    outputs: list[tuple[BufferDecl, int, int]]  # decl, byte offset in slot (-1: chunked), element count
     keep: list[Any]  # device arrays read in place: alive until the dispatch finished
+    held: dict[str, DeviceBuffer]  # large outputs' buffers: lent until copied out by ``_collect``
     timing: tuple[Any, Any] | None = None
     device_outputs: list[Any] | None = None  # outputs="device": the CuPy arrays returned
 
@@ -58,9 +64,12 @@ class HostDispatcher:
         """Run ``program`` once on ``inputs``; one array per ``read_write``/``output`` buffer."""
         with self.runtime.lock, nvtx_range("vyre.cuda.dispatch"):
             run = self._enqueue(program, inputs, config, private=False, timed=False)
-            self.runtime.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
-            run.slot.pending = False
-            return self._collect(run)
+            try:
+                self.runtime.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
+                run.slot.pending = False
+                return self._collect(run)
+            finally:
+                self._release(run)
 
     def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
                        ) -> PendingDispatch:
@@ -86,10 +95,13 @@ class HostDispatcher:
             start = time.perf_counter_ns()
             run = self._enqueue(program, inputs, config, private=False, timed=True)
             enqueued = time.perf_counter_ns()
-            rt.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
-            run.slot.pending = False
-            waited = time.perf_counter_ns()
-            outputs = self._collect(run)
+            try:
+                rt.wait(run.slot.event, config.timeout_s if config else None, run.prepared.name)
+                run.slot.pending = False
+                waited = time.perf_counter_ns()
+                outputs = self._collect(run)
+            finally:
+                self._release(run)
             device_ns = 0
             if run.timing is not None:
                 import cupy
@@ -111,12 +123,17 @@ class HostDispatcher:
         sources, counts = check_inputs(program, inputs, rt.device_id)
         grid = resolve_grid(program, config, counts)
         prep = self.programs.for_grid(prep, grid, config)
-        out_bytes = 0 if on_device else sum(aligned(counts[b.name] * b.dtype.size) for b in program.outputs)
+        chunked = set() if on_device or private else {
+            b.name for b in program.outputs if counts[b.name] * b.dtype.size >= PIPELINE_MIN}
+        out_bytes = 0 if on_device else sum(aligned(counts[b.name] * b.dtype.size) for b in program.outputs
+                                            if b.name not in chunked)
         need = host_bytes_of(sources) + out_bytes
         slot = PinnedStaging.private(need) if private else rt.staging.slot(need)
         dev_out = _device_outputs(program, counts, rt.device_id) if on_device else {}
         ptrs: dict[str, int] = {name: arr.data.ptr for name, arr in dev_out.items()}
         lent: list[DeviceBuffer] = []
+        bufs: dict[str, DeviceBuffer] = {}  # lent buffer of each buffer name
+        held: dict[str, DeviceBuffer] = {}  # those of chunked outputs, kept until _collect
         keep: list[Any] = []
         try:
             with cuda_errors(f"staging the buffers of program {prep.name}"):
@@ -134,6 +151,7 @@ class HostDispatcher:
                         buf = rt.transient.acquire(src.nbytes)
                         lent.append(buf)
                         ptrs[decl.name] = buf.ptr
+                        bufs[decl.name] = buf
                     if src.on_device:
                         keep.append(src.data)
                     off = copy_in(rt, src, ptrs[decl.name], slot.array, slot.ptr, off)
@@ -142,6 +160,7 @@ class HostDispatcher:
                         buf = rt.transient.acquire(counts[b.name] * b.dtype.size)
                         lent.append(buf)
                         ptrs[b.name] = buf.ptr
+                        bufs[b.name] = buf
                 zero = tuple((ptrs[b.name], counts[b.name] * b.dtype.size) for b in prep.zero_fills(grid, counts))
                 plan = prep.plan
                 self.programs.update_plan(plan, prep, counts, grid, None, config)
@@ -156,9 +175,13 @@ class HostDispatcher:
                 if timing is not None:
                     timing[1].record(rt.stream)
                 outputs = []
+                held = {name: buf for name, buf in bufs.items() if name in chunked}
                 if not on_device:
                     for b in program.outputs:
                         nbytes = counts[b.name] * b.dtype.size
+                        if b.name in held:  # copied out by _collect, after the wait
+                            outputs.append((b, -1, counts[b.name]))
+                            continue
                         if nbytes:
                             rt.cuda.memcpyAsync(slot.ptr + off, ptrs[b.name], nbytes, D2H, rt.stream_ptr)
                             rt.telemetry.add("cuda_d2h_bytes", nbytes)
@@ -166,29 +189,42 @@ class HostDispatcher:
                         off += aligned(nbytes)
                 slot.fence(rt.stream)
         except BaseException:
+            held = {}
             if not slot.pending:  # copies may be queued from the slot: keep it busy until they ran
                 try:
                     slot.fence(rt.stream)
                 except Exception:  # noqa: BLE001, S110 - the original error matters more
                     pass
             raise
-        finally:
-            rt.transient.recycle(lent)  # stream order keeps reuse safe even before the copies ran
+        finally:  # stream order keeps reuse safe even before the copies ran
+            rt.transient.recycle([buf for buf in lent if all(buf is not h for h in held.values())])
         rt.telemetry.add("cuda_dispatches")
         device_outputs = [dev_out[b.name] for b in program.outputs] if on_device else None
-        return _Run(prep, slot, outputs, keep, timing, device_outputs)
+        return _Run(prep, slot, outputs, keep, held, timing, device_outputs)
 
-    @staticmethod
-    def _collect(run: _Run) -> list[Any]:
-        """The outputs after the dispatch's event completed: typed host copies, or the device arrays."""
+    def _collect(self, run: _Run) -> list[Any]:
+        """The outputs after the dispatch's event completed: typed host copies (large ones pipelined
+        from their device buffers through the chunk ring), or the device arrays."""
         run.keep.clear()
         if run.device_outputs is not None:
             return run.device_outputs
         out = []
         for decl, off, count in run.outputs:
             nbytes = count * decl.dtype.size
-            out.append(run.slot.array[off:off + nbytes].view(decl.dtype.np_dtype).copy())
+            if off < 0:
+                host = np.empty(count, decl.dtype.np_dtype)
+                with cuda_errors(f"copying output {decl.name!r} of program {run.prepared.name} to the host"):
+                    self.runtime.staging.download_into(host, run.held[decl.name].ptr)
+                out.append(host)
+            else:
+                out.append(run.slot.array[off:off + nbytes].view(decl.dtype.np_dtype).copy())
         return out
+
+    def _release(self, run: _Run) -> None:
+        """Give back the device buffers of large outputs (stream order makes it safe at any point)."""
+        held, run.held = run.held, {}
+        if held:
+            self.runtime.transient.recycle(list(held.values()))
 
     def close(self, wait: bool = True) -> None:
         """Stop the worker thread of ``dispatch_async`` (after its pending waits when ``wait``)."""

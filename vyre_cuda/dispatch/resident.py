@@ -1,14 +1,18 @@
 """``ResidentDispatcher``: resident buffers of the cuda backend and ``dispatch_resident`` over them.
 
 ``allocate_resident`` / ``upload_resident`` (host data, or device arrays device to device) /
-``download_resident`` / ``free_resident`` / ``view`` manage the ``Resident`` handles of the
+``download_resident`` (``download_into``: into the caller's host array) / ``free_resident`` /
+``view`` manage the ``Resident`` handles of the
 runtime's ``ResidentPool``. ``dispatch_resident`` is the hot path: a repeated call with the same
 program, config and handles reuses its ``_ResidentMemo`` after identity checks only, rewrites the
 program's default launch plan only when something else configured it last, and runs the one
 zero-and-launch step (``DeviceRuntime.run``; ``output`` buffers the kernel writes whole are not
 zeroed, ``codegen.written``). A new call, or one after a handle was freed (the pool's
 ``generation`` moved), takes the checked path. ``resident_layout`` gives pipelines and sequences
-the checked layout of a resident dispatch.
+the checked layout of a resident dispatch. Host bytes travel through the runtime's pinned chunk
+ring (``PinnedStaging``: the host copy of one chunk overlaps the DMA of the one before);
+``to_device`` / ``to_host`` move a host array into a new CuPy array on this device and back the
+same way.
 """
 
 from __future__ import annotations
@@ -103,6 +107,56 @@ class ResidentDispatcher:
             buf = rt.resident.resolve(handle)
             nbytes = download_size(handle, offset, nbytes)
             return rt.staging.download(buf.ptr + offset, nbytes)
+
+    def download_into(self, handle: Resident, out: np.ndarray, offset: int = 0) -> np.ndarray:
+        """``out.nbytes`` bytes of ``handle`` from ``offset`` into the C-contiguous host array ``out``
+        (no intermediate array: the chunks land in ``out``); returns ``out``."""
+        if not isinstance(out, np.ndarray) or not out.flags.c_contiguous or not out.flags.writeable:
+            raise InvalidProgram(f"download_into takes a writeable C-contiguous numpy array, got {type(out).__name__}",
+                                 "pass numpy.empty(n, dtype) (or a contiguous slice of one).")
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            rt.use_device()
+            buf = rt.resident.resolve(handle)
+            check_byte_range(handle, offset, out.nbytes)
+            rt.staging.download_into(out, buf.ptr + offset)
+            return out
+
+    def to_device(self, data: object) -> Any:
+        """A new CuPy array on this device holding the host array ``data`` (same dtype and shape),
+        copied through the pinned chunk ring; finished before returning."""
+        import cupy
+
+        host = np.ascontiguousarray(data)
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            rt.use_device()
+            with cupy.cuda.Device(rt.device_id):
+                arr = cupy.empty(host.shape, host.dtype)
+            with cuda_errors("copying a host array to the device"):
+                order_after_producers(rt.stream)  # the allocation is ordered on CuPy's stream
+                if host.nbytes:
+                    rt.staging.upload(arr.data.ptr, host.reshape(-1).view(np.uint8))
+                rt.stream.synchronize()
+            return arr
+
+    def to_host(self, arr: Any, out: np.ndarray) -> np.ndarray:
+        """The CuPy array ``arr`` (on this device) into the C-contiguous host array ``out`` of the
+        same byte size, through the pinned chunk ring (after the work queued on CuPy's stream)."""
+        if int(arr.nbytes) != out.nbytes or not out.flags.c_contiguous or not arr.flags.c_contiguous:
+            raise InvalidProgram(f"to_host got a device array of {int(arr.nbytes)} bytes for a host array of "
+                                 f"{out.nbytes} bytes",
+                                 "pass C-contiguous arrays of the same byte size (cupy.ascontiguousarray(arr)).")
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            rt.use_device()
+            with cuda_errors("copying a device array to the host"):
+                order_after_producers(rt.stream)
+                rt.staging.download_into(out, arr.data.ptr)
+            return out
 
     def free_resident(self, handle: Resident) -> None:
         """Release ``handle``; using it afterwards is ``InvalidHandle``."""

@@ -17,13 +17,18 @@ Layers (each usable by the pipelines/graphs code):
   pointers while it is unchanged.
 - ``TransientPool`` lends buffers for one dispatch (``acquire`` / ``recycle``).
 - ``PinnedStaging`` moves bytes between host and device through pinned host memory with async
-  copies on the backend stream (two slots, so chunked transfers overlap host copies and DMA).
+  copies on the backend stream: two slots for a dispatch's small inputs and outputs, and a ring
+  of ``RING`` pinned chunks of ``CHUNK`` bytes through which every host transfer of at least
+  ``PIPELINE_MIN`` bytes is pipelined (the host copy of chunk k+1 runs, on ``copy_threads()``
+  threads of its own, while the DMA of chunk k runs); smaller ones take one shared slot.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,9 +43,10 @@ from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.telemetry import Telemetry
 
 MIN_BLOCK = 256
-CHUNK = 64 << 20  # largest single staged transfer of a resident upload/download
-COPY_THREADS = 4  # host threads filling/draining a pinned slot (one thread's memcpy is ~5 GB/s)
-PARALLEL_COPY_MIN = 4 << 20  # below this a copy stays on the calling thread
+CHUNK = 16 << 20  # bytes per pinned chunk of a pipelined host transfer
+RING = 3  # pinned chunks per device: two DMAs queued while the host fills or drains the third
+PIPELINE_MIN = 1 << 20  # host transfers from this size are chunked; below it one staged copy is cheaper
+PARALLEL_COPY_MIN = 4 << 20  # below this a host copy stays on the calling thread
 H2D, D2H, D2D = 1, 2, 3  # cudaMemcpyKind
 _OOM_STATUS = 2  # cudaErrorMemoryAllocation
 
@@ -362,26 +368,40 @@ class ResidentPool(_Pool):
         return invalid_handle(handle, self.owner, self._issued, self._live)
 
 
-_copy_pool: ThreadPoolExecutor | None = None
-_copy_pool_lock = threading.Lock()
+def copy_threads() -> int:
+    """Host threads per device filling/draining pinned chunks: half the cores, 1 to 8 (one
+    thread's memcpy moves ~6-11 GB/s, a PCIe 5 link ~50 GB/s)."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
-def host_copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[:] = src`` for byte arrays, split over ``COPY_THREADS`` threads when large (numpy
-    releases the GIL while copying, so the parts run in parallel)."""
-    n = dst.nbytes
-    if n < PARALLEL_COPY_MIN:
-        dst[:] = src
-        return
-    global _copy_pool
-    with _copy_pool_lock:
-        if _copy_pool is None:
-            _copy_pool = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="vyre-staging")
-    step = -(-n // COPY_THREADS)
-    parts = [_copy_pool.submit(np.copyto, dst[i:i + step], src[i:i + step]) for i in range(step, n, step)]
-    np.copyto(dst[:step], src[:step])
-    for part in parts:
-        part.result()
+class HostCopier:
+    """``dst[:] = src`` for byte arrays, split over its own threads when large (numpy releases the
+    GIL while copying, so the parts run in parallel). One per device, so devices do not queue
+    behind each other's copies."""
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads or copy_threads()
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
+        n = dst.nbytes
+        if n < PARALLEL_COPY_MIN or self.threads == 1:
+            np.copyto(dst, src)
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="vyre-staging")
+        step = -(-n // self.threads)
+        parts = [self._pool.submit(np.copyto, dst[i:i + step], src[i:i + step]) for i in range(step, n, step)]
+        np.copyto(dst[:step], src[:step])
+        for part in parts:
+            part.result()
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 class StagingSlot:
@@ -423,14 +443,18 @@ class StagingSlot:
 
 
 class PinnedStaging:
-    """Host <-> device transfers through two reusable pinned slots on one stream."""
+    """Host <-> device transfers through pinned memory on one stream: two reusable slots for small
+    staged copies, and a ring of ``RING`` chunks through which large transfers are pipelined."""
 
-    def __init__(self, stream: Any, telemetry: Telemetry) -> None:
+    def __init__(self, stream: Any, telemetry: Telemetry, threads: int | None = None) -> None:
         self._rt = _runtime()
         self.stream = stream
         self.telemetry = telemetry
         self._slots = (StagingSlot(), StagingSlot())
         self._turn = 0
+        self._ring = tuple(StagingSlot() for _ in range(RING))
+        self._ring_turn = 0
+        self.copier = HostCopier(threads)
 
     def slot(self, nbytes: int) -> StagingSlot:
         """The next shared slot, ready for ``nbytes`` (call ``fence`` after enqueuing its copies)."""
@@ -446,50 +470,73 @@ class PinnedStaging:
         slot.ready(nbytes, lambda: None)
         return slot
 
-    def upload(self, dst_ptr: int, data: memoryview) -> None:
-        """Copy host bytes to the device asynchronously (chunked; returns before the DMA ends)."""
+    def _chunk(self, total: int, size: int) -> StagingSlot:
+        """Where ``size`` bytes of a ``total``-byte transfer are staged: the next chunk of the ring
+        (once the copy that last used it is done), or a shared slot for a small transfer."""
+        if total < PIPELINE_MIN:
+            return self.slot(size)
+        slot = self._ring[self._ring_turn]
+        self._ring_turn = (self._ring_turn + 1) % RING
+        slot.ready(CHUNK, self._count_sync)
+        return slot
+
+    def upload(self, dst_ptr: int, data: memoryview | np.ndarray) -> None:
+        """Copy host bytes to the device: chunk k+1 is copied into pinned memory while chunk k's DMA
+        runs. Returns before the last DMA ends (the caller's data is no longer needed by then)."""
         n = data.nbytes
+        src = np.frombuffer(data, np.uint8, n)
         with cuda_errors("copying host data to the device"):
             for off in range(0, n, CHUNK):
                 size = min(CHUNK, n - off)
-                slot = self.slot(size)
-                host_copy(slot.array[:size], np.frombuffer(data, np.uint8, size, off))
+                slot = self._chunk(n, size)
+                self.copier.copy(slot.array[:size], src[off:off + size])
                 self._rt.memcpyAsync(dst_ptr + off, slot.ptr, size, H2D, self.stream.ptr)
                 slot.fence(self.stream)
         self.telemetry.add("cuda_h2d_bytes", n)
 
     def download(self, src_ptr: int, nbytes: int) -> np.ndarray:
-        """Device bytes into a new host array (waits; chunks overlap DMA and host copies)."""
+        """Device bytes into a new host array (waits)."""
         out = np.empty(nbytes, np.uint8)
-        pending: list[tuple[StagingSlot, int, int]] = []
+        self.download_into(out, src_ptr)
+        return out
+
+    def download_into(self, out: np.ndarray, src_ptr: int) -> None:
+        """``out.nbytes`` device bytes from ``src_ptr`` into the C-contiguous host array ``out``
+        (waits). Up to ``RING`` chunk DMAs are queued; the oldest is drained while the rest run."""
+        if not out.flags.c_contiguous:
+            raise ValueError("download_into needs a C-contiguous host array. Fix: pass numpy.empty(n, dtype) "
+                             "or a contiguous slice of one.")
+        nbytes = out.nbytes
+        dst = out.reshape(-1).view(np.uint8)
+        pending: deque[tuple[StagingSlot, int, int]] = deque()
         with cuda_errors("copying device data to the host"):
             for off in range(0, nbytes, CHUNK):
+                if len(pending) == RING:
+                    self._drain(pending.popleft(), dst)
                 size = min(CHUNK, nbytes - off)
-                slot = self.slot(size)
+                slot = self._chunk(nbytes, size)
                 self._rt.memcpyAsync(slot.ptr, src_ptr + off, size, D2H, self.stream.ptr)
                 slot.fence(self.stream)
                 pending.append((slot, off, size))
-                if len(pending) == 2:
-                    self._drain(pending.pop(0), out)
-            for item in pending:
-                self._drain(item, out)
+            while pending:
+                self._drain(pending.popleft(), dst)
         self.telemetry.add("cuda_d2h_bytes", nbytes)
-        return out
 
     def _drain(self, item: tuple[StagingSlot, int, int], out: np.ndarray) -> None:
         slot, off, size = item
         slot.event.synchronize()
         slot.pending = False
         self._count_sync()
-        host_copy(out[off:off + size], slot.array[:size])
+        self.copier.copy(out[off:off + size], slot.array[:size])
 
     def _count_sync(self) -> None:
         self.telemetry.add("cuda_sync_points")
 
     def close(self) -> None:
-        for slot in self._slots:
+        for slot in (*self._slots, *self._ring):
             if slot.pending:
                 slot.event.synchronize()
             slot.mem = None
             slot.array = np.empty(0, np.uint8)
             slot.capacity = 0
+        self.copier.close()

@@ -1,0 +1,88 @@
+"""The devices of ``vyre.lib.multi``: started backends for a device list, and work on one thread per device."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.errors import InvalidProgram
+
+UFUNCS: dict[str, np.ufunc] = {
+    "add": np.add, "min": np.minimum, "max": np.maximum, "or": np.bitwise_or, "and": np.bitwise_and,
+    "xor": np.bitwise_xor,
+}  # each reduce op on the host (integers wrap, as on the device)
+
+_acquired: dict[tuple[str, int], Any] = {}  # started backends (and the default device list) by key
+_acquire_lock = threading.Lock()
+
+
+# ---- devices -------------------------------------------------------------------------------------------
+def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
+    """Started backends for ``devices``: ids (``"cuda:1"``, ``"reference"``), ``vyre.Device``s or backends.
+
+    ``None`` means every device of ``vyre.devices()`` (listed once per process), or one backend from
+    ``vyre.acquire(allow_reference=True)`` when no backend lists devices. Backends started from an
+    id are kept for the process; an id given twice starts two backends.
+    """
+    from vyre import acquire
+    from vyre.driver.devices import Device
+    from vyre.driver.devices import devices as list_devices
+    from vyre.driver.registry import default_backend as shared_backend
+
+    if devices is None:
+        devices = _cached(("*", 0), lambda: [d.id for d in list_devices()])  # listed once per process
+        if not devices:
+            return [shared_backend()]
+    if isinstance(devices, (str, Device)) or not len(devices):
+        raise InvalidProgram(f"devices={devices!r} is not a non-empty list",
+                             'pass a list such as ["cuda:0", "cuda:1"], or None for every device.')
+    seen: dict[str, int] = {}
+    out = []
+    for item in devices:
+        spec = item.id if isinstance(item, Device) else item
+        if not isinstance(spec, str):
+            out.append(_started(spec))
+            continue
+        seen[spec] = seen.get(spec, 0) + 1
+        # the first use of an id is the process's shared backend; a repeat starts another one
+        out.append(shared_backend(spec) if seen[spec] == 1
+                   else _cached((spec, seen[spec]), lambda spec=spec: acquire(spec)))
+    return out
+
+
+def _started(backend: object) -> Any:
+    """An item of ``devices=`` that is neither an id nor a ``Device``: it must be a started backend."""
+    if not all(hasattr(backend, name) for name in ("allocate_resident", "dispatch_resident", "download_resident")):
+        raise InvalidProgram(f"devices= holds {backend!r}, which is not a device id, a vyre.Device or a backend",
+                             'pass ids such as ["cuda:0", "cuda:1"], vyre.devices() entries, or started backends.')
+    return backend
+
+
+def _cached(key: tuple[str, int], start: Callable[[], Any]) -> Any:
+    with _acquire_lock:
+        backend = _acquired.get(key)
+        if backend is None:
+            backend = _acquired[key] = start()
+        return backend
+
+
+def each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
+    """``work(item)`` on one thread per item (one per device); raises the first failure after all
+    finished, so no device is left running when the call returns."""
+    if len(items) == 1:
+        return [work(items[0])]
+    with ThreadPoolExecutor(len(items), thread_name_prefix="vyre-multi") as pool:
+        futures = [pool.submit(work, s) for s in items]
+        errors = [f.exception() for f in futures]
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+    return [f.result() for f in futures]
+
+
+
+__all__ = ["UFUNCS", "backends_for", "each"]

@@ -1,0 +1,251 @@
+"""Library calls over every device of a host: ``reduce``, ``histogram``, ``inclusive_scan``, ``sort``.
+
+Each takes a host array (split into one contiguous part per device, results assembled on the
+host) or a ``Sharded`` value / list of per-device arrays (results stay on the devices, in the
+same form), and runs the one-device ``vyre.lib`` function on every part at once, one thread per
+device, with ``backend=`` that device's backend:
+
+- ``reduce``: per-device reductions, the partials combined on the host (a handful of values).
+- ``histogram``: per-device counts, summed (u32, wrapping like the device).
+- ``inclusive_scan``: per-device scans, an exclusive scan of the device totals on the host, then
+  each device combines its carry into its part.
+- ``sort``: sample sort: splitters from a sample of every part, each device cuts its part into
+  one piece per destination (keys in ``[splitter[j-1], splitter[j])``), the pieces move by peer
+  copies, each device sorts what it received with ``vyre.lib.sort``. Device ``j`` ends with the
+  j-th range of the sorted keys (parts of unequal length).
+
+Integer results equal numpy's exactly; float32 sums combine partials in another order than one
+device does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.errors import InvalidProgram
+from vyre.lib import primitives, sorting
+from vyre.lib.multi_devices import UFUNCS, backends_for
+from vyre.lib.multi_devices import each as _each
+from vyre.lib.sharded import (
+    Sharded,
+    as_cupy,
+    as_sharded,
+    concat_on,
+    device_index,
+    fetch_into,
+    is_device_array,
+    put,
+    same_kind,
+    to_host,
+)
+
+SAMPLE_PER_PART = 4096  # keys sampled from each part to choose the sort's splitters
+
+
+class _Split:
+    """The parts of one call's input, their backends, and how to give results back."""
+
+    def __init__(self, x: object, devices: Sequence[object] | None, what: str) -> None:
+        sharded, self.as_list = as_sharded(x)
+        self.sharded = sharded
+        if sharded is not None:
+            if devices is not None and len(devices) != len(sharded.parts):
+                raise InvalidProgram(f"devices= names {len(devices)} devices but {what}'s input has "
+                                     f"{len(sharded.parts)} parts",
+                                     "leave devices=None: a sharded input brings its own.")
+            self.parts = list(sharded.parts)
+            self.backends = backends_for(sharded.devices)
+            return
+        if is_device_array(x):
+            raise InvalidProgram(f"{what} got a single device array", f"pass a host array, multi.shard(x) or a list of "
+                                 f"per-device arrays; for one device call vyre.lib.{what.split('.')[-1]} directly.")
+        host = np.asarray(x)
+        if host.ndim != 1:
+            raise InvalidProgram(f"{what} takes a 1-D array, got shape {host.shape}", "flatten it with x.ravel().")
+        self.backends = backends_for(devices)
+        self.parts = [host[lo:hi] for lo, hi in bounds(host.size, len(self.backends), 1)]
+        self.host = host
+
+    @property
+    def on_host(self) -> bool:
+        return self.sharded is None
+
+    def pairs(self) -> list[tuple[Any, Any]]:
+        return list(zip(self.backends, self.parts))
+
+    def each(self, call: Any) -> list[Any]:
+        """``call(part, backend)`` per device, at once, each with its part's device current."""
+        return _each(self.pairs(), lambda bp: _on_device_of(bp[1], lambda: call(bp[1], bp[0])))
+
+    def result(self, parts: Sequence[Any]) -> Any:
+        """Per-device results as the input came: one host array, a ``Sharded`` or a list."""
+        if self.on_host:
+            out = np.empty(sum(int(p.shape[0]) for p in parts), np.dtype(str(parts[0].dtype)))
+            offsets = np.cumsum([0] + [int(p.shape[0]) for p in parts])
+            _each(list(range(len(parts))),
+                  lambda k: fetch_into(self.backends[k], parts[k], out[offsets[k]:offsets[k + 1]]))
+            return out
+        return same_kind(Sharded(parts, self.sharded.devices), self.as_list)
+
+
+def _on_device_of(part: Any, work: Any) -> Any:
+    """``work()`` with ``part``'s device current (CuPy kernels and allocations run there)."""
+    index = device_index(part) if is_device_array(part) else None
+    if index is None:
+        return work()
+    import cupy
+
+    with cupy.cuda.Device(index):
+        return work()
+
+
+def bounds(n: int, parts: int, align: int) -> list[tuple[int, int]]:
+    """``n`` elements as ``parts`` contiguous ranges, each starting at a multiple of ``align``."""
+    per = -(-n // parts // align) * align if n else 0
+    return [(min(k * per, n), n if k == parts - 1 else min((k + 1) * per, n)) for k in range(parts)]
+
+
+def shard(x: object, devices: Sequence[object] | None = None, *, align: int = 256) -> Sharded:
+    """The host array ``x`` as a ``Sharded`` value: one contiguous part per device (every part but
+    the last a multiple of ``align`` elements, e.g. the workgroup size of the programs it feeds),
+    each copied to its device (numpy parts on backends without devices)."""
+    if isinstance(align, bool) or not isinstance(align, int) or align < 1:
+        raise InvalidProgram(f"align={align!r} is not a positive element count", "pass align=256 (a workgroup size).")
+    if is_device_array(x):
+        x = to_host(x)
+    host = np.ascontiguousarray(x)
+    if host.ndim != 1:
+        raise InvalidProgram(f"multi.shard takes a 1-D array, got shape {host.shape}", "flatten it with x.ravel().")
+    ids = list(devices) if devices is not None else None
+    backends = backends_for(ids)
+    parts = _each(list(zip(backends, bounds(host.size, len(backends), align))),
+                  lambda item: put(item[0], host[item[1][0]:item[1][1]]))
+    return Sharded(parts, ids if ids is not None else backends)
+
+
+def reduce(x: object, op: str = "add", *, devices: Sequence[object] | None = None) -> np.generic:
+    """``op`` over every element (as ``vyre.lib.reduce``), a numpy scalar."""
+    split = _Split(x, devices, "multi.reduce")
+    partials = split.each(lambda part, backend: to_host(primitives.reduce(part, op, backend=backend)).reshape(1))
+    stacked = np.concatenate(partials)
+    ufunc = {"min": np.fmin, "max": np.fmax}.get(op, UFUNCS[op]) if stacked.dtype.kind == "f" else UFUNCS[op]
+    return ufunc.reduce(stacked, dtype=stacked.dtype)
+
+
+def histogram(x: object, bins: int, *, devices: Sequence[object] | None = None) -> Any:
+    """u32 counts of each value in ``[0, bins)`` (as ``vyre.lib.histogram``): numpy for a host
+    input, an array of the first device for a sharded one."""
+    split = _Split(x, devices, "multi.histogram")
+    partials = split.each(lambda part, backend: to_host(primitives.histogram(part, bins, backend=backend)))
+    counts = np.add.reduce(np.stack(partials), axis=0, dtype=np.uint32)
+    return counts if split.on_host else put(split.backends[0], counts)
+
+
+def inclusive_scan(x: object, op: str = "add", *, devices: Sequence[object] | None = None) -> Any:
+    """``out[i] = x[0] op ... op x[i]`` (as ``vyre.lib.inclusive_scan``), in the input's form."""
+    split = _Split(x, devices, "multi.inclusive_scan")
+    scans = split.each(lambda part, backend: primitives.inclusive_scan(part, op, backend=backend))
+    ufunc = UFUNCS[op]
+    carries: list[np.ndarray | None] = []
+    running = None
+    for scan in scans:
+        carries.append(running)
+        if int(scan.shape[0]):
+            last = to_host(scan[-1:])
+            running = last if running is None else ufunc(running, last)
+    if split.on_host:
+        out = np.empty(split.host.size, scans[0].dtype)
+        offsets = np.cumsum([0] + [int(s.shape[0]) for s in scans])
+
+        def finish_host(k: int) -> None:
+            part = out[offsets[k]:offsets[k + 1]]
+            fetch_into(split.backends[k], scans[k], part)
+            if carries[k] is not None:
+                ufunc(part, carries[k][0], out=part)
+
+        _each(list(range(len(scans))), finish_host)
+        return out
+
+    def finish_device(k: int) -> Any:
+        scan, carry = scans[k], carries[k]
+        if carry is None:
+            return scan
+        if isinstance(scan, np.ndarray):
+            ufunc(scan, carry[0], out=scan)
+            return scan
+        import cupy
+
+        scan = as_cupy(scan)
+        with cupy.cuda.Device(scan.device.id):
+            getattr(cupy, ufunc.__name__)(scan, carry[0], out=scan)
+            cupy.cuda.get_current_stream().synchronize()
+        return scan
+
+    return split.result(_each(list(range(len(scans))), finish_device))
+
+
+def sort(x: object, *, devices: Sequence[object] | None = None) -> Any:
+    """The keys in ascending order (as ``vyre.lib.sort``: u32, i32, f32): a host array for a host
+    input; for a sharded input a sharded result whose part ``j`` is the j-th range of the sorted
+    keys, on device ``j`` (the parts' lengths follow the data)."""
+    split = _Split(x, devices, "multi.sort")
+    if split.on_host:  # the parts go to their devices through each backend's pinned chunk ring
+        split.parts = _each(split.pairs(), lambda bp: put(*bp))
+    if len(split.parts) == 1:
+        return split.result(split.each(lambda part, backend: sorting.sort(part, backend=backend)))
+    splitters = _splitters(split.parts)
+    pieces = _each(split.parts, lambda part: _cut(part, splitters, len(split.parts)))
+    homes = [device_index(p) for p in split.parts]
+    received = _each(list(range(len(homes))), lambda j: concat_on(homes[j], [row[j] for row in pieces]))
+    pieces.clear()  # the sent pieces are no longer needed: free them before the local sorts
+    split.parts = received
+    return split.result(split.each(lambda part, backend: sorting.sort(part, backend=backend)))
+
+
+def _splitters(parts: Sequence[Any]) -> np.ndarray:
+    """``len(parts) - 1`` keys cutting the sorted keys into ranges of about equal size (from a
+    sample of every part; NaN never chosen). Any splitters give exact results; good ones balance."""
+    samples = []
+    for part in parts:
+        n = int(part.shape[0])
+        if n:
+            samples.append(to_host(part[::max(1, n // SAMPLE_PER_PART)]))
+    dtype = np.dtype(str(parts[0].dtype))
+    sample = np.sort(np.concatenate(samples)) if samples else np.zeros(0, dtype)
+    if sample.dtype.kind == "f":
+        sample = sample[~np.isnan(sample)]
+    if not sample.size:
+        return np.zeros(0, dtype)
+    return sample[[len(sample) * j // len(parts) for j in range(1, len(parts))]]
+
+
+def _cut(part: Any, splitters: np.ndarray, parts: int) -> list[Any]:
+    """``part``'s keys in ``parts`` pieces, one per destination: piece j holds the keys that are
+    not below splitter j-1 and are below splitter j (NaN is below nothing: it goes to the last)."""
+    if not splitters.size:  # nothing to sample (empty or all NaN): everything goes to the last device
+        return [part[:0]] * (parts - 1) + [part]
+    if isinstance(part, np.ndarray):
+        return _pieces(part, splitters, np)
+    import cupy
+
+    part = as_cupy(part)
+    with cupy.cuda.Device(part.device.id):
+        pieces = _pieces(part, splitters, cupy)
+        cupy.cuda.get_current_stream().synchronize()
+    return pieces
+
+
+def _pieces(part: Any, splitters: np.ndarray, xp: Any) -> list[Any]:
+    pieces, below_prev = [], None
+    for s in splitters:
+        below = xp.less(part, s)
+        pieces.append(part[below if below_prev is None else below & ~below_prev])
+        below_prev = below
+    pieces.append(part[~below_prev])
+    return pieces
+
+
+__all__ = ["bounds", "histogram", "inclusive_scan", "reduce", "shard", "sort"]
