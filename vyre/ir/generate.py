@@ -43,7 +43,7 @@ from vyre.ops import GENERATOR_OP_PREFIX, OpDef, register_op
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
 ARITH = (U32, I32, F32, BOOL)
-STORAGE = tuple(DataType)
+STORAGE = tuple(t for t in DataType if not t.is_wide)
 
 INT_BINARY = ("add", "sub", "mul", "div", "rem", "min", "max", "abs_diff", "bitand", "bitor", "bitxor",
               "saturating_add", "saturating_sub", "saturating_mul", "mul_high")
