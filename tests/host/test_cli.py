@@ -209,6 +209,13 @@ def test_fuzzing_a_backend_that_cannot_start_prints_one_error():
     assert_clean_error(vyre_cli("--count", "-1", module="vyre.fuzz"), 2, "out of range")
 
 
+def test_wide_fuzzing_of_the_oracle_agrees(tmp_path: Path):
+    result = vyre_cli("--backend", "reference", "--count", "6", "--wide", "--seed", "4", "--corpus",
+                      str(tmp_path), module="vyre.fuzz")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "6 programs" in result.stdout and "0 mismatches" in result.stdout and not list(tmp_path.iterdir())
+
+
 def test_fuzzing_cuda_without_a_gpu_prints_one_error():
     result = vyre_cli("--backend", "cuda", "--count", "1", module="vyre.fuzz", CUDA_VISIBLE_DEVICES="")
     assert_clean_error(result, 1, "backend 'cuda' could not start")
