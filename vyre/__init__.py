@@ -23,14 +23,17 @@ from vyre.frontend import (
     boolean,
     f16,
     f32,
+    f64,
     func,
     i8,
     i16,
     i32,
+    i64,
     kernel,
     u8,
     u16,
     u32,
+    u64,
 )
 from vyre.frontend.intrinsics import *  # noqa: F403 - vyre.sqrt, vyre.gid, vyre.atomic_add, ... (docs/kernels.md)
 from vyre.frontend.intrinsics import INTRINSICS as _INTRINSICS
@@ -65,6 +68,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "BackendRegistration", "Device", "DispatchConfig", "In", "InOut", "Out", "Uniform", "__version__", "acquire",
     "default_backend",
-    "bf16", "boolean", "devices", "errors", "f16", "f32", "func", "hookimpl", "i8", "i16", "i32", "ir", "kernel",
-    "reference", "registered_backends", "u8", "u16", "u32", "validate", *_intrinsics,
+    "bf16", "boolean", "devices", "errors", "f16", "f32", "f64", "func", "hookimpl", "i8", "i16", "i32", "i64", "ir",
+    "kernel",
+    "reference", "registered_backends", "u8", "u16", "u32", "u64", "validate", *_intrinsics,
 ]

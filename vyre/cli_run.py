@@ -88,7 +88,8 @@ def random_elements(dtype: DataType, count: int, rng: np.random.Generator) -> np
     if dtype.is_int:
         info = np.iinfo(dtype.np_dtype)
         return rng.integers(info.min, info.max, count, dtype=dtype.np_dtype, endpoint=True)
-    values = rng.uniform(-1.0, 1.0, count).astype(np.float32)
+    values = rng.uniform(-1.0, 1.0, count)
+    values = values if dtype is DataType.F64 else values.astype(np.float32)
     if dtype is DataType.BF16:
         return (values.view(np.uint32) >> 16).astype(np.uint16)  # truncated bf16 bits
     return values.astype(dtype.np_dtype)
@@ -148,8 +149,9 @@ def summarize(name: str, decl: BufferDecl, array: np.ndarray, show: int) -> str:
         lines.append(f"  sum={finite.sum():.6g} min={finite.min() if finite.size else 'n/a'} "
                      f"max={finite.max() if finite.size else 'n/a'} nan={int(np.isnan(wide).sum())}")
         return "\n".join(lines)
-    wide = array.astype(np.int64)
-    lines.append(f"  sum={int(wide.sum())} min={int(wide.min())} max={int(wide.max())} "
+    wide = array if array.dtype == np.uint64 else array.astype(np.int64)  # U64 keeps its values
+    total = sum(int(v) for v in wide.tolist()) if wide.dtype == np.uint64 else int(wide.sum())
+    lines.append(f"  sum={total} min={int(wide.min())} max={int(wide.max())} "
                  f"nonzero={int(np.count_nonzero(wide))}")
     values, counts = np.unique(wide, return_counts=True)
     if values.size <= 16:

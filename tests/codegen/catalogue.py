@@ -5,9 +5,9 @@ from __future__ import annotations
 from codegen_support import ARITH, D, elementwise
 
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
-from vyre.ir.typing import BINARY_TYPES, SHIFT_OPS, UNARY_TYPES
+from vyre.ir.typing import ATOMIC_TYPES, BINARY_TYPES, SHIFT_OPS, UNARY_TYPES
 
-STORAGE = (D.U8, D.U16, D.U32, D.I8, D.I16, D.I32, D.F16, D.BF16, D.F32, D.BOOL)
+STORAGE = (D.U8, D.U16, D.U32, D.I8, D.I16, D.I32, D.F16, D.BF16, D.F32, D.BOOL, D.U64, D.I64, D.F64)
 I = Expr.var("i")
 
 
@@ -29,11 +29,15 @@ def operator_programs() -> dict[str, Program]:
             out[f"cast.{src.name}.{dst.name}"] = elementwise(lambda a, d=dst: Expr.cast(d, a), (src,), dst)
     for t in ARITH:
         out[f"select.{t.name}"] = elementwise(lambda c, a, b: Expr.select(c, a, b), (D.BOOL, t, t), t)
-    for t in (D.U32, D.I32, D.F32):
+    for t in (D.U32, D.I32, D.F32, D.U64, D.I64, D.F64):
         out[f"fma.{t.name}"] = elementwise(Expr.fma, (t, t, t), t)
     out["literals"] = elementwise(
         lambda a: Expr.select(Expr.bool(True), Expr.add(a, Expr.f32(-0.0)), Expr.f32_from_bits(0x7FC00001)),
         (D.F32,), D.F32)
+    out["literals.wide"] = elementwise(
+        lambda a, b: Expr.select(Expr.lt(a, Expr.i64(-(2**63))), Expr.f64_from_bits(0x7FF8000000000001),
+                                 Expr.add(b, Expr.f64(-0.1))),
+        (D.I64, D.F64), D.F64)
     return out
 
 
@@ -57,9 +61,20 @@ def memory_programs() -> dict[str, Program]:
                 Node.let("n", Expr.buf_len("tile"))]
         out[f"mem.workgroup.{t.name}"] = Program(
             [BufferDecl.read("src", 0, t), BufferDecl.output("dst", 1, t, 1024), wg], (64, 1, 1), body)
-    for t in (D.U32, D.I32):
-        for op in AtomicOp:
+    for op in AtomicOp:
+        for t in ATOMIC_TYPES[op.base]:
             out.update(_atomic_programs(op, t))
+    mixed = [BufferDecl.workgroup("w8", 3, D.U8), BufferDecl.workgroup("w64", 5, D.F64),
+             BufferDecl.workgroup("w32", 1, D.U32), BufferDecl.workgroup("i64", 2, D.I64)]
+    lid = Expr.local_id(0)
+    out["mem.workgroup.aligned64"] = Program(
+        [BufferDecl.read("src", 0, D.F64), BufferDecl.output("dst", 1, D.F64, 1024), *mixed], (64, 1, 1),
+        [Node.store("w8", lid, Expr.cast(D.U32, Expr.load("src", lid))),
+         Node.store("w64", lid, Expr.load("src", lid)),
+         Node.store("i64", lid, Expr.cast(D.I64, Expr.load("src", lid))),
+         Node.barrier(),
+         Node.store("dst", Expr.invocation_id(0), Expr.add(Expr.load("w64", Expr.rem(lid, Expr.u32(5))),
+                                                           Expr.cast(D.F64, Expr.load("i64", lid))))])
     return out
 
 
@@ -143,6 +158,20 @@ def control_programs() -> dict[str, Program]:
         Node.store("dst", I, Expr.add(Expr.add(Expr.var("b"), Expr.var("s")),
                                       Expr.add(Expr.var("a"), Expr.subgroup_size()))),
         Node.store("dst2", I, Expr.select(Expr.var("sb"), Expr.cast(D.U32, Expr.var("ai")), u(0))),
+        Node.store("fdst", I, Expr.add(Expr.var("af"), Expr.var("sf")))])
+    wide = [BufferDecl.read("src", 0, D.U64), BufferDecl.read("fsrc", 1, D.F64),
+            BufferDecl.output("dst", 2, D.U64, 4096), BufferDecl.output("fdst", 3, D.F64, 4096),
+            BufferDecl.output("idst", 4, D.I64, 4096)]
+    v, f = Expr.load("src", I), Expr.load("fsrc", I)
+    out["subgroups.wide"] = Program(wide, (64, 2, 1), [
+        Node.let("i", _linear_gid(GRID_3D, (64, 2, 1))),
+        Node.let("s", Expr.subgroup_shuffle(v, Expr.add(Expr.subgroup_local_id(), u(5)))),
+        Node.let("sf", Expr.subgroup_shuffle(f, u(31))),
+        Node.let("a", Expr.subgroup_add(v)),
+        Node.let("ai", Expr.subgroup_add(Expr.cast(D.I64, v))),
+        Node.let("af", Expr.subgroup_add(f)),
+        Node.store("dst", I, Expr.add(Expr.var("s"), Expr.var("a"))),
+        Node.store("idst", I, Expr.var("ai")),
         Node.store("fdst", I, Expr.add(Expr.var("af"), Expr.var("sf")))])
     return out
 

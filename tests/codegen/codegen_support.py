@@ -79,7 +79,7 @@ def emit_for_targets(programs: Mapping[str, Program], targets: Iterable[str] = T
 
 # ---- program builders ------------------------------------------------------------------------------
 D = DataType
-ARITH = (D.U32, D.I32, D.F32, D.BOOL)
+ARITH = (D.U32, D.I32, D.F32, D.BOOL, D.U64, D.I64, D.F64)
 
 
 def _in(name: str, binding: int, dtype: DataType) -> BufferDecl:

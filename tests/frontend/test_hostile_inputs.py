@@ -246,8 +246,10 @@ def test_a_2d_kernel_called_without_grid_is_told_about_the_calls_grid_argument()
 
 
 @pytest.mark.parametrize(("annotation", "said"), [
-    ("np.float64", "64-bit types are not supported yet"),
-    ("np.int64", "64-bit types are not supported yet"),
+    ("np.float64", "write vyre.f64"),
+    ("np.int64", "write vyre.i64"),
+    ("np.uint64", "write vyre.u64"),
+    ("np.complex128", "complex and extended-precision types are not supported"),
     ("np.uint32", "write vyre.u32"),
     ("float", "write vyre.f32"),
 ])
@@ -271,11 +273,11 @@ def test_a_python_list_input_says_how_to_pass_a_typed_array(value, said):
     assert said in message and "float64" not in message and "numpy.zeros(0, dtype=numpy.float32)" in message, message
 
 
-def test_a_64_bit_type_in_an_unevaluated_annotation_is_one_clean_finding():
+def test_a_numpy_type_in_an_unevaluated_annotation_is_one_clean_finding():
     err = _error_text("@vyre.kernel\ndef k(y: vyre.InOut[np.float64]):\n    pass\n")
     (finding,) = err.findings
-    assert "64-bit types are not supported yet" in finding.message and "Fix" not in finding.message
-    assert finding.fix.startswith("write vyre.InOut[vyre.f32]") and "vyre.boolean" in finding.fix
+    assert "write vyre.f64" in finding.message and "Fix" not in finding.message
+    assert finding.fix.startswith("write vyre.InOut[vyre.f64]") and "vyre.boolean" in finding.fix
 
 
 def _error_text(text: str) -> ValidationError:

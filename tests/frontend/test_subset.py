@@ -27,14 +27,18 @@ def oracle():
 
 
 def typed_values(rng, dtype: DataType, n: int = N) -> np.ndarray:
-    if dtype is F32:
-        edges = np.array([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 1e-40], np.float32)
-        return np.concatenate([edges, (rng.standard_normal(n) * 50).astype(np.float32)])[:n]
+    if dtype.is_float:
+        edges = np.array([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 1e-40, 5e-324], dtype.np_dtype)
+        return np.concatenate([edges, (rng.standard_normal(n) * 50).astype(dtype.np_dtype)])[:n]
     if dtype is BOOL:
         return rng.integers(0, 2, n, dtype=np.uint32)
-    edges = np.array([0, 1, 31, 32, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF], np.uint32)
-    bits = np.concatenate([edges, rng.integers(0, 2**32, n, dtype=np.uint32)])[:n]
-    return bits.view(np.int32) if dtype is I32 else bits
+    if dtype.is_wide:
+        edges = np.array([0, 1, 63, 64, 0xFFFFFFFF, 2**63 - 1, 2**63, 2**64 - 1], np.uint64)
+        bits = np.concatenate([edges, rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)])[:n]
+    else:
+        edges = np.array([0, 1, 31, 32, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF], np.uint32)
+        bits = np.concatenate([edges, rng.integers(0, 2**32, n, dtype=np.uint32)])[:n]
+    return bits.view(dtype.np_dtype)
 
 
 def _elementwise(name: str, ins: list[tuple[str, DataType]], out: DataType, value: Expr) -> Program:
@@ -88,7 +92,7 @@ def test_ops_match_numpy_on_the_oracle(op, dtype, oracle, rng):
     inputs = [typed_values(rng, b.dtype) for b in builder.inputs]
     with np.errstate(all="ignore"):
         expected = np.asarray(NUMPY_OPS[op](*inputs))
-    if op in ("min", "max") and dtype is F32:  # the other operand when one is NaN (numpy propagates NaN)
+    if op in ("min", "max") and dtype.is_float:  # the other operand when one is NaN (numpy propagates NaN)
         a, b = inputs
         expected = np.where(np.isnan(a), b, np.where(np.isnan(b), a, expected))
     got = kernel_from_source(text)(*inputs, backend=oracle)[0]

@@ -39,7 +39,8 @@ CRAFTED_SECONDS = 2.0
 
 def corpus() -> list[Program]:
     opts = ({}, {"subgroups": True}, {"approximate": True, "max_depth": 4, "max_stmts": 20})
-    return [generate_program(seed, **opts[seed % 3]) for seed in range(1000, 1090)]
+    return [generate_program(seed, **opts[seed % 3]) for seed in range(1000, 1090)] + \
+        [generate_program(seed, wide=True, subgroups=seed % 2 == 0) for seed in range(2000, 2030)]
 
 
 CORPUS = corpus()

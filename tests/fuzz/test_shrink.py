@@ -97,6 +97,12 @@ def test_fuzz_finds_nothing_when_the_backend_is_the_oracle(tmp_path: Path) -> No
     assert "0 mismatches" in report.summary()
 
 
+def test_wide_fuzz_finds_nothing_when_the_backend_is_the_oracle(tmp_path: Path) -> None:
+    report = fuzz(ReferenceBackend(), 24, seed=12, input_sets=2, corpus=tmp_path, wide=True)
+    assert report.mismatches == [] and (report.programs, report.runs) == (24, 48)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bitflip_backend_is_caught_by_mismatch() -> None:
     """The deliberately wrong backend is wrong (so the test below tests the fuzzer, not the fake)."""
     case = first_case_using("rotate_left")

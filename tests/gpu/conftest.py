@@ -71,11 +71,24 @@ U32_EDGES = np.array([0, 1, 2, 3, 7, 31, 32, 33, 63, 64, 0x7FFFFFFF, 0x80000000,
                       0xFFFFFFFE, 0xFFFFFFFF, 0x12345678], np.uint32)
 I32_EDGES = U32_EDGES.view(np.int32)
 BOOL_EDGES = np.array([0, 1, 2, 0xFFFFFFFF], np.uint32)
+#: 0, ±1, MAX, MIN, NaN (quiet, signaling, negative), ±inf, -0.0, subnormals, integer-rounding edges
+F64_EDGES = np.concatenate([
+    np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, np.nan, np.inf, -np.inf, 1.7976931348623157e308,
+              -1.7976931348623157e308, 2.2250738585072014e-308, -2.2250738585072014e-308, 5e-324, -5e-324,
+              1e-310, 2.0**52, 2.0**53, 2.0**53 + 2, 2.0**63, -(2.0**63), 2.0**64, 1.8e19, 4.3e9, 2.0**31,
+              -7.25, 0.1, 3.4028235677973366e38, 1e39, 1.401298464324817e-45], np.float64),
+    np.array([0x7FF4000000000001, 0xFFF8000000000000, 0x3FE0000000000001, 0x433FFFFFFFFFFFFF],
+             np.uint64).view(np.float64)])
+U64_EDGES = np.array([0, 1, 2, 3, 31, 32, 63, 64, 65, 0xFFFFFFFF, 0x100000000, 0x7FFFFFFFFFFFFFFF,
+                      0x8000000000000000, 0x8000000000000001, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF,
+                      0x123456789ABCDEF0, (1 << 53) + 1], np.uint64)
+I64_EDGES = U64_EDGES.view(np.int64)
 
 
 def edges(dtype: DataType) -> np.ndarray:
     return {DataType.F32: F32_EDGES, DataType.U32: U32_EDGES, DataType.I32: I32_EDGES,
-            DataType.BOOL: BOOL_EDGES}[dtype]
+            DataType.BOOL: BOOL_EDGES, DataType.F64: F64_EDGES, DataType.U64: U64_EDGES,
+            DataType.I64: I64_EDGES}[dtype]
 
 
 def random_array(rng: np.random.Generator, dtype: DataType, n: int) -> np.ndarray:
@@ -83,10 +96,11 @@ def random_array(rng: np.random.Generator, dtype: DataType, n: int) -> np.ndarra
     np_dtype = dtype.np_dtype
     if dtype is DataType.BOOL:
         return rng.integers(0, 2, n, dtype=np.uint32)
-    if dtype is DataType.F32:
-        mixed = rng.integers(0, 2**32, n, dtype=np.uint32).view(np.float32).copy()
-        normal = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32)
-        return np.where(rng.random(n) < 0.5, normal, mixed).astype(np.float32)
+    if dtype in (DataType.F32, DataType.F64):
+        bits = np_dtype.itemsize * 8
+        mixed = rng.integers(0, 2**bits, n, dtype=np.uint64).astype(f"u{np_dtype.itemsize}").view(np_dtype).copy()
+        normal = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np_dtype)
+        return np.where(rng.random(n) < 0.5, normal, mixed).astype(np_dtype)
     bits = np_dtype.itemsize * 8
     return rng.integers(0, 2**bits, n, dtype=np.uint64).astype(f"u{np_dtype.itemsize}").view(np_dtype)
 

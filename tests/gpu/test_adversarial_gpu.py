@@ -37,6 +37,7 @@ from vyre.driver.config import DispatchConfig  # noqa: E402
 from vyre.driver.errors import DispatchFailed, InvalidHandle, InvalidProgram, VyreError  # noqa: E402
 from vyre.fuzz import mismatch  # noqa: E402
 from vyre.fuzz.catalogue import (  # noqa: E402
+    ATOMIC_TYPES,
     OOB_INDICES,
     STORAGE_TYPES,
     oob_atomic_case,
@@ -284,7 +285,7 @@ def test_out_of_bounds_loads_and_stores_equal_the_oracle(backend, make, dtype: D
 
 @pytest.mark.parametrize("index", OOB_INDICES.values(), ids=OOB_INDICES.keys())
 @pytest.mark.parametrize("op", list(AtomicOp), ids=lambda op: op.name)
-@pytest.mark.parametrize("dtype", [DataType.U32, DataType.I32], ids=lambda t: t.name)
+@pytest.mark.parametrize("dtype", ATOMIC_TYPES, ids=lambda t: t.name)
 def test_out_of_bounds_atomics_equal_the_oracle(backend, dtype: DataType, op: AtomicOp, index: Expr) -> None:
     case = oob_atomic_case(op, dtype, index)
     assert mismatch(backend, case.program, case.inputs, case.config) is None

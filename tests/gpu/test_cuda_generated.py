@@ -16,6 +16,18 @@ CHUNKS = 20
 @pytest.mark.parametrize("subgroups", [False, True], ids=["plain", "subgroups"])
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_generated_programs(backend, chunk: int, subgroups: bool) -> None:
+    _run_chunk(backend, chunk, subgroups, wide=False)
+
+
+@pytest.mark.parametrize("subgroups", [False, True], ids=["plain", "subgroups"])
+@pytest.mark.parametrize("chunk", range(CHUNKS // 4))
+def test_generated_wide_programs(backend, chunk: int, subgroups: bool) -> None:
+    """Programs that also use U64, I64 and F64 (``generate_case(wide=True)``)."""
+    _run_chunk(backend, chunk, subgroups, wide=True)
+
+
+def _run_chunk(backend, chunk: int, subgroups: bool, wide: bool) -> None:
+    """One chunk of ``PROGRAMS / CHUNKS`` generated programs (a fifth of that with subgroups)."""
     generate = pytest.importorskip("vyre.ir.generate")
     from vyre.reference import run
     from vyre.reference.ulp import assert_outputs_equal
@@ -25,7 +37,7 @@ def test_generated_programs(backend, chunk: int, subgroups: bool) -> None:
     failures = []
     for k in range(per):
         seed = (base + chunk * per + k) & 0xFFFFFFFF
-        case = generate.generate_case(seed, subgroups=subgroups)
+        case = generate.generate_case(seed, subgroups=subgroups, wide=wide)
         inputs = generate.random_inputs(case.program, seed ^ 0x5EED)
         expected = run(case.program, inputs, case.config)
         try:

@@ -16,6 +16,8 @@ from vyre.ir.typing import BINARY_TYPES, COMPARE_OPS, PREDICATE_UNARY, SHIFT_OPS
 pytestmark = pytest.mark.gpu
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
+U64, I64, F64 = DataType.U64, DataType.I64, DataType.F64
+ARITH = (U32, I32, F32, BOOL, U64, I64, F64)
 
 #: op -> (max ULP, float64 reference, input domain (lo, hi))
 TRANSCENDENTAL = {
@@ -36,7 +38,8 @@ TRANSCENDENTAL = {
 }
 
 BINARY_CASES = [(op, t) for op, types in BINARY_TYPES.items() for t in types]
-UNARY_CASES = [(op, t) for op, types in UNARY_TYPES.items() for t in types if op not in TRANSCENDENTAL]
+#: F64 inverse_sqrt is exact (reciprocal of the correctly rounded sqrt): it joins the bit-exact cases
+UNARY_CASES = [(op, t) for op, types in UNARY_TYPES.items() for t in types if op not in TRANSCENDENTAL or t is F64]
 
 
 def _buffers(n: int, a: DataType, b: DataType | None, result: DataType) -> tuple[list[BufferDecl], BufferDecl]:
@@ -87,8 +90,8 @@ def test_transcendental_within_ulp(backend, rng, op: str) -> None:
     assert_within_ulp(oracle, actual, 2 * bound, f"{op} vs the oracle")
 
 
-@pytest.mark.parametrize("src", [U32, I32, F32, BOOL])
-@pytest.mark.parametrize("dst", [U32, I32, F32, BOOL])
+@pytest.mark.parametrize("src", ARITH)
+@pytest.mark.parametrize("dst", ARITH)
 def test_cast(backend, rng, src: DataType, dst: DataType) -> None:
     a = np.concatenate([edges(src), random_array(rng, src, 4096)]).astype(src.np_dtype)
     decls, out = _buffers(len(a), src, None, dst)
@@ -96,7 +99,7 @@ def test_cast(backend, rng, src: DataType, dst: DataType) -> None:
     check(backend, elementwise(f"cast_{src.name}_{dst.name}", decls, value, out), [a])
 
 
-@pytest.mark.parametrize("dtype", [U32, I32, F32])
+@pytest.mark.parametrize("dtype", [U32, I32, F32, U64, I64, F64])
 def test_fma_and_select(backend, rng, dtype: DataType) -> None:
     a, b = pairs(rng, dtype, dtype)
     c = random_array(rng, dtype, len(a))
@@ -108,11 +111,12 @@ def test_fma_and_select(backend, rng, dtype: DataType) -> None:
     check(backend, elementwise(f"fma_sel_{dtype.name}", decls, value, out), [a, b, c])
 
 
-@pytest.mark.parametrize("dtype", [U32, I32, F32])
+@pytest.mark.parametrize("dtype", [U32, I32, F32, U64, I64, F64])
 def test_literals(backend, rng, dtype: DataType) -> None:
     a = random_array(rng, dtype, 1000)
     make = {U32: lambda v: Expr.u32(v & 0xFFFFFFFF), I32: lambda v: Expr.i32(v),
-            F32: lambda v: Expr.f32(float(v) * 0.37)}[dtype]
+            F32: lambda v: Expr.f32(float(v) * 0.37), U64: lambda v: Expr.u64((v * 0x9E3779B97F4A7C15) % 2**64),
+            I64: lambda v: Expr.i64(v * 0x123456789AB), F64: lambda v: Expr.f64(float(v) * 0.37)}[dtype]
     decls, out = _buffers(len(a), dtype, None, dtype)
     value = Expr.add(Expr.mul(Expr.load("a", Expr.var("i")), make(-3 if dtype is not U32 else 3)), make(7))
     check(backend, elementwise(f"lit_{dtype.name}", decls, value, out), [a])

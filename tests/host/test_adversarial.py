@@ -23,6 +23,7 @@ import vyre
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram, ValidationError, VyreError
 from vyre.fuzz.catalogue import (
+    ATOMIC_TYPES,
     HOSTILE_NAMES,
     OOB_INDICES,
     STORAGE_TYPES,
@@ -319,7 +320,7 @@ def test_out_of_bounds_load_gives_a_typed_zero(index: Expr, dtype: DataType) -> 
     """Global and workgroup loads, stored into poisoned buffers so that the zero is observed."""
     case = oob_load_case(dtype, index)
     for out in run(case.program, case.inputs, case.config):
-        assert out.view(np.uint32).tolist() == [0] * out.size  # +0.0 / 0 / false: every bit clear
+        assert not out.view(np.uint8).any()  # +0.0 / 0 / false: every bit clear
 
 
 @pytest.mark.parametrize("index", OOB_INDICES.values(), ids=OOB_INDICES.keys())
@@ -334,7 +335,7 @@ def test_out_of_bounds_store_does_nothing(index: Expr, dtype: DataType) -> None:
 
 @pytest.mark.parametrize("index", OOB_INDICES.values(), ids=OOB_INDICES.keys())
 @pytest.mark.parametrize("op", list(AtomicOp), ids=lambda op: op.name)
-@pytest.mark.parametrize("dtype", [D.U32, D.I32], ids=lambda t: t.name)
+@pytest.mark.parametrize("dtype", ATOMIC_TYPES, ids=lambda t: t.name)
 def test_out_of_bounds_atomic_returns_zero_and_writes_nothing(index: Expr, op: AtomicOp, dtype: DataType) -> None:
     case = oob_atomic_case(op, dtype, index)
     acc, old, old_shared, tile_out = run(case.program, case.inputs, case.config)

@@ -78,6 +78,26 @@ def test_run_on_the_oracle_with_seeded_random_inputs_and_out_dir(tmp_path: Path)
     assert f"sum={int((a ^ b).astype(np.int64).sum())}" in result.stdout
 
 
+def test_run_of_a_64_bit_program_with_random_f64_and_exact_u64_summary(tmp_path: Path):
+    program = Program([BufferDecl.read("a", 0, DataType.F64), BufferDecl.read_write("b", 1, DataType.U64)],
+                      (64, 1, 1), [Node.store("b", Expr.invocation_id(0), Expr.add(Expr.cast(
+                          DataType.U64, Expr.mul(Expr.load("a", Expr.invocation_id(0)), Expr.f64(1e18))),
+                          Expr.u64(2**64 - 1)))], name="wide")
+    path = tmp_path / "wide.vyre"
+    path.write_text(program.to_text())
+    result = vyre_cli("run", str(path), "--input", "a=@random:8", "--input", "b=@zeros:8", "--seed", "3",
+                      "--backend", "reference", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    rng = np.random.default_rng(3)
+    a = random_elements(DataType.F64, 8, rng)
+    assert a.dtype == np.float64 and len(set(a.astype(np.float32).tolist())) == 8
+    b = np.fromfile(tmp_path / "b.bin", dtype=np.uint64)
+    with np.errstate(invalid="ignore"):
+        want = np.where(a > 0, (a * 1e18).astype(np.uint64), 0).astype(np.uint64) + np.uint64(2**64 - 1)
+    assert b.tolist() == want.tolist()
+    assert f"sum={sum(b.tolist())} min={min(b.tolist())}" in result.stdout
+
+
 def test_run_reads_raw_binary_files_and_summarises_small_histograms(tmp_path: Path):
     data = np.arange(4096, dtype=np.uint32)
     (tmp_path / "data.bin").write_bytes(data.tobytes())
@@ -187,6 +207,13 @@ def test_fuzzing_a_backend_that_cannot_start_prints_one_error():
                       VYRE_DISABLE_PLUGINS="cuda")
     assert_clean_error(result, 1, "python -m vyre.fuzz: error: no backend 'cuda' is registered")
     assert_clean_error(vyre_cli("--count", "-1", module="vyre.fuzz"), 2, "out of range")
+
+
+def test_wide_fuzzing_of_the_oracle_agrees(tmp_path: Path):
+    result = vyre_cli("--backend", "reference", "--count", "6", "--wide", "--seed", "4", "--corpus",
+                      str(tmp_path), module="vyre.fuzz")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "6 programs" in result.stdout and "0 mismatches" in result.stdout and not list(tmp_path.iterdir())
 
 
 def test_fuzzing_cuda_without_a_gpu_prints_one_error():

@@ -16,7 +16,7 @@ from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.generate import generate_program
 from vyre.ir.shape import MAX_DEPTH
 from vyre.ir.text import f32_text, parse, to_text
-from vyre.ir.wire import HEADER_SIZE, MAGIC, OPS, fingerprint, from_wire, to_wire
+from vyre.ir.wire import HEADER_SIZE, MAGIC, OPS, VERSION, fingerprint, from_wire, to_wire
 
 D = DataType
 U = Expr.u32
@@ -172,7 +172,7 @@ BAD_TEXTS = {
     HEADER + "let x = \n": 2, HEADER + "let x = u32:1 u32:2\n": 2, HEADER + "let x = u32:4294967296\n": 2,
     HEADER + "let x = i32:2147483648\n": 2, HEADER + "let x = f32:1.2.3\n": 2, HEADER + "let x = f32:0x1234567890\n": 2,
     HEADER + "let x = frob(u32:1)\n": 2, HEADER + "let x = add(u32:1)\n": 2, HEADER + "let x = invocation_id(3)\n": 2,
-    HEADER + "let x = cast(u64, u32:1)\n": 2, HEADER + 'let "x = u32:1\n': 2, HEADER + 'let "\\q" = u32:1\n': 2,
+    HEADER + "let x = cast(u128, u32:1)\n": 2, HEADER + 'let "x = u32:1\n': 2, HEADER + 'let "\\q" = u32:1\n': 2,
     HEADER + 'let "\\u{110000}" = u32:1\n': 2, HEADER + "if true {\n": 2, HEADER + "}\n": 2,
     HEADER + "block {\n} else {\n}\n": 3, HEADER + "barrier\nbuffer a: read u32[0] @0\n": 3,
     HEADER + "buffer a: read u32[0]\n": 2, HEADER + "buffer a: sideways u32[0] @0\n": 2,
@@ -208,7 +208,7 @@ def test_deep_text_is_an_error_not_a_recursion_error() -> None:
 
 
 # ---- wire --------------------------------------------------------------------------------------
-def resign(body: bytes, version: int = 1, flags: int = 0) -> bytes:
+def resign(body: bytes, version: int = VERSION, flags: int = 0) -> bytes:
     digest = hashlib.blake2b(body, digest_size=32).digest()
     return MAGIC + version.to_bytes(2, "little") + flags.to_bytes(2, "little") + digest + body
 
@@ -222,7 +222,7 @@ def wire_code(data: bytes) -> str:
 
 def test_wire_header() -> None:
     data = to_wire(edge_program())
-    assert data[:4] == b"VYRE" and data[4:6] == b"\x01\x00" and data[6:8] == b"\x00\x00"
+    assert data[:4] == b"VYRE" and data[4:6] == b"\x02\x00" and data[6:8] == b"\x00\x00"
     assert data[8:40] == hashlib.blake2b(data[40:], digest_size=32).digest()
     assert Program.from_wire(data) == edge_program()
 
@@ -233,7 +233,8 @@ def test_wire_errors() -> None:
     assert wire_code(b"") == "wire_truncated"
     assert wire_code(good[:30]) == "wire_truncated"
     assert wire_code(b"VYRF" + good[4:]) == "wire_magic"
-    assert wire_code(resign(body, version=2)) == "wire_version"
+    assert wire_code(resign(body, version=3)) == "wire_version"
+    assert wire_code(resign(body, version=0)) == "wire_version"
     assert wire_code(resign(body, flags=1)) == "wire_flags"
     assert wire_code(good[:-1] + bytes([good[-1] ^ 1])) == "wire_digest"
     assert wire_code(resign(body[:-1])) == "wire_truncated"

@@ -66,7 +66,7 @@ def test_op_and_statement_coverage() -> None:
     assert {Let, Assign, Store, If, Loop, Barrier, Block, Region, Return} <= set(nodes)
     assert atomics == set(ORDER_FREE_ATOMICS)
     for access in (Access.READ, Access.OUTPUT):
-        assert {t for a, t in storage if a is access} == set(DataType)
+        assert {t for a, t in storage if a is access} == {t for t in DataType if not t.is_wide}
 
 
 def test_options_shape_the_programs() -> None:
@@ -161,3 +161,42 @@ def test_divisors_that_expand_to_a_literal_zero_are_avoided() -> None:
     expand_calls(generate_case(20261263784896, subgroups=True).program)
     for seed in range(300):
         expand_calls(generate_case(seed, subgroups=seed % 2 == 1).program)
+
+
+def test_wide_programs_use_the_64_bit_types_validly() -> None:
+    storage: set = set()
+    atomics: set = set()
+    ops: Counter = Counter()
+    for seed in range(200):
+        p = generate_program(seed, wide=True, subgroups=seed % 3 == 0, approximate=seed % 3 == 1)
+        validate(p)
+        storage.update(b.dtype for b in p.buffers)
+        for e in iter_all_exprs(p.body):
+            if e.op == "atomic":
+                atomics.add(p.buffer(e.name).dtype)
+            if e.op == "lit" and e.dtype.is_wide:
+                ops["wide literal"] += 1
+            if e.op == "cast" and e.dtype.is_wide:
+                ops["wide cast"] += 1
+            if e.op in ("subgroup_add", "subgroup_shuffle", "fma", "mul_high", "rotate_left", "div"):
+                ops[e.op] += 1
+    assert set(DataType) == storage
+    assert {DataType.U64, DataType.I64} <= atomics
+    assert min(ops.values()) > 0 and len(ops) == 8, ops
+
+
+def test_wide_is_off_by_default_and_its_inputs_are_rich_in_edges() -> None:
+    assert not any(b.dtype.is_wide for p in programs(150) for b in p.buffers)
+    seen: dict = {t: [] for t in (DataType.U64, DataType.I64, DataType.F64)}
+    for seed in range(150):
+        p = generate_program(seed, wide=True)
+        for buf, arr in zip(p.inputs, random_inputs(p, seed)):
+            assert arr.dtype == buf.dtype.np_dtype
+            if buf.dtype in seen:
+                seen[buf.dtype].append(arr)
+    f64 = np.concatenate(seen[DataType.F64])
+    assert np.isnan(f64).any() and np.isposinf(f64).any() and np.isneginf(f64).any()
+    assert (np.signbit(f64) & (f64 == 0)).any() and ((f64 != 0) & (np.abs(f64) < np.finfo(np.float64).tiny)).any()
+    for t in (DataType.U64, DataType.I64):
+        info = np.iinfo(t.np_dtype)
+        assert {0, 1, info.max, info.min} <= set(np.concatenate(seen[t]).tolist())

@@ -35,3 +35,11 @@ def test_generated_programs_run_deterministically(chunk: int) -> None:
         first = run_oracle(program, inputs, config)
         assert len(first) == len(program.outputs)
         assert_outputs_equal(first, run_oracle(program, inputs, config), program)
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_wide_generated_programs_run_deterministically(chunk: int) -> None:
+    for seed in range(chunk * 40, chunk * 40 + 40):
+        case = generate.generate_case(seed, subgroups=(seed % 4 == 3), wide=True)
+        first = run_oracle(case.program, list(case.inputs), case.config)
+        assert_outputs_equal(first, run_oracle(case.program, list(case.inputs), case.config), case.program)

@@ -20,12 +20,28 @@ from vyre.ir.typing import BINARY_TYPES, UNARY_TYPES
 from vyre.reference.interpreter import execute
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
+U64, I64, F64 = DataType.U64, DataType.I64, DataType.F64
 MIN32, MAX32 = -(2**31), 2**31 - 1
+MIN64, MAX64 = -(2**63), 2**63 - 1
+FLOATS = (F32, F64)
 
 
 # ---- bit patterns and Python values -----------------------------------------------------------
+def width(t: DataType) -> int:
+    """Bits of a value of ``t`` in a buffer (BOOL is a 32-bit word)."""
+    return 8 * t.size
+
+
+def mask(t: DataType) -> int:
+    return (1 << width(t)) - 1
+
+
 def f32_of(bits: int) -> float:
     return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def f64_of(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
 
 
 def bits_of(value: float) -> int:
@@ -33,16 +49,26 @@ def bits_of(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
 
 
+def bits64_of(value: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", value))[0]
+
+
+def signed(bits: int, w: int) -> int:
+    bits &= (1 << w) - 1
+    return bits - (1 << w) if bits >> (w - 1) else bits
+
+
 def s32(bits: int) -> int:
-    bits &= 0xFFFFFFFF
-    return bits - (1 << 32) if bits & 0x80000000 else bits
+    return signed(bits, 32)
 
 
 def decode(dtype: DataType, bits: int):
     if dtype is F32:
         return f32_of(bits)
-    if dtype is I32:
-        return s32(bits)
+    if dtype is F64:
+        return f64_of(bits)
+    if dtype in (I32, I64):
+        return signed(bits, width(dtype))
     if dtype is BOOL:
         return bool(bits)
     return bits
@@ -51,28 +77,39 @@ def decode(dtype: DataType, bits: int):
 def encode(dtype: DataType, value) -> int:
     if dtype is F32:
         return bits_of(value)
-    return int(value) & 0xFFFFFFFF
+    if dtype is F64:
+        return bits64_of(value)
+    return int(value) & mask(dtype)
 
 
-def round_f32(q: Fraction) -> float:
-    """Exact rational -> nearest binary32 (ties to even), overflow to infinity."""
+#: float type -> (significand bits, lowest normal exponent, highest exponent)
+FORMATS = {F32: (24, -126, 127), F64: (53, -1022, 1023)}
+
+
+def round_float(q: Fraction, t: DataType = F32) -> float:
+    """Exact rational -> nearest value of float type ``t`` (ties to even), overflow to infinity."""
     if q == 0:
         return 0.0
+    digits, emin, emax = FORMATS[t]
     sign, q = (-1.0 if q < 0 else 1.0), abs(q)
     e = q.numerator.bit_length() - q.denominator.bit_length()
     if Fraction(2) ** e > q:
         e -= 1
-    e = max(e, -126)
-    scaled = q / Fraction(2) ** (e - 23)
+    e = max(e, emin)
+    scaled = q / Fraction(2) ** (e - digits + 1)
     m = math.floor(scaled)
     rest = scaled - m
     if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and m % 2):
         m += 1
-    if m == 1 << 24:
-        m, e = 1 << 23, e + 1
-    if e > 127:
+    if m == 1 << digits:
+        m, e = 1 << (digits - 1), e + 1
+    if e > emax:
         return sign * math.inf
-    return sign * math.ldexp(m, e - 23)
+    return sign * math.ldexp(m, e - digits + 1)
+
+
+def round_f32(q: Fraction) -> float:
+    return round_float(q, F32)
 
 
 F32_EDGES_BITS = [
@@ -81,14 +118,36 @@ F32_EDGES_BITS = [
     0x80000001, 0x007FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0x501502F9, 0xD01502F9, 0x4F000000,
     0xCF000000, 0x4F800000, 0x4B800001, 0x3EAAAAAB, 0x33800000, 0x34000001, 0x7F800001, 0xFFA00000,
 ]
+F64_EDGES_BITS = [
+    0x0000000000000000, 0x8000000000000000, 0x3FF0000000000000, 0xBFF0000000000000, 0x3FE0000000000000,
+    0x3FF8000000000000, 0x4004000000000000, 0xC004000000000000, 0x3FD3333333333333, 0x4008000000000000,
+    0x7FEFFFFFFFFFFFFF, 0xFFEFFFFFFFFFFFFF, 0x0010000000000000, 0x0000000000000001, 0x8000000000000001,
+    0x000FFFFFFFFFFFFF, 0x7FF0000000000000, 0xFFF0000000000000, 0x7FF8000000000000, 0x43E0000000000000,
+    0xC3E0000000000000, 0x43F0000000000000, 0x4330000000000001, 0x3FD5555555555555, 0x3CA0000000000000,
+    0x7FF0000000000001, 0xFFF4000000000000, 0x41E0000000000000, 0x41F0000000000000, 0x4330000000000000,
+]
 EDGES = {
     U32: [0, 1, 2, 3, 7, 31, 32, 33, 12345, 0x7FFFFFFF, 0x80000000, 0x80000001, 0xDEADBEEF, 0xFFFFFFFE, 0xFFFFFFFF],
     I32: [encode(I32, v) for v in (0, 1, -1, 2, -2, 7, -7, 31, 32, 33, 12345, -12345, MAX32, MAX32 - 1, MIN32,
                                    MIN32 + 1)],
     F32: F32_EDGES_BITS,
     BOOL: [0, 1],
+    U64: [0, 1, 2, 3, 63, 64, 65, 0xFFFFFFFF, 0x100000000, 0x123456789ABCDEF0, 2**63 - 1, 2**63, 2**63 + 1,
+          2**64 - 2, 2**64 - 1],
+    I64: [encode(I64, v) for v in (0, 1, -1, 2, -2, 7, -7, 63, 64, 2**32, -(2**32), 0x7FFFFFFF, MAX64,
+                                   MAX64 - 1, MIN64, MIN64 + 1)],
+    F64: F64_EDGES_BITS,
 }
-SHIFT_AMOUNTS = [0, 1, 5, 31, 32, 33, 63, 0xFFFFFFFF]
+SHIFT_AMOUNTS = [0, 1, 5, 31, 32, 33, 63, 64, 65, 127, 0xFFFFFFFF]
+
+
+def as_array(bits: list[int], t: DataType) -> np.ndarray:
+    """Bit patterns as a buffer of ``t``."""
+    return np.array(bits, np.uint64 if t.size == 8 else np.uint32).view(t.np_dtype)
+
+
+def bits_list(a: np.ndarray) -> list[int]:
+    return [int(v) for v in a.view(np.uint64 if a.dtype.itemsize == 8 else np.uint32)]
 
 
 # ---- running one op over many lanes --------------------------------------------------------------
@@ -100,11 +159,10 @@ def run_lanes(dtypes: list[DataType], result: DataType, build, operands: list[tu
     i = Expr.invocation_id(0)
     body = [Node.store("out", i, build(*(Expr.load(b.name, i) for b in bufs)))]
     program = Program([*bufs, out], (64, 1, 1), body)
-    arrays = {b.name: np.array([ops[k] for ops in operands], np.uint32).view(t.np_dtype)
-              for k, (b, t) in enumerate(zip(bufs, dtypes))}
+    arrays = {b.name: as_array([ops[k] for ops in operands], t) for k, (b, t) in enumerate(zip(bufs, dtypes))}
     arrays["out"] = np.zeros(n, result.np_dtype)
     execute(program, arrays, (-(-n // 64), 1, 1))
-    return [int(v) for v in arrays["out"].view(np.uint32)]
+    return bits_list(arrays["out"])
 
 
 def run_uniform(dtypes: list[DataType], result: DataType, build, operands: list[tuple[int, ...]]) -> list[int]:
@@ -114,25 +172,27 @@ def run_uniform(dtypes: list[DataType], result: DataType, build, operands: list[
     program = Program([BufferDecl.output("out", 0, result, len(operands))], (1, 1, 1), body)
     arrays = {"out": np.zeros(len(operands), result.np_dtype)}
     execute(program, arrays, (1, 1, 1))
-    return [int(x) for x in arrays["out"].view(np.uint32)]
+    return bits_list(arrays["out"])
 
 
 def literal(t: DataType, bits: int) -> Expr:
-    return {U32: Expr.u32, I32: lambda b: Expr.i32(s32(b)), F32: Expr.f32_from_bits, BOOL: Expr.bool}[t](bits)
+    return {U32: Expr.u32, I32: lambda b: Expr.i32(s32(b)), F32: Expr.f32_from_bits, BOOL: Expr.bool,
+            U64: Expr.u64, I64: lambda b: Expr.i64(signed(b, 64)), F64: Expr.f64_from_bits}[t](bits)
 
 
 def uniform_edges(t: DataType) -> list[int]:
     """A shorter edge list for the literal-operand tables (keeps NaNs and signed zeros)."""
-    extra = [0x7FC00000, 0x7F800001, 0x80000000] if t is F32 else []
+    extra = {F32: [0x7FC00000, 0x7F800001, 0x80000000],
+             F64: [0x7FF8000000000000, 0x7FF0000000000001, 0x8000000000000000]}.get(t, [])
     return EDGES[t][::3] + extra if len(EDGES[t]) > 4 else EDGES[t]
 
 
 def check(result: DataType, expected: list[int], actual: list[int], operands, label: str) -> None:
     bad = []
     for ops, e, a in zip(operands, expected, actual):
-        same = e == a or (result is F32 and math.isnan(f32_of(e)) and math.isnan(f32_of(a)))
+        same = e == a or (result in FLOATS and math.isnan(decode(result, e)) and math.isnan(decode(result, a)))
         if not same:
-            bad.append(f"{label}{tuple(hex(o) for o in ops)}: expected {e:#010x} got {a:#010x}")
+            bad.append(f"{label}{tuple(hex(o) for o in ops)}: expected {e:#x} got {a:#x}")
     assert not bad, f"{len(bad)} mismatches:\n  " + "\n  ".join(bad[:10])
 
 
@@ -143,7 +203,7 @@ def trunc_div(a: int, b: int) -> int:
 
 
 def clamp(v: int, t: DataType) -> int:
-    lo, hi = (0, 0xFFFFFFFF) if t is U32 else (MIN32, MAX32)
+    lo, hi = {U32: (0, 0xFFFFFFFF), I32: (MIN32, MAX32), U64: (0, 2**64 - 1), I64: (MIN64, MAX64)}[t]
     return min(max(v, lo), hi)
 
 
@@ -157,23 +217,25 @@ def int_rem(a: int, b: int, t: DataType) -> int:
     return 0 if b == 0 else a - trunc_div(a, b) * b
 
 
-def rotl(a: int, s: int) -> int:
-    a &= 0xFFFFFFFF
-    s &= 31
-    return ((a << s) | (a >> (32 - s))) & 0xFFFFFFFF
+def rotl(a: int, s: int, t: DataType) -> int:
+    w = width(t)
+    a &= mask(t)
+    s &= w - 1
+    return ((a << s) | (a >> (w - s))) & mask(t)
 
 
 INT_BINARY = {
     "add": lambda a, b, t: a + b, "sub": lambda a, b, t: a - b, "mul": lambda a, b, t: a * b,
     "div": int_div, "rem": int_rem,
     "bitand": lambda a, b, t: a & b, "bitor": lambda a, b, t: a | b, "bitxor": lambda a, b, t: a ^ b,
-    "shl": lambda a, b, t: a << (b & 31), "shr": lambda a, b, t: a >> (b & 31),
-    "rotate_left": lambda a, b, t: rotl(a, b), "rotate_right": lambda a, b, t: rotl(a, 32 - (b & 31)),
+    "shl": lambda a, b, t: a << (b & (width(t) - 1)), "shr": lambda a, b, t: a >> (b & (width(t) - 1)),
+    "rotate_left": lambda a, b, t: rotl(a, b, t),
+    "rotate_right": lambda a, b, t: rotl(a, width(t) - (b & (width(t) - 1)), t),
     "eq": lambda a, b, t: a == b, "ne": lambda a, b, t: a != b, "lt": lambda a, b, t: a < b,
     "gt": lambda a, b, t: a > b, "le": lambda a, b, t: a <= b, "ge": lambda a, b, t: a >= b,
     "min": lambda a, b, t: min(a, b), "max": lambda a, b, t: max(a, b), "abs_diff": lambda a, b, t: abs(a - b),
     "saturating_add": lambda a, b, t: clamp(a + b, t), "saturating_sub": lambda a, b, t: clamp(a - b, t),
-    "saturating_mul": lambda a, b, t: clamp(a * b, t), "mul_high": lambda a, b, t: (a * b) >> 32,
+    "saturating_mul": lambda a, b, t: clamp(a * b, t), "mul_high": lambda a, b, t: (a * b) >> width(t),
 }
 BOOL_BINARY = {
     "bitand": lambda a, b: a and b, "bitor": lambda a, b: a or b, "bitxor": lambda a, b: a != b,
@@ -182,14 +244,14 @@ BOOL_BINARY = {
 
 
 # ---- independent float semantics ---------------------------------------------------------------
-def exact_or_special(a: float, b: float, exact, double) -> float:
+def exact_or_special(a: float, b: float, exact, double, t: DataType = F32) -> float:
     """Round the exact rational result, falling back to IEEE double for specials and zero signs."""
     try:
         r = double(a, b)
     except ZeroDivisionError:
         r = math.nan if (a == 0 or math.isnan(a)) else math.copysign(math.inf, a) * math.copysign(1, b)
     if math.isfinite(a) and math.isfinite(b) and math.isfinite(r) and r != 0:
-        return round_f32(exact(Fraction(a), Fraction(b)))
+        return round_float(exact(Fraction(a), Fraction(b)), t)
     return r
 
 
@@ -209,29 +271,32 @@ def f_max(a: float, b: float) -> float:
     return max(a, b)
 
 
-def f_sub(a: float, b: float) -> float:
-    return exact_or_special(a, b, lambda x, y: x - y, lambda x, y: x - y)
+def f_sub(a: float, b: float, t: DataType = F32) -> float:
+    return exact_or_special(a, b, lambda x, y: x - y, lambda x, y: x - y, t)
+
+
+def _exact(fn):
+    return lambda a, b, t: exact_or_special(a, b, fn, fn, t)
 
 
 FLOAT_BINARY = {
-    "add": lambda a, b: exact_or_special(a, b, lambda x, y: x + y, lambda x, y: x + y),
-    "sub": f_sub,
-    "mul": lambda a, b: exact_or_special(a, b, lambda x, y: x * y, lambda x, y: x * y),
-    "div": lambda a, b: exact_or_special(a, b, lambda x, y: x / y, lambda x, y: x / y),
-    "min": f_min, "max": f_max, "abs_diff": lambda a, b: abs(f_sub(a, b)),
-    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
-    "gt": lambda a, b: a > b, "le": lambda a, b: a <= b, "ge": lambda a, b: a >= b,
+    "add": _exact(lambda x, y: x + y), "sub": f_sub, "mul": _exact(lambda x, y: x * y),
+    "div": _exact(lambda x, y: x / y),
+    "min": lambda a, b, t: f_min(a, b), "max": lambda a, b, t: f_max(a, b),
+    "abs_diff": lambda a, b, t: abs(f_sub(a, b, t)),
+    "eq": lambda a, b, t: a == b, "ne": lambda a, b, t: a != b, "lt": lambda a, b, t: a < b,
+    "gt": lambda a, b, t: a > b, "le": lambda a, b, t: a <= b, "ge": lambda a, b, t: a >= b,
 }
 
 
-def to_integral(x: float, fn) -> float:
-    if not math.isfinite(x) or abs(x) >= 2**23:
+def to_integral(x: float, fn, t: DataType = F32) -> float:
+    if not math.isfinite(x) or abs(x) >= 2.0 ** (FORMATS[t][0] - 1):
         return x
-    return math.copysign(float(fn(x)), x)
+    return math.copysign(float(fn(Fraction(x))), x)
 
 
-def round_half_away(x: float) -> float:
-    return to_integral(x, lambda v: math.floor(abs(v) + 0.5))
+def round_half_away(x: float, t: DataType = F32) -> float:
+    return to_integral(x, lambda v: math.floor(abs(v) + Fraction(1, 2)), t)
 
 
 def f_sign(x: float) -> float:
@@ -240,18 +305,22 @@ def f_sign(x: float) -> float:
     return 1.0 if x > 0 else -1.0
 
 
-def f_sqrt(x: float) -> float:
+def f_sqrt(x: float, t: DataType = F32) -> float:
     if math.isnan(x) or x < 0:
         return math.nan
+    if t is F64:
+        return math.sqrt(x)  # IEEE sqrt: correctly rounded
     return round_f32(Fraction(math.sqrt(x))) if math.isfinite(x) and x else x  # double sqrt rounds innocuously
 
 
 FLOAT_UNARY = {
-    "neg": lambda x: -x, "abs": abs, "sign": f_sign, "sqrt": f_sqrt,
-    "reciprocal": lambda x: FLOAT_BINARY["div"](1.0, x),
-    "floor": lambda x: to_integral(x, math.floor), "ceil": lambda x: to_integral(x, math.ceil),
-    "trunc": lambda x: to_integral(x, math.trunc), "round": round_half_away,
-    "is_nan": math.isnan, "is_inf": math.isinf, "is_finite": math.isfinite,
+    "neg": lambda x, t: -x, "abs": lambda x, t: abs(x), "sign": lambda x, t: f_sign(x), "sqrt": f_sqrt,
+    "reciprocal": lambda x, t: FLOAT_BINARY["div"](1.0, x, t),
+    "inverse_sqrt": lambda x, t: FLOAT_BINARY["div"](1.0, f_sqrt(x, t), t),  # F64: two correct roundings
+    "floor": lambda x, t: to_integral(x, math.floor, t), "ceil": lambda x, t: to_integral(x, math.ceil, t),
+    "trunc": lambda x, t: to_integral(x, math.trunc, t), "round": round_half_away,
+    "is_nan": lambda x, t: math.isnan(x), "is_inf": lambda x, t: math.isinf(x),
+    "is_finite": lambda x, t: math.isfinite(x),
 }
 TRANSCENDENTAL = {
     "exp": math.exp, "exp2": lambda x: 2.0**x, "log": math.log, "log2": math.log2, "sin": math.sin,
@@ -259,11 +328,11 @@ TRANSCENDENTAL = {
     "sinh": math.sinh, "cosh": math.cosh, "tanh": math.tanh, "inverse_sqrt": lambda x: 1.0 / math.sqrt(x),
 }
 INT_UNARY = {
-    "neg": lambda a: -a, "bitnot": lambda a: ~a, "popcount": lambda a: bin(a & 0xFFFFFFFF).count("1"),
-    "clz": lambda a: 32 - (a & 0xFFFFFFFF).bit_length(),
-    "ctz": lambda a: 32 if a == 0 else ((a & -a) & 0xFFFFFFFF).bit_length() - 1,
-    "reverse_bits": lambda a: int(f"{a & 0xFFFFFFFF:032b}"[::-1], 2), "abs": abs,
-    "sign": lambda a: (a > 0) - (a < 0),
+    "neg": lambda a, t: -a, "bitnot": lambda a, t: ~a, "popcount": lambda a, t: bin(a & mask(t)).count("1"),
+    "clz": lambda a, t: width(t) - (a & mask(t)).bit_length(),
+    "ctz": lambda a, t: width(t) if a == 0 else ((a & -a) & mask(t)).bit_length() - 1,
+    "reverse_bits": lambda a, t: int(f"{a & mask(t):0{width(t)}b}"[::-1], 2), "abs": lambda a, t: abs(a),
+    "sign": lambda a, t: (a > 0) - (a < 0),
 }
 
 
@@ -282,8 +351,8 @@ def binary_table(op: str, t: DataType, edges: list[int]):
     result = BOOL if op in ("eq", "ne", "lt", "gt", "le", "ge") else t
     if t is BOOL:
         expected = [encode(BOOL, BOOL_BINARY[op](bool(a), bool(b))) for a, b in operands]
-    elif t is F32:
-        expected = [encode(result, FLOAT_BINARY[op](f32_of(a), f32_of(b))) for a, b in operands]
+    elif t in FLOATS:
+        expected = [encode(result, FLOAT_BINARY[op](decode(t, a), decode(t, b), t)) for a, b in operands]
     else:
         expected = [encode(result, INT_BINARY[op](decode(t, a), decode(rhs_type, b), t)) for a, b in operands]
     return operands, [t, rhs_type], result, expected
@@ -311,12 +380,13 @@ def unary_expected(op: str, t: DataType, operands) -> list[int]:
     """Independently computed result bits of a (non-transcendental) unary op."""
     if op == "not_":
         return [encode(BOOL, not a) for (a,) in operands]
-    if op in ("neg", "abs") and t is F32:  # sign-bit operations keep NaN payloads exactly
-        return [a ^ 0x80000000 if op == "neg" else a & 0x7FFFFFFF for (a,) in operands]
-    if t is F32:
+    if op in ("neg", "abs") and t in FLOATS:  # sign-bit operations keep NaN payloads exactly
+        sign = 1 << (width(t) - 1)
+        return [a ^ sign if op == "neg" else a & (sign - 1) for (a,) in operands]
+    if t in FLOATS:
         result = BOOL if op in ("is_nan", "is_inf", "is_finite") else t
-        return [encode(result, FLOAT_UNARY[op](f32_of(a))) for (a,) in operands]
-    return [encode(t, INT_UNARY[op](decode(t, a))) for (a,) in operands]
+        return [encode(result, FLOAT_UNARY[op](decode(t, a), t)) for (a,) in operands]
+    return [encode(t, INT_UNARY[op](decode(t, a), t)) for (a,) in operands]
 
 
 @pytest.mark.parametrize("uniform", [False, True], ids=["lanes", "uniform"])
@@ -325,7 +395,7 @@ def test_unary(op: str, t: DataType, uniform: bool) -> None:
     operands = [(v,) for v in (uniform_edges(t) if uniform else EDGES[t])]
     result = BOOL if op in ("is_nan", "is_inf", "is_finite") else t
     actual = (run_uniform if uniform else run_lanes)([t], result, getattr(Expr, op), operands)
-    if op in TRANSCENDENTAL:
+    if op in TRANSCENDENTAL and t is F32:
         check_transcendental(op, operands, actual)
     else:
         check(result, unary_expected(op, t, operands), actual, operands, op)
@@ -352,7 +422,7 @@ def check_transcendental(op: str, operands, actual: list[int]) -> None:
         assert math.isfinite(w) and abs(s32(bits_of(w)) - s32(got)) <= 1, f"{op}({x!r}) = {g!r}, expected {w!r}"
 
 
-@pytest.mark.parametrize("t", [U32, I32, F32, BOOL], ids=lambda t: t.name)
+@pytest.mark.parametrize("t", [U32, I32, F32, BOOL, U64, I64, F64], ids=lambda t: t.name)
 def test_select(t: DataType) -> None:
     operands = [(c, a, b) for c in (0, 1, 2) for a, b in itertools.product(EDGES[t][:6], EDGES[t][-6:])]
     actual = run_lanes([BOOL, t, t], t, Expr.select, operands)
@@ -360,11 +430,13 @@ def test_select(t: DataType) -> None:
 
 
 # ---- fma ------------------------------------------------------------------------------------------
-def fma_exact(a: float, b: float, c: float) -> float:
-    double = a * b + c  # a * b is exact in double; this gives the specials and zero signs
+def fma_exact(a: float, b: float, c: float, t: DataType = F32) -> float:
+    double = a * b + c  # for F32 a * b is exact in double; this gives the specials and zero signs
     if all(map(math.isfinite, (a, b, c))):
         q = Fraction(a) * Fraction(b) + Fraction(c)
-        return round_f32(q) if q != 0 else double
+        if q != 0:
+            return round_float(q, t)
+        return double if a == 0 or b == 0 else 0.0  # a cancellation of non-zero terms gives +0
     return double
 
 
@@ -397,7 +469,32 @@ def test_fma_f32_single_rounding() -> None:
     check(F32, expected, actual, triples, "fma")
 
 
-@pytest.mark.parametrize("t", [U32, I32])
+def test_fma_f64_single_rounding() -> None:
+    rng = np.random.default_rng(11)
+    edges = [b for b in F64_EDGES_BITS if b != 0x7FF8000000000000][:14]
+    triples = list(itertools.product(edges, edges[:8], edges[:8]))
+    pool = [int(v) for v in np.concatenate([rng.integers(0x3FE0000000000000, 0x4000000000000000, 300, dtype=np.uint64),
+                                            rng.integers(0, 2**64, 300, dtype=np.uint64)])]
+    triples += [tuple(pool[i] for i in rng.integers(0, len(pool), 3)) for _ in range(3000)]
+    for _ in range(1000):  # products that cancel c almost exactly
+        a, b = (int(v) for v in rng.integers(0x3FE0000000000000, 0x4000000000000000, 2, dtype=np.uint64))
+        c = bits64_of(round_float(-Fraction(f64_of(a)) * Fraction(f64_of(b)), F64))
+        triples.append((a, b, c ^ int(rng.integers(0, 4))))
+    # double-rounding traps: exact products on a binary64 midpoint, nudged off it by a tiny c
+    short = [(int(v) << 26) | 0x3FF0000000000000 for v in rng.integers(0, 1 << 26, 2000)]
+    tiny = [bits64_of(s * 2.0**-120) for s in (1.0, -1.0)]
+    triples += [(short[k], short[-k - 1], tiny[k % 2]) for k in range(2000)]
+    # operands out of the fast path's range: huge and subnormal products
+    triples += [(0x7FE0000000000001, 0x3FF0000000000001, 0xFFE0000000000000),
+                (0x0000000000000003, 0x3CB0000000000001, 0),
+                (0x1000000000000001, 0x1000000000000001, 0x8000000000000001),
+                (0x6000000000000000, 0x6000000000000000, 0)]
+    actual = run_lanes([F64, F64, F64], F64, Expr.fma, triples)
+    expected = [bits64_of(fma_exact(*(f64_of(v) for v in t), t=F64)) for t in triples]
+    check(F64, expected, actual, triples, "fma")
+
+
+@pytest.mark.parametrize("t", [U32, I32, U64, I64])
 def test_fma_int_wraps(t: DataType) -> None:
     triples = list(itertools.product(EDGES[t][:8], EDGES[t], EDGES[t][::3]))
     actual = run_lanes([t, t, t], t, Expr.fma, triples)
@@ -409,26 +506,37 @@ def test_fma_int_wraps(t: DataType) -> None:
 def cast_value(src: DataType, dst: DataType, bits: int):
     v = decode(src, bits)
     if dst is BOOL:
-        return v != 0 or (src is F32 and math.isnan(v))
+        return v != 0 or (src in FLOATS and math.isnan(v))
     if src is BOOL:
-        return float(v) if dst is F32 else int(v)
-    if dst is F32:
-        return round_f32(Fraction(v)) if src is not F32 else v
-    if src is F32:
+        return float(v) if dst in FLOATS else int(v)
+    if dst in FLOATS:
+        if src in FLOATS and (not math.isfinite(v) or v == 0):  # specials and signed zeros carry over
+            return v
+        return round_float(Fraction(v), dst)
+    if src in FLOATS:
         if math.isnan(v):
             return 0
-        lo, hi = (0, 0xFFFFFFFF) if dst is U32 else (MIN32, MAX32)
+        lo, hi = {U32: (0, 0xFFFFFFFF), I32: (MIN32, MAX32), U64: (0, 2**64 - 1), I64: (MIN64, MAX64)}[dst]
         return min(max(math.trunc(v), lo), hi) if math.isfinite(v) else (hi if v > 0 else lo)
-    return bits  # U32 <-> I32 reinterpret
+    return v  # integers: the value, encoded in the target's width (same width: the bits)
+
+
+CAST_TYPES = (U32, I32, F32, BOOL, U64, I64, F64)
+#: integers whose conversion to a float rounds (ties, just above and below ties)
+ROUNDING_INTS = (0x01000001, 0x01000003, 0xFFFFFF81, 0x7FFFFFC0, 0x7FFFFFBF)
+ROUNDING_INTS64 = (2**53 + 1, 2**53 + 3, 2**62 + 2**38 + 1, 2**63 + 2**39, 2**64 - 2**10, 2**64 - 2**10 - 1,
+                   0x7FFFFFFFFFFFFE00, 0x7FFFFFFFFFFFFDFF)
 
 
 @pytest.mark.parametrize("src,dst", [pytest.param(s, d, id=f"{s.name}-{d.name}")
-                                     for s in (U32, I32, F32, BOOL) for d in (U32, I32, F32, BOOL)])
+                                     for s in CAST_TYPES for d in CAST_TYPES])
 @pytest.mark.parametrize("uniform", [False, True], ids=["lanes", "uniform"])
 def test_cast(src: DataType, dst: DataType, uniform: bool) -> None:
     operands = [(v,) for v in EDGES[src]]
     if src in (U32, I32):
-        operands += [(v,) for v in (0x01000001, 0x01000003, 0xFFFFFF81, 0x7FFFFFC0, 0x7FFFFFBF)]
+        operands += [(v,) for v in ROUNDING_INTS]
+    if src in (U64, I64):
+        operands += [(v,) for v in ROUNDING_INTS + ROUNDING_INTS64]
     actual = (run_uniform if uniform else run_lanes)([src], dst, lambda x: Expr.cast(dst, x), operands)
     expected = [encode(dst, cast_value(src, dst, a)) for (a,) in operands]
     check(dst, expected, actual, operands, f"cast<{dst.name}>")
@@ -443,11 +551,11 @@ ATOMIC_RESULT = {
 
 
 @pytest.mark.parametrize("op", list(AtomicOp), ids=lambda o: o.name)
-@pytest.mark.parametrize("t", [U32, I32], ids=lambda t: t.name)
+@pytest.mark.parametrize("t", [U32, I32, U64, I64], ids=lambda t: t.name)
 def test_atomic_single_lane(op: AtomicOp, t: DataType) -> None:
     """Each lane owns one word: the old value comes back and the new value is op(old, value)."""
     pairs = list(itertools.product(EDGES[t], EDGES[t]))
-    expected_arg = [m if k % 2 else (m + 1) & 0xFFFFFFFF for k, (m, _) in enumerate(pairs)]
+    expected_arg = [m if k % 2 else (m + 1) & mask(t) for k, (m, _) in enumerate(pairs)]
     n = len(pairs)
     i = Expr.invocation_id(0)
     cas = op.base is AtomicOp.COMPARE_EXCHANGE
@@ -455,13 +563,29 @@ def test_atomic_single_lane(op: AtomicOp, t: DataType) -> None:
             Node.store("out", i, Expr.var("old"))]
     program = Program([BufferDecl.read_write("mem", 0, t), BufferDecl.read("val", 1, t), BufferDecl.read("exp", 2, t),
                        BufferDecl.output("out", 3, t, n)], (64, 1, 1), body)
-    arrays = {"mem": np.array([m for m, _ in pairs], np.uint32).view(t.np_dtype),
-              "val": np.array([v for _, v in pairs], np.uint32).view(t.np_dtype),
-              "exp": np.array(expected_arg, np.uint32).view(t.np_dtype), "out": np.zeros(n, t.np_dtype)}
+    arrays = {"mem": as_array([m for m, _ in pairs], t), "val": as_array([v for _, v in pairs], t),
+              "exp": as_array(expected_arg, t), "out": np.zeros(n, t.np_dtype)}
     execute(program, arrays, (-(-n // 64), 1, 1))
-    assert arrays["out"].view(np.uint32).tolist() == [m for m, _ in pairs]
+    assert bits_list(arrays["out"]) == [m for m, _ in pairs]
     if cas:
         want = [v if e == m else m for (m, v), e in zip(pairs, expected_arg)]
     else:
         want = [encode(t, ATOMIC_RESULT[op.base](decode(t, m), decode(t, v))) for m, v in pairs]
-    assert arrays["mem"].view(np.uint32).tolist() == want
+    assert bits_list(arrays["mem"]) == want
+
+
+def test_atomic_f64_add_rounds_in_lane_order() -> None:
+    """Contended F64 ADD: each lane's old value is the sum of the earlier lanes, rounded after every add."""
+    vals = [1.0, 2.0**-53, 2.0**-53, 3.5, -1.0, 1e300, -1e300, 0.1]
+    n = len(vals)
+    body = [Node.store("out", Expr.invocation_id(0),
+                       Expr.atomic(AtomicOp.ADD, "acc", Expr.u32(0), Expr.load("val", Expr.invocation_id(0))))]
+    program = Program([BufferDecl.read_write("acc", 0, F64), BufferDecl.read("val", 1, F64),
+                       BufferDecl.output("out", 2, F64, n)], (n, 1, 1), body)
+    arrays = {"acc": np.array([0.25]), "val": np.array(vals), "out": np.zeros(n)}
+    execute(program, arrays, (1, 1, 1))
+    run, olds = 0.25, []
+    for v in vals:
+        olds.append(run)
+        run += v
+    assert arrays["out"].tolist() == olds and arrays["acc"].tolist() == [run]

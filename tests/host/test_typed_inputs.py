@@ -55,7 +55,7 @@ def test_every_storage_type_takes_its_own_dtype_and_refuses_another(dtype):
     values = finite_values(dtype, 16)
     (out,) = run(copy_program(dtype), [values])
     assert out.dtype == dtype.np_dtype and out.tobytes() == values.tobytes()
-    wrong = np.zeros(16, dtype=np.float64 if dtype is not D.F32 else np.int32)
+    wrong = np.zeros(16, dtype=np.float64 if dtype not in (D.F32, D.F64) else np.int32)
     with pytest.raises(InvalidProgram, match=f"buffer 'a' is a {wrong.dtype} array, but the buffer holds {dtype.name}"):
         run(copy_program(dtype), [wrong])
 

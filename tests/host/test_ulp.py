@@ -48,3 +48,9 @@ def test_assert_outputs_equal_names_buffers_and_shows_hex() -> None:
         assert_outputs_equal([ints], [ints.astype(np.int32)])
     with pytest.raises(AssertionError, match="expected 2 outputs"):
         assert_outputs_equal([ints, bf], [ints])
+
+
+def test_any_two_f64_nans_are_equal_but_other_bits_are_not() -> None:
+    bits = np.array([0x7FF8000000000000, 0xFFF4000000000001, 0x7FF0000000000000, 0x8000000000000000], np.uint64)
+    other = np.array([0x7FF0000000000001, 0x7FF8000000000000, 0x7FF0000000000000, 0x0000000000000000], np.uint64)
+    assert mismatches(bits.view(np.float64), other.view(np.float64)).tolist() == [3]

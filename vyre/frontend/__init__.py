@@ -14,12 +14,15 @@ from vyre.frontend.annotations import (
     boolean,
     f16,
     f32,
+    f64,
     i8,
     i16,
     i32,
+    i64,
     u8,
     u16,
     u32,
+    u64,
 )
 from vyre.frontend.intrinsics import INTRINSICS, Intrinsic
 from vyre.frontend.kernel import Func, Kernel, func, kernel, kernel_from_source
@@ -27,5 +30,6 @@ from vyre.frontend.printer import to_python
 
 __all__ = [
     "INTRINSICS", "Func", "In", "InOut", "Intrinsic", "Kernel", "Out", "ScalarType", "Uniform", "bf16", "boolean",
-    "f16", "f32", "func", "i8", "i16", "i32", "kernel", "kernel_from_source", "to_python", "u8", "u16", "u32",
+    "f16", "f32", "f64", "func", "i8", "i16", "i32", "i64", "kernel", "kernel_from_source", "to_python", "u8", "u16",
+    "u32", "u64",
 ]

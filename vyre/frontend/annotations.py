@@ -1,6 +1,6 @@
 """Type names and parameter kinds of ``@vyre.kernel`` functions.
 
-``vyre.u8 ... vyre.f32`` and ``vyre.boolean`` name element types: in annotations (``x: vyre.f32``,
+``vyre.u8 ... vyre.f32``, ``vyre.u64/i64/f64`` and ``vyre.boolean`` name element types: in annotations (``x: vyre.f32``,
 ``vyre.In[vyre.u32]``), in ``vyre.shared(vyre.f32, 256)``, and as casts inside kernels
 (``vyre.u32(x)``; ``vyre.u32(7)`` of a number is a typed literal). Called outside a kernel they
 build the same ``Expr`` (cast or literal).
@@ -43,14 +43,18 @@ class ScalarType:
 
 def number_literal(dtype: DataType, value: int | float) -> Expr:
     """A literal of ``dtype`` holding a Python number; raises ``ValueError``/``TypeError`` if it cannot."""
-    if dtype is DataType.F32:
-        return Expr.f32(float(value))
-    if dtype is DataType.U32:
-        return Expr.u32(_exact_int(value, dtype))
-    if dtype is DataType.I32:
-        return Expr.i32(_exact_int(value, dtype))
-    raise TypeError(f"{dtype.name} has no literals. Fix: write a U32, I32 or F32 literal (storage types only "
-                    "appear in buffers).")
+    if dtype in _FLOAT_LITERALS:
+        return _FLOAT_LITERALS[dtype](float(value))
+    if dtype in _INT_LITERALS:
+        return _INT_LITERALS[dtype](_exact_int(value, dtype))
+    raise TypeError(f"{dtype.name} has no literals. Fix: write a U32, I32, F32, U64, I64 or F64 literal (storage "
+                    "types only appear in buffers).")
+
+
+_FLOAT_LITERALS = {DataType.F32: Expr.f32, DataType.F64: Expr.f64}
+_INT_LITERALS = {DataType.U32: Expr.u32, DataType.I32: Expr.i32, DataType.U64: Expr.u64, DataType.I64: Expr.i64}
+#: the types with literal forms (``vyre.u64(7)``)
+LITERAL_TYPES = (*_INT_LITERALS, *_FLOAT_LITERALS)
 
 
 def _exact_int(value: int | float, dtype: DataType) -> int:
@@ -69,10 +73,15 @@ f16 = ScalarType(DataType.F16, "f16")
 bf16 = ScalarType(DataType.BF16, "bf16")
 f32 = ScalarType(DataType.F32, "f32")
 boolean = ScalarType(DataType.BOOL, "boolean")
+u64 = ScalarType(DataType.U64, "u64")
+i64 = ScalarType(DataType.I64, "i64")
+f64 = ScalarType(DataType.F64, "f64")
 
-TYPE_NAMES: dict[DataType, ScalarType] = {t.dtype: t for t in (u8, u16, u32, i8, i16, i32, f16, bf16, f32, boolean)}
+TYPE_NAMES: dict[DataType, ScalarType] = {
+    t.dtype: t for t in (u8, u16, u32, i8, i16, i32, f16, bf16, f32, boolean, u64, i64, f64)}
 #: scalar parameter types (a one-element uniform passed as a Python number)
-SCALAR_PARAM_TYPES = (DataType.U32, DataType.I32, DataType.F32, DataType.BOOL)
+SCALAR_PARAM_TYPES = (DataType.U32, DataType.I32, DataType.F32, DataType.BOOL, DataType.U64, DataType.I64,
+                      DataType.F64)
 
 
 @dataclass(frozen=True)
@@ -135,7 +144,8 @@ def _numpy_name(obj: object) -> str | None:
 
 #: Python and numpy type names -> the vyre type to write instead
 _CLOSEST = {"float": f32, "int": i32, "bool": boolean, "float32": f32, "float16": f16, "bfloat16": bf16,
-            "uint32": u32, "int32": i32, "uint16": u16, "int16": i16, "uint8": u8, "int8": i8}
+            "uint32": u32, "int32": i32, "uint16": u16, "int16": i16, "uint8": u8, "int8": i8,
+            "float64": f64, "int64": i64, "uint64": u64}
 
 
 def _closest(obj: object) -> str:
@@ -146,8 +156,8 @@ def _closest(obj: object) -> str:
 
 
 def _instead_of(obj: object) -> str:
-    """Why ``obj`` is not an element type: 64-bit types are not supported yet, other types are spelled vyre.*."""
+    """Why ``obj`` is not an element type: complex and extended types have no vyre type, others are spelled vyre.*."""
     name = _numpy_name(obj) or getattr(obj, "__name__", "")
-    if name in ("float64", "int64", "uint64", "complex64", "complex128", "longdouble", "float128"):
-        return "64-bit types are not supported yet (the IR computes on 32-bit scalars)"
+    if name in ("complex64", "complex128", "longdouble", "float128"):
+        return "complex and extended-precision types are not supported (the IR computes on 32- and 64-bit scalars)"
     return f"element types are vyre type names: write {_closest(obj)}"

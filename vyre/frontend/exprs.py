@@ -14,7 +14,7 @@ import numbers
 from typing import Any
 
 from vyre.driver.errors import ValidationError
-from vyre.frontend.annotations import ScalarType
+from vyre.frontend.annotations import LITERAL_TYPES, ScalarType
 from vyre.frontend.intrinsics import F32_OPERAND_OPS, Intrinsic
 from vyre.frontend.names import short_text
 from vyre.frontend.source import SourceFile, kernel_fix
@@ -373,7 +373,7 @@ class ExprLowering:
         self.arity(node, 1)
         v = self.value(node.args[0])
         if isinstance(v, (Number, Untyped)):  # untyped numbers take the named type: a typed literal
-            if t.dtype not in (U32, DataType.I32, F32):
+            if t.dtype not in LITERAL_TYPES:
                 raise self.error(node, f"{t!r}({ast.unparse(node.args[0])}) has no literal form",
                                  "write True/False for BOOL; storage types have no literals", "type_mismatch")
             return self.coerce(node.args[0], v, t.dtype)
@@ -400,8 +400,10 @@ class ExprLowering:
             return self.build(node, f.op, [], value=axis)
         if kind == "unary":
             self.arity(node, 1)
-            if f.op in F32_OPERAND_OPS:
-                return self.build(node, f.op, [self.typed(node.args[0], F32)])
+            if f.op in F32_OPERAND_OPS:  # a float operand: F64 when typed so, else F32 (numbers too)
+                v = self.value(node.args[0])
+                wide = isinstance(v, Typed) and v.dtype is DataType.F64
+                return self.build(node, f.op, [self.coerce(node.args[0], v, DataType.F64 if wide else F32)])
             return self.untyped_unary(node, f.op, node.args[0], self.value(node.args[0]))
         if kind == "binary":
             self.arity(node, 2)
@@ -436,12 +438,15 @@ class ExprLowering:
             return self.build(node, "subgroup_add", [self.typed(node.args[0])])
         if kind == "call":
             return self.op_call(node)
-        if kind == "bits":
+        if kind in ("bits", "bits64"):
             self.arity(node, 1)
             bits = self.constant_int(node.args[0], "the bit pattern")
-            if not 0 <= bits <= 0xFFFFFFFF:
-                raise self.error(node, f"bit pattern {int_text(bits)} is not a u32", "pass 0 .. 0xFFFFFFFF")
-            return Typed(Expr.f32_from_bits(bits), F32)
+            wide = kind == "bits64"
+            top = "0xFFFFFFFFFFFFFFFF" if wide else "0xFFFFFFFF"
+            if not 0 <= bits <= int(top, 16):
+                raise self.error(node, f"bit pattern {int_text(bits)} is not a {'u64' if wide else 'u32'}",
+                                 f"pass 0 .. {top}")
+            return Typed(Expr.f64_from_bits(bits), DataType.F64) if wide else Typed(Expr.f32_from_bits(bits), F32)
         raise self.error(node, f"{f!r}() is a statement, not a value",
                          f"call it on its own line{' with `with`' if kind in ('block', 'region') else ''}")
 

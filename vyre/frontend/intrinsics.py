@@ -17,7 +17,7 @@ from vyre.ir.sugar import lift
 from vyre.ir.types import DataType
 from vyre.ir.typing import FLOAT_UNARY, PREDICATE_UNARY, SHIFT_OPS
 
-#: unary ops whose operand is always F32 (an int literal operand becomes an F32 literal)
+#: unary ops whose operand is a float (an int literal operand becomes an F32 literal)
 F32_OPERAND_OPS = frozenset(FLOAT_UNARY) | frozenset(PREDICATE_UNARY)
 
 
@@ -76,6 +76,7 @@ _OUTSIDE = {
     "subgroup_add": lambda f, v: Expr.subgroup_add(lift(v)),
     "call": lambda f, op_id, *args: Expr.call(op_id, *_lift_all(args)),
     "bits": lambda f, bits: Expr.f32_from_bits(bits),
+    "bits64": lambda f, bits: Expr.f64_from_bits(bits),
     "barrier": lambda f: Node.barrier(),
 }
 
@@ -104,6 +105,7 @@ _add("select", "select")
 _add("fma", "fma")
 _add("call", "call")
 _add("f32_from_bits", "bits")
+_add("f64_from_bits", "bits64")
 _add("barrier", "barrier")
 _add("shared", "shared")
 _add("block", "block")

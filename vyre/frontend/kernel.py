@@ -35,8 +35,11 @@ def _pack_bool(v: object) -> bytes:
 
 
 _PACKERS = {DataType.U32: struct.Struct("<I").pack, DataType.I32: struct.Struct("<i").pack,
-            DataType.F32: struct.Struct("<f").pack, DataType.BOOL: _pack_bool}
-_RANGES = {DataType.U32: "0 .. 4294967295", DataType.I32: "-2147483648 .. 2147483647", DataType.BOOL: "0 or 1"}
+            DataType.F32: struct.Struct("<f").pack, DataType.BOOL: _pack_bool,
+            DataType.U64: struct.Struct("<Q").pack, DataType.I64: struct.Struct("<q").pack,
+            DataType.F64: struct.Struct("<d").pack}
+_RANGES = {DataType.U32: "0 .. 4294967295", DataType.I32: "-2147483648 .. 2147483647", DataType.BOOL: "0 or 1",
+           DataType.U64: "0 .. 18446744073709551615", DataType.I64: "-9223372036854775808 .. 9223372036854775807"}
 _PLAIN_NUMBERS = frozenset({int, float})
 _NUMBERS = (int, float, np.integer, np.floating)
 _BOOLS = (bool, np.bool_)
@@ -215,10 +218,10 @@ def _kind(v: object) -> str:
 
 def _scalar_bytes(name: str, dtype: DataType, v: int | float) -> bytes:
     """The slow path of scalar conversion: F32 overflow rounds to inf, other misfits are errors."""
-    if dtype is DataType.F32:
+    if dtype in (DataType.F32, DataType.F64):
         value = float(v) if abs(v) < 2**1024 else (math.inf if v > 0 else -math.inf)  # ints beyond any float
         with np.errstate(over="ignore"):
-            return np.float32(value).tobytes()
+            return dtype.np_dtype.type(value).tobytes()
     raise InvalidProgram(f"scalar parameter {name!r} is {v!r}, which is not a {dtype.name} ({_RANGES[dtype]})",
                          f"pass a value in range, or declare {name!r} with another scalar type.")
 

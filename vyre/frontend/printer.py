@@ -197,8 +197,11 @@ def _literal(e: Expr) -> str:
     value = literal_value(e)
     if e.dtype is DataType.BOOL:
         return repr(value)
-    if e.dtype is DataType.F32:
-        return f"vyre.f32({value!r})" if math.isfinite(value) else f"vyre.f32_from_bits({e.value:#010x})"
+    if e.dtype in (DataType.F32, DataType.F64):
+        name = type_name(e.dtype)
+        if math.isfinite(value):
+            return f"{name}({value!r})"
+        return f"{name}_from_bits({e.value:#0{2 + 2 * e.dtype.size}x})"
     return f"{type_name(e.dtype)}({value})"
 
 

@@ -76,12 +76,15 @@ def number_expr(n: Number, dtype: DataType) -> Expr:
     """The literal ``n`` as ``dtype``; raises ``ValueError``/``TypeError`` with a Fix when it does not fit."""
     if dtype is BOOL:
         raise TypeError(f"the number {int_text(n.value)} is not a BOOL. Fix: write True or False, or compare: x != 0")
-    if isinstance(n.value, float) and dtype is not F32:
+    if isinstance(n.value, float) and dtype not in (F32, DataType.F64):
         raise TypeError(f"the float literal {n.value!r} is used as {dtype.name}. Fix: write an int literal, "
                         f"or cast: vyre.{dtype.name.lower()}(...)")
     if dtype is F32 and isinstance(n.value, int) and abs(n.value) >= _F32_INT_LIMIT:
         raise ValueError(f"the number {int_text(n.value)} does not fit F32 (at most about 3.4e38). Fix: write a "
                          "float literal in range (1e38), or vyre.f32_from_bits(0x7F800000) for infinity")
+    if dtype is DataType.F64 and isinstance(n.value, int) and abs(n.value) >= _F64_INT_LIMIT:
+        raise ValueError(f"the number {int_text(n.value)} does not fit F64 (at most about 1.8e308). Fix: write a "
+                         "float literal in range, or vyre.f64_from_bits(0x7FF0000000000000) for infinity")
     lo, hi = _INT_RANGES.get(dtype, (None, None))
     if lo is not None and not lo <= n.value <= hi:
         other = "vyre.i32" if n.value < 0 else "vyre.u32"
@@ -97,5 +100,7 @@ def int_text(value: int | float, max_bits: int = 128) -> str:
     return str(value)
 
 
-_INT_RANGES = {U32: (0, 0xFFFFFFFF), I32: (-(2**31), 2**31 - 1)}
+_INT_RANGES = {U32: (0, 0xFFFFFFFF), I32: (-(2**31), 2**31 - 1), DataType.U64: (0, 2**64 - 1),
+               DataType.I64: (-(2**63), 2**63 - 1)}
 _F32_INT_LIMIT = 2**128  # every int at least this large rounds to infinity as an F32
+_F64_INT_LIMIT = 2**1024  # and as an F64 (Python cannot convert it to a float at all)

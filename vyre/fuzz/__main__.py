@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
                              "between programs (finds results that depend on what ran before)")
     parser.add_argument("--path", default=None, choices=PATHS,
                         help="every run through this one dispatch path (inplace: inputs as CuPy arrays)")
+    parser.add_argument("--wide", action="store_true",
+                        help="generate programs that also use the 64-bit types U64, I64 and F64")
     parser.add_argument("--replay", type=Path, default=None, metavar="CASE.vyre",
                         help="replay one corpus case, after the programs that ran before it when it was found")
     args = parser.parse_args(argv)
@@ -46,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  {done}/{total} programs", file=sys.stderr, flush=True)
 
     report = fuzz(backend, args.count, args.seed, args.input_sets, args.corpus, progress, args.long_process,
-                  path=args.path)
+                  path=args.path, wide=args.wide)
     print(f"backend {backend.id}: {report.summary()}")
     for line in report.mismatches:
         print("  MISMATCH", line)

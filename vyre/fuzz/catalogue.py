@@ -52,8 +52,11 @@ OOB_INDICES = {
     "past_the_end": Expr.add(GID, Expr.buf_len("neg")),
 }
 
-#: storage types whose out-of-bounds loads and stores the catalogue covers (atomics: U32 and I32)
-STORAGE_TYPES = (D.U32, D.I32, D.F32, D.BOOL, D.U8, D.I16, D.F16, D.BF16)
+#: storage types whose out-of-bounds loads and stores the catalogue covers (atomics: ``ATOMIC_TYPES``)
+STORAGE_TYPES = (D.U32, D.I32, D.F32, D.BOOL, D.U8, D.I16, D.F16, D.BF16, D.U64, D.I64, D.F64)
+ATOMIC_TYPES = (D.U32, D.I32, D.U64, D.I64)
+#: a literal of each integer type atomics take
+_INT_LITERAL = {D.U32: Expr.u32, D.I32: Expr.i32, D.U64: Expr.u64, D.I64: Expr.i64}
 NEG = BufferDecl.read("neg", 0, D.I32)
 
 
@@ -107,7 +110,8 @@ def oob_load_case(dtype: DataType, index: Expr) -> Case:
 def oob_store_case(dtype: DataType, index: Expr | None) -> Case:
     """Copy poisoned ``dst`` into a tile, store to ``dst[index]`` and ``tile[index]`` (none when ``index`` is
     None), copy the tile out to ``shared_out``: out-of-bounds stores leave both as they were."""
-    value = {D.F32: Expr.f32(1.5), D.BOOL: Expr.bool(True), D.I32: Expr.i32(-7)}.get(dtype.arith, Expr.u32(7))
+    value = {D.F32: Expr.f32(1.5), D.BOOL: Expr.bool(True), D.I32: Expr.i32(-7), D.F64: Expr.f64(1.5),
+             D.I64: Expr.i64(-7), D.U64: Expr.u64(7)}.get(dtype.arith, Expr.u32(7))
     stores = [] if index is None else [Node.store("dst", index, value), Node.store("tile", index, value)]
     buffers = [NEG, BufferDecl.read_write("dst", 1, dtype), BufferDecl.read_write("shared_out", 2, dtype),
                BufferDecl.workgroup("tile", N, dtype)]
@@ -123,7 +127,7 @@ def oob_atomic_case(op: AtomicOp, dtype: DataType, index: Expr) -> Case:
     Out of bounds, both return 0 and ``acc`` and the tile (copied out to ``tile_out``) keep the poison.
     COMPARE_EXCHANGE expects the poison value, so a wrongly performed exchange would write.
     """
-    lit = Expr.u32 if dtype is D.U32 else Expr.i32
+    lit = _INT_LITERAL[dtype]
     poison_word = int(poisoned(dtype, 1)[0])
     expected = lit(poison_word) if op.base is AtomicOp.COMPARE_EXCHANGE else None
     atomic = {space: Expr.atomic(op, space, index, lit(5), expected) for space in ("acc", "tile")}
@@ -138,6 +142,6 @@ def oob_atomic_case(op: AtomicOp, dtype: DataType, index: Expr) -> Case:
 
 
 __all__ = [
-    "HOSTILE_NAMES", "OOB_INDICES", "POISON", "STORAGE_TYPES", "named_program", "negatives", "oob_atomic_case",
-    "oob_load_case", "oob_store_case", "poisoned",
+    "ATOMIC_TYPES", "HOSTILE_NAMES", "OOB_INDICES", "POISON", "STORAGE_TYPES", "named_program", "negatives",
+    "oob_atomic_case", "oob_load_case", "oob_store_case", "poisoned",
 ]

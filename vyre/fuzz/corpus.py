@@ -21,7 +21,8 @@ from vyre.ir.program import Program
 class History:
     """Where a fuzzer's case came from: program ``index`` of the run with ``seed`` (so programs
     ``0 .. index-1`` ran before it in that process), input set ``input_set`` of ``input_sets``,
-    the run's mode, the dispatch path and the ``VYRE_CUDA_COARSEN`` value (None: unset)."""
+    the run's mode, the dispatch path, the ``VYRE_CUDA_COARSEN`` value (None: unset) and whether
+    the run generated 64-bit types (``wide``)."""
 
     seed: int
     index: int
@@ -30,6 +31,7 @@ class History:
     long_process: bool
     path: str
     coarsen: str | None
+    wide: bool = False
 
 
 @dataclass

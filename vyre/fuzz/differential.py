@@ -9,6 +9,9 @@ ran before it, the path and coarsening setting) so ``replay`` can run those prog
 ``long_process=True`` is the mode for such state-dependent bugs (``vyre.fuzz.paths``): every run
 takes the next dispatch path in turn, each program the next coarsening setting, and the backend's
 memory is dirtied between programs.
+
+``wide=True`` generates programs that also use the 64-bit types (``generate_program(wide=True)``);
+the default keeps to the 32-bit types, so a seed replays the same programs as before they existed.
 """
 
 from __future__ import annotations
@@ -71,10 +74,11 @@ def fuzz(
     long_process: bool = False,
     stop_before: tuple[int, int] | None = None,
     path: str | None = None,
+    wide: bool = False,
 ) -> FuzzReport:
     """Run ``count`` generated programs x ``input_sets`` random inputs on ``backend`` and the oracle
     (``long_process``: through every dispatch path in turn, see the module docstring; ``path``:
-    every run through that one path of ``PATHS``).
+    every run through that one path of ``PATHS``; ``wide``: programs with 64-bit types too).
     ``stop_before=(i, k)`` ends the run just before input set ``k`` of program ``i``."""
     if path is not None and path not in PATHS:
         raise ValueError(f"path={path!r} is not a dispatch path. Fix: use one of {PATHS}.")
@@ -87,7 +91,7 @@ def fuzz(
     try:
         for i in range(count):
             case_seed = seed * 1_000_003 + i
-            case = generate_case(case_seed, subgroups=(i % 4 == 3))
+            case = generate_case(case_seed, subgroups=(i % 4 == 3), wide=wide)
             coarsen = COARSEN_SETTINGS[i % len(COARSEN_SETTINGS)] if long_process else saved
             if long_process:
                 set_coarsening(coarsen)
@@ -103,7 +107,7 @@ def fuzz(
                     continue
                 small = shrink(case.program, _fails_the_same_way(backend, inputs, case.config, run, detail))
                 name = f"seed{case_seed}_{small.fingerprint().hex()[:12]}"
-                history = History(seed, i, k, input_sets, long_process, run, coarsen)
+                history = History(seed, i, k, input_sets, long_process, run, coarsen, wide)
                 if corpus is not None:
                     write_case(corpus, CorpusCase(name, small, list(inputs), case.config, detail[:2000],
                                                   history=history))
@@ -145,7 +149,7 @@ def replay(backend, case: CorpusCase) -> str | None:
     if h is None:
         return mismatch(backend, case.program, case.inputs, case.config)
     fuzz(backend, h.index + 1, h.seed, h.input_sets, long_process=h.long_process,
-         stop_before=(h.index, h.input_set))
+         stop_before=(h.index, h.input_set), wide=h.wide)
     saved = os.environ.get(COARSEN_ENV)
     try:
         set_coarsening(h.coarsen)

@@ -14,7 +14,8 @@ Predicate = Callable[[Program], bool]
 _ID_OPS = frozenset({"invocation_id", "local_id", "workgroup_id"})
 
 _ZERO = {DataType.U32: Expr.u32(0), DataType.I32: Expr.i32(0), DataType.F32: Expr.f32(0.0),
-         DataType.BOOL: Expr.bool(False)}
+         DataType.BOOL: Expr.bool(False), DataType.U64: Expr.u64(0), DataType.I64: Expr.i64(0),
+         DataType.F64: Expr.f64(0.0)}
 
 
 def _body_variants(body: tuple[Node, ...]) -> Iterator[tuple[Node, ...]]:

@@ -5,7 +5,7 @@ expressions, and ``dtype``/``value``/``name`` carry the op's attributes:
 
 | op | attributes | args |
 |---|---|---|
-| ``lit`` | dtype, value = the 32-bit pattern (F32 as its IEEE bits, I32 as two's complement) | () |
+| ``lit`` | dtype, value = the bit pattern (32 or 64 bits; floats as IEEE bits, signed as two's complement) | () |
 | ``var`` | name | () |
 | ``load`` | name = buffer | (index,) |
 | ``buf_len`` | name = buffer | () |
@@ -30,7 +30,7 @@ from typing import Union
 import numpy as np
 
 from vyre.ir.sugar import ExprOperators
-from vyre.ir.types import DataType, f32_bits
+from vyre.ir.types import DataType, f32_bits, f64_bits
 
 BINARY_OPS = (
     "add", "sub", "mul", "div", "rem", "bitand", "bitor", "bitxor", "shl", "shr",
@@ -189,6 +189,31 @@ class Expr(ExprOperators):
         return Expr("lit", dtype=DataType.F32, value=_int_in(bits, 0, 0xFFFFFFFF, "f32 bits"))
 
     @staticmethod
+    def u64(v: int) -> Expr:
+        """A U64 literal, 0 <= v < 2**64."""
+        return Expr("lit", dtype=DataType.U64, value=_int_in(v, 0, 2**64 - 1, "u64"))
+
+    @staticmethod
+    def i64(v: int) -> Expr:
+        """An I64 literal, -2**63 <= v < 2**63 (stored as its two's complement bits)."""
+        return Expr("lit", dtype=DataType.I64, value=_int_in(v, -(2**63), 2**63 - 1, "i64") & (2**64 - 1))
+
+    @staticmethod
+    def f64(v: float) -> Expr:
+        """An F64 literal: ``v`` as binary64 (a Python float is one already)."""
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"f64 literal must be a float, got {v!r}. Fix: pass a Python float.")
+        try:
+            return Expr("lit", dtype=DataType.F64, value=f64_bits(float(v)))
+        except OverflowError:
+            raise ValueError(f"f64 literal {v} is too large for binary64. Fix: pass a value below 2**1024.") from None
+
+    @staticmethod
+    def f64_from_bits(bits: int) -> Expr:
+        """An F64 literal given by its exact IEEE bit pattern (NaN payloads, -0.0, subnormals)."""
+        return Expr("lit", dtype=DataType.F64, value=_int_in(bits, 0, 2**64 - 1, "f64 bits"))
+
+    @staticmethod
     def bool(v: bool) -> Expr:
         """A BOOL literal (a 0/1 word in buffers)."""
         if not isinstance(v, (bool, int)):
@@ -236,14 +261,15 @@ class Expr(ExprOperators):
 
     @staticmethod
     def cast(dtype: DataType, value: Expr) -> Expr:
-        """``value`` converted to ``dtype`` (U32, I32, F32 or BOOL; rules in docs/semantics.md, Casts)."""
+        """``value`` converted to ``dtype`` (an arithmetic type; rules in docs/semantics.md, Casts)."""
         if not isinstance(dtype, DataType):
-            raise TypeError(f"cast target must be a DataType, got {dtype!r}. Fix: pass DataType.U32/I32/F32/BOOL.")
+            raise TypeError(f"cast target must be a DataType, got {dtype!r}. "
+                            "Fix: pass DataType.U32/I32/F32/BOOL/U64/I64/F64.")
         return Expr("cast", (_expr(value, "value"),), dtype=dtype)
 
     @staticmethod
     def fma(a: Expr, b: Expr, c: Expr) -> Expr:
-        """``a * b + c``; F32 rounds once (the only contraction), integers wrap."""
+        """``a * b + c``; F32 and F64 round once (the only contraction), integers wrap."""
         return Expr("fma", (_expr(a, "a"), _expr(b, "b"), _expr(c, "c")))
 
     @staticmethod
@@ -251,8 +277,9 @@ class Expr(ExprOperators):
                *, relaxed: bool = False) -> Expr:
         """Atomically apply ``op`` to ``buffer[index]`` with ``value``; returns the old value.
 
-        ``expected`` is given exactly for ``AtomicOp.COMPARE_EXCHANGE``. Only on U32/I32 buffers
-        that the program may write; out of bounds it returns 0 and writes nothing. Sequentially
+        ``expected`` is given exactly for ``AtomicOp.COMPARE_EXCHANGE``. Only on U32/I32/U64/I64
+        buffers (and ADD on F64 buffers) that the program may write; out of bounds it returns 0
+        and writes nothing. Sequentially
         consistent unless ``relaxed`` (or ``op`` is a ``*_RELAXED`` twin): then atomic on its
         word only, ordering no other access, and cheaper (no fence on ``cuda``).
         """
@@ -308,17 +335,18 @@ _OP_DOCS = {
     "add": "a + b (integers wrap)", "sub": "a - b (integers wrap)", "mul": "a * b (integers wrap)",
     "div": "a / b (integers: toward zero; x / 0 is all ones)", "rem": "a % b (the sign of a; x % 0 is 0)",
     "bitand": "bitwise and (logical on BOOL)", "bitor": "bitwise or (logical on BOOL)",
-    "bitxor": "bitwise xor (logical on BOOL)", "shl": "a << (b & 31)", "shr": "a >> (b & 31), arithmetic for I32",
+    "bitxor": "bitwise xor (logical on BOOL)", "shl": "a << (b & 31) (b & 63 at 64 bits)",
+    "shr": "a >> (b & 31) (b & 63 at 64 bits), arithmetic for I32/I64",
     "eq": "a == b (BOOL)", "ne": "a != b (BOOL; true when either is NaN)", "lt": "a < b (BOOL)",
     "gt": "a > b (BOOL)", "le": "a <= b (BOOL)", "ge": "a >= b (BOOL)", "and_": "a and b (BOOL operands)",
     "or_": "a or b (BOOL operands)", "min": "the smaller operand (F32: the other one when one is NaN)",
     "max": "the larger operand (F32: the other one when one is NaN)", "abs_diff": "|a - b|",
     "saturating_add": "a + b clamped to the type's range", "saturating_sub": "a - b clamped to the type's range",
-    "saturating_mul": "a * b clamped to the type's range", "rotate_left": "a rotated left by b & 31 bits",
-    "rotate_right": "a rotated right by b & 31 bits", "mul_high": "the high 32 bits of the 64-bit product",
+    "saturating_mul": "a * b clamped to the type's range", "rotate_left": "a rotated left by b & 31 (b & 63) bits",
+    "rotate_right": "a rotated right by b & 31 (b & 63) bits", "mul_high": "the high half of the double-width product",
     "neg": "-a (integers wrap)", "bitnot": "~a", "not_": "not a (BOOL)", "popcount": "the number of set bits",
-    "clz": "leading zero bits (32 for 0)", "ctz": "trailing zero bits (32 for 0)",
-    "reverse_bits": "the 32 bits in reverse order", "abs": "|a| (I32 MIN stays MIN)", "sign": "-1, 0 or 1",
+    "clz": "leading zero bits (the width for 0)", "ctz": "trailing zero bits (the width for 0)",
+    "reverse_bits": "the bits in reverse order", "abs": "|a| (signed MIN stays MIN)", "sign": "-1, 0 or 1",
     "sqrt": "the square root (correctly rounded)", "inverse_sqrt": "1 / sqrt(a)",
     "reciprocal": "1 / a (correctly rounded)", "floor": "rounded down", "ceil": "rounded up",
     "round": "rounded half away from zero", "trunc": "rounded toward zero", "exp": "e ** a", "exp2": "2 ** a",
@@ -354,33 +382,38 @@ for _op in UNARY_OPS:
 
 
 def _literal_repr(e: Expr) -> str:
-    """``Expr.u32(7)``, ``Expr.i32(-1)``, ``Expr.f32(0.5)``, ``Expr.bool(True)``; F32 NaN and infinities
+    """``Expr.u32(7)``, ``Expr.i64(-1)``, ``Expr.f32(0.5)``, ``Expr.bool(True)``; float NaN and infinities
     as ``Expr.f32_from_bits(0x7FC00000)`` (their exact bits)."""
-    constructor = {DataType.U32: "u32", DataType.I32: "i32", DataType.F32: "f32", DataType.BOOL: "bool"}
+    constructor = {DataType.U32: "u32", DataType.I32: "i32", DataType.F32: "f32", DataType.BOOL: "bool",
+                   DataType.U64: "u64", DataType.I64: "i64", DataType.F64: "f64"}
     name = constructor.get(e.dtype) if isinstance(e.dtype, DataType) else None
     if name is None or not isinstance(e.value, int):
         return f"Expr('lit', dtype={e.dtype!r}, value={e.value!r})"
     value = literal_value(e)
-    if name == "f32":
+    if name in ("f32", "f64"):
         if not math.isfinite(value):
-            return f"Expr.f32_from_bits(0x{int(e.value):08X})"
-        return f"Expr.f32({str(np.float32(value))})"  # numpy's shortest text that reads back to these bits
+            return f"Expr.{name}_from_bits(0x{int(e.value):0{e.dtype.size * 2}X})"
+        text = str(np.float32(value)) if name == "f32" else repr(value)  # shortest text that reads back
+        return f"Expr.{name}({text})"
     return f"Expr.{name}({value!r})"
 
 
 def literal_value(e: Expr) -> int | float | bool:
-    """The Python value of a literal (F32 as float, I32 signed, BOOL as bool)."""
-    from vyre.ir.types import bits_f32
+    """The Python value of a literal (floats as float, signed integers signed, BOOL as bool)."""
+    from vyre.ir.types import bits_f32, bits_f64
 
     bits = int(e.value)
     if e.dtype is DataType.F32:
         return bits_f32(bits)
-    if e.dtype is DataType.I32:
-        return bits - (1 << 32) if bits & 0x80000000 else bits
+    if e.dtype is DataType.F64:
+        return bits_f64(bits)
+    if e.dtype in (DataType.I32, DataType.I64):
+        width = e.dtype.bits
+        return bits - (1 << width) if bits >> (width - 1) else bits
     if e.dtype is DataType.BOOL:
         return bool(bits)
     return bits
 
 
 def is_nan_literal(e: Expr) -> bool:
-    return e.op == "lit" and e.dtype is DataType.F32 and math.isnan(literal_value(e))
+    return e.op == "lit" and e.dtype in (DataType.F32, DataType.F64) and math.isnan(literal_value(e))

@@ -23,7 +23,10 @@ gives results bit-identical to the oracle (NaNs compared as NaN):
   count how often each argument was evaluated (call by value: exactly once).
 
 With ``approximate=False`` no transcendental op or ``inverse_sqrt`` appears (their results are
-only ULP-bounded). Programs are small so that the oracle runs them in milliseconds.
+only ULP-bounded). With ``wide=True`` the 64-bit types U64, I64 and F64 join every choice of a
+type (buffers, variables, casts, comparisons, atomic buffers; F64 takes the exact float ops);
+without it programs use only the 32-bit types, so a seed gives the same program as before they
+existed. Programs are small so that the oracle runs them in milliseconds.
 """
 
 from __future__ import annotations
@@ -42,8 +45,10 @@ from vyre.ir.values import random_values
 from vyre.ops import GENERATOR_OP_PREFIX, OpDef, register_op
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
+U64, I64, F64 = DataType.U64, DataType.I64, DataType.F64
 ARITH = (U32, I32, F32, BOOL)
-STORAGE = tuple(DataType)
+WIDE = (U64, I64, F64)
+STORAGE = tuple(t for t in DataType if not t.is_wide)
 
 INT_BINARY = ("add", "sub", "mul", "div", "rem", "min", "max", "abs_diff", "bitand", "bitor", "bitxor",
               "saturating_add", "saturating_sub", "saturating_mul", "mul_high")
@@ -61,6 +66,12 @@ ORDER_FREE_ATOMICS = (*_ORDER_FREE, *(op.ordered(True) for op in _ORDER_FREE))
 
 _U32_EDGES = (0, 1, 2, 3, 7, 8, 31, 32, 33, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF)
 _I32_EDGES = (0, 1, -1, 2, -2, 7, 31, 32, -32, 2**31 - 1, -(2**31), -(2**31) + 1)
+_U64_EDGES = (0, 1, 2, 63, 64, 65, 0xFFFFFFFF, 2**32, 2**63 - 1, 2**63, 2**64 - 2, 2**64 - 1)
+_I64_EDGES = (0, 1, -1, 63, 64, -64, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), -(2**63) + 1)
+_F64_EDGE_BITS = (0x0000000000000000, 0x8000000000000000, 0x3FF0000000000000, 0xBFF0000000000000,
+                  0x3FE0000000000000, 0x0000000000000001, 0x800FFFFFFFFFFFFF, 0x0010000000000000,
+                  0x7FEFFFFFFFFFFFFF, 0x7FF0000000000000, 0xFFF0000000000000, 0x7FF8000000000000,
+                  0xFFF8000000000001, 0x4330000000000001, 0x43E0000000000000, 0xC3E0000000000000)
 _F32_EDGE_BITS = (0x00000000, 0x80000000, 0x3F800000, 0xBF800000, 0x3F000000, 0x40200000, 0xC0200000,
                   0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000,
                   0x7FC00000, 0xFFC00001, 0x4B000001, 0x4F000000, 0xCF000000)
@@ -75,7 +86,7 @@ def _generator_ops() -> dict[tuple[str, DataType], OpDef]:
         ops[kind, t] = OpDef(f"{GENERATOR_OP_PREFIX}{kind}_{t.value}", args, t, expand=expand,
                              doc=f"used by vyre.ir.generate: {kind}")
 
-    for t in ARITH:
+    for t in ARITH + WIDE:
         both = Expr.and_ if t is BOOL else Expr.add
         add("twice", t, (t,), lambda x, both=both: both(x, x))  # an argument used twice
         add("first", t, (t, t), lambda a, b: a)  # an argument never used
@@ -101,9 +112,9 @@ class Case:
 
 
 def generate_program(seed: int, *, subgroups: bool = False, approximate: bool = False, max_depth: int = 3,
-                     max_stmts: int = 12) -> Program:
+                     max_stmts: int = 12, wide: bool = False) -> Program:
     """A valid, race-free random program determined by ``seed`` and the options."""
-    return _Generator(seed, subgroups, approximate, max_depth, max_stmts).build()[0]
+    return _Generator(seed, subgroups, approximate, max_depth, max_stmts, wide).build()[0]
 
 
 def generate_case(seed: int, **opts: object) -> Case:
@@ -169,10 +180,15 @@ class _Buffers:
 
 class _Generator:
     def __init__(self, seed: int, subgroups: bool = False, approximate: bool = False, max_depth: int = 3,
-                 max_stmts: int = 12) -> None:
+                 max_stmts: int = 12, wide: bool = False) -> None:
         self.rng = random.Random(seed)
         self.subgroups = subgroups
         self.f32_unary = F32_UNARY_EXACT + (F32_UNARY_APPROX if approximate else ())
+        self.f64_unary = F32_UNARY_EXACT + (("inverse_sqrt",) if approximate else ())  # no F64 transcendentals
+        self.arith = ARITH + WIDE if wide else ARITH
+        self.storage = tuple(DataType) if wide else STORAGE
+        self.atomic_types = (U32, I32, U64, I64) if wide else (U32, I32)
+        self.floats = (F32, F64) if wide else (F32,)
         self.max_depth = max_depth
         self.budget = max_stmts
         self.odd_names = self.rng.random() < 0.15
@@ -221,16 +237,17 @@ class _Generator:
         n = self.layout.invocations
         specs: list[tuple[str, Access, DataType, int]] = []
         for _ in range(r.randint(1, 3)):
-            specs.append(("in", Access.READ, r.choice(STORAGE), 0 if r.random() < 0.6 else r.randint(1, 2 * n)))
+            specs.append(("in", Access.READ, r.choice(self.storage), 0 if r.random() < 0.6 else r.randint(1, 2 * n)))
         if r.random() < 0.3:
-            specs.append(("uni", Access.UNIFORM, r.choice(STORAGE), r.randint(1, 8)))
+            specs.append(("uni", Access.UNIFORM, r.choice(self.storage), r.randint(1, 8)))
         if r.random() < 0.4:
-            specs.append(("rw", Access.READ_WRITE, r.choice(STORAGE), 0 if r.random() < 0.7 else r.randint(1, 2 * n)))
+            dtype = r.choice(self.storage)  # drawn before the count, as always: seeds keep their programs
+            specs.append(("rw", Access.READ_WRITE, dtype, 0 if r.random() < 0.7 else r.randint(1, 2 * n)))
         for _ in range(r.randint(1, 2)):
-            specs.append(("out", Access.OUTPUT, r.choice(STORAGE), max(1, n + r.choice((0, 0, -1, 3, -n // 2)))))
+            specs.append(("out", Access.OUTPUT, r.choice(self.storage), max(1, n + r.choice((0, 0, -1, 3, -n // 2)))))
         if r.random() < 0.35:
             access = Access.OUTPUT if r.random() < 0.6 else Access.READ_WRITE
-            specs.append(("acc", access, r.choice((U32, I32)), r.choice((1, 4, 16))))
+            specs.append(("acc", access, r.choice(self.atomic_types), r.choice((1, 4, 16))))
         bindings = list(range(len(specs)))
         if r.random() < 0.2:
             r.shuffle(bindings)
@@ -248,10 +265,10 @@ class _Generator:
         wg_size = self.layout.workgroup[0] * self.layout.workgroup[1] * self.layout.workgroup[2]
         if wg_size > 1 and r.random() < 0.4:
             count = wg_size + r.choice((0, 0, 1, -1))  # sometimes a slot short: its accesses are out of bounds
-            bufs.tile = BufferDecl.workgroup(self.fresh("tile"), count, r.choice(STORAGE))
+            bufs.tile = BufferDecl.workgroup(self.fresh("tile"), count, r.choice(self.storage))
             bufs.decls.append(bufs.tile)
         if wg_size > 1 and r.random() < 0.2:
-            decl = BufferDecl.workgroup(self.fresh("wacc"), r.choice((1, 2, 8)), r.choice((U32, I32)))
+            decl = BufferDecl.workgroup(self.fresh("wacc"), r.choice((1, 2, 8)), r.choice(self.atomic_types))
             bufs.shared_atomic = _Atomic(decl, r.choice(ORDER_FREE_ATOMICS))
             bufs.decls.append(decl)
         return bufs
@@ -327,7 +344,7 @@ class _Generator:
         return getattr(self, "_" + r.choice(kinds))(ctx)
 
     def _let(self, ctx: _Ctx) -> list[Node]:
-        dtype = self.rng.choice(ARITH)
+        dtype = self.rng.choice(self.arith)
         uniform = ctx.uniform and self.rng.random() < 0.4
         value = self.uniform_expr(dtype, 3) if uniform else self.expr(dtype, 3, ctx)
         return [Node.let(self._declare("v", dtype, uniform, not uniform), value)]
@@ -441,7 +458,7 @@ class _Generator:
         if form == "select":
             return Expr.select(self.expr(BOOL, sub, ctx), self.expr(t, sub, ctx), self.expr(t, sub, ctx))
         if form == "cast":
-            return Expr.cast(t, self.expr(r.choice(ARITH), sub, ctx))
+            return Expr.cast(t, self.expr(r.choice(self.arith), sub, ctx))
         if form == "fma":
             return Expr.fma(self.expr(t, sub, ctx), self.expr(t, sub, ctx), self.expr(t, sub, ctx))
         if form == "subgroup":
@@ -467,8 +484,7 @@ class _Generator:
         value = self.literal(target.buffer.dtype)
         old = Expr.atomic(target.op, target.buffer, index, value)
         v = self.expr(t, depth, ctx)
-        zero = Expr.u32(0) if target.buffer.dtype is U32 else Expr.i32(0)
-        return Expr.select(Expr.eq(old, zero), v, v)
+        return Expr.select(Expr.eq(old, _typed_int(target.buffer.dtype, 0)), v, v)
 
     def uniform_expr(self, t: DataType, depth: int) -> Expr:
         """A workgroup-uniform expression of type ``t``."""
@@ -479,7 +495,7 @@ class _Generator:
         if r.random() < 0.15:
             return Expr.select(self.uniform_expr(BOOL, sub), self.uniform_expr(t, sub), self.uniform_expr(t, sub))
         if r.random() < 0.15:
-            return Expr.cast(t, self.uniform_expr(r.choice(ARITH), sub))
+            return Expr.cast(t, self.uniform_expr(r.choice(self.arith), sub))
         return self._operator(t, sub, lambda t2: self.uniform_expr(t2, sub))
 
     def _operator(self, t: DataType, depth: int, operand) -> Expr:
@@ -487,26 +503,27 @@ class _Generator:
         if t is BOOL:
             kind = r.choice(("compare", "compare", "logic", "not", "predicate"))
             if kind == "compare":
-                ot = r.choice(ARITH)
+                ot = r.choice(self.arith)
                 op = r.choice(COMPARES if ot is not BOOL else ("eq", "ne"))
                 return getattr(Expr, op)(operand(ot), operand(ot))
             if kind == "logic":
                 return getattr(Expr, r.choice(BOOL_BINARY))(operand(BOOL), operand(BOOL))
             if kind == "not":
                 return Expr.not_(operand(BOOL))
-            return getattr(Expr, r.choice(PREDICATES))(operand(F32))
-        unary = INT_UNARY if t is not F32 else self.f32_unary
+            ft = r.choice(self.floats) if len(self.floats) > 1 else F32  # draw nothing extra without ``wide``
+            return getattr(Expr, r.choice(PREDICATES))(operand(ft))
+        unary = INT_UNARY if not t.is_float else self.f32_unary if t is F32 else self.f64_unary
         if r.random() < 0.3:
             return getattr(Expr, r.choice(unary))(operand(t))
-        if t is not F32 and r.random() < 0.2:
+        if not t.is_float and r.random() < 0.2:
             return getattr(Expr, r.choice(SHIFTS))(operand(t), operand(U32))
-        op = r.choice(INT_BINARY if t is not F32 else F32_BINARY)
+        op = r.choice(INT_BINARY if not t.is_float else F32_BINARY)
         b = operand(t)
-        if op in ("div", "rem") and t is not F32:  # a literal zero divisor is rejected, also after expansion
+        if op in ("div", "rem") and not t.is_float:  # a literal zero divisor is rejected, also after expansion
             if b.op == "lit" and b.value == 0:
-                b = Expr.u32(3) if t is U32 else Expr.i32(-3)
+                b = _typed_int(t, 3 if t in (U32, U64) else -3)
             elif b.op == "call":  # a composed op may expand to a literal 0 (first(0, x))
-                b = Expr.bitor(b, Expr.u32(1) if t is U32 else Expr.i32(1))
+                b = Expr.bitor(b, _typed_int(t, 1))
         return getattr(Expr, op)(operand(t), b)
 
     def _subgroup(self, t: DataType, depth: int, ctx: _Ctx) -> Expr:
@@ -525,8 +542,16 @@ class _Generator:
             if r.random() < 0.5:
                 return Expr.f32_from_bits(r.choice(_F32_EDGE_BITS))
             return Expr.f32(r.choice((r.uniform(-100, 100), r.uniform(-2, 2), float(r.randint(-9, 9)))))
+        if t is F64:
+            if r.random() < 0.5:
+                return Expr.f64_from_bits(r.choice(_F64_EDGE_BITS))
+            return Expr.f64(r.choice((r.uniform(-1e6, 1e6), r.uniform(-2, 2), float(r.randint(-9, 9)))))
         if t is I32:
             return Expr.i32(r.choice(_I32_EDGES) if r.random() < 0.6 else r.randint(-(2**31), 2**31 - 1))
+        if t is I64:
+            return Expr.i64(r.choice(_I64_EDGES) if r.random() < 0.6 else r.randint(-(2**63), 2**63 - 1))
+        if t is U64:
+            return Expr.u64(r.choice(_U64_EDGES) if r.random() < 0.6 else r.randint(0, 2**64 - 1))
         return Expr.u32(r.choice(_U32_EDGES) if r.random() < 0.6 else r.randint(0, 0xFFFFFFFF))
 
     def leaf(self, t: DataType, ctx: _Ctx) -> Expr:
@@ -589,3 +614,8 @@ class _Generator:
             return Expr.workgroup_id(0)
         names = self._vars(U32, uniform=True)
         return Expr.var(r.choice(names).name) if names else Expr.u32(2)
+
+
+def _typed_int(t: DataType, v: int) -> Expr:
+    """The integer literal ``v`` of integer type ``t``."""
+    return {U32: Expr.u32, I32: Expr.i32, U64: Expr.u64, I64: Expr.i64}[t](v)

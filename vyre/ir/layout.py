@@ -2,8 +2,9 @@
 
 One definition serves the validator, the PTX emitter and the launcher, so that a program the
 validator accepts is exactly a program that fits: workgroup buffers are laid out in declaration
-order, each starting on a ``WORKGROUP_ALIGN``-byte boundary, and the total is rounded up to that
-boundary (the emitted code zeroes workgroup memory one 4-byte word at a time).
+order, each starting on a ``WORKGROUP_ALIGN``-byte boundary (8 bytes for the 64-bit types, whose
+accesses must be naturally aligned), and the total is rounded up to ``WORKGROUP_ALIGN`` (the
+emitted code zeroes workgroup memory one 4-byte word at a time).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ class WorkgroupLayout(NamedTuple):
     total: int
 
 
-def _align(n: int) -> int:
-    return -(-n // WORKGROUP_ALIGN) * WORKGROUP_ALIGN
+def _align(n: int, to: int = WORKGROUP_ALIGN) -> int:
+    return -(-n // to) * to
 
 
 def workgroup_layout(buffers: Program | Iterable[BufferDecl]) -> WorkgroupLayout:
@@ -48,8 +49,9 @@ def workgroup_layout(buffers: Program | Iterable[BufferDecl]) -> WorkgroupLayout
     total = 0
     for d in decls:
         if d.is_workgroup and d.count > 0:
-            offsets.setdefault(d.name, total)
-            total = _align(total + d.count * d.dtype.size)
+            start = _align(total, max(WORKGROUP_ALIGN, d.dtype.size))
+            offsets.setdefault(d.name, start)
+            total = _align(start + d.count * d.dtype.size)
     return WorkgroupLayout(offsets, total)
 
 

@@ -83,7 +83,7 @@ def _value_problem(kind: str | None, e: Expr) -> str | None:
         return f"{e.op} value {describe(v)} is not an int"
     if kind == "axis":
         return None if 0 <= v <= 2 else f"{e.op} axis {v} is not 0, 1 or 2"
-    top = 1 if e.dtype is DataType.BOOL else 0xFFFFFFFF
+    top = 1 if e.dtype is DataType.BOOL else (1 << (8 * e.dtype.size)) - 1
     return None if 0 <= v <= top else f"literal value {v} is outside [0, {top}] for {e.dtype.name}"
 
 

@@ -51,11 +51,12 @@ def literal(value: int | float | bool, dtype: DataType | None) -> Any:
     if isinstance(value, bool):
         return Expr.bool(value)
     if isinstance(value, float):
-        return Expr.f32(value)
-    if dtype is I32:
-        return Expr.i32(value)
-    if dtype is F32:
-        return Expr.f32(float(value))
+        return Expr.f64(value) if dtype is DataType.F64 else Expr.f32(value)
+    build = {I32: Expr.i32, DataType.U64: Expr.u64, DataType.I64: Expr.i64}.get(dtype)
+    if build is not None:
+        return build(value)
+    if dtype in (F32, DataType.F64):
+        return (Expr.f64 if dtype is DataType.F64 else Expr.f32)(float(value))
     return Expr.u32(value)
 
 

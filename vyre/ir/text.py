@@ -11,13 +11,14 @@ double-quoted string with escapes ``\\\\ \\" \\n \\t \\r \\u{HEX}``; reserved wo
     block {   ...   }          region NAME {   ...   }  barrier          return
 
     EXPR := NAME (a variable) | true | false | u32:7 | i32:-7 | f32:1.5 | f32:inf | f32:nan
-          | f32:0x7fc00001 (exact bits) | OP(EXPR, ...) for the binary, unary, select, fma and
+          | f32:0x7fc00001 (exact bits) | u64:7 | i64:-7 | f64:1.5 | f64:inf | f64:nan
+          | f64:0x7ff8000000000001 (exact bits) | OP(EXPR, ...) for the binary, unary, select, fma and
             subgroup ops | load(NAME, EXPR) | buf_len(NAME) | invocation_id(0) | workgroup_id(1)
           | local_id(2) | cast(DTYPE, EXPR) | atomic_add(NAME, EXPR, EXPR) ... (atomic_ + the
             AtomicOp value, e.g. atomic_add_relaxed; compare_exchange takes the expected value
             last) | call(NAME, EXPR, ...)
 
-An F32 literal prints as the shortest decimal that reads back to the same bits, else as its bits.
+A float literal prints as the shortest decimal that reads back to the same bits, else as its bits.
 Malformed text raises ``ValidationError`` with code ``parse_error`` and the line number.
 
 Parsing runs in time and memory linear in the input: the text, each line and each token have a
@@ -48,7 +49,7 @@ from vyre.ir.shape import (
     node_well_formed,
     shape_problem,
 )
-from vyre.ir.types import DataType, bits_f32, f32_bits
+from vyre.ir.types import DataType, bits_f32, bits_f64, f32_bits, f64_bits
 
 _DTYPES = {t.value: t for t in DataType}
 _ACCESS = {a.value: a for a in Access}
@@ -61,14 +62,14 @@ _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|\#.*)
   | (?P<str>"(?:[^"\\]|\\.)*")
-  | (?P<lit>(?:u32|i32|f32):(?:[^\s,()\[\]{}".]|\.(?!\.))+)
+  | (?P<lit>(?:u32|i32|f32|u64|i64|f64):(?:[^\s,()\[\]{}".]|\.(?!\.))+)
   | (?P<int>-?[0-9]+)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<punct>\.\.|[(){}\[\],=:@])
 """, re.VERBOSE)
 # one way to match each digit (no nested choices), so a long run of digits cannot backtrack quadratically
 _DECIMAL = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
-_HEX_BITS = re.compile(r"0x[0-9a-fA-F]{1,8}")
+_HEX_BITS = {"f32": re.compile(r"0x[0-9a-fA-F]{1,8}"), "f64": re.compile(r"0x[0-9a-fA-F]{1,16}")}
 _FIX = "correct that line; the grammar is in the vyre.ir.text module docstring"
 
 #: Longest text ``parse`` reads, in characters (a program at the node cap prints far shorter).
@@ -139,14 +140,30 @@ def f32_text(bits: int) -> str:
     return f"f32:0x{bits:08x}"
 
 
+def f64_text(bits: int) -> str:
+    """``f64:...`` text of an F64 bit pattern: Python's shortest round-trip decimal, else the bits."""
+    v = bits_f64(bits)
+    if math.isinf(v):
+        return "f64:inf" if v > 0 else "f64:-inf"
+    if bits == _F64_SPECIALS["nan"]:
+        return "f64:nan"
+    if math.isnan(v):
+        return f"f64:0x{bits:016x}"
+    s = repr(v)
+    return "f64:" + (s if any(c in s for c in ".e") else s + ".0")
+
+
 def _literal(e: Expr) -> str:
     if e.dtype is DataType.BOOL:
         return "true" if e.value else "false"
     if e.dtype is DataType.F32:
         return f32_text(e.value)
-    if e.dtype is DataType.I32:
-        return f"i32:{e.value - (1 << 32) if e.value & 0x80000000 else e.value}"
-    return f"u32:{e.value}"
+    if e.dtype is DataType.F64:
+        return f64_text(e.value)
+    if e.dtype in (DataType.I32, DataType.I64):
+        width = e.dtype.bits
+        return f"{e.dtype.value}:{e.value - (1 << width) if e.value >> (width - 1) else e.value}"
+    return f"{e.dtype.value}:{e.value}"
 
 
 def _expr_text(e: Expr, depth: int, count: list[int]) -> str:
@@ -371,24 +388,38 @@ def _unquote(token: str) -> str:
     return _ESCAPE_RE.sub(replace, token[1:-1])
 
 
+_F32_SPECIALS = {"inf": 0x7F800000, "-inf": 0xFF800000, "+inf": 0x7F800000, "nan": 0x7FC00000}
+_F64_SPECIALS = {"inf": 0x7FF0000000000000, "-inf": 0xFFF0000000000000, "+inf": 0x7FF0000000000000,
+                 "nan": 0x7FF8000000000000}
+#: float literal kind -> (specials, decimal -> bits, constructor from bits)
+_FLOAT_KINDS = {"f32": (_F32_SPECIALS, f32_bits, Expr.f32_from_bits),
+                "f64": (_F64_SPECIALS, f64_bits, Expr.f64_from_bits)}
+#: integer literal kind -> (lowest, highest, constructor)
+_INT_KINDS = {"u32": (0, 0xFFFFFFFF, Expr.u32), "i32": (-(2**31), 2**31 - 1, Expr.i32),
+              "u64": (0, 2**64 - 1, Expr.u64), "i64": (-(2**63), 2**63 - 1, Expr.i64)}
+
+
 def _parse_literal(tok: _Token) -> Expr:
     kind, _, rest = tok.text.partition(":")
-    if kind == "f32":
-        if _HEX_BITS.fullmatch(rest):
-            return Expr.f32_from_bits(int(rest, 16))
-        specials = {"inf": 0x7F800000, "-inf": 0xFF800000, "+inf": 0x7F800000, "nan": 0x7FC00000}
+    if kind in _FLOAT_KINDS:
+        specials, to_bits, from_bits = _FLOAT_KINDS[kind]
+        if _HEX_BITS[kind].fullmatch(rest):
+            return from_bits(int(rest, 16))
         if rest in specials:
-            return Expr.f32_from_bits(specials[rest])
+            return from_bits(specials[rest])
         if _DECIMAL.fullmatch(rest):
-            return Expr.f32_from_bits(f32_bits(float(rest)))
-        raise _ParseError(f"bad f32 literal {tok.text!r}")
+            try:
+                return from_bits(to_bits(float(rest)))
+            except OverflowError:
+                raise _ParseError(f"{kind} literal {tok.text!r} is too large") from None
+        raise _ParseError(f"bad {kind} literal {tok.text!r}")
     if not re.fullmatch(r"-?[0-9]+", rest):
         raise _ParseError(f"bad {kind} literal {tok.text!r}")
     v = int(rest)
-    lo, hi = (0, 0xFFFFFFFF) if kind == "u32" else (-(2**31), 2**31 - 1)
+    lo, hi, build = _INT_KINDS[kind]
     if not lo <= v <= hi:
         raise _ParseError(f"{kind} literal {v} is outside [{lo}, {hi}]")
-    return Expr.u32(v) if kind == "u32" else Expr.i32(v)
+    return build(v)
 
 
 class _Parser:

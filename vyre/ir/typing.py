@@ -13,35 +13,43 @@ from vyre.ir.program import Program
 from vyre.ir.types import DataType
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
-NUM = (U32, I32, F32)
-INT = (U32, I32)
-ANY = (U32, I32, F32, BOOL)
+U64, I64, F64 = DataType.U64, DataType.I64, DataType.F64
+NUM = (U32, I32, F32, U64, I64, F64)
+INT = (U32, I32, U64, I64)
+FLOAT = (F32, F64)
+ANY = (U32, I32, F32, BOOL, U64, I64, F64)
+BITS = (U32, I32, BOOL, U64, I64)
 
 #: binary op -> operand types it accepts (both operands the same type unless in SHIFT_OPS)
 BINARY_TYPES: dict[str, tuple[DataType, ...]] = {
     "add": NUM, "sub": NUM, "mul": NUM, "div": NUM, "rem": INT, "min": NUM, "max": NUM,
-    "abs_diff": NUM, "bitand": (U32, I32, BOOL), "bitor": (U32, I32, BOOL),
-    "bitxor": (U32, I32, BOOL), "shl": INT, "shr": INT, "rotate_left": INT, "rotate_right": INT,
+    "abs_diff": NUM, "bitand": BITS, "bitor": BITS,
+    "bitxor": BITS, "shl": INT, "shr": INT, "rotate_left": INT, "rotate_right": INT,
     "eq": ANY, "ne": ANY, "lt": NUM, "gt": NUM, "le": NUM, "ge": NUM, "and_": (BOOL,),
     "or_": (BOOL,), "saturating_add": INT, "saturating_sub": INT, "saturating_mul": INT,
     "mul_high": INT,
 }
-#: shift-like ops: the amount (second operand) is always U32
+#: shift-like ops: the amount (second operand) is always U32, masked to the shifted type's width
 SHIFT_OPS = ("shl", "shr", "rotate_left", "rotate_right")
 #: ops whose result is BOOL whatever the operand type
 COMPARE_OPS = ("eq", "ne", "lt", "gt", "le", "ge")
 
-FLOAT_UNARY = (
-    "sqrt", "inverse_sqrt", "reciprocal", "floor", "ceil", "round", "trunc", "exp", "exp2",
-    "log", "log2", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+#: float ops with exact (correctly rounded or rounding-free) results: on F32 and F64
+EXACT_FLOAT_UNARY = ("sqrt", "inverse_sqrt", "reciprocal", "floor", "ceil", "round", "trunc")
+#: transcendental ops (a documented ULP bound): F32 only in this version
+TRANSCENDENTAL_UNARY = (
+    "exp", "exp2", "log", "log2", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
 )
+FLOAT_UNARY = EXACT_FLOAT_UNARY + TRANSCENDENTAL_UNARY
 UNARY_TYPES: dict[str, tuple[DataType, ...]] = {
     "neg": NUM, "bitnot": INT, "not_": (BOOL,), "popcount": INT, "clz": INT, "ctz": INT,
-    "reverse_bits": INT, "abs": NUM, "sign": NUM, "is_nan": (F32,), "is_inf": (F32,),
-    "is_finite": (F32,), **{op: (F32,) for op in FLOAT_UNARY},
+    "reverse_bits": INT, "abs": NUM, "sign": NUM, "is_nan": FLOAT, "is_inf": FLOAT,
+    "is_finite": FLOAT, **{op: FLOAT for op in EXACT_FLOAT_UNARY}, **{op: (F32,) for op in TRANSCENDENTAL_UNARY},
 }
 PREDICATE_UNARY = ("is_nan", "is_inf", "is_finite")
-ATOMIC_TYPES = INT
+#: buffer types atomics work on, per operation (F64 buffers take ADD only)
+ATOMIC_TYPES: dict[AtomicOp, tuple[DataType, ...]] = {op: INT for op in AtomicOp if not op.is_relaxed}
+ATOMIC_TYPES[AtomicOp.ADD] = INT + (F64,)
 SHUFFLE_TYPES = ANY
 SUBGROUP_ADD_TYPES = NUM
 FMA_TYPES = NUM
@@ -102,7 +110,7 @@ class ExprTyper:
         if op == "cast":
             if not e.dtype.is_arith:
                 raise IRTypeError("bad_cast", f"cast target {e.dtype.name} is a storage-only type",
-                                  "cast to U32, I32, F32 or BOOL; stores narrow automatically")
+                                  "cast to U32, I32, F32, BOOL, U64, I64 or F64; stores narrow automatically")
             self.type_of(e.args[0], scope)
             return e.dtype
         if op == "fma":
@@ -158,9 +166,10 @@ class ExprTyper:
 
     def _atomic(self, e: Expr, scope) -> DataType:
         buf = self._buffer(e.name)
-        if buf.dtype not in ATOMIC_TYPES:
-            raise IRTypeError("atomic_type", f"atomic on buffer {e.name!r} of type {buf.dtype.name}",
-                              "declare the buffer as U32 or I32 to use atomics on it")
+        allowed = ATOMIC_TYPES[e.value.base] if isinstance(e.value, AtomicOp) else INT
+        if buf.dtype not in allowed:
+            raise IRTypeError("atomic_type", f"atomic {e.value.name} on buffer {e.name!r} of type {buf.dtype.name}",
+                              f"declare the buffer as {_names(allowed)} to use this atomic on it")
         self._expect(e.args[0], scope, (U32,), f"index of atomic on {e.name!r}")
         self._expect(e.args[1], scope, (buf.dtype,), f"value of atomic on {e.name!r}")
         wants_expected = e.value.base is AtomicOp.COMPARE_EXCHANGE

@@ -23,7 +23,7 @@ from vyre.ir.shape import (
     node_well_formed,
     shape_problem,
 )
-from vyre.ir.types import DataType
+from vyre.ir.types import INT_TYPES, DataType
 from vyre.ir.typing import ExprTyper, IRTypeError
 from vyre.ir.uniformity import Branches, LoopEvent, ReturnEvent, SyncOp, UniformityGraph, sync_findings
 
@@ -403,4 +403,4 @@ class _Validator:
 
 
 def _is_int_zero(e: Expr) -> bool:
-    return e.op == "lit" and e.dtype in (DataType.U32, DataType.I32) and e.value == 0
+    return e.op == "lit" and e.dtype in INT_TYPES and e.value == 0

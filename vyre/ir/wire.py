@@ -1,6 +1,6 @@
 """The binary wire form of programs: ``to_wire``, ``from_wire`` and ``fingerprint``.
 
-Layout: ``b"VYRE"``, u16 version (1), u16 flags (0), the 32-byte BLAKE2b digest of the body,
+Layout: ``b"VYRE"``, u16 version (2; version 1 is still read), u16 flags (0), the 32-byte BLAKE2b digest of the body,
 then the body (integers little-endian; ``uv`` = unsigned LEB128 varint, ``sv`` = zigzag varint)::
 
     body    := strings name:uv wx:sv wy:sv wz:sv buffers stmts
@@ -16,7 +16,9 @@ then the body (integers little-endian; ``uv`` = unsigned LEB128 varint, ``sv`` =
                value is uv bits for lit, u8 axis for ids, u8 AtomicOp for atomic; n only for
                the ops of variable arity, atomic and call)
 
-Enum codes are the positions in the tables below and never change within a version. Only the
+Enum codes are the positions in the tables below and never change within a version. Version 2
+added the dtype codes 10-12 (U64, I64, F64) and 64-bit literal bits; a version-1 blob is the same
+encoding without them, so it still decodes (and re-encodes as version 2 with the same body). Only the
 canonical encoding is accepted (decoding then re-encoding gives the same bytes), so one program
 has exactly one wire form and one fingerprint.
 
@@ -52,12 +54,14 @@ from vyre.ir.shape import (
 from vyre.ir.types import DataType
 
 MAGIC = b"VYRE"
-VERSION = 1
+VERSION = 2
+#: wire versions ``from_wire`` reads -> the dtype codes each knows (version 1 had no 64-bit types)
+READABLE_VERSIONS = {1: 10, 2: 13}
 _HEADER = struct.Struct("<4sHH32s")
 HEADER_SIZE = _HEADER.size
 
 D = DataType
-DTYPES = (D.U8, D.U16, D.U32, D.I8, D.I16, D.I32, D.F16, D.BF16, D.F32, D.BOOL)
+DTYPES = (D.U8, D.U16, D.U32, D.I8, D.I16, D.I32, D.F16, D.BF16, D.F32, D.BOOL, D.U64, D.I64, D.F64)
 ACCESSES = (Access.READ, Access.READ_WRITE, Access.OUTPUT, Access.UNIFORM, Access.WORKGROUP)
 ATOMICS = tuple(AtomicOp)  # declaration order: codes 0-7 as in the first format, the relaxed twins 8-15
 OPS = (
@@ -232,8 +236,10 @@ def fingerprint(program: Program) -> bytes:
 
 # ==== decoding ==================================================================================
 class _Decoder:
-    def __init__(self, data: memoryview) -> None:
+    def __init__(self, data: memoryview, dtypes: tuple[DataType, ...] = DTYPES) -> None:
+        """``dtypes``: the dtype codes of the blob's wire version."""
         self.data = data
+        self.dtypes = dtypes
         self.pos = 0
         self.strings: list[str] = []
         self.nodes = 0
@@ -319,10 +325,10 @@ class _Decoder:
         self.tick(depth)
         op = self.enum(OPS, "expression op")
         shape = SHAPES[op]
-        dtype = self.enum(DTYPES, "dtype") if shape.dtype else None
+        dtype = self.enum(self.dtypes, "dtype") if shape.dtype else None
         value: int | AtomicOp | None = None
         if shape.value == "bits":
-            value = self.uv("literal bits", 0xFFFFFFFF)
+            value = self.uv("literal bits", 2**64 - 1)
         elif shape.value == "axis":
             value = self.u8("axis")
         elif shape.value == "atomic":
@@ -376,7 +382,7 @@ class _Decoder:
         for _ in range(n_buffers):
             bname = self.name("buffer name")
             access = self.enum(ACCESSES, "access")
-            dtype = self.enum(DTYPES, "dtype")
+            dtype = self.enum(self.dtypes, "dtype")
             buffers.append(BufferDecl(bname, self.sv("binding"), dtype, self.sv("count"), access))
         body = self.stmts(1)
         if self.left():
@@ -404,14 +410,15 @@ def from_wire(data: bytes) -> Program:
     magic, version, flags, digest = _HEADER.unpack_from(view)
     if magic != MAGIC:
         raise _error("wire_magic", f"magic is {bytes(magic)!r}, expected {MAGIC!r}")
-    if version != VERSION:
-        raise _error("wire_version", f"wire version {version} is not supported (this reads version {VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise _error("wire_version", f"wire version {version} is not supported (this reads versions "
+                     f"{', '.join(map(str, READABLE_VERSIONS))})")
     if flags != 0:
         raise _error("wire_flags", f"flags {flags:#06x} are not supported (must be 0)")
     body = view[HEADER_SIZE:]
     if hashlib.blake2b(body, digest_size=32).digest() != digest:
         raise _error("wire_digest", "the body does not match its BLAKE2b digest (corrupted or altered)")
-    program = _Decoder(body).program()
+    program = _Decoder(body, DTYPES[:READABLE_VERSIONS[version]]).program()
     try:
         canonical = _encode_body(program)
     except ValidationError as err:  # decoded, but not a well-formed program

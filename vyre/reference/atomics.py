@@ -27,7 +27,8 @@ def apply_atomic(
 ) -> np.ndarray:
     """Apply ``op`` for lanes where ``ok`` (in lane order) to ``data[flat]``; return old values.
 
-    ``data`` is a U32 or I32 array; lanes not ``ok`` (inactive or out of bounds) get 0.
+    ``data`` is an integer array (U32, I32, U64, I64), or F64 for ADD; lanes not ``ok``
+    (inactive or out of bounds) get 0.
     """
     lanes = flat.shape[0]
     old = np.zeros(lanes, dtype=data.dtype)
@@ -56,6 +57,8 @@ def apply_atomic(
     elif op is AtomicOp.EXCHANGE:
         old[lane_of] = np.where(first, seg_base, _shift_right(vals))
         final = vals[last]
+    elif data.dtype.kind == "f":
+        old[lane_of], final = _float_add(starts, seg_len, before, vals)
     else:
         ufunc = _SCAN_UFUNC[op]
         inclusive = _segmented_scan(ufunc, vals, starts, seg_len)
@@ -115,6 +118,21 @@ def _segmented_scan(ufunc: np.ufunc, vals: np.ndarray, starts: np.ndarray, seg_l
         out[step:] = np.where(same, ufunc(out[step:], out[:-step]), out[step:])
         step *= 2
     return out
+
+
+def _float_add(starts: np.ndarray, seg_len: np.ndarray, before: np.ndarray,
+               vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Float ADD in lane order, rounding after every add (float sums cannot cancel earlier
+    segments as the integer scan does): per segment, a sequential accumulate from its old value."""
+    olds = np.empty_like(vals)
+    final = before + vals[starts]  # segments of one lane
+    olds[starts] = before
+    for s in np.flatnonzero(seg_len > 1):
+        lo, n = starts[s], seg_len[s]
+        run = np.add.accumulate(np.concatenate((before[s : s + 1], vals[lo : lo + n])))
+        olds[lo : lo + n] = run[:-1]
+        final[s] = run[-1]
+    return olds, final
 
 
 def _compare_exchange(

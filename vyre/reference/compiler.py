@@ -88,7 +88,7 @@ def literal(e: Expr) -> Lanes:
     """The numpy scalar of a literal expression."""
     if e.dtype is DataType.BOOL:
         return np.bool_(bool(e.value))
-    return np.uint32(e.value).view(LANE_DTYPE[e.dtype])
+    return (np.uint64 if e.dtype.is_wide else np.uint32)(e.value).view(LANE_DTYPE[e.dtype])
 
 
 # ---- expressions ---------------------------------------------------------------------------------

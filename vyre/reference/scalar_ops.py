@@ -1,7 +1,8 @@
 """Lane-wise semantics of every binary and unary op, and of casts (docs/semantics.md).
 
 Lane values are numpy arrays (or numpy scalars for uniform values) of ``uint32`` (U32),
-``int32`` (I32), ``float32`` (F32) or ``bool_`` (BOOL); the numpy dtype is the IR type.
+``int32`` (I32), ``float32`` (F32), ``bool_`` (BOOL), ``uint64`` (U64), ``int64`` (I64) or
+``float64`` (F64); the numpy dtype is the IR type.
 Callers run these under ``np.errstate(all="ignore")``.
 """
 
@@ -15,8 +16,13 @@ from vyre.ir.types import DataType
 from vyre.reference import floats as f
 
 U32, I32, F32, BOOL = np.dtype(np.uint32), np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.bool_)
-LANE_DTYPE: dict[DataType, np.dtype] = {DataType.U32: U32, DataType.I32: I32, DataType.F32: F32, DataType.BOOL: BOOL}
-_LIMITS = {U32: (0, 0xFFFFFFFF), I32: (-(2**31), 2**31 - 1)}
+U64, I64, F64 = np.dtype(np.uint64), np.dtype(np.int64), np.dtype(np.float64)
+LANE_DTYPE: dict[DataType, np.dtype] = {DataType.U32: U32, DataType.I32: I32, DataType.F32: F32, DataType.BOOL: BOOL,
+                                        DataType.U64: U64, DataType.I64: I64, DataType.F64: F64}
+FLOATS = (F32, F64)
+#: integer lane dtype -> its unsigned twin (the bits), and the value range
+_UNSIGNED = {U32: U32, I32: U32, U64: U64, I64: U64}
+_LIMITS = {U32: (0, 0xFFFFFFFF), I32: (-(2**31), 2**31 - 1), U64: (0, 2**64 - 1), I64: (-(2**63), 2**63 - 1)}
 _M1, _M2, _M4 = np.uint32(0x55555555), np.uint32(0x33333333), np.uint32(0x0F0F0F0F)
 
 Lanes = np.ndarray
@@ -38,17 +44,22 @@ def spread(x: Lanes, lanes: int) -> np.ndarray:
 
 
 def _u(x: Lanes) -> Lanes:
-    """The 32 bits of an integer lane value as uint32."""
-    return x.view(np.uint32) if x.dtype == I32 else x
+    """The bits of an integer lane value as the unsigned type of its width."""
+    return x.view(_UNSIGNED[x.dtype]) if x.dtype in (I32, I64) else x
 
 
 def _back(x: Lanes, dtype: np.dtype) -> Lanes:
-    """Reinterpret uint32 bits as ``dtype`` (U32 or I32)."""
-    return x.view(dtype) if dtype == I32 else x
+    """Reinterpret unsigned bits as ``dtype`` (an integer type of the same width)."""
+    return x.view(dtype) if dtype in (I32, I64) else x
 
 
-def _wide(x: Lanes) -> Lanes:
-    return x.astype(np.int64)
+def _width(x: Lanes) -> int:
+    return x.dtype.itemsize * 8
+
+
+def _const(x: Lanes, v: int) -> Lanes:
+    """``v`` as a scalar of ``x``'s unsigned type."""
+    return _UNSIGNED[x.dtype].type(v)
 
 
 def _clamp_to(x: Lanes, dtype: np.dtype) -> Lanes:
@@ -56,100 +67,150 @@ def _clamp_to(x: Lanes, dtype: np.dtype) -> Lanes:
     return np.clip(x, lo, hi).astype(dtype)
 
 
+def _magnitude(x: Lanes) -> Lanes:
+    """|x| of signed lanes as unsigned bits (exact for MIN, whose magnitude only the unsigned type holds)."""
+    return _u(np.where(x < 0, x.dtype.type(0) - x, x).astype(x.dtype))
+
+
 # ---- integers -----------------------------------------------------------------------------------
 def _div(a: Lanes, b: Lanes) -> Lanes:
-    if a.dtype == F32:
+    if a.dtype in FLOATS:
         return a / b
-    zero = b == 0
-    if a.dtype == U32:
-        return np.where(zero, np.uint32(0xFFFFFFFF), a // np.where(zero, np.uint32(1), b)).astype(U32)
-    q = _trunc_div(_wide(a), _wide(np.where(zero, np.int32(1), b)))
-    return np.where(zero, np.int64(-1), q).astype(I32)  # MIN / -1 = 2**31 wraps to MIN
-
-
-def _trunc_div(a: Lanes, b: Lanes) -> Lanes:
-    q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -q, q)
+    return _int_div(a, b, rem=False)
 
 
 def _rem(a: Lanes, b: Lanes) -> Lanes:
+    return _int_div(a, b, rem=True)
+
+
+def _int_div(a: Lanes, b: Lanes, rem: bool) -> Lanes:
+    """Truncating division; ``x / 0`` is all ones and ``x % 0`` is 0. Signed lanes divide their
+    magnitudes, so MIN / -1 = 2**(w-1) wraps to MIN and MIN % -1 = MIN - MIN = 0."""
     zero = b == 0
-    if a.dtype == U32:
-        return np.where(zero, np.uint32(0), a % np.where(zero, np.uint32(1), b)).astype(U32)
-    a64, b64 = _wide(a), _wide(np.where(zero, np.int32(1), b))
-    r = a64 - _trunc_div(a64, b64) * b64
-    return np.where(zero, np.int64(0), r).astype(I32)
+    dtype = a.dtype
+    safe = np.where(zero, dtype.type(1), b).astype(dtype)
+    if dtype in (U32, U64):
+        r = a % safe if rem else a // safe
+        return np.where(zero, _const(a, 0 if rem else _LIMITS[dtype][1]), r).astype(dtype)
+    uq = _magnitude(a) // _magnitude(safe)
+    q = _back(np.where((a < 0) != (safe < 0), _const(a, 0) - uq, uq).astype(_UNSIGNED[dtype]), dtype)
+    r = _back(_u(np.asarray(a)) - _u(np.asarray(q * safe, dtype=dtype)), dtype)
+    return np.where(zero, dtype.type(0) if rem else dtype.type(-1), r if rem else q).astype(dtype)
 
 
-def _amount(b: Lanes) -> Lanes:
-    return b & np.uint32(31)
+def _amount(a: Lanes, b: Lanes) -> Lanes:
+    """The shift amount ``b`` masked to ``a``'s width (5 bits at 32, 6 bits at 64), in ``a``'s unsigned type."""
+    return (b & np.uint32(_width(a) - 1)).astype(_UNSIGNED[a.dtype])
 
 
 def _shl(a: Lanes, b: Lanes) -> Lanes:
-    return _back(_u(a) << _amount(b), a.dtype)
+    return _back(_u(a) << _amount(a, b), a.dtype)
 
 
 def _shr(a: Lanes, b: Lanes) -> Lanes:
-    return a >> _amount(b).astype(a.dtype)
+    return a >> _amount(a, b).astype(a.dtype)
 
 
 def _rotl(a: Lanes, b: Lanes) -> Lanes:
-    x, s = _u(a), _amount(b)
-    return _back((x << s) | (x >> ((np.uint32(32) - s) & np.uint32(31))), a.dtype)
+    x, s, w = _u(a), _amount(a, b), _width(a)
+    return _back((x << s) | (x >> ((_const(a, w) - s) & _const(a, w - 1))), a.dtype)
 
 
 def _rotr(a: Lanes, b: Lanes) -> Lanes:
-    return _rotl(a, (np.uint32(32) - _amount(b)) & np.uint32(31))
+    w = _width(a)
+    return _rotl(a, (np.uint32(w) - (b & np.uint32(w - 1))) & np.uint32(w - 1))
 
 
 def _abs_diff(a: Lanes, b: Lanes) -> Lanes:
-    if a.dtype == F32:
+    if a.dtype in FLOATS:
         return np.abs(a - b)
-    if a.dtype == U32:
+    if a.dtype in (U32, U64):
         return np.maximum(a, b) - np.minimum(a, b)
-    return np.abs(_wide(a) - _wide(b)).astype(I32)
+    ua, ub = _u(np.asarray(a)), _u(np.asarray(b))  # the exact difference, wrapped to the width
+    return _back(np.where(a >= b, ua - ub, ub - ua).astype(ua.dtype), a.dtype)
 
 
-def _saturating(op: Callable[[Lanes, Lanes], Lanes]) -> BinaryFn:
-    def run(a: Lanes, b: Lanes) -> Lanes:
-        wide = np.uint64 if (a.dtype == U32 and op is np.multiply) else np.int64
-        return _clamp_to(op(a.astype(wide), b.astype(wide)), a.dtype)
-
-    return run
+def _mul_wide(a: Lanes, b: Lanes) -> tuple[Lanes, Lanes]:
+    """(high, low) halves of the double-width product of integer lanes, each in ``a``'s type."""
+    dtype, w = a.dtype, _width(a)
+    if w == 32:
+        wide = np.uint64 if dtype == U32 else np.int64
+        p = a.astype(wide) * b.astype(wide)
+        return (p >> wide(32)).astype(dtype), p.astype(dtype)
+    ua, ub = _u(np.asarray(a)), _u(np.asarray(b))
+    m, s = np.uint64(0xFFFFFFFF), np.uint64(32)
+    al, ah, bl, bh = ua & m, ua >> s, ub & m, ub >> s
+    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
+    mid = (ll >> s) + (lh & m) + (hl & m)
+    hi = hh + (lh >> s) + (hl >> s) + (mid >> s)
+    if dtype == I64:  # signed high half: subtract b when a < 0 and a when b < 0 (mod 2**64)
+        hi = hi - np.where(a < 0, ub, np.uint64(0)) - np.where(b < 0, ua, np.uint64(0))
+    return _back(np.asarray(hi, U64), dtype), _back(np.asarray(ua * ub, U64), dtype)
 
 
 def _mul_high(a: Lanes, b: Lanes) -> Lanes:
-    if a.dtype == U32:
-        return ((a.astype(np.uint64) * b.astype(np.uint64)) >> np.uint64(32)).astype(U32)
-    return ((_wide(a) * _wide(b)) >> np.int64(32)).astype(I32)
+    return _mul_wide(a, b)[0]
+
+
+def _sat_result(a: Lanes, over: Lanes, negative: Lanes, value: Lanes) -> Lanes:
+    lo, hi = _LIMITS[a.dtype]
+    t = a.dtype.type
+    return np.where(over, np.where(negative, t(lo), t(hi)), value).astype(a.dtype)
+
+
+def _saturating_add(a: Lanes, b: Lanes) -> Lanes:
+    s = a + b
+    if a.dtype in (U32, U64):
+        return _sat_result(a, s < a, False, s)
+    return _sat_result(a, ((a ^ s) & (b ^ s)) < 0, a < 0, s)
+
+
+def _saturating_sub(a: Lanes, b: Lanes) -> Lanes:
+    s = a - b
+    if a.dtype in (U32, U64):
+        return _sat_result(a, a < b, True, s)
+    return _sat_result(a, ((a ^ b) & (a ^ s)) < 0, a < 0, s)
+
+
+def _saturating_mul(a: Lanes, b: Lanes) -> Lanes:
+    hi, lo = _mul_wide(a, b)
+    if a.dtype in (U32, U64):
+        return _sat_result(a, hi != 0, False, lo)
+    over = hi != (lo >> a.dtype.type(_width(a) - 1))  # the high half must repeat the low half's sign
+    return _sat_result(a, over, hi < 0, lo)
 
 
 def _min(a: Lanes, b: Lanes) -> Lanes:
-    return f.min_f32(a, b) if a.dtype == F32 else np.minimum(a, b)
+    return f.min_float(a, b) if a.dtype in FLOATS else np.minimum(a, b)
 
 
 def _max(a: Lanes, b: Lanes) -> Lanes:
-    return f.max_f32(a, b) if a.dtype == F32 else np.maximum(a, b)
+    return f.max_float(a, b) if a.dtype in FLOATS else np.maximum(a, b)
 
 
 def _neg(a: Lanes) -> Lanes:
-    if a.dtype == F32:
-        return f.neg_f32(a)
-    return _back(np.uint32(0) - _u(a), a.dtype)
+    if a.dtype in FLOATS:
+        return f.neg_float(a)
+    return _back(_const(a, 0) - _u(a), a.dtype)
 
 
 def _abs(a: Lanes) -> Lanes:
-    if a.dtype == F32:
-        return f.abs_f32(a)
-    return np.abs(a) if a.dtype == I32 else a  # numpy's abs(int32 MIN) wraps to MIN
+    if a.dtype in FLOATS:
+        return f.abs_float(a)
+    return np.abs(a) if a.dtype in (I32, I64) else a  # numpy's abs(MIN) wraps to MIN
 
 
 def _sign(a: Lanes) -> Lanes:
-    if a.dtype == F32:
-        return f.sign_f32(a)
-    if a.dtype == U32:
-        return (a != 0).astype(U32)
-    return np.sign(a).astype(I32)
+    if a.dtype in FLOATS:
+        return f.sign_float(a)
+    if a.dtype in (U32, U64):
+        return (a != 0).astype(a.dtype)
+    return np.sign(a).astype(a.dtype)
+
+
+def _halves(x: Lanes) -> tuple[Lanes, Lanes]:
+    """(low, high) 32-bit halves of uint64 lanes, as uint32."""
+    return (x & np.uint64(0xFFFFFFFF)).astype(U32), (x >> np.uint64(32)).astype(U32)
 
 
 def _popcount_u32(x: Lanes) -> Lanes:
@@ -159,32 +220,51 @@ def _popcount_u32(x: Lanes) -> Lanes:
     return (x * np.uint32(0x01010101)) >> np.uint32(24)
 
 
-def _bit_length(x: Lanes) -> Lanes:
+def _bit_length_u32(x: Lanes) -> Lanes:
     """Number of significant bits of uint32 lanes (0 for 0), exact through float64's exponent."""
     return np.frexp(x.astype(np.float64))[1].astype(np.uint32)
 
 
+def _bit_length(x: Lanes) -> Lanes:
+    """Number of significant bits of unsigned lanes (0 for 0); 64-bit lanes a half at a time."""
+    if x.dtype == U32:
+        return _bit_length_u32(x)
+    lo, hi = _halves(x)
+    return np.where(hi != 0, _bit_length_u32(hi) + np.uint32(32), _bit_length_u32(lo))
+
+
 def _popcount(a: Lanes) -> Lanes:
-    return _popcount_u32(_u(a)).astype(a.dtype)
+    x = _u(a)
+    if x.dtype == U64:
+        lo, hi = _halves(x)
+        return (_popcount_u32(lo) + _popcount_u32(hi)).astype(a.dtype)
+    return _popcount_u32(x).astype(a.dtype)
 
 
 def _clz(a: Lanes) -> Lanes:
-    return (np.uint32(32) - _bit_length(_u(a))).astype(a.dtype)
+    return (np.uint32(_width(a)) - _bit_length(_u(a))).astype(a.dtype)
 
 
 def _ctz(a: Lanes) -> Lanes:
     x = _u(a)
-    low = x & (np.uint32(0) - x)
-    return np.where(x == 0, np.uint32(32), _bit_length(low) - np.uint32(1)).astype(a.dtype)
+    low = x & (_const(a, 0) - x)
+    return np.where(x == 0, np.uint32(_width(a)), _bit_length(low) - np.uint32(1)).astype(a.dtype)
+
+
+def _reverse_u32(x: Lanes) -> Lanes:
+    for shift, mask in ((1, 0x55555555), (2, 0x33333333), (4, 0x0F0F0F0F), (8, 0x00FF00FF)):
+        s, m = np.uint32(shift), np.uint32(mask)
+        x = ((x >> s) & m) | ((x & m) << s)
+    return (x >> np.uint32(16)) | (x << np.uint32(16))
 
 
 def _reverse_bits(a: Lanes) -> Lanes:
     x = _u(a)
-    for shift, mask in ((1, 0x55555555), (2, 0x33333333), (4, 0x0F0F0F0F), (8, 0x00FF00FF)):
-        s, m = np.uint32(shift), np.uint32(mask)
-        x = ((x >> s) & m) | ((x & m) << s)
-    x = (x >> np.uint32(16)) | (x << np.uint32(16))
-    return _back(x, a.dtype)
+    if x.dtype == U64:  # reverse each half, then swap them
+        lo, hi = _halves(x)
+        x = (_reverse_u32(lo).astype(U64) << np.uint64(32)) | _reverse_u32(hi).astype(U64)
+        return _back(x, a.dtype)
+    return _back(_reverse_u32(x), a.dtype)
 
 
 def _bitnot(a: Lanes) -> Lanes:
@@ -196,8 +276,15 @@ def _via_float64(fn: Callable[[Lanes], Lanes]) -> UnaryFn:
     return lambda a: f.float64_to_f32(fn(np.asarray(a, np.float64)))
 
 
-def _inverse_sqrt(x: Lanes) -> Lanes:
-    return 1.0 / np.sqrt(x)
+def _inverse_sqrt(a: Lanes) -> Lanes:
+    """F32: 1 / sqrt(a) in float64, rounded once; F64: correctly rounded sqrt, then correctly rounded 1 / that."""
+    if a.dtype == F64:
+        return np.float64(1.0) / np.sqrt(a)
+    return f.float64_to_f32(1.0 / np.sqrt(np.asarray(a, np.float64)))
+
+
+def _reciprocal(a: Lanes) -> Lanes:
+    return a.dtype.type(1.0) / a
 
 
 BINARY: dict[str, BinaryFn] = {
@@ -206,15 +293,15 @@ BINARY: dict[str, BinaryFn] = {
     "shl": _shl, "shr": _shr, "rotate_left": _rotl, "rotate_right": _rotr,
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater, "le": np.less_equal,
     "ge": np.greater_equal, "and_": np.logical_and, "or_": np.logical_or, "min": _min, "max": _max,
-    "abs_diff": _abs_diff, "saturating_add": _saturating(np.add), "saturating_sub": _saturating(np.subtract),
-    "saturating_mul": _saturating(np.multiply), "mul_high": _mul_high,
+    "abs_diff": _abs_diff, "saturating_add": _saturating_add, "saturating_sub": _saturating_sub,
+    "saturating_mul": _saturating_mul, "mul_high": _mul_high,
 }
 
 UNARY: dict[str, UnaryFn] = {
     "neg": _neg, "bitnot": _bitnot, "not_": np.logical_not, "popcount": _popcount, "clz": _clz,
     "ctz": _ctz, "reverse_bits": _reverse_bits, "abs": _abs, "sign": _sign,
-    "sqrt": np.sqrt, "reciprocal": lambda a: np.float32(1.0) / a, "floor": np.floor, "ceil": np.ceil,
-    "trunc": np.trunc, "round": f.round_f32, "inverse_sqrt": _via_float64(_inverse_sqrt),
+    "sqrt": np.sqrt, "reciprocal": _reciprocal, "floor": np.floor, "ceil": np.ceil,
+    "trunc": np.trunc, "round": f.round_float, "inverse_sqrt": _inverse_sqrt,
     "exp": _via_float64(np.exp), "exp2": _via_float64(np.exp2), "log": _via_float64(np.log),
     "log2": _via_float64(np.log2), "sin": _via_float64(np.sin), "cos": _via_float64(np.cos),
     "tan": _via_float64(np.tan), "asin": _via_float64(np.arcsin), "acos": _via_float64(np.arccos),
@@ -224,14 +311,22 @@ UNARY: dict[str, UnaryFn] = {
 
 
 def fma(a: Lanes, b: Lanes, c: Lanes) -> Lanes:
-    """``a * b + c``: single rounding for F32, wrapping for integers."""
+    """``a * b + c``: single rounding for F32 and F64, wrapping for integers."""
     if a.dtype == F32:
         return f.fma_f32(a, b, c)
+    if a.dtype == F64:
+        return f.fma_f64(a, b, c)
     return a * b + c
 
 
 def cast(target: DataType, x: Lanes) -> Lanes:
-    """Convert lanes to ``target`` (U32, I32, F32 or BOOL) following docs/semantics.md."""
+    """Convert lanes to the arithmetic type ``target`` following docs/semantics.md (Casts).
+
+    Integers of the same width reinterpret bits; integer widening sign- or zero-extends after the
+    source's signedness and narrowing keeps the low bits (numpy's integer ``astype`` does both);
+    int -> float rounds once to nearest even; float -> int truncates toward zero and saturates
+    (NaN -> 0); F32 -> F64 is exact and F64 -> F32 rounds to nearest even.
+    """
     to = LANE_DTYPE[target]
     src = x.dtype
     if src == to:
@@ -240,10 +335,10 @@ def cast(target: DataType, x: Lanes) -> Lanes:
         return x != 0
     if src == BOOL:
         return x.astype(to)
-    if to == F32:
-        return x.astype(np.float64).astype(F32)  # exact int in float64, then one rounding
-    if src == F32:
-        lo, hi = _LIMITS[to]
-        t = np.clip(np.trunc(x.astype(np.float64)), lo, hi)
-        return np.where(np.isnan(t), 0.0, t).astype(np.int64).astype(to)
-    return x.view(to)
+    if to in FLOATS:
+        return f.int_to_float(x, to) if src not in FLOATS else x.astype(to)
+    if src in FLOATS:
+        return f.float_to_int(x, to, *_LIMITS[to])
+    if src.itemsize == to.itemsize:
+        return x.view(to)
+    return x.astype(to)

@@ -9,7 +9,8 @@ import numpy as np
 from vyre.ir.program import Program
 
 #: (exponent mask, mantissa mask) of the float formats, by numpy dtype (BF16 arrays are uint16)
-_FLOAT_MASKS = {np.dtype(np.float32): (0x7F800000, 0x007FFFFF), np.dtype(np.float16): (0x7C00, 0x03FF)}
+_FLOAT_MASKS = {np.dtype(np.float32): (0x7F800000, 0x007FFFFF), np.dtype(np.float16): (0x7C00, 0x03FF),
+                np.dtype(np.float64): (0x7FF0000000000000, 0x000FFFFFFFFFFFFF)}
 _BF16_MASKS = (0x7F80, 0x007F)
 _SHOWN = 5
 
@@ -41,7 +42,7 @@ def assert_within_ulp(expected: np.ndarray, actual: np.ndarray, max_ulp: int, wh
 
 
 def nan_mask(x: np.ndarray, bf16: bool = False) -> np.ndarray:
-    """NaN elements of a float32/float16 array, or of a uint16 array of BF16 bits when ``bf16``."""
+    """NaN elements of a float64/float32/float16 array, or of a uint16 array of BF16 bits when ``bf16``."""
     if bf16:
         exp, man = _BF16_MASKS
     elif x.dtype in _FLOAT_MASKS:

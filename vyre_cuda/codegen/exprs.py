@@ -11,14 +11,18 @@ from collections.abc import Mapping
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir.expr import Expr, is_atomic_read
 from vyre.ir.program import Access
-from vyre.ir.types import DataType
+from vyre.ir.types import SIGN_TWIN, DataType
 from vyre_cuda.codegen import ops
 from vyre_cuda.codegen.builder import Builder, Val
 from vyre_cuda.codegen.lowerings import LoweringContext, get_lowering
 from vyre_cuda.codegen.memory import Buffers
-from vyre_cuda.codegen.types import F32_ONE, reg_kind
+from vyre_cuda.codegen.ops import W32, W64, width_of
+from vyre_cuda.codegen.types import bits, reg_kind, suffix
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
+U64, I64, F64 = DataType.U64, DataType.I64, DataType.F64
+#: subgroup_add's add per type (integers wrap: the unsigned add serves both signednesses)
+_SUBGROUP_ADD = {U32: "add.u32", I32: "add.u32", F32: "add.rn.f32", U64: "add.u64", I64: "add.u64", F64: "add.rn.f64"}
 AXES = "xyz"
 COMPARE_OPS = ("eq", "ne", "lt", "gt", "le", "ge")
 Scope = Mapping[str, Val]
@@ -66,8 +70,9 @@ class ExprLowering:
         if e.dtype is BOOL:
             text = "1" if e.value else "0"
             return Val(self.b.cached(("lit", "pred", text), lambda: self.b.op("mov.pred", "p", text)), BOOL)
-        text = f"0x{int(e.value):08X}"
-        return Val(self.b.cached(("lit", "b32", text), lambda: self.b.op("mov.b32", "r", text)), e.dtype)
+        b_ = bits(e.dtype)
+        text = f"0x{int(e.value):0{e.dtype.size * 2}X}"
+        return Val(self.b.cached(("lit", b_, text), lambda: self.b.op(f"mov.{b_}", reg_kind(e.dtype), text)), e.dtype)
 
     def _var(self, e: Expr, scope: Scope) -> Val:
         try:
@@ -146,7 +151,7 @@ class ExprLowering:
     def _select(self, e: Expr, scope: Scope) -> Val:
         c, t, f = (self.lower(a, scope) for a in e.args)
         if t.dtype is not BOOL:
-            return Val(self.b.op("selp.b32", "r", t.reg, f.reg, c.reg), t.dtype)
+            return Val(self.b.op(f"selp.{bits(t.dtype)}", reg_kind(t.dtype), t.reg, f.reg, c.reg), t.dtype)
         d = self.b.regs.new("p")
         self.b.ins(f"mov.pred {d}, {t.reg}", c.reg)
         self.b.ins(f"mov.pred {d}, {f.reg}", f"!{c.reg}")
@@ -154,8 +159,9 @@ class ExprLowering:
 
     def _fma(self, e: Expr, scope: Scope) -> Val:
         a, b_, c = (self.lower(x, scope) for x in e.args)
-        opcode = "fma.rn.f32" if a.dtype is F32 else "mad.lo.u32"  # integer fma wraps
-        return Val(self.b.op(opcode, "r", a.reg, b_.reg, c.reg), a.dtype)
+        w = width_of(a.dtype)
+        opcode = f"fma.rn.{w.f}" if a.dtype.is_float else f"mad.lo.{w.u}"  # integer fma wraps
+        return Val(self.b.op(opcode, w.kind, a.reg, b_.reg, c.reg), a.dtype)
 
     def _cast(self, e: Expr, scope: Scope) -> Val:
         v = self.lower(e.args[0], scope)
@@ -169,19 +175,29 @@ class ExprLowering:
     def _shuffle(self, e: Expr, scope: Scope) -> Val:
         v, lane = (self.lower(a, scope) for a in e.args)
         src = self.b.op("selp.u32", "r", "1", "0", v.reg) if v.dtype is BOOL else v.reg
-        # c = 0x1f: no segments, lane index = lane & 31
-        out = self.b.op("shfl.sync.idx.b32", "r", src, lane.reg, "0x1F", "0xFFFFFFFF")
+        out = self._shfl("idx", src, lane.reg, v.dtype.is_wide)
         if v.dtype is BOOL:
             return Val(self.b.op("setp.ne.u32", "p", out, "0"), BOOL)
         return Val(out, v.dtype)
 
+    def _shfl(self, mode: str, value: str, lane: str, wide: bool) -> str:
+        """``shfl.sync.<mode>`` of a 32-bit register, or of a 64-bit one as its two 32-bit halves.
+        c = 0x1f: no segments, lane index = lane & 31 (idx) or lane ^ offset (bfly)."""
+        if not wide:
+            return self.b.op(f"shfl.sync.{mode}.b32", "r", value, lane, "0x1F", "0xFFFFFFFF")
+        lo, hi = self.b.regs.new("r"), self.b.regs.new("r")
+        self.b.ins(f"mov.b64 {{{lo}, {hi}}}, {value}")
+        lo, hi = (self.b.op(f"shfl.sync.{mode}.b32", "r", h, lane, "0x1F", "0xFFFFFFFF") for h in (lo, hi))
+        out = self.b.regs.new("rd")
+        self.b.ins(f"mov.b64 {out}, {{{lo}, {hi}}}")
+        return out
+
     def _subgroup_add(self, e: Expr, scope: Scope) -> Val:
         v = self.lower(e.args[0], scope)
-        add = "add.rn.f32" if v.dtype is F32 else "add.u32"
         acc = v.reg
         for offset in (16, 8, 4, 2, 1):
-            other = self.b.op("shfl.sync.bfly.b32", "r", acc, str(offset), "0x1F", "0xFFFFFFFF")
-            acc = self.b.op(add, "r", acc, other)
+            other = self._shfl("bfly", acc, str(offset), v.dtype.is_wide)
+            acc = self.b.op(_SUBGROUP_ADD[v.dtype], reg_kind(v.dtype), acc, other)
         return Val(acc, v.dtype)
 
     # ---- registered ops -----------------------------------------------------------------------------
@@ -205,15 +221,23 @@ class ExprLowering:
 def cast(b: Builder, v: Val, to: DataType) -> str:
     """Register holding ``v`` converted to ``to`` (docs/semantics.md, Casts)."""
     frm = v.dtype
-    if frm is to or {frm, to} == {U32, I32}:
+    if frm is to or SIGN_TWIN.get(frm) is to:
         return v.reg  # same bits
     if to is BOOL:
-        if frm is F32:
-            return b.op("setp.neu.f32", "p", v.reg, "0f00000000")  # NaN -> true, ±0 -> false
-        return b.op("setp.ne.u32", "p", v.reg, "0")
+        w = width_of(frm)
+        if frm.is_float:
+            return b.op(f"setp.neu.{w.f}", "p", v.reg, w.zero)  # NaN -> true, ±0 -> false
+        return b.op(f"setp.ne.{w.u}", "p", v.reg, "0")
     if frm is BOOL:
-        return b.op("selp.b32", "r", F32_ONE if to is F32 else "1", "0", v.reg)
-    if to is F32:
-        return b.op(f"cvt.rn.f32.{'u32' if frm is U32 else 's32'}", "r", v.reg)
-    # F32 -> int: .rzi truncates, saturates to the range and maps NaN to 0
-    return b.op(f"cvt.rzi.{'u32' if to is U32 else 's32'}.f32", "r", v.reg)
+        w = width_of(to)
+        return b.op(f"selp.{w.b}", w.kind, w.one if to.is_float else "1", "0", v.reg)
+    if frm.is_float and to.is_float:  # F32 -> F64 is exact; F64 -> F32 rounds to nearest even
+        return b.op("cvt.f64.f32" if to is F64 else "cvt.rn.f32.f64", reg_kind(to), v.reg)
+    if to.is_float:
+        return b.op(f"cvt.rn.{suffix(to)}.{suffix(frm)}", reg_kind(to), v.reg)
+    if frm.is_float:
+        # float -> int: .rzi truncates, saturates to the range and maps NaN to 0
+        return b.op(f"cvt.rzi.{suffix(to)}.{suffix(frm)}", reg_kind(to), v.reg)
+    if to.is_wide:  # widen after the source's signedness: zero- or sign-extend
+        return b.op(f"cvt.{W64.s if frm.is_signed else W64.u}.{suffix(frm)}", "rd", v.reg)
+    return b.op(f"cvt.{W32.u}.{W64.u}", "r", v.reg)  # narrow: keep the low 32 bits

@@ -4,7 +4,7 @@ A plugin registers ``register_lowering(op_id, fn)``. The emitter calls
 ``fn(ctx, *arg_regs) -> result_reg`` where
 
 - ``arg_regs`` are the registers holding the already evaluated arguments, in order: ``%rN``
-  (``.b32``) for U32/I32/F32, ``%pN`` (``.pred``) for BOOL;
+  (``.b32``) for U32/I32/F32, ``%rdN`` (``.b64``) for U64/I64/F64, ``%pN`` (``.pred``) for BOOL;
 - ``ctx`` is a ``LoweringContext``: ``ctx.emit("add.u32 %r9, %r1, %r2")`` appends one instruction
   (no trailing ``;``), ``ctx.reg(kind)`` returns a fresh register (``"r"`` .b32, ``"p"`` .pred,
   ``"rd"`` .b64, ``"h"`` .b16), ``ctx.arg_types`` / ``ctx.result_type`` give the op's types;

@@ -18,21 +18,26 @@ from vyre.ir.types import DataType
 from vyre_cuda.codegen.abi import count_word, param_name
 from vyre_cuda.codegen.builder import Builder, Val
 from vyre_cuda.codegen.own_index import cached_read_write
+from vyre_cuda.codegen.types import bits
 
 D = DataType
 #: storage type -> ld/st type suffix (8/16-bit integer loads widen: u* zero-, s* sign-extend)
 _MEM_SUFFIX = {
     D.U8: "u8", D.I8: "s8", D.U16: "u16", D.I16: "s16", D.U32: "u32", D.I32: "u32",
-    D.F32: "u32", D.BOOL: "u32", D.F16: "b16", D.BF16: "u16",
+    D.F32: "u32", D.BOOL: "u32", D.F16: "b16", D.BF16: "u16", D.U64: "u64", D.I64: "u64", D.F64: "u64",
 }
 #: storage type -> st suffix (stores truncate to the low bits)
 _STORE_SUFFIX = {**_MEM_SUFFIX, D.I8: "u8", D.I16: "u16", D.BF16: "b16"}
-#: atomic op -> (atom operation, type suffix for U32, for I32)
+#: atomic op -> (atom operation, {buffer type: atom type suffix})
 _ATOMIC = {
-    AtomicOp.ADD: ("add", "u32", "u32"), AtomicOp.OR: ("or", "b32", "b32"),
-    AtomicOp.AND: ("and", "b32", "b32"), AtomicOp.XOR: ("xor", "b32", "b32"),
-    AtomicOp.MIN: ("min", "u32", "s32"), AtomicOp.MAX: ("max", "u32", "s32"),
-    AtomicOp.EXCHANGE: ("exch", "b32", "b32"), AtomicOp.COMPARE_EXCHANGE: ("cas", "b32", "b32"),
+    AtomicOp.ADD: ("add", {D.U32: "u32", D.I32: "u32", D.U64: "u64", D.I64: "u64", D.F64: "f64"}),
+    AtomicOp.OR: ("or", {D.U32: "b32", D.I32: "b32", D.U64: "b64", D.I64: "b64"}),
+    AtomicOp.AND: ("and", {D.U32: "b32", D.I32: "b32", D.U64: "b64", D.I64: "b64"}),
+    AtomicOp.XOR: ("xor", {D.U32: "b32", D.I32: "b32", D.U64: "b64", D.I64: "b64"}),
+    AtomicOp.MIN: ("min", {D.U32: "u32", D.I32: "s32", D.U64: "u64", D.I64: "s64"}),
+    AtomicOp.MAX: ("max", {D.U32: "u32", D.I32: "s32", D.U64: "u64", D.I64: "s64"}),
+    AtomicOp.EXCHANGE: ("exch", {D.U32: "b32", D.I32: "b32", D.U64: "b64", D.I64: "b64"}),
+    AtomicOp.COMPARE_EXCHANGE: ("cas", {D.U32: "b32", D.I32: "b32", D.U64: "b64", D.I64: "b64"}),
 }
 SHARED_SYMBOL = "vyre_smem"
 
@@ -111,7 +116,8 @@ class Buffers:
             h = b.op("mov.b16", "h", "0")
             b.ins(f"{ld} {h}, {addr}", p)
             return Val(b.op("cvt.f32.f16", "r", h), D.F32)
-        v = b.op("mov.b32", "r", "0")
+        wide = d.dtype.is_wide  # everything narrower loads into a 32-bit register
+        v = b.op("mov.b64" if wide else "mov.b32", "rd" if wide else "r", "0")
         b.ins(f"{ld} {v}, {addr}", p)
         if d.dtype is D.BF16:
             return Val(b.op("shl.b32", "r", v, "16"), D.F32)
@@ -154,15 +160,15 @@ class Buffers:
         b, d = self.b, self.decls[name]
         p, addr = self._guard_and_address(d, index)
         scope = "cta" if d.is_workgroup else "gpu"
-        name_, u, s = _ATOMIC[op.base]
-        old = b.op("mov.b32", "r", "0")
+        name_, suffixes = _ATOMIC[op.base]
+        old = b.op(f"mov.{bits(d.dtype)}", "rd" if d.dtype.is_wide else "r", "0")
         # atom.cas d, [a], b, c stores c when the old value equals b
         operands = f"{expected}, {value}" if op.base is AtomicOp.COMPARE_EXCHANGE else value
         order = "relaxed" if op.is_relaxed else "acq_rel"
         if not op.is_relaxed:
             b.ins(f"fence.sc.{scope}", p)
         space = "shared" if d.is_workgroup else "global"
-        b.ins(f"atom.{order}.{scope}.{space}.{name_}.{s if d.dtype is D.I32 else u} {old}, {addr}, {operands}", p)
+        b.ins(f"atom.{order}.{scope}.{space}.{name_}.{suffixes[d.dtype]} {old}, {addr}, {operands}", p)
         return Val(old, d.dtype)
 
     def atomic_read(self, name: str, index: str) -> Val:
@@ -170,9 +176,9 @@ class Buffers:
         write the word, never an L1 line another workgroup cannot update; 0 out of bounds."""
         b, d = self.b, self.decls[name]
         p, addr = self._guard_and_address(d, index)
-        old = b.op("mov.b32", "r", "0")
+        old = b.op(f"mov.{bits(d.dtype)}", "rd" if d.dtype.is_wide else "r", "0")
         scope, space = ("cta", "shared") if d.is_workgroup else ("gpu", "global")
-        b.ins(f"ld.relaxed.{scope}.{space}.b32 {old}, {addr}", p)
+        b.ins(f"ld.relaxed.{scope}.{space}.{bits(d.dtype)} {old}, {addr}", p)
         return Val(old, d.dtype)
 
     # ---- workgroup memory initialisation -------------------------------------------------------

@@ -2,48 +2,90 @@
 
 A plain string is the opcode of a single instruction ``opcode d, a[, b]``; a function
 ``fn(b, *operand_regs) -> result_reg`` emits a short sequence where PTX alone would not match
-docs/semantics.md (division by zero, 5-bit shift masks, -0.0 in min/max, ...).
+docs/semantics.md (division by zero, shift masks, -0.0 in min/max, ...). The 32-bit and 64-bit
+entries come from the same lowerings, spelled for the width by a ``Width``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from vyre.ir.types import DataType
 from vyre_cuda.codegen import mathlib
 from vyre_cuda.codegen.builder import Builder
-from vyre_cuda.codegen.types import ABS_MASK, F32_ONE, SIGN_BIT, f32_imm
+from vyre_cuda.codegen.types import f32_imm, f64_imm
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
+U64, I64, F64 = DataType.U64, DataType.I64, DataType.F64
 Lowering = str | Callable[..., str]
 ALL_ONES = "0xFFFFFFFF"
 
 
-def _selp(b: Builder, t: str, f: str, p: str) -> str:
-    return b.op("selp.b32", "r", t, f, p)
+@dataclass(frozen=True)
+class Width:
+    """PTX spellings of one register width: type suffixes, register class and constants."""
+
+    bits: int
+    u: str  # unsigned suffix
+    s: str  # signed suffix
+    f: str  # float suffix
+    b: str  # untyped bits suffix
+    kind: str  # register class
+    ones: str  # all ones
+    sign: str  # the sign bit
+    magnitude: str  # every bit but the sign bit
+    one: str  # float 1.0
+    zero: str  # float +0.0
+
+    def imm(self, x: float) -> str:
+        """``x`` as a float immediate of this width."""
+        return f64_imm(x) if self.bits == 64 else f32_imm(x)
+
+
+W32 = Width(32, "u32", "s32", "f32", "b32", "r", ALL_ONES, "0x80000000", "0x7FFFFFFF", f32_imm(1.0), "0f00000000")
+W64 = Width(64, "u64", "s64", "f64", "b64", "rd", "0xFFFFFFFFFFFFFFFF", "0x8000000000000000",
+            "0x7FFFFFFFFFFFFFFF", f64_imm(1.0), "0d0000000000000000")
+#: (unsigned, signed, float) type of each width
+TYPES = ((W32, U32, I32, F32), (W64, U64, I64, F64))
+
+
+def width_of(dtype: DataType) -> Width:
+    return W64 if dtype.is_wide else W32
+
+
+def _selp(b: Builder, t: str, f: str, p: str, w: Width = W32) -> str:
+    return b.op(f"selp.{w.b}", w.kind, t, f, p)
 
 
 # ---- integer division: PTX leaves x/0 and MIN/-1 undefined, so divide by a safe divisor -------
-def _div_u32(b: Builder, x: str, y: str, rem: bool = False) -> str:
-    zero = b.op("setp.eq.u32", "p", y, "0")
-    r = b.op("rem.u32" if rem else "div.u32", "r", x, _selp(b, "1", y, zero))
-    return _selp(b, "0" if rem else ALL_ONES, r, zero)
-
-
-def _div_s32(b: Builder, x: str, y: str, rem: bool = False) -> str:
-    zero = b.op("setp.eq.s32", "p", y, "0")
-    minus1 = b.op("setp.eq.s32", "p", y, "-1")
-    bad = b.op("or.pred", "p", zero, minus1)
-    r = b.op("rem.s32" if rem else "div.s32", "r", x, _selp(b, "1", y, bad))
-    if rem:
-        return _selp(b, "0", r, bad)
-    r = _selp(b, b.op("neg.s32", "r", x), r, minus1)  # MIN / -1 wraps to MIN
-    return _selp(b, ALL_ONES, r, zero)
-
-
-def _shift(opcode: str) -> Callable[..., str]:
+def _div_u(w: Width, rem: bool) -> Callable[..., str]:
     def lower(b: Builder, x: str, y: str) -> str:
-        return b.op(opcode, "r", x, b.op("and.b32", "r", y, "31"))
+        zero = b.op(f"setp.eq.{w.u}", "p", y, "0")
+        r = b.op(f"{'rem' if rem else 'div'}.{w.u}", w.kind, x, _selp(b, "1", y, zero, w))
+        return _selp(b, "0" if rem else w.ones, r, zero, w)
+
+    return lower
+
+
+def _div_s(w: Width, rem: bool) -> Callable[..., str]:
+    def lower(b: Builder, x: str, y: str) -> str:
+        zero = b.op(f"setp.eq.{w.s}", "p", y, "0")
+        minus1 = b.op(f"setp.eq.{w.s}", "p", y, "-1")
+        bad = b.op("or.pred", "p", zero, minus1)
+        r = b.op(f"{'rem' if rem else 'div'}.{w.s}", w.kind, x, _selp(b, "1", y, bad, w))
+        if rem:
+            return _selp(b, "0", r, bad, w)
+        r = _selp(b, b.op(f"neg.{w.s}", w.kind, x), r, minus1, w)  # MIN / -1 wraps to MIN
+        return _selp(b, w.ones, r, zero, w)
+
+    return lower
+
+
+def _shift(opcode: str, w: Width) -> Callable[..., str]:
+    """Shift by the amount masked to the width (the amount is a U32 register at either width)."""
+    def lower(b: Builder, x: str, y: str) -> str:
+        return b.op(opcode, w.kind, x, b.op("and.b32", "r", y, str(w.bits - 1)))
 
     return lower
 
@@ -55,40 +97,63 @@ def _rotate(direction: str) -> Callable[..., str]:
     return lower
 
 
-def _fminmax(opcode: str, zeros: str) -> Callable[..., str]:
-    """min.f32/max.f32 return the non-NaN operand; equal operands (±0) resolve by sign bits."""
-
+def _rotate64(left: bool) -> Callable[..., str]:
+    """(x << s) | (x >> (64 - s) & 63) with s = amount & 63 (s = 0 gives x | x); right: mirrored."""
     def lower(b: Builder, x: str, y: str) -> str:
-        m = b.op(opcode, "r", x, y)
-        same = b.op("setp.eq.f32", "p", x, y)
-        return _selp(b, b.op(zeros, "r", x, y), m, same)
+        s = b.op("and.b32", "r", y, "63")
+        t = b.op("and.b32", "r", b.op("sub.u32", "r", "64", s), "63")
+        first, second = ("shl.b64", "shr.b64") if left else ("shr.b64", "shl.b64")
+        return b.op("or.b64", "rd", b.op(first, "rd", x, s), b.op(second, "rd", x, t))
 
     return lower
 
 
-def _abs_diff_int(t: str) -> Callable[..., str]:
+def _fminmax(opcode: str, zeros: str, w: Width) -> Callable[..., str]:
+    """min/max return the non-NaN operand; equal operands (±0) resolve by sign bits."""
+
     def lower(b: Builder, x: str, y: str) -> str:
-        return b.op("sub.u32", "r", b.op(f"max.{t}", "r", x, y), b.op(f"min.{t}", "r", x, y))
+        m = b.op(f"{opcode}.{w.f}", w.kind, x, y)
+        same = b.op(f"setp.eq.{w.f}", "p", x, y)
+        return _selp(b, b.op(f"{zeros}.{w.b}", w.kind, x, y), m, same, w)
 
     return lower
 
 
-def _abs_diff_f32(b: Builder, x: str, y: str) -> str:
-    return b.op("and.b32", "r", b.op("sub.rn.f32", "r", x, y), ABS_MASK)
+def _abs_diff_int(t: str, w: Width) -> Callable[..., str]:
+    def lower(b: Builder, x: str, y: str) -> str:
+        return b.op(f"sub.{w.u}", w.kind, b.op(f"max.{t}", w.kind, x, y), b.op(f"min.{t}", w.kind, x, y))
+
+    return lower
 
 
-def _sat_add_u32(b: Builder, x: str, y: str) -> str:
-    s = b.op("add.u32", "r", x, y)
-    return _selp(b, ALL_ONES, s, b.op("setp.lt.u32", "p", s, x))
+def _abs_diff_float(w: Width) -> Callable[..., str]:
+    def lower(b: Builder, x: str, y: str) -> str:
+        return b.op(f"and.{w.b}", w.kind, b.op(f"sub.rn.{w.f}", w.kind, x, y), w.magnitude)
+
+    return lower
 
 
-def _sat_sub_u32(b: Builder, x: str, y: str) -> str:
-    return b.op("sub.u32", "r", b.op("max.u32", "r", x, y), y)
+def _sat_add_u(w: Width) -> Callable[..., str]:
+    def lower(b: Builder, x: str, y: str) -> str:
+        s = b.op(f"add.{w.u}", w.kind, x, y)
+        return _selp(b, w.ones, s, b.op(f"setp.lt.{w.u}", "p", s, x), w)
+
+    return lower
 
 
-def _sat_mul_u32(b: Builder, x: str, y: str) -> str:
-    over = b.op("setp.ne.u32", "p", b.op("mul.hi.u32", "r", x, y), "0")
-    return _selp(b, ALL_ONES, b.op("mul.lo.u32", "r", x, y), over)
+def _sat_sub_u(w: Width) -> Callable[..., str]:
+    def lower(b: Builder, x: str, y: str) -> str:
+        return b.op(f"sub.{w.u}", w.kind, b.op(f"max.{w.u}", w.kind, x, y), y)
+
+    return lower
+
+
+def _sat_mul_u(w: Width) -> Callable[..., str]:
+    def lower(b: Builder, x: str, y: str) -> str:
+        over = b.op(f"setp.ne.{w.u}", "p", b.op(f"mul.hi.{w.u}", w.kind, x, y), "0")
+        return _selp(b, w.ones, b.op(f"mul.lo.{w.u}", w.kind, x, y), over, w)
+
+    return lower
 
 
 def _clamp_s64_to_s32(b: Builder, w: str) -> str:
@@ -112,92 +177,172 @@ def _sat_addsub_s32(opcode: str) -> Callable[..., str]:
     return lower
 
 
+def _saturate_s64(b: Builder, value: str, over: str, negative: str) -> str:
+    """``value``, or MIN/MAX (after ``negative``) where ``over``."""
+    limit = _selp(b, W64.sign, W64.magnitude, negative, W64)
+    return _selp(b, limit, value, over, W64)
+
+
+def _sat_add_s64(b: Builder, x: str, y: str) -> str:
+    """Wrapping sum; it overflowed when its sign differs from both operands' ((x ^ s) & (y ^ s) < 0)."""
+    s = b.op("add.s64", "rd", x, y)
+    flags = b.op("and.b64", "rd", b.op("xor.b64", "rd", x, s), b.op("xor.b64", "rd", y, s))
+    return _saturate_s64(b, s, b.op("setp.lt.s64", "p", flags, "0"), b.op("setp.lt.s64", "p", x, "0"))
+
+
+def _sat_sub_s64(b: Builder, x: str, y: str) -> str:
+    """Wrapping difference; it overflowed when the operands' signs differ and the result's sign is y's."""
+    s = b.op("sub.s64", "rd", x, y)
+    flags = b.op("and.b64", "rd", b.op("xor.b64", "rd", x, y), b.op("xor.b64", "rd", x, s))
+    return _saturate_s64(b, s, b.op("setp.lt.s64", "p", flags, "0"), b.op("setp.lt.s64", "p", x, "0"))
+
+
+def _sat_mul_s64(b: Builder, x: str, y: str) -> str:
+    """The 128-bit product fits when its high half repeats the low half's sign; else its sign picks the limit."""
+    hi = b.op("mul.hi.s64", "rd", x, y)
+    lo = b.op("mul.lo.s64", "rd", x, y)
+    over = b.op("setp.ne.s64", "p", hi, b.op("shr.s64", "rd", lo, "63"))
+    return _saturate_s64(b, lo, over, b.op("setp.lt.s64", "p", hi, "0"))
+
+
 def _bool_eq(b: Builder, x: str, y: str) -> str:
     return b.op("not.pred", "p", b.op("xor.pred", "p", x, y))
 
 
 _CMP = {"eq": "eq", "ne": "ne", "lt": "lt", "gt": "gt", "le": "le", "ge": "ge"}
 
+
+def _binary_table(w: Width, u: DataType, s: DataType, f: DataType) -> dict[tuple[str, DataType], Lowering]:
+    """The binary lowerings on the unsigned, signed and float type of width ``w``."""
+    table: dict[tuple[str, DataType], Lowering] = {
+        ("add", u): f"add.{w.u}", ("add", s): f"add.{w.s}", ("add", f): f"add.rn.{w.f}",
+        ("sub", u): f"sub.{w.u}", ("sub", s): f"sub.{w.s}", ("sub", f): f"sub.rn.{w.f}",
+        ("mul", u): f"mul.lo.{w.u}", ("mul", s): f"mul.lo.{w.s}", ("mul", f): f"mul.rn.{w.f}",
+        ("div", u): _div_u(w, False), ("div", s): _div_s(w, False), ("div", f): f"div.rn.{w.f}",
+        ("rem", u): _div_u(w, True), ("rem", s): _div_s(w, True),
+        ("shl", u): _shift(f"shl.{w.b}", w), ("shl", s): _shift(f"shl.{w.b}", w),
+        ("shr", u): _shift(f"shr.{w.u}", w), ("shr", s): _shift(f"shr.{w.s}", w),
+        ("min", u): f"min.{w.u}", ("min", s): f"min.{w.s}", ("min", f): _fminmax("min", "or", w),
+        ("max", u): f"max.{w.u}", ("max", s): f"max.{w.s}", ("max", f): _fminmax("max", "and", w),
+        ("abs_diff", u): _abs_diff_int(w.u, w), ("abs_diff", s): _abs_diff_int(w.s, w),
+        ("abs_diff", f): _abs_diff_float(w),
+        ("saturating_add", u): _sat_add_u(w), ("saturating_sub", u): _sat_sub_u(w),
+        ("saturating_mul", u): _sat_mul_u(w),
+        ("mul_high", u): f"mul.hi.{w.u}", ("mul_high", s): f"mul.hi.{w.s}",
+        **{(f"bit{op}", t): f"{op}.{w.b}" for op in ("and", "or", "xor") for t in (u, s)},
+        **{(op, t): f"setp.{_CMP[op]}.{sfx}" for op in _CMP for t, sfx in ((u, w.u), (s, w.s))},
+        **{(op, f): f"setp.{'neu' if op == 'ne' else op}.{w.f}" for op in _CMP},
+    }
+    if w.bits == 32:
+        table.update({
+            ("rotate_left", u): _rotate("l"), ("rotate_left", s): _rotate("l"),
+            ("rotate_right", u): _rotate("r"), ("rotate_right", s): _rotate("r"),
+            ("saturating_add", s): _sat_addsub_s32("add.s64"), ("saturating_sub", s): _sat_addsub_s32("sub.s64"),
+            ("saturating_mul", s): _sat_mul_s32,
+        })
+    else:
+        table.update({
+            ("rotate_left", u): _rotate64(True), ("rotate_left", s): _rotate64(True),
+            ("rotate_right", u): _rotate64(False), ("rotate_right", s): _rotate64(False),
+            ("saturating_add", s): _sat_add_s64, ("saturating_sub", s): _sat_sub_s64,
+            ("saturating_mul", s): _sat_mul_s64,
+        })
+    return table
+
+
 BINARY: dict[tuple[str, DataType], Lowering] = {
-    ("add", U32): "add.u32", ("add", I32): "add.s32", ("add", F32): "add.rn.f32",
-    ("sub", U32): "sub.u32", ("sub", I32): "sub.s32", ("sub", F32): "sub.rn.f32",
-    ("mul", U32): "mul.lo.u32", ("mul", I32): "mul.lo.s32", ("mul", F32): "mul.rn.f32",
-    ("div", U32): _div_u32, ("div", I32): _div_s32, ("div", F32): "div.rn.f32",
-    ("rem", U32): lambda b, x, y: _div_u32(b, x, y, rem=True),
-    ("rem", I32): lambda b, x, y: _div_s32(b, x, y, rem=True),
-    ("shl", U32): _shift("shl.b32"), ("shl", I32): _shift("shl.b32"),
-    ("shr", U32): _shift("shr.u32"), ("shr", I32): _shift("shr.s32"),
-    ("rotate_left", U32): _rotate("l"), ("rotate_left", I32): _rotate("l"),
-    ("rotate_right", U32): _rotate("r"), ("rotate_right", I32): _rotate("r"),
-    ("min", U32): "min.u32", ("min", I32): "min.s32", ("min", F32): _fminmax("min.f32", "or.b32"),
-    ("max", U32): "max.u32", ("max", I32): "max.s32", ("max", F32): _fminmax("max.f32", "and.b32"),
-    ("abs_diff", U32): _abs_diff_int("u32"), ("abs_diff", I32): _abs_diff_int("s32"),
-    ("abs_diff", F32): _abs_diff_f32,
-    ("saturating_add", U32): _sat_add_u32, ("saturating_add", I32): _sat_addsub_s32("add.s64"),
-    ("saturating_sub", U32): _sat_sub_u32, ("saturating_sub", I32): _sat_addsub_s32("sub.s64"),
-    ("saturating_mul", U32): _sat_mul_u32, ("saturating_mul", I32): _sat_mul_s32,
-    ("mul_high", U32): "mul.hi.u32", ("mul_high", I32): "mul.hi.s32",
+    **{k: v for types in TYPES for k, v in _binary_table(*types).items()},
     ("and_", BOOL): "and.pred", ("or_", BOOL): "or.pred",
     ("eq", BOOL): _bool_eq, ("ne", BOOL): "xor.pred",
-    **{(f"bit{op}", t): f"{op}.{'pred' if t is BOOL else 'b32'}" for op in ("and", "or", "xor")
-       for t in (U32, I32, BOOL)},
-    **{(op, t): f"setp.{_CMP[op]}.{s}" for op in _CMP for t, s in ((U32, "u32"), (I32, "s32"))},
-    **{(op, F32): f"setp.{'neu' if op == 'ne' else op}.f32" for op in _CMP},
+    **{(f"bit{op}", BOOL): f"{op}.pred" for op in ("and", "or", "xor")},
 }
 
+
 # ---- unary ------------------------------------------------------------------------------------------
-def _abs_s32(b: Builder, x: str) -> str:
-    # (x ^ m) + (m & 1) with m = x >> 31 (arithmetic), an unsigned add: abs(MIN) = MIN, as the oracle
-    # says. Not abs.s32, nor the (x ^ m) - m idiom ptxas recognises as abs: ptxas takes an abs to be
-    # non-negative, so rem(abs(MIN), d) lost its sign, abs(MIN) < 0 folded to false and
+def _abs_s(w: Width) -> Callable[..., str]:
+    # (x ^ m) + (m & 1) with m = x >> (w - 1) (arithmetic), an unsigned add: abs(MIN) = MIN, as the
+    # oracle says. Not abs.s32, nor the (x ^ m) - m idiom ptxas recognises as abs: ptxas takes an abs to
+    # be non-negative, so rem(abs(MIN), d) lost its sign, abs(MIN) < 0 folded to false and
     # abs(MIN) >> 31 to 0 (found by the generated-program tests; seen in ptxas 13.0's sm_90 code).
     # Not max(x, -x): on sm_90 the JIT fuses that max with a following max into one 3-input
     # VIMNMX3 and drops the negation (found by the fuzzer).
-    mask = b.op("shr.s32", "r", x, "31")
-    return b.op("add.u32", "r", b.op("xor.b32", "r", x, mask), b.op("and.b32", "r", mask, "1"))
+    def lower(b: Builder, x: str) -> str:
+        mask = b.op(f"shr.{w.s}", w.kind, x, str(w.bits - 1))
+        return b.op(f"add.{w.u}", w.kind, b.op(f"xor.{w.b}", w.kind, x, mask), b.op(f"and.{w.b}", w.kind, mask, "1"))
+
+    return lower
 
 
-def _sign_s32(b: Builder, x: str) -> str:
-    pos = _selp(b, "1", "0", b.op("setp.gt.s32", "p", x, "0"))
-    return _selp(b, ALL_ONES, pos, b.op("setp.lt.s32", "p", x, "0"))
+def _sign_u(w: Width) -> Callable[..., str]:
+    return lambda b, x: _selp(b, "1", "0", b.op(f"setp.ne.{w.u}", "p", x, "0"), w)
 
 
-def _sign_f32(b: Builder, x: str) -> str:
-    r = _selp(b, F32_ONE, x, b.op("setp.gt.f32", "p", x, "0f00000000"))  # NaN and ±0 keep x
-    return _selp(b, f32_imm(-1.0), r, b.op("setp.lt.f32", "p", x, "0f00000000"))
+def _sign_s(w: Width) -> Callable[..., str]:
+    def lower(b: Builder, x: str) -> str:
+        pos = _selp(b, "1", "0", b.op(f"setp.gt.{w.s}", "p", x, "0"), w)
+        return _selp(b, w.ones, pos, b.op(f"setp.lt.{w.s}", "p", x, "0"), w)
+
+    return lower
 
 
-def _round_f32(b: Builder, x: str) -> str:
+def _sign_f(w: Width) -> Callable[..., str]:
+    def lower(b: Builder, x: str) -> str:
+        r = _selp(b, w.one, x, b.op(f"setp.gt.{w.f}", "p", x, w.zero), w)  # NaN and ±0 keep x
+        return _selp(b, w.imm(-1.0), r, b.op(f"setp.lt.{w.f}", "p", x, w.zero), w)
+
+    return lower
+
+
+def _round_f(w: Width) -> Callable[..., str]:
     """Half away from zero: t = trunc(x); t + copysign(1, x) when |x - t| >= 0.5 (all exact)."""
-    t = b.op("cvt.rzi.f32.f32", "r", x)
-    frac = b.op("and.b32", "r", b.op("sub.rn.f32", "r", x, t), ABS_MASK)
-    one = b.op("or.b32", "r", b.op("and.b32", "r", x, SIGN_BIT), F32_ONE)
-    up = b.op("setp.ge.f32", "p", frac, f32_imm(0.5))
-    return _selp(b, b.op("add.rn.f32", "r", t, one), t, up)
+    def lower(b: Builder, x: str) -> str:
+        t = b.op(f"cvt.rzi.{w.f}.{w.f}", w.kind, x)
+        frac = b.op(f"and.{w.b}", w.kind, b.op(f"sub.rn.{w.f}", w.kind, x, t), w.magnitude)
+        one = b.op(f"or.{w.b}", w.kind, b.op(f"and.{w.b}", w.kind, x, w.sign), w.one)
+        up = b.op(f"setp.ge.{w.f}", "p", frac, w.imm(0.5))
+        return _selp(b, b.op(f"add.rn.{w.f}", w.kind, t, one), t, up, w)
+
+    return lower
 
 
-def _inverse_sqrt(b: Builder, x: str) -> str:
-    """1 / sqrt(x) from two correctly rounded steps: at most ~1 ULP, exact specials."""
-    return b.op("rcp.rn.f32", "r", b.op("sqrt.rn.f32", "r", x))
+def _inverse_sqrt(w: Width) -> Callable[..., str]:
+    """1 / sqrt(x) from two correctly rounded steps: at most ~1 ULP, exact specials (F64: the oracle's
+    definition exactly)."""
+    return lambda b, x: b.op(f"rcp.rn.{w.f}", w.kind, b.op(f"sqrt.rn.{w.f}", w.kind, x))
+
+
+def _count64(opcode: str) -> Callable[..., str]:
+    """popc/clz of a 64-bit value give a u32 count: widened back to the operand's type."""
+    return lambda b, x: b.op("cvt.u64.u32", "rd", b.op(opcode, "r", x))
+
+
+def _unary_table(w: Width, u: DataType, s: DataType, f: DataType) -> dict[tuple[str, DataType], Lowering]:
+    """The unary lowerings on the unsigned, signed and float type of width ``w``."""
+    if w.bits == 32:
+        counts = {"popcount": "popc.b32", "clz": "clz.b32",
+                  "ctz": lambda b, x: b.op("clz.b32", "r", b.op("brev.b32", "r", x))}
+    else:
+        counts = {"popcount": _count64("popc.b64"), "clz": _count64("clz.b64"),
+                  "ctz": lambda b, x: _count64("clz.b64")(b, b.op("brev.b64", "rd", x))}
+    return {
+        ("neg", u): f"neg.{w.s}", ("neg", s): f"neg.{w.s}",
+        ("neg", f): lambda b, x: b.op(f"xor.{w.b}", w.kind, x, w.sign),
+        ("abs", u): lambda b, x: x, ("abs", s): _abs_s(w),
+        ("abs", f): lambda b, x: b.op(f"and.{w.b}", w.kind, x, w.magnitude),
+        ("sign", u): _sign_u(w), ("sign", s): _sign_s(w), ("sign", f): _sign_f(w),
+        **{(op, t): code for t in (u, s) for op, code in (
+            ("bitnot", f"not.{w.b}"), ("reverse_bits", f"brev.{w.b}"), *counts.items())},
+        ("sqrt", f): f"sqrt.rn.{w.f}", ("reciprocal", f): f"rcp.rn.{w.f}", ("inverse_sqrt", f): _inverse_sqrt(w),
+        ("floor", f): f"cvt.rmi.{w.f}.{w.f}", ("ceil", f): f"cvt.rpi.{w.f}.{w.f}",
+        ("trunc", f): f"cvt.rzi.{w.f}.{w.f}", ("round", f): _round_f(w),
+        ("is_nan", f): f"testp.notanumber.{w.f}", ("is_inf", f): f"testp.infinite.{w.f}",
+        ("is_finite", f): f"testp.finite.{w.f}",
+    }
 
 
 UNARY: dict[tuple[str, DataType], Lowering] = {
-    ("neg", U32): "neg.s32", ("neg", I32): "neg.s32",
-    ("neg", F32): lambda b, x: b.op("xor.b32", "r", x, SIGN_BIT),
-    ("abs", U32): lambda b, x: x, ("abs", I32): _abs_s32,
-    ("abs", F32): lambda b, x: b.op("and.b32", "r", x, ABS_MASK),
-    ("sign", U32): lambda b, x: _selp(b, "1", "0", b.op("setp.ne.u32", "p", x, "0")),
-    ("sign", I32): _sign_s32, ("sign", F32): _sign_f32,
+    **{k: v for types in TYPES for k, v in _unary_table(*types).items()},
     ("not_", BOOL): "not.pred",
-    **{(op, t): code for t in (U32, I32) for op, code in (
-        ("bitnot", "not.b32"), ("popcount", "popc.b32"), ("clz", "clz.b32"), ("reverse_bits", "brev.b32"),
-        ("ctz", lambda b, x: b.op("clz.b32", "r", b.op("brev.b32", "r", x))))},
-    ("sqrt", F32): "sqrt.rn.f32", ("reciprocal", F32): "rcp.rn.f32",
-    ("inverse_sqrt", F32): _inverse_sqrt,
-    ("floor", F32): "cvt.rmi.f32.f32", ("ceil", F32): "cvt.rpi.f32.f32", ("trunc", F32): "cvt.rzi.f32.f32",
-    ("round", F32): _round_f32,
-    ("is_nan", F32): "testp.notanumber.f32", ("is_inf", F32): "testp.infinite.f32",
-    ("is_finite", F32): "testp.finite.f32",
     **{(op, F32): fn for op, fn in mathlib.FUNCTIONS.items()},
 }
 

@@ -158,7 +158,8 @@ def array_span(data: object, device_id: int, what: str) -> tuple[int, int]:
 
 
 _TORCH_NAMES = {"uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "int8": "int8", "int16": "int16",
-                "int32": "int32", "float16": "float16", "float32": "float32"}
+                "int32": "int32", "float16": "float16", "float32": "float32", "uint64": "uint64", "int64": "int64",
+                "float64": "float64"}
 
 
 def new_device_array(kind: str, dtype: DataType, count: int, device_id: int) -> tuple[Any, int]:
