@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphs import counting_oracle
 
 import vyre
 from vyre.driver.errors import InvalidProgram
@@ -92,3 +93,19 @@ def test_empty_and_bad_columns(oracle):
         egraph.structural_equivalence([0, 1], [0], [0, 0], [0, 0], [], backend=oracle)
     with pytest.raises(InvalidProgram, match="Fix:"):
         egraph.structural_equivalence([0], [0], [0], [3], [1], backend=oracle)
+
+
+def test_congruence_unions_loop_on_the_device():
+    # three rounds find pairs (the leaves, then f(x) ~ f(y), then g(...)): each round's hook-and-jump
+    # passes are one device loop, with no flag read per pass
+    eclass = np.array([0, 1, 2, 3, 4, 5], np.uint32)
+    op = np.array([7, 7, 1, 1, 2, 2], np.uint32)
+    lens = np.array([0, 0, 1, 1, 1, 1], np.uint32)
+    offsets = np.array([0, 0, 0, 1, 2, 3], np.uint32)
+    backend = counting_oracle()
+    try:
+        got = egraph.congruence_closure(eclass, op, offsets, lens, np.array([0, 1, 2, 3], np.uint32), backend=backend)
+        assert got.tolist() == [0, 0, 2, 2, 4, 4]
+        assert backend.loops == 3
+    finally:
+        backend.shutdown()

@@ -18,7 +18,8 @@ equal children:
 
 ``congruence_closure`` repeats: canonicalise every e-class id through a union-find on the device,
 find the structurally equal e-classes, union them (hooking roots under the smaller id, then
-pointer jumping), until no new pair appears. It returns each e-class's canonical id (the smallest id
+pointer jumping, looped on the device with ``dispatch_until`` until nothing moves), until no new
+pair appears. It returns each e-class's canonical id (the smallest id
 of its merged set).
 """
 
@@ -39,6 +40,7 @@ from vyre.lib.plan import Plan
 U32 = DataType.U32
 _WG = 256
 _GOLDEN = 0x9E3779B1
+_MERGE_PASSES = 1024  # hook-and-jump passes per device loop (a few usually finish)
 
 
 def _mix(h: Expr, value: Expr) -> Expr:
@@ -235,12 +237,13 @@ class EGraph(graph.DeviceArrays):
                     if rel.size == 0:
                         break
                     count = res.upload(np.array([rel.size], dtype=np.uint32))
-                    merge = [(graph.clear_program(), [flag], graph.ONE_INVOCATION),
-                             (union_program(), [rel.src, rel.dst, count, parent, flag],
+                    merge = [(union_program(), [rel.src, rel.dst, count, parent, flag],
                               DispatchConfig(elements=rel.size)),
                              (graph.jump_program(), [parent, flag], DispatchConfig(elements=classes))]
-                    while True:  # hook and jump until every pair shares a root
-                        (word,) = be.dispatch_sequence(merge, reads=[(flag, 0, 4)])
+                    # hook and jump until every pair shares a root, on the device; the flag is read only
+                    # if a whole batch of passes ran out (every flagged pass lowers some parent id)
+                    while be.dispatch_until(merge, flag, _MERGE_PASSES) == _MERGE_PASSES:
+                        (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])
                         if int(np.asarray(word).view(np.uint32)[0]) == 0:
                             break
                 finally:
