@@ -96,6 +96,8 @@ def test_search_and_components_loop_on_the_device(name):
     backend = counting_oracle()
     try:
         with graph.Graph(indptr, indices, backend=backend, undirected=True) as g:
+            assert backend.loops == 0 and backend.reads < 8  # the symmetry check reads a few words
+            backend.reads = 0
             levels = g.bfs(0)
             assert (backend.loops, backend.reads) == (1, 1)
             assert np.array_equal(levels, graph.reference_levels(indptr, indices, 0))
@@ -171,3 +173,24 @@ def test_from_edges_refuses_bad_edges(oracle):
     for n, src, dst in [(3, [0, 1], [1]), (3, [0, 3], [1, 2]), (3, [0], [-1]), (-1, [], []), (True, [], [])]:
         with pytest.raises(InvalidProgram, match="Fix:"):
             graph.from_edges(n, np.array(src), np.array(dst), backend=oracle)
+
+
+def test_undirected_symmetry_is_checked_on_the_device(oracle):
+    # sets, not multisets: duplicates and ids >= n (ignored by every traversal) do not break symmetry
+    n, src, dst = CASES["dense"]
+    indptr, indices = symmetric(n, np.concatenate([src, src[:50]]), np.concatenate([dst, dst[:50]]))
+    with graph.Graph(indptr, indices, backend=oracle, undirected=True) as g:
+        assert g.stored_both_ways()
+    ptr, idx = np.array([0, 2, 3, 4], np.uint32), np.array([1, 9, 0, 0xFFFFFFFF], np.uint32)
+    assert graph.bfs(ptr, idx, 1, backend=oracle, undirected=True).tolist() == [1, 0, graph.UNREACHED]
+    # one edge of 1,600 without its reverse: refused, naming it, never wrong levels
+    keep = np.ones(src.size * 2, bool)
+    both_src, both_dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    lonely = np.flatnonzero(both_src != both_dst)[0]
+    pair = (both_src[lonely], both_dst[lonely])
+    keep[(both_src == pair[1]) & (both_dst == pair[0])] = False
+    indptr, indices = csr(n, both_src[keep], both_dst[keep])
+    with pytest.raises(InvalidProgram, match=rf"edge {pair[0]} -> {pair[1]} is not stored both ways(.|\n)*Fix:"):
+        graph.Graph(indptr, indices, backend=oracle, undirected=True)
+    with graph.Graph(indptr, indices, backend=oracle) as g:
+        assert not g.stored_both_ways()

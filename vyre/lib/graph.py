@@ -84,6 +84,42 @@ def check_symmetric(ptr: np.ndarray, idx: np.ndarray) -> None:
             "or pass undirected=False.")
 
 
+@cache
+def edge_pairs_program() -> Program:
+    """``(out_s[e], out_d[e])`` = edge ``e`` as ``(v, u)``; an ignored neighbour (``u >= n``) becomes
+    ``(v, v)``, a self loop, which is its own reverse."""
+    e = Expr.invocation_id(0)
+    return Program(
+        [BufferDecl.read("indptr", 0, U32), BufferDecl.read("sources", 1, U32), BufferDecl.read("indices", 2, U32),
+         BufferDecl.read_write("out_s", 3, U32), BufferDecl.read_write("out_d", 4, U32)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(e, Expr.buf_len("out_s")), [
+            Node.let("v", Expr.load("sources", e)),
+            Node.let("u", Expr.load("indices", e)),
+            Node.store("out_s", e, V("v")),
+            Node.store("out_d", e, Expr.select(Expr.lt(V("u"), Expr.buf_len("indptr") - 1), V("u"), V("v"))),
+        ])],
+        name="graph_edge_pairs",
+    )
+
+
+@cache
+def pairs_differ_program() -> Program:
+    """``flag = 1`` if pair ``i`` of relation A differs from pair ``i`` of relation B (``i < len(a_s)``)."""
+    i = Expr.invocation_id(0)
+    return Program(
+        [BufferDecl.read("a_s", 0, U32), BufferDecl.read("a_d", 1, U32), BufferDecl.read("b_s", 2, U32),
+         BufferDecl.read("b_d", 3, U32), BufferDecl.read("count", 4, U32, 1), BufferDecl.read_write("flag", 5, U32, 1)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(i, Expr.load("count", Expr.u32(0))), [
+            Node.if_(Expr.or_(Expr.ne(Expr.load("a_s", i), Expr.load("b_s", i)),
+                              Expr.ne(Expr.load("a_d", i), Expr.load("b_d", i))),
+                     [Node.store("flag", Expr.u32(0), Expr.u32(1))]),
+        ])],
+        name="graph_pairs_differ",
+    )
+
+
 class ResidentSet:
     """Resident buffers of one backend that are freed together (``close()`` or ``with``)."""
 
@@ -331,21 +367,61 @@ def device_lanes(backend: object, n: int) -> int:
 class Graph(DeviceArrays):
     """A CSR graph resident on one backend: upload once, run many traversals, ``close()`` when done.
 
-    ``undirected=True`` promises that every edge is stored both ways (checked on the host): BFS may then
+    ``undirected=True`` promises that every edge is stored both ways (checked on the device, refused with
+    a Fix if not): BFS may then
     run bottom-up steps, and components look at each edge once.
     """
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
                  undirected: bool = False) -> None:
         ptr, idx = check_csr(indptr, indices)
-        if undirected:
-            check_symmetric(ptr, idx)
         self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
         self._scratch: dict[str, object] = {}
         super().__init__(backend, [ptr, idx])
-        self._lanes = device_lanes(self.backend, self.n)
         self.indptr_handle, self.indices_handle = self.handles
+        self._lanes = device_lanes(self.backend, self.n)
+        try:
+            if undirected and not self.stored_both_ways():
+                check_symmetric(ptr, idx)  # names an edge whose reverse is missing, in an error with a Fix
+        except BaseException:
+            self.close()
+            raise
+
+    def stored_both_ways(self) -> bool:
+        """Whether every edge's reverse is stored too (as sets: duplicates and ids ``>= n`` do not count).
+
+        On the device: the edges and the reversed edges become sorted, distinct relations (Datalog's
+        sort and dedup operators), which must be equal; three words are read back.
+        """
+        from vyre.lib import datalog
+        from vyre.lib.plan import Plan
+
+        if self.m == 0:
+            return True
+        be, m = self.backend, self.m
+        ev = datalog.Evaluator(be)
+        with ResidentSet(be) as res, ev.scratch.lock:
+            src, dst, flag = res.alloc(4 * m), res.alloc(4 * m), res.upload(np.zeros(1, np.uint32))
+            be.dispatch_sequence([(edge_pairs_program(), [self.indptr_handle, self.edge_sources(), self.indices_handle,
+                                                         src, dst], _elements_config(m))])
+            empty = datalog.Relation(be, 0)
+            res.handles += [empty.src, empty.dst]
+            relations = []
+            try:
+                for a, b in ((src, dst), (dst, src)):
+                    relations.append(ev.fresh(Plan(be, ev.scratch), a, b, m, empty))
+                forward, backward = relations
+                if forward.size != backward.size:
+                    return False
+                count = res.upload(np.array([forward.size], np.uint32))
+                (word,) = be.dispatch_sequence([(pairs_differ_program(), [forward.src, forward.dst, backward.src,
+                                                                          backward.dst, count, flag],
+                                                 _elements_config(forward.size))], reads=[(flag, 0, 4)])
+                return _word(word) == 0
+            finally:
+                for relation in relations:
+                    relation.close()
 
     def scratch(self, name: str, nbytes: int) -> object:
         """The graph's own resident buffer ``name`` (made on first use, kept until ``close``).
