@@ -4,14 +4,15 @@ Both run as IR programs on resident buffers, so the oracle checks them and ``cud
 kernels. A graph is CSR: ``indptr`` (n + 1 u32 offsets) and ``indices`` (u32 neighbour ids);
 neighbour ids ``>= n`` are ignored.
 
-- ``bfs``: level-synchronous, top-down over a compacted frontier (an atomic counter appends newly
-  reached vertices), switching to bottom-up steps (every unreached vertex looks for a parent in the
-  current level) while the frontier is large, when the graph is undirected. One tiny readback (the
-  next frontier's size) per level.
+- ``bfs``: level-synchronous and direction-optimising, the level loop on the device
+  (``dispatch_until``; the steps and the control words are in ``graph_kernels``): top-down over a
+  compacted frontier (an atomic counter appends newly reached vertices), bottom-up steps (every
+  unreached vertex looks for a parent in the current level) while the frontier is large, when the
+  graph is undirected. Only the levels are read back.
 - ``connected_components``: hooking and pointer jumping (Shiloach-Vishkin style, as in ECL-CC and
-  Afforest): each iteration hooks the larger of two different roots of every edge under the
-  smaller one (atomic min), then every vertex jumps to its root. Iterates on the device with
-  ``dispatch_until`` until nothing changes; the labels are then each component's smallest vertex.
+  Afforest): each sweep hooks the larger of two different roots of every edge under the smaller
+  one, then every vertex jumps to its root. Sweeps loop on the device with ``dispatch_until`` until
+  nothing is left; the labels are then each component's smallest vertex.
 """
 
 from __future__ import annotations
@@ -368,8 +369,7 @@ class Graph(DeviceArrays):
     """A CSR graph resident on one backend: upload once, run many traversals, ``close()`` when done.
 
     ``undirected=True`` promises that every edge is stored both ways (checked on the device, refused with
-    a Fix if not): BFS may then
-    run bottom-up steps, and components look at each edge once.
+    a Fix if not): BFS may then run bottom-up steps, and components look at each edge once.
     """
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
