@@ -18,8 +18,10 @@ fixed point is
 Steps 2-3 and the join's write run as one sequence, so an iteration costs two tiny readbacks (the
 join size and the delta size). The loop stops when the delta is empty.
 
-``transitive_closure`` and ``same_generation`` are built from these operators; ``Evaluator.fixpoint``
-runs any rule written the same way (see docs/workloads.md).
+``Evaluator.fixpoint`` runs any rule written the same way (see docs/workloads.md), and
+``transitive_closure`` and ``same_generation`` use these operators above 2**15 vertices (or with
+``dense=False``); up to that size they run every round on the device over bit matrices
+(``vyre.lib.datalog_dense``), with no host round trip per round.
 """
 
 from __future__ import annotations
