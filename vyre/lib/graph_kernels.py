@@ -63,11 +63,11 @@ def strided_edges(v: Expr, lane: Expr, shift: Expr, body: list[Node]) -> list[No
     ]
 
 
-def _halves() -> list[Node]:
-    """Bind ``cur`` and ``nxt``: where this level's and the next level's frontier lists start."""
+def _half(following: bool) -> Expr:
+    """Where this level's (or, ``following``, the next level's) frontier list starts in ``frontiers``."""
     n = Expr.buf_len("levels")
-    return [Node.let("cur", Expr.select(Expr.eq(ctl(LEVEL) & 1, Expr.u32(0)), Expr.u32(0), n)),
-            Node.let("nxt", n - V("cur"))]
+    odd = Expr.ne(ctl(LEVEL) & 1, Expr.u32(0))
+    return Expr.select(odd, Expr.u32(0), n) if following else Expr.select(odd, n, Expr.u32(0))
 
 
 def _strided(lanes: int, count: Expr, body: list[Node]) -> list[Node]:
@@ -121,11 +121,11 @@ def top_down_program(lanes: int) -> Program:
         Node.let("u", Expr.load("indices", V("e"))),
         Node.if_(Expr.and_(Expr.lt(V("u"), Expr.buf_len("levels")),
                            Expr.eq(Expr.load("levels", V("u")), Expr.u32(UNREACHED))), [
-            Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "levels", V("u"), V("level_next"),
+            Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "levels", V("u"), ctl(LEVEL) + 1,
                                         expected=Expr.u32(UNREACHED), relaxed=True)),
             Node.if_(Expr.eq(V("old"), Expr.u32(UNREACHED)), [
                 Node.let("at", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.u32(1), relaxed=True)),
-                Node.store("frontiers", V("nxt") + V("at"), V("u")),
+                Node.store("frontiers", _half(True) + V("at"), V("u")),
                 Node.let("added", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), degree(V("u")),
                                               relaxed=True)),
             ]),
@@ -133,10 +133,10 @@ def top_down_program(lanes: int) -> Program:
     ]
     return Program(
         STEP_BUFFERS, (WG, 1, 1),
-        [*_halves(), Node.let("level_next", ctl(LEVEL) + 1), Node.let("total", total),
+        [Node.let("total", total),
          *_strided(lanes, V("total"), [
              Node.if_(Expr.lt(V("item"), V("total")), [
-                 Node.let("v", Expr.load("frontiers", V("cur") + (V("item") >> shift))),
+                 Node.let("v", Expr.load("frontiers", _half(False) + (V("item") >> shift))),
                  *strided_edges(V("v"), V("item") & ((Expr.u32(1) << shift) - 1), shift, claim),
              ]),
          ])],
@@ -179,16 +179,12 @@ def bottom_up_program(lanes: int) -> Program:
         ]),
         Node.let("first", Expr.subgroup_shuffle(V("base"), Expr.u32(0))),
         Node.if_(V("found"), [
-            Node.store("frontiers", V("nxt") + V("first") + Expr.popcount(V("ballot") & ((Expr.u32(1) << lane) - 1)),
+            Node.store("frontiers", _half(True) + V("first") + Expr.popcount(V("ballot") & ((Expr.u32(1) << lane) - 1)),
                        V("item")),
         ]),
     ]
-    return Program(STEP_BUFFERS, (WG, 1, 1), [*_halves(), *_strided(lanes, count, body)],
+    return Program(STEP_BUFFERS, (WG, 1, 1), _strided(lanes, count, body),
                    name=f"bfs_bottom_up_g{lanes}")
-
-
-def _bit_length(x: Expr) -> Expr:
-    return Expr.u32(32) - Expr.clz(x)
 
 
 @cache
@@ -209,27 +205,36 @@ def decide_program(undirected: bool, alpha: float, beta: float) -> Program:
                                  Expr.gt(f32(edges) * Expr.f32(alpha), f32(V("unvisited"))))
         to_top_down = Expr.and_(Expr.eq(mode, Expr.u32(BOTTOM_UP)), Expr.lt(f32(size) * Expr.f32(beta), f32(n)))
         mode = Expr.select(to_bottom_up, Expr.u32(BOTTOM_UP), Expr.select(to_top_down, Expr.u32(TOP_DOWN), mode))
-    # about the frontier's average degree (rounded up), within SHIFT_RANGE; size << shift < 2**31
-    average = Expr.select(Expr.eq(size, Expr.u32(0)), Expr.u32(0),
-                          edges // size + Expr.select(Expr.ne(edges % size, Expr.u32(0)), Expr.u32(1), Expr.u32(0)))
-    wanted = Expr.select(Expr.eq(average, Expr.u32(0)), Expr.u32(0), _bit_length(average - 1))
+    # 2**shift: about the frontier's average degree rounded up (``lanes_shift``), within SHIFT_RANGE and
+    # with size << shift < 2**31, by comparisons (ceil(e / s) > 2**j exactly when (e - 1) // s >= 2**j)
     low, high = SHIFT_RANGE
-    shift = Expr.min(Expr.min(Expr.max(wanted, Expr.u32(low)), Expr.u32(high)), Expr.clz(size) - 1)
+    below = Expr.select(Expr.eq(edges, Expr.u32(0)), Expr.u32(0), (edges - 1) // size)
+
+    def count(terms: list[Expr]) -> Expr:
+        total = Expr.u32(0)
+        for term in terms:
+            total = total + Expr.select(term, Expr.u32(1), Expr.u32(0))
+        return total
+
+    wanted = count([Expr.ge(below, Expr.u32(1 << j)) for j in range(low, high)]) + low
+    room = Expr.u32(high) - count([Expr.ge(size, Expr.u32(1 << j)) for j in range(31 - high, 31)])
+    shift = Expr.min(wanted, room)
 
     def put(word: int, value: Expr) -> Node:
         return Node.store("ctl", Expr.u32(word), value)
 
+    # directed graphs stay top-down: no direction or unvisited edges to keep (fewer statements matter
+    # on the oracle, where this one-invocation step is pure per-statement overhead)
+    beamer = [Node.let("unvisited", ctl(UNVISITED) - edges), put(MODE, mode), put(UNVISITED, V("unvisited"))]
     return Program(
         [BufferDecl.read("levels", 0, U32), BufferDecl.read_write("next_stats", 1, U32, 2),
          BufferDecl.read_write("ctl", 2, U32, CTL_WORDS), BufferDecl.read_write("flag", 3, U32, 1)],
         (1, 1, 1),
         [Node.let("size", Expr.load("next_stats", Expr.u32(0))),
          Node.let("edges", Expr.load("next_stats", Expr.u32(1))),
-         Node.let("unvisited", ctl(UNVISITED) - edges),
          Node.store("next_stats", Expr.u32(0), Expr.u32(0)), Node.store("next_stats", Expr.u32(1), Expr.u32(0)),
-         Node.let("mode", mode),
-         put(LEVEL, ctl(LEVEL) + 1), put(UNVISITED, V("unvisited")), put(MODE, V("mode")),
-         put(SHIFT, shift), put(SIZE, size), put(EDGES, edges),
+         *(beamer if undirected else []),
+         put(LEVEL, ctl(LEVEL) + 1), put(SHIFT, shift), put(SIZE, size), put(EDGES, edges),
          Node.if_(Expr.ne(size, Expr.u32(0)), [Node.store("flag", Expr.u32(0), Expr.u32(1))])],
         name=f"bfs_decide_{'u' if undirected else 'd'}",
     )
