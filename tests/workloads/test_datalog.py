@@ -116,6 +116,15 @@ def test_bit_matrix_rounds_equal_sorted_relations_and_stay_on_the_device(oracle)
     assert len(reads) == 1, reads
 
 
+def test_same_generation_over_cyclic_parents():
+    # not a forest: parent cycles of lengths 2 and 3 sharing a vertex, so facts keep coming for many rounds
+    parent = np.array([0, 1, 1, 2, 3, 4, 4, 5], np.uint32)
+    child = np.array([1, 0, 2, 3, 1, 5, 0, 4], np.uint32)
+    want = same_generation_pairs(6, parent, child)
+    for dense in (None, False):
+        assert as_pairs(datalog.same_generation(6, parent, child, backend="reference", dense=dense)) == want
+
+
 def test_dense_refuses_more_vertices_than_its_matrices_hold(oracle):
     with pytest.raises(InvalidProgram, match="Fix:"):
         datalog.transitive_closure((1 << 15) + 1, [0], [1], backend=oracle, dense=True)

@@ -198,7 +198,7 @@ def fixpoint(edges: graphs.Graph, seed: str, rule: str) -> tuple[np.ndarray, np.
         advance = (advance_program(), [full, delta, nxt], every_word)
         be.dispatch_sequence([(seed_program(seed), [*csr, full, nxt, flag], every_row), advance])
         rounds = 1 + be.dispatch_until([(join_program(rule), [*csr, delta, full, nxt, flag], every_word), advance],
-                                       flag, n + 2)
+                                       flag, n * n + 2)  # each round but the last adds a fact
         counts = res.alloc(4 * max(n, 1))
         be.dispatch_sequence([(row_counts_program(), [edges.indptr_handle, full, counts], every_row)])
         ends = lib.inclusive_scan(lib.ResidentArray(counts, np.uint32, n), backend=be)
