@@ -67,4 +67,4 @@ def test_long_fixed_points_stay_fast(oracle):
     assert a.size == 64 * 63 // 2
     # the BFS levels loop on the device: two steps a level (the search and a one-invocation decide
     # step), about 0.6 ms a level on the oracle alone, several times that on a loaded 2-core host
-    assert bfs_s < 40 and closure_s < 40, f"BFS {bfs_s:.1f} s, closure {closure_s:.1f} s: the slow path is back"
+    assert bfs_s < 60 and closure_s < 40, f"BFS {bfs_s:.1f} s, closure {closure_s:.1f} s: the slow path is back"
