@@ -122,3 +122,22 @@ def test_find_all_many_equals_python_and_the_oracle(backend, oracle):
     got = text.find_all_many(small, short, backend=backend)
     expected = text.find_all_many(small, short, backend=oracle)
     assert all(np.array_equal(a, b) for a, b in zip(got, expected))
+
+
+def test_symmetry_check_on_the_device(backend, oracle):
+    from vyre.driver.errors import InvalidProgram
+
+    scale = 16
+    src, dst = graph.rmat_edges(scale, edge_factor=8, seed=5)
+    n = 1 << scale
+    indptr, indices = symmetric(n, src, dst)
+    with graph.Graph(indptr, indices, backend=backend, undirected=True) as g:
+        assert g.stored_both_ways()
+    both_src, both_dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    a, b = next((s, d) for s, d in zip(src, dst) if s != d)
+    keep = ~((both_src == b) & (both_dst == a))   # every copy of b -> a goes: a -> b is one-way
+    one_way = csr(n, both_src[keep], both_dst[keep])
+    with pytest.raises(InvalidProgram, match=f"edge {a} -> {b} is not stored both ways"):
+        graph.Graph(*one_way, backend=backend, undirected=True)
+    with graph.Graph(*one_way, backend=backend) as g:
+        assert not g.stored_both_ways()
