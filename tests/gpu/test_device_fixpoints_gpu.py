@@ -141,3 +141,21 @@ def test_symmetry_check_on_the_device(backend, oracle):
         graph.Graph(*one_way, backend=backend, undirected=True)
     with graph.Graph(*one_way, backend=backend) as g:
         assert not g.stored_both_ways()
+
+
+@pytest.mark.parametrize("nodes,classes", [(3000, 700), (1 << 18, 1 << 16)])
+def test_congruence_rounds_on_the_device_equal_the_sorted_path(backend, oracle, nodes, classes):
+    from vyre.lib import egraph
+
+    rng = np.random.default_rng(nodes)
+    lens = rng.integers(0, 3, nodes).astype(np.uint32)
+    offsets = np.zeros(nodes, np.uint32)
+    offsets[1:] = np.cumsum(lens)[:-1]
+    cols = (rng.integers(0, classes, nodes).astype(np.uint32), rng.integers(0, 4, nodes).astype(np.uint32),
+            offsets, lens, rng.integers(0, classes, int(lens.sum())).astype(np.uint32))
+    with egraph.EGraph(*cols, backend=backend) as g:
+        got = g.congruence_closure()
+        assert g.path == "hash"
+        assert np.array_equal(got, g.sorted_congruence_closure())
+    if nodes <= 3000:
+        assert np.array_equal(got, egraph.congruence_closure(*cols, backend=oracle))
