@@ -36,3 +36,26 @@ def cases(seed: int = 0) -> dict[str, tuple[int, np.ndarray, np.ndarray]]:
     half = rng.permutation(n)
     out["two_halves"] = (n, half[:150][rng.integers(0, 150, 300)], half[:150][rng.integers(0, 150, 300)])
     return out
+
+
+def counting_oracle() -> object:
+    """A fresh oracle that counts what crosses to the host: ``reads`` (each range a ``dispatch_sequence``
+    reads back, and each ``download_resident``) and ``loops`` (``dispatch_until`` calls)."""
+    from vyre.reference.backend import ReferenceBackend
+
+    class Counting(ReferenceBackend):
+        reads = loops = 0
+
+        def dispatch_sequence(self, steps, reads=()):
+            self.reads += len(reads)
+            return super().dispatch_sequence(steps, reads)
+
+        def download_resident(self, handle, offset=0, nbytes=None):
+            self.reads += 1
+            return super().download_resident(handle, offset, nbytes)
+
+        def dispatch_until(self, steps, flag_handle, max_iterations):
+            self.loops += 1
+            return super().dispatch_until(steps, flag_handle, max_iterations)
+
+    return Counting()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphs import counting_oracle
 
 import vyre
 from vyre.driver.errors import InvalidProgram
@@ -67,8 +68,36 @@ def test_structural_equivalence_matches_python(oracle, seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_congruence_closure_matches_python(oracle, seed):
     cols = random_egraph(np.random.default_rng(100 + seed), 120, 50, 3, 2)
-    got = egraph.congruence_closure(*cols, backend=oracle)
-    assert got.tolist() == python_closure(*cols)
+    want = python_closure(*cols)
+    with egraph.EGraph(*cols, backend=oracle) as g:
+        assert g.congruence_closure().tolist() == want and g.path == "hash"
+        assert g.sorted_congruence_closure().tolist() == want and g.path == "sorted"
+
+
+def _hash(op: int, children: list[int]) -> int:
+    """egraph's signature hash of an e-node, in Python."""
+    def mix(h: int, value: int) -> int:
+        h = ((h ^ value) * 0x9E3779B1) & 0xFFFFFFFF
+        return ((h << 13) | (h >> 19)) & 0xFFFFFFFF
+
+    h = mix(mix(0x811C9DC5, op), len(children))
+    for c in children:
+        h = mix(h, c)
+    return h
+
+
+def test_congruence_closure_takes_the_sorted_path_when_the_table_clusters(oracle):
+    # 40 distinct leaves whose hashes share a slot of the 128-slot table: an e-node probes past 32
+    # occupied slots, the overflow word is set, and the exact sorted path answers
+    ops = [op for op in range(1, 200_000) if _hash(op, []) & 127 == 0][:40]
+    assert len(ops) == 40
+    leaves = ops + ops[:8] + list(range(200_001, 200_017))   # 8 leaves repeated in other classes: merged
+    n = len(leaves)
+    cols = (np.arange(n, dtype=np.uint32), np.array(leaves, np.uint32), np.zeros(n, np.uint32),
+            np.zeros(n, np.uint32), np.zeros(0, np.uint32))
+    with egraph.EGraph(*cols, backend=oracle) as g:
+        assert g.congruence_closure().tolist() == python_closure(*cols)
+        assert g.path == "sorted"
 
 
 def test_congruence_propagates_through_parents(oracle):
@@ -92,3 +121,18 @@ def test_empty_and_bad_columns(oracle):
         egraph.structural_equivalence([0, 1], [0], [0, 0], [0, 0], [], backend=oracle)
     with pytest.raises(InvalidProgram, match="Fix:"):
         egraph.structural_equivalence([0], [0], [0], [3], [1], backend=oracle)
+
+
+def test_congruence_rounds_loop_on_the_device():
+    # three rounds find pairs (the leaves, then f(x) ~ f(y), then g(...)), all in one device loop
+    eclass = np.array([0, 1, 2, 3, 4, 5], np.uint32)
+    op = np.array([7, 7, 1, 1, 2, 2], np.uint32)
+    lens = np.array([0, 0, 1, 1, 1, 1], np.uint32)
+    offsets = np.array([0, 0, 0, 1, 2, 3], np.uint32)
+    backend = counting_oracle()
+    try:
+        got = egraph.congruence_closure(eclass, op, offsets, lens, np.array([0, 1, 2, 3], np.uint32), backend=backend)
+        assert got.tolist() == [0, 0, 2, 2, 4, 4]
+        assert (backend.loops, backend.reads) == (1, 2)  # every round in one loop; the overflow word, the labels
+    finally:
+        backend.shutdown()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graphs import cases, csr, symmetric
+from graphs import cases, counting_oracle, csr, symmetric
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components as scipy_components
 
@@ -78,8 +78,53 @@ def test_bfs_switches_direction_both_ways(oracle):
     src = np.concatenate([np.zeros(199, np.int64), np.arange(199, n - 1)])
     dst = np.concatenate([np.arange(1, 200), np.arange(200, n)])
     indptr, indices = symmetric(n, src, dst)
-    levels = graph.bfs(indptr, indices, 5, backend=oracle, undirected=True, alpha=2.0, beta=4.0)
+    levels = graph.bfs(indptr, indices, 5, backend=oracle, undirected=True, alpha=3.0, beta=4.0)
     assert np.array_equal(levels, graph.reference_levels(indptr, indices, 5))
+    trace: list = []  # the same steps driven one level per host call: the device's choices, level by level
+    with graph.Graph(indptr, indices, backend=oracle, undirected=True) as g:
+        assert np.array_equal(g.bfs(5, alpha=3.0, beta=4.0, trace=trace), levels)
+    directions = [t[0] for t in trace]
+    assert directions[:4] == ["top-down", "top-down", "bottom-up", "top-down"], directions  # the leaves: bottom-up
+    assert [t[1] for t in trace] == np.bincount(levels[levels != graph.UNREACHED]).tolist()  # frontier sizes
+
+
+@pytest.mark.parametrize("name", ["chain", "random", "star", "two_halves"])
+def test_search_and_components_loop_on_the_device(name):
+    # no host read per level or sweep: one dispatch_until, and only the result comes back
+    n, src, dst = CASES[name]
+    indptr, indices = symmetric(n, src, dst)
+    backend = counting_oracle()
+    try:
+        with graph.Graph(indptr, indices, backend=backend, undirected=True) as g:
+            assert backend.loops == 0 and backend.reads < 8  # the symmetry check reads a few words
+            backend.reads = 0
+            levels = g.bfs(0)
+            assert (backend.loops, backend.reads) == (1, 1)
+            assert np.array_equal(levels, graph.reference_levels(indptr, indices, 0))
+            labels = g.connected_components()
+            assert (backend.loops, backend.reads) == (2, 2)
+            assert np.array_equal(labels, expected_labels(indptr, indices))
+    finally:
+        backend.shutdown()
+
+
+def test_the_device_picks_the_lanes_per_vertex_like_the_host():
+    from vyre.lib import graph_kernels as kernels
+    from vyre.reference.backend import ReferenceBackend
+
+    backend = ReferenceBackend()
+    program = kernels.decide_program(False, 14.0, 24.0)
+    try:
+        for size, edges in [(1, 0), (1, 1), (3, 100), (147, 266365), (1 << 20, 3 << 20), (1 << 27, 5000),
+                            (1 << 30, 1 << 31), (5, 5 * 33), (5, 5 * 32)]:
+            stats = backend.allocate_resident(8)
+            backend.upload_resident(stats, np.array([size, edges], np.uint32))
+            handles = [backend.allocate_resident(4 * 4), stats, backend.allocate_resident(24),
+                       backend.allocate_resident(4)]
+            (ctl,) = backend.dispatch_sequence([(program, handles, graph.ONE_INVOCATION)], reads=[(handles[2], 0, 24)])
+            assert ctl.view(np.uint32)[kernels.SHIFT] == graph.lanes_shift(size, edges / size), (size, edges)
+    finally:
+        backend.shutdown()
 
 
 def test_top_down_spreads_a_hub_over_many_invocations(oracle):
@@ -128,3 +173,24 @@ def test_from_edges_refuses_bad_edges(oracle):
     for n, src, dst in [(3, [0, 1], [1]), (3, [0, 3], [1, 2]), (3, [0], [-1]), (-1, [], []), (True, [], [])]:
         with pytest.raises(InvalidProgram, match="Fix:"):
             graph.from_edges(n, np.array(src), np.array(dst), backend=oracle)
+
+
+def test_undirected_symmetry_is_checked_on_the_device(oracle):
+    # sets, not multisets: duplicates and ids >= n (ignored by every traversal) do not break symmetry
+    n, src, dst = CASES["dense"]
+    indptr, indices = symmetric(n, np.concatenate([src, src[:50]]), np.concatenate([dst, dst[:50]]))
+    with graph.Graph(indptr, indices, backend=oracle, undirected=True) as g:
+        assert g.stored_both_ways()
+    ptr, idx = np.array([0, 2, 3, 4], np.uint32), np.array([1, 9, 0, 0xFFFFFFFF], np.uint32)
+    assert graph.bfs(ptr, idx, 1, backend=oracle, undirected=True).tolist() == [1, 0, graph.UNREACHED]
+    # one edge of 1,600 without its reverse: refused, naming it, never wrong levels
+    keep = np.ones(src.size * 2, bool)
+    both_src, both_dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    lonely = np.flatnonzero(both_src != both_dst)[0]
+    pair = (both_src[lonely], both_dst[lonely])
+    keep[(both_src == pair[1]) & (both_dst == pair[0])] = False
+    indptr, indices = csr(n, both_src[keep], both_dst[keep])
+    with pytest.raises(InvalidProgram, match=rf"edge {pair[0]} -> {pair[1]} is not stored both ways(.|\n)*Fix:"):
+        graph.Graph(indptr, indices, backend=oracle, undirected=True)
+    with graph.Graph(indptr, indices, backend=oracle) as g:
+        assert not g.stored_both_ways()

@@ -51,3 +51,56 @@ def test_bad_arguments(oracle):
                         (np.zeros(4, dtype=np.uint32), b"x")]:
         with pytest.raises(InvalidProgram, match="Fix:"):
             text.find_all(hay, needle, backend=oracle)
+
+
+# ---- many needles at once ------------------------------------------------------------------------
+def python_find_all_many(haystack: bytes, needles: list[bytes]) -> list[tuple[int, int]]:
+    """Every (offset, pattern id) by brute force, sorted by offset then id."""
+    return sorted((p, i) for i, needle in enumerate(needles) for p in python_find_all(haystack, needle))
+
+
+def many(haystack, needles, backend) -> list[tuple[int, int]]:
+    offsets, ids = text.find_all_many(haystack, needles, backend=backend)
+    assert offsets.dtype == np.uint32 and ids.dtype == np.uint32 and offsets.size == ids.size
+    return list(zip(offsets.tolist(), ids.tolist()))
+
+
+MANY_CASES = [
+    (b"", [b"a"]),                                     # empty haystack
+    (b"ab", [b"abc", b"abcd"]),                        # every needle longer than the haystack
+    (b"aaaa", [b"a", b"aa", b"aaa", b"aaaaa"]),        # prefixes of each other, overlapping, one too long
+    (b"she sells seashells", [b"he", b"she", b"hell", b"shells", b"s", b"e"]),
+    (b"abababab", [b"aba", b"bab", b"aba"]),           # a duplicate needle: both ids are reported
+    (b"x" * 15 + b"abcde" + b"x" * 20, [b"bcd", b"abcde", b"xa"]),   # across a 16-position tile
+    (bytes(range(256)) * 2, [bytes([255, 0]), bytes([0]), bytes([254, 255, 0, 1, 2])]),
+]
+
+
+@pytest.mark.parametrize("haystack,needles", MANY_CASES)
+def test_many_needles_edge_cases(oracle, haystack, needles):
+    assert many(haystack, needles, oracle) == python_find_all_many(haystack, needles)
+
+
+def test_many_random_needles(oracle):
+    rng = np.random.default_rng(4)
+    hay = rng.integers(0, 4, 3000, dtype=np.uint8)     # small alphabet: many matches and shared prefixes
+    needles = [bytes(rng.integers(0, 4, int(rng.integers(1, 9)), dtype=np.uint8)) for _ in range(300)]
+    needles += [bytes(hay[i:i + 12]) for i in rng.integers(0, 2980, 20)]   # long needles that do occur
+    assert many(hay, needles, oracle) == python_find_all_many(hay.tobytes(), needles)
+    wide = [n for n in needles if len(n) >= 4]        # a 4-byte key: the other branch of the search
+    assert many(hay, wide, oracle) == python_find_all_many(hay.tobytes(), wide)
+
+
+def test_many_takes_ten_thousand_needles(oracle):
+    needles = [i.to_bytes(2, "big") for i in range(10_000)]
+    hay = bytes([0, 5, 39, 15, 1, 0])
+    assert many(hay, needles, oracle) == python_find_all_many(hay, needles)
+
+
+@pytest.mark.parametrize("needles", [[np.array([0x161])], [np.array([97.9])], [b"a", np.array([-1])], [b"a", b""],
+                                     [], b"abc", "abc", [b"a"] * 10_001, [b"x" * 70_000]],
+                         ids=["0x161", "97.9", "negative", "empty-needle", "no-needles", "bytes", "str", "too-many",
+                              "too-long"])
+def test_many_refuses_needles_that_are_not_byte_strings(oracle, needles):
+    with pytest.raises(InvalidProgram, match="Fix:"):
+        text.find_all_many(b"banana", needles, backend=oracle)

@@ -18,8 +18,10 @@ fixed point is
 Steps 2-3 and the join's write run as one sequence, so an iteration costs two tiny readbacks (the
 join size and the delta size). The loop stops when the delta is empty.
 
-``transitive_closure`` and ``same_generation`` are built from these operators; ``Evaluator.fixpoint``
-runs any rule written the same way (see docs/workloads.md).
+``Evaluator.fixpoint`` runs any rule written the same way (see docs/workloads.md), and
+``transitive_closure`` and ``same_generation`` use these operators above 2**15 vertices (or with
+``dense=False``); up to that size they run every round on the device over bit matrices
+(``vyre.lib.datalog_dense``), with no host round trip per round.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import numpy as np
 
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre.lib import datalog_dense
 from vyre.lib import graph as graphs
 from vyre.lib import plan as topo
 from vyre.lib.blocks import WG
@@ -335,13 +338,26 @@ def edge_graph(n: int, src: object, dst: object, backend: Any) -> graphs.Graph:
     return graphs.Graph(indptr, indices, backend=backend)
 
 
-def transitive_closure(n: int, src: object, dst: object, *, backend: Any = None) -> tuple[np.ndarray, np.ndarray]:
+def _use_bits(n: int, dense: bool | None) -> bool:
+    """Bit-matrix rounds on the device (``datalog_dense``) by default up to its vertex bound."""
+    if dense and n > datalog_dense.MAX_VERTICES:
+        raise InvalidProgram(f"dense=True takes at most {datalog_dense.MAX_VERTICES:,} vertices, got n={n:,} "
+                             "(three n x n bit matrices)", "pass dense=None (or False) to use sorted relations.")
+    return n > 0 and (dense if dense is not None else n <= datalog_dense.MAX_VERTICES)
+
+
+def transitive_closure(n: int, src: object, dst: object, *, backend: Any = None, dense: bool | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """All pairs ``(a, c)`` with a path of one or more edges ``a -> ... -> c``; sorted, distinct.
 
-    Rule: ``tc(a, c) :- edge(a, c).  tc(a, c) :- tc(a, b), edge(b, c).``
+    Rule: ``tc(a, c) :- edge(a, c).  tc(a, c) :- tc(a, b), edge(b, c).`` Up to 2**15 vertices the rounds
+    run on the device over bit matrices (``dense``; ``False`` forces the sorted relations of ``Evaluator``).
     """
     ev = Evaluator(backend)
     with edge_graph(n, src, dst, ev.backend) as edges:
+        if _use_bits(edges.n, dense):
+            s, d, _ = datalog_dense.fixpoint(edges, "edges", "compose")
+            return s, d
         closure = ev.fixpoint(ev.relation(src, dst), lambda delta: ev.join("compose", delta, edges))
     try:
         return closure.pairs()
@@ -349,22 +365,27 @@ def transitive_closure(n: int, src: object, dst: object, *, backend: Any = None)
         closure.close()
 
 
-def same_generation(n: int, parent_src: object, parent_dst: object, *, backend: Any = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def same_generation(n: int, parent_src: object, parent_dst: object, *, backend: Any = None,
+                    dense: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Pairs ``(x, y)``, ``x != y``, of vertices at the same depth below a common ancestor; sorted, distinct.
 
     ``parent_src[i]`` is a parent of ``parent_dst[i]``. Rules (the classic ``sg`` benchmark):
     ``sg(x, y) :- parent(p, x), parent(p, y), x != y.  sg(x, y) :- parent(a, x), sg(a, b), parent(b, y).``
+    ``dense`` as in ``transitive_closure``.
     """
     ev = Evaluator(backend)
-    with edge_graph(n, parent_src, parent_dst, ev.backend) as edges, ev.scratch.lock:
-        empty = Relation(ev.backend, 0)
-        try:
-            plan, s, d, total = ev.join("siblings", empty, edges)
-            initial = ev.fresh(plan, s, d, total, empty)
-        finally:
-            empty.close()
-        result = ev.fixpoint(initial, lambda delta: ev.join("expand", delta, edges))
+    with edge_graph(n, parent_src, parent_dst, ev.backend) as edges:
+        if _use_bits(edges.n, dense):
+            s, d, _ = datalog_dense.fixpoint(edges, "siblings", "expand")
+            return s, d
+        with ev.scratch.lock:
+            empty = Relation(ev.backend, 0)
+            try:
+                plan, s, d, total = ev.join("siblings", empty, edges)
+                initial = ev.fresh(plan, s, d, total, empty)
+            finally:
+                empty.close()
+            result = ev.fixpoint(initial, lambda delta: ev.join("expand", delta, edges))
     try:
         return result.pairs()
     finally:

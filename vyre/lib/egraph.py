@@ -16,10 +16,12 @@ equal children:
 4. only the counted prefix of the slab is used: the pairs are sorted and deduplicated on the device
    (``vyre.lib.datalog``'s operators) and read back.
 
-``congruence_closure`` repeats: canonicalise every e-class id through a union-find on the device,
-find the structurally equal e-classes, union them (hooking roots under the smaller id, then
-pointer jumping), until no new pair appears. It returns each e-class's canonical id (the smallest id
-of its merged set).
+``congruence_closure`` runs rounds on the device (``dispatch_until``): canonicalise every e-class
+id through a union-find, insert every e-node into a hash table keyed by its operator and canonical
+children, hook the classes of equal e-nodes (the larger root under the smaller), jump to roots;
+until a round changes nothing. It returns each e-class's canonical id (the smallest id of its
+merged set). ``sorted_congruence_closure`` gets the same result from rounds of
+``structural_equivalence`` (the fallback when the hash table clusters).
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ from vyre.driver.errors import InvalidProgram
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.lib import datalog, graph
 from vyre.lib.io import ResidentArray
-from vyre.lib.plan import Plan
+from vyre.lib.plan import Plan, capacity
 
 U32 = DataType.U32
 _WG = 256
+V = Expr.var
 _GOLDEN = 0x9E3779B1
+_MERGE_PASSES = 1024  # hook-and-jump passes per device loop (a few usually finish)
 
 
 def _mix(h: Expr, value: Expr) -> Expr:
@@ -147,6 +151,75 @@ def union_program() -> Program:
     )
 
 
+EMPTY = 0xFFFFFFFF
+_PROBES = 32  # hash-table probes per e-node and round; an e-node that finds no place sends the call to the sorted path
+
+
+@cache
+def clear_table_program() -> Program:
+    """Every slot of the hash table empty."""
+    i = Expr.invocation_id(0)
+    return Program([BufferDecl.read_write("table", 0, U32)], (_WG, 1, 1),
+                   [Node.if_(Expr.lt(i, Expr.buf_len("table")), [Node.store("table", i, Expr.u32(EMPTY))])],
+                   name="egraph_clear_table")
+
+
+@cache
+def congruence_round_program() -> Program:
+    """One invocation per e-node: insert it into a hash table keyed by its operator and canonical
+    children (linear probing, a compare-exchange claims an empty slot); when it meets an e-node with
+    equal operator and canonical children in another class, hook the two classes' roots (the larger
+    under the smaller, atomic min) and raise the flag. An e-node not placed within ``_PROBES`` probes
+    raises ``overflow``.
+    """
+    r = Expr.invocation_id(0)
+    mask = Expr.buf_len("table") - 1
+    s, k = V("s"), V("k")
+    child = Expr.load("children", Expr.load("offsets", r) + k)
+    other_child = Expr.load("children", Expr.load("offsets", s) + k)
+    meet = [
+        Node.let("same", Expr.and_(Expr.eq(Expr.load("op", s), Expr.load("op", r)),
+                                   Expr.eq(Expr.load("lens", s), Expr.load("lens", r)))),
+        Node.loop("k", Expr.u32(0), Expr.load("lens", r), [
+            Node.if_(V("same"), [Node.assign("same", Expr.eq(other_child, child))]),
+        ]),
+        Node.if_(V("same"), [
+            Node.assign("placed", Expr.bool(True)),
+            Node.let("pa", Expr.load("parent", Expr.load("eclass", r))),
+            Node.let("pb", Expr.load("parent", Expr.load("eclass", s))),
+            Node.if_(Expr.ne(V("pa"), V("pb")), [
+                Node.let("old", Expr.atomic(AtomicOp.MIN, "parent", Expr.max(V("pa"), V("pb")),
+                                            Expr.min(V("pa"), V("pb")), relaxed=True)),
+                Node.store("flag", Expr.u32(0), Expr.u32(1)),
+            ]),
+        ], [Node.assign("slot", (V("slot") + 1) & mask)]),
+    ]
+    return Program(
+        [BufferDecl.read("eclass", 0, U32), BufferDecl.read("op", 1, U32), BufferDecl.read("offsets", 2, U32),
+         BufferDecl.read("lens", 3, U32), BufferDecl.read("children", 4, U32),
+         BufferDecl.read_write("parent", 5, U32), BufferDecl.read_write("table", 6, U32),
+         BufferDecl.read_write("flag", 7, U32, 1), BufferDecl.read_write("overflow", 8, U32, 1)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(r, Expr.buf_len("op")), [
+            Node.let("h", _mix(_mix(Expr.u32(0x811C9DC5), Expr.load("op", r)), Expr.load("lens", r))),
+            Node.loop("c", Expr.u32(0), Expr.load("lens", r), [
+                Node.assign("h", _mix(V("h"), Expr.load("children", Expr.load("offsets", r) + V("c")))),
+            ]),
+            Node.let("slot", V("h") & mask),
+            Node.let("placed", Expr.bool(False)),
+            Node.loop("probe", Expr.u32(0), Expr.u32(_PROBES), [
+                Node.if_(Expr.not_(V("placed")), [
+                    Node.let("s", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "table", V("slot"), r,
+                                              expected=Expr.u32(EMPTY), relaxed=True)),
+                    Node.if_(Expr.eq(s, Expr.u32(EMPTY)), [Node.assign("placed", Expr.bool(True))], meet),
+                ]),
+            ]),
+            Node.if_(Expr.not_(V("placed")), [Node.store("overflow", Expr.u32(0), Expr.u32(1))]),
+        ])],
+        name="egraph_congruence_round",
+    )
+
+
 class EGraph(graph.DeviceArrays):
     """The columns of an e-graph resident on one backend; ``close()`` frees them."""
 
@@ -171,6 +244,7 @@ class EGraph(graph.DeviceArrays):
                                  "number e-classes densely from 0 (np.unique(ids, return_inverse=True) does it).")
         super().__init__(backend, cols)
         self.eclass, self.op, self.offsets, self.lens, self.children = self.handles
+        self.path = ""  # which congruence_closure path ran last: "hash" (on the device) or "sorted"
 
     def pairs(self, eclass: Any = None, children: Any = None) -> datalog.Relation:
         """The sorted, distinct pairs of e-classes with structurally equal e-nodes (a ``Relation``).
@@ -214,8 +288,49 @@ class EGraph(graph.DeviceArrays):
                     empty.close()
 
     def congruence_closure(self, max_rounds: int | None = None) -> np.ndarray:
-        """Canonical e-class of every e-class id (the smallest id of its congruence class), u32."""
+        """Canonical e-class of every e-class id (the smallest id of its congruence class), u32.
+
+        Rounds on the device (``dispatch_until``): canonicalise the e-class ids and children, insert
+        every e-node into a hash table of operator and canonical children, hook the classes of equal
+        e-nodes, jump to roots; until a round changes nothing. The labels and one overflow word are
+        read back. ``max_rounds`` (or an e-node that found no slot in the table, which the overflow
+        word reports) takes the sorted path instead (``sorted_congruence_closure``).
+        """
         be, n, classes = self.backend, self.n, self.classes
+        if n == 0:
+            return np.arange(classes, dtype=np.uint32)
+        if max_rounds is not None:
+            return self.sorted_congruence_closure(max_rounds)
+        with graph.ResidentSet(be) as res:
+            parent = res.upload(np.arange(classes, dtype=np.uint32))
+            flag, overflow = res.alloc(4), res.upload(np.zeros(1, np.uint32))
+            kids = max(self.n_children, 1)
+            canon_eclass, canon_children = res.alloc(4 * n), res.alloc(4 * kids)
+            table = res.alloc(4 * capacity(2 * n))
+            each = DispatchConfig(elements=n)
+            round_steps = [
+                (canonical_program(), [self.eclass, parent, canon_eclass], each),
+                (canonical_program(), [self.children, parent, canon_children], DispatchConfig(elements=kids)),
+                (clear_table_program(), [table], DispatchConfig(elements=capacity(2 * n))),
+                (congruence_round_program(), [canon_eclass, self.op, self.offsets, self.lens, canon_children,
+                                              parent, table, flag, overflow], each),
+                (graph.jump_program(), [parent, flag], DispatchConfig(elements=classes)),
+            ]
+            while be.dispatch_until(round_steps, flag, _MERGE_PASSES) == _MERGE_PASSES:
+                (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])  # every flagged round lowers a parent id
+                if int(np.asarray(word).view(np.uint32)[0]) == 0:
+                    break
+            (word,) = be.dispatch_sequence([], reads=[(overflow, 0, 4)])
+            if int(np.asarray(word).view(np.uint32)[0]):
+                return self.sorted_congruence_closure(None)
+            self.path = "hash"
+            return graph.read_u32(be, parent, classes)
+
+    def sorted_congruence_closure(self, max_rounds: int | None = None) -> np.ndarray:
+        """``congruence_closure`` by rounds of sorted structural equivalence (``pairs``) and unions, each
+        round's pairs found through the host; ``max_rounds`` caps the rounds."""
+        be, n, classes = self.backend, self.n, self.classes
+        self.path = "sorted"
         if n == 0:
             return np.arange(classes, dtype=np.uint32)
         rounds = max_rounds if max_rounds is not None else classes + 1
@@ -235,12 +350,13 @@ class EGraph(graph.DeviceArrays):
                     if rel.size == 0:
                         break
                     count = res.upload(np.array([rel.size], dtype=np.uint32))
-                    merge = [(graph.clear_program(), [flag], graph.ONE_INVOCATION),
-                             (union_program(), [rel.src, rel.dst, count, parent, flag],
+                    merge = [(union_program(), [rel.src, rel.dst, count, parent, flag],
                               DispatchConfig(elements=rel.size)),
                              (graph.jump_program(), [parent, flag], DispatchConfig(elements=classes))]
-                    while True:  # hook and jump until every pair shares a root
-                        (word,) = be.dispatch_sequence(merge, reads=[(flag, 0, 4)])
+                    # hook and jump until every pair shares a root, on the device; the flag is read only
+                    # if a whole batch of passes ran out (every flagged pass lowers some parent id)
+                    while be.dispatch_until(merge, flag, _MERGE_PASSES) == _MERGE_PASSES:
+                        (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])
                         if int(np.asarray(word).view(np.uint32)[0]) == 0:
                             break
                 finally:

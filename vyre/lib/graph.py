@@ -4,14 +4,15 @@ Both run as IR programs on resident buffers, so the oracle checks them and ``cud
 kernels. A graph is CSR: ``indptr`` (n + 1 u32 offsets) and ``indices`` (u32 neighbour ids);
 neighbour ids ``>= n`` are ignored.
 
-- ``bfs``: level-synchronous, top-down over a compacted frontier (an atomic counter appends newly
-  reached vertices), switching to bottom-up steps (every unreached vertex looks for a parent in the
-  current level) while the frontier is large, when the graph is undirected. One tiny readback (the
-  next frontier's size) per level.
+- ``bfs``: level-synchronous and direction-optimising, the level loop on the device
+  (``dispatch_until``; the steps and the control words are in ``graph_kernels``): top-down over a
+  compacted frontier (an atomic counter appends newly reached vertices), bottom-up steps (every
+  unreached vertex looks for a parent in the current level) while the frontier is large, when the
+  graph is undirected. Only the levels are read back.
 - ``connected_components``: hooking and pointer jumping (Shiloach-Vishkin style, as in ECL-CC and
-  Afforest): each iteration hooks the larger of two different roots of every edge under the
-  smaller one (atomic min), then every vertex jumps to its root. Iterates on the device with
-  ``dispatch_until`` until nothing changes; the labels are then each component's smallest vertex.
+  Afforest): each sweep hooks the larger of two different roots of every edge under the smaller
+  one, then every vertex jumps to its root. Sweeps loop on the device with ``dispatch_until`` until
+  nothing is left; the labels are then each component's smallest vertex.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import numpy as np
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+from vyre.lib import graph_kernels as kernels
+from vyre.lib.plan import capacity
 
 U32 = DataType.U32
 UNREACHED = 0xFFFFFFFF
@@ -80,6 +83,42 @@ def check_symmetric(ptr: np.ndarray, idx: np.ndarray) -> None:
             f"{missing.size} edges lack their reverse), which would give wrong levels",
             "store every edge both ways (graph.from_edges(n, np.concatenate([src, dst]), np.concatenate([dst, src]))), "
             "or pass undirected=False.")
+
+
+@cache
+def edge_pairs_program() -> Program:
+    """``(out_s[e], out_d[e])`` = edge ``e`` as ``(v, u)``; an ignored neighbour (``u >= n``) becomes
+    ``(v, v)``, a self loop, which is its own reverse."""
+    e = Expr.invocation_id(0)
+    return Program(
+        [BufferDecl.read("indptr", 0, U32), BufferDecl.read("sources", 1, U32), BufferDecl.read("indices", 2, U32),
+         BufferDecl.read_write("out_s", 3, U32), BufferDecl.read_write("out_d", 4, U32)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(e, Expr.buf_len("out_s")), [
+            Node.let("v", Expr.load("sources", e)),
+            Node.let("u", Expr.load("indices", e)),
+            Node.store("out_s", e, V("v")),
+            Node.store("out_d", e, Expr.select(Expr.lt(V("u"), Expr.buf_len("indptr") - 1), V("u"), V("v"))),
+        ])],
+        name="graph_edge_pairs",
+    )
+
+
+@cache
+def pairs_differ_program() -> Program:
+    """``flag = 1`` if pair ``i`` of relation A differs from pair ``i`` of relation B (``i < len(a_s)``)."""
+    i = Expr.invocation_id(0)
+    return Program(
+        [BufferDecl.read("a_s", 0, U32), BufferDecl.read("a_d", 1, U32), BufferDecl.read("b_s", 2, U32),
+         BufferDecl.read("b_d", 3, U32), BufferDecl.read("count", 4, U32, 1), BufferDecl.read_write("flag", 5, U32, 1)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(i, Expr.load("count", Expr.u32(0))), [
+            Node.if_(Expr.or_(Expr.ne(Expr.load("a_s", i), Expr.load("b_s", i)),
+                              Expr.ne(Expr.load("a_d", i), Expr.load("b_d", i))),
+                     [Node.store("flag", Expr.u32(0), Expr.u32(1))]),
+        ])],
+        name="graph_pairs_differ",
+    )
 
 
 class ResidentSet:
@@ -154,7 +193,7 @@ def _word(data: np.ndarray) -> int:
 # ---- shared pieces -------------------------------------------------------------------------------
 V = Expr.var
 ONE_INVOCATION = DispatchConfig(grid=(1, 1, 1))
-_LANES_SHIFTS = (5, 10)  # 32 to 1024 invocations share one vertex's edge list
+_LANES_SHIFTS = kernels.SHIFT_RANGE
 
 
 def lanes_shift(vertices: int, average_degree: float = 0.0) -> int:
@@ -167,23 +206,6 @@ def lanes_shift(vertices: int, average_degree: float = 0.0) -> int:
     return shift
 
 
-def _strided_edges(v: Expr, shift: int, body: list[Node]) -> list[Node]:
-    """The edges of ``v`` this invocation owns: lane ``l`` of ``2**shift`` takes edges ``l, l + 2**shift, ...``.
-
-    ``body`` sees ``e`` (the edge index) and runs once per owned edge.
-    """
-    lane = Expr.invocation_id(0) & ((1 << shift) - 1)
-    return [
-        Node.let("start", Expr.load("indptr", v)),
-        Node.let("lane", lane),
-        Node.let("deg", Expr.load("indptr", v + 1) - V("start")),
-        Node.loop("k", Expr.u32(0), (V("deg") + ((1 << shift) - 1) - V("lane")) >> shift, [
-            Node.let("e", V("start") + V("lane") + (V("k") << shift)),
-            *body,
-        ]),
-    ]
-
-
 @cache
 def edge_sources_program(shift: int) -> Program:
     """``sources[e]`` = the vertex whose row holds edge ``e`` (the CSR's row ids, COO style)."""
@@ -193,7 +215,8 @@ def edge_sources_program(shift: int) -> Program:
         (_WG, 1, 1),
         [Node.if_(Expr.lt(v, Expr.buf_len("indptr") - 1), [
             Node.let("v", v),
-            *_strided_edges(V("v"), shift, [Node.store("sources", V("e"), V("v"))]),
+            *kernels.strided_edges(V("v"), Expr.invocation_id(0) & ((1 << shift) - 1), Expr.u32(shift),
+                                   [Node.store("sources", V("e"), V("v"))]),
         ])],
         name=f"edge_sources_x{1 << shift}",
     )
@@ -333,145 +356,72 @@ def jump_program(flag_unfinished_only: bool = False) -> Program:
     )
 
 
-# ---- breadth-first search ------------------------------------------------------------------------
-_BFS_BUFFERS = (
-    BufferDecl.read("indptr", 0, U32), BufferDecl.read("indices", 1, U32),
-    BufferDecl.read_write("levels", 2, U32), BufferDecl.read("frontier", 3, U32),
-    BufferDecl.read("stats", 4, U32, 2), BufferDecl.read_write("next", 5, U32),
-    BufferDecl.read_write("next_stats", 6, U32, 2), BufferDecl.read("level", 7, U32, 1),
-)
-
-
-def _degree(vertex: Expr) -> Expr:
-    return Expr.load("indptr", vertex + 1) - Expr.load("indptr", vertex)
-
-
-@cache
-def bfs_init_program() -> Program:
-    """Levels all unreached but the source (``frontier[0]``); the source's frontier stats; level 0."""
-    v = Expr.invocation_id(0)
-    source = Expr.load("frontier", Expr.u32(0))
-    return Program(
-        [BufferDecl.read("indptr", 0, U32), BufferDecl.read_write("levels", 1, U32),
-         BufferDecl.read("frontier", 2, U32), BufferDecl.read_write("stats", 3, U32, 2),
-         BufferDecl.read_write("next_stats", 4, U32, 2), BufferDecl.read_write("level", 5, U32, 1)],
-        (_WG, 1, 1),
-        [Node.if_(Expr.lt(v, Expr.buf_len("levels")),
-                  [Node.store("levels", v, Expr.select(Expr.eq(v, source), Expr.u32(0), Expr.u32(UNREACHED)))]),
-         Node.if_(Expr.eq(v, Expr.u32(0)), [
-             Node.store("stats", Expr.u32(0), Expr.u32(1)),
-             Node.store("stats", Expr.u32(1), _degree(source)),
-             Node.store("next_stats", Expr.u32(0), Expr.u32(0)),
-             Node.store("next_stats", Expr.u32(1), Expr.u32(0)),
-             Node.store("level", Expr.u32(0), Expr.u32(0)),
-         ])],
-        name="bfs_init",
-    )
-
-
-@cache
-def top_down_program(shift: int) -> Program:
-    """``2**shift`` invocations per frontier vertex share its edges; each unreached neighbour is claimed
-    (compare-exchange on its level) and appended to the next frontier, its degree added to the stats."""
-    slot = Expr.invocation_id(0) >> shift
-    return Program(
-        _BFS_BUFFERS, (_WG, 1, 1),
-        [Node.if_(Expr.lt(slot, Expr.load("stats", Expr.u32(0))), [
-            Node.let("v", Expr.load("frontier", slot)),
-            Node.let("nxt", Expr.load("level", Expr.u32(0)) + 1),
-            *_strided_edges(V("v"), shift, [
-                Node.let("u", Expr.load("indices", V("e"))),
-                Node.if_(Expr.and_(Expr.lt(V("u"), Expr.buf_len("levels")),
-                                   Expr.eq(Expr.load("levels", V("u")), Expr.u32(UNREACHED))), [
-                    Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "levels", V("u"), V("nxt"),
-                                                expected=Expr.u32(UNREACHED), relaxed=True)),
-                    Node.if_(Expr.eq(V("old"), Expr.u32(UNREACHED)), [
-                        Node.let("at", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.u32(1), relaxed=True)),
-                        Node.store("next", V("at"), V("u")),
-                        Node.let("edges", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), _degree(V("u")),
-                                                      relaxed=True)),
-                    ]),
-                ]),
-            ]),
-        ])],
-        name=f"bfs_top_down_x{1 << shift}",
-    )
-
-
-@cache
-def bottom_up_program() -> Program:
-    """Each unreached vertex looks for a neighbour in the current level (undirected graphs only).
-
-    The vertices found are counted per subgroup (ballot, one atomic per subgroup) and appended to the
-    next frontier in lane order, so a following top-down step can use it.
-    """
-    v = Expr.invocation_id(0)
-    level = V("level_now")
-    lane = Expr.subgroup_local_id()
-    return Program(
-        _BFS_BUFFERS, (_WG, 1, 1),
-        [Node.let("inside", Expr.lt(v, Expr.buf_len("levels"))),
-         Node.let("at", Expr.select(V("inside"), v, Expr.u32(0))),
-         Node.let("active", Expr.and_(V("inside"), Expr.eq(Expr.load("levels", V("at")), Expr.u32(UNREACHED)))),
-         Node.let("start", Expr.select(V("active"), Expr.load("indptr", V("at")), Expr.u32(0))),
-         Node.let("end", Expr.select(V("active"), Expr.load("indptr", V("at") + 1), Expr.u32(0))),
-         Node.let("level_now", Expr.load("level", Expr.u32(0))),
-         Node.let("found", Expr.bool(False)),
-         Node.loop("e", V("start"), V("end"), [
-             Node.if_(Expr.not_(V("found")), [
-                 Node.let("u", Expr.load("indices", V("e"))),
-                 Node.if_(Expr.and_(Expr.lt(V("u"), Expr.buf_len("levels")),
-                                    Expr.eq(Expr.load("levels", V("u")), level)),
-                          [Node.assign("found", Expr.bool(True))]),
-             ]),
-         ]),
-         Node.if_(V("found"), [Node.store("levels", v, level + 1)]),
-         Node.let("ballot", Expr.subgroup_ballot(V("found"))),
-         Node.let("edges", Expr.subgroup_add(Expr.select(V("found"), V("end") - V("start"), Expr.u32(0)))),
-         Node.let("base", Expr.u32(0)),
-         Node.if_(Expr.and_(Expr.eq(lane, Expr.u32(0)), Expr.ne(V("ballot"), Expr.u32(0))), [
-             Node.assign("base", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.popcount(V("ballot")),
-                                             relaxed=True)),
-             Node.let("added", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), V("edges"), relaxed=True)),
-         ]),
-         Node.let("first", Expr.subgroup_shuffle(V("base"), Expr.u32(0))),
-         Node.if_(V("found"), [
-             Node.store("next", V("first") + Expr.popcount(V("ballot") & ((Expr.u32(1) << lane) - 1)), v),
-         ])],
-        name="bfs_bottom_up",
-    )
-
-
-@cache
-def advance_program() -> Program:
-    """After a level: clear the consumed frontier's stats and step the level word."""
-    return Program(
-        [BufferDecl.read_write("stats", 0, U32, 2), BufferDecl.read_write("level", 1, U32, 1)],
-        (1, 1, 1),
-        [Node.store("stats", Expr.u32(0), Expr.u32(0)), Node.store("stats", Expr.u32(1), Expr.u32(0)),
-         Node.store("level", Expr.u32(0), Expr.load("level", Expr.u32(0)) + 1)],
-        name="bfs_advance",
-    )
+def device_lanes(backend: object, n: int) -> int:
+    """Invocations of a BFS step's fixed grid: as many as the device holds at once (2048 per SM), or 1024
+    where the backend gives no SM count (the oracle, which runs lanes as numpy vectors); fewer for a
+    small graph (32 per vertex, rounded up to whole workgroups)."""
+    sm_count = backend.device_profile().get("sm_count")
+    most = int(sm_count) * 2048 if sm_count else 1024
+    return max(kernels.WG, min(most, capacity(max(n, 1) << 5)))
 
 
 class Graph(DeviceArrays):
     """A CSR graph resident on one backend: upload once, run many traversals, ``close()`` when done.
 
-    ``undirected=True`` promises that every edge is stored both ways (checked on the host): BFS may then
-    run bottom-up steps, and components look at each edge once.
+    ``undirected=True`` promises that every edge is stored both ways (checked on the device, refused with
+    a Fix if not): BFS may then run bottom-up steps, and components look at each edge once.
     """
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
                  undirected: bool = False) -> None:
         ptr, idx = check_csr(indptr, indices)
-        if undirected:
-            check_symmetric(ptr, idx)
         self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
-        self._indptr = ptr
         self._scratch: dict[str, object] = {}
         super().__init__(backend, [ptr, idx])
         self.indptr_handle, self.indices_handle = self.handles
+        self._lanes = device_lanes(self.backend, self.n)
+        try:
+            if undirected and not self.stored_both_ways():
+                check_symmetric(ptr, idx)  # names an edge whose reverse is missing, in an error with a Fix
+        except BaseException:
+            self.close()
+            raise
+
+    def stored_both_ways(self) -> bool:
+        """Whether every edge's reverse is stored too (as sets: duplicates and ids ``>= n`` do not count).
+
+        On the device: the edges and the reversed edges become sorted, distinct relations (Datalog's
+        sort and dedup operators), which must be equal; three words are read back.
+        """
+        from vyre.lib import datalog
+        from vyre.lib.plan import Plan
+
+        if self.m == 0:
+            return True
+        be, m = self.backend, self.m
+        ev = datalog.Evaluator(be)
+        with ResidentSet(be) as res, ev.scratch.lock:
+            src, dst, flag = res.alloc(4 * m), res.alloc(4 * m), res.upload(np.zeros(1, np.uint32))
+            be.dispatch_sequence([(edge_pairs_program(), [self.indptr_handle, self.edge_sources(), self.indices_handle,
+                                                         src, dst], _elements_config(m))])
+            empty = datalog.Relation(be, 0)
+            res.handles += [empty.src, empty.dst]
+            relations = []
+            try:
+                for a, b in ((src, dst), (dst, src)):
+                    relations.append(ev.fresh(Plan(be, ev.scratch), a, b, m, empty))
+                forward, backward = relations
+                if forward.size != backward.size:
+                    return False
+                count = res.upload(np.array([forward.size], np.uint32))
+                (word,) = be.dispatch_sequence([(pairs_differ_program(), [forward.src, forward.dst, backward.src,
+                                                                          backward.dst, count, flag],
+                                                 _elements_config(forward.size))], reads=[(flag, 0, 4)])
+                return _word(word) == 0
+            finally:
+                for relation in relations:
+                    relation.close()
 
     def scratch(self, name: str, nbytes: int) -> object:
         """The graph's own resident buffer ``name`` (made on first use, kept until ``close``).
@@ -498,76 +448,70 @@ class Graph(DeviceArrays):
         """Smallest vertex id of each vertex's component (edges taken as undirected), as u32.
 
         One sweep usually finishes: a first link per vertex, one union per edge, one compression.
-        Another sweep runs (``dispatch_until``) only if a union gave up after its retries or a vertex
-        was too far from its root; ``max_iterations`` caps the sweeps (then the result may be partial).
+        The sweeps loop on the device (``dispatch_until``: a flag set by a union that gave up after
+        its retries or a vertex too far from its root runs another); only the labels are read back.
+        ``max_iterations`` caps the sweeps (then the result may be partial).
         """
         n, be = self.n, self.backend
         if n == 0:
             return np.zeros(0, dtype=np.uint32)
         every_vertex = _elements_config(n)
         parent, flag = self.scratch("parent", 4 * n), self.scratch("flag", 4)
-        init = (cc_init_program(), [self.indptr_handle, self.indices_handle, parent], every_vertex)
+        be.dispatch_sequence([(cc_init_program(), [self.indptr_handle, self.indices_handle, parent], every_vertex)])
         if self.m == 0 or max_iterations == 0:
-            be.dispatch_sequence([init])
             return read_u32(be, parent, n)
         sweep = [(cc_hook_program(self.undirected), [self.edge_sources(), self.indices_handle, parent, flag],
                   _elements_config(self.m)),
                  (jump_program(True), [parent, flag], every_vertex)]
-        (word,) = be.dispatch_sequence([(clear_program(), [flag], ONE_INVOCATION), init, *sweep],
-                                       reads=[(flag, 0, 4)])
         limit = max_iterations if max_iterations is not None else n + 64
-        if _word(word) and limit > 1:
-            be.dispatch_until(sweep, flag, limit - 1)
+        sweeps = be.dispatch_until(sweep, flag, limit)
+        if sweeps == limit and max_iterations is None:  # the flag says whether the last sweep finished
             (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])
-        if _word(word) and max_iterations is None:
-            raise InvalidProgram(f"connected_components did not converge in {limit} sweeps",
-                                 "report this graph as a bug; it should never happen.")
+            if _word(word):
+                raise InvalidProgram(f"connected_components did not converge in {limit} sweeps",
+                                     "report this graph as a bug; it should never happen.")
         return read_u32(be, parent, n)
 
     def bfs(self, source: int, alpha: float = 14.0, beta: float = 24.0,
             trace: list[tuple[str, int, int, float]] | None = None) -> np.ndarray:
         """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) along the stored edges.
 
-        On an undirected graph the direction follows Beamer's rule: bottom-up once the frontier's
-        edges exceed 1/``alpha`` of the unvisited vertices' edges, top-down again once the frontier
-        holds fewer than 1/``beta`` of the vertices (``alpha=0``: top-down only). ``trace``, when
-        given, gets one ``(direction, frontier vertices, frontier edges, wall seconds)`` per level.
+        The level loop runs on the device (``dispatch_until``); only the levels are read back. On an
+        undirected graph the direction follows Beamer's rule, decided on the device: bottom-up once
+        the frontier's edges exceed 1/``alpha`` of the unvisited vertices' edges, top-down again once
+        the frontier holds fewer than 1/``beta`` of the vertices (``alpha=0``: top-down only).
+        ``trace``, when given, drives the same steps one level per host call instead and gets one
+        ``(direction, frontier vertices, frontier edges, wall seconds)`` per level.
         """
         n, be = self.n, self.backend
         if isinstance(source, bool) or not isinstance(source, (int, np.integer)) or not 0 <= source < n:
             raise InvalidProgram(f"source {source!r} is not a vertex of this {n}-vertex graph",
                                  f"pass an int in [0, {n}).")
-        levels, level = self.scratch("levels", 4 * n), self.scratch("level", 4)
-        frontiers = [self.scratch("frontier0", 4 * n), self.scratch("frontier1", 4 * n)]
-        stats = [self.scratch("stats0", 8), self.scratch("stats1", 8)]
-        be.upload_resident(frontiers[0], np.array([source], dtype=np.uint32))
-        prefix = [(bfs_init_program(), [self.indptr_handle, levels, frontiers[0], stats[0], stats[1], level],
-                   _elements_config(n))]
-        size, edges = 1, int(self._indptr[source + 1] - self._indptr[source])
-        unvisited_edges = self.m - edges
-        cur, bottom_up = 0, False
-        while size:
-            if self.undirected and not bottom_up and edges * alpha > unvisited_edges:
-                bottom_up = True
-            elif bottom_up and size * beta < n:
-                bottom_up = False
-            nxt = 1 - cur
-            handles = [self.indptr_handle, self.indices_handle, levels, frontiers[cur], stats[cur],
-                       frontiers[nxt], stats[nxt], level]
-            if bottom_up:
-                step = (bottom_up_program(), handles, _elements_config(n))
-            else:  # a grid per capacity class (the kernel reads the exact count): bound steps are reused
-                capacity = 1 << (size - 1).bit_length()
-                shift = lanes_shift(capacity, edges / size)
-                step = (top_down_program(shift), handles, _elements_config(capacity << shift))
-            started = time.perf_counter()
-            (words,) = be.dispatch_sequence([*prefix, step, (advance_program(), [stats[cur], level], ONE_INVOCATION)],
-                                            reads=[(stats[nxt], 0, 8)])
-            if trace is not None:
-                trace.append(("bottom-up" if bottom_up else "top-down", size, edges, time.perf_counter() - started))
-            size, edges = (int(w) for w in np.asarray(words).view(np.uint32))
-            unvisited_edges -= edges
-            prefix, cur = [], nxt
+        levels, frontiers = self.scratch("levels", 4 * n), self.scratch("frontiers", 8 * n)
+        next_stats, ctl = self.scratch("next_stats", 8), self.scratch("ctl", 4 * kernels.CTL_WORDS)
+        flag = self.scratch("flag", 4)
+        be.upload_resident(frontiers, np.array([source], dtype=np.uint32))
+        step_handles = [self.indptr_handle, self.indices_handle, levels, frontiers, next_stats, ctl]
+        decide = (kernels.decide_program(self.undirected, float(alpha), float(beta)),
+                  [levels, next_stats, ctl, flag], ONE_INVOCATION)
+        lanes = _elements_config(self._lanes)
+        level = [(kernels.top_down_program(self._lanes), step_handles, lanes)]
+        if self.undirected:
+            level.append((kernels.bottom_up_program(self._lanes), step_handles, lanes))
+        level.append(decide)
+        start = [(kernels.init_program(), [self.indptr_handle, levels, frontiers, next_stats, ctl],
+                  _elements_config(n)), decide]
+        if trace is None:
+            be.dispatch_sequence(start)
+            be.dispatch_until(level, flag, n + 1)  # at most n levels, each ending with a frontier
+        else:
+            (words,) = be.dispatch_sequence(start, reads=[(ctl, 0, 4 * kernels.CTL_WORDS)])
+            while (words := np.asarray(words).view(np.uint32))[kernels.SIZE]:
+                started = time.perf_counter()
+                (after,) = be.dispatch_sequence(level, reads=[(ctl, 0, 4 * kernels.CTL_WORDS)])
+                trace.append(("bottom-up" if words[kernels.MODE] == kernels.BOTTOM_UP else "top-down",
+                              int(words[kernels.SIZE]), int(words[kernels.EDGES]), time.perf_counter() - started))
+                words = after
         return read_u32(be, levels, n)
 
 
