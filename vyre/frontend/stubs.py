@@ -126,6 +126,7 @@ _BY_KIND = {
     "subgroup_add": ("value: _Operand, /", "Any"),
     "call": ("op_id: str, /, *args: _Operand", "Any"),
     "bits": ("bits: _Operand, /", "f32"),
+    "bits64": ("bits: _Operand, /", "f64"),
     "barrier": ("", "Node"),
     "block": ("", "Any"),
     "region": ("name: str, /", "Any"),
