@@ -156,6 +156,15 @@ def test_congruence_rounds_on_the_device_equal_the_sorted_path(backend, oracle, 
     with egraph.EGraph(*cols, backend=backend) as g:
         got = g.congruence_closure()
         assert g.path == "hash"
-        assert np.array_equal(got, g.sorted_congruence_closure())
+        if nodes <= 3000:  # the sorted path's rounds each go through the host: compared where it is quick
+            assert np.array_equal(got, g.sorted_congruence_closure())
     if nodes <= 3000:
         assert np.array_equal(got, egraph.congruence_closure(*cols, backend=oracle))
+    # closed under congruence: e-nodes with one operator and equal canonical children share a class
+    assert np.array_equal(got[got], got)
+    eclass, op, offsets, lens, children = cols
+    canon = got[children]
+    seen: dict = {}
+    for r in range(nodes):
+        key = (int(op[r]), tuple(canon[offsets[r]:offsets[r] + lens[r]].tolist()))
+        assert seen.setdefault(key, got[eclass[r]]) == got[eclass[r]]

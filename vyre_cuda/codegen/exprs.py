@@ -236,8 +236,14 @@ def cast(b: Builder, v: Val, to: DataType) -> str:
     if to.is_float:
         return b.op(f"cvt.rn.{suffix(to)}.{suffix(frm)}", reg_kind(to), v.reg)
     if frm.is_float:
-        # float -> int: .rzi truncates, saturates to the range and maps NaN to 0
-        return b.op(f"cvt.rzi.{suffix(to)}.{suffix(frm)}", reg_kind(to), v.reg)
+        # float -> int: .rzi truncates and saturates to the range; it maps NaN to 0 for 32-bit
+        # results of f32 only (64-bit results and f64 sources give the most negative bits on sm_90)
+        out = b.op(f"cvt.rzi.{suffix(to)}.{suffix(frm)}", reg_kind(to), v.reg)
+        if frm is not F64 and not to.is_wide:
+            return out
+        w = width_of(frm)
+        nan = b.op(f"setp.nan.{w.f}", "p", v.reg, v.reg)
+        return b.op(f"selp.{width_of(to).b}", reg_kind(to), "0", out, nan)
     if to.is_wide:  # widen after the source's signedness: zero- or sign-extend
         return b.op(f"cvt.{W64.s if frm.is_signed else W64.u}.{suffix(frm)}", "rd", v.reg)
     return b.op(f"cvt.{W32.u}.{W64.u}", "r", v.reg)  # narrow: keep the low 32 bits

@@ -204,8 +204,12 @@ class InPlaceDispatcher:
         return binding
 
     def _close(self, b: _Binding) -> None:
-        """Give a binding's blocks back once its stream is past its last use of them."""
-        b.stream.synchronize()
+        """Give a binding's blocks back once the device is past its last use of them (the whole
+        device: the caller's stream may be gone by now)."""
+        from cupy.cuda import runtime
+
+        with cuda_errors("waiting for the device before reusing parameter blocks"):
+            runtime.deviceSynchronize()
         self.runtime.telemetry.add("cuda_sync_points")
         self.programs.close_plan(b.plan)
         for block in b.uniforms.values():

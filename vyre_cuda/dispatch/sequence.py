@@ -70,7 +70,7 @@ MAX_BATCH = 64  # iterations of run_until per readback
 UNROLL_LAUNCHES = 256  # launches in one captured chunk of a repeated body
 BINDINGS_CAP = 1024
 GRAPHS_CAP = 128
-BODIES_CAP = 16  # recently used step lists kept bound
+BODIES_CAP = 32  # recently used step lists kept bound (several per list over alternating caller arrays)
 SIGHTINGS_CAP = 256  # graph keys over caller arrays remembered (captured when met again)
 
 
@@ -112,7 +112,8 @@ class SequenceDispatcher:
         self.control: ParamBlock | None = None  # the loop control words of conditional graphs
         self.conditional_off: str | None = None  # set when the condition kernel cannot load
         self.sightings: OrderedDict[tuple, None] = OrderedDict()  # graph keys over caller arrays run once
-        self.last_stream: Any = None  # the stream the last sequence ran on (``order``)
+        self.last_stream: int | None = None  # the handle of the stream the last sequence ran on (``order``)
+        self.finished: Any = None  # an event recorded after the last call on a caller's stream
         self.written: dict[int, tuple[Any, bytes]] = {}  # id(buffer) -> (buffer, bytes) last written by ``write``
         self.watches = Watches(self.runtime)
         telemetry.add("cuda_conditional_loops", 0)  # listed in metrics() from the start
@@ -131,25 +132,31 @@ class SequenceDispatcher:
         binding = ResidentBinding(self.backend, program, handles, config)
         old = self.bindings.pop(key, None)
         if old is not None:
-            old.close(self.backend)
+            self.retire(old)
         self.bindings[key] = binding
         while len(self.bindings) > BINDINGS_CAP:
-            self.bindings.popitem(last=False)[1].close(self.backend)
+            self.retire(self.bindings.popitem(last=False)[1])
         return binding
+
+    def retire(self, binding: ResidentBinding) -> None:
+        """Close ``binding`` after dropping the graphs and bodies that use it: a graph replayed after
+        its binding gave the parameter block back would read another plan's words."""
+        self.graphs.evict_if(lambda _, entry: any(b is binding for b in entry.keepalive))
+        self.bodies = [body for body in self.bodies if not any(b is binding for b in body.bindings)]
+        binding.close(self.backend)
 
     def body(self, steps: Sequence[object]) -> Body:
         """The bound body of ``steps``: a recent one whose steps compare equal and are all live, else new."""
         generation = self.runtime.resident.generation
         for i, body in enumerate(self.bodies):
             if body.steps == steps:
+                if body.borrowed and any(buf.ptr != ptr or buf.nbytes != n for buf, ptr, n in body.borrowed):
+                    continue  # bound to other arrays of the caller's: a body for these may follow
                 if body.generation != generation:
                     if any(buf.retired for buf in body.buffers):
                         del self.bodies[i]
                         break
                     body.generation = generation
-                if body.borrowed and any(buf.ptr != ptr or buf.nbytes != n for buf, ptr, n in body.borrowed):
-                    del self.bodies[i]  # the caller's arrays moved: bind again (cheap when sizes held)
-                    break
                 if i:
                     self.bodies.insert(0, self.bodies.pop(i))
                 return body
@@ -202,6 +209,11 @@ class SequenceDispatcher:
             return
         rt = self.runtime
         stream = rt.stream if stream is None else stream
+        if borrowed:  # bodies over other arrays share these bindings: point them at this body's
+            for b in bindings:
+                if b.moved() and not b.repoint():
+                    raise DispatchFailed("binding", "a step's buffer changed size under its sequence body",
+                                         "report this as a vyre bug; meanwhile call vyre.lib.release_scratch().")
         if not graphs_enabled(rt):
             for _ in range(count):
                 for b in bindings:
@@ -390,12 +402,23 @@ class SequenceDispatcher:
     # ---- streams other than the backend's -----------------------------------------------------------
     def order(self, stream: Any) -> None:
         """Order ``stream`` after the stream the last sequence ran on (an event, no host wait), so
-        work on several streams never overlaps on the scratch buffers they share."""
-        last = self.last_stream
-        if last is not None and last.ptr != stream.ptr:
+        work on several streams never overlaps on the scratch buffers they share. A caller's stream
+        is never touched after its call (it may be destroyed): its work is marked by ``finish``."""
+        last, backend = self.last_stream, self.runtime.stream
+        if last is not None and last != stream.ptr:
             with cuda_errors("ordering the caller's stream after earlier work"):
-                stream.wait_event(last.record())
-        self.last_stream = stream
+                stream.wait_event(backend.record() if last == backend.ptr else self.finished)
+        self.last_stream = stream.ptr
+
+    def finish(self, stream: Any) -> None:
+        """Mark the end of a call's work on a caller's ``stream`` (what ``order`` waits for next)."""
+        if stream is not self.runtime.stream:
+            if self.finished is None:
+                import cupy
+
+                self.finished = cupy.cuda.Event(block=False, disable_timing=True)
+            with cuda_errors("marking the end of the call's work"):
+                self.finished.record(stream)
 
     def write(self, writes: Sequence[tuple[Resident, np.ndarray]], stream: Any) -> None:
         """Enqueue host words into resident buffers on ``stream`` (through the pinned ring), skipping
@@ -438,6 +461,7 @@ class SequenceDispatcher:
                 self.run_body(body, 1, stream)
             for ptr, fail in watched:
                 self.watches.add(ptr, fail, stream)
+            self.finish(stream)
             out = self.read_back(ranges, "a library call", stream) if ranges else []
             if ranges:
                 self.watches.poll()
@@ -501,7 +525,7 @@ class SequenceDispatcher:
         self.graphs.clear()
         self.sightings.clear()
         self.written.clear()
-        self.last_stream = None
+        self.last_stream, self.finished = None, None
         while self.bindings:
             self.bindings.popitem(last=False)[1].close(self.backend)
         if self.flag_slots is not None:

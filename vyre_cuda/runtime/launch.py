@@ -393,7 +393,8 @@ def record_launch(memset: Callable[..., Any], plan: LaunchPlan, zero: Sequence[t
 
 # ---- the parameter block --------------------------------------------------------------------------
 class PinnedRing:
-    """Pinned host words written in order; wrapping around waits for the stream first."""
+    """Pinned host words written in order; wrapping around waits for the stream first (the whole
+    device when a copy went on a caller's stream since the last wrap)."""
 
     def __init__(self, stream: Any, words: int = 16384, on_sync: Any = None) -> None:
         import cupy
@@ -404,7 +405,7 @@ class PinnedRing:
         self._base = self._mem.ptr
         self._pos = 0
         self._on_sync = on_sync
-        self._others: dict[int, Any] = {}  # other streams copied from the ring since it last wrapped
+        self._foreign = False  # copied on another stream since the ring last wrapped
 
     def put(self, values: Sequence[int], stream: Any = None) -> int:
         """Copy ``values`` into the ring for a copy on ``stream`` (default: the ring's own); the host
@@ -414,13 +415,16 @@ class PinnedRing:
             raise ValueError(f"{n} parameter words do not fit the {len(self._words)}-word ring. "
                              "Fix: declare fewer buffers.")
         if stream is not None and stream.ptr != self.stream.ptr:
-            self._others[stream.ptr] = stream
+            self._foreign = True
         if self._pos + n > len(self._words):
             with cuda_errors("waiting for the streams before reusing the parameter ring"):
-                self.stream.synchronize()
-                for other in self._others.values():
-                    other.synchronize()
-            self._others.clear()
+                if self._foreign:  # the whole device: a caller's stream may be destroyed by now
+                    from cupy.cuda import runtime
+
+                    runtime.deviceSynchronize()
+                else:
+                    self.stream.synchronize()
+            self._foreign = False
             if self._on_sync:
                 self._on_sync()
             self._pos = 0
