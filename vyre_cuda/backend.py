@@ -23,6 +23,7 @@ Primitives for pipeline / sequence / graph code and tests (hold ``backend.lock``
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import Any
@@ -36,7 +37,7 @@ from vyre_cuda.dispatch.host import HostDispatcher
 from vyre_cuda.dispatch.inplace import InPlaceDispatcher, takes
 from vyre_cuda.dispatch.prepared import PreparedProgram, ProgramCache
 from vyre_cuda.dispatch.resident import ResidentDispatcher
-from vyre_cuda.dispatch.sequence import SequenceDispatcher
+from vyre_cuda.dispatch.sequence import CallerSequence, SequenceDispatcher
 from vyre_cuda.runtime.context import DeviceRuntime
 from vyre_cuda.runtime.errors import needs_reset, quiet_teardown, reset_device, watch_device
 
@@ -84,6 +85,7 @@ class CudaBackend(Backend):
         caller = self.inplace
         self.borrow, self.new_array, self.stream_for = caller.borrow, caller.new_array, caller.stream_for
         self.to_device = caller.to_device
+        self.compile_caller_sequence = functools.partial(CallerSequence, self)
         _warm_up_host_side(self.info.compute_capability)
         watch_device(self.device_id, self)
 

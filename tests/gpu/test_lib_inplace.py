@@ -195,3 +195,30 @@ def test_release_scratch_between_calls(backend, rng):
     lib.release_scratch()
     np.testing.assert_array_equal(cupy.asnumpy(lib.sort(x)), a)
     assert int(cupy.asnumpy(x).size) == 9_999  # the caller's array outlives the released handles
+
+
+def test_compiled_calls_follow_new_arrays_and_arguments(backend, rng):
+    """Repeated calls (the compiled path) on changing arrays, sizes, streams and arguments stay exact."""
+    s = cupy.cuda.Stream(non_blocking=True)
+    for i in range(12):
+        n = (5000, 5000, 70_001)[i % 3]
+        x = rng.integers(0, 2**31, n).astype(np.uint32)
+        d = cupy.asarray(x)
+        stream = s if i % 4 == 3 else None
+        init = int(i % 5)
+        got = [lib.reduce(d, "max", stream=stream), lib.exclusive_scan(d, "add", init, stream=stream),
+               lib.sort(d, stream=stream), lib.argsort(d, stream=stream), lib.histogram(d & 63, 64, stream=stream),
+               lib.select_if(d, 100, 2**30, count="device", stream=stream)]
+        s.synchronize()
+        cupy.cuda.Device().synchronize()
+        want_scan = np.concatenate([[init], np.cumsum(x[:-1], dtype=np.uint32) + np.uint32(init)]).astype(np.uint32)
+        assert int(got[0]) == int(x.max())
+        np.testing.assert_array_equal(cupy.asnumpy(got[1]), want_scan)
+        np.testing.assert_array_equal(cupy.asnumpy(got[2]), np.sort(x))
+        np.testing.assert_array_equal(x[cupy.asnumpy(got[3])], np.sort(x, kind="stable"))
+        np.testing.assert_array_equal(cupy.asnumpy(got[4]), np.bincount(x & 63, minlength=64))
+        kept = x[(x >= 100) & (x < 2**30)]
+        assert int(got[5][1][0]) == kept.size
+        np.testing.assert_array_equal(cupy.asnumpy(got[5][0][:kept.size]), kept)
+        if i == 6:
+            lib.release_scratch()

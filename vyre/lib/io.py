@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -154,7 +154,8 @@ class Call:
 
     def __init__(self, backend: Any, scratch: ScratchCache, *arrays: Array | None, stream: object = None) -> None:
         given = [a for a in arrays if a is not None]
-        self.backend, self.scratch = backend, scratch
+        self.backend, self.scratch, self.given = backend, scratch, given
+        self.recording: Recording | None = None  # set while ``fast`` compiles a device call
         self.resident = any(a.resident for a in given)
         self.on_device = not self.resident and any(a.on_device for a in given)
         self._fresh: list[Resident] = []
@@ -180,11 +181,10 @@ class Call:
         if array.resident:
             return array.data
         if self.on_device:
-            data = array.data
-            if not array.on_device:
-                data = self.backend.to_device(data, self.stream)
-                self._keep.append(data)
-            return self.scratch.borrow(role, data)
+            handle = self.scratch.borrow(role, self.device_data(array))
+            if self.recording is not None:
+                self.recording.inputs.append((role, next(i for i, a in enumerate(self.given) if a is array), handle))
+            return handle
         handle = plan.buffer(role, array.n, array.np_dtype.itemsize)
         if array.n:
             self.backend.upload_resident(handle, array.data)
@@ -198,6 +198,9 @@ class Call:
             array = self.backend.new_array(self.like, _NP_TO_TYPE[np_dtype], elements, self.stream)
             handle = self.scratch.borrow(role, array)
             self._arrays[id(handle)] = array
+            if self.recording is not None:
+                self.recording.results.append((role, _NP_TO_TYPE[np_dtype], elements, handle))
+                self.recording.arrays.append(array)
             return handle
         if not self.resident:
             return plan.buffer(role, elements, np_dtype.itemsize)
@@ -208,6 +211,8 @@ class Call:
     def run(self, plan: Plan, reads: list[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
         """Run the plan (on the caller's stream for device calls: no wait unless ``reads``); on
         failure, free the result handles made for the caller."""
+        if self.recording is not None:
+            self.recording.plan, self.recording.reads = plan, bool(reads)
         try:
             return plan.run(reads, self.stream)
         except BaseException:
@@ -236,6 +241,38 @@ class Call:
             return self.backend.new_array(self.like, _NP_TO_TYPE[np.dtype(np_dtype)], 0, self.stream)
         return np.zeros(0, dtype=np_dtype)
 
+    def device_data(self, array: Array) -> Any:
+        """``array``'s device memory for a device call: the caller's array, or a host one copied over."""
+        if array.on_device:
+            return array.data
+        data = self.backend.to_device(array.data, self.stream)
+        self._keep.append(data)  # until the call returns: CuPy's pool reuses it in stream order
+        return data
+
+    def fast(self, key: tuple, build: Callable[[], Any], shape: Callable[[list[Any]], Any]) -> Any:
+        """A device call through its compiled form (``FastCall``), made by recording ``build()`` the
+        first time ``key`` (the call's static arguments) meets these input types, sizes, result
+        kind and stream; ``shape`` makes the return value from the result arrays. Other calls run
+        ``build()``."""
+        if not self.on_device or not hasattr(self.backend, "compile_caller_sequence"):
+            return build()
+        full = (key, self.stream.ptr, tuple(map(type, self.like)),
+                tuple((a.np_dtype, a.n, a.on_device) for a in self.given))
+        entry = self.scratch.fast.get(full)
+        if entry is not None:
+            out = entry.run(self, shape)
+            if out is not None:
+                return out
+            self.scratch.drop_fast(full)
+        self.recording = rec = Recording()
+        try:
+            result = build()
+        finally:
+            self.recording = None
+        if rec.plan is not None and not rec.reads:
+            self.scratch.add_fast(full, FastCall(rec, self.backend.compile_caller_sequence(rec.plan.steps)))
+        return result
+
     def zero_count(self) -> Any:
         """A 1-element u32 count of 0 of the call's kind (``count="device"`` of an empty input)."""
         zero = np.zeros(1, U32)
@@ -251,6 +288,50 @@ class Call:
     def fill(self, handle: Resident, value: np.ndarray) -> None:
         """Write host ``value`` into a device call's result ``handle`` in stream order."""
         self.backend.enqueue_sequence([], stream=self.stream, writes=[(handle, value)])
+
+
+@dataclass
+class Recording:
+    """What a device call did the first time: its input and result roles and its plan."""
+
+    inputs: list = field(default_factory=list)  # (role, index into Call.given, handle)
+    results: list = field(default_factory=list)  # (role, DataType, elements, handle)
+    arrays: list = field(default_factory=list)  # the result arrays made while recording
+    plan: Plan | None = None
+    reads: bool = False  # the call read something back (exact-size compactions): not compiled
+
+
+class FastCall:
+    """A device call compiled once: rebind the roles to this call's arrays, allocate the results,
+    enqueue the compiled steps (``backend.compile_caller_sequence``) with the same parameter words."""
+
+    def __init__(self, rec: Recording, compiled: Any) -> None:
+        plan = rec.plan
+        assert plan is not None
+        self.inputs, self.results, self.compiled = tuple(rec.inputs), tuple(rec.results), compiled
+        self.writes = [(plan.params, plan._words.copy())]
+        self.watch = [(handle, 4 * word, fail) for handle, word, fail in plan.checks]
+
+    def run(self, call: Call, shape: Callable[[list[Any]], Any]) -> Any:
+        """The call's result, or None when a role's handle changed (scratch released) or the
+        compiled steps refuse (a freed handle): compile again."""
+        borrow = call.scratch.borrow
+        for role, index, handle in self.inputs:
+            if borrow(role, call.device_data(call.given[index])) is not handle:
+                return None
+        arrays = []
+        new_array, like, stream = call.backend.new_array, call.like, call.stream
+        for role, dtype, elements, handle in self.results:
+            array = new_array(like, dtype, elements, stream)
+            if borrow(role, array) is not handle:
+                return None
+            arrays.append(array)
+        if not self.compiled.enqueue(stream, self.writes, self.watch):
+            return None
+        return shape(arrays)
+
+    def close(self) -> None:
+        self.compiled.close()
 
 
 def recycle(*results: object, backend: Any = None) -> None:

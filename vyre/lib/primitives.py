@@ -49,14 +49,17 @@ def reduce(x: object, op: str = "add", *, stream: object = None, backend: Any = 
     m = monoid(op, a.dtype)
     call = Call(backend, scratch, a, stream=stream)
     if call.on_device:
-        plan = call.plan()
-        out = call.result(plan, "reduce.out", 1, a.np_dtype)
-        if a.n == 0:
-            call.fill(out, np.array([m.numpy_empty()], a.np_dtype))
-        else:
-            topo.reduce(plan, m, call.upload(plan, "x", a), a.n, capacity(a.n), out)
-            call.run(plan)
-        return call.output(out, a.np_dtype, 1).reshape(())
+        def build() -> Any:
+            plan = call.plan()
+            out = call.result(plan, "reduce.out", 1, a.np_dtype)
+            if a.n == 0:
+                call.fill(out, np.array([m.numpy_empty()], a.np_dtype))
+            else:
+                topo.reduce(plan, m, call.upload(plan, "x", a), a.n, capacity(a.n), out)
+                call.run(plan)
+            return call.output(out, a.np_dtype, 1).reshape(())
+
+        return call.fast(("reduce", op), build, lambda outs: outs[0].reshape(()))
     if a.n == 0:
         return m.numpy_empty()
     plan = call.plan()
@@ -72,16 +75,18 @@ def _scan(x: object, op: str, inclusive: bool, init: object, stream: object, bac
     call = Call(backend, scratch, a, stream=stream)
     if a.n == 0:
         return call.empty(a.np_dtype)
-    plan = call.plan()
-    src = call.upload(plan, "x", a)
-    out = call.result(plan, "scan.out", a.n, a.np_dtype)
-    init_word = None
-    if not inclusive:
-        start = m.empty_value() if init is None else init
-        init_word = plan.typed_word("scan.init", _scalar(start, a, "init"), a.dtype)
-    topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word)
-    call.run(plan)
-    return call.output(out, a.np_dtype, a.n)
+    start = None if inclusive else _scalar(m.empty_value() if init is None else init, a, "init")
+
+    def build() -> Any:
+        plan = call.plan()
+        src = call.upload(plan, "x", a)
+        out = call.result(plan, "scan.out", a.n, a.np_dtype)
+        init_word = None if start is None else plan.typed_word("scan.init", start, a.dtype)
+        topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word)
+        call.run(plan)
+        return call.output(out, a.np_dtype, a.n)
+
+    return call.fast(("scan", op, inclusive, None if start is None else start.tobytes()), build, lambda outs: outs[0])
 
 
 def _scalar(value: object, a: Array, name: str) -> Any:
@@ -147,7 +152,10 @@ def select(x: object, flags: object, *, count: str = "exact", stream: object = N
     call = Call(backend, scratch, a, f, stream=stream)
     if a.n == 0:
         return _empty_compaction(call, a.np_dtype, on_device)
-    return _compact(call, call.plan(), K.Predicate("flags", a.dtype, f.dtype), [a, f], on_device)
+    def build() -> Any:
+        return _compact(call, call.plan(), K.Predicate("flags", a.dtype, f.dtype), [a, f], on_device)
+
+    return call.fast(("select",), build, tuple) if on_device else build()
 
 
 @library_call
@@ -161,11 +169,16 @@ def select_if(x: object, lo: object, hi: object, *, count: str = "exact", stream
     lo_value, hi_value = _scalar(lo, a, "lo"), _scalar(hi, a, "hi")
     if a.n == 0:
         return _empty_compaction(call, a.np_dtype, on_device)
-    plan = call.plan()
-    lo_word = plan.typed_word("select.lo", lo_value, a.dtype)
-    if plan.typed_word("select.hi", hi_value, a.dtype) != lo_word + 1:
-        raise AssertionError("select_if needs lo and hi in consecutive parameter words")
-    return _compact(call, plan, K.Predicate("range", a.dtype, lo_word=lo_word), [a], on_device)
+
+    def build() -> Any:
+        plan = call.plan()
+        lo_word = plan.typed_word("select.lo", lo_value, a.dtype)
+        if plan.typed_word("select.hi", hi_value, a.dtype) != lo_word + 1:
+            raise AssertionError("select_if needs lo and hi in consecutive parameter words")
+        return _compact(call, plan, K.Predicate("range", a.dtype, lo_word=lo_word), [a], on_device)
+
+    key = ("select_if", lo_value.tobytes(), hi_value.tobytes())
+    return call.fast(key, build, tuple) if on_device else build()
 
 
 @library_call
@@ -187,17 +200,21 @@ def histogram(x: object, bins: int, *, stream: object = None, backend: Any = Non
     call = Call(backend, scratch, a, stream=stream)
     if bins == 0:
         return call.empty(np.dtype(np.uint32))
-    plan = call.plan()
-    cap = capacity(a.n)
-    blocks = min(ceil_div(cap, K.WG * HISTOGRAM_ITEMS), HISTOGRAM_BLOCKS_MAX)
-    words = (plan.word("hist.n", a.n), plan.word("hist.bins", bins), plan.word("hist.blocks", blocks))
-    src = call.upload(plan, "x", a)
-    counts = call.result(plan, "hist.counts", bins)
-    shared = capacity(max(bins, K.WG)) if bins <= HISTOGRAM_SHARED_MAX else 0
-    plan.step(K.zero_fill(words[1]), [counts, plan.params], ceil_div(capacity(bins), K.WG))
-    plan.step(K.histogram_kernel(a.dtype, shared, *words), [src, counts, plan.params], blocks)
-    call.run(plan)
-    return call.output(counts, np.dtype(np.uint32), bins)
+
+    def build() -> Any:
+        plan = call.plan()
+        cap = capacity(a.n)
+        blocks = min(ceil_div(cap, K.WG * HISTOGRAM_ITEMS), HISTOGRAM_BLOCKS_MAX)
+        words = (plan.word("hist.n", a.n), plan.word("hist.bins", bins), plan.word("hist.blocks", blocks))
+        src = call.upload(plan, "x", a)
+        counts = call.result(plan, "hist.counts", bins)
+        shared = capacity(max(bins, K.WG)) if bins <= HISTOGRAM_SHARED_MAX else 0
+        plan.step(K.zero_fill(words[1]), [counts, plan.params], ceil_div(capacity(bins), K.WG))
+        plan.step(K.histogram_kernel(a.dtype, shared, *words), [src, counts, plan.params], blocks)
+        call.run(plan)
+        return call.output(counts, np.dtype(np.uint32), bins)
+
+    return call.fast(("histogram", bins), build, lambda outs: outs[0])
 
 
 @library_call

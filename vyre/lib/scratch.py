@@ -19,6 +19,8 @@ from typing import Any
 
 from vyre.driver.backend import Resident
 
+FAST_CALLS = 64  # compiled device calls kept per backend
+
 
 def resolve_backend(backend: Any) -> Any:
     """``backend=`` of a library call: None (the shared default), a backend id string, or a started backend."""
@@ -48,6 +50,7 @@ class ScratchCache:
         self._issued: weakref.WeakKeyDictionary[Resident, tuple[str, int]] = weakref.WeakKeyDictionary()
         self._recycled: dict[tuple[str, int], list[Resident]] = {}
         self._borrowed: dict[str, Resident] = {}  # role -> a handle over the caller's array (``borrow``)
+        self.fast: dict[tuple, Any] = {}  # compiled device calls (``vyre.lib.io.FastCall``) by call key
 
     def get(self, role: str, nbytes: int) -> Resident:
         """The scratch handle of ``role`` with at least ``nbytes`` (a new one the first time)."""
@@ -64,6 +67,18 @@ class ScratchCache:
         handle = self.backend.borrow(self._borrowed.get(role), array)
         self._borrowed[role] = handle
         return handle
+
+    def add_fast(self, key: tuple, call: Any) -> None:
+        """Keep a compiled device call (at most ``FAST_CALLS``, the oldest closed first)."""
+        self.drop_fast(key)
+        self.fast[key] = call
+        while len(self.fast) > FAST_CALLS:
+            self.fast.pop(next(iter(self.fast))).close()
+
+    def drop_fast(self, key: tuple) -> None:
+        old = self.fast.pop(key, None)
+        if old is not None:
+            old.close()
 
     def issue(self, role: str, nbytes: int) -> Resident:
         """A result handle for the caller: a recycled one of ``role`` and ``nbytes`` if any, else a new one."""
@@ -90,6 +105,11 @@ class ScratchCache:
         """Free every scratch and recycled handle; those the backend no longer holds (after a shutdown) are skipped."""
         from vyre.driver.errors import VyreError
 
+        for key in list(self.fast):  # their bindings pin the buffers freed below
+            try:
+                self.drop_fast(key)
+            except VyreError:
+                pass
         handles, self._handles = list(self._handles.values()), {}
         handles += [h for pool in self._recycled.values() for h in pool]
         handles += list(self._borrowed.values())  # freeing these leaves the caller's arrays alone

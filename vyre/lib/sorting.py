@@ -31,15 +31,25 @@ def _sorted(keys: object, values: object, mode: str, stream: object, backend: An
     keys_wanted = mode != "iota"
     if k.n == 0:
         return (call.empty(k.np_dtype) if keys_wanted else None), (call.empty(value_dtype) if mode != "none" else None)
-    plan = call.plan()
-    src_k = call.upload(plan, "sort.keys", k)
-    src_v = call.upload(plan, "sort.values", v) if v is not None else None
-    out_keys = call.result(plan, "sort.out_keys", k.n, k.np_dtype) if keys_wanted else plan.buffer("sort.out_keys", k.n)
-    final = (out_keys, call.result(plan, "sort.out_values", k.n, value_dtype) if mode != "none" else None)
-    out_k, out_v = topo.radix_sort(plan, k.dtype, src_k, src_v, mode, k.n, capacity(k.n), final)
-    call.run(plan)
-    keys_out = call.output(out_k, k.np_dtype, k.n) if keys_wanted else None
-    return keys_out, (call.output(out_v, value_dtype, k.n) if out_v is not None else None)
+
+    def build() -> tuple[Any, Any]:
+        plan = call.plan()
+        src_k = call.upload(plan, "sort.keys", k)
+        src_v = call.upload(plan, "sort.values", v) if v is not None else None
+        out_keys = (call.result(plan, "sort.out_keys", k.n, k.np_dtype) if keys_wanted
+                    else plan.buffer("sort.out_keys", k.n))
+        final = (out_keys, call.result(plan, "sort.out_values", k.n, value_dtype) if mode != "none" else None)
+        out_k, out_v = topo.radix_sort(plan, k.dtype, src_k, src_v, mode, k.n, capacity(k.n), final)
+        call.run(plan)
+        keys_out = call.output(out_k, k.np_dtype, k.n) if keys_wanted else None
+        return keys_out, (call.output(out_v, value_dtype, k.n) if out_v is not None else None)
+
+    def shape(outs: list[Any]) -> tuple[Any, Any]:
+        if not keys_wanted:
+            return None, outs[0]
+        return outs[0], (outs[1] if mode != "none" else None)
+
+    return call.fast(("sort", mode), build, shape)
 
 
 @library_call

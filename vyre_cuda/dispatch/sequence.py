@@ -209,12 +209,9 @@ class SequenceDispatcher:
             return
         rt = self.runtime
         stream = rt.stream if stream is None else stream
-        if borrowed:  # bodies over other arrays share these bindings: point them at this body's
-            for b in bindings:
-                if b.moved() and not b.repoint():
-                    raise DispatchFailed("binding", "a step's buffer changed size under its sequence body",
-                                         "report this as a vyre bug; meanwhile call vyre.lib.release_scratch().")
         if not graphs_enabled(rt):
+            if borrowed:
+                _point(bindings)
             for _ in range(count):
                 for b in bindings:
                     run_binding(rt, b, stream.ptr)
@@ -233,6 +230,8 @@ class SequenceDispatcher:
                         after_kernel = b.record(stream_ptr, after_kernel, overlap)
 
             graph_key = body_key(key, chunk, overlap)
+            if borrowed:  # bodies over other arrays share these bindings: point them at this body's
+                _point(bindings)
             if borrowed and self.graphs.lookup(graph_key) is None and not self._seen(graph_key):
                 for _ in range(chunk):
                     for b in bindings:
@@ -588,6 +587,14 @@ def release(backend: Any) -> None:
         backend.sequences.close()
 
 
+def _point(bindings: Iterable[ResidentBinding]) -> None:
+    """Point bindings shared with bodies over other caller arrays at their buffers' pointers now."""
+    for b in bindings:
+        if b.moved() and not b.repoint():
+            raise DispatchFailed("binding", "a step's buffer changed size under its sequence body",
+                                 "report this as a vyre bug; meanwhile call vyre.lib.release_scratch().")
+
+
 def pins(bindings: Iterable[ResidentBinding], *extra: Any) -> tuple:
     """Unique device buffers of ``bindings`` plus ``extra`` (what a captured graph points at)."""
     seen: dict[int, Any] = {}
@@ -677,6 +684,73 @@ class CompiledSequence:
             for b in self.bindings:
                 b.close(self.backend)
             self.bindings, self.buffers, self.entry = (), (), None
+
+
+class CallerSequence:
+    """The steps of one library call over borrowed handles (the caller's arrays), bound once.
+
+    ``enqueue`` follows the arrays' current pointers: one sequence body per pointer set (the
+    ``BODIES`` most recent), so a loop whose arrays recur replays graphs captured on the second
+    sight, with no step list to compare, no plan to build and unchanged parameter words skipped.
+    """
+
+    BODIES = 8
+
+    def __init__(self, backend: Any, steps: Sequence[object]) -> None:
+        self.runtime, self.sequences = backend.runtime, backend.sequences
+        self.bindings: tuple[ResidentBinding, ...] = ()
+        with self.runtime.lock:
+            self.sequences.open()
+            try:
+                for step in steps:
+                    self.bindings += (ResidentBinding(backend, *unpack_step(step)),)
+            except BaseException:
+                self.close()
+                raise
+        self.buffers = tuple({id(b): b for x in self.bindings for b in x.buffers}.values())
+        self.borrowed = tuple(b for b in self.buffers if b.borrowed)
+        self.sizes = tuple(b.nbytes for b in self.borrowed)
+        self.bodies: OrderedDict[tuple, Body] = OrderedDict()
+        self.seen = self.runtime.resident.generation
+
+    def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
+                watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> bool:
+        """``enqueue_sequence`` of the bound steps on ``stream``; False (nothing enqueued) when a
+        handle was freed, a borrowed array changed size or the backend closed: compile again."""
+        rt, seq = self.runtime, self.sequences
+        with rt.lock:
+            if rt.closed or not self.bindings:
+                return False
+            if rt.resident.generation != self.seen:
+                if any(buf.retired for buf in self.buffers) or tuple(b.nbytes for b in self.borrowed) != self.sizes:
+                    return False
+                self.seen = rt.resident.generation
+            seq.open()
+            seq.watches.poll()
+            ptrs = tuple(b.ptr for b in self.borrowed)
+            body = self.bodies.get(ptrs)
+            if body is None:
+                _point(self.bindings)
+                body = Body((), self.bindings, tuple(b.key for b in self.bindings), pins(self.bindings), self.buffers,
+                            self.seen, tuple((b, b.ptr, b.nbytes) for b in self.borrowed))
+                self.bodies[ptrs] = body
+                while len(self.bodies) > self.BODIES:
+                    self.bodies.popitem(last=False)
+            watched = [(rt.resident.resolve(h).ptr + off, fail) for h, off, fail in watch]
+            seq.order(stream)
+            seq.write(writes, stream)
+            seq.run_body(body, 1, stream)
+            for ptr, fail in watched:
+                seq.watches.add(ptr, fail, stream)
+            seq.finish(stream)
+            return True
+
+    def close(self) -> None:
+        """Drop the bindings and the graphs made from them."""
+        with self.runtime.lock:
+            for b in self.bindings:
+                self.sequences.retire(b)
+            self.bindings, self.bodies = (), OrderedDict()
 
 
 def compile_sequence(backend: Any, steps: Sequence[object]) -> CompiledSequence:
