@@ -161,12 +161,12 @@ class Call:
         self._fresh: list[Resident] = []
         self._arrays: dict[int, Any] = {}  # id(handle) -> the caller-kind array behind a result
         self._keep: list[Any] = []  # host inputs of a device call, copied to the device for it
-        supports = getattr(backend, "supports_subgroup_ops", None)
-        if supports is not None and not supports():
+        subgroups, binds = scratch.abilities()
+        if not subgroups:
             raise UnsupportedFeature("subgroup operations (the vyre.lib kernels use them)", getattr(backend, "id", "?"))
         self.stream: Any = None
         if self.on_device:
-            if not all(hasattr(backend, name) for name in ("borrow", "enqueue_sequence", "new_array")):
+            if not binds:
                 raise UnsupportedFeature("device arrays in vyre.lib", getattr(backend, "id", "?"),
                                          "pass numpy arrays, or use a backend that binds device arrays (cuda).")
             self.like = tuple(a.data for a in given if a.on_device)

@@ -50,6 +50,7 @@ class ScratchCache:
         self._issued: weakref.WeakKeyDictionary[Resident, tuple[str, int]] = weakref.WeakKeyDictionary()
         self._recycled: dict[tuple[str, int], list[Resident]] = {}
         self._borrowed: dict[str, Resident] = {}  # role -> a handle over the caller's array (``borrow``)
+        self._abilities: tuple[bool, bool] | None = None
         self.fast: dict[tuple, Any] = {}  # compiled device calls (``vyre.lib.io.FastCall``) by call key
 
     def get(self, role: str, nbytes: int) -> Resident:
@@ -60,6 +61,14 @@ class ScratchCache:
             handle = self.backend.allocate_resident(key[1])
             self._handles[key] = handle
         return handle
+
+    def abilities(self) -> tuple[bool, bool]:
+        """Whether the backend has subgroup operations, and binds device arrays (asked once)."""
+        if self._abilities is None:
+            supports = getattr(self.backend, "supports_subgroup_ops", None)
+            binds = all(hasattr(self.backend, name) for name in ("borrow", "enqueue_sequence", "new_array"))
+            self._abilities = (supports is None or bool(supports()), binds)
+        return self._abilities
 
     def borrow(self, role: str, array: object) -> Resident:
         """The handle of ``role`` pointed at the caller's device ``array`` (``backend.borrow``): the

@@ -112,7 +112,8 @@ class SequenceDispatcher:
         self.control: ParamBlock | None = None  # the loop control words of conditional graphs
         self.conditional_off: str | None = None  # set when the condition kernel cannot load
         self.sightings: OrderedDict[tuple, None] = OrderedDict()  # graph keys over caller arrays run once
-        self.last_stream: int | None = None  # the handle of the stream the last sequence ran on (``order``)
+        self.last_stream: Any = None  # the stream the last sequence ran on (``order``; never used again
+        # unless ``_lasting``: a caller's own stream may be destroyed after its call)
         self.finished: Any = None  # an event recorded after the last call on a caller's stream
         self.written: dict[int, tuple[Any, bytes]] = {}  # id(buffer) -> (buffer, bytes) last written by ``write``
         self.watches = Watches(self.runtime)
@@ -403,15 +404,16 @@ class SequenceDispatcher:
         """Order ``stream`` after the stream the last sequence ran on (an event, no host wait), so
         work on several streams never overlaps on the scratch buffers they share. A caller's stream
         is never touched after its call (it may be destroyed): its work is marked by ``finish``."""
-        last, backend = self.last_stream, self.runtime.stream
-        if last is not None and last != stream.ptr:
+        last = self.last_stream
+        if last is not None and last.ptr != stream.ptr:
             with cuda_errors("ordering the caller's stream after earlier work"):
-                stream.wait_event(backend.record() if last == backend.ptr else self.finished)
-        self.last_stream = stream.ptr
+                stream.wait_event(last.record() if _lasting(last, self.runtime) else self.finished)
+        self.last_stream = stream
 
     def finish(self, stream: Any) -> None:
-        """Mark the end of a call's work on a caller's ``stream`` (what ``order`` waits for next)."""
-        if stream is not self.runtime.stream:
+        """Mark the end of a call's work on a caller's ``stream`` (what ``order`` waits for next);
+        streams that live as long as the process (the backend's, the default streams) need no mark."""
+        if not _lasting(stream, self.runtime):
             if self.finished is None:
                 import cupy
 
@@ -585,6 +587,11 @@ def release(backend: Any) -> None:
     """Drop what sequences keep for ``backend`` (graphs, bindings, bodies, flag slots, control block)."""
     with backend.lock:
         backend.sequences.close()
+
+
+def _lasting(stream: Any, runtime: Any) -> bool:
+    """The backend's stream or a default stream (legacy, per-thread): never destroyed."""
+    return stream is runtime.stream or stream.ptr in (0, 1, 2)
 
 
 def _point(bindings: Iterable[ResidentBinding]) -> None:
