@@ -84,7 +84,7 @@ class CudaBackend(Backend):
         self.enqueue_sequence = seq.enqueue_sequence
         caller = self.inplace
         self.borrow, self.new_array, self.stream_for = caller.borrow, caller.new_array, caller.stream_for
-        self.to_device = caller.to_device
+        self.to_device, self.as_cupy = caller.to_device, caller.as_cupy
         self.compile_caller_sequence = functools.partial(CallerSequence, self)
         _warm_up_host_side(self.info.compute_capability)
         watch_device(self.device_id, self)

@@ -222,3 +222,29 @@ def test_compiled_calls_follow_new_arrays_and_arguments(backend, rng):
         np.testing.assert_array_equal(cupy.asnumpy(got[5][0][:kept.size]), kept)
         if i == 6:
             lib.release_scratch()
+
+
+def test_graphs_given_as_cupy_arrays_never_cross_to_the_host(backend, rng):
+    """from_edges, Graph, bfs and connected components on CuPy arrays: the same results as on numpy,
+    and no host copy of the edges (the host-to-device bytes stay far below the edges' size)."""
+    from vyre.lib import graph
+
+    n, m = 20_000, 200_000
+    src = rng.integers(0, n, m).astype(np.uint32)
+    dst = rng.integers(0, n, m).astype(np.uint32)
+    both_src, both_dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    ptr_h, idx_h = graph.from_edges(n, both_src, both_dst)
+    cupy.cuda.Device().synchronize()
+    before = backend.metrics()
+    ptr_d, idx_d = graph.from_edges(n, cupy.asarray(both_src), cupy.asarray(both_dst.astype(np.int32)))
+    assert isinstance(ptr_d, cupy.ndarray) and isinstance(idx_d, cupy.ndarray)
+    levels = graph.bfs(ptr_d, idx_d, 3, undirected=True)
+    labels = graph.connected_components(ptr_d, idx_d, undirected=True)
+    moved = _delta(backend, before, "cuda_h2d_bytes")["cuda_h2d_bytes"]
+    assert moved < idx_h.nbytes // 2, moved  # per-vertex words only: edges uploaded would be 3x idx_h
+    np.testing.assert_array_equal(cupy.asnumpy(ptr_d), ptr_h)
+    np.testing.assert_array_equal(cupy.asnumpy(idx_d), idx_h)
+    np.testing.assert_array_equal(levels, graph.bfs(ptr_h, idx_h, 3, undirected=True))
+    np.testing.assert_array_equal(labels, graph.connected_components(ptr_h, idx_h, undirected=True))
+    with pytest.raises(InvalidProgram, match="Fix: "):
+        graph.bfs(cupy.asarray(ptr_h[::-1].copy()), idx_d, 0)

@@ -21,11 +21,12 @@ import math
 import time
 from collections.abc import Sequence
 from functools import cache
+from typing import Any
 
 import numpy as np
 
 from vyre.driver.config import DispatchConfig
-from vyre.driver.errors import InvalidProgram
+from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.lib import graph_kernels as kernels
 from vyre.lib.plan import capacity
@@ -45,7 +46,15 @@ def backend_or_default(backend: object | None) -> object:
 MAX_IDS = 1 << 30  # vertices of from_edges, e-class ids of egraph: arrays of this many ids are made on the host
 
 
-def u32_array(name: str, values: object) -> np.ndarray:
+def u32_array(name: str, values: object, backend: object | None = None) -> Any:
+    """``values`` as a contiguous 1-D u32 array, checked: numpy for host data; for a device array
+    (CuPy, torch, anything with ``__cuda_array_interface__``) a CuPy array on ``backend``'s device
+    (``backend.as_cupy``: the caller's memory, converted on the device only when not u32), so
+    graphs given as device arrays never cross to the host."""
+    from vyre.lib.io import device_array_info
+
+    if device_array_info(values) is not None:
+        return _device_u32(name, values, backend)
     array = np.asarray(values)
     if array.ndim != 1 or array.dtype.kind not in "iu":
         raise InvalidProgram(f"{name} must be a 1-D integer array, got shape {array.shape} dtype {array.dtype}",
@@ -56,12 +65,34 @@ def u32_array(name: str, values: object) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.uint32)
 
 
-def check_csr(indptr: object, indices: object) -> tuple[np.ndarray, np.ndarray]:
-    """``indptr`` and ``indices`` as u32 arrays, checked to be a CSR graph."""
-    ptr, idx = u32_array("indptr", indptr), u32_array("indices", indices)
+def _device_u32(name: str, values: object, backend: object | None) -> Any:
+    as_cupy = getattr(backend_or_default(backend), "as_cupy", None)
+    if as_cupy is None:
+        raise UnsupportedFeature(f"device arrays as graph input ({name})", getattr(backend, "id", "?"),
+                                 "pass numpy arrays, or use a backend that binds device arrays (cuda).")
+    array = as_cupy(values)
+    if array.ndim != 1 or array.dtype.kind not in "iu":
+        raise InvalidProgram(f"{name} must be a 1-D integer array, got shape {array.shape} dtype {array.dtype}",
+                             "pass a 1-D device array of vertex ids or offsets.")
+    if array.dtype == np.uint32:
+        return array
+    if array.size and (int(array.min()) < 0 or int(array.max()) > UNREACHED):
+        raise InvalidProgram(f"{name} holds values outside u32", "pass ids and offsets in [0, 2**32).")
+    return array.astype(np.uint32)  # on the device
+
+
+def host_copy(array: Any) -> np.ndarray:
+    """A numpy copy of a numpy or CuPy array (for error messages and host-side checks only)."""
+    get = getattr(array, "get", None)
+    return np.asarray(get() if callable(get) else array)
+
+
+def check_csr(indptr: object, indices: object, backend: object | None = None) -> tuple[Any, Any]:
+    """``indptr`` and ``indices`` as u32 arrays (numpy, or CuPy for device input), checked to be a CSR graph."""
+    ptr, idx = u32_array("indptr", indptr, backend), u32_array("indices", indices, backend)
     if ptr.size == 0:
         raise InvalidProgram("indptr is empty", "pass n + 1 offsets (np.zeros(1) for a graph of no vertices).")
-    if ptr[0] != 0 or np.any(ptr[1:] < ptr[:-1]) or ptr[-1] != idx.size:
+    if int(ptr[0]) != 0 or bool((ptr[1:] < ptr[:-1]).any()) or int(ptr[-1]) != idx.size:
         raise InvalidProgram("indptr is not a CSR offset array (starts at 0, never decreases, ends at len(indices))",
                              "build the graph with vyre.lib.graph.from_edges or scipy.sparse.csr_matrix(...).indptr.")
     return ptr, idx
@@ -374,7 +405,7 @@ class Graph(DeviceArrays):
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
                  undirected: bool = False) -> None:
-        ptr, idx = check_csr(indptr, indices)
+        ptr, idx = check_csr(indptr, indices, backend)
         self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
         self._scratch: dict[str, object] = {}
@@ -383,7 +414,7 @@ class Graph(DeviceArrays):
         self._lanes = device_lanes(self.backend, self.n)
         try:
             if undirected and not self.stored_both_ways():
-                check_symmetric(ptr, idx)  # names an edge whose reverse is missing, in an error with a Fix
+                check_symmetric(host_copy(ptr), host_copy(idx))  # names a one-way edge, in an error with a Fix
         except BaseException:
             self.close()
             raise
@@ -569,15 +600,17 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
         raise InvalidProgram(f"n={n!r} is not a vertex count of at most 2**30 (1,073,741,824) vertices; the CSR "
                              "holds n + 1 offsets", "pass the number of vertices, an int in [0, 2**30] "
                              "(renumber sparse vertex ids to 0 .. n - 1 first).")
-    s, d = u32_array("src", src), u32_array("dst", dst)
+    s, d = u32_array("src", src, backend), u32_array("dst", dst, backend)
     if s.size != d.size:
         raise InvalidProgram(f"src has {s.size} edges and dst {d.size}", "pass two arrays of the same length.")
     if s.size and (int(s.max()) >= n or int(d.max()) >= n):
         raise InvalidProgram(f"an edge names a vertex >= n={n}", "pass vertex ids in [0, n) or a larger n.")
     m = s.size
-    if m == 0:
-        return np.zeros(n + 1, dtype=np.uint32), np.zeros(0, dtype=np.uint32)
     be = backend_or_default(backend)
+    on_device = not isinstance(s, np.ndarray)
+    if m == 0:
+        empty = np.zeros(n + 1, dtype=np.uint32), np.zeros(0, dtype=np.uint32)
+        return tuple(be.to_device(a, be.stream_for(None)) for a in empty) if on_device else empty
     with ResidentSet(be) as res:
         h_src, h_dst = res.upload(s), res.upload(d)
         src_ra = lib.ResidentArray(h_src, np.uint32, m)
@@ -590,6 +623,12 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
         h_idx = res.alloc(4 * m)
         be.dispatch_sequence([(gather_program(), [h_dst, order.handle, h_idx, res.upload(np.array([m], np.uint32))],
                                DispatchConfig(elements=m))])
+        if on_device:  # CuPy results, copied on the device out of the handles freed below
+            h_ptr = res.alloc(4 * (n + 1))
+            be.upload_resident(h_ptr, np.zeros(1, np.uint32))
+            if n:
+                be.upload_resident(h_ptr, be.view(ends.handle, np.uint32)[:n], 4)
+            return be.view(h_ptr, np.uint32)[:n + 1].copy(), be.view(h_idx, np.uint32)[:m].copy()
         indptr = np.zeros(n + 1, dtype=np.uint32)
         indptr[1:] = read_u32(be, ends.handle, n)
         return indptr, read_u32(be, h_idx, m)

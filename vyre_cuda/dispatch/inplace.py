@@ -38,7 +38,14 @@ from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, 
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre_cuda.dispatch.prepared import PreparedProgram, ProgramCache
-from vyre_cuda.runtime.arrays import array_span, device_kind, device_pointer, new_device_array, stream_pointer
+from vyre_cuda.runtime.arrays import (
+    array_span,
+    device_array,
+    device_kind,
+    device_pointer,
+    new_device_array,
+    stream_pointer,
+)
 from vyre_cuda.runtime.context import DeviceRuntime
 from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.launch import LaunchPlan, ParamBlock
@@ -238,6 +245,11 @@ class InPlaceDispatcher:
         kind = "torch" if any(device_kind(x) == "torch" for x in like) else "cupy"
         with stream:
             return new_device_array(kind, dtype, count, self.runtime.device_id)[0]
+
+    def as_cupy(self, array: object) -> Any:
+        """A CuPy view of a device array on this device (CuPy, torch, CAI/DLPack): no copy; an
+        ``InvalidProgram`` with a Fix for another device or a non-contiguous array."""
+        return device_array(array, "a device array", self.runtime.device_id)
 
     def to_device(self, data: object, stream: Any) -> Any:
         """A CuPy copy of host ``data`` made in ``stream``'s order (host inputs of a device call)."""
