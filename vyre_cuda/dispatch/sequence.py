@@ -693,7 +693,7 @@ class CompiledSequence:
             self.bindings, self.buffers, self.entry = (), (), None
 
 
-class CallerSequence:
+class CallerSequence(CompiledSequence):
     """The steps of one library call over borrowed handles (the caller's arrays), bound once.
 
     ``enqueue`` follows the arrays' current pointers: one sequence body per pointer set (the
@@ -704,21 +704,10 @@ class CallerSequence:
     BODIES = 8
 
     def __init__(self, backend: Any, steps: Sequence[object]) -> None:
-        self.runtime, self.sequences = backend.runtime, backend.sequences
-        self.bindings: tuple[ResidentBinding, ...] = ()
-        with self.runtime.lock:
-            self.sequences.open()
-            try:
-                for step in steps:
-                    self.bindings += (ResidentBinding(backend, *unpack_step(step)),)
-            except BaseException:
-                self.close()
-                raise
-        self.buffers = tuple({id(b): b for x in self.bindings for b in x.buffers}.values())
+        self.bodies: OrderedDict[tuple, Body] = OrderedDict()
+        super().__init__(backend, steps)
         self.borrowed = tuple(b for b in self.buffers if b.borrowed)
         self.sizes = tuple(b.nbytes for b in self.borrowed)
-        self.bodies: OrderedDict[tuple, Body] = OrderedDict()
-        self.seen = self.runtime.resident.generation
 
     def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
                 watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> bool:
