@@ -36,7 +36,14 @@ _ACCESS = {Access.READ: "In", Access.READ_WRITE: "InOut", Access.OUTPUT: "Out", 
 
 
 def to_python(program: Program) -> str:
-    """The source of a ``@vyre.kernel`` function whose program equals ``program``."""
+    """The source of a ``@vyre.kernel`` function whose program equals ``program``; a program nested
+    deeper than the validator allows is a ``ValidationError`` (``nesting_too_deep``), as for ``to_text``."""
+    from vyre.driver.errors import Finding, ValidationError
+    from vyre.ir.shape import MAX_DEPTH, deeper_than
+
+    if deeper_than(program.body, MAX_DEPTH):
+        raise ValidationError([Finding("nesting_too_deep", f"the program nests deeper than {MAX_DEPTH} levels",
+                                       "run vyre.validate(program) and correct the findings")])
     return _Printer(program).text()
 
 

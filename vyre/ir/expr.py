@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -52,6 +53,10 @@ ALL_OPS = (
     "fma", "atomic", *SUBGROUP_OPS, "call",
 )
 
+
+
+REPR_DEPTH = 200  # expression levels ``repr`` spells out (the validator allows 128; two frames a level)
+_repr_state = threading.local()
 
 class AtomicOp(enum.Enum):
     """Read-modify-write operations of ``Expr.atomic``; each returns the old value.
@@ -151,12 +156,20 @@ class Expr(ExprOperators):
         raise TypeError("an Expr has no truth value. Fix: build conditions with Expr.eq/lt/... and Node.if_.")
 
     def __repr__(self) -> str:
-        """The constructor call that builds this expression (``Expr.u32(1)``, ``Expr.add(...)``)."""
+        """The constructor call that builds this expression (``Expr.u32(1)``, ``Expr.add(...)``);
+        below ``REPR_DEPTH`` levels a nested expression shows as ``...`` (never a RecursionError)."""
         if self.op == "lit":
             return _literal_repr(self)
         if self.op == "var":
             return f"Expr.var({self.name!r})"
-        parts = [repr(a) for a in self.args]
+        depth = getattr(_repr_state, "depth", 0)
+        if depth >= REPR_DEPTH:
+            return "..."
+        _repr_state.depth = depth + 1
+        try:
+            parts = [repr(a) for a in self.args]
+        finally:
+            _repr_state.depth = depth
         if self.name is not None:
             parts.insert(0, repr(self.name))
         if self.value is not None:

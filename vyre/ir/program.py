@@ -138,6 +138,17 @@ class Program:
         object.__setattr__(self, "body", _nodes(body, "body"))
         object.__setattr__(self, "name", name)
 
+    def __repr__(self) -> str:
+        """The constructor call; a program nested too deeply to print (which the validator refuses)
+        shows its buffers and a note instead of its body, rather than exhausting the stack."""
+        from vyre.ir.shape import MAX_DEPTH, deeper_than
+
+        if deeper_than(self.body, 4 * MAX_DEPTH):
+            body = f"<a body nesting deeper than {4 * MAX_DEPTH} levels, not shown>"
+        else:
+            body = repr(list(self.body))
+        return f"Program({list(self.buffers)!r}, {self.workgroup_size!r}, {body}, name={self.name!r})"
+
     # ---- lookups ---------------------------------------------------------------------------
     def buffer(self, name: str) -> BufferDecl | None:
         """The declaration named ``name``, or None."""

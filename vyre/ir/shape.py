@@ -161,3 +161,28 @@ def node_well_formed(node: object) -> bool:
         if kind is tuple and any(not isinstance(n, Node) for n in value):
             return False
     return True
+
+
+def deeper_than(roots: object, limit: int = MAX_DEPTH) -> bool:
+    """Whether statements and expressions under ``roots`` (a program's body, a node, an expression)
+    nest more than ``limit`` levels; an iterative walk, so any depth is safe to ask about."""
+    stack = [(root, 1) for root in (roots if isinstance(roots, (list, tuple)) else (roots,))]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, Expr):
+            stack.extend((a, depth + 1) for a in item.args)
+        elif isinstance(item, Node):
+            for value in vars(item).values() if hasattr(item, "__dict__") else _fields(item):
+                if isinstance(value, Expr):
+                    stack.append((value, depth + 1))
+                elif isinstance(value, (list, tuple)):
+                    stack.extend((v, depth + 1) for v in value if isinstance(v, (Node, Expr)))
+    return False
+
+
+def _fields(node: Node) -> list[object]:
+    import dataclasses
+
+    return [getattr(node, f.name) for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
