@@ -235,18 +235,31 @@ class Backend:
         """
         raise UnsupportedFeature("resident dispatch", self.id)
 
+    # ---- composite dispatches, once for every backend, on the primitives above ----------------------
+    # A backend that only provides resident buffers and ``dispatch_resident`` gets these as they are;
+    # the oracle and ``cuda`` override them for speed (bound steps; captured graphs, device loops).
     def dispatch_sequence(self, steps: Sequence[tuple], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
         """Run ``steps`` (``(program, handles[, config])``) in order, then read ``reads`` back.
 
         ``reads`` are ``(handle, offset, nbytes)``; one uint8 array each. Backends run the steps
         with one synchronisation at the end; every argument is checked before any step runs.
         """
-        raise UnsupportedFeature("dispatch sequences", self.id)
+        return self.dispatch_repeated(steps, (), 0, reads)
 
     def dispatch_repeated(self, prefix: Sequence[tuple], repeated: Sequence[tuple], count: int,
                           reads: Sequence[tuple] = ()) -> list[np.ndarray]:
         """Run ``prefix`` once and ``repeated`` ``count`` times (an int >= 0), then read ``reads`` back."""
-        raise UnsupportedFeature("repeated dispatch", self.id)
+        from vyre.driver import resident_args as args
+
+        args.check_repeat_count(count)
+        head = [args.unpack_step(s) for s in prefix]
+        body = [args.unpack_step(s) for s in repeated] if count else []
+        checked = [args.unpack_read(r) for r in reads]
+        for handle, offset, nbytes in checked:
+            args.check_byte_range(handle, offset, nbytes, "read range")
+        for program, handles, config in head + body * count:
+            self.dispatch_resident(program, handles, config)
+        return [np.asarray(self.download_resident(h, off, n)).view(np.uint8) for h, off, n in checked]
 
     def dispatch_until(self, steps: Sequence[tuple], flag_handle: Resident, max_iterations: int) -> int:
         """Repeat ``steps`` until they leave the flag's first u32 word zero; returns the iterations run.
@@ -254,9 +267,20 @@ class Backend:
         Before each iteration the word is zeroed; a step sets it non-zero to ask for another.
         Stops after ``max_iterations`` (an int >= 0) at the latest.
         """
-        raise UnsupportedFeature("fixed-point dispatch", self.id)
+        from vyre.driver import resident_args as args
 
-    # ---- pipelines, metrics, lifecycle -------------------------------------------------------
+        args.check_max_iterations(max_iterations)
+        args.check_flag(flag_handle)
+        body = [args.unpack_step(s) for s in steps]
+        zero = np.zeros(1, np.uint32)
+        for iteration in range(1, max_iterations + 1):
+            self.upload_resident(flag_handle, zero)
+            for program, handles, config in body:
+                self.dispatch_resident(program, handles, config)
+            if not np.asarray(self.download_resident(flag_handle, 0, 4)).any():
+                return iteration
+        return max_iterations
+
     def compile(self, program: Program, config: DispatchConfig | None = None) -> CompiledPipeline:
         """``program`` prepared once for repeated dispatch (``CompiledPipeline``); results equal ``dispatch``."""
         return CompiledPipeline(self, program, config)

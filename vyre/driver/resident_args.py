@@ -96,7 +96,10 @@ def check_max_iterations(max_iterations: object) -> int:
 
 
 def check_flag(handle: Any) -> None:
-    """The flag of ``dispatch_until`` holds at least one u32 word."""
+    """The flag of ``dispatch_until`` is a resident handle holding at least one u32 word."""
+    if not isinstance(handle, Resident):
+        raise InvalidHandle(f"the flag of dispatch_until is {type(handle).__name__}, not a resident handle",
+                            "pass a handle from backend.allocate_resident(4) or larger.")
     if handle.nbytes < FLAG_BYTES:
         raise InvalidProgram(f"the flag {handle!r} of dispatch_until has fewer than {FLAG_BYTES} bytes",
                              "pass a resident buffer of at least 4 bytes (its first u32 word is the flag).")
