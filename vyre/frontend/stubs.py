@@ -40,10 +40,16 @@ end recognises; here they are classes and functions a type checker accepts in an
 kernel bodies (``vyre/frontend/stubs.py`` says how each is declared).
 """
 
+from __future__ import annotations
+
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeAlias, TypeVar, overload
 
-from typing_extensions import Self
+if sys.version_info >= (3, 11):
+    from typing import Self
+else:  # type checkers only: the stub is never imported at run time
+    from typing_extensions import Self
 
 {imports}
 
