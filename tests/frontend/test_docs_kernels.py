@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _python_blocks(path: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
+    return [b for b in blocks if not b.startswith("# docs-test: skip")]  # GPU-only blocks say so
 
 
 @pytest.mark.parametrize(("doc", "index"), [("docs/kernels.md", 0), ("README.md", 0), ("README.md", 1)])
