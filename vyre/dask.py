@@ -87,10 +87,8 @@ def is_device_block(block: object) -> bool:
 
 def _contiguous(block: Any) -> Any:
     """A C-contiguous block: device blocks stay on their device, host blocks are numpy."""
-    if is_device_block(block):
-        import cupy
-
-        return cupy.ascontiguousarray(block)
+    if is_device_block(block):  # a CuPy block: its own methods keep it on its device
+        return block if block.flags.c_contiguous else block.copy(order="C")
     return np.ascontiguousarray(block)
 
 
@@ -108,9 +106,7 @@ def _block_input(block: Any, decl: BufferDecl) -> Any:
     if isinstance(block, bytes):
         return block
     if is_device_block(block) and decl.access is Access.READ_WRITE:
-        import cupy
-
-        return cupy.array(block, copy=True, order="C")
+        return block.copy(order="C")
     return _contiguous(block)
 
 
@@ -124,9 +120,7 @@ def _meta(arrays: list, dtype: np.dtype, shape: tuple[int, ...] = (0,)) -> Any:
     from dask.array.utils import meta_from_array
 
     if arrays and is_device_block(meta_from_array(arrays[0])):
-        import cupy
-
-        return cupy.empty(shape, dtype)
+        return meta_from_array(arrays[0], ndim=len(shape), dtype=dtype)  # CuPy-backed stays CuPy, no import
     return np.empty(shape, dtype)
 
 

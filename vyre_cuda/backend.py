@@ -33,6 +33,7 @@ from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import VyreError
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
+from vyre_cuda.dispatch import device_arrays
 from vyre_cuda.dispatch.host import HostDispatcher
 from vyre_cuda.dispatch.inplace import InPlaceDispatcher, takes
 from vyre_cuda.dispatch.prepared import PreparedProgram, ProgramCache
@@ -86,6 +87,7 @@ class CudaBackend(Backend):
         self.borrow, self.new_array, self.stream_for = caller.borrow, caller.new_array, caller.stream_for
         self.to_device, self.as_cupy = caller.to_device, caller.as_cupy
         self.compile_caller_sequence = functools.partial(CallerSequence, self)
+        self.device_arrays = device_arrays  # CuPy work on caller arrays for vyre.lib.multi
         _warm_up_host_side(self.info.compute_capability)
         watch_device(self.device_id, self)
 

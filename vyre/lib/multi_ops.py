@@ -35,6 +35,7 @@ from vyre.lib.sharded import (
     as_sharded,
     concat_on,
     device_index,
+    device_ops,
     fetch_into,
     is_device_array,
     put,
@@ -96,10 +97,7 @@ def _on_device_of(part: Any, work: Any) -> Any:
     index = device_index(part) if is_device_array(part) else None
     if index is None:
         return work()
-    import cupy
-
-    with cupy.cuda.Device(index):
-        return work()
+    return device_ops().run_on(index, work)
 
 
 def bounds(n: int, parts: int, align: int) -> list[tuple[int, int]]:
@@ -176,13 +174,9 @@ def inclusive_scan(x: object, op: str = "add", *, devices: Sequence[object] | No
         if isinstance(scan, np.ndarray):
             ufunc(scan, carry[0], out=scan)
             return scan
-        import cupy
-
+        ops = device_ops(split.backends[k])
         scan = as_cupy(scan)
-        with cupy.cuda.Device(scan.device.id):
-            getattr(cupy, ufunc.__name__)(scan, carry[0], out=scan)
-            cupy.cuda.get_current_stream().synchronize()
-        return scan
+        return ops.run_on(device_index(scan), lambda: ops.ufunc(ufunc.__name__)(scan, carry[0], out=scan), wait=True)
 
     return split.result(_each(list(range(len(scans))), finish_device))
 
@@ -228,20 +222,15 @@ def _cut(part: Any, splitters: np.ndarray, parts: int) -> list[Any]:
     if not splitters.size:  # nothing to sample (empty or all NaN): everything goes to the last device
         return [part[:0]] * (parts - 1) + [part]
     if isinstance(part, np.ndarray):
-        return _pieces(part, splitters, np)
-    import cupy
-
+        return _pieces(part, splitters)
     part = as_cupy(part)
-    with cupy.cuda.Device(part.device.id):
-        pieces = _pieces(part, splitters, cupy)
-        cupy.cuda.get_current_stream().synchronize()
-    return pieces
+    return device_ops().run_on(device_index(part), lambda: _pieces(part, splitters), wait=True)
 
 
-def _pieces(part: Any, splitters: np.ndarray, xp: Any) -> list[Any]:
+def _pieces(part: Any, splitters: np.ndarray) -> list[Any]:
     pieces, below_prev = [], None
     for s in splitters:
-        below = xp.less(part, s)
+        below = part < s
         pieces.append(part[below if below_prev is None else below & ~below_prev])
         below_prev = below
     pieces.append(part[~below_prev])

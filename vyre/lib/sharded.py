@@ -31,14 +31,22 @@ def device_index(a: object) -> int | None:
     return None
 
 
+def device_ops(backend: Any = None) -> Any:
+    """The CUDA backend's operations on device arrays (``backend.device_arrays``: CuPy work that
+    ``vyre`` does not import itself); ``backend`` default: ``vyre.default_backend()``."""
+    from vyre.driver.errors import UnsupportedFeature
+    from vyre.driver.registry import default_backend
+
+    found = getattr(backend if backend is not None else default_backend(), "device_arrays", None)
+    if found is None:
+        raise UnsupportedFeature("device arrays in vyre.lib.multi", getattr(backend, "id", "?"),
+                                 "pass numpy arrays, or run on a backend that binds device arrays (cuda).")
+    return found
+
+
 def as_cupy(a: Any) -> Any:
     """A CuPy view of a device array (torch tensors and other ``__cuda_array_interface__`` arrays)."""
-    import cupy
-
-    if isinstance(a, cupy.ndarray):
-        return a
-    with cupy.cuda.Device(device_index(a) or 0):
-        return cupy.asarray(a)
+    return device_ops().as_cupy(a, device_index(a))
 
 
 @dataclass(frozen=True)
@@ -92,11 +100,7 @@ def to_host(a: Any) -> np.ndarray:
     if isinstance(a, (np.ndarray, np.generic)):
         return np.asarray(a)
     if is_device_array(a):
-        import cupy
-
-        a = as_cupy(a)
-        with cupy.cuda.Device(a.device.id):
-            return a.get()
+        return device_ops().to_host(a, device_index(a))
     return np.asarray(a)
 
 
@@ -134,12 +138,7 @@ def owned_copy(backend: Any, handle: Any, dtype: np.dtype) -> Any:
     view = backend.view(handle, dtype)
     if isinstance(view, np.ndarray):
         return view.copy()
-    import cupy
-
-    with cupy.cuda.Device(view.device.id):
-        out = view.copy()
-        cupy.cuda.get_current_stream().synchronize()
-    return out
+    return device_ops(backend).run_on(device_index(view), view.copy, wait=True)
 
 
 def empty_like(part: Any, dtype: np.dtype) -> Any:
@@ -147,10 +146,7 @@ def empty_like(part: Any, dtype: np.dtype) -> Any:
     index = device_index(part) if is_device_array(part) else None
     if index is None:
         return np.zeros(0, dtype)
-    import cupy
-
-    with cupy.cuda.Device(index):
-        return cupy.zeros(0, dtype)
+    return device_ops().zeros(index, dtype)
 
 
 def fetch_into(backend: Any, part: Any, out: np.ndarray) -> None:
@@ -168,20 +164,7 @@ def concat_on(device: int | None, pieces: Sequence[Any]) -> Any:
     ``device`` (numpy when ``device`` is None): peer copies between GPUs, finished on return."""
     if device is None:
         return np.concatenate([to_host(p) for p in pieces])
-    import cupy
-
-    pieces = [as_cupy(p) for p in pieces]
-    with cupy.cuda.Device(device):
-        out = cupy.empty(sum(int(p.size) for p in pieces), pieces[0].dtype)
-        stream, off = cupy.cuda.get_current_stream(), 0
-        for p in pieces:
-            nbytes = int(p.nbytes)
-            if nbytes:
-                cupy.cuda.runtime.memcpyPeerAsync(out.data.ptr + off, device, p.data.ptr, p.device.id, nbytes,
-                                                  stream.ptr)
-            off += nbytes
-        stream.synchronize()
-    return out
+    return device_ops().concat_on(device, [as_cupy(p) for p in pieces])
 
 
 def download_into(backend: Any, handle: Any, out: np.ndarray) -> None:
@@ -195,5 +178,5 @@ def download_into(backend: Any, handle: Any, out: np.ndarray) -> None:
         out[...] = backend.download_resident(handle, 0, out.nbytes).view(out.dtype)
 
 
-__all__ = ["Sharded", "as_sharded", "concat_on", "device_index", "download_into", "fetch_into", "owned_copy", "put",
-           "to_host"]
+__all__ = ["Sharded", "as_sharded", "concat_on", "device_index", "device_ops", "download_into", "fetch_into",
+           "owned_copy", "put", "to_host"]

@@ -68,12 +68,11 @@ def host_array(a: object) -> np.ndarray:
     tensors as their uint16 bits, the storage form of a BF16 buffer)."""
     if isinstance(a, np.ndarray):
         return a
-    if type(a).__module__.partition(".")[0] == "torch":
-        import torch
-
-        if a.dtype == torch.bfloat16:
-            return a.detach().view(torch.int16).cpu().numpy().view(np.uint16)
-        return a.detach().cpu().numpy()
+    if type(a).__module__.partition(".")[0] == "torch":  # duck-typed: vyre never imports torch
+        host = a.detach().cpu()  # type: ignore[attr-defined]
+        if str(host.dtype) == "torch.bfloat16":  # widening to f32 keeps the bits: take the top half
+            return (host.float().numpy().view(np.uint32) >> 16).astype(np.uint16)
+        return host.numpy()
     get = getattr(a, "get", None)
     return np.asarray(get() if callable(get) else a)
 

@@ -1,0 +1,72 @@
+"""CuPy work on the caller's device arrays that ``vyre``'s host half asks for (``vyre.lib.multi``'s
+sharded parts): reached as ``backend.device_arrays``, so ``vyre`` itself never imports CuPy.
+
+Every function takes the CUDA device ordinal it works on (or reads it from the array) and makes
+that device current for the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+
+def as_cupy(a: Any, index: int | None = None) -> Any:
+    """A CuPy view of a device array (torch tensors and other ``__cuda_array_interface__`` arrays)."""
+    import cupy
+
+    if isinstance(a, cupy.ndarray):
+        return a
+    with cupy.cuda.Device(index or 0):
+        return cupy.asarray(a)
+
+
+def run_on(index: int, work: Callable[[], Any], wait: bool = False) -> Any:
+    """``work()`` with device ``index`` current; with ``wait``, its current stream finished after."""
+    import cupy
+
+    with cupy.cuda.Device(index):
+        out = work()
+        if wait:
+            cupy.cuda.get_current_stream().synchronize()
+    return out
+
+
+def to_host(a: Any, index: int | None = None) -> np.ndarray:
+    """A numpy copy of a device array."""
+    a = as_cupy(a, index)
+    return run_on(a.device.id, a.get)
+
+
+def zeros(index: int, dtype: np.dtype, n: int = 0) -> Any:
+    """``n`` zeros of ``dtype`` on device ``index``."""
+    import cupy
+
+    return run_on(index, lambda: cupy.zeros(n, dtype))
+
+
+def ufunc(name: str) -> Any:
+    """CuPy's ufunc of numpy's ``name`` (``add``, ``minimum``, ...)."""
+    import cupy
+
+    return getattr(cupy, name)
+
+
+def concat_on(device: int, pieces: Sequence[Any]) -> Any:
+    """The pieces (CuPy arrays on any devices) one after another in one new array on ``device``:
+    peer copies between GPUs, finished on return."""
+    import cupy
+
+    with cupy.cuda.Device(device):
+        out = cupy.empty(sum(int(p.size) for p in pieces), pieces[0].dtype)
+        stream, off = cupy.cuda.get_current_stream(), 0
+        for p in pieces:
+            nbytes = int(p.nbytes)
+            if nbytes:
+                cupy.cuda.runtime.memcpyPeerAsync(out.data.ptr + off, device, p.data.ptr, p.device.id, nbytes,
+                                                  stream.ptr)
+            off += nbytes
+        stream.synchronize()
+    return out
