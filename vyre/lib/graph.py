@@ -624,11 +624,13 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
         be.dispatch_sequence([(gather_program(), [h_dst, order.handle, h_idx, res.upload(np.array([m], np.uint32))],
                                DispatchConfig(elements=m))])
         if on_device:  # CuPy results, copied on the device out of the handles freed below
+            from vyre.lib.sharded import owned_copy
+
             h_ptr = res.alloc(4 * (n + 1))
             be.upload_resident(h_ptr, np.zeros(1, np.uint32))
             if n:
                 be.upload_resident(h_ptr, be.view(ends.handle, np.uint32)[:n], 4)
-            return be.view(h_ptr, np.uint32)[:n + 1].copy(), be.view(h_idx, np.uint32)[:m].copy()
+            return owned_copy(be, h_ptr, np.dtype(np.uint32)), owned_copy(be, h_idx, np.dtype(np.uint32))
         indptr = np.zeros(n + 1, dtype=np.uint32)
         indptr[1:] = read_u32(be, ends.handle, n)
         return indptr, read_u32(be, h_idx, m)

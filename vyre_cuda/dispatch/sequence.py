@@ -453,20 +453,27 @@ class SequenceDispatcher:
             self.open()
             self.watches.poll()
             stream = self.runtime.stream if stream is None else stream
-            body = self.body(steps) if steps else None
-            ranges = self.read_ranges(reads)
-            watched = [(self.runtime.resident.resolve(h).ptr + off, fail) for h, off, fail in watch]
-            self.order(stream)
-            self.write(writes, stream)
-            if body is not None:
-                self.run_body(body, 1, stream)
-            for ptr, fail in watched:
-                self.watches.add(ptr, fail, stream)
-            self.finish(stream)
-            out = self.read_back(ranges, "a library call", stream) if ranges else []
-            if ranges:
-                self.watches.poll()
-            return out
+            return self.enqueue_body(self.body(steps) if steps else None, stream, writes, reads, watch)
+
+    def enqueue_body(self, body: Body | None, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
+                     reads: Sequence[tuple] = (),
+                     watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray]:
+        """The part of ``enqueue_sequence`` after the body is bound (``CallerSequence`` binds its own):
+        order, parameter writes, the body, watched words, the end mark, and the reads if any."""
+        ranges = self.read_ranges(reads)
+        watched = [(self.runtime.resident.resolve(h).ptr + off, fail) for h, off, fail in watch]
+        self.order(stream)
+        self.write(writes, stream)
+        if body is not None:
+            self.run_body(body, 1, stream)
+        for ptr, fail in watched:
+            self.watches.add(ptr, fail, stream)
+        self.finish(stream)
+        if not ranges:
+            return []
+        out = self.read_back(ranges, "a library call", stream)
+        self.watches.poll()
+        return out
 
     # ---- the backend entry points ------------------------------------------------------------------
     def dispatch_sequence(self, steps: Sequence[object], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
@@ -732,13 +739,7 @@ class CallerSequence(CompiledSequence):
                 self.bodies[ptrs] = body
                 while len(self.bodies) > self.BODIES:
                     self.bodies.popitem(last=False)
-            watched = [(rt.resident.resolve(h).ptr + off, fail) for h, off, fail in watch]
-            seq.order(stream)
-            seq.write(writes, stream)
-            seq.run_body(body, 1, stream)
-            for ptr, fail in watched:
-                seq.watches.add(ptr, fail, stream)
-            seq.finish(stream)
+            seq.enqueue_body(body, stream, writes, (), watch)
             return True
 
     def close(self) -> None:

@@ -331,7 +331,7 @@ class ResidentPool(_Pool):
             del self._live[handle.id]  # type: ignore[union-attr]
             self.generation += 1
             self.telemetry.set("cuda_resident_handles", len(self._live))
-            if id(buf) not in self._out:  # borrowed: the caller's memory stays theirs
+            if buf.borrowed:  # the caller's memory stays theirs
                 buf.retired = True
                 return
             self._return(buf)
@@ -349,7 +349,7 @@ class ResidentPool(_Pool):
         """Point a ``borrow``ed handle at other caller memory. Bindings over it notice the move
         (``ResidentBinding.moved``); a new size also bumps ``generation``, as a free does."""
         buf = self.resolve(handle)
-        if id(buf) in self._out:
+        if not buf.borrowed:
             raise InvalidHandle(f"{handle!r} owns its memory; only borrowed handles are re-pointed",
                                 "re-point handles made by borrow().")
         if nbytes != buf.nbytes:
