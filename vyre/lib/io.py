@@ -109,7 +109,13 @@ def device_array_info(x: object) -> tuple[np.dtype, int, bool] | None:
     if module == "cupy" and hasattr(x, "flags"):
         return x.dtype, x.size, x.flags.c_contiguous  # type: ignore[attr-defined]
     if module == "torch" and getattr(x, "is_cuda", False):
-        return np.dtype(str(x.dtype).removeprefix("torch.")), x.numel(), x.is_contiguous()  # type: ignore[attr-defined]
+        name = str(x.dtype).removeprefix("torch.")  # type: ignore[attr-defined]
+        try:
+            np_dtype = np.dtype(name)
+        except TypeError:  # bfloat16, complex32, ...: no numpy dtype, so no vyre.lib type either
+            raise InvalidProgram(f"a torch tensor of dtype {name} has no numpy dtype vyre.lib takes",
+                                 "convert it first, e.g. tensor.float() or tensor.int().") from None
+        return np_dtype, x.numel(), x.is_contiguous()  # type: ignore[attr-defined]
     if not hasattr(x, "__cuda_array_interface__"):
         return None
     info = x.__cuda_array_interface__  # type: ignore[attr-defined]
