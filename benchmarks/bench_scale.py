@@ -219,6 +219,8 @@ def host_link(backend, n: int, link: dict | None) -> dict:
     (out,) = backend.dispatch(program, [x, y, a])  # compile, warm the staging ring and pools
     seconds = best_of(3, lambda: backend.dispatch(program, [x, y, a]))
     row = {"elements": n, "dispatch_seconds": seconds, "dispatch_equals": check_saxpy(out, n)}
+    fresh = [(x.copy(), y.copy()) for _ in range(2)]  # arrays never seen: each call page-locks them first
+    row["fresh_arrays_dispatch_seconds"] = best_of(2, lambda: backend.dispatch(program, [*fresh.pop(), a]))
     nbytes = min(GiB, x.nbytes)
     handle = backend.allocate_resident(nbytes)
     try:
@@ -237,27 +239,32 @@ def host_link(backend, n: int, link: dict | None) -> dict:
     if link is not None:
         ideal = 2 * x.nbytes / (link["h2d_gb_per_s"] * 1e9) + y.nbytes / (link["d2h_gb_per_s"] * 1e9)
         row["dispatch_link_fraction"] = ideal / seconds
+        row["fresh_arrays_link_fraction"] = ideal / row["fresh_arrays_dispatch_seconds"]
         row["upload_link_fraction"] = row["upload_gb_per_s"] / link["h2d_gb_per_s"]
         row["download_link_fraction"] = row["download_gb_per_s"] / link["d2h_gb_per_s"]
     return row
 
 
 # ---- 3. multi.map SAXPY ------------------------------------------------------------------------------------------
-def multi_saxpy(ids: list[str], per_gpu: int) -> dict:
-    """``multi.map`` SAXPY on 1 GPU and on all, from numpy and from sharded device arrays."""
+def multi_saxpy(ids: list[str], per_gpu: int, counts: list[int]) -> list[dict]:
+    """``multi.map`` SAXPY on 1 GPU and on each of ``counts`` GPUs, from numpy and from sharded
+    device arrays (``per_gpu`` elements on each GPU: speed-up = k x one GPU's time / k GPUs' time)."""
     program = saxpy_program()
-    row: dict = {"elements_per_gpu": per_gpu, "gpus": len(ids)}
-    for label, devices in (("one", ids[:1]), ("all", ids)):
-        n = per_gpu * len(devices)
+    rows: list[dict] = []
+    for k in counts:
+        devices = ids[:k]
+        n = per_gpu * k
+        row: dict = {"elements_per_gpu": per_gpu, "gpus": k}
         x, y, a = saxpy_inputs(n)
-        row[f"host_{label}_seconds"], row[f"host_{label}_equals"] = _timed_map(program, [x, y, a], devices, n)
+        row["host_seconds"], row["host_equals"] = _timed_map(program, [x, y, a], devices, n)
         inputs = [multi.shard(x, devices), multi.shard(y, devices), a]
         x = y = None  # the host copies are not needed any more
-        row[f"sharded_{label}_seconds"], row[f"sharded_{label}_equals"] = _timed_map(program, inputs, None, n)
-    k = len(ids)
-    row["host_speedup"] = k * row["host_one_seconds"] / row["host_all_seconds"]
-    row["sharded_speedup"] = k * row["sharded_one_seconds"] / row["sharded_all_seconds"]
-    return row
+        row["sharded_seconds"], row["sharded_equals"] = _timed_map(program, inputs, None, n)
+        rows.append(row)
+    for row in rows:
+        row["host_speedup"] = row["gpus"] * rows[0]["host_seconds"] / row["host_seconds"]
+        row["sharded_speedup"] = row["gpus"] * rows[0]["sharded_seconds"] / row["sharded_seconds"]
+    return rows
 
 
 def _timed_map(program: Program, inputs: list, devices: list[str] | None, n: int) -> tuple[float, bool]:
@@ -453,7 +460,7 @@ def main() -> None:
         ids, backend_id = [d.id for d in gpus], "cuda"
         xor_n, reps = (1 << 26, 21) if args.quick else (1 << 30, 21)  # odd: a kernel that does nothing fails the check
         saxpy_n = 1 << 26 if args.quick else 1 << 28
-        lib_per_gpu = (1 << 26 if args.quick else 1 << 31) // (1 if args.quick else len(ids))
+        lib_per_gpu = 1 << 26 if args.quick else 1 << 30  # 2^31 keys over 2 GPUs, 2^32 over 4
         blocks, block = 200, 1 << 20
     else:
         print("no CUDA device is listed: running on two oracle backends at toy sizes (not a measurement)")
@@ -467,16 +474,18 @@ def main() -> None:
     result["host_link"] = host_link(backends[0], saxpy_n, link)
     result["xor"] = xor_scaling(backends, xor_n, reps)
     result["xor_elements_per_gpu"] = xor_n
-    result["multi_saxpy"] = multi_saxpy(ids, saxpy_n)
-    result["lib"] = lib_calls(backends, ids, lib_per_gpu, bool(gpus))
+    counts = sorted({1, *(k for k in (2, 4, 8) if k < len(ids)), len(ids)})
+    result["gpu_counts"] = counts
+    result["multi_saxpy"] = multi_saxpy(ids, saxpy_n, counts)
+    result["lib"] = [row for k in counts[1:] for row in lib_calls(backends[:k], ids[:k], lib_per_gpu, bool(gpus))]
     if not args.no_dask and len(backends) >= 2:
         direct = direct_ms_per_block(backends[0], block)
         result["dask"] = [dict(dask_overhead(w, blocks, block, backend_id), direct_ms_per_block=direct)
-                          for w in (1, len(backends))]
+                          for w in counts]
         for row in result["dask"]:
             # worker time per block beyond the dispatch itself (each worker runs its blocks one by one)
             row["overhead_ms_per_block"] = row["ms_per_block"] * row["workers"] - direct
-        result["dask_speedup"] = result["dask"][0]["seconds"] / result["dask"][1]["seconds"]
+            row["speedup"] = result["dask"][0]["seconds"] / row["seconds"]
     report(result)
     path = Path(args.json or Path(os.environ.get("OUT", ".")) / "bench_scale.json")
     path.write_text(json.dumps(result, indent=2), encoding="utf-8")
@@ -509,31 +518,38 @@ def draw(result: dict, png: Path) -> None:
 
 
 def draw_speedups(result: dict, png: Path) -> None:
-    """Speed-up of every multi-GPU workload over one GPU (ideal: the GPU count), and the host link fraction."""
+    """Speed-up of every multi-GPU workload over one GPU, one group of bars per GPU count (ideal:
+    the count), with the plain host call's share of the pinned link in the title."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    k = result["multi_saxpy"]["gpus"]
-    labels = ["multi.map SAXPY\nfrom numpy", "multi.map SAXPY\nsharded"] + [f"multi.{r['call']}" for r in result["lib"]]
-    values = [result["multi_saxpy"]["host_speedup"], result["multi_saxpy"]["sharded_speedup"]]
-    values += [r["speedup"] for r in result["lib"]]
-    if "dask_speedup" in result:
-        labels.append("dask map_blocks")
-        values.append(result["dask_speedup"])
-    fig, ax = plt.subplots(figsize=(8, 4))
-    ax.bar(range(len(values)), values, color="tab:blue")
-    ax.axhline(k, linestyle="--", color="grey", label=f"ideal ({k} GPUs)")
-    for i, v in enumerate(values):
-        ax.annotate(f"{v:.2f}x", (i, v), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
-    ax.set_xticks(range(len(values)))
-    ax.set_xticklabels(labels, fontsize=7)
-    ax.set_ylabel(f"speed-up of {k} GPUs over one")
+    counts = [k for k in result.get("gpu_counts", [1, 2]) if k > 1]
+    work: dict[str, dict[int, float]] = {"multi.map SAXPY\nfrom numpy": {}, "multi.map SAXPY\nsharded": {}}
+    for row in result["multi_saxpy"]:
+        work["multi.map SAXPY\nfrom numpy"][row["gpus"]] = row["host_speedup"]
+        work["multi.map SAXPY\nsharded"][row["gpus"]] = row["sharded_speedup"]
+    for row in result["lib"]:
+        work.setdefault(f"multi.{row['call']}", {})[row["gpus"]] = row["speedup"]
+    for row in result.get("dask", []):
+        work.setdefault("dask map_blocks", {})[row["workers"]] = row["speedup"]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / max(1, len(counts))
+    for c, k in enumerate(counts):
+        xs = [i + (c - (len(counts) - 1) / 2) * width for i in range(len(work))]
+        ys = [speeds.get(k, 0.0) for speeds in work.values()]
+        ax.bar(xs, ys, width, label=f"{k} GPUs (ideal {k}x)")
+        ax.axhline(k, linestyle="--", color="grey", linewidth=0.8)
+        for x, v in zip(xs, ys):
+            ax.annotate(f"{v:.2f}", (x, v), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=6)
+    ax.set_xticks(range(len(work)))
+    ax.set_xticklabels(list(work), fontsize=7)
+    ax.set_ylabel("speed-up over one GPU")
     fraction = result["host_link"].get("dispatch_link_fraction")
     note = f"; plain dispatch from numpy at {fraction:.0%} of the pinned link" if fraction else ""
-    ax.set_title(f"{result['cards'][0].split(': ')[-1]}{note}", fontsize=9)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(f"{len(result['cards'])} x {result['cards'][0].split(': ')[-1]}{note}", fontsize=9)
+    ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     print(f"wrote {png}")
@@ -548,6 +564,9 @@ def report(result: dict) -> None:
     print(f"dispatch SAXPY {host['elements']} f32 from numpy: {host['dispatch_seconds']:.4f} s"
           + (f" ({host['dispatch_link_fraction']:.0%} of the pinned link)" if link else "")
           + f", equals: {host['dispatch_equals']}")
+    print(f"  the same call on arrays never seen before (page-locked on the way): "
+          f"{host['fresh_arrays_dispatch_seconds']:.4f} s"
+          + (f" ({host['fresh_arrays_link_fraction']:.0%} of the pinned link)" if link else ""))
     print(f"upload_resident {host['upload_gb_per_s']:.1f} GB/s, download_resident {host['download_gb_per_s']:.1f} GB/s"
           + (f" ({host['upload_link_fraction']:.0%} / {host['download_link_fraction']:.0%} of the pinned link)"
              if link else "") + f", equals: {host['resident_equals']}")
@@ -555,21 +574,20 @@ def report(result: dict) -> None:
     print(f"{'GPUs':>5} {'seconds':>9} {'GB/s':>9} {'speed-up':>9}")
     for row in result["xor"]:
         print(f"{row['gpus']:>5} {row['seconds']:>9.4f} {row['gb_per_s']:>9.1f} {row['speedup']:>9.2f}")
-    m = result["multi_saxpy"]
-    print(f"\nmulti.map SAXPY, {m['elements_per_gpu']} f32 per GPU, {m['gpus']} GPUs")
-    for kind in ("host", "sharded"):
-        print(f"  {kind:>7}: 1 GPU {m[f'{kind}_one_seconds']:.4f} s, {m['gpus']} GPUs {m[f'{kind}_all_seconds']:.4f} s "
-              f"-> {m[f'{kind}_speedup']:.2f}x, equals: {m[f'{kind}_one_equals'] and m[f'{kind}_all_equals']}")
-    print(f"\n{'call':>15} {'elements':>11} {'multi s':>9} {'1 GPU x n s':>12} {'speed-up':>9} equals")
+    print(f"\nmulti.map SAXPY, {result['multi_saxpy'][0]['elements_per_gpu']} f32 per GPU")
+    for m in result["multi_saxpy"]:
+        print(f"  {m['gpus']} GPU(s): from numpy {m['host_seconds']:.4f} s ({m['host_speedup']:.2f}x), sharded "
+              f"{m['sharded_seconds']:.4f} s ({m['sharded_speedup']:.2f}x), equals: {m['host_equals']} "
+              f"{m['sharded_equals']}")
+    print(f"\n{'call':>15} {'GPUs':>5} {'elements':>11} {'multi s':>9} {'1 GPU x n s':>12} {'speed-up':>9} equals")
     for row in result["lib"]:
-        print(f"{row['call']:>15} {row['elements']:>11} {row['multi_seconds']:>9.4f} "
+        print(f"{row['call']:>15} {row['gpus']:>5} {row['elements']:>11} {row['multi_seconds']:>9.4f} "
               f"{row['one_gpu_seconds_x_n']:>12.4f} {row['speedup']:>9.2f} {row['equals']}")
     for row in result.get("dask", []):
         print(f"dask map_blocks, {row['workers']} worker(s), {row['blocks']} blocks of {row['block_elements']}: "
               f"{row['ms_per_block']:.3f} ms/block (in-process dispatch {row['direct_ms_per_block']:.3f} ms), "
-              f"overhead {row['overhead_ms_per_block']:.3f} ms/block, equals numpy: {row['equals_numpy']}")
-    if "dask_speedup" in result:
-        print(f"dask: {result['dask'][-1]['workers']} workers are {result['dask_speedup']:.2f}x one worker")
+              f"overhead {row['overhead_ms_per_block']:.3f} ms/block, {row['speedup']:.2f}x one worker, "
+              f"equals numpy: {row['equals_numpy']}")
 
 
 if __name__ == "__main__":

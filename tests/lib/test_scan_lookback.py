@@ -122,3 +122,14 @@ def test_an_unpublished_or_torn_total_is_not_taken(rng, flags):
     out, after = _run_tile_one(state, x, spin=(2, 3))
     E.assert_same(out[TILE:], np.cumsum(x, dtype=np.uint32)[TILE:])
     assert after[1] == 1
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", [1, 4097, 2 * TILE + 1])
+def test_inclusive_scan_with_a_carry_in(backend, rng, dtype, op, n):
+    """``init=`` folds a carry into every element in the same pass: ``init op x[0] op ... op x[i]``."""
+    x = E.data(rng, dtype, n)
+    init = x[n // 2]
+    want = E.inclusive_scan(np.concatenate([np.array([init], dtype), x]), op)[1:]
+    E.assert_same(lib.inclusive_scan(x, op, init=init, backend=backend), want)

@@ -32,7 +32,17 @@ from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shard import SplitPlan, plan_split, shard_program
 from vyre.lib.multi_devices import UFUNCS, backends_for
 from vyre.lib.multi_devices import each as _each
-from vyre.lib.sharded import Sharded, as_sharded, download_into, empty_like, is_device_array, owned_copy, same_kind
+from vyre.lib.sharded import (
+    Sharded,
+    as_sharded,
+    download_into,
+    empty_like,
+    host_empty,
+    is_device_array,
+    owned_copy,
+    residents,
+    same_kind,
+)
 
 
 def as_program(kernel_or_program: object) -> Program:
@@ -65,12 +75,18 @@ class _Shard:
     config: DispatchConfig
     data: list[Any]  # per non-workgroup buffer: the input slice or device part, or None for outputs
     sizes: list[int]  # bytes per buffer
+    read_only: list[bool]  # per buffer: the program only reads it
     handles: list[Any] = field(default_factory=list)
 
     def start(self) -> None:
-        """Allocate, upload, dispatch (on the calling thread; the backend's own stream)."""
+        """Allocate, upload, dispatch (on the calling thread; the backend's own stream). Device
+        parts the program only reads are read in place where the backend lends them (``cuda``)."""
+        res = residents(self.backend)
         try:
-            for data, nbytes in zip(self.data, self.sizes):
+            for data, nbytes, read_only in zip(self.data, self.sizes, self.read_only):
+                if res is not None and read_only and nbytes and is_device_array(data):
+                    self.handles.append(res.lend(data))
+                    continue
                 self.handles.append(self.backend.allocate_resident(nbytes))
                 if data is not None and nbytes:
                     self.backend.upload_resident(self.handles[-1], data)
@@ -80,7 +96,7 @@ class _Shard:
             raise
 
     def download(self, index: int, dtype: np.dtype) -> np.ndarray:
-        out = np.empty(self.sizes[index] // dtype.itemsize, dtype)
+        out = host_empty(self.backend, self.sizes[index] // dtype.itemsize, dtype)
         download_into(self.backend, self.handles[index], out)
         return out
 
@@ -270,6 +286,7 @@ def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, array
     lo, hi = groups[0] * wgx, groups[1] * wgx
     data: list[np.ndarray | None] = []
     sizes: list[int] = []
+    read_only: list[bool] = []
     out_counts: dict[str, int] = {}
     for b in program.buffers:
         if b.is_workgroup:
@@ -293,10 +310,11 @@ def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, array
             count = length
             data.append(arrays.get(b.name))  # replicated input, or a reduced output (None)
         sizes.append(count * b.dtype.size)
+        read_only.append(b.access is Access.READ)
     shard = shard_program(program, plan, lo, lengths, out_counts)
     extra = {"output_counts": None} if hasattr(config, "output_counts") else {}
     shard_config = dataclasses.replace(config, grid=(groups[1] - groups[0], 1, 1), elements=None, **extra)
-    return _Shard(backend, shard, shard_config, data, sizes)
+    return _Shard(backend, shard, shard_config, data, sizes, read_only)
 
 
 def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], like: Sharded | None
@@ -316,7 +334,8 @@ def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], like: 
     whole: dict[str, np.ndarray] = {}
     if like is None:
         for b in split:
-            whole[b.name] = np.empty(sum(s.sizes[index[b.name]] for s in shards) // b.dtype.size, b.dtype.np_dtype)
+            count = sum(s.sizes[index[b.name]] for s in shards) // b.dtype.size
+            whole[b.name] = host_empty(shards[0].backend, count, b.dtype.np_dtype)
 
     def fetch(k: int) -> dict[str, Any]:
         shard, got = shards[k], {}

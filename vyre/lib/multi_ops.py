@@ -31,7 +31,6 @@ from vyre.lib.multi_devices import UFUNCS, backends_for
 from vyre.lib.multi_devices import each as _each
 from vyre.lib.sharded import (
     Sharded,
-    as_cupy,
     as_sharded,
     concat_on,
     device_index,
@@ -143,42 +142,24 @@ def histogram(x: object, bins: int, *, devices: Sequence[object] | None = None) 
 
 
 def inclusive_scan(x: object, op: str = "add", *, devices: Sequence[object] | None = None) -> Any:
-    """``out[i] = x[0] op ... op x[i]`` (as ``vyre.lib.inclusive_scan``), in the input's form."""
+    """``out[i] = x[0] op ... op x[i]`` (as ``vyre.lib.inclusive_scan``), in the input's form.
+
+    Every device reduces its part; the host scans those few totals into each part's carry; every
+    device then scans its part with its carry folded in (``init=``): no extra pass over the data."""
     split = _Split(x, devices, "multi.inclusive_scan")
-    scans = split.each(lambda part, backend: primitives.inclusive_scan(part, op, backend=backend))
     ufunc = UFUNCS[op]
-    carries: list[np.ndarray | None] = []
+    totals = split.each(lambda part, backend: to_host(primitives.reduce(part, op, backend=backend)).reshape(1)
+                        if int(part.shape[0]) else None)
+    carries: list[Any] = []
     running = None
-    for scan in scans:
-        carries.append(running)
-        if int(scan.shape[0]):
-            last = to_host(scan[-1:])
-            running = last if running is None else ufunc(running, last)
-    if split.on_host:
-        out = np.empty(split.host.size, scans[0].dtype)
-        offsets = np.cumsum([0] + [int(s.shape[0]) for s in scans])
-
-        def finish_host(k: int) -> None:
-            part = out[offsets[k]:offsets[k + 1]]
-            fetch_into(split.backends[k], scans[k], part)
-            if carries[k] is not None:
-                ufunc(part, carries[k][0], out=part)
-
-        _each(list(range(len(scans))), finish_host)
-        return out
-
-    def finish_device(k: int) -> Any:
-        scan, carry = scans[k], carries[k]
-        if carry is None:
-            return scan
-        if isinstance(scan, np.ndarray):
-            ufunc(scan, carry[0], out=scan)
-            return scan
-        ops = device_ops(split.backends[k])
-        scan = as_cupy(scan)
-        return ops.run_on(device_index(scan), lambda: ops.ufunc(ufunc.__name__)(scan, carry[0], out=scan), wait=True)
-
-    return split.result(_each(list(range(len(scans))), finish_device))
+    for total in totals:
+        carries.append(None if running is None else running[0])
+        if total is not None:
+            running = total if running is None else ufunc(running, total)
+    scans = _each(list(range(len(split.parts))), lambda k: _on_device_of(
+        split.parts[k], lambda: primitives.inclusive_scan(split.parts[k], op, init=carries[k],
+                                                          backend=split.backends[k])))
+    return split.result(scans)
 
 
 def sort(x: object, *, devices: Sequence[object] | None = None) -> Any:
@@ -191,7 +172,7 @@ def sort(x: object, *, devices: Sequence[object] | None = None) -> Any:
     if len(split.parts) == 1:
         return split.result(split.each(lambda part, backend: sorting.sort(part, backend=backend)))
     splitters = _splitters(split.parts)
-    pieces = _each(split.parts, lambda part: _cut(part, splitters, len(split.parts)))
+    pieces = split.each(lambda part, backend: _cut(part, splitters, len(split.parts), backend))
     homes = [device_index(p) for p in split.parts]
     received = _each(list(range(len(homes))), lambda j: concat_on(homes[j], [row[j] for row in pieces]))
     pieces.clear()  # the sent pieces are no longer needed: free them before the local sorts
@@ -216,18 +197,27 @@ def _splitters(parts: Sequence[Any]) -> np.ndarray:
     return sample[[len(sample) * j // len(parts) for j in range(1, len(parts))]]
 
 
-def _cut(part: Any, splitters: np.ndarray, parts: int) -> list[Any]:
+def _cut(part: Any, splitters: np.ndarray, parts: int, backend: Any) -> list[Any]:
     """``part``'s keys in ``parts`` pieces, one per destination: piece j holds the keys that are
-    not below splitter j-1 and are below splitter j (NaN is below nothing: it goes to the last)."""
+    not below splitter j-1 and are below splitter j (NaN is below nothing: it goes to the last).
+    Device parts are cut by the library's stable compactions (one read of the part per piece)."""
     if not splitters.size:  # nothing to sample (empty or all NaN): everything goes to the last device
         return [part[:0]] * (parts - 1) + [part]
     if isinstance(part, np.ndarray):
         return _pieces(part, splitters)
-    part = as_cupy(part)
-    return device_ops().run_on(device_index(part), lambda: _pieces(part, splitters), wait=True)
+    lows = [_lowest(splitters.dtype), *splitters[:-1]]
+    pieces = [primitives.select_if(part, lo, hi, backend=backend) for lo, hi in zip(lows, splitters)]
+    rest = ~(part < splitters[-1])  # not below the last splitter, NaN included
+    pieces.append(primitives.select(part, rest.view(np.uint8), backend=backend))
+    return pieces
 
 
-def _pieces(part: Any, splitters: np.ndarray) -> list[Any]:
+def _lowest(dtype: np.dtype) -> Any:
+    """The least value of ``dtype`` (-inf for floats): ``lo`` of the first piece."""
+    return dtype.type(-np.inf) if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _pieces(part: np.ndarray, splitters: np.ndarray) -> list[np.ndarray]:
     pieces, below_prev = [], None
     for s in splitters:
         below = part < s

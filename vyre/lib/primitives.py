@@ -75,7 +75,10 @@ def _scan(x: object, op: str, inclusive: bool, init: object, stream: object, bac
     call = Call(backend, scratch, a, stream=stream)
     if a.n == 0:
         return call.empty(a.np_dtype)
-    start = None if inclusive else _scalar(m.empty_value() if init is None else init, a, "init")
+    if init is None:
+        start = None if inclusive else _scalar(m.empty_value(), a, "init")
+    else:
+        start = _scalar(init, a, "init")
 
     def build() -> Any:
         plan = call.plan()
@@ -104,10 +107,11 @@ def _scalar(value: object, a: Array, name: str) -> Any:
 
 
 @library_call
-def inclusive_scan(x: object, op: str = "add", *, stream: object = None, backend: Any = None,
+def inclusive_scan(x: object, op: str = "add", *, init: object = None, stream: object = None, backend: Any = None,
                    scratch: Any = None) -> Any:
-    """``out[i] = x[0] op x[1] op ... op x[i]`` (integers wrap)."""
-    return _scan(x, op, True, None, stream, backend, scratch)
+    """``out[i] = x[0] op x[1] op ... op x[i]`` (integers wrap); with ``init``,
+    ``out[i] = init op x[0] op ... op x[i]`` (a carry from earlier data, in the same pass)."""
+    return _scan(x, op, True, init, stream, backend, scratch)
 
 
 @library_call

@@ -126,6 +126,12 @@ def residents(backend: Any) -> Any:
     return found if hasattr(found, "to_device") else None
 
 
+def host_empty(backend: Any, count: int, dtype: np.dtype) -> np.ndarray:
+    """A new host array for results of ``backend`` (pinned when large on ``cuda``: one DMA fills it)."""
+    res = residents(backend)
+    return res.host_empty(count, dtype) if res is not None else np.empty(count, dtype)
+
+
 def put(backend: Any, host: np.ndarray) -> Any:
     """``host`` on ``backend``'s device (through its pinned chunk ring), or itself on the oracle."""
     res = residents(backend)
@@ -179,4 +185,4 @@ def download_into(backend: Any, handle: Any, out: np.ndarray) -> None:
 
 
 __all__ = ["Sharded", "as_sharded", "concat_on", "device_index", "device_ops", "download_into", "fetch_into",
-           "owned_copy", "put", "to_host"]
+           "host_empty", "owned_copy", "put", "to_host"]

@@ -21,8 +21,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from vyre.driver.backend import PendingDispatch, TimedDispatch
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.errors import InvalidProgram
@@ -212,7 +210,7 @@ class HostDispatcher:
         for decl, off, count in run.outputs:
             nbytes = count * decl.dtype.size
             if off < 0:
-                host = np.empty(count, decl.dtype.np_dtype)
+                host = self.runtime.staging.empty(count, decl.dtype.np_dtype)
                 with cuda_errors(f"copying output {decl.name!r} of program {run.prepared.name} to the host"):
                     self.runtime.staging.download_into(host, run.held[decl.name].ptr)
                 out.append(host)

@@ -142,6 +142,23 @@ class ResidentDispatcher:
                 rt.stream.synchronize()
             return arr
 
+    def lend(self, array: object) -> Resident:
+        """A resident handle over the device ``array`` (of this device), no copy; the backend's
+        stream is ordered after the array's producers. Freeing the handle leaves the array alone;
+        the caller keeps the array alive until the work reading it has run."""
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            rt.use_device()
+            arr = device_array(array, "a device array read in place", rt.device_id)
+            with cuda_errors("ordering the backend's stream after the array's producers"):
+                order_after_producers(rt.stream)
+            return rt.resident.borrow(arr.data.ptr, int(arr.nbytes))
+
+    def host_empty(self, count: int, dtype: Any) -> np.ndarray:
+        """A new host array for a result (large ones in pinned memory, filled by one DMA)."""
+        return self.runtime.staging.empty(count, np.dtype(dtype))
+
     def to_host(self, arr: Any, out: np.ndarray) -> np.ndarray:
         """The CuPy array ``arr`` (on this device) into the C-contiguous host array ``out`` of the
         same byte size, through the pinned chunk ring (after the work queued on CuPy's stream)."""

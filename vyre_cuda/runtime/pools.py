@@ -20,7 +20,9 @@ Layers (each usable by the pipelines/graphs code):
   copies on the backend stream: two slots for a dispatch's small inputs and outputs, and a ring
   of ``RING`` pinned chunks of ``CHUNK`` bytes through which every host transfer of at least
   ``PIPELINE_MIN`` bytes is pipelined (the host copy of chunk k+1 runs, on ``copy_threads()``
-  threads of its own, while the DMA of chunk k runs); smaller ones take one shared slot.
+  threads of its own, while the DMA of chunk k runs); smaller ones take one shared slot. Large
+  arrays that are pinned or can be page-locked in place (``host_pins``) skip the ring: one DMA
+  at the link's speed. ``empty`` makes large host results in pinned memory for the same reason.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from vyre.driver.errors import DeviceOutOfMemory, InvalidHandle
 from vyre.driver.resident_args import invalid_handle
 from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.errors import cuda_errors
+from vyre_cuda.runtime.host_pins import PINS
 from vyre_cuda.runtime.telemetry import Telemetry
 
 MIN_BLOCK = 256
@@ -455,6 +458,7 @@ class PinnedStaging:
         self._ring = tuple(StagingSlot() for _ in range(RING))
         self._ring_turn = 0
         self.copier = HostCopier(threads)
+        self._held: deque[tuple[Any, object]] = deque()  # (event, host data a direct copy still reads)
 
     def slot(self, nbytes: int) -> StagingSlot:
         """The next shared slot, ready for ``nbytes`` (call ``fence`` after enqueuing its copies)."""
@@ -481,9 +485,18 @@ class PinnedStaging:
         return slot
 
     def upload(self, dst_ptr: int, data: memoryview | np.ndarray) -> None:
-        """Copy host bytes to the device: chunk k+1 is copied into pinned memory while chunk k's DMA
-        runs. Returns before the last DMA ends (the caller's data is no longer needed by then)."""
+        """Copy host bytes to the device. Pinned or pinnable arrays (``host_pins``) go in one DMA,
+        kept alive until it ran; others through the ring: chunk k+1 is copied into pinned memory
+        while chunk k's DMA runs. Returns before the last DMA ends."""
         n = data.nbytes
+        direct = PINS.address(data)
+        if direct is not None:
+            with cuda_errors("copying host data to the device"):
+                self._rt.memcpyAsync(dst_ptr, direct[0], n, H2D, self.stream.ptr)
+                self._in_flight(direct[1], data)
+            self.telemetry.add("cuda_h2d_bytes", n)
+            self.telemetry.add("cuda_direct_bytes", n)
+            return
         src = np.frombuffer(data, np.uint8, n)
         with cuda_errors("copying host data to the device"):
             for off in range(0, n, CHUNK):
@@ -496,7 +509,7 @@ class PinnedStaging:
 
     def download(self, src_ptr: int, nbytes: int) -> np.ndarray:
         """Device bytes into a new host array (waits)."""
-        out = np.empty(nbytes, np.uint8)
+        out = self.empty(nbytes, np.uint8)
         self.download_into(out, src_ptr)
         return out
 
@@ -507,6 +520,16 @@ class PinnedStaging:
             raise ValueError("download_into needs a C-contiguous host array. Fix: pass numpy.empty(n, dtype) "
                              "or a contiguous slice of one.")
         nbytes = out.nbytes
+        direct = PINS.address(out)
+        if direct is not None:
+            with cuda_errors("copying device data to the host"):
+                self._rt.memcpyAsync(direct[0], src_ptr, nbytes, D2H, self.stream.ptr)
+                self._in_flight(direct[1], out).synchronize()
+            self._held.clear()  # the stream has run everything before this copy
+            self._count_sync()
+            self.telemetry.add("cuda_d2h_bytes", nbytes)
+            self.telemetry.add("cuda_direct_bytes", nbytes)
+            return
         dst = out.reshape(-1).view(np.uint8)
         pending: deque[tuple[StagingSlot, int, int]] = deque()
         with cuda_errors("copying device data to the host"):
@@ -522,9 +545,27 @@ class PinnedStaging:
                 self._drain(pending.popleft(), dst)
         self.telemetry.add("cuda_d2h_bytes", nbytes)
 
+    def _in_flight(self, pin: Any, data: object) -> Any:
+        """Keep ``data`` alive (and ``pin`` registered) until the copy just enqueued has run;
+        returns the event that marks it."""
+        import cupy
+
+        event = cupy.cuda.Event(disable_timing=True)
+        event.record(self.stream)
+        PINS.used(pin, event)
+        while self._held and self._held[0][0].done:
+            self._held.popleft()
+        self._held.append((event, data))
+        return event
+
+    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
+        """A new host array for a result: pinned (from a pool) when large, so it is filled by one DMA."""
+        return PINS.pinned_empty(count, dtype)
+
     def _drain(self, item: tuple[StagingSlot, int, int], out: np.ndarray) -> None:
         slot, off, size = item
         slot.event.synchronize()
+        self._held.clear()  # the stream has run everything before this chunk
         slot.pending = False
         self._count_sync()
         self.copier.copy(out[off:off + size], slot.array[:size])
@@ -533,6 +574,8 @@ class PinnedStaging:
         self.telemetry.add("cuda_sync_points")
 
     def close(self) -> None:
+        while self._held:
+            self._held.popleft()[0].synchronize()
         for slot in (*self._slots, *self._ring):
             if slot.pending:
                 slot.event.synchronize()

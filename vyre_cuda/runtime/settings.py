@@ -12,6 +12,7 @@
 | ``VYRE_CUDA_LOADER`` | module loading: ``driver`` (default, ``cuModuleLoadData``) or ``cupy`` | each load |
 | ``VYRE_CUDA_MEMORY_LIMIT`` | device memory cap in bytes (``1073741824``, ``512M``, ``2GiB``) | at backend start |
 | ``VYRE_CUDA_NVTX`` | NVTX ranges: ``1`` on, ``0`` off, unset: under a profiler | once (``profiler.refresh``) |
+| ``VYRE_CUDA_HOST_PIN_LIMIT`` | host bytes page-locked for direct copies (default RAM/4; ``0``: off) | first use |
 | ``VYRE_CUDA_CACHE_DIR``, ``VYRE_CUDA_CACHE_MAX_BYTES`` | the disk cache (``runtime.cache``) | at cache start |
 | ``VYRE_PTX_DUMP_DIR`` | keep the PTX of a kernel the driver refuses in this directory | on a failed load |
 
@@ -41,6 +42,7 @@ COARSEN = "VYRE_CUDA_COARSEN"
 LAUNCH = "VYRE_CUDA_LAUNCH"
 LOADER = "VYRE_CUDA_LOADER"
 MEMORY_LIMIT = "VYRE_CUDA_MEMORY_LIMIT"
+HOST_PIN_LIMIT = "VYRE_CUDA_HOST_PIN_LIMIT"
 NVTX = "VYRE_CUDA_NVTX"
 CACHE_DIR = "VYRE_CUDA_CACHE_DIR"
 CACHE_MAX_BYTES = "VYRE_CUDA_CACHE_MAX_BYTES"
@@ -168,6 +170,11 @@ def memory_limit() -> int | None:
     return size(MEMORY_LIMIT)
 
 
+def host_pin_limit() -> int | None:
+    """``VYRE_CUDA_HOST_PIN_LIMIT`` in bytes (None when unset: a quarter of the host's memory)."""
+    return size(HOST_PIN_LIMIT)
+
+
 def cache_max_bytes() -> int | None:
     """``VYRE_CUDA_CACHE_MAX_BYTES`` in bytes (None when unset: the cache's default)."""
     return size(CACHE_MAX_BYTES)
@@ -198,7 +205,8 @@ def ptx_dump_dir() -> Path | None:
 #: every setting and its reader; ``check`` and ``problems`` read them all
 READERS: dict[str, Callable[[], object]] = {
     DEVICE: device, SYNC_EACH: sync_each, GRAPHS: graphs, PDL: pdl, CONDITIONAL: conditional, COARSEN: coarsen,
-    LAUNCH: launch, LOADER: loader, MEMORY_LIMIT: memory_limit, NVTX: nvtx, CACHE_DIR: cache_dir,
+    LAUNCH: launch, LOADER: loader, MEMORY_LIMIT: memory_limit, HOST_PIN_LIMIT: host_pin_limit, NVTX: nvtx,
+    CACHE_DIR: cache_dir,
     CACHE_MAX_BYTES: cache_max_bytes, PTX_DUMP_DIR: ptx_dump_dir,
 }
 

@@ -14,7 +14,7 @@ COUNTERS: tuple[str, ...] = (
     "cuda_disk_cache_hits", "cuda_disk_cache_misses",
     "cuda_kernel_launches", "cuda_dispatches", "cuda_inplace_dispatches",
     "cuda_graph_captures", "cuda_graph_replays", "cuda_graph_capture_failures", "cuda_graphs_live",
-    "cuda_sync_points", "cuda_h2d_bytes", "cuda_d2h_bytes", "cuda_d2d_bytes",
+    "cuda_sync_points", "cuda_h2d_bytes", "cuda_d2h_bytes", "cuda_d2d_bytes", "cuda_direct_bytes",
     "cuda_resident_bytes_in_use", "cuda_resident_bytes_peak",
     "cuda_transient_bytes_in_use", "cuda_transient_bytes_peak",
     "cuda_cached_bytes", "cuda_resident_handles",

@@ -1,0 +1,124 @@
+"""Direct DMA to and from large host arrays (``vyre_cuda.runtime.host_pins``): exact results,
+registrations that follow their arrays' lives, the pinned-bytes limit, memory pinned by someone
+else, and read-only or borrowed memory that must take the staging ring. numpy judges."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from tests.gpu.test_staging_gpu import mix_expected, mix_program
+from vyre import DispatchConfig
+from vyre_cuda.runtime.host_pins import DIRECT_MIN, PINS, HostPins
+
+pytestmark = pytest.mark.gpu
+
+N = DIRECT_MIN // 4 + 3  # u32 elements: just past the direct threshold, an odd count
+
+
+def words(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.integers(0, 2**32, n, dtype=np.uint32)
+
+
+def test_large_dispatch_goes_direct_both_ways_and_is_exact(backend, rng) -> None:
+    a, x = words(rng, N), words(rng, N)
+    program, config = mix_program(N), DispatchConfig(elements=N)
+    before = backend.metrics()
+    got = backend.dispatch(program, [a, x], config)
+    after = backend.metrics()
+    assert all(np.array_equal(g, w) for g, w in zip(got, mix_expected(a, x)))
+    assert after["cuda_direct_bytes"] - before["cuda_direct_bytes"] == 4 * 4 * N  # a, x in; x, o out
+    assert after["cuda_h2d_bytes"] - before["cuda_h2d_bytes"] == 2 * 4 * N
+    assert all(PINS.address(g) is not None for g in got)  # the results are pinned: fed back in, no registration
+
+
+def test_results_fed_back_in_need_no_registration(backend, rng) -> None:
+    a, x = words(rng, N), words(rng, N)
+    program, config = mix_program(N), DispatchConfig(elements=N)
+    x2, o = backend.dispatch(program, [a, x], config)
+    pinned = PINS.pinned
+    got = backend.dispatch(program, [o, x2], config)
+    assert PINS.pinned == pinned
+    assert all(np.array_equal(g, w) for g, w in zip(got, mix_expected(o, x2)))
+
+
+def test_a_registration_ends_with_its_array(backend, rng) -> None:
+    a = words(rng, N)
+    handle = backend.allocate_resident(a.nbytes)
+    try:
+        pinned = PINS.pinned
+        backend.upload_resident(handle, a)
+        assert PINS.pinned == pinned + a.nbytes
+        assert np.array_equal(backend.download_resident(handle).view(np.uint32), a)
+        backend.download_resident(handle, 0, 4)  # the upload has run
+        pinned, nbytes = PINS.pinned, a.nbytes
+        del a
+        gc.collect()  # may also collect arrays of earlier tests: at least this one's bytes are unpinned
+        assert PINS.pinned <= pinned - nbytes
+    finally:
+        backend.free_resident(handle)
+
+
+def test_a_view_registers_its_owner_once(backend, rng) -> None:
+    big = words(rng, 3 * N)
+    handle = backend.allocate_resident(4 * N)
+    try:
+        pinned = PINS.pinned
+        for k in range(3):
+            part = big[k * N:(k + 1) * N]
+            backend.upload_resident(handle, part)
+            assert np.array_equal(backend.download_resident(handle).view(np.uint32), part)
+        assert PINS.pinned == pinned + big.nbytes
+        out = np.empty(3 * N, np.uint32)
+        backend.residents.download_into(handle, out[N:2 * N])  # into a registered view's middle
+        assert np.array_equal(out[N:2 * N], big[2 * N:])
+    finally:
+        backend.free_resident(handle)
+
+
+def test_read_only_and_borrowed_memory_take_the_ring(backend, rng) -> None:
+    a = words(rng, N)
+    frozen = np.frombuffer(a.tobytes(), np.uint32)  # owned by a bytes object: never registered
+    assert PINS.address(frozen) is None
+    x = words(rng, N)
+    got = backend.dispatch(mix_program(N), [frozen, x], DispatchConfig(elements=N))
+    assert all(np.array_equal(g, w) for g, w in zip(got, mix_expected(a, x)))
+
+
+def test_memory_pinned_by_someone_else_falls_back_to_the_ring(backend, rng) -> None:
+    from cupy.cuda import runtime
+
+    a = words(rng, N)
+    runtime.hostRegister(a.ctypes.data, a.nbytes, 0)
+    try:
+        pins = HostPins(limit=1 << 40)
+        assert pins.address(a) is None and pins.pinned == 0  # someone else's pinning: not ours to use or undo
+        x = words(rng, N)
+        got = backend.dispatch(mix_program(N), [a, x], DispatchConfig(elements=N))
+        assert all(np.array_equal(g, w) for g, w in zip(got, mix_expected(a, x)))
+    finally:
+        runtime.hostUnregister(a.ctypes.data)
+
+
+def test_the_limit_unpins_the_oldest_and_zero_turns_it_off(backend, rng) -> None:
+    pins = HostPins(limit=2 * N * 4 + 100)
+    arrays = [words(rng, N) for _ in range(3)]
+    try:
+        for arr in arrays:
+            assert pins.address(arr) is not None
+            assert pins.pinned <= pins.limit
+        assert pins.pinned == 2 * arrays[0].nbytes
+        assert pins.address(arrays[2]) is not None  # the newest is still registered
+    finally:
+        pins.release()
+    assert pins.pinned == 0
+    assert HostPins(limit=0).address(arrays[0]) is None
+    assert HostPins(limit=0).pinned_empty(N, np.uint32).base is None  # plain numpy memory
+
+
+def test_small_arrays_are_staged(backend, rng) -> None:
+    small = words(rng, DIRECT_MIN // 8)
+    assert PINS.address(small) is None
+    assert PINS.pinned_empty(small.size, np.uint32).flags.owndata
