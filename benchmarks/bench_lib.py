@@ -12,6 +12,11 @@ synchronisation, median of ``--reps`` calls after two warm-up calls. vyre is tim
 between calls, so each call reuses the result handles and replays its captured graph) and
 ``vyre_cupy`` on CuPy arrays in and out (adds a device copy of the input into scratch and of
 the result out). Copy bandwidth: a device-to-device copy of the input (bytes read + written).
+
+``--wide`` (sizes default to 27) times instead the sort of u64 keys: vyre on a ``ResidentArray``
+and on CuPy arrays against ``cupy.sort`` and ``torch.sort`` on the same keys (below 2^62, so
+torch's int64 sort has the same order), after checking that all four give the same keys; JSON
+default ``$OUT/bench_lib_wide.json``.
 """
 
 from __future__ import annotations
@@ -149,6 +154,74 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
     return impls
 
 
+def wide_sort(backend: Any, n: int) -> dict[str, Callable[[], object]]:
+    """The sort of ``n`` u64 keys by each implementation, after checking they agree bit for bit."""
+    import cupy
+
+    from vyre import lib
+    from vyre.lib import ResidentArray
+
+    keys = cupy.random.default_rng(2).integers(0, 2**62, n, dtype=cupy.int64).view(cupy.uint64)
+    handle = backend.allocate_resident(keys.nbytes)
+    backend.upload_resident(handle, keys)
+    resident = ResidentArray(handle, keys.dtype.str, n)
+    impls: dict[str, Callable[[], object]] = {
+        "vyre": lambda: _recycle(backend, lib.sort(resident, backend=backend)),
+        "vyre_cupy": lambda: lib.sort(keys, backend=backend), "cupy": lambda: cupy.sort(keys)}
+    want = cupy.sort(keys)
+    out = lib.sort(resident, backend=backend)
+    got = {"vyre": cupy.asarray(backend.download_resident(out.handle, 0, keys.nbytes).view(cupy.uint64)),
+           "vyre_cupy": lib.sort(keys, backend=backend)}
+    backend.free_resident(out.handle)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        tkeys = torch.as_tensor(keys.view(cupy.int64), device="cuda")
+        impls["torch"] = lambda: torch.sort(tkeys)
+        got["torch"] = cupy.asarray(torch.sort(tkeys).values).view(cupy.uint64)
+    for impl, result in got.items():
+        if not bool(cupy.array_equal(result, want)):
+            raise AssertionError(f"{impl}'s sort of {n} u64 keys differs from cupy.sort")
+    return impls
+
+
+def run_wide(sizes: list[int], reps: int) -> dict[str, Any]:
+    """``--wide``: the u64 sort rows."""
+    import cupy
+
+    from vyre import lib
+    from vyre_cuda.backend import CudaBackend
+
+    backend = CudaBackend()
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    report: dict[str, Any] = {"device": props["name"].decode(), "sizes": sizes, "results": []}
+    for log2n in sizes:
+        n = 1 << log2n
+        for impl, fn in wide_sort(backend, n).items():
+            ms = wall_ms(fn, reps)
+            report["results"].append({"primitive": "sort_u64", "log2n": log2n, "impl": impl, "ms": ms,
+                                      "gelem_s": n / ms / 1e6})
+            print(f"2^{log2n} sort_u64 {impl:10s} {ms:9.3f} ms {n / ms / 1e6:8.2f} Gelem/s", flush=True)
+        lib.release_scratch(backend)
+    backend.shutdown()
+    return report
+
+
+def wide_table(report: dict[str, Any]) -> str:
+    """Markdown of the ``--wide`` rows: vyre's time and its throughput as a ratio of each baseline."""
+    rows = ["| n | keys | vyre resident ms | vyre CuPy ms | CuPy ms | torch ms | vs cupy | vs torch |",
+            "|---|---|---|---|---|---|---|---|"]
+    by = {(r["log2n"], r["impl"]): r["ms"] for r in report["results"]}
+    for log2n in report["sizes"]:
+        ms = by[(log2n, "vyre")]
+        cells = [f"{by[(log2n, i)]:.3f}" if (log2n, i) in by else "-" for i in ("vyre_cupy", "cupy", "torch")]
+        rows.append(f"| 2^{log2n} | u64 | {ms:.3f} | {' | '.join(cells)} | "
+                    f"{_ratio(by.get((log2n, 'cupy')), ms)} | {_ratio(by.get((log2n, 'torch')), ms)} |")
+    return "\n".join(rows)
+
+
 def run(sizes: list[int], reps: int) -> dict[str, Any]:
     import cupy
 
@@ -235,19 +308,25 @@ def plot(report: dict[str, Any], png: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[20, 24, 28], help="log2 of the element counts")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None,
+                        help="log2 of the element counts (default 20 24 28; 27 with --wide)")
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--wide", action="store_true", help="time the sort of u64 keys instead")
     add_chart_arguments(parser, ROOT / "docs" / "lib_bench.png")
     args = parser.parse_args()
     if redraw_if_asked(args, plot):
         print(table(json.loads(Path(args.chart).read_text())))
         print(f"chart: {args.png}")
         return
-    report = run(args.sizes, args.reps)
-    path = Path(args.json or Path(os.environ.get("OUT", ".")) / "bench_lib.json")
+    if args.wide:
+        report = run_wide(args.sizes or [27], args.reps)
+    else:
+        report = run(args.sizes or [20, 24, 28], args.reps)
+    name = "bench_lib_wide.json" if args.wide else "bench_lib.json"
+    path = Path(args.json or Path(os.environ.get("OUT", ".")) / name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1))
-    print(table(report))
+    print(wide_table(report) if args.wide else table(report))
     print(f"results: {path}")
 
 

@@ -11,14 +11,24 @@ F32_EDGES = np.array([0.0, -0.0, 1.0, -1.0, 0.5, np.nan, -np.nan, np.inf, -np.in
                       1.17549435e-38, 1e-45, -1e-45, 1e-40, -3e-39, 2.0**24, -7.25], np.float32)
 U32_EDGES = np.array([0, 1, 2, 31, 0x7FFFFFFF, 0x80000000, 0x80000001, 0xFFFFFFFE, 0xFFFFFFFF], np.uint32)
 I32_EDGES = U32_EDGES.view(np.int32)
-EDGES = {np.dtype(np.float32): F32_EDGES, np.dtype(np.uint32): U32_EDGES, np.dtype(np.int32): I32_EDGES}
+F64_EDGES = np.array([0.0, -0.0, 1.0, -1.0, 0.5, np.nan, -np.nan, np.inf, -np.inf, 1.7976931348623157e308,
+                      -1.7976931348623157e308, 2.2250738585072014e-308, 5e-324, -5e-324, 1e-310, -3e-320, 2.0**53,
+                      -7.25, 3.4028235e38, 1e-45], np.float64)
+U64_EDGES = np.array([0, 1, 2, 31, 0xFFFFFFFF, 2**32, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 2, 2**64 - 1],
+                     np.uint64)
+I64_EDGES = U64_EDGES.view(np.int64)
+EDGES = {np.dtype(np.float32): F32_EDGES, np.dtype(np.uint32): U32_EDGES, np.dtype(np.int32): I32_EDGES,
+         np.dtype(np.float64): F64_EDGES, np.dtype(np.uint64): U64_EDGES, np.dtype(np.int64): I64_EDGES}
+WIDE = [np.uint64, np.int64, np.float64]
 
 
 def data(rng: np.random.Generator, dtype: np.dtype, n: int, edges: bool = True, finite: bool = False) -> np.ndarray:
     """``n`` random values of ``dtype`` (never all zeros), with the edge values mixed in at random places."""
     dtype = np.dtype(dtype)
-    if dtype == np.float32:
-        out = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32)
+    if dtype.kind == "f":
+        out = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(dtype)
+    elif dtype.itemsize == 8:
+        out = rng.integers(0, 2**64, n, dtype=np.uint64).view(dtype)
     else:
         out = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(dtype)
     if edges and n:
@@ -43,7 +53,7 @@ _INT_UFUNC = dict(_UFUNC, min=np.minimum, max=np.maximum)
 
 
 def ufunc(op: str, dtype: np.dtype) -> np.ufunc:
-    return (_UFUNC if np.dtype(dtype) == np.float32 else _INT_UFUNC)[op]
+    return (_UFUNC if np.dtype(dtype).kind == "f" else _INT_UFUNC)[op]
 
 
 def identity(op: str, dtype: np.dtype) -> np.generic:
@@ -51,8 +61,8 @@ def identity(op: str, dtype: np.dtype) -> np.generic:
     if op in ("add", "or", "xor"):
         return dtype.type(0)
     if op == "and":
-        return np.array(-1).astype(dtype) if dtype != np.uint32 else dtype.type(0xFFFFFFFF)
-    if dtype == np.float32:
+        return np.array(-1).astype(dtype) if dtype.kind == "i" else dtype.type(np.iinfo(dtype).max)
+    if dtype.kind == "f":
         return dtype.type(np.inf if op == "min" else -np.inf)
     info = np.iinfo(dtype)
     return dtype.type(info.max if op == "min" else info.min)
@@ -63,16 +73,22 @@ def reduce(x: np.ndarray, op: str) -> np.generic:
         return identity(op, x.dtype)
     if op == "add" and x.dtype == np.float32:
         return np.float32(np.sum(x, dtype=np.float64))
+    if op == "add" and x.dtype == np.float64:
+        return tree_reduce(x)
     return ufunc(op, x.dtype).reduce(x, dtype=x.dtype)
 
 
 def inclusive_scan(x: np.ndarray, op: str) -> np.ndarray:
+    if op == "add" and x.dtype == np.float64:
+        return tree_scan(x, True)
     if op == "add" and x.dtype == np.float32:
         return np.cumsum(x, dtype=np.float64).astype(np.float32)
     return ufunc(op, x.dtype).accumulate(x, dtype=x.dtype) if x.size else x.copy()
 
 
 def exclusive_scan(x: np.ndarray, op: str, init: object = None) -> np.ndarray:
+    if op == "add" and x.dtype == np.float64:
+        return tree_scan(x, False, 0.0 if init is None else init)
     start = identity(op, x.dtype) if init is None else x.dtype.type(init)
     if init is None and x.dtype == np.float32 and op == "add":
         start = np.float32(0.0)
@@ -84,7 +100,7 @@ def exclusive_scan(x: np.ndarray, op: str, init: object = None) -> np.ndarray:
 
 def sort_order(keys: np.ndarray) -> np.ndarray:
     """The stable order of the total order: -0.0 before +0.0, every NaN last in input order."""
-    if keys.dtype != np.float32:
+    if keys.dtype.kind != "f":
         return np.argsort(keys, kind="stable")
     nan = np.isnan(keys)
     tie = np.where(nan, 0, ~np.signbit(keys)).astype(np.int8)
@@ -93,10 +109,11 @@ def sort_order(keys: np.ndarray) -> np.ndarray:
 
 
 def canonical(keys: np.ndarray) -> np.ndarray:
-    """Raw bits with every NaN made 0x7FFFFFFF (what sort returns for NaNs)."""
-    bits = keys.view(np.uint32).copy()
-    if keys.dtype == np.float32:
-        bits[np.isnan(keys)] = 0x7FFFFFFF
+    """Raw bits with every NaN made 0x7FFFFFFF, or 0x7FFFFFFFFFFFFFFF for float64 (what sort returns)."""
+    wide = keys.dtype.itemsize == 8
+    bits = keys.view(np.uint64 if wide else np.uint32).copy()
+    if keys.dtype.kind == "f":
+        bits[np.isnan(keys)] = 0x7FFFFFFFFFFFFFFF if wide else 0x7FFFFFFF
     return bits
 
 
@@ -115,7 +132,8 @@ def unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def segmented_reduce(x: np.ndarray, offsets: np.ndarray, op: str) -> np.ndarray:
-    return np.array([reduce(x[offsets[s]:offsets[s + 1]], op) for s in range(len(offsets) - 1)], dtype=x.dtype)
+    one = warp_reduce if op == "add" and x.dtype == np.float64 else reduce
+    return np.array([one(x[offsets[s]:offsets[s + 1]], op) for s in range(len(offsets) - 1)], dtype=x.dtype)
 
 
 def random_offsets(rng: np.random.Generator, n: int, segments: int) -> np.ndarray:
@@ -143,3 +161,127 @@ def assert_close_sum(actual: np.ndarray, x: np.ndarray, expected: np.ndarray) ->
     scale = np.cumsum(np.abs(x.astype(np.float64))) if np.ndim(expected) else np.sum(np.abs(x.astype(np.float64)))
     err = np.abs(np.asarray(actual, np.float64) - np.asarray(expected, np.float64))
     assert np.all(err <= 1e-5 * scale + 1e-30), float(np.max(err - 1e-5 * scale))
+
+
+# ---- float64 sums in vyre.lib's documented order (docs/lib.md, "Float sums") ------------------------
+WG, WARPS, NEG_ZERO = 256, 8, -0.0
+quiet = np.errstate(over="ignore", invalid="ignore")  # inputs may hold infinities and NaNs
+
+
+def _butterfly(v: np.ndarray) -> np.ndarray:
+    """``subgroup_add`` over the last axis (32 lanes): ``v = v + v[lane ^ d]`` for d = 16 .. 1; lane 0's sum."""
+    lanes = np.arange(32)
+    for d in (16, 8, 4, 2, 1):
+        v = v + v[..., lanes ^ d]
+    return v[..., 0]
+
+
+def _in_order(columns: np.ndarray) -> np.ndarray:
+    """``-0.0 + c[..., 0] + c[..., 1] + ...`` added left to right along the last axis."""
+    acc = np.full(columns.shape[:-1], NEG_ZERO)
+    for j in range(columns.shape[-1]):
+        acc = acc + columns[..., j]
+    return acc
+
+
+def _block_sum(per_invocation: np.ndarray) -> np.ndarray:
+    """A workgroup's 256 values (last axis) summed: each warp's butterfly, then the 8 in order."""
+    return _in_order(_butterfly(per_invocation.reshape(*per_invocation.shape[:-1], WARPS, 32)))
+
+
+def _padded(x: np.ndarray, length: int) -> np.ndarray:
+    out = np.full(length, NEG_ZERO)
+    out[:x.size] = x
+    return out
+
+
+@quiet
+def tree_reduce(x: np.ndarray, items: int = 16) -> np.float64:
+    """``reduce(x)`` of float64: 4096-element tiles, invocation ``t`` adding elements ``k*256 + t``
+    in order, each warp's butterfly, the 8 warp sums in order; levels until one value is left."""
+    x = np.asarray(x, np.float64)
+    if x.size == 0:
+        return np.float64(0.0)
+    tile = WG * items
+    while True:
+        tiles = -(-x.size // tile)
+        per = _in_order(_padded(x, tiles * tile).reshape(tiles, items, WG).transpose(0, 2, 1))
+        x = _block_sum(per)
+        if tiles == 1:
+            return np.float64(x[0])
+
+
+@quiet
+def warp_reduce(x: np.ndarray, op: str = "add") -> np.float64:
+    """``segmented_reduce``'s float64 sum of one segment: lane ``l`` adds elements ``l, l+32, ...``
+    in order, then the butterfly; an empty segment gives +0.0."""
+    if x.size == 0:
+        return np.float64(0.0)
+    rows = -(-x.size // 32)
+    return np.float64(_butterfly(_in_order(_padded(x, rows * 32).reshape(rows, 32).T)))
+
+
+def _warp_scan(v: np.ndarray) -> np.ndarray:
+    """Hillis-Steele over the last axis (32 lanes): ``s = s[lane - d] + s`` where ``lane >= d``."""
+    for d in (1, 2, 4, 8, 16):
+        shifted = np.concatenate([v[..., :d], v[..., :-d]], axis=-1)
+        v = np.where(np.arange(32) >= d, shifted + v, v)
+    return v
+
+
+def _scan_segment(x: np.ndarray, carry: float, inclusive: bool, items: int = 8) -> np.ndarray:
+    """One workgroup's downsweep over its segment (whole 2048-element tiles, padded with -0.0)."""
+    tile = WG * items
+    tiles = -(-x.size // tile)
+    out = np.empty(tiles * tile)
+    for t, values in enumerate(_padded(x, tiles * tile).reshape(tiles, WARPS, items, 32)):
+        before = np.full(WARPS, NEG_ZERO)
+        results = np.empty((WARPS, items, 32))
+        for k in range(items):
+            scanned = _warp_scan(values[:, k, :])
+            r = scanned if k == 0 else before[:, None] + scanned
+            if inclusive:
+                results[:, k, :] = r
+            else:
+                results[:, k, 0], results[:, k, 1:] = before, r[:, :-1]
+            before = r[:, 31]
+        wp = np.full(WARPS, NEG_ZERO)
+        for w in range(1, WARPS):
+            wp[w] = wp[w - 1] + before[w - 1]
+        wbase = carry + wp
+        out[t * tile:(t + 1) * tile] = (wbase[:, None, None] + results).reshape(-1)
+        carry = carry + _in_order(before)
+    return out[:x.size]
+
+
+@quiet
+def tree_scan(x: np.ndarray, inclusive: bool, init: float | None = None) -> np.ndarray:
+    """The float64 add scans: up to 4096 elements one workgroup's downsweep; beyond, segments of
+    whole 4096-element tiles (at most 4096 of them), each summed as ``reduce`` sums a tile range,
+    the segment sums scanned exclusively the same way (the spine), and each segment's downsweep
+    starting from ``init + carry``."""
+    x = np.asarray(x, np.float64)
+    start = NEG_ZERO if init is None else np.float64(init)
+    if x.size == 0:
+        return x.copy()
+    cap = 1 << max(x.size - 1, 0).bit_length()
+    if cap <= 4096:
+        return _scan_segment(x, start, inclusive)
+    unit = WG * 16
+    groups = min(-(-cap // unit), 4096)
+    per_group = -(-x.size // groups)
+    span = -(-per_group // unit) * unit
+    pieces = [x[s:s + span] for s in range(0, x.size, span)]
+    partial = np.array([_segment_fold(p) for p in pieces])
+    carries = tree_scan(partial, False)
+    return np.concatenate([_scan_segment(p, c if init is None else start + c, inclusive)
+                           for p, c in zip(pieces, carries)])
+
+
+def _segment_fold(x: np.ndarray, items: int = 16) -> np.float64:
+    """The upsweep's sum of one segment: invocation ``t`` adds element ``k*256 + t`` of every
+    4096-element tile in order, then the workgroup sum."""
+    tile = WG * items
+    tiles = -(-x.size // tile)
+    per = _in_order(_padded(x, tiles * tile).reshape(tiles * items, WG).T)
+    return np.float64(_block_sum(per))

@@ -95,7 +95,7 @@ def test_segmented_reduce_no_segments(backend):
 
 @pytest.mark.parametrize("call", [
     lambda b: lib.select(np.ones(4, np.uint32), np.ones(5, np.uint32), backend=b),
-    lambda b: lib.select(np.ones(4, np.float64), np.ones(4, np.uint32), backend=b),
+    lambda b: lib.select(np.ones(4, np.float16), np.ones(4, np.uint32), backend=b),
     lambda b: lib.select_if(np.ones(4, np.uint32), -1, 3, backend=b),
     lambda b: lib.select_if(np.ones(4, np.int32), 0, 2.5, backend=b),
     lambda b: lib.select_if(np.ones(4, np.int32), 0, float("nan"), backend=b),

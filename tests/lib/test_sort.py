@@ -117,10 +117,10 @@ def test_run_length_nan_runs_merge(backend):
 
 
 @pytest.mark.parametrize("call", [
-    lambda b: lib.sort(np.ones(4, np.float64), backend=b),
+    lambda b: lib.sort(np.ones(4, np.float16), backend=b),
     lambda b: lib.sort(np.ones(4, np.uint32), np.ones(3, np.uint32), backend=b),
     lambda b: lib.sort(np.ones(4, np.uint32), np.ones(4, np.uint8), backend=b),
-    lambda b: lib.unique(np.ones(4, np.int64), backend=b),
+    lambda b: lib.unique(np.ones(4, np.int16), backend=b),
     lambda b: lib.run_length_encode(np.ones(4, np.uint16), backend=b),
 ])
 def test_bad_arguments(backend, call):

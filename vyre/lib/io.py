@@ -32,7 +32,9 @@ U32 = np.dtype(np.uint32)
 _NP_TO_TYPE = {np.dtype(np.uint32): DataType.U32, np.dtype(np.int32): DataType.I32,
                np.dtype(np.float32): DataType.F32, np.dtype(np.uint8): DataType.U8,
                np.dtype(np.int8): DataType.I8, np.dtype(np.uint16): DataType.U16,
-               np.dtype(np.int16): DataType.I16, np.dtype(np.bool_): DataType.U8}
+               np.dtype(np.int16): DataType.I16, np.dtype(np.bool_): DataType.U8,
+               np.dtype(np.uint64): DataType.U64, np.dtype(np.int64): DataType.I64,
+               np.dtype(np.float64): DataType.F64}
 
 
 class ResidentArray:

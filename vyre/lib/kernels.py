@@ -30,7 +30,7 @@ from vyre.lib.blocks import (
     warp_reduce,
     wid,
 )
-from vyre.lib.keys import equality_key, from_key, to_key
+from vyre.lib.keys import equality_key, from_key, raw_type, to_key
 from vyre.lib.monoid import Monoid
 
 PARAM_WORDS = 32
@@ -48,6 +48,11 @@ WG_SIZE = (WG, 1, 1)
 
 def _params(binding: int) -> BufferDecl:
     return BufferDecl.uniform("params", binding, U32, PARAM_WORDS)
+
+
+def _typed_params(name: str, binding: int, dtype: DataType) -> BufferDecl:
+    """A typed view of the parameter words (``Plan.typed_word`` values): 8-byte types see half as many."""
+    return BufferDecl.uniform(name, binding, dtype, PARAM_WORDS * 4 // dtype.size)
 
 
 def _exit_past(base: Expr, n: Expr) -> Node:
@@ -150,7 +155,7 @@ def _start(m: Monoid, init_word: int | None, carry: Expr) -> Expr:
 def _scan_tail_buffers(m: Monoid, buffers: list[BufferDecl], init_word: int | None) -> list[BufferDecl]:
     buffers.append(_params(len(buffers)))
     if init_word is not None:
-        buffers.append(BufferDecl.uniform("init", len(buffers), m.dtype, PARAM_WORDS))
+        buffers.append(_typed_params("init", len(buffers), m.dtype))
     return buffers
 
 
@@ -316,6 +321,10 @@ def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word
 
 
 # ---- predicates of compaction --------------------------------------------------------------------
+_ZERO = {DataType.F32: Expr.f32(0.0), DataType.I32: Expr.i32(0), U32: u(0), DataType.F64: Expr.f64(0.0),
+         DataType.I64: Expr.i64(0), DataType.U64: Expr.u64(0)}
+
+
 @dataclass(frozen=True)
 class Predicate:
     """Which elements a compaction keeps.
@@ -331,8 +340,12 @@ class Predicate:
     lo_word: int = 0
 
     def value_type(self) -> DataType:
-        """Range tests compare typed values; the other kinds move raw 32-bit words."""
-        return self.dtype if self.kind == "range" else U32
+        """Range tests compare typed values; the other kinds move raw 32- or 64-bit words."""
+        return self.dtype if self.kind == "range" else raw_type(self.dtype)
+
+    def name(self) -> str:
+        """The kind, with ``_64`` for 8-byte elements (their programs differ)."""
+        return self.kind + ("_64" if self.dtype.size == 8 else "")
 
     def buffers(self, first: int) -> list[BufferDecl]:
         decls = [BufferDecl.read("x", first, self.value_type())]
@@ -341,14 +354,12 @@ class Predicate:
         return decls
 
     def extra_uniforms(self, first: int) -> list[BufferDecl]:
-        return [BufferDecl.uniform("bounds", first, self.dtype, PARAM_WORDS)] if self.kind == "range" else []
+        return [_typed_params("bounds", first, self.dtype)] if self.kind == "range" else []
 
     def keep(self, index: Expr, x: Expr | None = None) -> Expr:
         """BOOL: is element ``index`` kept (callers also check ``index < n``); ``x``: its value if loaded."""
         if self.kind == "flags":
-            zero = Expr.f32(0.0) if self.flag_type.arith is DataType.F32 else (
-                Expr.i32(0) if self.flag_type.arith is DataType.I32 else u(0))
-            return Expr.ne(Expr.load("flags", index), zero)
+            return Expr.ne(Expr.load("flags", index), _ZERO[self.flag_type.arith])
         x = Expr.load("x", index) if x is None else x
         if self.kind == "range":
             lo, hi = Expr.load("bounds", u(self.lo_word)), Expr.load("bounds", u(self.lo_word + 1))
@@ -374,7 +385,7 @@ def count_segments(pred: Predicate, items: int, n_word: int, span_word: int) -> 
     buffers += [BufferDecl.read_write("partial", len(buffers), U32), _params(len(buffers) + 1)]
     buffers += pred.extra_uniforms(len(buffers))
     buffers.append(BufferDecl.workgroup("sums", WARPS, U32))
-    return Program(buffers, WG_SIZE, body, name=f"lib_count_{pred.kind}")
+    return Program(buffers, WG_SIZE, body, name=f"lib_count_{pred.name()}")
 
 
 def _pick(values: list[Expr], which: Expr) -> Expr:
@@ -468,7 +479,7 @@ def compact_segments(pred: Predicate, items: int, has_carry: bool, with_index: b
     buffers.append(_params(len(buffers)))
     buffers += pred.extra_uniforms(len(buffers))
     buffers.append(BufferDecl.workgroup("counts", entries, U32))
-    return Program(buffers, WG_SIZE, body, name=f"lib_compact_{pred.kind}")
+    return Program(buffers, WG_SIZE, body, name=f"lib_compact_{pred.name()}")
 
 
 @cache
@@ -491,37 +502,49 @@ def zero_fill(n_word: int) -> Program:
 
 
 # ---- histogram ----------------------------------------------------------------------------------------
-def _merge_bins(target: str, offset: int, rounds: Expr) -> list[Node]:
+def _merge_bins(target: str, offset: int, rounds: Expr, count_type: DataType = U32) -> list[Node]:
     """Add the workgroup's bins ``local[q*WG + t]`` (``q < rounds``) into ``target[offset + bin]``:
-    one global atomic per non-zero bin."""
+    one global atomic per non-zero bin (of ``count_type``, U32 or U64)."""
     index = var("b") if offset == 0 else Expr.add(u(offset), var("b"))
-    merge = Node.if_(Expr.ne(var("c"), u(0)), Node.let("old2", Expr.atomic(AtomicOp.ADD, target, index, var("c"),
+    count = var("c") if count_type is U32 else Expr.cast(count_type, var("c"))
+    merge = Node.if_(Expr.ne(var("c"), u(0)), Node.let("old2", Expr.atomic(AtomicOp.ADD, target, index, count,
                                                                                           relaxed=True)))
     return [Node.loop("q", u(0), rounds, [Node.let("b", Expr.add(Expr.mul(var("q"), u(WG)), lid())),
                                           Node.let("c", Expr.load("local", var("b"))), merge])]
 
 
 @cache
-def histogram_kernel(dtype: DataType, shared_bins: int, n_word: int, bins_word: int, blocks_word: int) -> Program:
-    """Count values in ``[0, bins)``: workgroup-private bins (when ``shared_bins``), merged once.
+def histogram_kernel(dtype: DataType, shared_bins: int, n_word: int, bins_word: int, blocks_word: int,
+                     count_type: DataType = U32) -> Program:
+    """Count values in ``[0, bins)`` into ``count_type`` (U32 or U64) counts: workgroup-private
+    bins (when ``shared_bins``; U32, as a workgroup sees fewer than 2^32 elements), merged once.
 
     Workgroup ``w`` of ``B`` (params ``blocks_word``) handles elements ``(r*B + w)*WG + t``.
-    With ``shared_bins == 0`` every element goes straight to a global atomic.
+    With ``shared_bins == 0`` every element goes straight to a global atomic. A 64-bit value
+    is tested against ``bins`` at 64 bits (as unsigned: negative ones are ignored).
     """
     n, bins, blocks = load_param(n_word), load_param(bins_word), load_param(blocks_word)
     rounds = Expr.div(Expr.add(n, Expr.sub(Expr.mul(blocks, u(WG)), u(1))), Expr.mul(blocks, u(WG)))
     target = "local" if shared_bins else "counts"
     index = Expr.add(Expr.mul(Expr.add(Expr.mul(var("r"), blocks), wid()), u(WG)), lid())
-    value = Expr.cast(U32, Expr.load("x", var("i")))
-    count_one = Node.if_(Expr.and_(Expr.lt(var("i"), n), Expr.lt(var("v"), bins)),
-                         Node.let("old", Expr.atomic(AtomicOp.ADD, target, var("v"), u(1), relaxed=True)))
-    body: list[Node] = [Node.loop("r", u(0), rounds, [Node.let("i", index), Node.let("v", value), count_one])]
+    one = u(1) if shared_bins or count_type is U32 else Expr.u64(1)
+    if dtype.size == 8:
+        wide = Expr.cast(DataType.U64, Expr.load("x", var("i")))
+        load = [Node.let("i", index), Node.let("w", wide), Node.let("v", Expr.cast(U32, var("w")))]
+        inside = Expr.lt(var("w"), Expr.cast(DataType.U64, bins))
+    else:
+        load = [Node.let("i", index), Node.let("v", Expr.cast(U32, Expr.load("x", var("i"))))]
+        inside = Expr.lt(var("v"), bins)
+    count_one = Node.if_(Expr.and_(Expr.lt(var("i"), n), inside),
+                         Node.let("old", Expr.atomic(AtomicOp.ADD, target, var("v"), one, relaxed=True)))
+    body: list[Node] = [Node.loop("r", u(0), rounds, [*load, count_one])]
     if shared_bins:
-        body += [Node.barrier(), *_merge_bins("counts", 0, Expr.div(Expr.add(bins, u(WG - 1)), u(WG)))]
-    buffers = [BufferDecl.read("x", 0, dtype), BufferDecl.read_write("counts", 1, U32), _params(2)]
+        body += [Node.barrier(), *_merge_bins("counts", 0, Expr.div(Expr.add(bins, u(WG - 1)), u(WG)), count_type)]
+    buffers = [BufferDecl.read("x", 0, dtype), BufferDecl.read_write("counts", 1, count_type), _params(2)]
     if shared_bins:
         buffers.append(BufferDecl.workgroup("local", shared_bins, U32))
-    return Program(buffers, WG_SIZE, body, name=f"lib_histogram_{dtype.value}")
+    suffix = "" if count_type is U32 else "_counts64"
+    return Program(buffers, WG_SIZE, body, name=f"lib_histogram_{dtype.value}{suffix}")
 
 
 # ---- radix sort -------------------------------------------------------------------------------------
@@ -978,3 +1001,34 @@ def segmented_reduce_kernel(m: Monoid, n_word: int, segments_word: int) -> Progr
     buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read("offsets", 1, U32),
                BufferDecl.read_write("out", 2, m.dtype), _params(3)]
     return Program(buffers, WG_SIZE, body, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}")
+
+
+# ---- 64-bit keys and 8-byte values: two 32-bit sorts and gathers --------------------------------------
+@cache
+def split_keys(key_type: DataType, n_word: int) -> Program:
+    """``lo[i]``, ``hi[i]``: the low and high 32 bits of the u64 sort key of ``keys[i]`` (``i < n``)."""
+    i = Expr.invocation_id(0)
+    key = to_key(key_type, Expr.load("keys", var("i")))
+    body = [Node.let("i", i), Node.if_(Expr.lt(var("i"), load_param(n_word)), [
+        Node.let("key", key),
+        Node.store("lo", var("i"), Expr.cast(U32, var("key"))),
+        Node.store("hi", var("i"), Expr.cast(U32, Expr.shr(var("key"), u(32))))])]
+    buffers = [BufferDecl.read("keys", 0, DataType.U64), BufferDecl.read_write("lo", 1, U32),
+               BufferDecl.read_write("hi", 2, U32), _params(3)]
+    return Program(buffers, WG_SIZE, body, name=f"lib_split_keys_{key_type.value}")
+
+
+@cache
+def gather(element: DataType, key_type: DataType | None, n_word: int) -> Program:
+    """``out[i] = src[perm[i]]`` for ``i < n`` (``element``: U32 or U64 raw bits); with ``key_type``
+    (a 64-bit key type) the value goes through its sort key and back, so every NaN comes out as
+    the one NaN the sort returns."""
+    value = Expr.load("src", Expr.load("perm", var("i")))
+    if key_type is not None:
+        value = from_key(key_type, to_key(key_type, value))
+    body = [Node.let("i", Expr.invocation_id(0)),
+            Node.if_(Expr.lt(var("i"), load_param(n_word)), Node.store("out", var("i"), value))]
+    buffers = [BufferDecl.read("src", 0, element), BufferDecl.read("perm", 1, U32),
+               BufferDecl.read_write("out", 2, element), _params(3)]
+    suffix = "" if key_type is None else f"_{key_type.value}"
+    return Program(buffers, WG_SIZE, body, name=f"lib_gather_{element.value}{suffix}")

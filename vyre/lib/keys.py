@@ -1,44 +1,70 @@
-"""Order-preserving u32 keys of U32, I32 and F32 bit patterns, as IR (used by sort and run-length encoding).
+"""Order-preserving unsigned keys of integer and float bit patterns, as IR (used by sort and
+run-length encoding): u32 keys of U32, I32 and F32, u64 keys of U64, I64 and F64.
 
-F32 keys give the total order of ``vyre.lib.sort``: -inf < ... < -0.0 < +0.0 < ... < +inf < NaN,
+Float keys give the total order of ``vyre.lib.sort``: -inf < ... < -0.0 < +0.0 < ... < +inf < NaN,
 with every NaN mapped to one key (the largest), so NaNs sort last and compare equal.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vyre.ir import DataType, Expr
 
-_SIGN, _ABS, _INF_BITS, _ALL = 0x80000000, 0x7FFFFFFF, 0x7F800000, 0xFFFFFFFF
 KEY_TYPES = (DataType.U32, DataType.I32, DataType.F32)
+WIDE_KEY_TYPES = (DataType.U64, DataType.I64, DataType.F64)
+_FLOATS = (DataType.F32, DataType.F64)
 
 
-def is_nan_bits(bits: Expr) -> Expr:
-    return Expr.gt(Expr.bitand(bits, Expr.u32(_ABS)), Expr.u32(_INF_BITS))
+def _bits(dtype: DataType) -> tuple[int, Callable[[int], Expr]]:
+    """The width in bits of ``dtype``'s keys and the literal of that unsigned type."""
+    return (64, Expr.u64) if dtype.size == 8 else (32, Expr.u32)
+
+
+def raw_type(dtype: DataType) -> DataType:
+    """The unsigned type that moves ``dtype``'s raw bits (U64 for 8-byte types, else U32)."""
+    return DataType.U64 if dtype.size == 8 else DataType.U32
+
+
+def _constants(dtype: DataType) -> tuple[Callable[[int], Expr], int, int, int, int]:
+    """literal, sign bit, magnitude mask, infinity's bits, all ones at the width of ``dtype``."""
+    width, lit = _bits(dtype)
+    sign = 1 << (width - 1)
+    inf = 0x7F800000 if width == 32 else 0x7FF0000000000000
+    return lit, sign, sign - 1, inf, (1 << width) - 1
+
+
+def is_nan_bits(bits: Expr, dtype: DataType = DataType.F32) -> Expr:
+    lit, _, magnitude, inf, _ = _constants(dtype)
+    return Expr.gt(Expr.bitand(bits, lit(magnitude)), lit(inf))
 
 
 def to_key(dtype: DataType, bits: Expr) -> Expr:
-    """The u32 key of a value given as its raw 32 bits; unsigned order of keys = sort order."""
-    if dtype is DataType.U32:
+    """The key of a value given as its raw bits; unsigned order of keys = sort order."""
+    lit, sign, _, _, ones = _constants(dtype)
+    if dtype in (DataType.U32, DataType.U64):
         return bits
-    if dtype is DataType.I32:
-        return Expr.bitxor(bits, Expr.u32(_SIGN))
-    negative = Expr.ne(Expr.bitand(bits, Expr.u32(_SIGN)), Expr.u32(0))
-    ordered = Expr.select(negative, Expr.bitnot(bits), Expr.bitor(bits, Expr.u32(_SIGN)))
-    return Expr.select(is_nan_bits(bits), Expr.u32(_ALL), ordered)
+    if dtype in (DataType.I32, DataType.I64):
+        return Expr.bitxor(bits, lit(sign))
+    negative = Expr.ne(Expr.bitand(bits, lit(sign)), lit(0))
+    ordered = Expr.select(negative, Expr.bitnot(bits), Expr.bitor(bits, lit(sign)))
+    return Expr.select(is_nan_bits(bits, dtype), lit(ones), ordered)
 
 
 def from_key(dtype: DataType, key: Expr) -> Expr:
-    """Raw bits back from a key (every F32 NaN comes back as 0x7FFFFFFF)."""
-    if dtype is DataType.U32:
+    """Raw bits back from a key (every float NaN comes back as 0x7FFFFFFF, or 0x7FFFFFFFFFFFFFFF for F64)."""
+    lit, sign, _, _, _ = _constants(dtype)
+    if dtype in (DataType.U32, DataType.U64):
         return key
-    if dtype is DataType.I32:
-        return Expr.bitxor(key, Expr.u32(_SIGN))
-    positive = Expr.ne(Expr.bitand(key, Expr.u32(_SIGN)), Expr.u32(0))
-    return Expr.select(positive, Expr.bitxor(key, Expr.u32(_SIGN)), Expr.bitnot(key))
+    if dtype in (DataType.I32, DataType.I64):
+        return Expr.bitxor(key, lit(sign))
+    positive = Expr.ne(Expr.bitand(key, lit(sign)), lit(0))
+    return Expr.select(positive, Expr.bitxor(key, lit(sign)), Expr.bitnot(key))
 
 
 def equality_key(dtype: DataType, bits: Expr) -> Expr:
-    """Bits with every F32 NaN made one value: equal keys = the same run in run-length encoding."""
-    if dtype is DataType.F32:
-        return Expr.select(is_nan_bits(bits), Expr.u32(_ALL), bits)
+    """Bits with every float NaN made one value: equal keys = the same run in run-length encoding."""
+    if dtype in _FLOATS:
+        lit, _, _, _, ones = _constants(dtype)
+        return Expr.select(is_nan_bits(bits, dtype), lit(ones), bits)
     return bits

@@ -14,10 +14,14 @@ from vyre.driver.errors import InvalidProgram
 from vyre.ir import DataType, Expr
 
 OPS = ("add", "min", "max", "and", "or", "xor")
-SCAN_TYPES = (DataType.U32, DataType.I32, DataType.F32)
+WIDE_TYPES = (DataType.U64, DataType.I64, DataType.F64)
+SCAN_TYPES = (DataType.U32, DataType.I32, DataType.F32, *WIDE_TYPES)
+FLOAT_TYPES = (DataType.F32, DataType.F64)
 _BITWISE = {"and": Expr.bitand, "or": Expr.bitor, "xor": Expr.bitxor}
 _U32_MAX, _I32_MAX, _I32_MIN = 0xFFFFFFFF, 0x7FFFFFFF, -0x80000000
 _F32_NAN_BITS, _F32_NEG_ZERO_BITS = 0x7FC00000, 0x80000000
+_F64_NAN_BITS, _F64_NEG_ZERO_BITS = 0x7FF8000000000000, 0x8000000000000000
+_LITERAL = {DataType.U32: Expr.u32, DataType.I32: Expr.i32, DataType.U64: Expr.u64, DataType.I64: Expr.i64}
 
 
 @dataclass(frozen=True)
@@ -43,25 +47,30 @@ class Monoid:
             if self.op == "add":
                 return Expr.f32_from_bits(_F32_NEG_ZERO_BITS)
             return Expr.f32_from_bits(_F32_NAN_BITS)
+        if self.dtype is DataType.F64:
+            return Expr.f64_from_bits(_F64_NEG_ZERO_BITS if self.op == "add" else _F64_NAN_BITS)
         return self.literal(self.empty_value())
 
     def empty_value(self) -> int | float:
         """What an empty input reduces to: 0 for add/or/xor, all ones for and, the type's max/min."""
         if self.op in ("add", "or", "xor"):
             return 0
+        if self.dtype in FLOAT_TYPES:
+            return float("inf") if self.op == "min" else float("-inf")
+        info = np.iinfo(self.dtype.np_dtype)
         if self.op == "and":
-            return -1 if self.dtype is DataType.I32 else _U32_MAX
-        big = {DataType.U32: (_U32_MAX, 0), DataType.I32: (_I32_MAX, _I32_MIN),
-               DataType.F32: (float("inf"), float("-inf"))}[self.dtype]
-        return big[0] if self.op == "min" else big[1]
+            return -1 if info.min else int(info.max)
+        return int(info.max) if self.op == "min" else int(info.min)
 
     def literal(self, value: int | float) -> Expr:
         if self.dtype is DataType.F32:
             return Expr.f32(float(value))
-        return Expr.i32(int(value)) if self.dtype is DataType.I32 else Expr.u32(int(value))
+        if self.dtype is DataType.F64:
+            return Expr.f64(float(value))
+        return _LITERAL[self.dtype](int(value))
 
     def numpy_empty(self) -> np.generic:
-        return self.dtype.np_dtype.type(self.empty_value())
+        return np.array(self.empty_value()).astype(self.dtype.np_dtype)[()]
 
 
 def monoid(op: str, dtype: DataType) -> Monoid:
@@ -70,9 +79,12 @@ def monoid(op: str, dtype: DataType) -> Monoid:
         raise InvalidProgram(f"unknown op {op!r} for a vyre.lib reduction or scan",
                              f"use one of {', '.join(OPS)}.")
     if dtype not in SCAN_TYPES:
-        raise InvalidProgram(f"vyre.lib reductions and scans take uint32, int32 or float32 data, not {dtype.name}",
-                             "convert the array with .astype(numpy.uint32), int32 or float32 first.")
-    if dtype is DataType.F32 and op in _BITWISE:
-        raise InvalidProgram(f"op {op!r} is bitwise and float32 data has no bitwise {op}",
-                             "use add, min or max on float32, or view the bits as uint32.")
+        raise InvalidProgram(f"vyre.lib reductions and scans take (u)int32, (u)int64, float32 or float64 data, "
+                             f"not {dtype.name}",
+                             "convert the array with .astype(numpy.uint32), int32, float32, uint64, int64 or "
+                             "float64 first.")
+    if dtype in FLOAT_TYPES and op in _BITWISE:
+        bits = "uint32" if dtype is DataType.F32 else "uint64"
+        raise InvalidProgram(f"op {op!r} is bitwise and {dtype.np_dtype.name} data has no bitwise {op}",
+                             f"use add, min or max on {dtype.np_dtype.name}, or view the bits as {bits}.")
     return Monoid(op, dtype)

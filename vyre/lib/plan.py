@@ -23,6 +23,7 @@ from vyre.driver.errors import DispatchFailed, InvalidProgram, VyreError
 from vyre.ir import DataType, Program
 from vyre.lib import kernels as K
 from vyre.lib.blocks import WARPS, WG
+from vyre.lib.keys import raw_type
 from vyre.lib.monoid import Monoid
 from vyre.lib.scratch import ScratchCache
 
@@ -65,9 +66,17 @@ class Plan:
         return index
 
     def typed_word(self, name: str, value: object, dtype: DataType) -> int:
-        """A word holding ``value`` as ``dtype`` bits (read through a typed uniform view)."""
-        bits = np.array([value], dtype=dtype.np_dtype).view(np.uint32)[0]
-        return self.word(name, int(bits))
+        """``value`` as ``dtype`` bits, read through a typed uniform view of the parameters; returns
+        its element index in that view. An 8-byte value takes two words at an even index (a pad
+        word first if needed), so its index is the first word's half."""
+        bits = np.array([value], dtype=dtype.np_dtype).view(np.uint32)
+        if bits.size == 1:
+            return self.word(name, int(bits[0]))
+        if f"{name}.lo" not in self._names and len(self._names) % 2:
+            self.word(f"{name}.pad", 0)
+        low = self.word(f"{name}.lo", int(bits[0]))
+        self.word(f"{name}.hi", int(bits[1]))
+        return low // 2
 
     def buffer(self, role: str, elements: int, itemsize: int = 4) -> Resident:
         """Scratch for ``elements`` of ``itemsize`` bytes, sized by capacity class."""
@@ -125,9 +134,10 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
     """Scan ``n`` elements of ``src`` into ``dst``.
 
     Classes up to ``SCAN_SINGLE`` elements: one launch of the down kernel on one workgroup.
-    Integer types: one zero fill of the tile states, then one single-pass kernel with decoupled
+    U32 and I32: one zero fill of the tile states, then one single-pass kernel with decoupled
     look-back (``kernels.scan_lookback``; reads and writes each element once). F32 (whose
-    rounding depends on the order the tile totals meet): reduce-then-scan over at most
+    rounding depends on the order the tile totals meet) and the 64-bit types (a look-back
+    word holds 16 bits of a total and its flag): reduce-then-scan over at most
     ``SCAN_GROUPS`` contiguous segments, three launches: **up** reduces each workgroup's segment
     into ``partial[w]``, **spine** scans the partials exclusively, **down** scans each segment
     tile by tile from its carry.
@@ -139,7 +149,7 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
         plan.step(K.scan_segments(m, K.SCAN_ITEMS, inclusive, False, n_word, span_word, init_word),
                   [src, dst, *handles_tail], 1)
         return
-    if m.dtype is not DataType.F32:
+    if m.dtype in (DataType.U32, DataType.I32):
         tiles = ceil_div(cap, LOOKBACK_TILE)
         state = plan.buffer(f"{role}.state", K.SCAN_STATE_HEAD + 2 * tiles)
         used = plan.word(f"{role}.state_words", K.SCAN_STATE_HEAD + 2 * ceil_div(n, LOOKBACK_TILE))
@@ -307,6 +317,55 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
                   [src_k, lookback, *moves, plan.params, status], tiles)
 
     return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter)
+
+
+def sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, value_type: DataType | None,
+         values_mode: str, n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None
+         ) -> tuple[Resident | None, Resident | None]:
+    """Any supported sort: ``radix_sort`` for 32-bit keys with 4-byte values (or none), else
+    ``permuted_sort``. ``value_type``: the element type of ``values`` (``values_mode`` "load")."""
+    if dtype.size == 4 and (value_type is None or value_type.size == 4):
+        return radix_sort(plan, dtype, keys, values, values_mode, n, cap, final)  # type: ignore[arg-type]
+    return permuted_sort(plan, dtype, keys, values, value_type, values_mode, n, cap, final)
+
+
+def permuted_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None,
+                  value_type: DataType | None, values_mode: str, n: int, cap: int,
+                  final: tuple[Resident | None, Resident | None] | None = None
+                  ) -> tuple[Resident | None, Resident | None]:
+    """64-bit keys or 8-byte values, through the 32-bit radix sort of indices.
+
+    64-bit keys (``dtype`` U64, I64 or F64): their u64 sort keys are split into 32-bit halves
+    (``kernels.split_keys``); a stable sort of the low halves carrying indices, a gather of the
+    high halves in that order and a stable sort of those carrying the indices give the order of
+    the whole keys (LSD: eight 8-bit digit passes in all), and the keys are gathered in it
+    (``kernels.gather``; every F64 NaN comes out as 0x7FFFFFFFFFFFFFFF). 32-bit keys with 8-byte
+    values: one sort carrying indices. Values are gathered in the order at the end. Returns the
+    handles of the sorted keys (None for ``"iota"``: argsort keeps none) and of the values
+    (the indices for ``"iota"``).
+    """
+    final_k, final_v = final if final is not None else (None, None)
+    n_word, groups = plan.word("sort.gather_n", n), ceil_div(cap, WG)
+    order = final_v if values_mode == "iota" and final_v is not None else plan.buffer("sort.order", cap)
+    out_k = None
+    if dtype.size == 8:
+        lo, hi = plan.buffer("sort.wide_lo", cap), plan.buffer("sort.wide_hi", cap)
+        plan.step(K.split_keys(dtype, n_word), [keys, lo, hi, plan.params], groups)
+        radix_sort(plan, DataType.U32, lo, None, "iota", n, cap, (lo, order))
+        plan.step(K.gather(DataType.U32, None, n_word), [hi, order, lo, plan.params], groups)  # lo := hi[order]
+        radix_sort(plan, DataType.U32, lo, order, "load", n, cap, (hi, order))
+        if values_mode != "iota":
+            out_k = final_k if final_k is not None else plan.buffer("sort.wide_keys", cap, 8)
+            plan.step(K.gather(DataType.U64, dtype, n_word), [keys, order, out_k, plan.params], groups)
+    else:
+        out_k = final_k if final_k is not None else plan.buffer("sort.keys_sorted", cap)
+        radix_sort(plan, dtype, keys, None, "iota", n, cap, (out_k, order))
+    if values_mode != "load":
+        return out_k, order if values_mode == "iota" else None
+    assert values is not None and value_type is not None
+    out_v = final_v if final_v is not None else plan.buffer("sort.values_sorted", cap, value_type.size)
+    plan.step(K.gather(raw_type(value_type), None, n_word), [values, order, out_v, plan.params], groups)
+    return out_k, out_v
 
 
 def run_length(plan: Plan, dtype: DataType, src: Resident, values: Resident, lengths: Resident, n: int,

@@ -29,8 +29,11 @@ from vyre.lib.monoid import SCAN_TYPES, monoid
 from vyre.lib.plan import Plan, capacity, ceil_div
 
 VALUE_TYPES = SCAN_TYPES
-FLAG_TYPES = (DataType.U8, DataType.I8, DataType.U16, DataType.I16, DataType.U32, DataType.I32, DataType.F32)
-INT_TYPES = (DataType.U8, DataType.I8, DataType.U16, DataType.I16, DataType.U32, DataType.I32)
+FLAG_TYPES = (DataType.U8, DataType.I8, DataType.U16, DataType.I16, DataType.U32, DataType.I32, DataType.F32,
+              DataType.U64, DataType.I64, DataType.F64)
+INT_TYPES = (DataType.U8, DataType.I8, DataType.U16, DataType.I16, DataType.U32, DataType.I32, DataType.U64,
+             DataType.I64)
+COUNT_TYPES = {np.dtype(np.uint32): DataType.U32, np.dtype(np.uint64): DataType.U64}
 HISTOGRAM_SHARED_MAX = 8192
 HISTOGRAM_BLOCKS_MAX = 1024
 HISTOGRAM_ITEMS = 16
@@ -39,9 +42,9 @@ HISTOGRAM_ITEMS = 16
 @library_call
 def reduce(x: object, op: str = "add", *, stream: object = None, backend: Any = None, scratch: Any = None) -> Any:
     """Combine all elements with ``op`` (add, min, max, and, or, xor); an empty input gives the
-    op's identity (0; all ones for and; the type's max for min and min for max, +-inf on float32).
+    op's identity (0; all ones for and; the type's max for min and min for max, +-inf on floats).
 
-    float32 min/max skip NaNs (NaN only when every element is NaN); float32 sums are added in a
+    Float min/max skip NaNs (NaN only when every element is NaN); float sums are added in a
     fixed tree order, so every backend gives the same bits. Returns a numpy scalar, or for device
     input a 0-d array of the caller's kind, computed on ``stream`` with no wait.
     """
@@ -97,7 +100,7 @@ def _scalar(value: object, a: Array, name: str) -> Any:
     try:
         with np.errstate(over="raise", invalid="raise"):
             converted = np.array([value]).astype(a.np_dtype, casting="unsafe")[0]
-        exact = a.dtype is DataType.F32 or int(converted) == value
+        exact = a.dtype in (DataType.F32, DataType.F64) or int(converted) == value
     except (TypeError, ValueError, OverflowError, FloatingPointError):
         exact = False
     if not exact:
@@ -186,24 +189,28 @@ def select_if(x: object, lo: object, hi: object, *, count: str = "exact", stream
 
 
 @library_call
-def histogram(x: object, bins: int, *, stream: object = None, backend: Any = None, scratch: Any = None) -> Any:
-    """``counts[v]`` = how many elements equal ``v``, for ``v`` in ``[0, bins)`` (u32 counts).
+def histogram(x: object, bins: int, *, counts_dtype: object = np.uint32, stream: object = None,
+              backend: Any = None, scratch: Any = None) -> Any:
+    """``counts[v]`` = how many elements equal ``v``, for ``v`` in ``[0, bins)`` (``counts_dtype``:
+    uint32, the default, or uint64).
 
     Values outside the range (negative ones included) are ignored.
     """
     a = as_array(x, "x", INT_TYPES)
+    count_type = _count_type(counts_dtype)
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or not 0 <= int(bins) <= 2**31:
         raise InvalidProgram(f"bins={bins!r} is not a count in [0, 2**31]",
                              "pass a non-negative int bins of at most 2**31 (the counts buffer's capacity class "
                              "must fit u32 element counts).")
     bins = int(bins)
     limit = backend.max_buffer_bytes() if hasattr(backend, "max_buffer_bytes") else 2**31
-    if capacity(bins) * 4 > limit:
-        raise InvalidProgram(f"bins={bins} needs {capacity(bins) * 4} bytes of counts, over the backend's "
-                             f"{limit}-byte buffer limit", "use fewer bins, or bucket the values first.")
+    if capacity(bins) * count_type.size > limit:
+        raise InvalidProgram(f"bins={bins} needs {capacity(bins) * count_type.size} bytes of counts, over the "
+                             f"backend's {limit}-byte buffer limit", "use fewer bins, or bucket the values first.")
     call = Call(backend, scratch, a, stream=stream)
+    counts_np = count_type.np_dtype
     if bins == 0:
-        return call.empty(np.dtype(np.uint32))
+        return call.empty(counts_np)
 
     def build() -> Any:
         plan = call.plan()
@@ -211,14 +218,29 @@ def histogram(x: object, bins: int, *, stream: object = None, backend: Any = Non
         blocks = min(ceil_div(cap, K.WG * HISTOGRAM_ITEMS), HISTOGRAM_BLOCKS_MAX)
         words = (plan.word("hist.n", a.n), plan.word("hist.bins", bins), plan.word("hist.blocks", blocks))
         src = call.upload(plan, "x", a)
-        counts = call.result(plan, "hist.counts", bins)
+        counts = call.result(plan, "hist.counts", bins, counts_np)
         shared = capacity(max(bins, K.WG)) if bins <= HISTOGRAM_SHARED_MAX else 0
-        plan.step(K.zero_fill(words[1]), [counts, plan.params], ceil_div(capacity(bins), K.WG))
-        plan.step(K.histogram_kernel(a.dtype, shared, *words), [src, counts, plan.params], blocks)
+        zeroed = words[1] if count_type is DataType.U32 else plan.word("hist.count_words", 2 * bins)
+        plan.step(K.zero_fill(zeroed), [counts, plan.params], ceil_div(capacity(bins) * count_type.size // 4, K.WG))
+        kernel = (K.histogram_kernel(a.dtype, shared, *words) if count_type is DataType.U32
+                  else K.histogram_kernel(a.dtype, shared, *words, count_type))
+        plan.step(kernel, [src, counts, plan.params], blocks)
         call.run(plan)
-        return call.output(counts, np.dtype(np.uint32), bins)
+        return call.output(counts, counts_np, bins)
 
-    return call.fast(("histogram", bins), build, lambda outs: outs[0])
+    return call.fast(("histogram", bins, count_type), build, lambda outs: outs[0])
+
+
+def _count_type(counts_dtype: object) -> DataType:
+    """The counts' type of ``histogram``: U32 or U64, else ``InvalidProgram``."""
+    try:
+        np_dtype = np.dtype(counts_dtype)  # type: ignore[call-overload]
+    except TypeError:
+        np_dtype = None
+    if np_dtype not in COUNT_TYPES:
+        raise InvalidProgram(f"counts_dtype={counts_dtype!r} is not a histogram count type",
+                             "pass counts_dtype=numpy.uint32 (the default) or numpy.uint64.")
+    return COUNT_TYPES[np_dtype]
 
 
 @library_call

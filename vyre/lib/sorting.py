@@ -1,7 +1,8 @@
 """``sort``, ``argsort``, ``unique`` and ``run_length_encode``: LSD radix sort and run detection.
 
-Keys are u32, i32 or f32; f32 keys follow a total order (-0.0 before +0.0, NaN last, every NaN
-returned as 0x7FFFFFFF). See docs/lib.md.
+Keys are u32, i32, f32, u64, i64 or f64; float keys follow a total order (-0.0 before +0.0, NaN
+last, every NaN returned as 0x7FFFFFFF, or 0x7FFFFFFFFFFFFFFF for f64). Values are 4 or 8 bytes.
+See docs/lib.md.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import numpy as np
 
 from vyre.lib import plan as topo
 from vyre.lib.io import Call, as_array, check_count, library_call, same_length
-from vyre.lib.keys import KEY_TYPES
+from vyre.lib.keys import KEY_TYPES as NARROW_KEY_TYPES
+from vyre.lib.keys import WIDE_KEY_TYPES
 from vyre.lib.plan import capacity
 
+KEY_TYPES = NARROW_KEY_TYPES + WIDE_KEY_TYPES
 VALUE_TYPES = KEY_TYPES
 U32 = np.dtype(np.uint32)
 
@@ -39,7 +42,8 @@ def _sorted(keys: object, values: object, mode: str, stream: object, backend: An
         out_keys = (call.result(plan, "sort.out_keys", k.n, k.np_dtype) if keys_wanted
                     else plan.buffer("sort.out_keys", k.n))
         final = (out_keys, call.result(plan, "sort.out_values", k.n, value_dtype) if mode != "none" else None)
-        out_k, out_v = topo.radix_sort(plan, k.dtype, src_k, src_v, mode, k.n, capacity(k.n), final)
+        out_k, out_v = topo.sort(plan, k.dtype, src_k, src_v, v.dtype if v is not None else None, mode, k.n,
+                                 capacity(k.n), final)
         call.run(plan)
         keys_out = call.output(out_k, k.np_dtype, k.n) if keys_wanted else None
         return keys_out, (call.output(out_v, value_dtype, k.n) if out_v is not None else None)
@@ -55,7 +59,7 @@ def _sorted(keys: object, values: object, mode: str, stream: object, backend: An
 @library_call
 def sort(keys: object, values: object = None, *, stream: object = None, backend: Any = None,
          scratch: Any = None) -> Any:
-    """Keys in ascending order (stable); with ``values`` (4-byte elements), ``(keys, values)``
+    """Keys in ascending order (stable); with ``values`` (4- or 8-byte elements), ``(keys, values)``
     with each value moved along with its key."""
     out_k, out_v = _sorted(keys, values, "none" if values is None else "load", stream, backend, scratch)
     return out_k if values is None else (out_k, out_v)
@@ -92,7 +96,7 @@ def run_length_encode(x: object, *, count: str = "exact", stream: object = None,
                       scratch: Any = None) -> tuple[Any, ...]:
     """``(values, lengths)`` of the runs of equal consecutive elements (u32 lengths).
 
-    Equality is bitwise, except that every f32 NaN equals every other (so -0.0 and +0.0 differ).
+    Equality is bitwise, except that every float NaN equals every other (so -0.0 and +0.0 differ).
     ``count="device"``: ``(values, lengths, runs)``, full-length results whose first ``runs[0]``
     entries are the runs (no wait on device arrays).
     """
@@ -119,5 +123,5 @@ def unique(x: object, *, count: str = "exact", stream: object = None, backend: A
     if a.n == 0:
         return _no_runs(call, a.np_dtype, on_device)
     plan = call.plan()
-    keys, _ = topo.radix_sort(plan, a.dtype, call.upload(plan, "x", a), None, "none", a.n, capacity(a.n))
+    keys, _ = topo.sort(plan, a.dtype, call.upload(plan, "x", a), None, None, "none", a.n, capacity(a.n))
     return _runs(call, plan, a.dtype, keys, a.n, a.np_dtype, on_device)
