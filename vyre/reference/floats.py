@@ -99,7 +99,10 @@ def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     s, t = _two_sum(p, c64)
     v, w = _two_sum(t, e)
     out = s + _round_to_odd(v, w)
-    out = np.where(plain, a64 * b64 + c64, out)
+    # an infinite or NaN addend with a finite product is the result: the exact product never
+    # overflows inside an fma, so a * b + c (which may overflow to -c) would be wrong there
+    addend = np.isfinite(a64) & np.isfinite(b64) & ~np.isfinite(c64)
+    out = np.where(plain, np.where(addend, c64, a64 * b64 + c64), out)
     for i in np.flatnonzero(~plain & ~fast):
         out[i] = _exact_fma(float(a64[i]), float(b64[i]), float(c64[i]))
     return out if max(np.ndim(a), np.ndim(b), np.ndim(c)) else out[0]
