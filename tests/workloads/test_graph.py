@@ -17,7 +17,9 @@ CASES = cases()
 
 @pytest.fixture(scope="module")
 def oracle():
+    """An oracle that interprets the IR level loop of BFS (not its host search): these tests check the programs."""
     with vyre.acquire("reference") as backend:
+        backend.unwrap().host_bfs = False
         yield backend
 
 
@@ -94,6 +96,7 @@ def test_search_and_components_loop_on_the_device(name):
     n, src, dst = CASES[name]
     indptr, indices = symmetric(n, src, dst)
     backend = counting_oracle()
+    backend.host_bfs = False
     try:
         with graph.Graph(indptr, indices, backend=backend, undirected=True) as g:
             assert backend.loops == 0 and backend.reads < 8  # the symmetry check reads a few words
@@ -194,3 +197,57 @@ def test_undirected_symmetry_is_checked_on_the_device(oracle):
         graph.Graph(indptr, indices, backend=oracle, undirected=True)
     with graph.Graph(indptr, indices, backend=oracle) as g:
         assert not g.stored_both_ways()
+
+
+def random_graphs(seed: int) -> dict[str, tuple[int, np.ndarray, np.ndarray]]:
+    """Random edge lists with duplicates, self loops, hubs (degrees over the host search's per-vertex
+    threshold) and frontiers over its vectorised one, of a few sizes."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for n, m in [(2, 3), (40, 60), (300, 900), (2000, 6000), (2500, 40000)]:
+        src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+        hubs = rng.integers(0, n, 3)
+        out[f"n{n}_m{m}"] = (n, np.concatenate([src, np.repeat(hubs, 50)]),
+                             np.concatenate([dst, rng.integers(0, n, 150)]))
+    return out
+
+
+@pytest.mark.parametrize(("seed", "undirected"), [(1, False), (2, False), (3, False), (4, True)])
+def test_host_search_equals_the_ir_level_loop(oracle, seed, undirected):
+    # the oracle's default BFS (a host search) against its IR level loop, on the same graphs and
+    # sources, with out-of-range neighbour ids (ignored by both) sprinkled into directed graphs
+    host = vyre.acquire("reference")
+    assert host.unwrap().host_bfs and not oracle.unwrap().host_bfs
+    rng = np.random.default_rng(seed)
+    try:
+        for name, (n, src, dst) in random_graphs(seed).items():
+            indptr, indices = symmetric(n, src, dst) if undirected else csr(n, src, dst)
+            if not undirected:
+                indices[rng.integers(0, indices.size, indices.size // 20)] = rng.choice([n, n + 7, 0xFFFFFFFF])
+            with graph.Graph(indptr, indices, backend=oracle, undirected=undirected) as ir, \
+                    graph.Graph(indptr, indices, backend=host, undirected=undirected) as fast:
+                for source in {0, int(rng.integers(0, n)), n - 1}:
+                    levels = fast.bfs(source)
+                    assert np.array_equal(levels, ir.bfs(source)), (name, source)
+                    assert np.array_equal(levels, graph.reference_levels(indptr, indices, source)), (name, source)
+    finally:
+        host.shutdown()
+
+
+def test_the_oracle_searches_on_the_host_by_default():
+    # no level loop and no read-back: one host search over the resident CSR, the same levels
+    n, src, dst = CASES["random"]
+    indptr, indices = symmetric(n, src, dst)
+    backend = counting_oracle()
+    try:
+        with graph.Graph(indptr, indices, backend=backend, undirected=True) as g:
+            backend.reads = 0
+            levels = g.bfs(3)
+            assert (backend.loops, backend.reads) == (0, 0)
+            assert np.array_equal(levels, graph.reference_levels(indptr, indices, 3))
+            with pytest.raises(InvalidProgram, match="Fix:"):
+                g.bfs(n)
+            with pytest.raises(ValueError):
+                g.bfs(3, alpha="fast")  # checked as on the IR path
+    finally:
+        backend.shutdown()

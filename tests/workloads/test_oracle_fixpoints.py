@@ -4,7 +4,9 @@ A path graph makes BFS take one level per vertex and the transitive closure one 
 iteration per vertex, so both are thousands of tiny dispatches: what the oracle's per-dispatch
 work (bound steps, compiled programs, no buffer copies) is for. The results are pinned against
 numpy; the bounds are generous (at least 10x what these took on a 2-core CI host) and only
-catch a return to per-dispatch work that grows with the buffers or the program.
+catch a return to per-dispatch work that grows with the buffers or the program. BFS here runs its
+IR level loop (``host_bfs`` off); the oracle's default host search is timed in
+``tests/host/test_oracle_long_fixpoints.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ UNREACHED = np.uint32(0xFFFFFFFF)
 
 @pytest.fixture(scope="module")
 def oracle():
+    """An oracle that interprets BFS's IR level loop (its default is a host search)."""
     with vyre.acquire("reference") as backend:
+        backend.unwrap().host_bfs = False
         yield backend
 
 

@@ -8,7 +8,9 @@ neighbour ids ``>= n`` are ignored.
   (``dispatch_until``; the steps and the control words are in ``graph_kernels``): top-down over a
   compacted frontier (an atomic counter appends newly reached vertices), bottom-up steps (every
   unreached vertex looks for a parent in the current level) while the frontier is large, when the
-  graph is undirected. Only the levels are read back.
+  graph is undirected. Only the levels are read back. The oracle searches on the host instead
+  (``ReferenceBackend.host_bfs``, on by default: its per-level interpretation would take minutes on
+  long searches), giving the same levels; with ``host_bfs`` off it interprets the IR programs.
 - ``connected_components``: hooking and pointer jumping (Shiloach-Vishkin style, as in ECL-CC and
   Afforest): each sweep hooks the larger of two different roots of every edge under the smaller
   one, then every vertex jumps to its root. Sweeps loop on the device with ``dispatch_until`` until
@@ -507,7 +509,8 @@ class Graph(DeviceArrays):
             trace: list[tuple[str, int, int, float]] | None = None) -> np.ndarray:
         """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) along the stored edges.
 
-        The level loop runs on the device (``dispatch_until``); only the levels are read back. On an
+        The level loop runs on the device (``dispatch_until``); only the levels are read back (the
+        oracle, whose ``host_bfs`` is on by default, searches on the host instead: the same levels). On an
         undirected graph the direction follows Beamer's rule, decided on the device: bottom-up once
         the frontier's edges exceed 1/``alpha`` of the unvisited vertices' edges, top-down again once
         the frontier holds fewer than 1/``beta`` of the vertices (``alpha=0``: top-down only).
@@ -518,13 +521,15 @@ class Graph(DeviceArrays):
         if isinstance(source, bool) or not isinstance(source, (int, np.integer)) or not 0 <= source < n:
             raise InvalidProgram(f"source {source!r} is not a vertex of this {n}-vertex graph",
                                  f"pass an int in [0, {n}).")
+        decide_program = kernels.decide_program(self.undirected, float(alpha), float(beta))
+        if trace is None and getattr(be, "host_bfs", False):  # the oracle: the same levels, searched on the host
+            return be.bfs_levels(self.indptr_handle, self.indices_handle, n, self.m, int(source))
         levels, frontiers = self.scratch("levels", 4 * n), self.scratch("frontiers", 8 * n)
         next_stats, ctl = self.scratch("next_stats", 8), self.scratch("ctl", 4 * kernels.CTL_WORDS)
         flag = self.scratch("flag", 4)
         be.upload_resident(frontiers, np.array([source], dtype=np.uint32))
         step_handles = [self.indptr_handle, self.indices_handle, levels, frontiers, next_stats, ctl]
-        decide = (kernels.decide_program(self.undirected, float(alpha), float(beta)),
-                  [levels, next_stats, ctl, flag], ONE_INVOCATION)
+        decide = (decide_program, [levels, next_stats, ctl, flag], ONE_INVOCATION)
         lanes = _elements_config(self._lanes)
         level = [(kernels.top_down_program(self._lanes), step_handles, lanes)]
         if self.undirected:

@@ -4,7 +4,8 @@ Every dispatch validates, prepares the host arrays, runs the interpreter over th
 chunks of workgroups, checking ``DispatchConfig.timeout_s`` as it goes) and returns the outputs;
 ``dispatch_async`` runs it on a worker thread. Resident buffers are emulated on the host so programs
 written against the resident API run here too; a host allocation that fails is ``DeviceOutOfMemory``.
-It is the judge of every other backend, not a fast path.
+It is the judge of every other backend, not a fast path, with one documented exception:
+``bfs_levels`` (``host_bfs``), a numpy search that ``vyre.lib.graph`` uses instead of its IR level loop.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class ReferenceBackend(Backend):
     """The oracle: exact semantics of docs/semantics.md, on the host, one dispatch at a time."""
 
     id = "reference"
+    #: ``vyre.lib.graph`` BFS runs as a host search (``bfs_levels``) instead of interpreting its IR level
+    #: loop (about 0.4 ms a level); set False on an instance to interpret the IR programs (as tests do)
+    host_bfs = True
 
     def __init__(self, device: int | None = None) -> None:
         if device not in (None, 0):
@@ -207,6 +211,18 @@ class ReferenceBackend(Backend):
             if not flag[:4].any():
                 return iteration
         return max_iterations
+
+    def bfs_levels(self, indptr_handle: Resident, indices_handle: Resident, vertices: int, edges: int,
+                   source: int) -> np.ndarray:
+        """BFS levels from ``source`` over a resident CSR graph (``vertices + 1`` u32 offsets, ``edges`` u32
+        neighbour ids; checked CSR), computed on the host (``vyre.reference.bfs``): the levels the IR
+        level loop gives, without interpreting it once per level."""
+        from vyre.reference.bfs import bfs_levels
+
+        with self._lock, host_memory():
+            indptr = self._store.view(indptr_handle, np.uint32)[:vertices + 1]
+            indices = self._store.view(indices_handle, np.uint32)[:edges]
+            return bfs_levels(indptr, indices, source)
 
     # ---- metrics and lifecycle -------------------------------------------------------------------------
     def metrics(self) -> dict[str, int]:
