@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.codegen.codegen_support import assemble, needs_ptxas
 from tests.lib import expected as E
+from tests.lib.test_plan import RecordingBackend
 from vyre import lib
 from vyre.driver.errors import InvalidProgram
 from vyre.lib import plan
@@ -265,3 +267,29 @@ def test_resident_arrays(backend, rng):
         backend.free_resident(out.handle)
     finally:
         backend.free_resident(handle)
+
+
+@needs_ptxas
+def test_every_64_bit_kernel_assembles_for_sm90(rng):
+    from vyre_cuda import emit_ptx
+
+    be = RecordingBackend()
+    for dtype in WIDE:
+        x = E.data(rng, dtype, 5000)
+        for op in ops(dtype):
+            lib.exclusive_scan(x, op, backend=be)
+            lib.reduce(x, op, backend=be)
+            lib.segmented_reduce(x, [0, 100, 5000], op, backend=be)
+        lib.select(x, x, backend=be)
+        lib.select_if(x, x[0], x[1], backend=be)
+        lib.sort(x, x, backend=be)
+        lib.sort(x.view(np.uint32)[:5000].copy(), x, backend=be)  # 32-bit keys, 8-byte values
+        lib.argsort(x, backend=be)
+        lib.unique(x, backend=be)
+        if dtype != np.float64:
+            lib.histogram(x, 100, counts_dtype=np.uint64, backend=be)
+            lib.histogram(x, 20_000, counts_dtype=np.uint64, backend=be)
+    programs = {p.name + str(i): p for i, p in enumerate({s[0] for seq in be.sequences for s in seq})}
+    assert any("split_keys" in name for name in programs) and any("gather" in name for name in programs)
+    failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
+    assert not failures, "\n".join(failures[:20])

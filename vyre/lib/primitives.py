@@ -222,9 +222,7 @@ def histogram(x: object, bins: int, *, counts_dtype: object = np.uint32, stream:
         shared = capacity(max(bins, K.WG)) if bins <= HISTOGRAM_SHARED_MAX else 0
         zeroed = words[1] if count_type is DataType.U32 else plan.word("hist.count_words", 2 * bins)
         plan.step(K.zero_fill(zeroed), [counts, plan.params], ceil_div(capacity(bins) * count_type.size // 4, K.WG))
-        kernel = (K.histogram_kernel(a.dtype, shared, *words) if count_type is DataType.U32
-                  else K.histogram_kernel(a.dtype, shared, *words, count_type))
-        plan.step(kernel, [src, counts, plan.params], blocks)
+        plan.step(K.histogram_kernel(a.dtype, shared, *words, count_type), [src, counts, plan.params], blocks)
         call.run(plan)
         return call.output(counts, counts_np, bins)
 
