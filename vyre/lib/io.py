@@ -15,7 +15,7 @@ with ``recycle`` so later calls reuse them). Compacted results cross only their 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -40,7 +40,7 @@ class ResidentArray:
 
     __slots__ = ("handle", "dtype", "n")
 
-    def __init__(self, handle: Resident, dtype: object, n: int | None = None) -> None:
+    def __init__(self, handle: Resident, dtype: Any, n: int | None = None) -> None:
         if not isinstance(handle, Resident):
             raise InvalidProgram(f"ResidentArray needs a Resident handle, not {type(handle).__name__}",
                                  "pass a handle from backend.allocate_resident().")
@@ -214,7 +214,7 @@ class Call:
         self._fresh.append(handle)
         return handle
 
-    def run(self, plan: Plan, reads: list[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
+    def run(self, plan: Plan, reads: Sequence[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
         """Run the plan (on the caller's stream for device calls: no wait unless ``reads``); on
         failure, free the result handles made for the caller."""
         if self.recording is not None:
