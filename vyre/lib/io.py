@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -366,11 +366,15 @@ def default_backend() -> Any:
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
-def library_call(fn: Callable[..., T]) -> Callable[..., T]:
+def library_call(fn: Callable[P, T]) -> Callable[P, T]:
     """Resolve ``backend=``, hold its scratch lock for the call, and retry once with fresh scratch
-    if the backend no longer knows a cached handle (its buffers were freed by a shutdown, say)."""
+    if the backend no longer knows a cached handle (its buffers were freed by a shutdown, say).
+    The call keeps ``fn``'s signature (its ``scratch=`` is the library's own)."""
+
+    impl: Callable[..., T] = fn  # called with backend= resolved and the backend's scratch=
 
     @functools.wraps(fn)
     def wrapper(*args: Any, backend: Any = None, **kwargs: Any) -> T:
@@ -378,11 +382,11 @@ def library_call(fn: Callable[..., T]) -> Callable[..., T]:
         scratch = scratch_for(backend)
         with scratch.lock:
             try:
-                return fn(*args, backend=backend, scratch=scratch, **kwargs)
+                return impl(*args, backend=backend, scratch=scratch, **kwargs)
             except InvalidHandle:
                 if not scratch.nbytes:
                     raise
                 scratch.release()  # stale scratch is skipped, live scratch freed; a bad caller handle fails again
-                return fn(*args, backend=backend, scratch=scratch, **kwargs)
+                return impl(*args, backend=backend, scratch=scratch, **kwargs)
 
     return wrapper
