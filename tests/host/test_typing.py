@@ -128,3 +128,19 @@ def test_the_annotation_check_sees_a_missing_annotation() -> None:
 
     assert _unannotated(half) == ["b", "return"]
     assert _unannotated(vyre.lib.reduce) == []  # through library_call's wrapper to the function itself
+
+
+def test_expr_declares_every_op_constructor_for_type_checkers() -> None:
+    """``Expr.add`` ... are attached at import from the op tables; the class declares each for type checkers."""
+    import ast
+
+    from vyre.ir import expr
+
+    tree = ast.parse(Path(expr.__file__).read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Expr")
+    guarded = [n for n in cls.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    declared = {f.name: len(f.args.posonlyargs) for g in guarded for f in g.body if isinstance(f, ast.FunctionDef)}
+    ops = {name: arity for arity, names in ((2, expr.BINARY_OPS), (1, expr.UNARY_OPS)) for name in names}
+    assert {name: arity for name, arity in declared.items() if not name.startswith("__")} == ops
+    for op in ops:
+        assert callable(getattr(expr.Expr, op))
