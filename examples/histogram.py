@@ -17,7 +17,7 @@ MASK = BINS - 1  # module-level numbers are literals inside kernels
 
 
 @vyre.kernel(workgroup_size=BINS)
-def histogram(data: vyre.In[vyre.u32], bins: vyre.Out[vyre.u32, BINS]):
+def histogram(data: vyre.In[vyre.u32], bins: vyre.Out[vyre.u32, BINS]):  # pyright: ignore  (a count is no type)
     """256-bin histogram of (data & 255), per-workgroup bins merged with atomics."""
     local_bins = vyre.shared(vyre.u32, BINS)
     i = vyre.gid()

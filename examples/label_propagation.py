@@ -23,7 +23,7 @@ def lower_label(labels, changed, node, label):
 
 @vyre.kernel(workgroup_size=256)
 def label_propagation(src: vyre.In[vyre.u32], dst: vyre.In[vyre.u32], labels: vyre.InOut[vyre.u32],
-                      changed: vyre.InOut[vyre.u32, 1]):
+                      changed: vyre.InOut[vyre.u32, 1]):  # pyright: ignore  (a count is no type)
     """One label propagation step over an edge list (src[i], dst[i])."""
     i = vyre.gid()
     if i < len(src):

@@ -8,7 +8,9 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -159,7 +161,7 @@ def summarize(name: str, decl: BufferDecl, array: np.ndarray, show: int) -> str:
     return "\n".join(lines)
 
 
-def _elements(spec: str | None, program: Program, inputs: list[object]) -> int | None:
+def _elements(spec: str | None, program: Program, inputs: Sequence[Any]) -> int | None:
     """``--elements``: a number, or an input buffer's name meaning that input's element count."""
     if spec is None:
         return None

@@ -413,7 +413,7 @@ def local_cluster(n_workers: int | None = None, *, backend: str | None = None, t
         """Worker k gets ``environments[k]`` (``scale`` asks ``new_worker_spec`` for each new worker)."""
 
         def new_worker_spec(self) -> dict:
-            spec = super().new_worker_spec()
+            spec: dict[str, Any] = super().new_worker_spec()
             name, template = next(iter(spec.items()))
             options = dict(template["options"], env=environments[int(name) % len(environments)])
             return {name: dict(template, options=options)}

@@ -25,3 +25,4 @@ def test_both_readme_commands_install_into_a_venv() -> None:
     for command in (install, test):
         assert command.startswith("python3 -m venv .venv && . .venv/bin/activate && python3 -m pip install -e ")
     assert "ruff check" in test and "pytest -q -n auto" in test
+    assert "&& basedpyright &&" in test and "mkdocs build --strict" in test  # the type check and the docs site

@@ -72,7 +72,8 @@ class CompiledPipeline:
     """A program prepared once for repeated dispatch; results equal ``backend.dispatch``."""
 
     def __init__(self, backend: Backend, program: Program, config: DispatchConfig | None) -> None:
-        self.backend, self.program, self.config = backend, program, config
+        self.backend: Any = backend  # any backend: plugin ones may take more than Backend's arguments (stream=)
+        self.program, self.config = program, config
 
     def dispatch(self, inputs: Sequence[object], stream: object | None = None) -> list[Any]:
         """``backend.dispatch(program, inputs, config, stream=...)`` with the compiled program and config

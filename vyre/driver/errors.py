@@ -86,6 +86,9 @@ class InvalidHandle(VyreError):
 
 
 class BackendUnavailable(VyreError):
+    """A backend could not start; ``reason`` (when set) is the factory's own words, for listings."""
+
+    reason: str
     default_fix = "run `vyre backends` to see which backends can start and why."
 
 

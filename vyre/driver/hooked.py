@@ -14,6 +14,7 @@ naming the plugin, with a Fix. When the backend itself failed, its error is kept
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -55,7 +56,7 @@ class _DispatchHooks:
                 _call_hook(self._after, {**ctx, "duration_ns": time.perf_counter_ns() - start, "error": exc,
                                          "result": None}, "")
             except VyreError as hook_error:  # keep the backend's own error; mention the plugin's
-                if hasattr(exc, "add_note"):
+                if sys.version_info >= (3, 11):
                     exc.add_note(str(hook_error))
             raise
         _call_hook(self._after, {**ctx, "duration_ns": time.perf_counter_ns() - start, "error": None,
@@ -252,12 +253,12 @@ def _grid_from_bytes(program: Program, config: DispatchConfig | None,
     """The grid a dispatch runs, given its buffers' byte sizes; None if they do not describe one."""
     try:
         counts = {b.name: b.count or nbytes[b.name] // b.dtype.size for b in program.buffers if b.name in nbytes}
-        return tuple(resolve_grid(program, config, buffer_counts(program, counts) | counts))
+        return resolve_grid(program, config, buffer_counts(program, counts) | counts)
     except Exception:  # noqa: BLE001 - bad inputs are the dispatch's to report, not the observer's
         return None
 
 
-def host_grid(program: Program, inputs: Sequence[object], config: DispatchConfig | None
+def host_grid(program: Program, inputs: Sequence[Any], config: DispatchConfig | None
               ) -> tuple[int, int, int] | None:
     """The grid of a dispatch of host or device arrays (for the hooks' ``grid``)."""
     try:

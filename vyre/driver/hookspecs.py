@@ -54,6 +54,7 @@ def vyre_register_backends() -> list[BackendRegistration]:
     hook and factories run in a worker thread with a timeout (``VYRE_PLUGIN_TIMEOUT_S``); a hook
     that raises, sleeps or returns anything but registrations is reported and skipped.
     """
+    ...
 
 
 @hookspec
@@ -64,6 +65,7 @@ def vyre_register_ops() -> list[OpDef]:
     runs on every backend; a primitive op (``reference=``) runs on the oracle and on each backend
     that provides a lowering for it through that backend's own hook.
     """
+    ...
 
 
 @hookspec

@@ -182,9 +182,9 @@ def _backend_table() -> dict[str, _Entry]:
         return table
 
 
-def _registrations(impl: Any, dist: str, own: bool) -> list[object]:
+def _registrations(impl: Any, dist: str, own: bool) -> list[Any]:
     """What one plugin's ``vyre_register_backends`` returned, or [] (reported) if it failed or is malformed."""
-    def call() -> list[object]:
+    def call() -> list[Any]:
         return list(impl.function() or ())
 
     done = _call_plugin(call, own, f"{impl.plugin_name}: vyre_register_backends")
@@ -308,7 +308,7 @@ def _unavailable(spec: str, reason: str, fix: str | None, cause: BaseException |
     raise error from cause
 
 
-def failure_reason(exc: BackendUnavailable) -> str:
+def failure_reason(exc: VyreError) -> str:
     """Why a backend could not start, without the ``backend 'x' could not start`` preamble."""
     return getattr(exc, "reason", exc.message)
 

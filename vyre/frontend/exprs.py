@@ -32,7 +32,7 @@ from vyre.frontend.values import (
     number_expr,
     peer_type,
 )
-from vyre.ir.expr import AtomicOp, Expr
+from vyre.ir.expr import AtomicOp, Expr, name_of
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shape import MAX_DEPTH, MAX_NODES
 from vyre.ir.types import DataType
@@ -109,7 +109,7 @@ class ExprLowering:
         if isinstance(v, Buffer):
             return self.error(node, f"buffer {v.decl.name!r} is used as a value",
                               f"index it ({ast.unparse(node)}[i]) or take its length with len(...)")
-        return self.error(node, f"{ast.unparse(node)} ({_describe(v.obj)}) is not a value in a kernel",
+        return self.error(node, f"{ast.unparse(node)} ({_describe(getattr(v, 'obj', v))}) is not a value in a kernel",
                           "use kernel variables, parameters, number constants and vyre.* functions")
 
     def value(self, node: ast.expr) -> Value:
@@ -156,7 +156,7 @@ class ExprLowering:
         holders = tuple(_PLACEHOLDERS[: len(args)])
         shallow = Expr(op, holders, **attrs) if args else expr
         try:
-            dtype = self.typer.type_of(shallow, {h.name: a.dtype for h, a in zip(holders, args)})
+            dtype = self.typer.type_of(shallow, {name_of(h): a.dtype for h, a in zip(holders, args)})
         except IRTypeError as err:
             raise self.error(node, err.message, _frontend_fix(err), err.code) from None
         return Typed(expr, dtype)
@@ -334,14 +334,15 @@ class ExprLowering:
         if obj is builtins.len:
             self.arity(node, 1)
             return self.build(node, "buf_len", [], name=self.buffer(node.args[0]).name)
-        if obj in (builtins.min, builtins.max):
+        if obj is builtins.min or obj is builtins.max:
+            name = "min" if obj is builtins.min else "max"
             if len(node.args) < 2:
-                raise self.error(node, f"{obj.__name__}() needs at least two values", f"write {obj.__name__}(a, b)")
+                raise self.error(node, f"{name}() needs at least two values", f"write {name}(a, b)")
             self.no_keywords(node)
             values = [self.value(a) for a in node.args]
             acc = values[0]
             for arg, v in zip(node.args[1:], values[1:]):
-                acc = self.combine(node, obj.__name__, [node.args[0], arg], [acc, v])
+                acc = self.combine(node, name, [node.args[0], arg], [acc, v])
             return acc
         if obj is builtins.abs:
             self.arity(node, 1)

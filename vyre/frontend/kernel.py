@@ -110,18 +110,18 @@ class Kernel:
         Device arrays (CuPy, torch, ...) are bound in place on ``cuda``: ``InOut`` arrays are updated
         and returned as the same objects, ``Out`` results are new arrays of the caller's kind, and
         the call is ordered on ``stream`` (default: the caller's current stream) without waiting."""
-        inputs = self._convert(inputs)
+        args = self._convert(inputs)
         if backend is None and grid is None and elements is None and config is None and output_counts is None \
                 and self._fast:
             pipeline = self._pipeline
             if pipeline is None:
                 pipeline = self._default_pipeline()
-            return pipeline.dispatch(inputs) if stream is None else pipeline.dispatch(inputs, stream=stream)
+            return pipeline.dispatch(args) if stream is None else pipeline.dispatch(args, stream=stream)
         config = _config(config, grid, elements)
         program = self.specialise(output_counts, config.elements)
         be = backend or default_backend()
-        return be.dispatch(program, inputs, config) if stream is None else be.dispatch(program, inputs, config,
-                                                                                       stream=stream)
+        return be.dispatch(program, args, config) if stream is None else be.dispatch(program, args, config,
+                                                                                     stream=stream)
 
     def _default_pipeline(self) -> Any:
         self._pipeline = default_backend().compile(self.program)
@@ -216,7 +216,7 @@ def _kind(v: object) -> str:
     return f"a {type(v).__name__}"
 
 
-def _scalar_bytes(name: str, dtype: DataType, v: int | float) -> bytes:
+def _scalar_bytes(name: str, dtype: DataType, v: Any) -> bytes:
     """The slow path of scalar conversion: F32 overflow rounds to inf, other misfits are errors."""
     if dtype in (DataType.F32, DataType.F64):
         value = float(v) if abs(v) < 2**1024 else (math.inf if v > 0 else -math.inf)  # ints beyond any float
@@ -301,7 +301,7 @@ def kernel_from_source(text: str, filename: str = "<kernel>", namespace: Mapping
     kwargs: dict[str, Any] = {}
     for deco in fndef.decorator_list:
         if isinstance(deco, ast.Call):
-            kwargs.update({kw.arg: static_value(kw.value, lookup, source) for kw in deco.keywords})
+            kwargs.update({kw.arg: static_value(kw.value, lookup, source) for kw in deco.keywords if kw.arg})
     options = _options(fndef.name, kwargs.get("workgroup_size", 256), kwargs.get("name", _FUNCTION_NAME),
                        kwargs.get("names"), kwargs.get("bindings"), source, fndef)
     return Kernel(Lowering(source, fndef, lookup, options).program(), source)

@@ -14,7 +14,7 @@ import ast
 import builtins
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from vyre.driver.errors import ValidationError
 from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
@@ -105,7 +105,7 @@ class Lowering(ExprLowering):
         self.buffers: list[BufferDecl] = []
         self.out: list[Node] = []
         self.site: ast.AST | None = None  # the kernel's call site while a helper is inlined
-        self.inlining: list[object] = []
+        self.inlining: list[Any] = []  # the @vyre.func helpers being inlined, outermost first
 
     # ---- the program --------------------------------------------------------------------------------
     def program(self) -> Program:
@@ -283,7 +283,7 @@ class Lowering(ExprLowering):
         if not isinstance(stmt.target, ast.Name):
             raise self.error(stmt, "the loop variable must be one name", "write `for k in range(n):`")
         target = self.value(it.func) if isinstance(it, ast.Call) else None
-        if not (isinstance(target, PyObject) and target.obj is builtins.range):
+        if not (isinstance(it, ast.Call) and isinstance(target, PyObject) and target.obj is builtins.range):
             raise self.error(stmt, f"`for` over `{ast.unparse(it)}` is not supported",
                              "loop over range(n) or range(start, end) and index buffers with the loop variable")
         self.no_keywords(it)
@@ -342,6 +342,7 @@ class Lowering(ExprLowering):
             return
         if isinstance(obj, Intrinsic) and obj.kind == "atomic":
             old = self.intrinsic(value, obj)
+            assert isinstance(old, Typed)  # an atomic's result is typed
             self.emit(Node.let(self.fresh("_atomic"), old.expr), stmt)
             return
         from vyre.frontend.kernel import Func
@@ -435,7 +436,7 @@ class Lowering(ExprLowering):
             "call a helper once and reuse its value (t = h(x)) instead of calling it again, or loop with "
             "`for k in range(n)`", "program_too_large")
 
-    def _is_call_to(self, node: ast.expr, kind: str) -> bool:
+    def _is_call_to(self, node: ast.expr, kind: str) -> TypeGuard[ast.Call]:
         if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
             return False
         try:
@@ -456,7 +457,7 @@ class Lowering(ExprLowering):
             return result
         return super().call_other(node, target)
 
-    def inline(self, node: ast.Call, func: Any, stmt: ast.AST) -> Typed | Number | None:
+    def inline(self, node: ast.Call, func: Any, stmt: ast.AST) -> Value | None:
         """Inline a ``@vyre.func`` call: bind arguments once, emit its statements, return its value."""
         if func in self.inlining:
             raise self.error(node, f"{func.name}() calls itself", "helpers cannot recurse: write a loop")

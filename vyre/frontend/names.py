@@ -68,7 +68,7 @@ def static_value(node: ast.expr, namespace: Callable[[str], Any], source: Source
             return tuple(static_value(e, namespace, source) for e in node.elts)
         if isinstance(node, ast.Dict) and None not in node.keys:
             return {static_value(k, namespace, source): static_value(v, namespace, source)
-                    for k, v in zip(node.keys, node.values)}
+                    for k, v in zip(node.keys, node.values) if k is not None}
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -static_value(node.operand, namespace, source)
         if isinstance(node, ast.BinOp) and type(node.op) in _STATIC_OPS:

@@ -14,7 +14,7 @@ import math
 import unicodedata
 
 from vyre.frontend.annotations import TYPE_NAMES
-from vyre.ir.expr import AtomicOp, Expr, literal_value
+from vyre.ir.expr import AtomicOp, Expr, dtype_of, literal_value, name_of
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.program import Access, Program
 from vyre.ir.types import DataType
@@ -182,19 +182,19 @@ class _Printer:
         if op == "lit":
             return _literal(e)
         if op == "var":
-            return self.var_ids.get(e.name, e.name)
+            return self.var_ids.get(name_of(e), name_of(e))
         if op == "load":
-            return f"{self.buffer_ids.get(e.name, e.name)}[{args[0]}]"
+            return f"{self.buffer_ids.get(name_of(e), name_of(e))}[{args[0]}]"
         if op == "buf_len":
-            return f"len({self.buffer_ids.get(e.name, e.name)})"
+            return f"len({self.buffer_ids.get(name_of(e), name_of(e))})"
         if op in _IDS:
             return f"vyre.{_IDS[op]}({e.value})"
         if op == "cast":
-            return f"{type_name(e.dtype)}({args[0]})"
+            return f"{type_name(dtype_of(e))}({args[0]})"
         if op == "atomic":
             if e.value.base is AtomicOp.COMPARE_EXCHANGE:
                 args = [args[0], args[2], args[1]]  # vyre.atomic_compare_exchange(buf, i, expected, value)
-            return f"vyre.atomic_{e.value.value}({', '.join([self.buffer_ids.get(e.name, e.name), *args])})"
+            return f"vyre.atomic_{e.value.value}({', '.join([self.buffer_ids.get(name_of(e), name_of(e)), *args])})"
         if op == "call":
             return f"vyre.call({', '.join([repr(e.name), *args])})"
         return f"vyre.{op}({', '.join(args)})"
@@ -205,11 +205,11 @@ def _literal(e: Expr) -> str:
     if e.dtype is DataType.BOOL:
         return repr(value)
     if e.dtype in (DataType.F32, DataType.F64):
-        name = type_name(e.dtype)
+        name = type_name(dtype_of(e))
         if math.isfinite(value):
             return f"{name}({value!r})"
         return f"{name}_from_bits({e.value:#0{2 + 2 * e.dtype.size}x})"
-    return f"{type_name(e.dtype)}({value})"
+    return f"{type_name(dtype_of(e))}({value})"
 
 
 __all__ = ["to_python"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import linecache
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from vyre.driver.errors import Finding, ValidationError
@@ -70,7 +70,7 @@ def _find_def(filename: str, lines: list[str], first_line: int) -> ast.FunctionD
     return cached[1].get(first_line)
 
 
-def _collect_defs(body: list[ast.AST], defs: dict[int, ast.FunctionDef]) -> None:
+def _collect_defs(body: Sequence[ast.AST], defs: dict[int, ast.FunctionDef]) -> None:
     """Every ``def`` in ``body`` and the statement lists nested in it, by its first line (statements only)."""
     for node in body:
         if isinstance(node, ast.FunctionDef):

@@ -69,7 +69,7 @@ def peer_type(values: list[Value]) -> DataType:
     for v in values:
         if isinstance(v, Typed):
             return v.dtype
-    return F32 if any(v.default_type() is F32 for v in values) else U32
+    return F32 if any(isinstance(v, (Number, Untyped)) and v.default_type() is F32 for v in values) else U32
 
 
 def number_expr(n: Number, dtype: DataType) -> Expr:
@@ -86,7 +86,7 @@ def number_expr(n: Number, dtype: DataType) -> Expr:
         raise ValueError(f"the number {int_text(n.value)} does not fit F64 (at most about 1.8e308). Fix: write a "
                          "float literal in range, or vyre.f64_from_bits(0x7FF0000000000000) for infinity")
     lo, hi = _INT_RANGES.get(dtype, (None, None))
-    if lo is not None and not lo <= n.value <= hi:
+    if lo is not None and hi is not None and not lo <= n.value <= hi:
         other = "vyre.i32" if n.value < 0 else "vyre.u32"
         raise ValueError(f"the number {int_text(n.value)} does not fit {dtype.name} ({lo} .. {hi}). Fix: write a "
                          f"value in range, or make the other operand {other} (e.g. {other}(x))")

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from vyre.driver.errors import Finding, ValidationError
-from vyre.ir.expr import Expr
+from vyre.ir.expr import Expr, name_of
 from vyre.ir.node import Assign, Block, If, Let, Loop, Node, Region, Store
 from vyre.ir.program import Program
 from vyre.ir.shape import MAX_NODES
@@ -66,7 +66,7 @@ def _expand(program: Program) -> Program:
 def _is_composed_call(e: Expr) -> bool:
     if e.op != "call":
         return False
-    op = get_op(e.name)
+    op = get_op(name_of(e))
     return op is None or op.expand is not None  # an unknown op is reported by the expander
 
 
@@ -158,7 +158,7 @@ class _Expander:
             name = self.fresh("arg")
             pre.append(Let(name, arg))
             bound.append(Expr.var(name))
-        lets, result = self.expr(self.instantiate(e.name, bound, depth), depth + 1)
+        lets, result = self.expr(self.instantiate(name_of(e), bound, depth), depth + 1)
         return pre + lets, result
 
     def instantiate(self, op_id: str, args: list[Expr], depth: int) -> Expr:
@@ -176,7 +176,7 @@ class _Expander:
             raise self.fail("bad_expansion", f"op {op_id!r}: expand raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(body, Expr):
             raise self.fail("bad_expansion", f"op {op_id!r}: expand returned {type(body).__name__}, not an Expr")
-        scope = {a.name: t for a, t in zip(args, op.arg_types) if a.op == "var"}
+        scope = {name_of(a): t for a, t in zip(args, op.arg_types) if a.op == "var"}
         try:
             got = self.typer.type_of(body, scope)
         except IRTypeError as err:
@@ -194,7 +194,7 @@ class _Expander:
 
 def _names(program: Program) -> set[str]:
     """Every variable name the program declares or reads."""
-    names = {e.name for e in iter_all_exprs(program.body) if e.op == "var"}
+    names = {name_of(e) for e in iter_all_exprs(program.body) if e.op == "var"}
     for node in iter_nodes(program.body):
         if isinstance(node, (Let, Assign)):
             names.add(node.name)

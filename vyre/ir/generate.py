@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +118,7 @@ def generate_program(seed: int, *, subgroups: bool = False, approximate: bool = 
     return _Generator(seed, subgroups, approximate, max_depth, max_stmts, wide).build()[0]
 
 
-def generate_case(seed: int, **opts: object) -> Case:
+def generate_case(seed: int, **opts: Any) -> Case:
     """``generate_program(seed, **opts)`` with ``random_inputs(program, seed)`` and its dispatch config."""
     program, config = _Generator(seed, **opts).build()
     return Case(program, random_inputs(program, seed), config)
@@ -230,7 +231,7 @@ class _Generator:
         grid.append(r.randint(1, max(1, min(2, limit // (grid[0] * grid[1])))))
         sx, sy = grid[0] * wg[0], grid[1] * wg[1]
         invocations = sx * sy * grid[2] * wg[2]
-        return _Layout(wg, DispatchConfig(grid=tuple(grid)), invocations, sx, sx * sy)
+        return _Layout(wg, DispatchConfig(grid=(grid[0], grid[1], grid[2])), invocations, sx, sx * sy)
 
     def _buffers(self) -> _Buffers:
         r, bufs = self.rng, _Buffers()
@@ -275,15 +276,17 @@ class _Generator:
 
     # ---- program ------------------------------------------------------------------------------
     def build(self) -> tuple[Program, DispatchConfig]:
-        body: list[Node] = [Node.let(self._declare("gid", U32, False, False), self._gid())]
+        gid = self._declare("gid", U32, False, False)
+        body: list[Node] = [Node.let(gid, self._gid())]
         wx, wy, wz = self.layout.workgroup
-        self.gid = Expr.var(body[0].name)
+        self.gid = Expr.var(gid)
         lid = Expr.local_id(0)
         if wy > 1 or wz > 1:
             lid = Expr.add(lid, Expr.mul(Expr.local_id(1), Expr.u32(wx)))
             lid = Expr.add(lid, Expr.mul(Expr.local_id(2), Expr.u32(wx * wy)))
-        body.append(Node.let(self._declare("lid", U32, False, False), lid))
-        self.lid = Expr.var(body[-1].name)
+        lid_name = self._declare("lid", U32, False, False)
+        body.append(Node.let(lid_name, lid))
+        self.lid = Expr.var(lid_name)
         for buf in self.bufs.own:  # every output is written at least once
             body.append(Node.store(buf, self.gid, self.expr(buf.dtype.arith, 3, _Ctx())))
         suffix_budget = self.budget - self.budget // 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from vyre.ir.expr import Expr, _buffer_name, _expr
 
@@ -32,6 +33,9 @@ class Node:
     """Base of all statements; use the static constructors below."""
 
     __slots__ = ()
+    if TYPE_CHECKING:  # every statement class is a frozen dataclass with a cached hash
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+        _hash: int
 
     def __post_init__(self) -> None:
         # Hash once, bottom-up at construction, so hashing a deeply nested tree never recurses.
@@ -48,47 +52,47 @@ class Node:
         return f"Node.{_CONSTRUCTOR[type(self).__name__]}({', '.join(parts)})"
 
     @staticmethod
-    def let(name: str, value: Expr) -> Let:
+    def let(name: str, value: Expr) -> Node:
         """Declare ``name`` with ``value`` for the rest of the enclosing block; names never shadow."""
         return Let(_name(name, "let name"), _expr(value, "value"))
 
     @staticmethod
-    def assign(name: str, value: Expr) -> Assign:
+    def assign(name: str, value: Expr) -> Node:
         """Give the variable ``name`` (declared by an enclosing ``let``, not a loop) a new value."""
         return Assign(_name(name, "assign name"), _expr(value, "value"))
 
     @staticmethod
-    def store(buffer: object, index: Expr, value: Expr) -> Store:
+    def store(buffer: object, index: Expr, value: Expr) -> Node:
         """Write ``value`` to ``buffer[index]`` (U32 index; narrowed to the storage type; out of bounds: nothing)."""
         return Store(_buffer_name(buffer), _expr(index, "index"), _expr(value, "value"))
 
     @staticmethod
-    def if_(cond: Expr, then: Iterable[Node] | Node, otherwise: Iterable[Node] | Node = ()) -> If:
+    def if_(cond: Expr, then: Iterable[Node] | Node, otherwise: Iterable[Node] | Node = ()) -> Node:
         """Run ``then`` where ``cond`` (BOOL) holds, ``otherwise`` elsewhere."""
         return If(_expr(cond, "cond"), _nodes(then, "then"), _nodes(otherwise, "otherwise"))
 
     @staticmethod
-    def loop(var: str, start: Expr, end: Expr, body: Iterable[Node] | Node) -> Loop:
+    def loop(var: str, start: Expr, end: Expr, body: Iterable[Node] | Node) -> Node:
         """Run ``body`` with ``var`` = start, start+1, ..., end-1 (U32; bounds evaluated once)."""
         return Loop(_name(var, "loop variable"), _expr(start, "start"), _expr(end, "end"), _nodes(body, "body"))
 
     @staticmethod
-    def barrier() -> Barrier:
+    def barrier() -> Node:
         """Wait for every invocation of the workgroup; earlier writes become visible to all of them."""
         return Barrier()
 
     @staticmethod
-    def block(nodes: Iterable[Node] | Node) -> Block:
+    def block(nodes: Iterable[Node] | Node) -> Node:
         """A nested scope: ``let``s declared inside end with it."""
         return Block(_nodes(nodes, "block"))
 
     @staticmethod
-    def region(generator: str, body: Iterable[Node] | Node) -> Region:
+    def region(generator: str, body: Iterable[Node] | Node) -> Node:
         """A named scope; ``generator`` records what produced it (an op pack, a front end)."""
         return Region(_name(generator, "region generator"), _nodes(body, "body"))
 
     @staticmethod
-    def return_() -> Return:
+    def return_() -> Node:
         """End this invocation."""
         return Return()
 

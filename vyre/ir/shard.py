@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vyre.driver.errors import InvalidProgram
-from vyre.ir.expr import ID_OPS, AtomicOp, Expr
+from vyre.ir.expr import ID_OPS, AtomicOp, Expr, _expr, name_of
 from vyre.ir.node import Assign, Block, If, Let, Loop, Node, Region, Store
 from vyre.ir.program import Access, Program
 from vyre.ir.types import DataType
@@ -88,7 +88,7 @@ def _accesses(program: Program) -> list[tuple[str, str, Expr]]:
             found.append(("store", node.buffer, node.index))
     for e in iter_all_exprs(program.body):
         if e.op in ("load", "atomic"):
-            found.append((e.op, e.name, e.args[0]))
+            found.append((e.op, name_of(e), e.args[0]))
     return found
 
 
@@ -156,9 +156,9 @@ def _check_reduced_atomics(program: Program, reduce: Mapping[str, str]) -> None:
     for e in iter_all_exprs(program.body):
         if e.op == "atomic" and e.name in reduce:
             total += 1
-            if e.value.base is not REDUCE_OPS[reduce[e.name]]:
+            if e.value.base is not REDUCE_OPS[reduce[name_of(e)]]:
                 raise InvalidProgram(f"reduced buffer {e.name!r} is updated with atomic {e.value.value}, but "
-                                     f"reduce= combines it with {reduce[e.name]!r}",
+                                     f"reduce= combines it with {reduce[name_of(e)]!r}",
                                      f"give reduce={{{e.name!r}: {e.value.value!r}}} if that op is supported, "
                                      "or run the program on one device.")
     read = {e.name for e in iter_all_exprs(program.body) if e.op == "var"}
@@ -175,12 +175,13 @@ def _check_calls(program: Program) -> None:
     for e in iter_all_exprs(program.body):
         if e.op != "call":
             continue
-        op = get_op(e.name)
+        op = get_op(name_of(e))
         if op is None or op.expand is None:
             continue  # primitive ops are lane functions of their arguments
         try:
             expansion = op.expand(*(Expr.var(f"__arg{k}") for k in range(len(e.args))))
-            opaque = any(s.op in (*ID_OPS, "load", "atomic", "buf_len") for s in iter_subexprs(expansion))
+            subexprs = iter_subexprs(_expr(expansion, "expansion"))
+            opaque = any(s.op in (*ID_OPS, "load", "atomic", "buf_len") for s in subexprs)
         except Exception:  # noqa: BLE001 - an expansion that needs typed arguments cannot be checked here
             opaque = True
         if opaque:

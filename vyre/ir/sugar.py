@@ -52,7 +52,7 @@ def literal(value: int | float | bool, dtype: DataType | None) -> Any:
         return Expr.bool(value)
     if isinstance(value, float):
         return Expr.f64(value) if dtype is DataType.F64 else Expr.f32(value)
-    build = {I32: Expr.i32, DataType.U64: Expr.u64, DataType.I64: Expr.i64}.get(dtype)
+    build = {I32: Expr.i32, DataType.U64: Expr.u64, DataType.I64: Expr.i64}.get(dtype) if dtype is not None else None
     if build is not None:
         return build(value)
     if dtype in (F32, DataType.F64):
@@ -136,9 +136,9 @@ class ExprOperators(metaclass=ExprMeta):
     def __neg__(self) -> Any:
         from vyre.ir.expr import Expr
 
-        return Expr.neg(self)
+        return Expr.neg(self)  # pyright: ignore[reportArgumentType] - self is an Expr
 
     def __invert__(self) -> Any:
         from vyre.ir.expr import Expr
 
-        return Expr.bitnot(self)
+        return Expr.bitnot(self)  # pyright: ignore[reportArgumentType] - self is an Expr

@@ -35,9 +35,10 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from vyre.driver.errors import Finding, ValidationError
-from vyre.ir.expr import ALL_OPS, AtomicOp, Expr
+from vyre.ir.expr import ALL_OPS, AtomicOp, Expr, name_of
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Store
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shape import (
@@ -176,7 +177,7 @@ def _expr_text(e: Expr, depth: int, count: list[int]) -> str:
     if e.op == "lit":
         return _literal(e)
     if e.op == "var":
-        return _name(e.name)
+        return _name(name_of(e))
     head: list[str] = []
     op = e.op
     if e.op == "atomic":
@@ -244,7 +245,7 @@ class _ParseError(Exception):
 class _Token:
     kind: str  # str lit int ident punct
     text: str
-    value: object = None
+    value: Any = None  # a str token's text, a lit token's number
 
 
 class _Line:
@@ -679,7 +680,8 @@ def _close(line: _Line, stack: list[_Frame], lineno: int) -> None:
     elif frame.kind == "else":
         node = Node.if_(frame.data[0], frame.data[1], body)
     elif frame.kind == "loop":
-        node = Node.loop(*frame.data, body)
+        var, start, end = frame.data
+        node = Node.loop(var, start, end, body)
     elif frame.kind == "block":
         node = Node.block(body)
     else:

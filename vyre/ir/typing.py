@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vyre.ir.expr import BINARY_OPS, UNARY_OPS, AtomicOp, Expr
+from vyre.ir.expr import BINARY_OPS, UNARY_OPS, AtomicOp, Expr, dtype_of, name_of
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 
@@ -82,19 +82,19 @@ class ExprTyper:
         """The type of ``e``; raises ``IRTypeError`` at the first problem found."""
         op = e.op
         if op == "lit":
-            return e.dtype
+            return dtype_of(e)
         if op == "var":
             if e.name not in scope:
                 raise IRTypeError("unknown_var", f"variable {e.name!r} is not declared here",
                                   f"declare it with Node.let({e.name!r}, ...) before this use")
-            return scope[e.name]
+            return scope[name_of(e)]
         if op in ("invocation_id", "workgroup_id", "local_id", "subgroup_local_id", "subgroup_size"):
             return U32
         if op == "buf_len":
-            self._buffer(e.name)
+            self._buffer(name_of(e))
             return U32
         if op == "load":
-            buf = self._buffer(e.name)
+            buf = self._buffer(name_of(e))
             self._expect(e.args[0], scope, (U32,), f"index of load from {e.name!r}")
             return buf.dtype.arith
         if op in BINARY_TYPES:
@@ -112,7 +112,7 @@ class ExprTyper:
                 raise IRTypeError("bad_cast", f"cast target {e.dtype.name} is a storage-only type",
                                   "cast to U32, I32, F32, BOOL, U64, I64 or F64; stores narrow automatically")
             self.type_of(e.args[0], scope)
-            return e.dtype
+            return dtype_of(e)
         if op == "fma":
             a = self._expect(e.args[0], scope, FMA_TYPES, "first operand of fma")
             for arg in e.args[1:]:
@@ -165,7 +165,7 @@ class ExprTyper:
         return BOOL if op in COMPARE_OPS else a
 
     def _atomic(self, e: Expr, scope) -> DataType:
-        buf = self._buffer(e.name)
+        buf = self._buffer(name_of(e))
         allowed = ATOMIC_TYPES[e.value.base] if isinstance(e.value, AtomicOp) else INT
         if buf.dtype not in allowed:
             raise IRTypeError("atomic_type", f"atomic {e.value.name} on buffer {e.name!r} of type {buf.dtype.name}",
@@ -184,7 +184,7 @@ class ExprTyper:
     def _call(self, e: Expr, scope) -> DataType:
         from vyre.ops import get_op
 
-        op = get_op(e.name)
+        op = get_op(name_of(e))
         if op is None:
             raise IRTypeError("unknown_op", f"op {e.name!r} is not registered",
                               "install the op pack that provides it, or check the op id")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vyre.driver.errors import Finding, ValidationError
-from vyre.ir.expr import Expr
+from vyre.ir.expr import Expr, name_of
 from vyre.ir.layout import MAX_BINDING, MAX_BOUND_BUFFERS, MAX_PARAM_BYTES, MAX_WORKGROUP_BYTES, workgroup_bytes
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.program import Access, BufferDecl, Program
@@ -377,7 +377,7 @@ class _Validator:
             self.add("zero_divisor", f"{op} by a literal zero",
                      "divide by a non-zero literal, or guard a computed divisor with Expr.select", path)
         elif op == "var":
-            var = self.scope.get(e.name)
+            var = self.scope.get(name_of(e))
             if var is None:
                 self.add("unknown_var", f"variable {e.name!r} is not declared here",
                          f"declare it with Node.let({e.name!r}, ...) before this use", path)
@@ -396,7 +396,7 @@ class _Validator:
         holders = tuple(self._placeholders[: len(child_types)])
         shallow = Expr(e.op, holders, e.dtype, e.value, e.name) if holders else e
         try:
-            return self.typer.type_of(shallow, {h.name: t for h, t in zip(holders, child_types)})
+            return self.typer.type_of(shallow, {name_of(h): t for h, t in zip(holders, child_types)})
         except IRTypeError as err:
             self.add(err.code, err.message, err.fix, path)
             return None

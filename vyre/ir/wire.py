@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from typing import Any
 
 from vyre.driver.errors import Finding, ValidationError
-from vyre.ir.expr import AtomicOp, Expr
+from vyre.ir.expr import AtomicOp, Expr, name_of
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Store
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shape import (
@@ -151,7 +152,7 @@ class _Encoder:
         elif shape.value == "atomic":
             self.enum(e.value, "atomic op")
         if shape.name:
-            self.name(e.name)
+            self.name(name_of(e))
         if not shape.fixed_arity:
             self.uv(len(e.args))
         for a in e.args:
@@ -326,7 +327,7 @@ class _Decoder:
         op = self.enum(OPS, "expression op")
         shape = SHAPES[op]
         dtype = self.enum(self.dtypes, "dtype") if shape.dtype else None
-        value: int | AtomicOp | None = None
+        value: Any = None  # Expr.value: bits, an axis or an AtomicOp, after the op's shape
         if shape.value == "bits":
             value = self.uv("literal bits", 2**64 - 1)
         elif shape.value == "axis":

@@ -187,9 +187,9 @@ class Relation:
     def __init__(self, backend: Any, size: int, capacity: int | None = None) -> None:
         self.backend, self.size = backend, size
         nbytes = 4 * max(size if capacity is None else capacity, 1)
-        self.src = backend.allocate_resident(nbytes)
+        self.src: Any = backend.allocate_resident(nbytes)  # None once closed
         try:
-            self.dst = backend.allocate_resident(nbytes)
+            self.dst: Any = backend.allocate_resident(nbytes)
         except BaseException:
             backend.free_resident(self.src)
             raise

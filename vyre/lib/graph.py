@@ -23,7 +23,7 @@ import math
 import time
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -38,7 +38,7 @@ UNREACHED = 0xFFFFFFFF
 _WG = 256
 
 
-def backend_or_default(backend: object | None) -> object:
+def backend_or_default(backend: object | None) -> Any:
     """``backend=`` of a workload: None (the shared default), a backend id string, or a started backend."""
     from vyre.lib.scratch import resolve_backend
 
@@ -157,18 +157,18 @@ def pairs_differ_program() -> Program:
 class ResidentSet:
     """Resident buffers of one backend that are freed together (``close()`` or ``with``)."""
 
-    def __init__(self, backend: object) -> None:
+    def __init__(self, backend: Any) -> None:
         self.backend = backend
-        self.handles: list[object] = []
+        self.handles: list[Any] = []
 
-    def upload(self, array: np.ndarray) -> object:
+    def upload(self, array: np.ndarray) -> Any:
         """A new handle holding ``array``'s bytes (at least 4 bytes, so empty arrays get a handle too)."""
         handle = self.alloc(max(array.nbytes, 4))
         if array.nbytes:
             self.backend.upload_resident(handle, array)
         return handle
 
-    def alloc(self, nbytes: int) -> object:
+    def alloc(self, nbytes: int) -> Any:
         """A new handle of ``nbytes``."""
         handle = self.backend.allocate_resident(nbytes)
         self.handles.append(handle)
@@ -190,6 +190,9 @@ class ResidentSet:
         self.close()
 
 
+_Arrays = TypeVar("_Arrays", bound="DeviceArrays")
+
+
 class DeviceArrays:
     """Host arrays uploaded to one backend, freed together (``close()`` or ``with``)."""
 
@@ -206,14 +209,14 @@ class DeviceArrays:
         """Free the device buffers."""
         self._res.close()
 
-    def __enter__(self) -> DeviceArrays:
+    def __enter__(self: _Arrays) -> _Arrays:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def read_u32(backend: object, handle: object, count: int) -> np.ndarray:
+def read_u32(backend: Any, handle: Any, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=np.uint32)
     return backend.download_resident(handle, 0, 4 * count).view(np.uint32)
@@ -389,7 +392,7 @@ def jump_program(flag_unfinished_only: bool = False) -> Program:
     )
 
 
-def device_lanes(backend: object, n: int) -> int:
+def device_lanes(backend: Any, n: int) -> int:
     """Invocations of a BFS step's fixed grid: as many as the device holds at once (2048 per SM), or 1024
     where the backend gives no SM count (the oracle, which runs lanes as numpy vectors); fewer for a
     small graph (32 per vertex, rounded up to whole workgroups)."""
@@ -456,7 +459,7 @@ class Graph(DeviceArrays):
                 for relation in relations:
                     relation.close()
 
-    def scratch(self, name: str, nbytes: int) -> object:
+    def scratch(self, name: str, nbytes: int) -> Any:
         """The graph's own resident buffer ``name`` (made on first use, kept until ``close``).
 
         Traversals keep their state here, so repeated calls bind the same handles and a backend
@@ -467,7 +470,7 @@ class Graph(DeviceArrays):
             handle = self._scratch[name] = self._res.alloc(max(nbytes, 4))
         return handle
 
-    def edge_sources(self) -> object:
+    def edge_sources(self) -> Any:
         """A resident u32 column of each edge's row (built on the device on first use, kept with the graph)."""
         if "sources" not in self._scratch:
             handle = self.scratch("sources", 4 * self.m)

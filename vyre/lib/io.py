@@ -15,9 +15,9 @@ with ``recycle`` so later calls reuse them). Compacted results cross only their 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class ResidentArray:
 
     __slots__ = ("handle", "dtype", "n")
 
-    def __init__(self, handle: Resident, dtype: object, n: int | None = None) -> None:
+    def __init__(self, handle: Resident, dtype: Any, n: int | None = None) -> None:
         if not isinstance(handle, Resident):
             raise InvalidProgram(f"ResidentArray needs a Resident handle, not {type(handle).__name__}",
                                  "pass a handle from backend.allocate_resident().")
@@ -216,7 +216,7 @@ class Call:
         self._fresh.append(handle)
         return handle
 
-    def run(self, plan: Plan, reads: list[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
+    def run(self, plan: Plan, reads: Sequence[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
         """Run the plan (on the caller's stream for device calls: no wait unless ``reads``); on
         failure, free the result handles made for the caller."""
         if self.recording is not None:
@@ -368,11 +368,15 @@ def default_backend() -> Any:
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
-def library_call(fn: Callable[..., T]) -> Callable[..., T]:
+def library_call(fn: Callable[P, T]) -> Callable[P, T]:
     """Resolve ``backend=``, hold its scratch lock for the call, and retry once with fresh scratch
-    if the backend no longer knows a cached handle (its buffers were freed by a shutdown, say)."""
+    if the backend no longer knows a cached handle (its buffers were freed by a shutdown, say).
+    The call keeps ``fn``'s signature (its ``scratch=`` is the library's own)."""
+
+    impl: Callable[..., T] = fn  # called with backend= resolved and the backend's scratch=
 
     @functools.wraps(fn)
     def wrapper(*args: Any, backend: Any = None, **kwargs: Any) -> T:
@@ -380,11 +384,11 @@ def library_call(fn: Callable[..., T]) -> Callable[..., T]:
         scratch = scratch_for(backend)
         with scratch.lock:
             try:
-                return fn(*args, backend=backend, scratch=scratch, **kwargs)
+                return impl(*args, backend=backend, scratch=scratch, **kwargs)
             except InvalidHandle:
                 if not scratch.nbytes:
                     raise
                 scratch.release()  # stale scratch is skipped, live scratch freed; a bad caller handle fails again
-                return fn(*args, backend=backend, scratch=scratch, **kwargs)
+                return impl(*args, backend=backend, scratch=scratch, **kwargs)
 
     return wrapper

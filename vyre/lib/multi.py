@@ -329,7 +329,7 @@ def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], like: 
     on_device = {name: _device_reduce(shards, index[name], _decl(decls, name), op)
                  for name, op in plan.reduced} if len(shards) > 1 else {name: "single" for name, _ in plan.reduced}
     paths = set(on_device.values())
-    how = None if not paths else ("host" if None in paths else "+".join(sorted(paths)))
+    how = None if not paths else ("host" if None in paths else "+".join(sorted(p for p in paths if p)))
     split = [b for b in program.outputs if b.name in plan.sharded]
     whole: dict[str, np.ndarray] = {}
     if like is None:
@@ -378,7 +378,8 @@ def _device_reduce(shards: Sequence[_Shard], index: int, decl: BufferDecl, op: s
     from vyre.driver.registry import registration
 
     ids = {getattr(s.backend, "id", None) for s in shards}
-    reg = registration(ids.pop()) if len(ids) == 1 else None
+    only = ids.pop() if len(ids) == 1 else None
+    reg = registration(only) if only is not None else None
     if reg is None or reg.all_reduce is None:
         return None
     return reg.all_reduce([s.backend for s in shards], [s.handles[index] for s in shards], decl.dtype.np_dtype, op)

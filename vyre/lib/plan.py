@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,7 +89,7 @@ class Plan:
         """After the run, read word ``word`` of ``handle``; if it is not 0, raise ``fail(value)``."""
         self.checks.append((handle, word, fail))
 
-    def run(self, reads: list[tuple[Resident, int, int]] = (), stream: Any = None) -> list[np.ndarray]:
+    def run(self, reads: Sequence[tuple[Resident, int, int]] = (), stream: Any = None) -> list[np.ndarray]:
         """Run the steps; returns the ``(handle, byte offset, bytes)`` reads, after the checks pass.
 
         With ``stream`` (a device-array call): the parameter words and steps are enqueued on it
@@ -175,8 +175,8 @@ def reduce(plan: Plan, m: Monoid, src: Resident, n: int, cap: int, dst: Resident
     level = 0
     while True:
         tiles_cap = ceil_div(cap, REDUCE_TILE)
-        last = tiles_cap == 1 and dst is not None
-        out = dst if last else plan.buffer(f"reduce.partial{level}", tiles_cap, m.dtype.size)
+        last = dst if tiles_cap == 1 else None  # the last level writes into dst when given
+        out = last if last is not None else plan.buffer(f"reduce.partial{level}", tiles_cap, m.dtype.size)
         n_word = plan.word(f"reduce.n{level}", n)
         plan.step(K.reduce_tiles(m, K.REDUCE_ITEMS, n_word), [src, out, plan.params], tiles_cap)
         if tiles_cap == 1:

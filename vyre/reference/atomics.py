@@ -7,6 +7,8 @@ old value is the memory value combined with the values of the earlier lanes of i
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from vyre.ir.expr import AtomicOp
@@ -68,7 +70,7 @@ def apply_atomic(
     return old
 
 
-def _at(x: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+def _at(x: Any, lanes: np.ndarray) -> np.ndarray:
     """The values of lane value ``x`` (an array, or a scalar every lane shares) at ``lanes``."""
     return x[lanes] if np.ndim(x) else np.full(lanes.size, x)
 

@@ -181,19 +181,19 @@ class ReferenceBackend(Backend):
         return [self._store.download(h, off, n) for h, off, n in reads]
 
     def dispatch_sequence(self, steps: Sequence[tuple], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
-        steps, reads = self._steps(steps), self._reads(reads)
-        self._run_steps(steps)
-        return self._read(reads)
+        bound, checked = self._steps(steps), self._reads(reads)
+        self._run_steps(bound)
+        return self._read(checked)
 
     def dispatch_repeated(self, prefix: Sequence[tuple], repeated: Sequence[tuple], count: int,
                           reads: Sequence[tuple] = ()) -> list[np.ndarray]:
         args.check_repeat_count(count)
-        prefix, repeated = self._steps(prefix), self._steps(repeated) if count else []  # as on cuda
-        reads = self._reads(reads)
-        self._run_steps(prefix)
+        first, again = self._steps(prefix), self._steps(repeated) if count else []  # as on cuda
+        checked = self._reads(reads)
+        self._run_steps(first)
         for _ in range(count):
-            self._run_steps(repeated)
-        return self._read(reads)
+            self._run_steps(again)
+        return self._read(checked)
 
     def dispatch_until(self, steps: Sequence[tuple], flag_handle: Resident, max_iterations: int) -> int:
         """Zero the flag's first u32 word, run ``steps``; repeat while a step set it non-zero.
@@ -201,13 +201,13 @@ class ReferenceBackend(Backend):
         Returns the number of iterations run (at most ``max_iterations``).
         """
         args.check_max_iterations(max_iterations)
-        steps = self._steps(steps)
+        bound = self._steps(steps)
         flag = self._store.storage(flag_handle)
         args.check_flag(flag_handle)
         zero = np.zeros(4, dtype=np.uint8)
         for iteration in range(1, max_iterations + 1):
             flag[:4] = zero
-            self._run_steps(steps)
+            self._run_steps(bound)
             if not flag[:4].any():
                 return iteration
         return max_iterations

@@ -17,7 +17,7 @@ import numpy as np
 
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.expand import expand_calls
-from vyre.ir.expr import BINARY_OPS, UNARY_OPS, Expr
+from vyre.ir.expr import BINARY_OPS, UNARY_OPS, Expr, dtype_of, name_of
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
@@ -88,7 +88,8 @@ def literal(e: Expr) -> Lanes:
     """The numpy scalar of a literal expression."""
     if e.dtype is DataType.BOOL:
         return np.bool_(bool(e.value))
-    return (np.uint64 if e.dtype.is_wide else np.uint32)(e.value).view(LANE_DTYPE[e.dtype])
+    dtype = dtype_of(e)
+    return (np.uint64 if dtype.is_wide else np.uint32)(e.value).view(LANE_DTYPE[dtype])
 
 
 # ---- expressions ---------------------------------------------------------------------------------
@@ -122,7 +123,7 @@ def _raiser(error: Exception) -> ExprFn:
 
 
 def _var(e: Expr) -> ExprFn:
-    name = e.name
+    name = name_of(e)
     return lambda run, mask: run.vars[name]
 
 
@@ -132,7 +133,7 @@ def _lit(e: Expr) -> ExprFn:
 
 
 def _load(e: Expr) -> ExprFn:
-    name, index = e.name, expr(e.args[0])
+    name, index = name_of(e), expr(e.args[0])
     return lambda run, mask: run.memory[name].load(index(run, mask), mask)
 
 
@@ -147,7 +148,7 @@ def _select(e: Expr) -> ExprFn:
 
 
 def _cast(e: Expr) -> ExprFn:
-    target, a = e.dtype, expr(e.args[0])
+    target, a = dtype_of(e), expr(e.args[0])
     return lambda run, mask: scalar_ops.cast(target, a(run, mask))
 
 
@@ -162,7 +163,7 @@ def _fma(e: Expr) -> ExprFn:
 
 
 def _buf_len(e: Expr) -> ExprFn:
-    name = e.name
+    name = name_of(e)
     return lambda run, mask: np.uint32(run.memory[name].count)
 
 
@@ -172,7 +173,7 @@ def _grid_id(e: Expr) -> ExprFn:
 
 
 def _atomic(e: Expr) -> ExprFn:
-    name, op = e.name, e.value.base
+    name, op = name_of(e), e.value.base
     index, value = expr(e.args[0]), expr(e.args[1])
     expected = expr(e.args[2]) if len(e.args) == 3 else None
 
@@ -208,7 +209,7 @@ def _subgroup(e: Expr) -> ExprFn:
 
 
 def _call(e: Expr) -> ExprFn:
-    name, args = e.name, [expr(x) for x in e.args]
+    name, args = name_of(e), [expr(x) for x in e.args]
 
     def call(run: _Run, mask: Mask) -> Lanes:
         op = get_op(name)

@@ -10,6 +10,7 @@ See docs/semantics.md for what every operation means.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 import numpy as np
 
@@ -82,14 +83,14 @@ class _Run:
         return Memory(decl.name, decl.dtype, data, data.shape[0], journal=self.journal)
 
     # ---- control flow (called by the compiled statements) ------------------------------------------
-    def _active(self, ctrl: np.ndarray | None) -> np.ndarray | None | bool:
+    def _active(self, ctrl: np.ndarray | Literal[False] | None) -> np.ndarray | Literal[False] | None:
         """Lanes that run the next statement: ``ctrl`` and alive; False when there are none."""
         if self.alive is None:
             return ctrl
         mask = self.alive if ctrl is None else ctrl & self.alive
         return _normalise(mask)
 
-    def block(self, body: Body, ctrl: np.ndarray | None) -> None:
+    def block(self, body: Body, ctrl: np.ndarray | Literal[False] | None) -> None:
         """Run a compiled statement list under ``ctrl``; its lets end with it."""
         declared: list[str] = []
         check = self.deadline.check
@@ -143,7 +144,7 @@ class _Run:
         self.alive = keep if self.alive is None else self.alive & keep
 
 
-def _normalise(mask: np.ndarray) -> np.ndarray | None | bool:
+def _normalise(mask: np.ndarray) -> np.ndarray | Literal[False] | None:
     """None when every lane is set, False when none is, else the mask."""
     if mask.all():
         return None

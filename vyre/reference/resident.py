@@ -45,7 +45,7 @@ class HostResidentStore:
 
     def storage(self, handle: object) -> np.ndarray:
         """The bytes behind ``handle``; freed, foreign or forged handles raise ``InvalidHandle``."""
-        entry = self._buffers.get(getattr(handle, "id", None)) if isinstance(handle, Resident) else None
+        entry = self._buffers.get(handle.id) if isinstance(handle, Resident) and hasattr(handle, "id") else None
         if entry is None or entry[0] is not handle:
             raise invalid_handle(handle, self.owner, self._issued, self._buffers)
         return entry[1]

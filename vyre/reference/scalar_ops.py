@@ -9,6 +9,7 @@ Callers run these under ``np.errstate(all="ignore")``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ _UNSIGNED = {U32: U32, I32: U32, U64: U64, I64: U64}
 _LIMITS = {U32: (0, 0xFFFFFFFF), I32: (-(2**31), 2**31 - 1), U64: (0, 2**64 - 1), I64: (-(2**63), 2**63 - 1)}
 _M1, _M2, _M4 = np.uint32(0x55555555), np.uint32(0x33333333), np.uint32(0x0F0F0F0F)
 
-Lanes = np.ndarray
+Lanes = Any  # one value per lane: an ndarray, or a numpy scalar (or bool) that every lane shares
 BinaryFn = Callable[[Lanes, Lanes], Lanes]
 UnaryFn = Callable[[Lanes], Lanes]
 
