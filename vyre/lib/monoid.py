@@ -7,6 +7,7 @@ IR combine, the identity used to pad partial tiles, and the value an empty input
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -70,7 +71,7 @@ class Monoid:
         return _LITERAL[self.dtype](int(value))
 
     def numpy_empty(self) -> np.generic:
-        return np.array(self.empty_value()).astype(self.dtype.np_dtype)[()]
+        return cast(np.generic, np.array(self.empty_value()).astype(self.dtype.np_dtype)[()])
 
 
 def monoid(op: str, dtype: DataType) -> Monoid:

@@ -97,6 +97,7 @@ def _scan(x: object, op: str, inclusive: bool, init: object, stream: object, bac
 
 def _scalar(value: object, a: Array, name: str) -> Any:
     """``value`` as an ``a``-typed numpy scalar, or ``InvalidProgram`` if it does not fit."""
+    converted: Any = None
     try:
         with np.errstate(over="raise", invalid="raise"):
             converted = np.array([value]).astype(a.np_dtype, casting="unsafe")[0]

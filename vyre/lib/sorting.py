@@ -45,7 +45,7 @@ def _sorted(keys: object, values: object, mode: str, stream: object, backend: An
         out_k, out_v = topo.sort(plan, k.dtype, src_k, src_v, v.dtype if v is not None else None, mode, k.n,
                                  capacity(k.n), final)
         call.run(plan)
-        keys_out = call.output(out_k, k.np_dtype, k.n) if keys_wanted else None
+        keys_out = call.output(out_k, k.np_dtype, k.n) if keys_wanted and out_k is not None else None
         return keys_out, (call.output(out_v, value_dtype, k.n) if out_v is not None else None)
 
     def shape(outs: list[Any]) -> tuple[Any, Any]:
