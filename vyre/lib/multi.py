@@ -76,7 +76,7 @@ class _Shard:
     data: list[Any]  # per non-workgroup buffer: the input slice or device part, or None for outputs
     sizes: list[int]  # bytes per buffer
     read_only: list[bool]  # per buffer: the program only reads it
-    kept: list[np.dtype | None]  # per buffer: its dtype if it is a split output kept on the device
+    kept: list[np.dtype | None]  # per buffer: its dtype if it is a split output (or read_write) kept on the device
     handles: list[Any] = field(default_factory=list)
     arrays: dict[int, Any] = field(default_factory=dict)  # kept outputs made as device arrays, by buffer
 
@@ -93,6 +93,8 @@ class _Shard:
                 if res is not None and dtype is not None and nbytes:  # written in place, handed to the caller
                     self.arrays[i], handle = res.new_lent(nbytes // dtype.itemsize, dtype)
                     self.handles.append(handle)
+                    if data is not None:  # a read_write part: the caller's stays as it was
+                        self.backend.upload_resident(handle, data)
                     continue
                 self.handles.append(self.backend.allocate_resident(nbytes))
                 if data is not None and nbytes:
@@ -324,7 +326,8 @@ def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, array
             data.append(arrays.get(b.name))  # replicated input, or a reduced output (None)
         sizes.append(count * b.dtype.size)
         read_only.append(b.access is Access.READ)
-        kept.append(b.dtype.np_dtype if parts and b.access is Access.OUTPUT and b.name in plan.sharded else None)
+        kept.append(b.dtype.np_dtype if parts and b.access in (Access.OUTPUT, Access.READ_WRITE)
+                    and b.name in plan.sharded else None)
     shard = shard_program(program, plan, lo, lengths, out_counts)
     extra = {"output_counts": None} if hasattr(config, "output_counts") else {}
     shard_config = dataclasses.replace(config, grid=(groups[1] - groups[0], 1, 1), elements=None, **extra)
