@@ -21,7 +21,6 @@ resized is a new buffer and misses the cache.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre.reference.limits import physical_memory
 from vyre_cuda.runtime import settings
 
 DIRECT_MIN = 64 << 20  # bytes: larger host transfers DMA in place (glibc mmaps these, so no page is shared)
@@ -46,14 +46,6 @@ class _Pin:
     owner: weakref.ref
     finalizer: weakref.finalize
     uses: list = field(default_factory=list)  # CUDA events after copies from/to it that may still run
-
-
-def host_memory_bytes() -> int:
-    """Physical memory of this host (0 when the OS does not say)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 0
 
 
 def _owner(data: np.ndarray | memoryview) -> object:
@@ -90,7 +82,7 @@ class HostPins:
     def _limit(self) -> int:
         if self.limit is None:
             configured = settings.host_pin_limit()
-            self.limit = host_memory_bytes() // 4 if configured is None else configured
+            self.limit = physical_memory() // 4 if configured is None else configured
         return self.limit
 
     def address(self, data: np.ndarray | memoryview) -> tuple[int, _Pin | None] | None:
