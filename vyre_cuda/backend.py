@@ -62,7 +62,7 @@ class CudaBackend(Backend):
     device_arrays = device_arrays  # CuPy work on caller arrays for vyre.lib.multi
 
     def __init__(self, device: int | str | None = None) -> None:
-        from vyre import __version__
+        from vyre.version import __version__
         from vyre_cuda.runtime.device import probe, resolve_index
 
         self.version = __version__
@@ -356,7 +356,7 @@ def _warm_up_host_side(cc: str) -> None:
     from vyre.ir.expr import Expr
     from vyre.ir.node import Node
     from vyre.ir.validate import validate
-    from vyre_cuda import emit_ptx
+    from vyre_cuda.codegen import emit_ptx
     from vyre_cuda.codegen.written import whole_writes
 
     i = Expr.var("i")

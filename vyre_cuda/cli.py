@@ -272,7 +272,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Run ``vyre_cuda.bench`` on device ``VYRE_CUDA_DEVICE`` (default 0) and print its table."""
     from vyre.cli import progress
     from vyre_cuda import bench
-    from vyre_cuda.plugin import create_backend
+    from vyre_cuda.factory import create_backend
 
     try:
         be = create_backend()

@@ -37,6 +37,7 @@ from vyre.driver.guard import (
     plugin_fix,
     plugin_timeout,
 )
+from vyre.ops import set_plugin_loader as set_plugin_ops_loader
 
 ENTRY_POINT_GROUP = "vyre"
 BUILTIN_PLUGINS = {"reference": "vyre.reference.plugin"}
@@ -438,3 +439,6 @@ def load_plugin_ops() -> None:
                     message = f"plugin {impl.plugin_name!r}: op not registered: {exc}"
                     _load_errors.append(message)
                     warnings.warn(message, stacklevel=2)
+
+
+set_plugin_ops_loader(load_plugin_ops)

@@ -92,7 +92,7 @@ def cache_version() -> str:
     vyre and vyre_cuda ship in one distribution, so this is ``vyre.__version__``: a constant, read
     without ``importlib.metadata`` (whose lookup alone cost a warm start ~0.5 ms).
     """
-    from vyre import __version__
+    from vyre.version import __version__
 
     return str(__version__).replace(os.sep, "_")
 
