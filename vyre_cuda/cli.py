@@ -71,7 +71,7 @@ def _coarsen_factor(text: str) -> int:
 def cmd_emit_ptx(args: argparse.Namespace) -> int:
     """Emit PTX for ``args.file`` (``--sm``, ``--ptx-version``, ``--coarsen``, ``-o``)."""
     from vyre.cli import load_program
-    from vyre_cuda import emit_ptx
+    from vyre_cuda.codegen import emit_ptx
 
     target = Path(args.output) if args.output else None
     if target is not None and not target.parent.is_dir():
