@@ -98,11 +98,11 @@ class CudaBackend(Backend):
         return self.runtime.transient
 
     @property
-    def staging(self) -> PinnedStaging:
+    def staging(self) -> PinnedStaging | None:
         return self.runtime.staging
 
     @property
-    def ring(self) -> PinnedRing:
+    def ring(self) -> PinnedRing | None:
         return self.runtime.ring
 
     @property
