@@ -147,20 +147,22 @@ class _Observed:
 
 def _observed(name: str, spec: _Observed) -> Callable[..., Any]:
     """The proxy's ``name``: the backend's method, between the dispatch hooks when a plugin listens."""
-    optional_at = spec.params.index(spec.optional) if spec.optional else -1
+    optional = spec.optional or ""
+    optional_at = spec.params.index(optional) if optional else -1
 
     def method(self: HookedBackend, *args: Any, **kwargs: Any) -> Any:
         if optional_at >= 0:
             if len(args) > optional_at:
-                args, kwargs = args[:optional_at], {**kwargs, spec.optional: args[optional_at]}
-            if spec.optional in kwargs and kwargs[spec.optional] is None:
-                del kwargs[spec.optional]
+                args, kwargs = args[:optional_at], {**kwargs, optional: args[optional_at]}
+            if optional in kwargs and kwargs[optional] is None:
+                del kwargs[optional]
         hooks = self._hooks
         call = getattr(self.backend, name)
         if not (hooks.before_impls or hooks.after_impls):
             return call(*args, **kwargs)
-        named = dict(zip(spec.params, args)) | kwargs
-        program, config = named.get("program"), named.get("config")
+        named: dict[str, Any] = dict(zip(spec.params, args)) | kwargs
+        program: Any = named.get("program")
+        config = named.get("config")
         if spec.steps:
             programs = tuple(step[0] for arg in spec.steps for step in named.get(arg, ()))
         else:
