@@ -294,3 +294,19 @@ def test_multi_map_from_torch_tensors_per_device(rng) -> None:
                       [Node.store("v", gid, Expr.add(Expr.load("v", gid), Expr.i32(1)))], name="inc")
     (got,) = multi.map(program, [parts])
     assert np.array_equal(np.concatenate([multi_part.get() for multi_part in got]), a + 1)
+
+
+def test_multi_map_from_fresh_host_arrays_again_and_again(rng) -> None:
+    """Every call page-locks new host arrays while the other devices' threads allocate: the
+    registrations and the allocations must never collide (a 4-GPU host once failed a cudaMalloc
+    with cudaErrorAlreadyMapped here)."""
+    from vyre_cuda.runtime.host_pins import DIRECT_MIN
+
+    ids = [d.id for d in GPUS]
+    n = (DIRECT_MIN // 4) * len(ids) + 999
+    program = thread_program(1)
+    for _ in range(6):
+        a = rng.integers(0, 2**32, n, dtype=np.uint32)
+        x = rng.integers(0, 2**32, n, dtype=np.uint32)
+        (out,) = multi.map(program, [a, x], devices=ids)
+        assert np.array_equal(out, x * np.uint32(3) + (a ^ np.uint32(1)))

@@ -76,16 +76,25 @@ class _Shard:
     data: list[Any]  # per non-workgroup buffer: the input slice or device part, or None for outputs
     sizes: list[int]  # bytes per buffer
     read_only: list[bool]  # per buffer: the program only reads it
+    kept: list[np.dtype | None]  # per buffer: its dtype if it is a split output (or read_write) kept on the device
     handles: list[Any] = field(default_factory=list)
+    arrays: dict[int, Any] = field(default_factory=dict)  # kept outputs made as device arrays, by buffer
 
     def start(self) -> None:
         """Allocate, upload, dispatch (on the calling thread; the backend's own stream). Device
         parts the program only reads are read in place where the backend lends them (``cuda``)."""
         res = residents(self.backend)
         try:
-            for data, nbytes, read_only in zip(self.data, self.sizes, self.read_only):
+            for i, (data, nbytes, read_only) in enumerate(zip(self.data, self.sizes, self.read_only)):
                 if res is not None and read_only and nbytes and is_device_array(data):
                     self.handles.append(res.lend(data))
+                    continue
+                dtype = self.kept[i]
+                if res is not None and dtype is not None and nbytes:  # written in place, handed to the caller
+                    self.arrays[i], handle = res.new_lent(nbytes // dtype.itemsize, dtype)
+                    self.handles.append(handle)
+                    if data is not None:  # a read_write part: the caller's stays as it was
+                        self.backend.upload_resident(handle, data)
                     continue
                 self.handles.append(self.backend.allocate_resident(nbytes))
                 if data is not None and nbytes:
@@ -101,7 +110,12 @@ class _Shard:
         return out
 
     def owned(self, index: int, dtype: np.dtype) -> Any:
-        """Buffer ``index`` as an array of the device that owns its memory (numpy on the oracle)."""
+        """Buffer ``index`` as an array of the device that owns its memory (numpy on the oracle):
+        the device array it was written into when there is one (after the backend's stream ran),
+        else a copy of the handle."""
+        if index in self.arrays:
+            residents(self.backend).synchronize()
+            return self.arrays[index]
         return owned_copy(self.backend, self.handles[index], dtype)
 
     def free(self) -> None:
@@ -287,6 +301,7 @@ def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, array
     data: list[np.ndarray | None] = []
     sizes: list[int] = []
     read_only: list[bool] = []
+    kept: list[np.dtype | None] = []
     out_counts: dict[str, int] = {}
     for b in program.buffers:
         if b.is_workgroup:
@@ -311,10 +326,12 @@ def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, array
             data.append(arrays.get(b.name))  # replicated input, or a reduced output (None)
         sizes.append(count * b.dtype.size)
         read_only.append(b.access is Access.READ)
+        kept.append(b.dtype.np_dtype if parts and b.access in (Access.OUTPUT, Access.READ_WRITE)
+                    and b.name in plan.sharded else None)
     shard = shard_program(program, plan, lo, lengths, out_counts)
     extra = {"output_counts": None} if hasattr(config, "output_counts") else {}
     shard_config = dataclasses.replace(config, grid=(groups[1] - groups[0], 1, 1), elements=None, **extra)
-    return _Shard(backend, shard, shard_config, data, sizes, read_only)
+    return _Shard(backend, shard, shard_config, data, sizes, read_only, kept)
 
 
 def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], like: Sharded | None

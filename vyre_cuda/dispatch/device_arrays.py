@@ -7,6 +7,7 @@ that device current for the work.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,6 +60,8 @@ def concat_on(device: int, pieces: Sequence[Any]) -> Any:
     peer copies between GPUs, finished on return."""
     import cupy
 
+    for p in pieces:
+        enable_peer_access(device, p.device.id)
     with cupy.cuda.Device(device):
         out = cupy.empty(sum(int(p.size) for p in pieces), pieces[0].dtype)
         stream, off = cupy.cuda.get_current_stream(), 0
@@ -70,3 +73,31 @@ def concat_on(device: int, pieces: Sequence[Any]) -> Any:
             off += nbytes
         stream.synchronize()
     return out
+
+
+_PEERS: set[tuple[int, int]] = set()  # (device, peer) pairs already asked for
+_PEERS_LOCK = threading.Lock()
+
+
+def enable_peer_access(device: int, peer: int) -> None:
+    """Let ``device`` and ``peer`` reach each other's memory (once per pair, both ways), so peer
+    copies between them go over NVLink/PCIe directly instead of through host memory. Pairs the
+    hardware cannot connect are left as they are (their copies still work, staged)."""
+    import cupy
+
+    if device == peer:
+        return
+    with _PEERS_LOCK:
+        for a, b in ((device, peer), (peer, device)):
+            if (a, b) in _PEERS:
+                continue
+            _PEERS.add((a, b))
+            runtime = cupy.cuda.runtime
+            if not runtime.deviceCanAccessPeer(a, b):
+                continue
+            with cupy.cuda.Device(a):
+                try:
+                    runtime.deviceEnablePeerAccess(b)
+                except runtime.CUDARuntimeError as exc:  # enabled already (by CuPy, NCCL or the caller)
+                    if "PeerAccessAlreadyEnabled" not in str(exc):
+                        raise

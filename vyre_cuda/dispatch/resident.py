@@ -155,6 +155,22 @@ class ResidentDispatcher:
                 order_after_producers(rt.stream)
             return rt.resident.borrow(arr.data.ptr, int(arr.nbytes))
 
+    def new_lent(self, count: int, dtype: Any) -> tuple[Any, Resident]:
+        """A new CuPy array of ``count`` ``dtype`` elements on this device, and a handle over it
+        (``lend``): a result that dispatches write in place and the caller keeps."""
+        import cupy
+
+        with cupy.cuda.Device(self.runtime.device_id):
+            arr = cupy.empty(count, dtype)
+        return arr, self.lend(arr)
+
+    def synchronize(self) -> None:
+        """Wait until the work queued on the backend's stream has run."""
+        rt = self.runtime
+        with cuda_errors("waiting for the backend's stream"):
+            rt.stream.synchronize()
+        rt.telemetry.add("cuda_sync_points")
+
     def host_empty(self, count: int, dtype: Any) -> np.ndarray:
         """A new host array for a result (large ones in pinned memory, filled by one DMA)."""
         return self.runtime.staging.empty(count, np.dtype(dtype))

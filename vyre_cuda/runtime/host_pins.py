@@ -80,7 +80,11 @@ class HostPins:
         self.pinned = 0
         self._pins: OrderedDict[tuple[int, int], _Pin] = OrderedDict()
         self._refused: dict[tuple[int, int], weakref.ref] = {}  # owners the driver would not pin
-        self._lock = threading.RLock()  # finalizers may run inside a locked section (garbage collection)
+        # held while registering, unregistering or allocating pinned memory, and by the device heap
+        # around cudaMalloc: a registration racing an allocation on another thread (another device)
+        # failed that allocation with cudaErrorAlreadyMapped on a 4-GPU host. Reentrant: finalizers
+        # may run inside a locked section (garbage collection).
+        self.lock = threading.RLock()
         self._results: Any = None
 
     def _limit(self) -> int:
@@ -104,7 +108,7 @@ class HostPins:
         base = int(owner.ctypes.data)
         if not base <= ptr <= ptr + nbytes <= base + owner.nbytes:
             return None
-        with self._lock:
+        with self.lock:
             pin = self._pins.get((base, owner.nbytes))
             if pin is not None and pin.owner() is owner:
                 self._pins.move_to_end((base, owner.nbytes))
@@ -115,7 +119,7 @@ class HostPins:
     def used(self, pin: _Pin | None, event: Any) -> None:
         """Record that a copy enqueued before ``event`` reads or writes ``pin``'s memory."""
         if pin is not None:
-            with self._lock:
+            with self.lock:
                 pin.uses = [e for e in pin.uses if not e.done]
                 pin.uses.append(event)
 
@@ -148,7 +152,7 @@ class HostPins:
 
     def _collected(self, key: tuple[int, int]) -> None:
         """The owner is being freed: unregister before its memory goes back to the allocator."""
-        with self._lock:
+        with self.lock:
             pin = self._pins.pop(key, None)
             if pin is not None:
                 self._unpin(pin)
@@ -174,21 +178,21 @@ class HostPins:
             return np.empty(count, dtype)
         import cupy
 
-        with self._lock:
+        with self.lock:
             if self._results is None:
                 self._results = cupy.cuda.PinnedMemoryPool()
             pool = self._results
             if pool.n_free_blocks() > FREE_BLOCKS:
                 pool.free_all_blocks()
-        try:
-            mem = pool.malloc(nbytes)
-        except cupy.cuda.runtime.CUDARuntimeError:  # pinned memory exhausted: pageable works
-            return np.empty(count, dtype)
+            try:
+                mem = pool.malloc(nbytes)
+            except cupy.cuda.runtime.CUDARuntimeError:  # pinned memory exhausted: pageable works
+                return np.empty(count, dtype)
         return np.frombuffer(mem, dtype, count)
 
     def release(self) -> None:
         """Unregister every array and give back the unused pinned result blocks."""
-        with self._lock:
+        with self.lock:
             while self._pins:
                 self._unpin(self._pins.popitem(last=False)[1])
             if self._results is not None:

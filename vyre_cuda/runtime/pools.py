@@ -206,7 +206,8 @@ class DeviceHeap:
                 self.trim()
                 _free_cupy_pools()
             try:
-                return self._rt.malloc(size), size
+                with PINS.lock:  # never alongside a host registration (see host_pins.HostPins.lock)
+                    return self._rt.malloc(size), size
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not _is_oom(exc):
                     with cuda_errors(f"allocating {nbytes} device bytes"):
@@ -431,7 +432,7 @@ class StagingSlot:
             on_wait()
         if self.capacity < nbytes:
             cap = capacity_class(nbytes)
-            with cuda_errors(f"allocating {cap} bytes of pinned host memory"):
+            with cuda_errors(f"allocating {cap} bytes of pinned host memory"), PINS.lock:
                 mem = cupy.cuda.alloc_pinned_memory(cap)
             self.mem, self.ptr, self.capacity = mem, mem.ptr, cap
             self.array = np.frombuffer(mem, np.uint8, cap)
