@@ -251,8 +251,8 @@ def check_cache() -> Check:
     except InvalidSetting as exc:
         return Check("cache", FAIL, exc.message, exc.fix)
     jit = os.environ.get("CUDA_CACHE_PATH") or jit_cache_env().get("CUDA_CACHE_PATH", "")
-    detail = (f"{info['path']} ({info['entries']} entries, {info['files']} files, {_size(int(info['bytes']))} of "
-              f"{_size(int(info['max_bytes']))}; driver JIT cache {jit})")
+    detail = (f"{info['path']} ({info['entries']} entries, {info['files']} files, {_size(info['bytes'])} of "
+              f"{_size(info['max_bytes'])}; driver JIT cache {jit})")
     problems = list(info["problems"])
     if problems:
         shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
@@ -303,8 +303,8 @@ def cmd_cache_info(args: argparse.Namespace) -> int:
         return 0
     print(f"path            {info['path']}")
     print(f"entries         {info['entries']} (+ {info['files']} module files)")
-    print(f"size            {_size(int(info['bytes']))} of {_size(int(info['max_bytes']))}")
-    print(f"driver JIT      {info['driver_jit_path']} ({_size(int(info['driver_jit_bytes']))})")
+    print(f"size            {_size(info['bytes'])} of {_size(info['max_bytes'])}")
+    print(f"driver JIT      {info['driver_jit_path']} ({_size(info['driver_jit_bytes'])})")
     print(f"writable        {'yes' if info['writable'] else 'no'}")
     for problem in info["problems"]:
         print(f"refused         {problem}")
