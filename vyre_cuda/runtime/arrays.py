@@ -9,6 +9,7 @@ a typed array holds the buffer's element type (``vyre.driver.inputs.check_input_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -178,7 +179,7 @@ def new_device_array(kind: str, dtype: DataType, count: int, device_id: int) -> 
     return out, out.data.ptr
 
 
-def stream_pointer(stream: object | None, inputs: tuple = ()) -> int:
+def stream_pointer(stream: object | None, inputs: Sequence[object] = ()) -> int:
     """The CUDA stream handle a call is ordered on: ``stream`` (a CuPy or torch stream, an object
     with ``__cuda_stream__``, or a raw handle), else the current stream of the inputs' library
     (torch's for torch tensors, else CuPy's)."""
@@ -194,7 +195,7 @@ def stream_pointer(stream: object | None, inputs: tuple = ()) -> int:
         return stream
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
-        value = protocol() if callable(protocol) else protocol
+        value: Any = protocol() if callable(protocol) else protocol
         return int(value[1])
     for attr in ("ptr", "cuda_stream"):  # CuPy streams, torch streams
         handle = getattr(stream, attr, None)
