@@ -336,9 +336,10 @@ class LaunchPlan:
             try:
                 rc = self._call_fn(*self._call)
             except Exception as exc:  # noqa: BLE001 - the "cupy" path raises
-                rc = _status(exc)
-                if rc is None:
+                status = _status(exc)
+                if status is None:
                     raise translate(exc, f"launching program {self.name}") from exc
+                rc = status
         if rc:
             raise launch_error(rc, self.name)
 

@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from vyre.driver.backend import Resident
 from vyre.driver.errors import DeviceOutOfMemory, InvalidHandle
@@ -559,7 +560,7 @@ class PinnedStaging:
         self._held.append((event, data))
         return event
 
-    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
+    def empty(self, count: int, dtype: DTypeLike) -> np.ndarray:
         """A new host array for a result: pinned (from a pool) when large, so it is filled by one DMA."""
         return PINS.pinned_empty(count, dtype)
 
