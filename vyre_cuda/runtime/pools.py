@@ -324,16 +324,17 @@ class ResidentPool(_Pool):
 
     def resolve(self, handle: object) -> DeviceBuffer:
         """The buffer behind ``handle``; ``InvalidHandle`` for freed, foreign or forged handles."""
-        entry = self._live.get(getattr(handle, "id", None))  # type: ignore[arg-type]
+        key: Any = getattr(handle, "id", None)  # a forged handle's id may be anything (or none): refused below
+        entry = self._live.get(key)
         if entry is not None and entry[0] is handle:
             return entry[1]
         raise self._why_invalid(handle)
 
-    def free(self, handle: object) -> None:
+    def free(self, handle: Resident) -> None:
         """Release ``handle``; its memory returns to the heap (after the last pin, if pinned)."""
         with self.heap.lock:
             buf = self.resolve(handle)
-            del self._live[handle.id]  # type: ignore[union-attr]
+            del self._live[handle.id]
             self.generation += 1
             self.telemetry.set("cuda_resident_handles", len(self._live))
             if buf.borrowed:  # the caller's memory stays theirs
