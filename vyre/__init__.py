@@ -7,8 +7,6 @@ Write a kernel as a Python function with ``@vyre.kernel`` (docs/kernels.md) or b
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from vyre import errors, ir, reference
 from vyre.driver.config import DispatchConfig
 from vyre.driver.devices import Device, devices
@@ -39,6 +37,7 @@ from vyre.frontend.intrinsics import *  # noqa: F403 - vyre.sqrt, vyre.gid, vyre
 from vyre.frontend.intrinsics import INTRINSICS as _INTRINSICS
 from vyre.frontend.intrinsics import __all__ as _intrinsics
 from vyre.ir.program import Program
+from vyre.version import __version__
 
 _LAZY = ("dask", "lib")  # submodules imported on first use, so ``import vyre`` stays cheap
 

@@ -16,14 +16,14 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from vyre import __version__
+from vyre import __version__, settings
 from vyre.driver import registry
 from vyre.driver.errors import Finding, InvalidProgram, InvalidSetting, ValidationError, VyreError
 
 if TYPE_CHECKING:
     from vyre.ir.text import SourceMap
 
-ENV_DEBUG = "VYRE_DEBUG"
+ENV_DEBUG = settings.DEBUG
 
 
 class UsageError(VyreError):
@@ -333,7 +333,7 @@ def run_command(call: Callable[[], int | None], prog: str = "vyre") -> int:
 
 
 def _debug_traceback() -> None:
-    if os.environ.get(ENV_DEBUG, "0") not in ("", "0"):
+    if settings.debug():
         traceback.print_exc()
 
 

@@ -38,6 +38,7 @@ class OpDef:
 
 
 _OPS: dict[str, OpDef] = {}
+_plugin_loader: list[Callable[[], None]] = []  # see set_plugin_loader
 #: id prefix of the composed ops that ``vyre.ir.generate`` registers
 GENERATOR_OP_PREFIX = "vyre.generate."
 
@@ -65,7 +66,12 @@ def registered_ops() -> dict[str, OpDef]:
     return dict(_OPS)
 
 
-def _load_plugin_ops() -> None:
-    from vyre.driver.registry import load_plugin_ops
+def set_plugin_loader(load: Callable[[], None]) -> None:
+    """Have lookups call ``load()`` first (``vyre.driver.registry`` installs ``load_plugin_ops`` when it
+    loads, so this table is filled from above and never imports upward)."""
+    _plugin_loader[:] = [load]
 
-    load_plugin_ops()
+
+def _load_plugin_ops() -> None:
+    for load in _plugin_loader:
+        load()

@@ -14,9 +14,19 @@ from vyre_cuda.codegen import (
     ptx_version_for_driver,
     register_lowering,
 )
+from vyre_cuda.codegen.lowerings import set_plugin_loader
 
 __all__ = ["ENTRY_NAME", "CudaBackend", "__version__", "emit_ptx", "entry_name", "param_block_layout",
            "ptx_version_for_driver", "register_lowering"]
+
+
+def _load_lowerings() -> None:
+    from vyre_cuda.factory import load_lowerings
+
+    load_lowerings()
+
+
+set_plugin_loader(_load_lowerings)  # the emitter asks for plugin lowerings through the top, never importing up
 
 
 def __getattr__(name: str) -> object:

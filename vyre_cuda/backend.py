@@ -10,8 +10,9 @@
   ``dispatch_repeated``, ``dispatch_until`` and their graphs;
 - ``compile`` makes ``dispatch.pipeline.CudaPipeline`` objects, which own their own buffers and graphs.
 
-The public methods are the parts' bound methods, set as instance attributes in ``__init__``, so a
-call such as ``backend.dispatch_resident(...)`` is one Python call into the part that does the work.
+Every public method is an ordinary method of the class that hands the call to the part that does
+the work (``backend.dispatch_resident(...)`` -> ``residents.dispatch_resident(...)``), so a reader,
+an IDE or a type checker following a call lands on the real definition.
 ``shutdown`` closes every part (graphs, bindings, pools, modules); ``forget_device`` drops them
 without a CUDA call after a device fault.
 
@@ -23,12 +24,14 @@ Primitives for pipeline / sequence / graph code and tests (hold ``backend.lock``
 
 from __future__ import annotations
 
-import functools
 import threading
 import weakref
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from vyre.driver.backend import Backend
+import numpy as np
+
+from vyre.driver.backend import Backend, PendingDispatch, Resident, TimedDispatch
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import VyreError
 from vyre.ir.program import BufferDecl, Program
@@ -36,11 +39,18 @@ from vyre.ir.types import DataType
 from vyre_cuda.dispatch import device_arrays
 from vyre_cuda.dispatch.host import HostDispatcher
 from vyre_cuda.dispatch.inplace import InPlaceDispatcher, takes
+from vyre_cuda.dispatch.pipeline import CudaPipeline
 from vyre_cuda.dispatch.prepared import PreparedProgram, ProgramCache
 from vyre_cuda.dispatch.resident import ResidentDispatcher
 from vyre_cuda.dispatch.sequence import CallerSequence, SequenceDispatcher
 from vyre_cuda.runtime.context import DeviceRuntime
 from vyre_cuda.runtime.errors import needs_reset, quiet_teardown, reset_device, watch_device
+from vyre_cuda.runtime.launch import DeviceLimits, LaunchPlan, PinnedRing
+from vyre_cuda.runtime.pools import DeviceBuffer, DeviceHeap, PinnedStaging, ResidentPool, TransientPool
+from vyre_cuda.runtime.telemetry import Telemetry
+
+if TYPE_CHECKING:  # loaded when the runtime starts, not on import
+    from vyre_cuda.runtime.loader import ModuleCache
 
 __all__ = ["CudaBackend", "PreparedProgram"]
 
@@ -49,9 +59,10 @@ class CudaBackend(Backend):
     """The ``cuda`` backend: PTX kernels launched through the CUDA driver (see the module docstring)."""
 
     id = "cuda"
+    device_arrays = device_arrays  # CuPy work on caller arrays for vyre.lib.multi
 
     def __init__(self, device: int | str | None = None) -> None:
-        from vyre import __version__
+        from vyre.version import __version__
         from vyre_cuda.runtime.device import probe, resolve_index
 
         self.version = __version__
@@ -66,62 +77,44 @@ class CudaBackend(Backend):
         self.programs = programs = ProgramCache(rt)
         self.host = HostDispatcher(rt, programs)
         self.residents = ResidentDispatcher(rt, programs)
-        # the hot paths: bound methods of the parts, one call deep
         self.inplace = InPlaceDispatcher(rt, programs)
-        self.dispatch_async, self.dispatch_timed = self.host.dispatch_async, self.host.dispatch_timed
-        res = self.residents
-        self.allocate_resident, self.upload_resident, self.download_resident, self.free_resident = (
-            res.allocate_resident, res.upload_resident, res.download_resident, res.free_resident)
-        self.dispatch_resident, self.resident_layout, self.view = res.dispatch_resident, res.resident_layout, res.view
-        self.prepared, self.for_grid = programs.prepared, programs.for_grid
-        self.plan_for, self.update_plan, self.close_plan = programs.plan_for, programs.update_plan, programs.close_plan
-        self.zero, self.launch, self.wait = rt.zero, rt.run, rt.wait
         self.sequences = SequenceDispatcher(self)
-        self.pipelines: weakref.WeakSet = weakref.WeakSet()  # closed by shutdown
-        seq = self.sequences
-        self.dispatch_sequence, self.dispatch_repeated, self.dispatch_until = (
-            seq.dispatch_sequence, seq.dispatch_repeated, seq.dispatch_until)
-        # the caller's arrays in library sequences (vyre.lib): no copy, the caller's stream, no wait
-        self.enqueue_sequence = seq.enqueue_sequence
-        caller = self.inplace
-        self.borrow, self.new_array, self.stream_for = caller.borrow, caller.new_array, caller.stream_for
-        self.to_device, self.as_cupy = caller.to_device, caller.as_cupy
-        self.compile_caller_sequence = functools.partial(CallerSequence, self)
-        self.device_arrays = device_arrays  # CuPy work on caller arrays for vyre.lib.multi
+        self.pipelines: weakref.WeakSet[CudaPipeline] = weakref.WeakSet()  # closed by shutdown
         _warm_up_host_side(self.info.compute_capability)
         watch_device(self.device_id, self)
 
     # ---- the runtime's state, read through --------------------------------------------------------
     @property
     def stream(self) -> Any:
+        """The backend's non-blocking CuPy stream."""
         return self.runtime.stream
 
     @property
-    def resident(self) -> Any:
+    def resident(self) -> ResidentPool:
         return self.runtime.resident
 
     @property
-    def transient(self) -> Any:
+    def transient(self) -> TransientPool:
         return self.runtime.transient
 
     @property
-    def staging(self) -> Any:
+    def staging(self) -> PinnedStaging | None:
         return self.runtime.staging
 
     @property
-    def ring(self) -> Any:
+    def ring(self) -> PinnedRing | None:
         return self.runtime.ring
 
     @property
-    def heap(self) -> Any:
+    def heap(self) -> DeviceHeap:
         return self.runtime.heap
 
     @property
-    def telemetry(self) -> Any:
+    def telemetry(self) -> Telemetry:
         return self.runtime.telemetry
 
     @property
-    def limits(self) -> Any:
+    def limits(self) -> DeviceLimits:
         return self.runtime.limits
 
     @property
@@ -129,7 +122,7 @@ class CudaBackend(Backend):
         return self.runtime.sync_each
 
     @property
-    def modules(self) -> Any:
+    def modules(self) -> ModuleCache:
         return self.runtime.modules
 
     # ---- identity and capabilities ------------------------------------------------------------
@@ -168,8 +161,124 @@ class CudaBackend(Backend):
         """True after ``shutdown`` or a device fault: ``vyre.default_backend()`` then starts a new one."""
         return self.runtime.closed
 
+    # ---- host dispatches (``dispatch.host``) -----------------------------------------------------
+    def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
+                       ) -> PendingDispatch:
+        return self.host.dispatch_async(program, inputs, config)
+
+    def dispatch_timed(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
+                       ) -> TimedDispatch:
+        return self.host.dispatch_timed(program, inputs, config)
+
+    # ---- resident buffers (``dispatch.resident``) ------------------------------------------------
+    def allocate_resident(self, nbytes: int) -> Resident:
+        return self.residents.allocate_resident(nbytes)
+
+    def upload_resident(self, handle: Resident, data: object, offset: int = 0) -> None:
+        self.residents.upload_resident(handle, data, offset)
+
+    def download_resident(self, handle: Resident, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
+        return self.residents.download_resident(handle, offset, nbytes)
+
+    def free_resident(self, handle: Resident) -> None:
+        self.residents.free_resident(handle)
+
+    def view(self, handle: Resident, dtype: Any = np.uint8) -> Any:
+        return self.residents.view(handle, dtype)
+
+    def dispatch_resident(self, program: Program, handles: Sequence[Resident],
+                          config: DispatchConfig | None = None) -> None:
+        self.residents.dispatch_resident(program, handles, config)
+
+    def resident_layout(self, prepared: PreparedProgram, handles: Sequence[Resident], config: DispatchConfig | None
+                        ) -> tuple[list[DeviceBuffer], dict[str, int], tuple]:
+        """The handles' buffers, the run-time counts and the grid of a resident dispatch."""
+        return self.residents.resident_layout(prepared, handles, config)
+
+    # ---- sequences, repeats, fixed points (``dispatch.sequence``) --------------------------------
+    def dispatch_sequence(self, steps: Sequence[tuple], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
+        return self.sequences.dispatch_sequence(steps, reads)
+
+    def dispatch_repeated(self, prefix: Sequence[tuple], repeated: Sequence[tuple], count: int,
+                          reads: Sequence[tuple] = ()) -> list[np.ndarray]:
+        return self.sequences.dispatch_repeated(prefix, repeated, count, reads)
+
+    def dispatch_until(self, steps: Sequence[tuple], flag_handle: Resident, max_iterations: int) -> int:
+        return self.sequences.dispatch_until(steps, flag_handle, max_iterations)
+
+    def enqueue_sequence(self, steps: Sequence[object], *, stream: Any = None,
+                         writes: Sequence[tuple[Resident, np.ndarray]] = (), reads: Sequence[tuple] = (),
+                         watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray]:
+        """Steps on a caller's stream with no wait (the caller's arrays in ``vyre.lib`` sequences)."""
+        return self.sequences.enqueue_sequence(steps, stream=stream, writes=writes, reads=reads, watch=watch)
+
+    def compile_caller_sequence(self, steps: Sequence[object]) -> CallerSequence:
+        """The steps of one library call over borrowed handles, bound once (``CallerSequence``)."""
+        return CallerSequence(self, steps)
+
+    # ---- the caller's arrays (``dispatch.inplace``) ----------------------------------------------
+    def borrow(self, handle: Resident | None, array: object) -> Resident:
+        """A resident handle over ``array``'s memory, no copy (re-pointed when ``handle`` is given)."""
+        return self.inplace.borrow(handle, array)
+
+    def new_array(self, like: Sequence[object], dtype: DataType, count: int, stream: Any) -> Any:
+        """A zeroed array of the callers' kind (CuPy or torch), allocated on ``stream``."""
+        return self.inplace.new_array(like, dtype, count, stream)
+
+    def as_cupy(self, array: object) -> Any:
+        """``array`` (CuPy, torch, CAI/DLPack) as a CuPy array over the same memory."""
+        return self.inplace.as_cupy(array)
+
+    def to_device(self, data: object, stream: Any) -> Any:
+        """Host ``data`` copied to a new CuPy array on ``stream``."""
+        return self.inplace.to_device(data, stream)
+
+    def stream_for(self, stream: object | None, arrays: Sequence[object] = ()) -> Any:
+        """The CuPy stream a call on the caller's arrays runs on."""
+        return self.inplace.stream_for(stream, arrays)
+
+    # ---- prepared programs and launch plans (``dispatch.prepared``) -------------------------------
+    def prepared(self, program: Program, config: DispatchConfig | None = None, coarsen: int = 1) -> PreparedProgram:
+        """``program`` validated, emitted and loaded (cached)."""
+        return self.programs.prepared(program, config, coarsen)
+
+    def for_grid(self, prepared: PreparedProgram, grid: Sequence[int],
+                 config: DispatchConfig | None = None) -> PreparedProgram:
+        """The kernel variant (coarsened along x or not) that runs ``grid``."""
+        return self.programs.for_grid(prepared, grid, config)
+
+    def plan_for(self, prepared: PreparedProgram, buffers: Sequence[Any], counts: Mapping[str, int],
+                 grid: Sequence[int], elements: int | None = None,
+                 config: DispatchConfig | None = None, stream: Any = None) -> LaunchPlan:
+        """A launch plan with its own parameter block (given back by ``close_plan``)."""
+        return self.programs.plan_for(prepared, buffers, counts, grid, elements, config, stream)
+
+    def update_plan(self, plan: LaunchPlan, prepared: PreparedProgram, counts: Mapping[str, int],
+                    grid: Sequence[int], elements: int | None = None,
+                    config: DispatchConfig | None = None, stream: Any = None) -> None:
+        """Rewrite ``plan``'s grid and parameter words for new counts."""
+        self.programs.update_plan(plan, prepared, counts, grid, elements, config, stream)
+
+    def close_plan(self, plan: LaunchPlan) -> None:
+        """Give ``plan``'s parameter block back."""
+        self.programs.close_plan(plan)
+
+    # ---- the runtime's launch primitives (``runtime.context``) -------------------------------------
+    def zero(self, buffer: DeviceBuffer, nbytes: int) -> None:
+        """Zero the first ``nbytes`` of ``buffer`` on the backend's stream."""
+        self.runtime.zero(buffer, nbytes)
+
+    def launch(self, plan: LaunchPlan, zero: tuple[tuple[int, int], ...] = (), name: str | None = None,
+               stream_ptr: int | None = None) -> None:
+        """The zero-and-launch step (``DeviceRuntime.run``)."""
+        self.runtime.run(plan, zero, name, stream_ptr)
+
+    def wait(self, event: Any, timeout_s: float | None, name: str) -> None:
+        """Wait for ``event`` with an optional deadline (``DeviceRuntime.wait``)."""
+        self.runtime.wait(event, timeout_s, name)
+
     # ---- pipelines --------------------------------------------------------------------------------
-    def dispatch(self, program: Program, inputs: Any, config: DispatchConfig | None = None,
+    def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None,
                  stream: object | None = None) -> list[Any]:
         """Run ``program`` once. Device-array inputs are bound in place and the call is
         stream-ordered with no wait (``dispatch.inplace``); host inputs give numpy outputs after one
@@ -178,10 +287,8 @@ class CudaBackend(Backend):
             return self.inplace.dispatch(program, inputs, config, stream)
         return self.host.dispatch(program, inputs, config)
 
-    def compile(self, program: Program, config: DispatchConfig | None = None) -> Any:
+    def compile(self, program: Program, config: DispatchConfig | None = None) -> CudaPipeline:
         """A ``CudaPipeline``: ``program`` prepared once for repeated dispatch."""
-        from vyre_cuda.dispatch.pipeline import CudaPipeline
-
         pipeline = CudaPipeline(self, program, config)
         self.pipelines.add(pipeline)
         return pipeline
@@ -249,7 +356,7 @@ def _warm_up_host_side(cc: str) -> None:
     from vyre.ir.expr import Expr
     from vyre.ir.node import Node
     from vyre.ir.validate import validate
-    from vyre_cuda import emit_ptx
+    from vyre_cuda.codegen import emit_ptx
     from vyre_cuda.codegen.written import whole_writes
 
     i = Expr.var("i")

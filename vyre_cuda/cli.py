@@ -71,7 +71,7 @@ def _coarsen_factor(text: str) -> int:
 def cmd_emit_ptx(args: argparse.Namespace) -> int:
     """Emit PTX for ``args.file`` (``--sm``, ``--ptx-version``, ``--coarsen``, ``-o``)."""
     from vyre.cli import load_program
-    from vyre_cuda import emit_ptx
+    from vyre_cuda.codegen import emit_ptx
 
     target = Path(args.output) if args.output else None
     if target is not None and not target.parent.is_dir():
@@ -251,8 +251,8 @@ def check_cache() -> Check:
     except InvalidSetting as exc:
         return Check("cache", FAIL, exc.message, exc.fix)
     jit = os.environ.get("CUDA_CACHE_PATH") or jit_cache_env().get("CUDA_CACHE_PATH", "")
-    detail = (f"{info['path']} ({info['entries']} entries, {info['files']} files, {_size(int(info['bytes']))} of "
-              f"{_size(int(info['max_bytes']))}; driver JIT cache {jit})")
+    detail = (f"{info['path']} ({info['entries']} entries, {info['files']} files, {_size(info['bytes'])} of "
+              f"{_size(info['max_bytes'])}; driver JIT cache {jit})")
     problems = list(info["problems"])
     if problems:
         shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
@@ -272,7 +272,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Run ``vyre_cuda.bench`` on device ``VYRE_CUDA_DEVICE`` (default 0) and print its table."""
     from vyre.cli import progress
     from vyre_cuda import bench
-    from vyre_cuda.plugin import create_backend
+    from vyre_cuda.factory import create_backend
 
     try:
         be = create_backend()
@@ -303,8 +303,8 @@ def cmd_cache_info(args: argparse.Namespace) -> int:
         return 0
     print(f"path            {info['path']}")
     print(f"entries         {info['entries']} (+ {info['files']} module files)")
-    print(f"size            {_size(int(info['bytes']))} of {_size(int(info['max_bytes']))}")
-    print(f"driver JIT      {info['driver_jit_path']} ({_size(int(info['driver_jit_bytes']))})")
+    print(f"size            {_size(info['bytes'])} of {_size(info['max_bytes'])}")
+    print(f"driver JIT      {info['driver_jit_path']} ({_size(info['driver_jit_bytes'])})")
     print(f"writable        {'yes' if info['writable'] else 'no'}")
     for problem in info["problems"]:
         print(f"refused         {problem}")

@@ -77,13 +77,15 @@ def device_pointer(backend: Any, handle: Any) -> int | None:
     """Device address of a resident handle: from the backend's resident pool, else ``backend.view``."""
     resolve = getattr(getattr(backend, "resident", None), "resolve", None)
     if callable(resolve):
-        return int(resolve(handle).ptr)
+        block: Any = resolve(handle)  # the pool's CuPy memory block
+        return int(block.ptr)
     view = getattr(backend, "view", None)
     if not callable(view):
         return None
     from vyre.ir.types import DataType
 
-    return int(view(handle, DataType.U8 if handle.nbytes % 4 else DataType.U32).data.ptr)
+    array: Any = view(handle, DataType.U8 if handle.nbytes % 4 else DataType.U32)  # a CuPy array
+    return int(array.data.ptr)
 
 
 def all_reduce(backends: Sequence[Any], handles: Sequence[Any], dtype: np.dtype, op: str) -> str | None:
@@ -96,8 +98,9 @@ def all_reduce(backends: Sequence[Any], handles: Sequence[Any], dtype: np.dtype,
     dtype = np.dtype(dtype)
     if op not in _UFUNCS or len(set(devices)) != len(devices) or min(devices, default=-1) < 0:
         return None
-    pointers = [device_pointer(b, h) for b, h in zip(raws, handles)]
-    if None in pointers:
+    found = [device_pointer(b, h) for b, h in zip(raws, handles)]
+    pointers = [p for p in found if p is not None]
+    if len(pointers) != len(found):
         return None
     count = handles[0].nbytes // dtype.itemsize
     nccl = nccl_module()

@@ -28,3 +28,4 @@ def vyre_cuda_register_lowerings() -> dict[str, Callable[..., str]]:
     Called once per process, before the first ``cuda`` backend starts (or ``vyre emit-ptx`` runs).
     An op without a lowering is ``UnsupportedFeature`` on ``cuda``, never a silent host fallback.
     """
+    ...

@@ -7,64 +7,25 @@ Registers backend ``cuda`` (rank 5), the ``vyre`` CLI verbs of ``vyre_cuda.cli``
 from __future__ import annotations
 
 import argparse
-import threading
 from typing import Any
 
 import pluggy
 
+from vyre_cuda.factory import create_backend, load_lowerings
+
+__all__ = ["CUDA_RANK", "create_backend", "hookimpl", "load_lowerings"]
+
 hookimpl = pluggy.HookimplMarker("vyre")
 
 CUDA_RANK = 5
-_lowerings_lock = threading.Lock()
-_lowerings_loaded = False
-
-
-def load_lowerings(force: bool = False) -> list[str]:
-    """Register every plugin's ``vyre_cuda_register_lowerings`` result with the emitter (once).
-
-    Returns the op ids registered by this call. Safe to call from several threads.
-    """
-    global _lowerings_loaded
-    with _lowerings_lock:
-        if _lowerings_loaded and not force:
-            return []
-        from vyre.driver.registry import get_plugin_manager
-        from vyre_cuda.codegen.lowerings import register_lowering
-
-        pm = get_plugin_manager()
-        hook = getattr(pm.hook, "vyre_cuda_register_lowerings", None)
-        registered: list[str] = []
-        for table in (hook() if hook is not None else []):
-            for op_id, fn in (table or {}).items():
-                register_lowering(op_id, fn)
-                registered.append(op_id)
-        _lowerings_loaded = True
-        return registered
-
-
-def create_backend(device: int | str | None = None) -> Any:
-    """The registry's factory: check the settings, import CuPy, point the driver JIT cache, load lowerings,
-    start ``CudaBackend``. Nothing is created on disk before CuPy imports (``vyre backends`` without it
-    leaves no cache directory behind)."""
-    from vyre_cuda.runtime import settings
-    from vyre_cuda.runtime.cache import configure_driver_jit_cache
-    from vyre_cuda.runtime.device import import_cupy
-
-    settings.check()  # a bad VYRE_CUDA_* value is an error now, not a surprise mid-dispatch
-    import_cupy()
-    configure_driver_jit_cache()
-    load_lowerings()
-    from vyre_cuda.backend import CudaBackend
-
-    return CudaBackend(device)
 
 
 @hookimpl
 def vyre_register_backends() -> list[Any]:
     """Backend ``cuda``; ``supported_ops`` lists the built-in ops and every primitive op with a PTX lowering."""
-    from vyre import __version__
     from vyre.driver.registry import BackendRegistration
     from vyre.ir.expr import ALL_OPS
+    from vyre.version import __version__
     from vyre_cuda.codegen.lowerings import lowered_ops
 
     try:

@@ -222,3 +222,21 @@ def test_segments_of_many_tiles(monkeypatch, rng, name):
         want_values, want_lengths = E.run_length_encode(runs)
         E.assert_same(values, want_values)
         E.assert_same(lengths, want_lengths)
+
+
+def test_onesweep_limit_setting(monkeypatch, rng):
+    """``VYRE_ONESWEEP_LIMIT=0`` sorts over segments (no single-pass kernel runs); results are the same;
+    a value that is not a count is ``InvalidSetting``."""
+    from vyre.driver.errors import InvalidSetting
+
+    x = rng.integers(0, 2**32, 3001, dtype=np.uint64).astype(np.uint32)
+    names = {}
+    for limit in ("", "0"):
+        monkeypatch.setenv("VYRE_ONESWEEP_LIMIT", limit)
+        be = RecordingBackend()
+        np.testing.assert_array_equal(lib.sort(x, backend=be), np.sort(x))
+        names[limit] = {s[0].name for seq in be.sequences for s in seq}
+    assert any("onesweep" in n for n in names[""]) and not any("onesweep" in n for n in names["0"])
+    monkeypatch.setenv("VYRE_ONESWEEP_LIMIT", "lots")
+    with pytest.raises(InvalidSetting, match="VYRE_ONESWEEP_LIMIT"):
+        lib.sort(x + 1, backend=RecordingBackend())

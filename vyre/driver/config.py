@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from vyre.driver.errors import InvalidProgram
@@ -63,7 +63,7 @@ def resolve_grid(program: Program, config: DispatchConfig | None, counts: dict[s
     return grid
 
 
-def default_elements(program: Program, counts: dict[str, int]) -> int:
+def default_elements(program: Program, counts: Mapping[str, int]) -> int:
     """The largest run-time element count among the ``read``, ``read_write`` and ``output`` buffers.
 
     Uniform and workgroup buffers do not count: a small parameter block or a scratch tile must not

@@ -9,13 +9,14 @@ whose hook implementation raised, from the exception's traceback.
 
 from __future__ import annotations
 
-import os
 import threading
 import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-ENV_TIMEOUT = "VYRE_PLUGIN_TIMEOUT_S"
+from vyre import settings
+
+ENV_TIMEOUT = settings.PLUGIN_TIMEOUT
 DEFAULT_TIMEOUT_S = 30.0
 
 
@@ -39,11 +40,7 @@ class Outcome(NamedTuple):
 
 def plugin_timeout() -> float:
     """Seconds a plugin's factory or registration may take: ``VYRE_PLUGIN_TIMEOUT_S``, default 30."""
-    try:
-        value = float(os.environ.get(ENV_TIMEOUT, ""))
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
-    return value if value > 0 else DEFAULT_TIMEOUT_S
+    return settings.plugin_timeout(DEFAULT_TIMEOUT_S)
 
 
 def plugin_fix(name: str | None) -> str:

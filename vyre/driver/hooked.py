@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from vyre.driver.backend import Backend, CompiledPipeline
@@ -25,8 +26,6 @@ from vyre.driver.errors import DispatchFailed, VyreError
 from vyre.driver.guard import blame, describe, plugin_fix
 from vyre.driver.inputs import buffer_counts
 from vyre.ir.program import Program
-
-Step = tuple  # (program, handles, config)
 
 
 class _DispatchHooks:
@@ -96,10 +95,6 @@ def _live_impls(caller: Any) -> list | _ImplsOf:
     return impls if isinstance(impls, list) else _ImplsOf(caller)
 
 
-def _step_programs(steps: Sequence[Step]) -> tuple[Program, ...]:
-    return tuple(step[0] for step in steps)
-
-
 class HookedBackend:
     """A backend as handed out by ``vyre.acquire``; ``.backend`` is the raw backend."""
 
@@ -134,69 +129,50 @@ class HookedBackend:
     def __exit__(self, *exc: object) -> Any:
         return self.backend.__exit__(*exc)
 
-    # ---- single-program dispatches -------------------------------------------------------------
-    def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None,
-                 stream: object | None = None) -> Any:
-        """The backend's ``dispatch`` (``stream`` passed on only when given: host backends take none)."""
-        extra = {} if stream is None else {"stream": stream}
-        if not (self._hooks.before_impls or self._hooks.after_impls):
-            return self.backend.dispatch(program, inputs, config, **extra)
-        return self._hooks.run("dispatch", program, (program,), config,
-                               lambda: self.backend.dispatch(program, inputs, config, **extra),
-                               host_grid(program, inputs, config))
-
-    def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
-        if not (self._hooks.before_impls or self._hooks.after_impls):
-            return self.backend.dispatch_async(program, inputs, config)
-        return self._hooks.run("dispatch_async", program, (program,), config,
-                               lambda: self.backend.dispatch_async(program, inputs, config),
-                               host_grid(program, inputs, config))
-
-    def dispatch_timed(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None) -> Any:
-        if not (self._hooks.before_impls or self._hooks.after_impls):
-            return self.backend.dispatch_timed(program, inputs, config)
-        return self._hooks.run("dispatch_timed", program, (program,), config,
-                               lambda: self.backend.dispatch_timed(program, inputs, config),
-                               host_grid(program, inputs, config))
-
-    def dispatch_resident(self, program: Program, handles: Sequence[object],
-                          config: DispatchConfig | None = None) -> Any:
-        if not (self._hooks.before_impls or self._hooks.after_impls):
-            return self.backend.dispatch_resident(program, handles, config)
-        return self._hooks.run("dispatch_resident", program, (program,), config,
-                               lambda: self.backend.dispatch_resident(program, handles, config),
-                               resident_grid(program, handles, config))
-
-    # ---- multi-step dispatches -------------------------------------------------------------------
-    def dispatch_sequence(self, steps: Sequence[Step], reads: Sequence[tuple] = ()) -> Any:
-        if not (self._hooks.before_impls or self._hooks.after_impls):
-            return self.backend.dispatch_sequence(steps, reads)
-        return self._hooks.run("dispatch_sequence", None, _step_programs(steps), None,
-                               lambda: self.backend.dispatch_sequence(steps, reads))
-
-    def enqueue_sequence(self, steps: Sequence[Step], **kwargs: Any) -> Any:
-        """The backend's ``enqueue_sequence`` (steps on a caller's stream, no wait), observed as a dispatch."""
-        if not (self._hooks.before_impls or self._hooks.after_impls):
-            return self.backend.enqueue_sequence(steps, **kwargs)
-        return self._hooks.run("enqueue_sequence", None, _step_programs(steps), None,
-                               lambda: self.backend.enqueue_sequence(steps, **kwargs))
-
-    def dispatch_repeated(self, prefix: Sequence[Step], repeated: Sequence[Step], count: int,
-                          reads: Sequence[tuple] = ()) -> Any:
-        if not (self._hooks.before_impls or self._hooks.after_impls):
-            return self.backend.dispatch_repeated(prefix, repeated, count, reads)
-        return self._hooks.run("dispatch_repeated", None, _step_programs(prefix) + _step_programs(repeated), None,
-                               lambda: self.backend.dispatch_repeated(prefix, repeated, count, reads))
-
-    def dispatch_until(self, steps: Sequence[Step], flag_handle: object, max_iterations: int) -> Any:
-        if not (self._hooks.before_impls or self._hooks.after_impls):
-            return self.backend.dispatch_until(steps, flag_handle, max_iterations)
-        return self._hooks.run("dispatch_until", None, _step_programs(steps), None,
-                               lambda: self.backend.dispatch_until(steps, flag_handle, max_iterations))
-
     # ---- pipelines -------------------------------------------------------------------------------
     def compile(self, program: Program, config: DispatchConfig | None = None) -> HookedPipeline:
         return HookedPipeline(self.backend.compile(program, config), program, config, self._hooks)
+
+
+@dataclass(frozen=True)
+class _Observed:
+    """How a dispatch method of the proxy names what it runs, for the hooks."""
+
+    params: tuple[str, ...]  # its positional parameters, in order
+    steps: tuple[str, ...] = ()  # the parameters holding step lists (multi-step dispatches)
+    grid: Callable[[Program, Any, DispatchConfig | None], tuple[int, int, int] | None] | None = None
+    optional: str | None = None  # a parameter passed on only when not None (``stream``: host backends take none)
+    doc: str | None = None
+
+
+def _observed(name: str, spec: _Observed) -> Callable[..., Any]:
+    """The proxy's ``name``: the backend's method, between the dispatch hooks when a plugin listens."""
+    optional = spec.optional or ""
+    optional_at = spec.params.index(optional) if optional else -1
+
+    def method(self: HookedBackend, *args: Any, **kwargs: Any) -> Any:
+        if optional_at >= 0:
+            if len(args) > optional_at:
+                args, kwargs = args[:optional_at], {**kwargs, optional: args[optional_at]}
+            if optional in kwargs and kwargs[optional] is None:
+                del kwargs[optional]
+        hooks = self._hooks
+        call = getattr(self.backend, name)
+        if not (hooks.before_impls or hooks.after_impls):
+            return call(*args, **kwargs)
+        named: dict[str, Any] = dict(zip(spec.params, args)) | kwargs
+        program: Any = named.get("program")
+        config = named.get("config")
+        if spec.steps:
+            programs = tuple(step[0] for arg in spec.steps for step in named.get(arg, ()))
+        else:
+            programs = (program,)
+        grid = spec.grid(program, named.get(spec.params[1]), config) if spec.grid else None
+        return hooks.run(name, program, programs, config, lambda: call(*args, **kwargs), grid)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = spec.doc or getattr(Backend, name).__doc__
+    return method
 
 
 def _forwarder(name: str) -> Callable[..., Any]:
@@ -208,11 +184,15 @@ def _forwarder(name: str) -> Callable[..., Any]:
     return forward
 
 
-# Protocol checks (``isinstance(b, BackendProtocol)``) look attributes up statically, without
-# ``__getattr__``: give the proxy every public method of ``Backend`` as an explicit forwarder.
-for _name, _value in vars(Backend).items():
-    if not _name.startswith("_") and callable(_value) and _name not in vars(HookedBackend):
-        setattr(HookedBackend, _name, _forwarder(_name))
+def _set_methods() -> None:
+    """The observed dispatches from ``OBSERVED``; then, since protocol checks (``isinstance(b,
+    BackendProtocol)``) look attributes up statically, without ``__getattr__``, a plain forwarder for
+    every other public method of ``Backend``."""
+    for name, spec in OBSERVED.items():
+        setattr(HookedBackend, name, _observed(name, spec))
+    for name, value in vars(Backend).items():
+        if not name.startswith("_") and callable(value) and name not in vars(HookedBackend):
+            setattr(HookedBackend, name, _forwarder(name))
 
 
 class HookedPipeline:
@@ -275,6 +255,20 @@ def resident_grid(program: Program, handles: Sequence[object], config: DispatchC
     decls = [b for b in program.buffers if not b.is_workgroup]
     return _grid_from_bytes(program, config, {d.name: getattr(h, "nbytes", 0) for d, h in zip(decls, handles)})
 
+
+#: every dispatch entry point the proxy observes: one row each (the kind the hooks see is the name)
+OBSERVED: dict[str, _Observed] = {
+    "dispatch": _Observed(("program", "inputs", "config", "stream"), grid=host_grid, optional="stream"),
+    "dispatch_async": _Observed(("program", "inputs", "config"), grid=host_grid),
+    "dispatch_timed": _Observed(("program", "inputs", "config"), grid=host_grid),
+    "dispatch_resident": _Observed(("program", "handles", "config"), grid=resident_grid),
+    "dispatch_sequence": _Observed(("steps", "reads"), steps=("steps",)),
+    "enqueue_sequence": _Observed(("steps",), steps=("steps",), doc="The backend's ``enqueue_sequence`` (steps on "
+                                  "a caller's stream, no wait), observed as a dispatch."),
+    "dispatch_repeated": _Observed(("prefix", "repeated", "count", "reads"), steps=("prefix", "repeated")),
+    "dispatch_until": _Observed(("steps", "flag_handle", "max_iterations"), steps=("steps",)),
+}
+_set_methods()
 
 # ``help(backend.dispatch)`` on what ``vyre.acquire`` returns shows the protocol's documentation.
 for _proxy, _base in ((HookedBackend, Backend), (HookedPipeline, CompiledPipeline)):

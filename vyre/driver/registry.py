@@ -14,7 +14,6 @@ this project. Third-party registration hooks and factories run with ``guard.plug
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import threading
@@ -26,6 +25,7 @@ from typing import Any, NamedTuple
 
 import pluggy
 
+from vyre import settings
 from vyre.driver import hookspecs
 from vyre.driver.errors import BackendUnavailable, VyreError
 from vyre.driver.guard import (
@@ -37,6 +37,7 @@ from vyre.driver.guard import (
     plugin_fix,
     plugin_timeout,
 )
+from vyre.ops import set_plugin_loader as set_plugin_ops_loader
 
 ENTRY_POINT_GROUP = "vyre"
 BUILTIN_PLUGINS = {"reference": "vyre.reference.plugin"}
@@ -140,7 +141,7 @@ def _load_plugins(pm: pluggy.PluginManager) -> pluggy.PluginManager:
 
 def _disabled_plugins() -> list[str]:
     """Entry point names listed in ``VYRE_DISABLE_PLUGINS`` (comma separated) are not loaded."""
-    return [n.strip() for n in os.environ.get("VYRE_DISABLE_PLUGINS", "").split(",") if n.strip()]
+    return settings.disabled_plugins()
 
 
 def plugin_errors() -> list[str]:
@@ -322,7 +323,7 @@ def acquire(id: str | None = None, *, allow_reference: bool = False) -> Any:
     """
     from vyre.driver.hooked import HookedBackend
 
-    spec = id or os.environ.get("VYRE_BACKEND") or None
+    spec = id or settings.backend()
     backend = start_backend(spec) if spec else _first_available(allow_reference)
     pm = get_plugin_manager()
     backend_id = getattr(backend, "id", spec or "?")
@@ -343,7 +344,7 @@ def default_backend(id: str | None = None) -> Any:
     backend is passed, so a result of one (a resident buffer, a ``ResidentArray``) can be handed to
     another. A backend that was shut down is replaced by a new one on the next call.
     """
-    spec = id or os.environ.get("VYRE_BACKEND") or ""
+    spec = id or settings.backend() or ""
     with _shared_lock:
         backend = _shared.get(spec)
         if backend is None or _is_closed(backend):
@@ -438,3 +439,6 @@ def load_plugin_ops() -> None:
                     message = f"plugin {impl.plugin_name!r}: op not registered: {exc}"
                     _load_errors.append(message)
                     warnings.warn(message, stacklevel=2)
+
+
+set_plugin_ops_loader(load_plugin_ops)

@@ -16,7 +16,6 @@ the default keeps to the 32-bit types, so a seed replays the same programs as be
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vyre import settings
 from vyre.driver.config import DispatchConfig
 from vyre.fuzz.corpus import CorpusCase, History, write_case
 from vyre.fuzz.paths import COARSEN_ENV, COARSEN_SETTINGS, PATHS, dirty, run_path, set_coarsening
@@ -87,7 +87,7 @@ def fuzz(
     report = FuzzReport(seed)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
-    saved = os.environ.get(COARSEN_ENV)
+    saved = settings.variable(COARSEN_ENV)
     try:
         for i in range(count):
             case_seed = seed * 1_000_003 + i
@@ -150,7 +150,7 @@ def replay(backend, case: CorpusCase) -> str | None:
         return mismatch(backend, case.program, case.inputs, case.config)
     fuzz(backend, h.index + 1, h.seed, h.input_sets, long_process=h.long_process,
          stop_before=(h.index, h.input_set), wide=h.wide)
-    saved = os.environ.get(COARSEN_ENV)
+    saved = settings.variable(COARSEN_ENV)
     try:
         set_coarsening(h.coarsen)
         return mismatch(backend, case.program, case.inputs, case.config, h.path)

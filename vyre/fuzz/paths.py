@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from vyre import settings
 from vyre.driver.config import DispatchConfig
 from vyre.ir.expr import Expr
 from vyre.ir.node import Node
@@ -108,10 +108,7 @@ def _run_resident(backend: Any, path: str, program: Program, inputs: Sequence[np
 
 def set_coarsening(value: str | None) -> None:
     """Set (or, with None, unset) ``VYRE_CUDA_COARSEN`` for the dispatches that follow."""
-    if value is None:
-        os.environ.pop(COARSEN_ENV, None)
-    else:
-        os.environ[COARSEN_ENV] = value
+    settings.set_variable(COARSEN_ENV, value)
 
 
 def dirty(backend: Any, rng: np.random.Generator) -> None:

@@ -28,9 +28,9 @@ def backends_for(devices: Sequence[object] | None = None) -> list[Any]:
     ``vyre.acquire(allow_reference=True)`` when no backend lists devices. Backends started from an
     id are kept for the process; an id given twice starts two backends.
     """
-    from vyre import acquire
     from vyre.driver.devices import Device
     from vyre.driver.devices import devices as list_devices
+    from vyre.driver.registry import acquire
     from vyre.driver.registry import default_backend as shared_backend
 
     if devices is None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre import settings
 from vyre.driver.backend import Resident
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import DispatchFailed, InvalidProgram, VyreError
@@ -209,7 +210,8 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
 
 RADIX = 1 << K.RADIX_BITS
 SORT_GROUPS = 4096  # at most this many segments in a pass of the segmented sort
-ONESWEEP_LIMIT = 1 << 30  # below this many keys, the single-pass sort (its counts share a word with two flags)
+ONESWEEP_LIMIT = 1 << 30  # below this many keys, the single-pass sort (its counts share a word with two flags);
+# VYRE_ONESWEEP_LIMIT overrides it (vyre.settings)
 HISTOGRAM_GROUPS = 1024  # at most this many workgroups count the digits of all passes
 
 
@@ -223,7 +225,7 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
     last pass writes into ``final`` (keys, values) when given, else into scratch. Returns the
     handles holding the sorted raw keys and values.
     """
-    sort = onesweep_sort if n < ONESWEEP_LIMIT else segmented_sort
+    sort = onesweep_sort if n < settings.onesweep_limit(ONESWEEP_LIMIT) else segmented_sort
     return sort(plan, dtype, keys, values, values_mode, n, cap, final)
 
 
@@ -281,7 +283,7 @@ def _lookback_gave_up(count: int) -> VyreError:
                           f"for a lower tile to publish (after {K.SPIN[1] ** K.SPIN[0]} tries each), "
                           "so the result is incomplete",
                           "rerun the call; if it recurs, report it with the GPU model, and meanwhile set "
-                          "vyre.lib.plan.ONESWEEP_LIMIT = 0 to sort over segments.")
+                          "VYRE_ONESWEEP_LIMIT=0 to sort over segments.")
 
 
 def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,

@@ -49,7 +49,7 @@ class ReferenceBackend(Backend):
         if device not in (None, 0):
             raise InvalidProgram(f"the reference oracle has one device (0), not {device}",
                                  "use `reference` or `reference:0`.")
-        from vyre import __version__
+        from vyre.version import __version__
 
         self.version = __version__
         self._store = HostResidentStore(self.id)

@@ -16,6 +16,6 @@ def _factory(device: int | None = None):
 
 @hookimpl
 def vyre_register_backends() -> list[BackendRegistration]:
-    from vyre import __version__
+    from vyre.version import __version__
 
     return [BackendRegistration("reference", REFERENCE_RANK, _factory, version=__version__)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
-from vyre.ir.expr import Expr, is_atomic_read
+from vyre.ir.expr import Expr, dtype_of, is_atomic_read, name_of
 from vyre.ir.program import Access
 from vyre.ir.types import SIGN_TWIN, DataType
 from vyre_cuda.codegen import ops
@@ -70,13 +70,14 @@ class ExprLowering:
         if e.dtype is BOOL:
             text = "1" if e.value else "0"
             return Val(self.b.cached(("lit", "pred", text), lambda: self.b.op("mov.pred", "p", text)), BOOL)
-        b_ = bits(e.dtype)
-        text = f"0x{int(e.value):0{e.dtype.size * 2}X}"
-        return Val(self.b.cached(("lit", b_, text), lambda: self.b.op(f"mov.{b_}", reg_kind(e.dtype), text)), e.dtype)
+        dtype = dtype_of(e)
+        b_ = bits(dtype)
+        text = f"0x{int(e.value):0{dtype.size * 2}X}"
+        return Val(self.b.cached(("lit", b_, text), lambda: self.b.op(f"mov.{b_}", reg_kind(dtype), text)), dtype)
 
     def _var(self, e: Expr, scope: Scope) -> Val:
         try:
-            return scope[e.name]
+            return scope[name_of(e)]
         except KeyError:
             raise InvalidProgram("a variable is used outside its scope (the program is not valid)",
                                  "run vyre.validate(program) and correct the findings.") from None
@@ -121,10 +122,10 @@ class ExprLowering:
 
     # ---- memory -------------------------------------------------------------------------------------
     def _load(self, e: Expr, scope: Scope) -> Val:
-        index = e.args[0]
-        if index.op == "lit" and self.buffers.decls[e.name].access is Access.UNIFORM:
-            return self._uniform_word(e.name, index, scope)
-        return self.buffers.load(e.name, self.lower(index, scope).reg)
+        index, name = e.args[0], name_of(e)
+        if index.op == "lit" and self.buffers.decls[name].access is Access.UNIFORM:
+            return self._uniform_word(name, index, scope)
+        return self.buffers.load(name, self.lower(index, scope).reg)
 
     def _uniform_word(self, name: str, index: Expr, scope: Scope) -> Val:
         """A uniform buffer at a literal index: loaded once, before the body (``Builder.loaded``),
@@ -139,13 +140,13 @@ class ExprLowering:
         return val
 
     def _buf_len(self, e: Expr, scope: Scope) -> Val:
-        return self.buffers.buf_len(e.name)
+        return self.buffers.buf_len(name_of(e))
 
     def _atomic(self, e: Expr, scope: Scope) -> Val:
         if is_atomic_read(e):  # its value is a literal: nothing else to evaluate
-            return self.buffers.atomic_read(e.name, self.lower(e.args[0], scope).reg)
+            return self.buffers.atomic_read(name_of(e), self.lower(e.args[0], scope).reg)
         regs = [self.lower(a, scope).reg for a in e.args]
-        return self.buffers.atomic(e.value, e.name, regs[0], regs[1], regs[2] if len(regs) > 2 else None)
+        return self.buffers.atomic(e.value, name_of(e), regs[0], regs[1], regs[2] if len(regs) > 2 else None)
 
     # ---- composite ----------------------------------------------------------------------------------
     def _select(self, e: Expr, scope: Scope) -> Val:
@@ -165,7 +166,7 @@ class ExprLowering:
 
     def _cast(self, e: Expr, scope: Scope) -> Val:
         v = self.lower(e.args[0], scope)
-        return Val(cast(self.b, v, e.dtype), e.dtype)
+        return Val(cast(self.b, v, dtype_of(e)), dtype_of(e))
 
     # ---- subgroups ----------------------------------------------------------------------------------
     def _ballot(self, e: Expr, scope: Scope) -> Val:
@@ -204,16 +205,17 @@ class ExprLowering:
     def _call(self, e: Expr, scope: Scope) -> Val:
         from vyre.ops import get_op
 
-        op = get_op(e.name)
+        name = name_of(e)
+        op = get_op(name)
         if op is None:
-            raise UnsupportedFeature(f"op {e.name}", "cuda", "install the op pack that registers it.")
+            raise UnsupportedFeature(f"op {name}", "cuda", "install the op pack that registers it.")
         if op.expand is not None:  # emit_ptx expanded every composed call (vyre.ir.expand)
-            raise InvalidProgram(f"composed op {e.name!r} reached the emitter unexpanded",
+            raise InvalidProgram(f"composed op {name!r} reached the emitter unexpanded",
                                  "emit through vyre_cuda.emit_ptx, which expands composed ops first.")
         args = [self.lower(a, scope) for a in e.args]
-        fn = get_lowering(e.name)
+        fn = get_lowering(name)
         if fn is None:
-            raise UnsupportedFeature(f"op {e.name}", "cuda")
+            raise UnsupportedFeature(f"op {name}", "cuda")
         ctx = LoweringContext(self.b, tuple(a.dtype for a in args), op.result_type)
         return Val(fn(ctx, *(a.reg for a in args)), op.result_type)
 

@@ -23,6 +23,7 @@ from vyre_cuda.codegen.builder import Builder
 
 LoweringFn = Callable[..., str]
 _LOWERINGS: dict[str, LoweringFn] = {}
+_plugin_loader: list[Callable[[], object]] = []  # set from above (``vyre_cuda/__init__``): loads plugin lowerings
 
 
 @dataclass
@@ -58,21 +59,28 @@ def unregister_lowering(op_id: str) -> None:
 
 
 def lowered_ops() -> frozenset[str]:
-    """The op ids that have a lowering now (plugin lowerings load through ``vyre_cuda.plugin``)."""
+    """The op ids that have a lowering now (plugin lowerings load through ``vyre_cuda.factory``)."""
     return frozenset(_LOWERINGS)
+
+
+def set_plugin_loader(load: Callable[[], object]) -> None:
+    """Have ``get_lowering`` call ``load()`` on a miss (the package root installs
+    ``vyre_cuda.factory.load_lowerings``: the code generator never imports upward)."""
+    _plugin_loader[:] = [load]
 
 
 def get_lowering(op_id: str) -> LoweringFn | None:
     """The lowering registered for ``op_id``, or None.
 
     Plugin packs reach this registry through the ``vyre_cuda_register_lowerings`` hook, which
-    ``vyre_cuda.plugin.load_lowerings`` feeds into ``register_lowering`` (once per process; it is
-    asked here on the first miss, so ``emit_ptx`` alone sees plugin lowerings too).
+    ``vyre_cuda.factory.load_lowerings`` feeds into ``register_lowering`` (once per process; it is
+    asked here on the first miss, through ``set_plugin_loader``, so ``emit_ptx`` alone sees plugin
+    lowerings too).
     """
     if op_id not in _LOWERINGS:
-        try:
-            from vyre_cuda.plugin import load_lowerings
-        except ImportError:
-            return None
-        load_lowerings()
+        for load in _plugin_loader:
+            try:
+                load()
+            except ImportError:
+                return None
     return _LOWERINGS.get(op_id)

@@ -206,8 +206,9 @@ class GraphCache:
         if entry is not None:
             self._drop(entry)
 
-    def evict_if(self, doomed: Callable[[Hashable, CapturedGraph], bool]) -> int:
-        """Drop every entry for which ``doomed(key, entry)`` holds; returns how many."""
+    def evict_if(self, doomed: Callable[[Any, CapturedGraph], bool]) -> int:
+        """Drop every entry for which ``doomed(key, entry)`` holds; returns how many. ``key`` is the
+        owner's key as it was stored (its owner knows its shape, e.g. a tuple)."""
         keys = [k for k, e in self._entries.items() if doomed(k, e)]
         for key in keys:
             self.evict(key)

@@ -70,11 +70,11 @@ def takes(program: Program, inputs: Sequence[object], config: DispatchConfig | N
     return device
 
 
-def _host_words(data: object) -> int:
+def _host_words(data: Any) -> int:
     nbytes = getattr(data, "nbytes", None)
     if nbytes is None:
         try:
-            nbytes = memoryview(data).nbytes  # type: ignore[arg-type]
+            nbytes = memoryview(data).nbytes
         except TypeError:
             return HOST_WORDS + 1  # not a buffer: the regular path reports it
     return -(-int(nbytes) // 4)
@@ -309,7 +309,7 @@ class _Null:
     ptr = 0
 
 
-def _read_inputs(program: Program, inputs: Sequence[object], device_id: int
+def _read_inputs(program: Program, inputs: Sequence[Any], device_id: int
                  ) -> tuple[dict[str, int], dict[str, tuple[int, int]], dict[str, tuple[int, ...]], tuple]:
     """Pointers and byte spans of the device inputs, host inputs as u32 words, and the call's shape:
     per input its library, dtype, bytes, contiguity and device (device arrays) or bytes and dtype
@@ -321,11 +321,11 @@ def _read_inputs(program: Program, inputs: Sequence[object], device_id: int
     for decl, data in zip(program.inputs, inputs):
         kind = device_kind(data)
         if kind == "cupy":
-            ptr, nbytes = data.data.ptr, data.nbytes  # type: ignore[attr-defined]
-            shape.append((kind, data.dtype, nbytes, data.flags.c_contiguous, data.device.id))  # type: ignore[attr-defined]
+            ptr, nbytes = data.data.ptr, data.nbytes
+            shape.append((kind, data.dtype, nbytes, data.flags.c_contiguous, data.device.id))
         elif kind == "torch":
-            ptr, nbytes = data.data_ptr(), data.numel() * data.element_size()  # type: ignore[attr-defined]
-            shape.append((kind, data.dtype, nbytes, data.is_contiguous(), data.device.index))  # type: ignore[attr-defined]
+            ptr, nbytes = data.data_ptr(), data.numel() * data.element_size()
+            shape.append((kind, data.dtype, nbytes, data.is_contiguous(), data.device.index))
         elif kind is not None:
             ptr, nbytes = device_pointer(decl, data, device_id)
             shape.append((kind, str(getattr(data, "dtype", "")), nbytes))

@@ -30,6 +30,7 @@ import numpy as np
 from vyre.driver.backend import CompiledPipeline, Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.ir.program import BufferDecl, Program
+from vyre_cuda.dispatch.context import DeviceContext
 from vyre_cuda.dispatch.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
 from vyre_cuda.dispatch.inplace import takes
 from vyre_cuda.dispatch.staging import Source, aligned, check_inputs, copy_in, host_bytes_of
@@ -55,7 +56,7 @@ class ResidentBinding:
     __slots__ = ("program", "config", "handles", "prepared", "plan", "buffers", "zero", "key", "closed", "memset",
                  "spans", "_fills", "_head")
 
-    def __init__(self, backend: Any, program: Program, handles: Sequence[Resident],
+    def __init__(self, backend: DeviceContext, program: Program, handles: Sequence[Resident],
                  config: DispatchConfig | None) -> None:
         handles = tuple(handles)
         prepared = backend.prepared(program, config)
@@ -113,7 +114,7 @@ class ResidentBinding:
         """Every device buffer a captured launch of this binding points at (to pin in a graph)."""
         return (*self.buffers, self.plan.params.buffer)
 
-    def close(self, backend: Any) -> None:
+    def close(self, backend: DeviceContext) -> None:
         """Unpin the buffers and give the parameter block back (a graph may still pin both)."""
         if not self.closed:
             self.closed = True

@@ -18,7 +18,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from vyre.driver.config import DispatchConfig, default_elements, effective_workgroup
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
@@ -88,7 +88,8 @@ class PreparedProgram:
 
     def launch_grid(self, grid: Sequence[int]) -> tuple[int, int, int]:
         """The hardware grid that runs the logical ``grid``."""
-        return launch_grid(grid, self.coarsen) if self.coarsen > 1 else tuple(grid)
+        # grid is a checked (x, y, z) grid (check_geometry)
+        return launch_grid(grid, self.coarsen) if self.coarsen > 1 else cast("tuple[int, int, int]", tuple(grid))
 
     def zero_fills(self, grid: Sequence[int], counts: Mapping[str, int]) -> tuple[BufferDecl, ...]:
         """The ``output`` buffers to zero before a launch of the logical ``grid`` (``codegen.written``):
@@ -152,6 +153,7 @@ class ProgramCache:
         check_workgroup_memory(program, rt.limits)
         check_geometry(name, (1, 1, 1), block, 0, rt.limits)
         if kernel is None:
+            assert ptx is not None  # emitted above: only a warm start (a kernel found) has no PTX
             with nvtx_range("vyre.cuda.compile", entry), cuda_errors(f"loading the kernel of program {name}"):
                 kernel = rt.modules.load(ptx, entry)
             if index is not None:

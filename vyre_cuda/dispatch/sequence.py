@@ -57,6 +57,7 @@ from vyre.driver.resident_args import (
     unpack_step,
 )
 from vyre_cuda.codegen.versions import ptx_version_for_driver
+from vyre_cuda.dispatch.context import DeviceContext
 from vyre_cuda.dispatch.graphs import CapturedGraph, GraphCache, graphs_enabled
 from vyre_cuda.dispatch.pipeline import ResidentBinding, run_binding
 from vyre_cuda.dispatch.staging import aligned
@@ -100,7 +101,7 @@ def snapshot(steps: Sequence) -> Sequence:
 class SequenceDispatcher:
     """Sequences, repeats and fixed points of one backend (see the module docstring)."""
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: DeviceContext) -> None:
         self.backend = backend  # its prepared / resident_layout / for_grid / plan_for / close_plan
         self.runtime = backend.runtime
         telemetry = self.runtime.telemetry
@@ -590,7 +591,7 @@ class Watches:
                 raise fail(word)
 
 
-def release(backend: Any) -> None:
+def release(backend: DeviceContext) -> None:
     """Drop what sequences keep for ``backend`` (graphs, bindings, bodies, flag slots, control block)."""
     with backend.lock:
         backend.sequences.close()
@@ -645,7 +646,7 @@ def body_key(body: tuple, chunk: int, overlap: bool) -> tuple:
 class CompiledSequence:
     """Steps bound and (with graphs on) captured once: ``launch()`` is one graph replay."""
 
-    def __init__(self, backend: Any, steps: Sequence[object]) -> None:
+    def __init__(self, backend: DeviceContext, steps: Sequence[object]) -> None:
         self.backend = backend
         self.runtime = backend.runtime
         self.sequences: SequenceDispatcher = backend.sequences
@@ -710,7 +711,7 @@ class CallerSequence(CompiledSequence):
 
     BODIES = 8
 
-    def __init__(self, backend: Any, steps: Sequence[object]) -> None:
+    def __init__(self, backend: DeviceContext, steps: Sequence[object]) -> None:
         self.bodies: OrderedDict[tuple, Body] = OrderedDict()
         super().__init__(backend, steps)
         self.borrowed = tuple(b for b in self.buffers if b.borrowed)
@@ -750,6 +751,6 @@ class CallerSequence(CompiledSequence):
             self.bindings, self.bodies = (), OrderedDict()
 
 
-def compile_sequence(backend: Any, steps: Sequence[object]) -> CompiledSequence:
+def compile_sequence(backend: DeviceContext, steps: Sequence[object]) -> CompiledSequence:
     """Bind ``steps`` once for repeated ``launch()``/``run()`` (see ``CompiledSequence``)."""
     return CompiledSequence(backend, steps)

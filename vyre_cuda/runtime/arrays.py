@@ -9,6 +9,7 @@ a typed array holds the buffer's element type (``vyre.driver.inputs.check_input_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -103,13 +104,13 @@ _KINDS: dict[type, str | None] = {}  # array type -> its kind (``device_kind``),
 _ASK = "ask"  # a type whose objects must each be asked (``is_device_array``)
 
 
-def device_kind(data: object) -> str | None:
+def device_kind(data: Any) -> str | None:
     """``"cupy"`` (a CuPy array), ``"torch"`` (a CUDA torch tensor), ``"device"`` (another CUDA array:
     CUDA array interface or DLPack) or None (host data). Cheap for CuPy, torch and numpy."""
     t = type(data)
     kind = _KINDS[t] if t in _KINDS else _learn(t, data)
     if kind == "torch":
-        return "torch" if data.is_cuda else None  # type: ignore[attr-defined]
+        return "torch" if data.is_cuda else None
     if kind == _ASK:
         return "device" if is_device_array(data) else None
     return kind
@@ -139,18 +140,18 @@ def device_pointer(decl: BufferDecl, data: object, device_id: int) -> tuple[int,
     return arr.data.ptr, arr.nbytes
 
 
-def array_span(data: object, device_id: int, what: str) -> tuple[int, int]:
+def array_span(data: Any, device_id: int, what: str) -> tuple[int, int]:
     """``(pointer, nbytes)`` of a C-contiguous device array on ``device_id`` (``InvalidProgram`` with a
     Fix otherwise; ``what`` names it). CuPy arrays and torch tensors are read directly."""
     kind = device_kind(data)
     if kind == "cupy":
-        if data.device.id != device_id or not data.flags.c_contiguous:  # type: ignore[attr-defined]
+        if data.device.id != device_id or not data.flags.c_contiguous:
             device_array(data, what, device_id)  # raises the precise error
-        return data.data.ptr, data.nbytes  # type: ignore[attr-defined]
+        return data.data.ptr, data.nbytes
     if kind == "torch":
-        if data.device.index != device_id or not data.is_contiguous():  # type: ignore[attr-defined]
+        if data.device.index != device_id or not data.is_contiguous():
             device_array(data, what, device_id)
-        return data.data_ptr(), data.numel() * data.element_size()  # type: ignore[attr-defined]
+        return data.data_ptr(), data.numel() * data.element_size()
     arr = device_array(data, what, device_id)
     if arr is None:
         raise InvalidProgram(f"{what} is not a device array", "pass a CuPy array or a CUDA torch tensor.")
@@ -178,7 +179,7 @@ def new_device_array(kind: str, dtype: DataType, count: int, device_id: int) -> 
     return out, out.data.ptr
 
 
-def stream_pointer(stream: object | None, inputs: tuple = ()) -> int:
+def stream_pointer(stream: object | None, inputs: Sequence[object] = ()) -> int:
     """The CUDA stream handle a call is ordered on: ``stream`` (a CuPy or torch stream, an object
     with ``__cuda_stream__``, or a raw handle), else the current stream of the inputs' library
     (torch's for torch tensors, else CuPy's)."""
@@ -194,7 +195,7 @@ def stream_pointer(stream: object | None, inputs: tuple = ()) -> int:
         return stream
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
-        value = protocol() if callable(protocol) else protocol
+        value: Any = protocol() if callable(protocol) else protocol
         return int(value[1])
     for attr in ("ptr", "cuda_stream"):  # CuPy streams, torch streams
         handle = getattr(stream, attr, None)

@@ -49,7 +49,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 from vyre_cuda.runtime import settings
 from vyre_cuda.runtime.cache_fs import (
@@ -92,7 +92,7 @@ def cache_version() -> str:
     vyre and vyre_cuda ship in one distribution, so this is ``vyre.__version__``: a constant, read
     without ``importlib.metadata`` (whose lookup alone cost a warm start ~0.5 ms).
     """
-    from vyre import __version__
+    from vyre.version import __version__
 
     return str(__version__).replace(os.sep, "_")
 
@@ -232,6 +232,27 @@ class _File(NamedTuple):
     name: str
 
 
+class CacheInfo(TypedDict):
+    """What ``DiskCache.info`` reports (``vyre cache info --json`` prints it as is)."""
+
+    path: str
+    entries: int
+    files: int
+    bytes: int
+    max_bytes: int
+    driver_jit_path: str
+    driver_jit_bytes: int
+    writable: bool
+    driver_jit_complete: bool
+    problems: list[str]
+    hits: int
+    misses: int
+    evictions: int
+    corrupt: int
+    untrusted: int
+    write_errors: int
+
+
 class DiskCache:
     """A directory of cached blobs shared by threads and processes; see the module docstring."""
 
@@ -239,7 +260,8 @@ class DiskCache:
         self.root = Path(root).expanduser() if root is not None else default_cache_dir()
         self.max_bytes = max_bytes_from_env() if max_bytes is None else int(max_bytes)
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(("hits", "misses", "evictions", "corrupt", "untrusted", "write_errors"), 0)
+        self._counts: dict[str, int] = dict.fromkeys(
+            ("hits", "misses", "evictions", "corrupt", "untrusted", "write_errors"), 0)
         self._approx_bytes: int | None = None  # unknown until the first scan
         self._warned = False
         self._parents_trusted = False  # parent_problem found nothing (checked until it does)
@@ -306,24 +328,26 @@ class DiskCache:
         with self._lock:
             return dict(self._counts)
 
-    def info(self) -> dict[str, object]:
+    def info(self) -> CacheInfo:
         """Path, entry/file counts, bytes, cap, driver JIT cache size (and whether the bounded walk saw all
         of it), writability, problems (see ``problems``) and counters."""
         files = self._scan(clean=False)
         jit_bytes, jit_complete = self._driver_jit_usage()
-        return {
-            "path": str(self.root),
-            "entries": sum(f.sub == ENTRIES for f in files),
-            "files": sum(f.sub == FILES for f in files),
-            "bytes": sum(f.size for f in files),
-            "max_bytes": self.max_bytes,
-            "driver_jit_path": str(self.root / DRIVER_JIT),
-            "driver_jit_bytes": jit_bytes,
-            "writable": self.writable(),
-            "driver_jit_complete": jit_complete,
-            "problems": self.problems(),
-            **self.counters(),
-        }
+        counts = self.counters()
+        return CacheInfo(
+            path=str(self.root),
+            entries=sum(f.sub == ENTRIES for f in files),
+            files=sum(f.sub == FILES for f in files),
+            bytes=sum(f.size for f in files),
+            max_bytes=self.max_bytes,
+            driver_jit_path=str(self.root / DRIVER_JIT),
+            driver_jit_bytes=jit_bytes,
+            writable=self.writable(),
+            driver_jit_complete=jit_complete,
+            problems=self.problems(),
+            hits=counts["hits"], misses=counts["misses"], evictions=counts["evictions"], corrupt=counts["corrupt"],
+            untrusted=counts["untrusted"], write_errors=counts["write_errors"],
+        )
 
     def problems(self) -> list[str]:
         """Why (parts of) this cache are refused: a symlinked root, directories or entries that another

@@ -112,11 +112,11 @@ class TreeWalk:
         self.entries = 0
         self.complete = True
 
-    def walk(self, top_fd: int, descend: Callable[[str], bool] = lambda name: True
+    def walk(self, top_fd: int, descend: Callable[[str], object] = lambda name: True
              ) -> Iterator[tuple[int, str, os.stat_result]]:
         """``(parent_fd, name, lstat)`` for everything under ``top_fd``, a directory after its contents.
 
-        Symlinks are reported, never followed. Only directories for which ``descend(name)`` holds
+        Symlinks are reported, never followed. Only directories for which ``descend(name)`` is truthy
         are entered. ``parent_fd`` stays open until the consumer asks for the next item.
         """
         stack: list[tuple[int, Iterator[os.DirEntry[str]], str, os.stat_result | None]] = []

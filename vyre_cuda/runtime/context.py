@@ -62,12 +62,13 @@ class DeviceRuntime:
         with cuda_errors(f"starting the cuda backend on device {self.device_id}"):
             cupy.cuda.Device(self.device_id).use()
             self.stream = cupy.cuda.Stream(non_blocking=True)
-            self.stream_ptr = self.stream.ptr
+            self.stream_ptr: int = self.stream.ptr
             self.heap = DeviceHeap(settings.memory_limit(), self.telemetry)
             self.resident = ResidentPool(self.heap, self.telemetry, owner=owner)
             self.transient = TransientPool(self.heap, self.telemetry)
             self.staging = PinnedStaging(self.stream, self.telemetry)
-            self.ring = PinnedRing(self.stream, on_sync=lambda: self.telemetry.add("cuda_sync_points"))
+            self.ring: PinnedRing | None = PinnedRing(  # None once forget() dropped it
+                self.stream, on_sync=lambda: self.telemetry.add("cuda_sync_points"))
         self.modules = ModuleCache(info, DiskCache())
         self.param_buffers: list[DeviceBuffer] = []
         self.warm_up()
@@ -104,6 +105,7 @@ class DeviceRuntime:
     # ---- parameter blocks ----------------------------------------------------------------------------
     def param_block(self, nwords: int) -> ParamBlock:
         """A new device block of ``nwords`` u32 parameter words (given back by ``release_params``)."""
+        assert self.ring is not None, "param_block on a lost runtime"  # callers check_open first; forget() closes
         buf = self.heap.take(nwords * 4)
         self.param_buffers.append(buf)
         return ParamBlock(buf, nwords, self.ring)

@@ -161,8 +161,8 @@ def _text(value: Any) -> str:
 
 
 def _triple(value: Any) -> tuple[int, int, int]:
-    items = [int(v) for v in (value or ())][:3]
-    return tuple(items + [1] * (3 - len(items)))  # type: ignore[return-value]
+    items = [int(v) for v in (value or ())][:3] + [1, 1, 1]  # missing dimensions are 1
+    return items[0], items[1], items[2]
 
 
 def _from_properties(index: int, props: dict[str, Any], driver: int, runtime: int) -> DeviceInfo:

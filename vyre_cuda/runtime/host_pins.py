@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from vyre.reference.limits import physical_memory
 from vyre_cuda.runtime import settings
@@ -161,7 +162,7 @@ class HostPins:
         except Exception:  # noqa: BLE001, S110 - a driver already shut down has freed it
             pass
 
-    def pinned_empty(self, count: int, dtype: np.dtype) -> np.ndarray:
+    def pinned_empty(self, count: int, dtype: DTypeLike) -> np.ndarray:
         """A new host array for a result, in pinned memory when it is large (from a pool, so a
         result dropped by the caller is reused by the next one of its size)."""
         dtype = np.dtype(dtype)

@@ -336,9 +336,10 @@ class LaunchPlan:
             try:
                 rc = self._call_fn(*self._call)
             except Exception as exc:  # noqa: BLE001 - the "cupy" path raises
-                rc = _status(exc)
-                if rc is None:
+                status = _status(exc)
+                if status is None:
                     raise translate(exc, f"launching program {self.name}") from exc
+                rc = status
         if rc:
             raise launch_error(rc, self.name)
 
@@ -407,7 +408,7 @@ class PinnedRing:
         self._on_sync = on_sync
         self._foreign = False  # copied on another stream since the ring last wrapped
 
-    def put(self, values: Sequence[int], stream: Any = None) -> int:
+    def put(self, values: Sequence[int] | np.ndarray, stream: Any = None) -> int:
         """Copy ``values`` into the ring for a copy on ``stream`` (default: the ring's own); the host
         address of the copy (valid until the ring wraps: wrapping waits for every stream copied on)."""
         n = len(values)

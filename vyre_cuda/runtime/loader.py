@@ -90,9 +90,9 @@ class ModuleCache:
         self._modules: dict[str, tuple[Any, bool]] = {}  # key -> (RawModule, cubin_cached)
         self._kernels: dict[tuple[str, str], LoadedKernel] = {}
         self._key_locks: dict[str, threading.Lock] = {}
-        self._counts = dict.fromkeys(("cuda_module_cache_hits", "cuda_module_cache_misses", "cuda_disk_cache_hits",
-                                      "cuda_disk_cache_misses", "cuda_cubin_link_failures", "cuda_index_hits",
-                                      "cuda_index_misses"), 0)
+        self._counts: dict[str, int] = dict.fromkeys(
+            ("cuda_module_cache_hits", "cuda_module_cache_misses", "cuda_disk_cache_hits", "cuda_disk_cache_misses",
+             "cuda_cubin_link_failures", "cuda_index_hits", "cuda_index_misses"), 0)
 
     def load(self, ptx: str, entry: str) -> LoadedKernel:
         """The kernel ``entry`` of ``ptx``, loading the module on first use (see the module docstring)."""

@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from vyre.driver.backend import Resident
 from vyre.driver.errors import DeviceOutOfMemory, InvalidHandle
@@ -323,16 +324,17 @@ class ResidentPool(_Pool):
 
     def resolve(self, handle: object) -> DeviceBuffer:
         """The buffer behind ``handle``; ``InvalidHandle`` for freed, foreign or forged handles."""
-        entry = self._live.get(getattr(handle, "id", None))  # type: ignore[arg-type]
+        key: Any = getattr(handle, "id", None)  # a forged handle's id may be anything (or none): refused below
+        entry = self._live.get(key)
         if entry is not None and entry[0] is handle:
             return entry[1]
         raise self._why_invalid(handle)
 
-    def free(self, handle: object) -> None:
+    def free(self, handle: Resident) -> None:
         """Release ``handle``; its memory returns to the heap (after the last pin, if pinned)."""
         with self.heap.lock:
             buf = self.resolve(handle)
-            del self._live[handle.id]  # type: ignore[union-attr]
+            del self._live[handle.id]
             self.generation += 1
             self.telemetry.set("cuda_resident_handles", len(self._live))
             if buf.borrowed:  # the caller's memory stays theirs
@@ -559,7 +561,7 @@ class PinnedStaging:
         self._held.append((event, data))
         return event
 
-    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
+    def empty(self, count: int, dtype: DTypeLike) -> np.ndarray:
         """A new host array for a result: pinned (from a pool) when large, so it is filled by one DMA."""
         return PINS.pinned_empty(count, dtype)
 

@@ -32,10 +32,10 @@ _MODULE_KEY = re.compile(rb"[0-9a-f]{64}")
 
 
 def _source_dirs() -> tuple[Path, ...]:
-    import vyre
-    import vyre_cuda
+    import vyre.ir
+    import vyre_cuda.codegen
 
-    return (Path(vyre_cuda.__file__).parent / "codegen", Path(vyre.__file__).parent / "ir")
+    return (Path(vyre_cuda.codegen.__file__).parent, Path(vyre.ir.__file__).parent)
 
 
 @functools.cache
