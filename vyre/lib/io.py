@@ -319,23 +319,34 @@ class FastCall:
         self.inputs, self.results, self.compiled = tuple(rec.inputs), tuple(rec.results), compiled
         self.writes = [(plan.params, plan._words.copy())]
         self.watch = [(handle, 4 * word, fail) for handle, word, fail in plan.checks]
+        # the replay lane: with no watched words, a call whose stream and array addresses equal the
+        # last call's replays that call's graph (``compiled.replay``) without re-pointing anything
+        self.lane = not self.watch and hasattr(compiled, "replay")
+        self.last: tuple | None = None
 
     def run(self, call: Call, shape: Callable[[list[Any]], Any]) -> Any:
         """The call's result, or None when a role's handle changed (scratch released) or the
         compiled steps refuse (a freed handle): compile again."""
+        stream, given = call.stream, call.given
+        inputs = [call.device_data(given[index]) for _, index, _ in self.inputs]
+        new_array, like = call.backend.new_array, call.like
+        arrays = [new_array(like, dtype, elements, stream) for _, dtype, elements, _ in self.results]
+        where = None
+        if self.lane:
+            pointer = self.compiled.pointer
+            where = (stream.ptr, *map(pointer, inputs), *map(pointer, arrays))
+            if where == self.last and self.compiled.replay(stream, self.writes):
+                return shape(arrays)
         borrow = call.scratch.borrow
-        for role, index, handle in self.inputs:
-            if borrow(role, call.device_data(call.given[index])) is not handle:
+        for (role, _, handle), data in zip(self.inputs, inputs, strict=True):
+            if borrow(role, data) is not handle:
                 return None
-        arrays = []
-        new_array, like, stream = call.backend.new_array, call.like, call.stream
-        for role, dtype, elements, handle in self.results:
-            array = new_array(like, dtype, elements, stream)
+        for (role, _, _, handle), array in zip(self.results, arrays, strict=True):
             if borrow(role, array) is not handle:
                 return None
-            arrays.append(array)
         if not self.compiled.enqueue(stream, self.writes, self.watch):
             return None
+        self.last = where
         return shape(arrays)
 
     def close(self) -> None:
