@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vyre import lib
-from vyre.driver.errors import InvalidProgram
+from vyre.driver.errors import InvalidHandle, InvalidProgram
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -286,3 +286,30 @@ def test_graphs_given_as_cupy_arrays_never_cross_to_the_host(backend, rng):
     np.testing.assert_array_equal(labels, graph.connected_components(ptr_h, idx_h, undirected=True))
     with pytest.raises(InvalidProgram, match="Fix: "):
         graph.bfs(cupy.asarray(ptr_h[::-1].copy()), idx_d, 0)
+
+
+def test_resident_array_is_a_device_array_for_cupy_and_torch(backend, rng):
+    """Results on resident buffers cross to CuPy (CAI v3, ordered by its stream key) and torch
+    (DLPack) without a copy, equal to numpy, and a change through the view is seen by vyre."""
+    torch = pytest.importorskip("torch")
+    x = rng.integers(0, 2**31, 300_001).astype(np.uint32)
+    handle = backend.allocate_resident(x.nbytes)
+    backend.upload_resident(handle, x)
+    out = lib.inclusive_scan(lib.ResidentArray(handle, np.uint32, x.size))  # on the backend's stream
+    view = cupy.asarray(out)  # waits for the backend's stream through the interface's stream key
+    assert view.data.ptr == out.__cuda_array_interface__["data"][0]
+    np.testing.assert_array_equal(cupy.asnumpy(view), np.cumsum(x, dtype=np.uint32))
+    tensor = torch.from_dlpack(out)
+    assert tensor.data_ptr() == view.data.ptr and tensor.dtype == torch.uint32
+    np.testing.assert_array_equal(tensor.cpu().numpy(), np.cumsum(x, dtype=np.uint32))
+    view[:5] = 7  # written through CuPy, read by vyre
+    cupy.cuda.Device().synchronize()
+    total = lib.reduce(lib.ResidentArray(out.handle, np.uint32, 5))
+    assert int(cupy.asarray(total).reshape(-1)[0]) == 35
+    backend.free_resident(total.handle)
+    empty = lib.inclusive_scan(lib.ResidentArray(handle, np.uint32, 0))
+    assert cupy.asarray(empty).size == 0
+    backend.free_resident(out.handle)
+    with pytest.raises(InvalidHandle):
+        _ = out.__cuda_array_interface__
+    backend.free_resident(handle)
