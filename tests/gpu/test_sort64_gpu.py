@@ -9,6 +9,7 @@ import pytest
 
 from tests.lib import expected as E
 from vyre import lib
+from vyre.lib import kernels as K
 from vyre.lib import plan as topo
 
 pytestmark = pytest.mark.gpu
@@ -86,11 +87,28 @@ def test_float64_nans_and_zeros(backend, rng):
 
 @pytest.mark.parametrize("dtype", KEY_TYPES)
 def test_native_and_composite_plans_agree(backend, rng, monkeypatch, dtype):
+    """The native plan (eight passes over the whole keys) and the composite one (two 32-bit sorts of
+    indices and gathers, forced by a zero ``ONESWEEP_LIMIT``) give the same bytes."""
+    built: list[str] = []
+
+    def spy(name: str) -> None:
+        real = getattr(K, name)
+        monkeypatch.setattr(K, name, lambda *args, **kwargs: built.append(name) or real(*args, **kwargs))
+
+    spy("radix_histograms")
+    spy("split_keys")
+    lib.release_scratch(backend)  # drops compiled calls of CuPy arrays: each plan below is built anew
     n = (1 << 22) + 5
     keys = cupy.asarray(_keys(rng, dtype, n))
     values = cupy.asarray(E.data(rng, np.float64, n))
-    native = [host(a) for a in (lib.argsort(keys, backend=backend), *lib.sort(keys, values, backend=backend))]
-    monkeypatch.setattr(topo, "ONESWEEP_LIMIT", 0)
-    composite = [host(a) for a in (lib.argsort(keys, backend=backend), *lib.sort(keys, values, backend=backend))]
+    try:
+        native = [host(a) for a in (lib.argsort(keys, backend=backend), *lib.sort(keys, values, backend=backend))]
+        assert "radix_histograms" in built and "split_keys" not in built
+        monkeypatch.setattr(topo, "ONESWEEP_LIMIT", 0)
+        lib.release_scratch(backend)
+        composite = [host(a) for a in (lib.argsort(keys, backend=backend), *lib.sort(keys, values, backend=backend))]
+        assert "split_keys" in built
+    finally:
+        lib.release_scratch(backend)
     for a, b in zip(native, composite):
         assert a.tobytes() == b.tobytes()
