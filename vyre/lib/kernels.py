@@ -824,20 +824,6 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
 RADIX_PASSES = 32 // RADIX_BITS
 LOOKBACK_STARTS = RADIX_PASSES
 LOOKBACK_HEAD = LOOKBACK_STARTS + RADIX_PASSES * (1 << RADIX_BITS)
-
-
-def radix_passes(raw: DataType) -> int:
-    """The 8-bit digit passes of keys whose bits are ``raw`` (4 for U32, 8 for U64)."""
-    return 8 * raw.size // RADIX_BITS
-
-
-def lookback_starts(passes: int) -> int:
-    return passes
-
-
-def lookback_head(passes: int) -> int:
-    return lookback_starts(passes) + passes * (1 << RADIX_BITS)
-
 FLAG_A = 1 << 30    # a tile's own count of the digit (an aggregate)
 FLAG_P = 1 << 31    # the count of the digit in this and every lower tile (an inclusive prefix)
 SPIN = (6, 16)      # the look-back's wait: 6 nested loops of 16 trips, at most 16**6 trips
@@ -847,6 +833,21 @@ ONESWEEP_VALUE_ITEMS = 16  # with values (tile 4096; 47 KB of workgroup memory, 
 ONESWEEP_WIDE_ITEMS = 16  # 64-bit keys alone (tile 4096; 46 KB of workgroup memory)
 ONESWEEP_WIDE_VALUE_ITEMS = 8  # 64-bit keys with values or indices (tile 2048; 34 KB, 42 KB with 8-byte values)
 HISTOGRAM_ITEMS = 8  # keys per invocation and round of the digit histograms (all loaded first)
+
+
+def radix_passes(raw: DataType) -> int:
+    """The 8-bit digit passes of keys whose bits are ``raw`` (4 for U32, 8 for U64)."""
+    return 8 * raw.size // RADIX_BITS
+
+
+def lookback_starts(passes: int) -> int:
+    """The first word of the digit counts (then starts) in the ``lookback`` buffer of ``passes`` passes."""
+    return passes
+
+
+def lookback_head(passes: int) -> int:
+    """The first word of the look-back regions in the ``lookback`` buffer of ``passes`` passes."""
+    return lookback_starts(passes) + passes * (1 << RADIX_BITS)
 
 
 def onesweep_items(raw: DataType, values: str) -> int:
