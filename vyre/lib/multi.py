@@ -332,49 +332,61 @@ def _device_ops_of(backend: Any) -> tuple[Any, Any]:
 
 # ---- the cache of compiled calls ---------------------------------------------------------------------------
 CACHE_SIZE = 32  # compiled calls kept by multi.map (the least recently used one is dropped first)
-_cache: OrderedDict[tuple, CompiledMap] = OrderedDict()
+_calls: OrderedDict[tuple, CompiledMap] = OrderedDict()  # (program fingerprint, rest of the key) -> call
+#: (id(program), rest) -> (program, its _calls key): the per-call lookup, which keeps the program alive
+#: (so its id stays its own); an equal program built anew finds the call through its fingerprint
+_by_id: dict[tuple, tuple[Program, tuple]] = {}
 _cache_lock = threading.Lock()
 _counts = {"hits": 0, "misses": 0}
 
 
 def cache_info() -> dict[str, int]:
-    """``multi.map``'s compiled calls: ``hits``, ``misses``, ``size`` and ``max_size``."""
+    """``multi.map``'s compiled calls: ``hits``, ``misses``, ``size`` (calls kept) and ``max_size``."""
     with _cache_lock:
-        return {**_counts, "size": len(_cache), "max_size": CACHE_SIZE}
+        return {**_counts, "size": len(_calls), "max_size": CACHE_SIZE}
 
 
 def cache_clear() -> None:
     """Drop every compiled call of ``multi.map`` and zero the counts."""
     with _cache_lock:
-        _cache.clear()
+        _calls.clear()
+        _by_id.clear()
         _counts.update(hits=0, misses=0)
 
 
 def _lookup(program: Program, inputs: Sequence[object], devices: Sequence[object] | None,
             reduce: Mapping[str, str] | None, config: DispatchConfig | None, stats: dict | None
             ) -> tuple[CompiledMap, _Bound]:
-    """The compiled call for this program and shape of inputs (from the cache, or made and kept)."""
+    """The compiled call for this program and shape of inputs (from the cache, or made and kept):
+    looked up by the program's identity, then by its fingerprint (an equal program built anew)."""
     _check_reduce(reduce)
     bound = _read(program, inputs)
-    key = (id(program), tuple(sorted(reduce.items())) if reduce else None, _config_key(config),
-           None if devices is None else tuple(_device_key(d) for d in devices), bound.shapes)
+    rest = (tuple(sorted(reduce.items())) if reduce else None, _config_key(config),
+            None if devices is None else tuple(_device_key(d) for d in devices), bound.shapes)
+    fast = (id(program), *rest)
     with _cache_lock:
-        call = _cache.get(key)
-        if call is not None and call.source is program and call.usable:
-            _cache.move_to_end(key)
-            _counts["hits"] += 1
-            hit = True
-        else:
-            hit = False
+        alias = _by_id.get(fast)
+        key = alias[1] if alias is not None and alias[0] is program else None
+    if key is None:
+        key = (program.fingerprint(), *rest)
+    with _cache_lock:
+        call = _calls.get(key)
+        hit = call is not None and call.usable
+        if hit:
+            _calls.move_to_end(key)
     if not hit:
         call = _build(program, bound, devices, reduce, config or DispatchConfig())
-        with _cache_lock:
-            _counts["misses"] += 1
-            _cache[key] = call
-            _cache.move_to_end(key)
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
     assert call is not None
+    with _cache_lock:
+        _counts["hits" if hit else "misses"] += 1
+        if not hit:
+            _calls[key] = call
+            while len(_calls) > CACHE_SIZE:
+                _calls.popitem(last=False)
+        if alias is None or alias[0] is not program:
+            _by_id[fast] = (program, key)
+            while len(_by_id) > 4 * CACHE_SIZE:
+                del _by_id[next(iter(_by_id))]
     if stats is not None:
         stats["compiled"] = "hit" if hit else "miss"
     return call, bound
