@@ -20,6 +20,7 @@ program, ``reduce``, the config, the devices and the inputs' lengths and dtypes:
 as a ``CompiledMap`` and kept (``CACHE_SIZE`` of them, least recently used dropped first;
 ``cache_info``), so a repeat call only binds the new arrays and launches. ``compile`` hands one
 to the caller.
+
 ``reduce``, ``histogram``, ``inclusive_scan`` and ``sort`` (``vyre.lib.multi_ops``) build
 multi-device library calls from the one-device ``vyre.lib`` functions.
 """
@@ -232,7 +233,7 @@ class CompiledMap:
     arrays are ordered on those streams, as the one-device in-place dispatch's are. The rest run
     one thread per device through resident buffers, finished on return."""
 
-    source: Program  # as given (the cache keys on its id, so it is kept alive here)
+    source: Program  # the program it was made from (as given)
     program: Program  # with the workgroup override folded in
     config: DispatchConfig
     plan: SplitPlan
