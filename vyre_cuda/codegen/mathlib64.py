@@ -266,7 +266,7 @@ def _asin_parts(m: Arith[V, P], a: V) -> tuple[V, V]:
     return s, tail
 
 
-def _minus_twice(m: Arith[V, P], c: tuple[float, float], s: V, tail: V) -> V:
+def _minus_twice(m: Arith[V, P], c: Sequence[float], s: V, tail: V) -> V:
     """c - 2 (s + tail) for the double-double constant c, with the leading difference exact."""
     h, e = _Ops(m).two_sum(m.num(c[0]), m.neg(m.add(s, s)))
     return m.add(h, m.add(e, m.sub(m.num(c[1]), m.add(tail, tail))))
@@ -429,12 +429,13 @@ class PtxArith:
         return self._f("selp.b64", t, f, p)
 
 
-def _lowering(algorithm: Callable[..., object]) -> Callable[[Builder, str], str]:
+def _lowering(op: str, algorithm: Callable[..., object]) -> Callable[[Builder, str], str]:
     def lower(b: Builder, x: str) -> str:
+        b.comment(f"f64 {op}")
         return str(algorithm(PtxArith(b), x))
 
     return lower
 
 
 #: op -> PTX lowering of the F64 function (``fn(builder, operand_reg) -> result_reg``)
-FUNCTIONS: dict[str, Callable[[Builder, str], str]] = {op: _lowering(fn) for op, fn in ALGORITHMS.items()}
+FUNCTIONS: dict[str, Callable[[Builder, str], str]] = {op: _lowering(op, fn) for op, fn in ALGORITHMS.items()}
