@@ -4,7 +4,8 @@
 numpy's correctly rounded operations (as ``.rn`` PTX), fma is the oracle's exact single-rounding
 emulation, rint rounds half to even (``cvt.rni``), min/max return the non-NaN operand
 (``min.f64``/``max.f64``), and pow2/frexp are exact. Running a ``mathlib64.ALGORITHMS`` entry
-with it evaluates, on the CPU, the instruction sequence the emitter writes.
+with it evaluates, on the CPU, the instruction sequence the emitter writes. The tables below
+(documented bounds, references, domains, edge inputs) are shared by the CPU and GPU tests.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from vyre.reference.floats import fma_f64
+from vyre_cuda.codegen import mathlib64_consts as C
 from vyre_cuda.codegen.mathlib64 import ALGORITHMS
 
 Arr = np.ndarray
@@ -96,3 +98,36 @@ def model(op: str, x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, np.float64).ravel()
     with np.errstate(all="ignore"):
         return np.asarray(ALGORITHMS[op](NumpyArith(x.size), x), np.float64)
+
+
+#: docs/semantics.md: max error of the F64 ops, in ULP of the exact result and against the oracle
+EXACT_BOUND = 2.0
+ORACLE_BOUND = 2
+REF = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos,
+       "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+       "cosh": np.cosh, "tanh": np.tanh}
+#: op -> the finite inputs sampled (the whole finite domain where the result is finite)
+DOMAIN = {"exp": (-745.2, 709.78), "exp2": (-1075.0, 1023.99), "log": (0.0, 1.8e308), "log2": (0.0, 1.8e308),
+          "sin": (-C.TRIG_LIMIT, C.TRIG_LIMIT), "cos": (-C.TRIG_LIMIT, C.TRIG_LIMIT),
+          "tan": (-C.TRIG_LIMIT, C.TRIG_LIMIT), "asin": (-1.0, 1.0), "acos": (-1.0, 1.0),
+          "atan": (-1.8e308, 1.8e308), "sinh": (-710.47, 710.47), "cosh": (-710.47, 710.47), "tanh": (-40.0, 40.0)}
+EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e-310, 2.2250738585072014e-308, 1e-300,
+                  1e-20, 2.0**-26, 0.5, -0.5, 1.0, -1.0, 2.0, 7 / 16, 11 / 16, 19 / 16, 39 / 16, 0.625, 22.0,
+                  709.782712893384, 709.7827128933841, 710.0, -708.3964185322641, -745.1332191019411,
+                  -745.1332191019412, -1022.0, -1074.0, -1075.0, 1023.99, 1024.0, 710.4758600739439,
+                  710.475860073944, 2.0**50 - 1, 2.0**50, 1.7976931348623157e308, -1.7976931348623157e308])
+
+
+def samples(op: str, rng: np.random.Generator, n: int = 12000) -> np.ndarray:
+    """Inputs of ``op``: random bit patterns inside its domain (every binade), uniform samples of
+    the domain and of [-4, 4], then ``EDGES``."""
+    lo, hi = DOMAIN[op]
+    bits = rng.integers(0, 1 << 64, 4 * n, dtype=np.uint64).view(np.float64)
+    bits = bits[(bits >= lo) & (bits <= hi)][:n]  # NaNs compare false: dropped
+    near = rng.uniform(max(lo, -4.0), min(hi, 4.0), n)
+    return np.concatenate([bits, rng.uniform(max(lo, -1e300), min(hi, 1e300), n), near, EDGES])
+
+
+def in_domain(op: str, x: np.ndarray) -> np.ndarray:
+    """False where the documented result differs from the function (trig of |x| >= 2^50: NaN)."""
+    return ~(np.abs(x) >= C.TRIG_LIMIT) if op in ("sin", "cos", "tan") else np.ones(x.shape, bool)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.codegen.codegen_support import assemble, needs_ptxas
-from tests.codegen.f64_model import model
+from tests.codegen.f64_model import EDGES, EXACT_BOUND, ORACLE_BOUND, REF, in_domain, model, samples
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.generate import generate_case
 from vyre.ir.typing import TRANSCENDENTAL_UNARY
@@ -31,34 +31,8 @@ LD = np.longdouble
 EXTENDED = np.finfo(LD).nmant >= 63
 needs_long_double = pytest.mark.skipif(not EXTENDED, reason="numpy long double is not x87 extended here")
 
-#: docs/semantics.md: max error of the F64 ops, in ULP of the exact result and against the oracle
-EXACT_BOUND = 2.0
-ORACLE_BOUND = 2
-REF = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos,
-       "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-       "cosh": np.cosh, "tanh": np.tanh}
-#: op -> the finite inputs sampled (the whole finite domain where the result is finite)
-DOMAIN = {"exp": (-745.2, 709.78), "exp2": (-1075.0, 1023.99), "log": (0.0, 1.8e308), "log2": (0.0, 1.8e308),
-          "sin": (-C.TRIG_LIMIT, C.TRIG_LIMIT), "cos": (-C.TRIG_LIMIT, C.TRIG_LIMIT),
-          "tan": (-C.TRIG_LIMIT, C.TRIG_LIMIT), "asin": (-1.0, 1.0), "acos": (-1.0, 1.0),
-          "atan": (-1.8e308, 1.8e308), "sinh": (-710.47, 710.47), "cosh": (-710.47, 710.47), "tanh": (-40.0, 40.0)}
-EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e-310, 2.2250738585072014e-308, 1e-300,
-                  1e-20, 2.0**-26, 0.5, -0.5, 1.0, -1.0, 2.0, 7 / 16, 11 / 16, 19 / 16, 39 / 16, 0.625, 22.0,
-                  709.782712893384, 709.7827128933841, 710.0, -708.3964185322641, -745.1332191019411,
-                  -745.1332191019412, -1022.0, -1074.0, -1075.0, 1023.99, 1024.0, 710.4758600739439,
-                  710.475860073944, 2.0**50 - 1, 2.0**50, 1.7976931348623157e308, -1.7976931348623157e308])
-
-
 def test_every_transcendental_has_an_f64_algorithm() -> None:
     assert set(ALGORITHMS) == set(TRANSCENDENTAL_UNARY) == set(REF)
-
-
-def _samples(op: str, rng: np.random.Generator, n: int = 12000) -> np.ndarray:
-    lo, hi = DOMAIN[op]
-    bits = rng.integers(0, 1 << 64, 4 * n, dtype=np.uint64).view(np.float64)
-    bits = bits[(bits >= lo) & (bits <= hi)][:n]  # NaNs compare false: dropped
-    near = rng.uniform(max(lo, -4.0), min(hi, 4.0), n)
-    return np.concatenate([bits, rng.uniform(max(lo, -1e300), min(hi, 1e300), n), near, EDGES])
 
 
 def _exact_error(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -73,20 +47,15 @@ def _exact_error(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 @needs_long_double
 @pytest.mark.parametrize("op", sorted(REF))
 def test_model_error_within_the_documented_bound(op: str) -> None:
-    x = _samples(op, np.random.default_rng(sum(map(ord, op))))
+    x = samples(op, np.random.default_rng(sum(map(ord, op))))
     y = model(op, x)
     err = _exact_error(op, x, y)
     worst = int(np.argmax(err))
     assert err[worst] <= EXACT_BOUND, f"{op}({x[worst]!r}) = {y[worst]!r}: {err[worst]:.3f} ulp"
     with np.errstate(all="ignore"):
         oracle = UNARY[op](x)
-    dist = np.where(_in_domain(op, x), ulp_distance(oracle, y), 0)
+    dist = np.where(in_domain(op, x), ulp_distance(oracle, y), 0)
     assert oracle.dtype == np.float64 and dist.max() <= ORACLE_BOUND, (op, x[np.argmax(dist)])
-
-
-def _in_domain(op: str, x: np.ndarray) -> np.ndarray:
-    """False where the documented result differs from the function (trig of |x| >= 2^50: NaN)."""
-    return ~(np.abs(x) >= C.TRIG_LIMIT) if op in ("sin", "cos", "tan") else np.ones(x.shape, bool)
 
 
 @pytest.mark.parametrize("op", sorted(REF))
@@ -96,7 +65,7 @@ def test_specials_follow_annex_f(op: str) -> None:
     y = model(op, x)
     with np.errstate(all="ignore"):
         want = REF[op](x)
-    want = np.where(_in_domain(op, x), want, np.nan)  # documented: trig of |x| >= 2^50 is NaN
+    want = np.where(in_domain(op, x), want, np.nan)  # documented: trig of |x| >= 2^50 is NaN
     special = ~np.isfinite(want) | (want == 0) | ~np.isfinite(y)
     same = (np.isnan(want) & np.isnan(y)) | (want.view(np.uint64) == y.view(np.uint64))
     bad = special & ~same

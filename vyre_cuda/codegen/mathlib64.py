@@ -186,7 +186,7 @@ def _sin_cos(m: Arith[V, P], rh: V, rl: V) -> tuple[tuple[V, V], tuple[V, V]]:
     ze = m.fma(rh, rh, m.neg(z))  # rh^2 = z + ze exactly
     # sin(rh + rl) = rh + (rh z S(z) + rl (1 - z/2))
     s_tail = m.fma(m.mul(rh, z), o.poly(z, C.SIN_S), m.fma(m.mul(rl, m.num(-0.5)), z, rl))
-    # cos(rh + rl) = w + (((1 - w) - hz) + (z^2 C(z) - hze - rh rl)), w = 1 - hz, hz = z/2
+    # cos(rh + rl) = w + (((1 - w) - hz) + (z^2 C(z) - ze/2 - rh rl)), w = 1 - hz, hz = z/2
     hz = m.mul(z, m.num(0.5))
     w = m.sub(m.num(1.0), hz)
     corr = m.sub(m.mul(m.mul(z, z), o.poly(z, C.COS_C)), m.fma(rh, rl, m.mul(ze, m.num(0.5))))
