@@ -124,7 +124,10 @@ def test_f64_lowerings_assemble_for_sm_90() -> None:
 
 
 def test_wide_approximate_generator_emits_f64_transcendentals() -> None:
-    """``generate_program(approximate=True, wide=True)`` calls them on F64: valid, run by the oracle, lowered."""
+    """``generate_case(approximate=True, wide=True)`` calls them on F64: valid, lowered, run by the oracle,
+    and the text and wire formats carry them (the op names are the F32 ones)."""
+    from vyre.ir.text import parse, to_text
+    from vyre.ir.wire import from_wire, to_wire
     from vyre_cuda import emit_ptx
 
     seen: set[str] = set()
@@ -134,5 +137,6 @@ def test_wide_approximate_generator_emits_f64_transcendentals() -> None:
         found = {op for op in REF if f"// f64 {op}\n" in ptx}
         if found:
             run(case.program, case.inputs, case.config)
+            assert parse(to_text(case.program)) == case.program == from_wire(to_wire(case.program))
         seen |= found
     assert len(seen) >= 8, seen
