@@ -87,20 +87,25 @@ class _Ops(Generic[V, P]):
         return m.mul(m.mul(p, m.pow2(half)), m.pow2(m.sub(n, half)))
 
     def exp_parts(self, v: V) -> tuple[V, V]:
-        """(p, n) with e^v = p * 2^n, p in [0.7, 1.42], for |v| <= 746."""
+        """(t, n) with e^v = (1 + t) * 2^n, |t| <= 0.42, for |v| <= 746."""
         m = self.m
         n = m.rint(m.mul(v, m.num(C.LOG2E)))
         hi = m.fma(n, m.num(-C.LN2_HI), v)  # exact: n LN2_HI has 32 + 11 bits, Sterbenz
-        return self.exp_reduced(hi, m.mul(n, m.num(C.LN2_LO))), n
+        return self.exp_tail(hi, m.mul(n, m.num(C.LN2_LO))), n
 
-    def exp_reduced(self, hi: V, lo: V) -> V:
-        """e^(hi - lo) for |hi - lo| <= ln2/2 + tiny: 1 - ((lo - r c / (2 - c)) - hi)."""
+    def exp_tail(self, hi: V, lo: V) -> V:
+        """e^(hi - lo) - 1 for |hi - lo| <= ln2/2 + tiny: -((lo - r c / (2 - c)) - hi)."""
         m = self.m
         r = m.sub(hi, lo)
         z = m.mul(r, r)
         c = m.sub(r, m.mul(z, self.poly(z, C.EXP_P)))
         q = m.div(m.mul(r, c), m.sub(m.num(2.0), c))
-        return m.sub(m.num(1.0), m.sub(m.sub(lo, q), hi))
+        return m.neg(m.sub(m.sub(lo, q), hi))
+
+    def exp(self, v: V) -> V:
+        """e^v for v in [-746, 710] (rounded once, also when subnormal or overflowing)."""
+        t, n = self.exp_parts(v)
+        return self.scale(self.m.add(self.m.num(1.0), t), n)
 
     def nan_through(self, x: V, y: V) -> V:
         return self.m.select(self.m.isnan(x), x, y)
@@ -109,8 +114,7 @@ class _Ops(Generic[V, P]):
 # ---- exponentials and logarithms ------------------------------------------------------------------
 def exp(m: Arith[V, P], x: V) -> V:
     o = _Ops(m)
-    p, n = o.exp_parts(m.max(m.min(x, m.num(710.0)), m.num(-746.0)))
-    return o.nan_through(x, o.scale(p, n))
+    return o.nan_through(x, o.exp(m.max(m.min(x, m.num(710.0)), m.num(-746.0))))
 
 
 def exp2(m: Arith[V, P], x: V) -> V:
@@ -120,7 +124,7 @@ def exp2(m: Arith[V, P], x: V) -> V:
     f = m.sub(v, n)  # exact, |f| <= 1/2
     hi = m.mul(f, m.num(C.LN2_D))
     lo = m.neg(m.fma(f, m.num(C.LN2_D_LO), m.fma(f, m.num(C.LN2_D), m.neg(hi))))  # f ln2 = hi - lo
-    return o.nan_through(x, o.scale(o.exp_reduced(hi, lo), n))
+    return o.nan_through(x, o.scale(m.add(m.num(1.0), o.exp_tail(hi, lo)), n))
 
 
 def _log_parts(m: Arith[V, P], x: V) -> tuple[V, V, V]:
@@ -298,11 +302,16 @@ def acos(m: Arith[V, P], x: V) -> V:
 
 
 # ---- hyperbolic -------------------------------------------------------------------------------------
-def _half_exp(m: Arith[V, P], v: V) -> V:
-    """e^v / 2 for 0 <= v (clamped at 711: the result is then +inf)."""
+def _cosh_sinh(m: Arith[V, P], v: V, sign: float) -> V:
+    """(e^v + sign e^-v) / 2 for v >= 0 (+inf above ~710.5): with e^v / 4 = g + gt, g a power
+    of two, it is 2 (g + (gt + sign / (16 (g + gt)))), one rounding on the small part and one at
+    the end (doubling is exact or overflows)."""
     o = _Ops(m)
-    p, n = o.exp_parts(m.min(v, m.num(711.0)))
-    return o.scale(p, m.sub(n, m.num(1.0)))
+    t, n = o.exp_parts(m.min(v, m.num(711.0)))
+    quarter = m.sub(n, m.num(2.0))
+    g, gt = o.scale(m.num(1.0), quarter), o.scale(t, quarter)
+    small = m.mul(m.num(sign), m.div(m.num(0.0625), m.add(g, gt)))
+    return m.mul(m.num(2.0), m.add(g, m.add(gt, small)))
 
 
 def sinh(m: Arith[V, P], x: V) -> V:
@@ -310,14 +319,12 @@ def sinh(m: Arith[V, P], x: V) -> V:
     v = m.abs(x)
     z = m.mul(v, v)
     series = m.fma(m.mul(v, z), o.poly(z, C.SINH_H), v)
-    h = _half_exp(m, v)
-    y = m.select(m.lt(v, m.num(1.0)), series, m.sub(h, m.div(m.num(0.25), h)))
+    y = m.select(m.lt(v, m.num(1.0)), series, _cosh_sinh(m, v, -1.0))
     return o.nan_through(x, m.copysign(y, x))
 
 
 def cosh(m: Arith[V, P], x: V) -> V:
-    h = _half_exp(m, m.abs(x))
-    return _Ops(m).nan_through(x, m.add(h, m.div(m.num(0.25), h)))
+    return _Ops(m).nan_through(x, _cosh_sinh(m, m.abs(x), 1.0))
 
 
 def tanh(m: Arith[V, P], x: V) -> V:
@@ -325,8 +332,10 @@ def tanh(m: Arith[V, P], x: V) -> V:
     v = m.abs(x)
     z = m.mul(v, v)
     series = m.fma(m.mul(v, z), o.poly(z, C.TANH_T), v)
-    p, n = o.exp_parts(m.min(m.add(v, v), m.num(2 * C.TANH_ONE)))
-    big = m.sub(m.num(1.0), m.div(m.num(2.0), m.add(o.scale(p, n), m.num(1.0))))  # 1 - 2/(e^2v + 1)
+    t, n = o.exp_parts(m.min(m.add(v, v), m.num(2 * C.TANH_ONE)))  # e^2v = 2^n (1 + t), n >= 2
+    g = o.scale(m.num(1.0), n)
+    den = m.add(m.add(g, m.num(1.0)), o.scale(t, n))  # e^2v + 1, rounded once (g + 1 exact for n <= 52)
+    big = m.sub(m.num(1.0), m.div(m.num(2.0), den))  # 1 - 2/(e^2v + 1)
     y = m.select(m.lt(v, m.num(C.TANH_SERIES)), series, m.select(m.lt(v, m.num(C.TANH_ONE)), big, m.num(1.0)))
     return o.nan_through(x, m.copysign(y, x))
 

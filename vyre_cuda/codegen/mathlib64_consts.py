@@ -120,8 +120,8 @@ ASIN_P = series(28, lambda j: Fraction(math.factorial(2 * j + 2),
 #: sinh v = v + v z H(z), H_j = 1 / (2j+3)!, |v| < 1
 SINH_H = series(10, lambda j: Fraction(1, math.factorial(2 * j + 3)))
 #: tanh v = v + v z T(z), T_j = 2^(2n) (2^(2n) - 1) B_2n / (2n)! with n = j + 2, |v| < TANH_SERIES
-TANH_T = series(28, lambda j: Fraction(2 ** (2 * j + 4) * (2 ** (2 * j + 4) - 1)) * bernoulli(2 * j + 4)
+TANH_T = series(30, lambda j: Fraction(2 ** (2 * j + 4) * (2 ** (2 * j + 4) - 1)) * bernoulli(2 * j + 4)
                 / math.factorial(2 * j + 4))
-TANH_SERIES = 0.625
+TANH_SERIES = 0.75
 #: tanh v rounds to 1 above this (2 / (e^(2v) + 1) < 2^-60)
 TANH_ONE = 22.0
