@@ -11,7 +11,7 @@ sequence and the model evaluated on the CPU are one algorithm with one table of 
   coefficients, scaled by 2^n in two steps (one rounding when the result is subnormal).
 - log/log2: x = 2^k (1 + f), log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2)), s = f / (2 + f);
   subnormals are scaled by 2^54 first; log2 carries the result as a double-double.
-- sin/cos/tan: |x| = k pi/2 + r with pi/2 in three parts (fma; exact for |x| < 2^50), r kept
+- sin/cos/tan: |x| = k pi/2 + r with pi/2 in three parts (fma; accurate for |x| < 2^50), r kept
   as a double-double, quadrant polynomials. Finite |x| >= 2^50 gives NaN (documented).
 - atan: fdlibm's breakpoints 7/16, 11/16, 19/16, 39/16 and a Taylor series on |t| <= 7/16;
   asin/acos: the series on |x| < 1/2, ``pi/2 - 2 asin(sqrt((1 - |x|) / 2))`` above, with the
@@ -293,7 +293,8 @@ def acos(m: Arith[V, P], x: V) -> V:
     small = m.lt(a, m.num(0.5))
     # |x| < 1/2: pi/2 -+ asin|x|; x >= 1/2: 2 asin(s); x <= -1/2: pi - 2 asin(s)
     sign = m.select(neg, m.num(1.0), m.num(-1.0))
-    near = m.add(m.num(C.PIO2[0]), m.fma(sign, m.add(s, tail), m.num(C.PIO2[1])))
+    h, e = _Ops(m).two_sum(m.num(C.PIO2[0]), m.mul(sign, s))  # the leading sum exact
+    near = m.add(h, m.add(e, m.fma(sign, tail, m.num(C.PIO2[1]))))
     twice = m.add(m.add(s, s), m.add(tail, tail))
     far_neg = _minus_twice(m, C.PI_D, s, tail)
     y = m.select(small, near, m.select(neg, far_neg, twice))
