@@ -36,7 +36,7 @@ COMPARE_OPS = ("eq", "ne", "lt", "gt", "le", "ge")
 
 #: float ops with exact (correctly rounded or rounding-free) results: on F32 and F64
 EXACT_FLOAT_UNARY = ("sqrt", "inverse_sqrt", "reciprocal", "floor", "ceil", "round", "trunc")
-#: transcendental ops (a documented ULP bound): F32 only in this version
+#: transcendental ops (a documented ULP bound), on F32 and F64
 TRANSCENDENTAL_UNARY = (
     "exp", "exp2", "log", "log2", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
 )
@@ -44,7 +44,7 @@ FLOAT_UNARY = EXACT_FLOAT_UNARY + TRANSCENDENTAL_UNARY
 UNARY_TYPES: dict[str, tuple[DataType, ...]] = {
     "neg": NUM, "bitnot": INT, "not_": (BOOL,), "popcount": INT, "clz": INT, "ctz": INT,
     "reverse_bits": INT, "abs": NUM, "sign": NUM, "is_nan": FLOAT, "is_inf": FLOAT,
-    "is_finite": FLOAT, **{op: FLOAT for op in EXACT_FLOAT_UNARY}, **{op: (F32,) for op in TRANSCENDENTAL_UNARY},
+    "is_finite": FLOAT, **{op: FLOAT for op in FLOAT_UNARY},
 }
 PREDICATE_UNARY = ("is_nan", "is_inf", "is_finite")
 #: buffer types atomics work on, per operation (F64 buffers take ADD only)
