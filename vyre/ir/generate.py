@@ -509,7 +509,7 @@ class _Generator:
             kind = r.choice(("compare", "compare", "logic", "not", "predicate"))
             if kind == "compare":
                 ot = r.choice(self.arith)
-                op = r.choice(COMPARES if ot is not BOOL else ("eq", "ne"))
+                op = r.choice(COMPARES if ot is not BOOL else (Op.EQ, Op.NE))
                 return getattr(Expr, op)(operand(ot), operand(ot))
             if kind == "logic":
                 return getattr(Expr, r.choice(BOOL_BINARY))(operand(BOOL), operand(BOOL))
