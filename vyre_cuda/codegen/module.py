@@ -8,6 +8,7 @@ from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.expand import expand_calls
 from vyre.ir.layout import param_bytes
+from vyre.ir.op import Op
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 from vyre.ir.walk import iter_all_exprs
@@ -64,7 +65,7 @@ def features(program: Program) -> frozenset[str]:
     used: set[str] = set()
     if any(b.dtype is DataType.BF16 for b in program.buffers if b.access.writable):
         used.add("bf16")
-    if any(e.op == "atomic" for e in iter_all_exprs(program.body)):
+    if any(e.op == Op.ATOMIC for e in iter_all_exprs(program.body)):
         used.add("scoped_atomics")
     if any(e.op.startswith("subgroup_") for e in iter_all_exprs(program.body)):
         used.add("sync_warp_ops")
