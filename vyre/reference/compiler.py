@@ -17,7 +17,7 @@ import numpy as np
 
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.expand import expand_calls
-from vyre.ir.expr import BINARY_OPS, ID_OPS, UNARY_OPS, Expr, dtype_of, name_of
+from vyre.ir.expr import BINARY_OPS, ID_OPS, SUBGROUP_OPS, UNARY_OPS, Expr, dtype_of, name_of
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.op import Op
 from vyre.ir.program import Program
@@ -101,8 +101,6 @@ def expr(e: Expr) -> ExprFn:
     if op in _UNARY:
         return _unary(_UNARY[op], expr(e.args[0]))
     make = _MAKERS.get(op)
-    if make is None and op.startswith("subgroup_"):
-        make = _subgroup
     if make is None:
         return _raiser(InvalidProgram(f"unknown expression op {op!r}", "build expressions with Expr.*."))
     return make(e)
@@ -227,6 +225,7 @@ def _call(e: Expr) -> ExprFn:
 _MAKERS: dict[Op, Callable[[Expr], ExprFn]] = {
     Op.VAR: _var, Op.LIT: _lit, Op.LOAD: _load, Op.SELECT: _select, Op.CAST: _cast, Op.FMA: _fma,
     Op.BUF_LEN: _buf_len, Op.ATOMIC: _atomic, Op.CALL: _call, **{op: _grid_id for op in ID_OPS},
+    **{op: _subgroup for op in SUBGROUP_OPS},
 }
 
 
