@@ -15,7 +15,7 @@ from vyre.ir.program import Access
 from vyre.ir.types import SIGN_TWIN, DataType
 from vyre_cuda.codegen import ops
 from vyre_cuda.codegen.builder import Builder, Val
-from vyre_cuda.codegen.lowerings import LoweringContext, get_lowering
+from vyre_cuda.codegen.lowerings import LoweringContext, LoweringFn, get_lowering
 from vyre_cuda.codegen.memory import Buffers
 from vyre_cuda.codegen.ops import W32, W64, width_of
 from vyre_cuda.codegen.types import bits, reg_kind, suffix
@@ -31,11 +31,14 @@ Scope = Mapping[str, Val]
 class ExprLowering:
     """Lowers expressions of one program into a ``Builder``."""
 
-    def __init__(self, b: Builder, buffers: Buffers, logical_x: str | None = None) -> None:
-        """``logical_x``: in a coarsened kernel, the register holding the logical workgroup id along x."""
+    def __init__(self, b: Builder, buffers: Buffers, logical_x: str | None = None,
+                 lowerings: Mapping[str, LoweringFn] | None = None) -> None:
+        """``logical_x``: in a coarsened kernel, the register holding the logical workgroup id along x;
+        ``lowerings``: the lowerings of primitive ``Expr.call`` ops (None: the registry, ``codegen.lowerings``)."""
         self.b = b
         self.buffers = buffers
         self.logical_x = logical_x
+        self.lowerings = lowerings
         self._uniform_words: dict[tuple[str, int], Val] = {}  # (buffer, index) -> its value (``_uniform_word``)
         self._handlers = {
             Op.LIT: self._lit, Op.VAR: self._var, Op.LOAD: self._load, Op.BUF_LEN: self._buf_len,
@@ -212,7 +215,7 @@ class ExprLowering:
             raise InvalidProgram(f"composed op {name!r} reached the emitter unexpanded",
                                  "emit through vyre_cuda.emit_ptx, which expands composed ops first.")
         args = [self.lower(a, scope) for a in e.args]
-        fn = get_lowering(name)
+        fn = get_lowering(name) if self.lowerings is None else self.lowerings.get(name)
         if fn is None:
             raise UnsupportedFeature(f"op {name}", "cuda")
         ctx = LoweringContext(self.b, tuple(a.dtype for a in args), op.result_type)
