@@ -134,11 +134,12 @@ class Expr(ExprOperators):
     _hash: int = field(default=0, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        try:
-            op = BY_NAME[self.op]
-        except (KeyError, TypeError):
-            raise ValueError(f"unknown expression op {self.op!r}. Fix: use one of the Expr constructors.") from None
-        object.__setattr__(self, "op", op)
+        if type(self.op) is not Op:  # a text name: its member (the constructors pass members)
+            try:
+                op = BY_NAME[self.op]
+            except (KeyError, TypeError):
+                raise ValueError(f"unknown expression op {self.op!r}. Fix: use one of the Expr constructors.") from None
+            object.__setattr__(self, "op", op)
         object.__setattr__(self, "_hash", hash((self.op, self.args, self.dtype, self.value, self.name)))
 
     def __hash__(self) -> int:
