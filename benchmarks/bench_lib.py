@@ -13,10 +13,10 @@ between calls, so each call reuses the result handles and replays its captured g
 ``vyre_cupy`` on CuPy arrays in and out (adds a device copy of the input into scratch and of
 the result out). Copy bandwidth: a device-to-device copy of the input (bytes read + written).
 
-``--wide`` (sizes default to 27) times instead the sort of u64 keys: vyre on a ``ResidentArray``
-and on CuPy arrays against ``cupy.sort`` and ``torch.sort`` on the same keys (below 2^62, so
-torch's int64 sort has the same order), after checking that all four give the same keys; JSON
-default ``$OUT/bench_lib_wide.json``.
+``--wide`` (sizes default to 27) times instead the sort of u64 keys: vyre on a ``ResidentArray``,
+on CuPy arrays, on numpy arrays (host in and out: adds both copies) and on torch tensors (int64:
+the keys are below 2^62, so the order is the same) against ``cupy.sort`` and ``torch.sort`` on the
+same keys, after checking that all give the same keys; JSON default ``$OUT/bench_lib_wide.json``.
 """
 
 from __future__ import annotations
@@ -165,13 +165,15 @@ def wide_sort(backend: Any, n: int) -> dict[str, Callable[[], object]]:
     handle = backend.allocate_resident(keys.nbytes)
     backend.upload_resident(handle, keys)
     resident = ResidentArray(handle, keys.dtype.str, n)
+    host = cupy.asnumpy(keys)
     impls: dict[str, Callable[[], object]] = {
         "vyre": lambda: _recycle(backend, lib.sort(resident, backend=backend)),
-        "vyre_cupy": lambda: lib.sort(keys, backend=backend), "cupy": lambda: cupy.sort(keys)}
+        "vyre_cupy": lambda: lib.sort(keys, backend=backend), "vyre_numpy": lambda: lib.sort(host, backend=backend),
+        "cupy": lambda: cupy.sort(keys)}
     want = cupy.sort(keys)
     out = lib.sort(resident, backend=backend)
     got = {"vyre": cupy.asarray(backend.download_resident(out.handle, 0, keys.nbytes).view(cupy.uint64)),
-           "vyre_cupy": lib.sort(keys, backend=backend)}
+           "vyre_cupy": lib.sort(keys, backend=backend), "vyre_numpy": cupy.asarray(lib.sort(host, backend=backend))}
     backend.free_resident(out.handle)
     try:
         import torch
@@ -179,7 +181,9 @@ def wide_sort(backend: Any, n: int) -> dict[str, Callable[[], object]]:
         torch = None
     if torch is not None:
         tkeys = torch.as_tensor(keys.view(cupy.int64), device="cuda")
+        impls["vyre_torch"] = lambda: lib.sort(tkeys, backend=backend)
         impls["torch"] = lambda: torch.sort(tkeys)
+        got["vyre_torch"] = cupy.asarray(lib.sort(tkeys, backend=backend)).view(cupy.uint64)
         got["torch"] = cupy.asarray(torch.sort(tkeys).values).view(cupy.uint64)
     for impl, result in got.items():
         if not bool(cupy.array_equal(result, want)):
@@ -211,12 +215,13 @@ def run_wide(sizes: list[int], reps: int) -> dict[str, Any]:
 
 def wide_table(report: dict[str, Any]) -> str:
     """Markdown of the ``--wide`` rows: vyre's time and its throughput as a ratio of each baseline."""
-    rows = ["| n | keys | vyre resident ms | vyre CuPy ms | CuPy ms | torch ms | vs cupy | vs torch |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| n | keys | vyre resident ms | vyre CuPy ms | vyre numpy ms | vyre torch ms | CuPy ms | torch ms "
+            "| vs cupy | vs torch |", "|---|---|---|---|---|---|---|---|---|---|"]
     by = {(r["log2n"], r["impl"]): r["ms"] for r in report["results"]}
     for log2n in report["sizes"]:
         ms = by[(log2n, "vyre")]
-        cells = [f"{by[(log2n, i)]:.3f}" if (log2n, i) in by else "-" for i in ("vyre_cupy", "cupy", "torch")]
+        cells = [f"{by[(log2n, i)]:.3f}" if (log2n, i) in by else "-"
+                 for i in ("vyre_cupy", "vyre_numpy", "vyre_torch", "cupy", "torch")]
         rows.append(f"| 2^{log2n} | u64 | {ms:.3f} | {' | '.join(cells)} | "
                     f"{_ratio(by.get((log2n, 'cupy')), ms)} | {_ratio(by.get((log2n, 'torch')), ms)} |")
     return "\n".join(rows)

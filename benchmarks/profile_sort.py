@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -44,21 +45,28 @@ def collapse(messages: list[str]) -> list[list[Any]]:
     return out
 
 
-def cupti_kernels(run: Any) -> dict[str, dict[str, float]] | str:
-    """Kernels CUPTI saw while ``run()`` ran (torch.profiler), or why there are none."""
+def cupti_kernels(run: Any, trace: Path | None = None) -> dict[str, dict[str, float]] | str:
+    """Kernels CUPTI saw while ``run(annotate)`` ran (torch.profiler), or why there are none.
+
+    ``annotate(name)`` is torch's ``record_function``: a range in the trace around each sort, where
+    the backend pushes its ``vyre`` NVTX range. With ``trace``, the Chrome trace is written there
+    (``benchmarks/trace_timeline.py`` draws it).
+    """
     try:
         import torch
-        from torch.profiler import ProfilerActivity, profile
+        from torch.profiler import ProfilerActivity, profile, record_function
     except ImportError as exc:
         return f"torch is not importable ({exc}): run under nsys for the timeline"
     if not torch.cuda.is_available():
         return "torch has no CUDA device"
     try:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            run()
+            run(record_function)
     except RuntimeError as exc:  # e.g. CUPTI already taken by another profiler (nsys)
-        run()
+        run(None)
         return f"torch.profiler could not record ({exc})"
+    if trace is not None:
+        prof.export_chrome_trace(str(trace))
     kernels: dict[str, dict[str, float]] = {}
     for event in prof.events():
         if str(getattr(event, "device_type", "")).endswith("CUDA"):
@@ -72,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--n", type=int, default=1 << 24, help="keys to sort (u32)")
     parser.add_argument("--runs", type=int, default=3, help="sorts inside the CUPTI window")
+    parser.add_argument("--trace", type=Path, help="write torch.profiler's Chrome trace of the CUPTI window here")
     args = parser.parse_args()
 
     import cupy
@@ -82,15 +91,15 @@ def main() -> None:
     keys = np.random.default_rng(1).integers(0, 2**32, args.n, dtype=np.uint32)
     device_keys = cupy.asarray(keys)  # CuPy in, CuPy out: the sort's kernels without host copies
 
-    def sort_once() -> Any:
-        with profiler.nvtx_range("vyre.lib.sort"):
-            out = lib.sort(device_keys, backend=backend)
-        backend.stream.synchronize()
+    def sort_once(annotate: Any = None) -> Any:
+        with profiler.nvtx_range("vyre.lib.sort"), (annotate("vyre.lib.sort") if annotate else nullcontext()):
+            out = lib.sort(device_keys, backend=backend)  # runs on CuPy's current stream
+        cupy.cuda.Device().synchronize()
         return out
 
     with profiler.recording() as ranges:
         first = sort_once()
-        cupti = cupti_kernels(lambda: [sort_once() for _ in range(args.runs)])
+        cupti = cupti_kernels(lambda annotate: [sort_once(annotate) for _ in range(args.runs)], args.trace)
     got = first.get() if hasattr(first, "get") else np.asarray(first)
     assert (got == np.sort(keys)).all(), "the sort is wrong"
 

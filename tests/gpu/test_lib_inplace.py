@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vyre import lib
-from vyre.driver.errors import InvalidProgram
+from vyre.driver.errors import InvalidHandle, InvalidProgram
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -111,6 +111,44 @@ def test_pointer_changes_do_not_recapture(backend, rng):
             out = lib.inclusive_scan(x)
     assert _delta(backend, before, "cuda_graph_captures")["cuda_graph_captures"] == 0
     np.testing.assert_array_equal(cupy.asnumpy(out), np.cumsum(cupy.asnumpy(xs[-1]), dtype=np.uint32))
+
+
+def test_replay_lane_sees_new_contents_at_the_same_addresses(backend, rng):
+    """A loop whose arrays stay where they were (results dropped, inputs refilled in place) replays
+    the last call's graph without re-pointing: every result still equals numpy on fresh data, on
+    the default stream, a side stream, and after switching between them and between sizes."""
+    side = cupy.cuda.Stream(non_blocking=True)
+    small, big = cupy.empty(70_001, cupy.uint32), cupy.empty(1 << 16, cupy.uint32)
+    before = backend.metrics()
+    for i in range(30):
+        d = (small, big)[(i // 5) % 2]
+        x = rng.integers(0, 2**31, d.size).astype(np.uint32)
+        stream = side if i % 10 >= 7 else None
+        with side if stream is not None else cupy.cuda.Stream.null:
+            d.set(x, stream=stream)
+            total, scanned = lib.reduce(d, stream=stream), lib.inclusive_scan(d, "max", stream=stream)
+            got_total, got_scan = int(total), cupy.asnumpy(scanned)
+        assert got_total == int(x.sum(dtype=np.uint32))
+        np.testing.assert_array_equal(got_scan, np.maximum.accumulate(x))
+        del total, scanned  # the pool hands the same addresses to the next call
+    assert _delta(backend, before, "cuda_graph_replays")["cuda_graph_replays"] > 0
+
+
+def test_replay_lane_with_kept_results_and_torch(backend, rng):
+    """Results kept alive move every call (no replay of another call's addresses): all exact; torch too."""
+    torch = pytest.importorskip("torch")
+    kept = []
+    for _ in range(6):
+        x = rng.integers(0, 2**31, 40_000).astype(np.uint32)
+        kept.append((x, lib.inclusive_scan(cupy.asarray(x))))
+    for x, out in kept:
+        np.testing.assert_array_equal(cupy.asnumpy(out), np.cumsum(x, dtype=np.uint32))
+    t = torch.empty(30_000, dtype=torch.int32, device="cuda")
+    for _ in range(8):
+        x = rng.integers(-2**20, 2**20, t.numel()).astype(np.int32)
+        t.copy_(torch.as_tensor(x))
+        out = lib.inclusive_scan(t)
+        np.testing.assert_array_equal(out.cpu().numpy(), np.cumsum(x, dtype=np.int32))
 
 
 def test_stream_order_on_a_side_stream(backend, rng):
@@ -248,3 +286,28 @@ def test_graphs_given_as_cupy_arrays_never_cross_to_the_host(backend, rng):
     np.testing.assert_array_equal(labels, graph.connected_components(ptr_h, idx_h, undirected=True))
     with pytest.raises(InvalidProgram, match="Fix: "):
         graph.bfs(cupy.asarray(ptr_h[::-1].copy()), idx_d, 0)
+
+
+def test_resident_array_is_a_device_array_for_cupy_and_torch(backend, rng):
+    """Results on resident buffers cross to CuPy (CAI v3, ordered by its stream key) and torch
+    (DLPack) without a copy, equal to numpy, and a change through the view is seen by vyre."""
+    torch = pytest.importorskip("torch")
+    x = rng.integers(0, 2**31, 300_001).astype(np.uint32)
+    handle = backend.allocate_resident(x.nbytes)
+    backend.upload_resident(handle, x)
+    out = lib.inclusive_scan(lib.ResidentArray(handle, np.uint32, x.size))  # on the backend's stream
+    view = cupy.asarray(out)  # waits for the backend's stream through the interface's stream key
+    assert view.data.ptr == out.__cuda_array_interface__["data"][0]
+    np.testing.assert_array_equal(cupy.asnumpy(view), np.cumsum(x, dtype=np.uint32))
+    tensor = torch.from_dlpack(out)
+    assert tensor.data_ptr() == view.data.ptr and tensor.dtype == torch.uint32
+    np.testing.assert_array_equal(tensor.cpu().numpy(), np.cumsum(x, dtype=np.uint32))
+    view[:5] = 7  # written through CuPy, read by vyre
+    cupy.cuda.Device().synchronize()
+    assert int(lib.reduce(lib.ResidentArray(out.handle, np.uint32, 5))) == 35
+    empty = lib.inclusive_scan(lib.ResidentArray(handle, np.uint32, 0))
+    assert cupy.asarray(empty).size == 0
+    backend.free_resident(out.handle)
+    with pytest.raises(InvalidHandle):
+        _ = out.__cuda_array_interface__
+    backend.free_resident(handle)

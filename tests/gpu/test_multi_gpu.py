@@ -293,7 +293,9 @@ def test_multi_map_from_torch_tensors_per_device(rng) -> None:
     program = Program([BufferDecl.read_write("v", 0, DataType.I32)], (64, 1, 1),
                       [Node.store("v", gid, Expr.add(Expr.load("v", gid), Expr.i32(1)))], name="inc")
     (got,) = multi.map(program, [parts])
-    assert np.array_equal(np.concatenate([multi_part.get() for multi_part in got]), a + 1)
+    assert all(isinstance(part, torch.Tensor) and part.device == given.device for part, given in zip(got, parts))
+    assert np.array_equal(np.concatenate([part.cpu().numpy() for part in got]), a + 1)
+    assert np.array_equal(np.concatenate([part.cpu().numpy() for part in parts]), a)  # the inputs stay as they were
 
 
 def test_multi_map_from_fresh_host_arrays_again_and_again(rng) -> None:
@@ -310,3 +312,90 @@ def test_multi_map_from_fresh_host_arrays_again_and_again(rng) -> None:
         x = rng.integers(0, 2**32, n, dtype=np.uint32)
         (out,) = multi.map(program, [a, x], devices=ids)
         assert np.array_equal(out, x * np.uint32(3) + (a ^ np.uint32(1)))
+
+
+# ---- compiled calls: repeated sharded calls bind new arrays and launch, stream-ordered --------------------------
+def scaled_odd_program(n: int) -> Program:
+    """``out[i] = 3 a[i] + k`` at odd ``i`` only (even elements must come back zero), ``x += a``."""
+    i = Expr.var("i")
+    return Program([BufferDecl.read("a", 0, U32), BufferDecl.read_write("x", 1, U32),
+                    BufferDecl.uniform("k", 2, U32, 1), BufferDecl.output("out", 3, U32, n)], (128, 1, 1),
+                   [Node.let("i", gid),
+                    Node.if_(Expr.lt(i, Expr.buf_len("a")), [
+                        Node.store("x", i, Expr.add(Expr.load("x", i), Expr.load("a", i))),
+                        Node.if_(Expr.eq(Expr.bitand(i, Expr.u32(1)), Expr.u32(1)), [
+                            Node.store("out", i, Expr.add(Expr.mul(Expr.load("a", i), Expr.u32(3)),
+                                                          Expr.load("k", Expr.u32(0))))])])],
+                   name="scaled_odd")
+
+
+def _poison_pools(nbytes: int) -> None:
+    """Fill a block of every device's CuPy pool with 0xAB and give it back, so new outputs are likely
+    to land on stale bytes (every element must be written or zeroed)."""
+    import cupy
+
+    for d in GPUS:
+        with cupy.cuda.Device(d.index):
+            block = cupy.full(nbytes, 0xAB, cupy.uint8)
+            cupy.cuda.get_current_stream().synchronize()
+            del block
+
+
+@pytest.mark.parametrize("n", [1000, (1 << 22) + 77])
+def test_repeated_sharded_calls_on_fresh_data_equal_numpy(rng, n: int) -> None:
+    """Each call: fresh random shards, poisoned pools; results equal numpy; every call after the
+    first reuses the compiled call, launches every device in place and waits for none."""
+    import cupy
+
+    program = scaled_odd_program(n)
+    ids = [d.id for d in GPUS]
+    backends = multi.backends_for(ids)
+    for call in range(5):
+        a, x = random_array(rng, U32, n), random_array(rng, U32, n)
+        k = np.array([rng.integers(0, 2**32)], np.uint32)
+        sa, sx = multi.shard(a, ids, align=128), multi.shard(x, ids, align=128)
+        _poison_pools(4 * n)
+        syncs = [b.metrics()["cuda_sync_points"] for b in backends]
+        stats: dict = {}
+        x_out, out = multi.map(program, [sa, sx, k], stats=stats)
+        if call:
+            assert stats["compiled"] == "hit" and stats["path"] == "direct"
+            assert [b.metrics()["cuda_sync_points"] for b in backends] == syncs  # no host wait
+        assert [p.device.id for p in out.parts] == [d.index for d in GPUS]
+        want = np.where(np.arange(n) % 2 == 1, a * np.uint32(3) + k[0], np.uint32(0))
+        assert np.array_equal(out.gather(), want)
+        assert np.array_equal(x_out.gather(), x + a)
+        assert np.array_equal(sx.gather(), x)  # the read_write input is left as it was
+        assert isinstance(out.parts[0], cupy.ndarray)
+
+
+def test_sharded_results_are_ordered_on_the_current_stream(rng) -> None:
+    """Work the caller queues on each device's current stream right after the call sees its results
+    (no synchronisation in between)."""
+    import cupy
+
+    program = thread_program(0)
+    n = (1 << 23) + 5
+    a, a_parts = _cupy_parts(rng, n, 64)
+    x, x_parts = _cupy_parts(rng, n, 64)
+    want = run(program, [a, x])[0]
+    for _ in range(3):
+        (got,) = multi.map(program, [a_parts, x_parts])
+        lo = 0
+        for part in got:
+            with cupy.cuda.Device(part.device.id):
+                total = int(part.astype(cupy.uint64).sum())  # a CuPy kernel queued on the current stream
+            assert total == int(want[lo:lo + part.size].astype(np.uint64).sum())
+            lo += part.size
+
+
+def test_compiled_call_on_new_shards_equals_numpy(rng) -> None:
+    program = thread_program(3)  # workgroup 256
+    ids = [d.id for d in GPUS]
+    n = 1_000_003
+    like = multi.shard(random_array(rng, U32, n), ids)
+    call = multi.compile(program, [like, like])
+    for _ in range(3):
+        a, x = random_array(rng, U32, n), random_array(rng, U32, n)
+        (got,) = call([multi.shard(a, ids), multi.shard(x, ids)])
+        assert np.array_equal(got.gather(), run(program, [a, x])[0])

@@ -20,6 +20,18 @@ def test_ulp_distance_orders_across_zero_and_nan() -> None:
     assert ulp_distance(expected, actual)[5] == 1
 
 
+def test_ulp_distance_in_float64_ulps_for_float64_arrays() -> None:
+    bits = np.array([0x3FF0000000000000, 0x0000000000000000, 0x8000000000000001, 0x7FF8000000000000,
+                     0x7FF8000000000000, 0x7FEFFFFFFFFFFFFF, 0x7FEFFFFFFFFFFFFF], np.uint64)
+    other = np.array([0x3FF0000000000002, 0x8000000000000000, 0x0000000000000001, 0xFFF8000000000001,
+                      0x3FF0000000000000, 0x7FF0000000000000, 0xFFEFFFFFFFFFFFFF], np.uint64)
+    dist = ulp_distance(bits.view(np.float64), other.view(np.float64))
+    assert dist.tolist()[:6] == [2, 0, 2, 0, np.iinfo(np.int64).max, 1]
+    assert dist[6] > 2**62  # opposite signs far apart: a huge distance, no overflow
+    with pytest.raises(AssertionError, match=r"\[0\].*0x3ff0000000000000.*0x3ff0000000000003.*3 ulp"):
+        assert_within_ulp(bits[:1].view(np.float64), np.array([0x3FF0000000000003], np.uint64).view(np.float64), 2)
+
+
 def test_assert_within_ulp_reports_the_worst_elements() -> None:
     assert_within_ulp(f32(0x3F800000), f32(0x3F800001), 1)
     with pytest.raises(AssertionError, match=r"\[0\].*0x3f800000.*0x3f800003.*3 ulp"):

@@ -116,3 +116,14 @@ def test_argsort_hands_out_only_the_indices(rng):
         E.assert_same(_get(be, order), E.sort_order(x).astype(np.uint32))
         lib.recycle(order, backend=be)
     assert be.metrics()["reference_resident_bytes"] == held
+
+
+def test_device_protocols_are_absent_on_the_oracle(rng):
+    """A ResidentArray of the oracle has no device memory: CuPy/torch see no device array, and the
+    reason names the backend and ends with a Fix."""
+    be = ReferenceBackend()
+    out = lib.inclusive_scan(_put(be, rng.integers(0, 2**31, 1000).astype(np.uint32)), backend=be)
+    assert out.backend is be
+    assert not hasattr(out, "__cuda_array_interface__")
+    with pytest.raises(AttributeError, match="reference.*Fix: "):
+        out.__dlpack_device__()

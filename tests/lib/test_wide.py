@@ -270,7 +270,7 @@ def test_resident_arrays(backend, rng):
 
 
 @needs_ptxas
-def test_every_64_bit_kernel_assembles_for_sm90(rng):
+def test_every_64_bit_kernel_assembles_for_sm90(rng, monkeypatch):
     from vyre_cuda import emit_ptx
 
     be = RecordingBackend()
@@ -289,7 +289,10 @@ def test_every_64_bit_kernel_assembles_for_sm90(rng):
         if dtype != np.float64:
             lib.histogram(x, 100, counts_dtype=np.uint64, backend=be)
             lib.histogram(x, 20_000, counts_dtype=np.uint64, backend=be)
+    monkeypatch.setattr(plan, "ONESWEEP_LIMIT", 0)  # and the composite sort of 64-bit keys (n >= 2^30)
+    lib.sort(x, x, backend=be)
     programs = {p.name + str(i): p for i, p in enumerate({s[0] for seq in be.sequences for s in seq})}
     assert any("split_keys" in name for name in programs) and any("gather" in name for name in programs)
+    assert any("onesweep64" in name for name in programs)
     failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
     assert not failures, "\n".join(failures[:20])

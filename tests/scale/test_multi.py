@@ -312,5 +312,6 @@ def test_scale_benchmark_runs_end_to_end_on_the_oracle(tmp_path) -> None:
     saxpy = result["multi_saxpy"]
     assert [r["gpus"] for r in saxpy] == [1, 2]
     assert all(r[f"{kind}_equals"] for kind in ("host", "sharded") for r in saxpy)
+    assert all(r["compiled_seconds"] > 0 for r in saxpy)
     assert [r["call"] for r in result["lib"]] == ["sort", "inclusive_scan", "histogram"]
     assert all(r["equals"] for r in result["lib"])

@@ -24,7 +24,7 @@ gives results bit-identical to the oracle (NaNs compared as NaN):
 
 With ``approximate=False`` no transcendental op or ``inverse_sqrt`` appears (their results are
 only ULP-bounded). With ``wide=True`` the 64-bit types U64, I64 and F64 join every choice of a
-type (buffers, variables, casts, comparisons, atomic buffers; F64 takes the exact float ops);
+type (buffers, variables, casts, comparisons, atomic buffers; F64 takes the same float ops as F32);
 without it programs use only the 32-bit types, so a seed gives the same program as before they
 existed. Programs are small so that the oracle runs them in milliseconds.
 """
@@ -187,7 +187,7 @@ class _Generator:
         self.rng = random.Random(seed)
         self.subgroups = subgroups
         self.f32_unary = F32_UNARY_EXACT + (F32_UNARY_APPROX if approximate else ())
-        self.f64_unary = F32_UNARY_EXACT + (("inverse_sqrt",) if approximate else ())  # no F64 transcendentals
+        self.f64_unary = self.f32_unary
         self.arith = ARITH + WIDE if wide else ARITH
         self.storage = tuple(DataType) if wide else STORAGE
         self.atomic_types = (U32, I32, U64, I64) if wide else (U32, I32)

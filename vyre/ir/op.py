@@ -189,8 +189,8 @@ INT = (U32, I32, U64, I64)
 FLOAT = (F32, F64)
 ANY = (U32, I32, F32, BOOL, U64, I64, F64)
 BITS = (U32, I32, BOOL, U64, I64)
-#: operand types of the transcendental ops (a documented ULP bound)
-TRANSCENDENTAL_TYPES: tuple[DataType, ...] = (F32,)
+#: operand types of the transcendental ops (a documented ULP bound): F32 and F64
+TRANSCENDENTAL_TYPES: tuple[DataType, ...] = FLOAT
 
 _LEAF, _BINARY, _UNARY = Shape(0, 0), Shape(2, 2), Shape(1, 1)
 

@@ -548,8 +548,16 @@ def histogram_kernel(dtype: DataType, shared_bins: int, n_word: int, bins_word: 
 
 
 # ---- radix sort -------------------------------------------------------------------------------------
-def _digit(key: Expr, shift: int) -> Expr:
-    return Expr.bitand(Expr.shr(key, u(shift)), u((1 << RADIX_BITS) - 1))
+# ``raw``: the unsigned type of the sorted keys' bits (U32, or U64 for 64-bit keys: eight passes).
+def _literal(raw: DataType) -> Callable[[int], Expr]:
+    return u if raw is U32 else Expr.u64
+
+
+def _digit(key: Expr, shift: int, raw: DataType = U32) -> Expr:
+    """The 8-bit digit of ``key`` (of type ``raw``) at ``shift``, as U32."""
+    if raw is U32:
+        return Expr.bitand(Expr.shr(key, u(shift)), u((1 << RADIX_BITS) - 1))
+    return Expr.bitand(Expr.cast(U32, Expr.shr(key, u(shift))), u((1 << RADIX_BITS) - 1))
 
 
 def _sort_key(dtype: DataType | None, bits: Expr) -> Expr:
@@ -558,23 +566,25 @@ def _sort_key(dtype: DataType | None, bits: Expr) -> Expr:
 
 
 def _tile_bits(key_type: DataType | None, items: int, n: Expr, limit: Expr, prefix: str,
-               index: Callable[[int], Expr], whole: Expr | None = None, declare: bool = True) -> list[Node]:
-    """Bind ``{prefix}{k}`` to the raw bits of element ``index(k)``; at or past ``n``, to bits whose
-    sort key is ``0xFFFFFFFF`` (digit 255 in every pass). Elements at or past ``limit`` are not read.
+               index: Callable[[int], Expr], whole: Expr | None = None, declare: bool = True,
+               raw: DataType = U32) -> list[Node]:
+    """Bind ``{prefix}{k}`` to the raw bits (``raw``) of element ``index(k)``; at or past ``n``, to
+    bits whose sort key is all ones (digit 255 in every pass). Elements at or past ``limit`` are not read.
 
     ``whole``: a condition, the same for the whole workgroup, under which every element is below
     ``n`` and ``limit``; then the elements are read without those two tests per element (a radix
     tile is whole but for the last one). ``declare=False`` assigns variables declared already."""
-    past = 0xFFFFFFFF if key_type in (None, U32) else 0x7FFFFFFF  # i32 max; an f32 NaN
+    ones, lit = (1 << 8 * raw.size) - 1, _literal(raw)
+    past = ones if key_type in (None, U32, DataType.U64) else ones >> 1  # signed max; a float NaN
     bind = Node.let if declare and whole is None else Node.assign
     checked = []
     for k in range(items):
         i = index(k)
-        raw = Expr.load("keys", Expr.select(Expr.lt(i, limit), i, u(0xFFFFFFFF)))
-        checked.append(bind(f"{prefix}{k}", Expr.select(Expr.lt(i, n), raw, u(past))))
+        loaded = Expr.load("keys", Expr.select(Expr.lt(i, limit), i, u(0xFFFFFFFF)))
+        checked.append(bind(f"{prefix}{k}", Expr.select(Expr.lt(i, n), loaded, lit(past))))
     if whole is None:
         return checked
-    nodes = [Node.let(f"{prefix}{k}", u(past)) for k in range(items)] if declare else []
+    nodes = [Node.let(f"{prefix}{k}", lit(past)) for k in range(items)] if declare else []
     plain = [Node.assign(f"{prefix}{k}", Expr.load("keys", index(k))) for k in range(items)]
     return [*nodes, Node.if_(whole, plain, checked)]
 
@@ -653,11 +663,11 @@ def _digit_slots(radix: int, half: int, lookback: list[Node] | None) -> list[Nod
 
 
 def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
-                 tiles: Expr, lookback: list[Node] | None) -> list[Node]:
+                 tiles: Expr, lookback: list[Node] | None, raw: DataType = U32) -> list[Node]:
     """Steps 1-4 of ``radix_scatter`` over ``tiles`` tiles from ``seg_base``. The caller binds
     ``n``, ``seg_base``, ``limit`` (no key at or past it is read) and, without ``lookback``,
     ``run``. With ``lookback`` (see ``_digit_slots``) the workgroup ranks one tile, so its
-    counters have one half."""
+    counters have one half. ``raw``: the keys' bits (U32 or U64)."""
     if items % SORT_ROUNDS:
         raise ValueError(f"a radix tile's items ({items}) must be a multiple of SORT_ROUNDS ({SORT_ROUNDS})")
     radix, tile, loops = 1 << RADIX_BITS, WG * items, items // SORT_ROUNDS
@@ -681,7 +691,7 @@ def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, 
             base, j0, inside = var("seg_base"), Expr.mul(q, u(SORT_ROUNDS)), Expr.lt(q, u(loops))
             limit, whole = Expr.select(inside, var("limit"), u(0)), Expr.and_(var("whole"), inside)
         return _tile_bits(key_in, SORT_ROUNDS, n, limit, prefix, lambda r: element(base, Expr.add(j0, u(r))),
-                          whole, declare)
+                          whole, declare, raw)
 
     body = group(u(0), "a") + group(u(1), "b")
     # step 1: rank, loop iteration g of tile t being group q of the segment; loads run two groups ahead
@@ -691,7 +701,7 @@ def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, 
     rank += group(Expr.add(q, u(2)), "b", declare=False)
     for r in range(SORT_ROUNDS):
         p = f"r{r}"
-        rank.append(Node.let(f"{p}d", _digit(_sort_key(key_in, var(f"cur{r}")), shift)))
+        rank.append(Node.let(f"{p}d", _digit(_sort_key(key_in, var(f"cur{r}")), shift, raw)))
         peer_nodes, peers = _peers(var(f"{p}d"), p)
         cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
         rank += peer_nodes
@@ -708,12 +718,12 @@ def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, 
     def placed(r: int) -> Expr:  # the element of round r of loop iteration h
         return element(var("tb"), round_of("h", r))
 
-    place = _tile_bits(key_in, SORT_ROUNDS, n, n, "p", placed)  # a whole-tile branch here measured slower
+    place = _tile_bits(key_in, SORT_ROUNDS, n, n, "p", placed, raw=raw)  # a whole-tile branch here measured slower
     if values == "load":
         place += [Node.let(f"pv{r}", Expr.load("vals", placed(r))) for r in range(SORT_ROUNDS)]
     for r in range(SORT_ROUNDS):
         key = _sort_key(key_in, var(f"p{r}"))
-        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), _digit(var(f"pk{r}"), shift)))
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), _digit(var(f"pk{r}"), shift, raw)))
         place += [Node.let(f"pk{r}", key),
                   Node.let(f"ps{r}", Expr.add(Expr.load("counts", cell),
                                               Expr.load("ranks", Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())))),
@@ -726,7 +736,7 @@ def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, 
         nodes: list[Node] = []
         for r in range(SORT_ROUNDS):
             slot = Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())
-            pos = Expr.add(slot, Expr.load("shift", _digit(var(f"o{r}"), shift)))
+            pos = Expr.add(slot, Expr.load("shift", _digit(var(f"o{r}"), shift, raw)))
             if checked:
                 pos = Expr.select(Expr.lt(slot, var("valid")), pos, u(0xFFFFFFFF))
             nodes += [Node.assign(f"o{r}", Expr.load("sorted_keys", slot)), Node.assign(f"pos{r}", pos),
@@ -736,29 +746,32 @@ def _radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, 
                 nodes.append(Node.store("vals_out", var(f"pos{r}"), Expr.load("sorted_vals", slot)))
         return nodes
 
-    written = [Node.let(f"{v}{r}", u(0)) for r in range(SORT_ROUNDS) for v in ("o", "pos")]
+    written = [Node.let(f"{v}{r}", _literal(raw)(0) if v == "o" else u(0)) for r in range(SORT_ROUNDS)
+               for v in ("o", "pos")]
     written += write(True) if lookback is None else [Node.if_(var("whole"), write(False), write(True))]
     step.append(Node.loop("h", u(0), u(loops), written))
     return [*body, Node.loop("t", u(0), tiles, step)]
 
 
-def _radix_buffers(second: BufferDecl, values: str, items: int, halves: int, more: tuple[str, ...] = ()
-                   ) -> list[BufferDecl]:
+def _radix_buffers(second: BufferDecl, values: str, items: int, halves: int, more: tuple[str, ...] = (),
+                   raw: DataType = U32, value_raw: DataType = U32) -> list[BufferDecl]:
     """The buffers of a radix scatter: keys, ``second`` (binding 1), keys_out, values, params, the
-    u32 ``read_write`` buffers named in ``more``, then workgroup memory."""
+    u32 ``read_write`` buffers named in ``more``, then workgroup memory. ``raw``/``value_raw``:
+    the bits of keys and of loaded values (U32 or U64)."""
     radix, tile = 1 << RADIX_BITS, WG * items
-    buffers = [BufferDecl.read("keys", 0, U32), second, BufferDecl.read_write("keys_out", 2, U32)]
+    value_raw = value_raw if values == "load" else U32  # "iota": u32 indices
+    buffers = [BufferDecl.read("keys", 0, raw), second, BufferDecl.read_write("keys_out", 2, raw)]
     if values == "load":
-        buffers.append(BufferDecl.read("vals", len(buffers), U32))
+        buffers.append(BufferDecl.read("vals", len(buffers), value_raw))
     if values != "none":
-        buffers.append(BufferDecl.read_write("vals_out", len(buffers), U32))
+        buffers.append(BufferDecl.read_write("vals_out", len(buffers), value_raw))
     buffers.append(_params(len(buffers)))
     buffers += [BufferDecl.read_write(name, len(buffers) + j, U32) for j, name in enumerate(more)]
     buffers += [BufferDecl.workgroup("counts", halves * WARPS * radix, DataType.U16),
                 BufferDecl.workgroup("shift", radix, U32), BufferDecl.workgroup("sums", WARPS, U32),
-                BufferDecl.workgroup("ranks", tile, DataType.U16), BufferDecl.workgroup("sorted_keys", tile, U32)]
+                BufferDecl.workgroup("ranks", tile, DataType.U16), BufferDecl.workgroup("sorted_keys", tile, raw)]
     if values != "none":
-        buffers.append(BufferDecl.workgroup("sorted_vals", tile, U32))
+        buffers.append(BufferDecl.workgroup("sorted_vals", tile, value_raw))
     return buffers
 
 
@@ -806,6 +819,8 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
 # 256*p + d hold the digit counts of pass p (then, scanned, digit d's first output slot), and from
 # LOOKBACK_HEAD come two regions of 256 words per tile (``params`` word ``region_word``: their
 # size), used by the passes alternately. ``status[0]`` counts the digits whose look-back gave up.
+# 64-bit keys take eight passes: the same layout with eight counters and eight passes' starts
+# (``lookback_starts``, ``lookback_head``).
 RADIX_PASSES = 32 // RADIX_BITS
 LOOKBACK_STARTS = RADIX_PASSES
 LOOKBACK_HEAD = LOOKBACK_STARTS + RADIX_PASSES * (1 << RADIX_BITS)
@@ -815,19 +830,45 @@ SPIN = (6, 16)      # the look-back's wait: 6 nested loops of 16 trips, at most 
 LOOKBACK_WIDTH = 2  # tiles whose words one look-back trip reads together (1 measured the same, 3, 4, 8 slower)
 ONESWEEP_ITEMS = SORT_ITEMS
 ONESWEEP_VALUE_ITEMS = 16  # with values (tile 4096; 47 KB of workgroup memory, 4 workgroups per SM on an H100)
+ONESWEEP_WIDE_ITEMS = 16  # 64-bit keys alone (tile 4096; 46 KB of workgroup memory)
+ONESWEEP_WIDE_VALUE_ITEMS = 8  # 64-bit keys with values or indices (tile 2048; 34 KB, 42 KB with 8-byte values)
 HISTOGRAM_ITEMS = 8  # keys per invocation and round of the digit histograms (all loaded first)
+
+
+def radix_passes(raw: DataType) -> int:
+    """The 8-bit digit passes of keys whose bits are ``raw`` (4 for U32, 8 for U64)."""
+    return 8 * raw.size // RADIX_BITS
+
+
+def lookback_starts(passes: int) -> int:
+    """The first word of the digit counts (then starts) in the ``lookback`` buffer of ``passes`` passes."""
+    return passes
+
+
+def lookback_head(passes: int) -> int:
+    """The first word of the look-back regions in the ``lookback`` buffer of ``passes`` passes."""
+    return lookback_starts(passes) + passes * (1 << RADIX_BITS)
+
+
+def onesweep_items(raw: DataType, values: str) -> int:
+    """Keys per invocation of a single-pass radix tile, by key bits and ``values`` mode."""
+    if raw is U32:
+        return ONESWEEP_ITEMS if values == "none" else ONESWEEP_VALUE_ITEMS
+    return ONESWEEP_WIDE_ITEMS if values == "none" else ONESWEEP_WIDE_VALUE_ITEMS
 
 
 @cache
 def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: int) -> Program:
-    """The digit counts of all passes at once, into ``lookback[LOOKBACK_STARTS + 256*p + d]`` (zeroed).
+    """The digit counts of all passes at once, into ``lookback[starts + 256*p + d]`` (zeroed;
+    ``starts`` is ``lookback_starts`` of the passes of ``key_type``: four, or eight for 64-bit keys).
 
     Workgroup ``w`` of ``B`` (params ``blocks_word``) takes tiles ``w, w + B, ...`` of ``WG * items``
     keys (coalesced, all loaded before they are counted) and counts each key's digits in workgroup
     memory with workgroup atomics, then merges with one global atomic per non-zero bin. A tile
     wholly below ``n`` counts its keys without a test per key.
     """
-    radix, tile = 1 << RADIX_BITS, WG * items
+    radix, tile, raw = 1 << RADIX_BITS, WG * items, raw_type(key_type)
+    passes = radix_passes(raw)
     n, blocks = load_param(n_word), load_param(blocks_word)
     rounds = Expr.div(Expr.add(n, Expr.sub(Expr.mul(blocks, u(tile)), u(1))), Expr.mul(blocks, u(tile)))
     step: list[Node] = [Node.let("tb", Expr.mul(Expr.add(Expr.mul(var("r"), blocks), wid()), u(tile)))]
@@ -836,35 +877,37 @@ def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: i
                  Node.let(f"key{k}", to_key(key_type, Expr.load("keys", var(f"i{k}"))))]
     def counted(k: int, tag: str) -> list[Node]:
         return [Node.let(f"c{k}_{p}{tag}", Expr.atomic(AtomicOp.ADD, "local",
-                                                        u(p * radix) + _digit(var(f"key{k}"), p * RADIX_BITS), u(1),
-                                                        relaxed=True))
-                for p in range(RADIX_PASSES)]
+                                                        u(p * radix) + _digit(var(f"key{k}"), p * RADIX_BITS, raw),
+                                                        u(1), relaxed=True))
+                for p in range(passes)]
 
     whole = Expr.lt(var("tb"), Expr.sub(n, Expr.min(n, u(tile - 1))))  # tb + tile <= n, without overflow
     step.append(Node.if_(whole, [node for k in range(items) for node in counted(k, "w")],
                          [Node.if_(Expr.lt(var(f"i{k}"), n), counted(k, "")) for k in range(items)]))
     body = [Node.loop("r", u(0), rounds, step), Node.barrier(),
-            *_merge_bins("lookback", LOOKBACK_STARTS, u(RADIX_PASSES * radix // WG))]
-    buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("lookback", 1, U32), _params(2),
-               BufferDecl.workgroup("local", RADIX_PASSES * radix, U32)]
+            *_merge_bins("lookback", lookback_starts(passes), u(passes * radix // WG))]
+    buffers = [BufferDecl.read("keys", 0, raw), BufferDecl.read_write("lookback", 1, U32), _params(2),
+               BufferDecl.workgroup("local", passes * radix, U32)]
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_histograms_{key_type.value}")
 
 
 @cache
-def radix_digit_starts() -> Program:
-    """Workgroup ``p`` scans pass ``p``'s digit counts in place (exclusive): each digit's first output slot."""
-    at = Expr.add(u(LOOKBACK_STARTS), Expr.add(Expr.mul(wid(), u(1 << RADIX_BITS)), lid()))
+def radix_digit_starts(passes: int = RADIX_PASSES) -> Program:
+    """Workgroup ``p`` scans pass ``p``'s digit counts in place (exclusive): each digit's first
+    output slot (one workgroup per pass, of ``passes``)."""
+    at = Expr.add(u(lookback_starts(passes)), Expr.add(Expr.mul(wid(), u(1 << RADIX_BITS)), lid()))
     nodes, (start,) = block_scan(_COUNT, [var("count")], u(0), False, "sums", "s")
     body = [Node.let("at", at), Node.let("count", Expr.load("lookback", var("at"))), *nodes,
             Node.store("lookback", var("at"), start)]
     buffers = [BufferDecl.read_write("lookback", 0, U32), BufferDecl.workgroup("sums", WARPS, U32)]
-    return Program(buffers, WG_SIZE, body, name="lib_radix_digit_starts")
+    suffix = "" if passes == RADIX_PASSES else f"_{passes}"
+    return Program(buffers, WG_SIZE, body, name=f"lib_radix_digit_starts{suffix}")
 
 
 EARLY_BATCH = 4  # keys loaded together by the early digit counts
 
 
-def _early_counts(key_in: DataType | None, shift: int, items: int) -> list[Node]:
+def _early_counts(key_in: DataType | None, shift: int, items: int, raw: DataType = U32) -> list[Node]:
     """The tile's count of each digit before it is ranked, binding ``own`` (invocation ``t``: the
     count of digit ``t``): its keys below ``limit`` are read (coalesced, ``EARLY_BATCH`` in flight)
     and counted with relaxed workgroup atomics into ``hist`` (without a test per key in a whole
@@ -878,8 +921,8 @@ def _early_counts(key_in: DataType | None, shift: int, items: int) -> list[Node]
         return Node.let(f"eo{k}", Expr.atomic(AtomicOp.ADD, "hist", digits[k], u(1), relaxed=True))
 
     # n = limit: none past it counts
-    batch = _tile_bits(key_in, EARLY_BATCH, var("limit"), var("limit"), "e", index, var("whole"))
-    digits = [_digit(_sort_key(key_in, var(f"e{k}")), shift) for k in range(EARLY_BATCH)]
+    batch = _tile_bits(key_in, EARLY_BATCH, var("limit"), var("limit"), "e", index, var("whole"), raw=raw)
+    digits = [_digit(_sort_key(key_in, var(f"e{k}")), shift, raw) for k in range(EARLY_BATCH)]
     batch.append(Node.if_(var("whole"), [counted(k) for k in range(EARLY_BATCH)],
                           [Node.if_(Expr.lt(index(k), var("limit")), counted(k)) for k in range(EARLY_BATCH)]))
     return [Node.loop("eb", u(0), u(-(-items // EARLY_BATCH)), batch), Node.barrier(),  # past the tile: past limit
@@ -891,16 +934,16 @@ def _lookback_word(t: Expr) -> Expr:
     return Expr.add(var("region"), Expr.add(Expr.mul(t, u(1 << RADIX_BITS)), lid()))
 
 
-def _publish(pass_: int, region_word: int) -> list[Node]:
+def _publish(pass_: int, region_word: int, head: int = LOOKBACK_HEAD) -> list[Node]:
     """Invocation ``t`` publishes the tile's count of digit ``t`` (``own``): ``own | FLAG_A``, or
     ``own | FLAG_P`` for tile 0, whose count is already an inclusive prefix."""
     flag = Expr.select(Expr.eq(var("tile"), u(0)), u(FLAG_P), u(FLAG_A))
-    return [Node.let("region", Expr.add(u(LOOKBACK_HEAD), Expr.mul(u(pass_ % 2), load_param(region_word)))),
+    return [Node.let("region", Expr.add(u(head), Expr.mul(u(pass_ % 2), load_param(region_word)))),
             Node.let("aggregate", Expr.atomic(AtomicOp.EXCHANGE, "lookback", _lookback_word(var("tile")),
                                               Expr.bitor(var("own"), flag), relaxed=True))]
 
 
-def _look_back(pass_: int, spin: tuple[int, int], width: int) -> list[Node]:
+def _look_back(pass_: int, spin: tuple[int, int], width: int, starts: int = LOOKBACK_STARTS) -> list[Node]:
     """Invocation ``t``'s look-back for digit ``t`` (the ``lookback`` nodes of ``_digit_slots``),
     after ``_publish``: binds ``run``. ``word`` is digit ``t``'s word of the nearest tile not yet
     taken; each trip reads it and the words of the ``width - 1`` tiles below at once (one memory
@@ -923,7 +966,7 @@ def _look_back(pass_: int, spin: tuple[int, int], width: int) -> list[Node]:
                  Node.assign("done", Expr.or_(var("done"), Expr.and_(var(f"took{k}"), var(f"last{k}")))),
                  Node.assign("go", Expr.and_(var(f"took{k}"), Expr.not_(var(f"last{k}"))))]
     inclusive = Expr.bitor(Expr.add(var("prefix"), var("own")), u(FLAG_P))
-    start = Expr.load("lookback", Expr.add(u(LOOKBACK_STARTS + pass_ * (1 << RADIX_BITS)), lid()))
+    start = Expr.load("lookback", Expr.add(u(starts + pass_ * (1 << RADIX_BITS)), lid()))
     return [Node.let("done", first), Node.let("prefix", u(0)),
             Node.let("word", Expr.sub(_lookback_word(var("tile")), u(radix))),
             bounded_wait("done", *spin, step, "spin"),
@@ -938,7 +981,7 @@ def _look_back(pass_: int, spin: tuple[int, int], width: int) -> list[Node]:
 @cache
 def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
                    n_word: int, region_word: int, spin: tuple[int, int] = SPIN,
-                   width: int = LOOKBACK_WIDTH) -> Program:
+                   width: int = LOOKBACK_WIDTH, raw: DataType = U32, value_raw: DataType = U32) -> Program:
     """One stable pass of LSD radix sort, one tile per workgroup, with decoupled look-back (Onesweep).
 
     Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
@@ -954,10 +997,14 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     digit. Counts carry two flag bits, so ``n < 2^30``. Each workgroup zeroes its
     tile's words of the other region, which the next pass uses. A whole tile (``whole``: every
     tile but the last) reads and writes its keys without per-key tests, except in the place step.
+
+    ``raw``: the keys' bits, U32 or U64 (64-bit keys: eight passes, shifts 0 to 56, and the
+    ``lookback`` head of eight passes); ``value_raw``: the bits of loaded values (U32 or U64).
     """
     pass_, tile = shift // RADIX_BITS, WG * items
+    passes = radix_passes(raw)
     n = var("n")
-    other = Expr.add(u(LOOKBACK_HEAD), Expr.mul(u((pass_ + 1) % 2), load_param(region_word)))
+    other = Expr.add(u(lookback_head(passes)), Expr.mul(u((pass_ + 1) % 2), load_param(region_word)))
     body = [Node.let("n", load_param(n_word)),
             Node.if_(Expr.eq(lid(), u(0)), Node.store("tile_id", u(0), Expr.atomic(AtomicOp.ADD, "lookback",
                                                                                      u(pass_), u(1), relaxed=True))),
@@ -966,11 +1013,14 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), u(tile)))),
             Node.let("whole", Expr.eq(var("limit"), Expr.add(var("seg_base"), u(tile)))),  # all but the last tile
             Node.store("lookback", Expr.add(other, Expr.add(Expr.mul(var("tile"), u(1 << RADIX_BITS)), lid())), u(0))]
-    body += [*_early_counts(key_in, shift, items), *_publish(pass_, region_word)]
-    body += _radix_tiles(shift, key_in, key_out, values, items, u(1), _look_back(pass_, spin, width))
-    buffers = _radix_buffers(BufferDecl.read_write("lookback", 1, U32), values, items, 1, ("status",))
+    body += [*_early_counts(key_in, shift, items, raw), *_publish(pass_, region_word, lookback_head(passes))]
+    body += _radix_tiles(shift, key_in, key_out, values, items, u(1),
+                         _look_back(pass_, spin, width, lookback_starts(passes)), raw)
+    buffers = _radix_buffers(BufferDecl.read_write("lookback", 1, U32), values, items, 1, ("status",), raw,
+                             value_raw)
     buffers += [BufferDecl.workgroup("tile_id", 1, U32), BufferDecl.workgroup("hist", 1 << RADIX_BITS, U32)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_onesweep_{shift}")
+    wide = "" if raw is U32 else f"{8 * raw.size}"
+    return Program(buffers, WG_SIZE, body, name=f"lib_radix_onesweep{wide}_{shift}")
 
 
 # ---- segmented reduction ------------------------------------------------------------------------------

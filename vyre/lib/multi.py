@@ -12,6 +12,15 @@ downloads its part straight into its slice (through its own pinned chunk ring on
 
 Inputs may also be ``Sharded`` values (or lists of per-device CuPy/torch arrays): each part is
 the device's range already, nothing crosses the host, and the outputs come back in the same form.
+With no reduced output these calls dispatch each device in turn from the calling thread, in
+place on its parts and on its current stream, with no host wait (``CompiledMap``).
+
+A call's setup (checks, split plan, per-device programs and configs, grid) depends only on the
+program, ``reduce``, the config, the devices and the inputs' lengths and dtypes: it is made once
+as a ``CompiledMap`` and kept (``CACHE_SIZE`` of them, least recently used dropped first;
+``cache_info``), so a repeat call only binds the new arrays and launches. ``compile`` hands one
+to the caller.
+
 ``reduce``, ``histogram``, ``inclusive_scan`` and ``sort`` (``vyre.lib.multi_ops``) build
 multi-device library calls from the one-device ``vyre.lib`` functions.
 """
@@ -19,6 +28,8 @@ multi-device library calls from the one-device ``vyre.lib`` functions.
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +51,7 @@ from vyre.lib.sharded import (
     host_empty,
     is_device_array,
     owned_copy,
+    put,
     residents,
     same_kind,
 )
@@ -67,39 +79,64 @@ def _check_reduce(reduce: object) -> None:
 
 # ---- the split --------------------------------------------------------------------------------------------
 @dataclass
-class _Shard:
-    """One device's part: its backend, program, buffers (declaration order) and handles."""
+class _Spec:
+    """What one device's part of a compiled call is, whatever the data: its backend, rewritten
+    program and config, and per buffer (declaration order) where its data comes from."""
 
     backend: Any
     program: Program
     config: DispatchConfig
-    data: list[Any]  # per non-workgroup buffer: the input slice or device part, or None for outputs
+    sources: list[tuple[str, str, int, int]]  # per buffer: ("part"|"slice"|"whole"|"none", name, start, stop)
     sizes: list[int]  # bytes per buffer
     read_only: list[bool]  # per buffer: the program only reads it
     kept: list[np.dtype | None]  # per buffer: its dtype if it is a split output (or read_write) kept on the device
+
+    def data(self, arrays: Mapping[str, np.ndarray], parts: Mapping[str, Sharded], k: int) -> list[Any]:
+        """This call's data per buffer: part ``k`` of sharded inputs, slices and whole host arrays, None for outputs."""
+        out: list[Any] = []
+        for how, name, start, stop in self.sources:
+            out.append(parts[name].parts[k] if how == "part" else arrays[name][start:stop] if how == "slice"
+                       else arrays[name] if how == "whole" else None)
+        return out
+
+
+@dataclass
+class _Shard:
+    """One device's part of one call: its spec, this call's data, and the handles made for it."""
+
+    spec: _Spec
+    data: list[Any]  # per non-workgroup buffer: the input slice or device part, or None for outputs
     handles: list[Any] = field(default_factory=list)
     arrays: dict[int, Any] = field(default_factory=dict)  # kept outputs made as device arrays, by buffer
+
+    @property
+    def backend(self) -> Any:
+        return self.spec.backend
+
+    @property
+    def sizes(self) -> list[int]:
+        return self.spec.sizes
 
     def start(self) -> None:
         """Allocate, upload, dispatch (on the calling thread; the backend's own stream). Device
         parts the program only reads are read in place where the backend lends them (``cuda``)."""
-        res = residents(self.backend)
+        spec, res = self.spec, residents(self.spec.backend)
         try:
-            for i, (data, nbytes, read_only) in enumerate(zip(self.data, self.sizes, self.read_only)):
+            for i, (data, nbytes, read_only) in enumerate(zip(self.data, spec.sizes, spec.read_only)):
                 if res is not None and read_only and nbytes and is_device_array(data):
                     self.handles.append(res.lend(data))
                     continue
-                dtype = self.kept[i]
+                dtype = spec.kept[i]
                 if res is not None and dtype is not None and nbytes:  # written in place, handed to the caller
                     self.arrays[i], handle = res.new_lent(nbytes // dtype.itemsize, dtype)
                     self.handles.append(handle)
                     if data is not None:  # a read_write part: the caller's stays as it was
-                        self.backend.upload_resident(handle, data)
+                        spec.backend.upload_resident(handle, data)
                     continue
-                self.handles.append(self.backend.allocate_resident(nbytes))
+                self.handles.append(spec.backend.allocate_resident(nbytes))
                 if data is not None and nbytes:
-                    self.backend.upload_resident(self.handles[-1], data)
-            self.backend.dispatch_resident(self.program, self.handles, self.config)
+                    spec.backend.upload_resident(self.handles[-1], data)
+            spec.backend.dispatch_resident(spec.program, self.handles, spec.config)
         except BaseException:
             self.free()
             raise
@@ -151,47 +188,294 @@ def map(kernel_or_program: object, inputs: Sequence[object], devices: Sequence[o
     ``reduce`` names ``output`` buffers that are atomic accumulators and how to combine them
     (``{"bins": "add"}``; also min, max, or, and, xor). Programs that do not survive splitting are
     ``InvalidProgram`` with a ``Fix:``. ``stats``, when given, receives the devices, the
-    workgroup ranges and how reduced outputs were combined (the collective's path, e.g. ``"nccl"``,
-    ``"host"``, or ``"single"`` for one device).
+    workgroup ranges, how reduced outputs were combined (the collective's path, e.g. ``"nccl"``,
+    ``"host"``, or ``"single"`` for one device), whether the compiled call came from the cache
+    (``"compiled": "hit"`` or ``"miss"``) and how the devices ran (``"path"``: ``"direct"``, one
+    dispatch per device in turn from the calling thread, or ``"resident"``, one thread per device
+    through resident buffers; see ``CompiledMap``).
+
+    Everything that depends only on the program, ``reduce``, the config, the devices and the
+    inputs' lengths, dtypes and placement is computed once and kept (``cache_info``); a repeat
+    call of that shape only binds the new arrays and launches.
     """
     program = as_program(kernel_or_program)
+    call, bound = _lookup(program, inputs, devices, reduce, config, stats)
+    return call.run(bound, stats)
+
+
+def compile(kernel_or_program: object, inputs: Sequence[object], devices: Sequence[object] | None = None,
+            reduce: Mapping[str, str] | None = None, *, config: DispatchConfig | None = None) -> CompiledMap:
+    """``multi.map`` of ``kernel_or_program`` set up once for inputs shaped like ``inputs`` (their
+    lengths, dtypes and devices; the data is not read): call the result with new inputs of that
+    shape. ``multi.map`` keeps such objects itself (``cache_info``); this one is the caller's."""
+    program = as_program(kernel_or_program)
+    return _lookup(program, inputs, devices, reduce, config, None)[0]
+
+
+@dataclass
+class _Bound:
+    """One call's inputs, read once: typed host views and sharded values by buffer name."""
+
+    arrays: dict[str, np.ndarray]
+    parts: dict[str, Sharded]
+    as_list: bool
+    shapes: tuple  # per input: its length and dtype (and its parts' devices and kinds)
+
+
+@dataclass(eq=False)
+class CompiledMap:
+    """``multi.map`` of one program, ``reduce``, config, device list and shape of inputs, set up
+    once (``multi.compile``); calling it with inputs of that shape binds them and launches.
+
+    Sharded calls on backends that run dispatches in place on device arrays (``cuda``), with no
+    reduced output, launch every device back to back from the calling thread, each on the current
+    stream of its device (CuPy's, or torch's for torch parts), with no host wait: the returned
+    arrays are ordered on those streams, as the one-device in-place dispatch's are. The rest run
+    one thread per device through resident buffers, finished on return."""
+
+    source: Program  # the program it was made from (as given)
+    program: Program  # with the workgroup override folded in
+    config: DispatchConfig
+    plan: SplitPlan
+    shapes: tuple  # of the inputs it takes (``_read``)
+    backends: list[Any]
+    ranges: list[tuple[int, int]]
+    specs: list[_Spec]
+    direct: bool  # one dispatch per device, in turn from the calling thread (see the class docstring)
+    slots: tuple[int, ...] = ()  # per program input: its index among the non-workgroup buffers
+
+    def __call__(self, inputs: Sequence[object], stats: dict | None = None) -> list[Any]:
+        """Run on ``inputs`` (shaped as the ones this was compiled for)."""
+        bound = _read(self.source, inputs)
+        if bound.shapes != self.shapes:
+            raise InvalidProgram("these inputs differ from the ones the compiled multi.map was made for "
+                                 "(lengths, dtypes or devices)",
+                                 "call multi.compile again for these inputs, or call multi.map (it keeps one "
+                                 "compiled call per shape of inputs).")
+        return self.run(bound, stats)
+
+    @property
+    def usable(self) -> bool:
+        """False once a backend it runs on was shut down (the cache then compiles anew)."""
+        return not any(getattr(b, "closed", False) for b in self.backends)
+
+    def run(self, bound: _Bound, stats: dict | None) -> list[Any]:
+        like = next(iter(bound.parts.values()), None)
+        if self.direct and like is not None:
+            outputs, how = self._direct(bound, like), None
+        else:
+            shards = [_Shard(spec, spec.data(bound.arrays, bound.parts, k)) for k, spec in enumerate(self.specs)]
+            try:
+                _each(shards, lambda s: s.start())
+                outputs, how = _collect(self.program, self.plan, shards, like)
+            finally:
+                for shard in shards:
+                    shard.free()
+        if like is not None:
+            outputs = [same_kind(o, bound.as_list) if isinstance(o, Sharded) else o for o in outputs]
+        if stats is not None:
+            stats.update(devices=[_name(b) for b in self.backends[:len(self.specs)]],
+                         workgroup_ranges=list(self.ranges), reduction=how,
+                         path="direct" if self.direct else "resident")
+        return outputs
+
+    def _direct(self, bound: _Bound, like: Sharded) -> list[Any]:
+        """Every device's dispatch in turn (enqueued on its current stream on ``cuda``); split outputs as ``like``."""
+        results = []
+        for k, spec in enumerate(self.specs):
+            data = spec.data(bound.arrays, bound.parts, k)
+            results.append(_dispatch_part(spec, [data[i] for i in self.slots]))
+        outputs: list[Any] = []
+        for j, b in enumerate(self.program.outputs):
+            pieces = [r[j] for r in results]
+            idle = [empty_like(p, b.dtype.np_dtype) for p in like.parts[len(pieces):]]
+            outputs.append(Sharded(pieces + idle, like.devices))
+        return outputs
+
+
+def _dispatch_part(spec: _Spec, inputs: list[Any]) -> list[Any]:
+    """One device's dispatch, in place on a device backend (with its device current): read_write
+    device parts are copied first (the caller's stay as they were), host inputs other than small
+    read-only values are uploaded to new device arrays."""
+    ops, raw = _device_ops_of(spec.backend)
+    if ops is None:  # host parts on a backend without devices (the oracle): its dispatch copies every input
+        return spec.backend.dispatch(spec.program, inputs, spec.config)
+
+    def work() -> list[Any]:
+        for j, decl in enumerate(spec.program.inputs):
+            data = inputs[j]
+            if is_device_array(data):
+                if decl.access is Access.READ_WRITE:
+                    inputs[j] = _fresh_copy(ops, raw.device_id, data)
+            elif decl.access is Access.READ_WRITE or data.nbytes > _CARRIED_BYTES:
+                inputs[j] = put(spec.backend, data)
+        return spec.backend.dispatch(spec.program, inputs, spec.config)
+
+    return ops.run_on(raw.device_id, work)
+
+
+_CARRIED_BYTES = 256  # read-only host inputs up to this size go along with an in-place dispatch (cuda: 64 words)
+
+
+def _fresh_copy(ops: Any, device: int, part: Any) -> Any:
+    """A new device array equal to ``part``, made in its library's current-stream order (torch's
+    ``clone``, else a CuPy copy)."""
+    clone = getattr(part, "clone", None)
+    return clone() if callable(clone) else ops.as_cupy(part, device).copy()
+
+
+def _device_ops_of(backend: Any) -> tuple[Any, Any]:
+    """The backend's operations on device arrays (``cuda``; else None) and the backend it wraps."""
+    unwrap = getattr(backend, "unwrap", None)
+    raw = unwrap() if callable(unwrap) else backend
+    return getattr(raw, "device_arrays", None), raw
+
+
+# ---- the cache of compiled calls ---------------------------------------------------------------------------
+CACHE_SIZE = 32  # compiled calls kept by multi.map (the least recently used one is dropped first)
+_calls: OrderedDict[tuple, CompiledMap] = OrderedDict()  # (program fingerprint, rest of the key) -> call
+#: (id(program), rest) -> (program, its _calls key): the per-call lookup, which keeps the program alive
+#: (so its id stays its own); an equal program built anew finds the call through its fingerprint
+_by_id: dict[tuple, tuple[Program, tuple]] = {}
+_cache_lock = threading.Lock()
+_counts = {"hits": 0, "misses": 0}
+
+
+def cache_info() -> dict[str, int]:
+    """``multi.map``'s compiled calls: ``hits``, ``misses``, ``size`` (calls kept) and ``max_size``."""
+    with _cache_lock:
+        return {**_counts, "size": len(_calls), "max_size": CACHE_SIZE}
+
+
+def cache_clear() -> None:
+    """Drop every compiled call of ``multi.map`` and zero the counts."""
+    with _cache_lock:
+        _calls.clear()
+        _by_id.clear()
+        _counts.update(hits=0, misses=0)
+
+
+def _lookup(program: Program, inputs: Sequence[object], devices: Sequence[object] | None,
+            reduce: Mapping[str, str] | None, config: DispatchConfig | None, stats: dict | None
+            ) -> tuple[CompiledMap, _Bound]:
+    """The compiled call for this program and shape of inputs (from the cache, or made and kept):
+    looked up by the program's identity, then by its fingerprint (an equal program built anew)."""
+    _check_reduce(reduce)
+    bound = _read(program, inputs)
+    rest = (tuple(sorted(reduce.items())) if reduce else None, _config_key(config),
+            None if devices is None else tuple(_device_key(d) for d in devices), bound.shapes)
+    fast = (id(program), *rest)
+    with _cache_lock:
+        alias = _by_id.get(fast)
+        key = alias[1] if alias is not None and alias[0] is program else None
+    if key is None:
+        key = (program.fingerprint(), *rest)
+    with _cache_lock:
+        call = _calls.get(key)
+        hit = call is not None and call.usable
+        if hit:
+            _calls.move_to_end(key)
+    if not hit:
+        call = _build(program, bound, devices, reduce, config or DispatchConfig())
+    assert call is not None
+    with _cache_lock:
+        _counts["hits" if hit else "misses"] += 1
+        if not hit:
+            _calls[key] = call
+            while len(_calls) > CACHE_SIZE:
+                _calls.popitem(last=False)
+        if alias is None or alias[0] is not program:
+            _by_id[fast] = (program, key)
+            while len(_by_id) > 4 * CACHE_SIZE:
+                del _by_id[next(iter(_by_id))]
+    if stats is not None:
+        stats["compiled"] = "hit" if hit else "miss"
+    return call, bound
+
+
+def _read(program: Program, inputs: Sequence[object]) -> _Bound:
+    """Typed host views (no copy) cut to declared counts, the sharded inputs, and per input what a
+    compiled call depends on: its length and dtype (and its parts' devices and kinds)."""
+    check_input_count(program, inputs)
+    arrays: dict[str, np.ndarray] = {}
+    parts: dict[str, Sharded] = {}
+    as_list = False
+    shapes: list[tuple] = []
+    for decl, data in zip(program.inputs, inputs):
+        sharded, listed = as_sharded(data)
+        if sharded is not None:
+            parts[decl.name] = sharded
+            as_list = as_list or listed
+            shapes.append((tuple(sharded.sizes), str(sharded.parts[0].dtype),
+                           tuple(_device_key(d) for d in sharded.devices),
+                           tuple(is_device_array(p) for p in sharded.parts)))
+            continue
+        if is_device_array(data):
+            raise InvalidProgram(f"input for buffer {decl.name!r} is a single device array; multi.map shards host "
+                                 "arrays or takes one array per device",
+                                 "pass a host array (CuPy: x.get()), or multi.Sharded([part0, part1, ...]) / a list "
+                                 "of per-device arrays.")
+        view = as_bytes_view(decl, data)
+        count = check_byte_length(decl, view.nbytes)
+        arrays[decl.name] = np.frombuffer(view, dtype=decl.dtype.np_dtype, count=count)
+        shapes.append((count,))
+    return _Bound(arrays, parts, as_list, tuple(shapes))
+
+
+def _device_key(device: object) -> object:
+    """A device of ``devices=`` or of a ``Sharded`` as part of a cache key (ids by value, others by identity)."""
+    if isinstance(device, str):
+        return device
+    ident = getattr(device, "id", None)
+    return ident if isinstance(ident, str) and not hasattr(device, "dispatch") else ("object", id(device))
+
+
+def _config_key(config: DispatchConfig | None) -> object:
+    try:
+        hash(config)
+    except TypeError:
+        return ("object", id(config))
+    return config
+
+
+def _build(program: Program, bound: _Bound, devices: Sequence[object] | None,
+           reduce: Mapping[str, str] | None, config: DispatchConfig) -> CompiledMap:
+    """Everything of a call that does not depend on the data: checks, split, per-device programs."""
     from vyre.ir.validate import validate
 
     validate(program)
-    _check_reduce(reduce)
-    program, config = _fold_workgroup(program, config or DispatchConfig())
-    plan = plan_split(program, reduce)
-    arrays, parts, as_list = _inputs(program, inputs, plan)
-    lengths = {name: arr.size for name, arr in arrays.items()}
+    folded, config = _fold_workgroup(program, config)
+    plan = plan_split(folded, reduce)
+    parts, like = bound.parts, None
+    for decl in folded.inputs:
+        if decl.name in parts:
+            like = _check_sharded(decl, parts[decl.name], plan, like)
+    lengths = {name: arr.size for name, arr in bound.arrays.items()}
     lengths.update({name: sh.size for name, sh in parts.items()})
-    lengths.update(_output_counts(program, config, lengths))
-    grid = resolve_grid(program, config, lengths)
+    lengths.update(_output_counts(folded, config, lengths))
+    grid = resolve_grid(folded, config, lengths)
     if grid[1] != 1 or grid[2] != 1:
         raise InvalidProgram(f"grid {grid} is not 1-D; multi.map splits the x range only",
                              "give a grid of (gx, 1, 1), or run the program on one device.")
-    if parts:
-        first = next(iter(parts.values()))
-        if devices is not None and len(devices) != len(first.parts):
+    if like is not None:
+        if devices is not None and len(devices) != len(like.parts):
             raise InvalidProgram(f"devices= names {len(devices)} devices but the sharded inputs have "
-                                 f"{len(first.parts)} parts", "leave devices=None: sharded inputs bring their own.")
-        backends = backends_for(first.devices)
-        ranges = _part_ranges(first.sizes, program.workgroup_size[0], grid[0])
+                                 f"{len(like.parts)} parts", "leave devices=None: sharded inputs bring their own.")
+        backends = backends_for(like.devices)
+        ranges = _part_ranges(like.sizes, folded.workgroup_size[0], grid[0])
     else:
         backends = backends_for(devices)
         ranges = split_workgroups(grid[0], len(backends))
-    shards = [_make_shard(program, plan, config, arrays, parts, lengths, backends[k], ranges[k], k,
-                          k == len(ranges) - 1) for k in range(len(ranges))]
-    try:
-        _each(shards, lambda s: s.start())
-        outputs, how = _collect(program, plan, shards, next(iter(parts.values()), None))
-    finally:
-        for shard in shards:
-            shard.free()
-    if parts:
-        outputs = [same_kind(o, as_list) if isinstance(o, Sharded) else o for o in outputs]
-    if stats is not None:
-        stats.update(devices=[_name(b) for b in backends[:len(shards)]], workgroup_ranges=ranges, reduction=how)
-    return outputs
+    specs = [_make_spec(folded, plan, config, set(parts), lengths, backends[k], ranges[k], k == len(ranges) - 1)
+             for k in range(len(ranges))]
+    direct = like is not None and not plan.reduced and all(
+        all(is_device_array(sh.parts[k]) == (_device_ops_of(spec.backend)[0] is not None) for sh in parts.values())
+        for k, spec in enumerate(specs))
+    if direct:
+        specs = [dataclasses.replace(s, config=dataclasses.replace(s.config, outputs="auto")) for s in specs]
+    names = [b.name for b in folded.buffers if not b.is_workgroup]
+    return CompiledMap(program, folded, config, plan, bound.shapes, backends, ranges, specs, direct,
+                       tuple(names.index(b.name) for b in folded.inputs))
 
 
 def _name(backend: Any) -> str:
@@ -213,30 +497,6 @@ def _fold_workgroup(program: Program, config: DispatchConfig) -> tuple[Program, 
         program = Program(program.buffers, wg, program.body, name=program.name)
         config = dataclasses.replace(config, workgroup_override=None)
     return program, config
-
-
-def _inputs(program: Program, inputs: Sequence[object], plan: SplitPlan
-            ) -> tuple[dict[str, np.ndarray], dict[str, Sharded], bool]:
-    """Typed host views (no copy) cut to declared counts, and the sharded inputs (all alike)."""
-    check_input_count(program, inputs)
-    arrays: dict[str, np.ndarray] = {}
-    parts: dict[str, Sharded] = {}
-    as_list = False
-    for decl, data in zip(program.inputs, inputs):
-        sharded, listed = as_sharded(data)
-        if sharded is not None:
-            parts[decl.name] = _check_sharded(decl, sharded, plan, next(iter(parts.values()), None))
-            as_list = as_list or listed
-            continue
-        if is_device_array(data):
-            raise InvalidProgram(f"input for buffer {decl.name!r} is a single device array; multi.map shards host "
-                                 "arrays or takes one array per device",
-                                 "pass a host array (CuPy: x.get()), or multi.Sharded([part0, part1, ...]) / a list "
-                                 "of per-device arrays.")
-        view = as_bytes_view(decl, data)
-        count = check_byte_length(decl, view.nbytes)
-        arrays[decl.name] = np.frombuffer(view, dtype=decl.dtype.np_dtype, count=count)
-    return arrays, parts, as_list
 
 
 def _check_sharded(decl: BufferDecl, sharded: Sharded, plan: SplitPlan, like: Sharded | None) -> Sharded:
@@ -291,14 +551,13 @@ def _output_counts(program: Program, config: DispatchConfig, lengths: Mapping[st
     return counts
 
 
-def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, arrays: Mapping[str, np.ndarray],
-                parts: Mapping[str, Sharded], lengths: Mapping[str, int], backend: Any, groups: tuple[int, int],
-                k: int, last: bool) -> _Shard:
+def _make_spec(program: Program, plan: SplitPlan, config: DispatchConfig, part_names: set[str],
+               lengths: Mapping[str, int], backend: Any, groups: tuple[int, int], last: bool) -> _Spec:
     """Device ``k``'s program, config and buffers (its slice of split host inputs, its own part of
     sharded ones, whole replicated inputs, zeroed reduced outputs)."""
     wgx = program.workgroup_size[0]
     lo, hi = groups[0] * wgx, groups[1] * wgx
-    data: list[np.ndarray | None] = []
+    sources: list[tuple[str, str, int, int]] = []
     sizes: list[int] = []
     read_only: list[bool] = []
     kept: list[np.dtype | None] = []
@@ -317,21 +576,19 @@ def _make_shard(program: Program, plan: SplitPlan, config: DispatchConfig, array
                         f"that runs invocations from {lo}", f"give {b.name!r} one element per invocation, name it "
                         "in reduce=, or pass fewer devices.")
                 out_counts[b.name] = count
-            if b.name in parts:
-                data.append(parts[b.name].parts[k])
-            else:
-                data.append(arrays[b.name][start:stop] if b.access.is_input else None)
+            how = "part" if b.name in part_names else "slice" if b.access.is_input else "none"
+            sources.append((how, b.name, start, stop))
         else:
             count = length
-            data.append(arrays.get(b.name))  # replicated input, or a reduced output (None)
+            sources.append(("whole" if b.access.is_input else "none", b.name, 0, 0))  # replicated, or reduced
         sizes.append(count * b.dtype.size)
         read_only.append(b.access is Access.READ)
-        kept.append(b.dtype.np_dtype if parts and b.access in (Access.OUTPUT, Access.READ_WRITE)
+        kept.append(b.dtype.np_dtype if part_names and b.access in (Access.OUTPUT, Access.READ_WRITE)
                     and b.name in plan.sharded else None)
     shard = shard_program(program, plan, lo, lengths, out_counts)
     extra = {"output_counts": None} if hasattr(config, "output_counts") else {}
     shard_config = dataclasses.replace(config, grid=(groups[1] - groups[0], 1, 1), elements=None, **extra)
-    return _Shard(backend, shard, shard_config, data, sizes, read_only, kept)
+    return _Spec(backend, shard, shard_config, sources, sizes, read_only, kept)
 
 
 def _collect(program: Program, plan: SplitPlan, shards: Sequence[_Shard], like: Sharded | None
@@ -404,5 +661,5 @@ def _device_reduce(shards: Sequence[_Shard], index: int, decl: BufferDecl, op: s
 
 from vyre.lib.multi_ops import histogram, inclusive_scan, reduce, shard, sort  # noqa: E402 - they use map's helpers
 
-__all__ = ["Sharded", "as_program", "backends_for", "histogram", "inclusive_scan", "map", "reduce", "shard", "sort",
-           "split_workgroups"]
+__all__ = ["CACHE_SIZE", "CompiledMap", "Sharded", "as_program", "backends_for", "cache_clear", "cache_info", "compile",
+           "histogram", "inclusive_scan", "map", "reduce", "shard", "sort", "split_workgroups"]

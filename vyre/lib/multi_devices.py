@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -72,17 +73,45 @@ def _cached(key: tuple[str, int], start: Callable[[], Any]) -> Any:
 
 def each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
     """``work(item)`` on one thread per item (one per device); raises the first failure after all
-    finished, so no device is left running when the call returns."""
+    finished, so no device is left running when the call returns. The threads are the process's
+    shared pool (started once, not per call); a call made from one of them gets its own threads,
+    so an outer call waiting on inner ones never waits for a thread it holds itself."""
     if len(items) == 1:
         return [work(items[0])]
-    with ThreadPoolExecutor(len(items), thread_name_prefix="vyre-multi") as pool:
-        futures = [pool.submit(work, s) for s in items]
-        errors = [f.exception() for f in futures]
+    if getattr(_in_pool, "active", False):
+        with ThreadPoolExecutor(len(items), thread_name_prefix="vyre-multi-nested") as own:
+            return _gather([own.submit(work, s) for s in items])
+    pool = _shared_pool()
+    return _gather([pool.submit(_pooled, work, s) for s in items])
+
+
+POOL_THREADS = 64  # threads of the shared pool (started as needed): more devices than this queue
+_in_pool = threading.local()  # .active on the shared pool's threads
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): a forked child starts its own
+
+
+def _shared_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _acquire_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="vyre-multi"))
+        return _pool[1]
+
+
+def _pooled(work: Callable[[Any], Any], item: Any) -> Any:
+    _in_pool.active = True
+    try:
+        return work(item)
+    finally:
+        _in_pool.active = False
+
+
+def _gather(futures: Sequence[Future]) -> list[Any]:
+    errors = [f.exception() for f in futures]
     first = next((e for e in errors if e is not None), None)
     if first is not None:
         raise first
     return [f.result() for f in futures]
-
 
 
 __all__ = ["UFUNCS", "backends_for", "each"]

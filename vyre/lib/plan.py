@@ -230,14 +230,17 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
 
 
 def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str, cap: int,
-                  final: tuple[Resident, Resident | None] | None, scatter: Callable[..., None]
+                  final: tuple[Resident, Resident | None] | None, scatter: Callable[..., None], value_size: int = 4
                   ) -> tuple[Resident, Resident | None]:
-    """The four passes' buffers: ``scatter(shift, key_in, key_out, mode, src_keys, moves)`` adds a
-    pass's steps, ``moves`` being the handles after the kernel's binding 1 (keys out, values)."""
-    key_bufs = [plan.buffer("sort.keys_b", cap), plan.buffer("sort.keys_a", cap)]
-    val_bufs = [plan.buffer("sort.vals_b", cap), plan.buffer("sort.vals_a", cap)] if values_mode != "none" else None
+    """The passes' buffers (four passes, eight for 64-bit keys): ``scatter(shift, key_in, key_out,
+    mode, src_keys, moves)`` adds a pass's steps, ``moves`` being the handles after the kernel's
+    binding 1 (keys out, values). ``value_size``: bytes per loaded value (indices: 4)."""
+    key_bufs = [plan.buffer("sort.keys_b", cap, dtype.size), plan.buffer("sort.keys_a", cap, dtype.size)]
+    value_size = value_size if values_mode == "load" else 4
+    val_bufs = ([plan.buffer("sort.vals_b", cap, value_size), plan.buffer("sort.vals_a", cap, value_size)]
+                if values_mode != "none" else None)
     src_k, src_v = keys, values
-    passes = K.RADIX_PASSES
+    passes = K.radix_passes(raw_type(dtype))
     for p in range(passes):
         key_in = dtype if p == 0 else None
         key_out = dtype if p == passes - 1 else None
@@ -287,27 +290,32 @@ def _lookback_gave_up(count: int) -> VyreError:
 
 
 def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
-                  n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
-                  ) -> tuple[Resident, Resident | None]:
-    """Single-pass (Onesweep) passes, ``n < ONESWEEP_LIMIT``.
+                  n: int, cap: int, final: tuple[Resident, Resident | None] | None = None,
+                  value_type: DataType | None = None) -> tuple[Resident, Resident | None]:
+    """Single-pass (Onesweep) passes, ``n < ONESWEEP_LIMIT``: four for 32-bit keys, eight for
+    64-bit keys (read and written whole, 8 bytes each).
 
-    One zero fill of the look-back state, one kernel counting the digits of all four passes, one
+    One zero fill of the look-back state, one kernel counting the digits of all passes, one
     scan of each pass's 256 counts, then per pass one kernel: a workgroup per tile, digit
     offsets from decoupled look-back (``kernels.radix_onesweep``). The plan reads back the
     count of look-backs that gave up (``sort.status``, zeroed once per plan) and raises
-    ``DispatchFailed`` if any did.
+    ``DispatchFailed`` if any did. ``value_type``: the element type of ``values`` (4 or 8
+    bytes; ``values_mode`` "load").
     """
-    items = K.ONESWEEP_ITEMS if values_mode == "none" else K.ONESWEEP_VALUE_ITEMS
+    raw = raw_type(dtype)
+    value_raw = raw_type(value_type) if value_type is not None and values_mode == "load" else DataType.U32
+    passes, items = K.radix_passes(raw), K.onesweep_items(raw, values_mode)
     tiles = ceil_div(cap, WG * items)
     region = tiles * RADIX
-    lookback = plan.buffer("sort.lookback", K.LOOKBACK_HEAD + 2 * region)
+    head = K.lookback_head(passes)
+    lookback = plan.buffer("sort.lookback", head + 2 * region)
     n_word, region_word = plan.word("sort.n", n), plan.word("sort.region", region)
-    zeroed = K.LOOKBACK_HEAD + region  # the head and the first pass's region; each pass zeroes the next one's
+    zeroed = head + region  # the head and the first pass's region; each pass zeroes the next one's
     plan.step(K.zero_fill(plan.word("sort.zeroed", zeroed)), [lookback, plan.params], ceil_div(zeroed, WG))
     blocks = min(ceil_div(cap, WG * K.HISTOGRAM_ITEMS), HISTOGRAM_GROUPS)
     plan.step(K.radix_histograms(dtype, K.HISTOGRAM_ITEMS, n_word, plan.word("sort.blocks", blocks)),
               [keys, lookback, plan.params], blocks)
-    plan.step(K.radix_digit_starts(), [lookback], K.RADIX_PASSES)
+    plan.step(K.radix_digit_starts(passes), [lookback], passes)
     status = plan.buffer("sort.status", 1)
     if not any(handle is status for handle, _, _ in plan.checks):  # once per plan: a later sort keeps the count
         plan.step(K.zero_fill(plan.word("sort.status_words", 1)), [status, plan.params], 1)
@@ -315,19 +323,23 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
 
     def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
                 moves: list[Resident]) -> None:
-        plan.step(K.radix_onesweep(shift, key_in, key_out, mode, items, n_word, region_word),
+        plan.step(K.radix_onesweep(shift, key_in, key_out, mode, items, n_word, region_word, raw=raw,
+                                   value_raw=value_raw),
                   [src_k, lookback, *moves, plan.params, status], tiles)
 
-    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter)
+    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter, value_raw.size)
 
 
 def sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, value_type: DataType | None,
-         values_mode: str, n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None
+         values_mode: str, n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
          ) -> tuple[Resident | None, Resident | None]:
-    """Any supported sort: ``radix_sort`` for 32-bit keys with 4-byte values (or none), else
+    """Any supported sort: ``radix_sort`` for 32-bit keys with 4-byte values (or none); for 64-bit
+    keys with any values, ``onesweep_sort`` of the whole keys below ``ONESWEEP_LIMIT``; else
     ``permuted_sort``. ``value_type``: the element type of ``values`` (``values_mode`` "load")."""
     if dtype.size == 4 and (value_type is None or value_type.size == 4):
-        return radix_sort(plan, dtype, keys, values, values_mode, n, cap, final)  # type: ignore[arg-type]
+        return radix_sort(plan, dtype, keys, values, values_mode, n, cap, final)
+    if dtype.size == 8 and n < settings.onesweep_limit(ONESWEEP_LIMIT):
+        return onesweep_sort(plan, dtype, keys, values, values_mode, n, cap, final, value_type)
     return permuted_sort(plan, dtype, keys, values, value_type, values_mode, n, cap, final)
 
 
@@ -335,7 +347,8 @@ def permuted_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
                   value_type: DataType | None, values_mode: str, n: int, cap: int,
                   final: tuple[Resident | None, Resident | None] | None = None
                   ) -> tuple[Resident | None, Resident | None]:
-    """64-bit keys or 8-byte values, through the 32-bit radix sort of indices.
+    """64-bit keys from ``ONESWEEP_LIMIT`` keys on, or 32-bit keys with 8-byte values, through
+    the 32-bit radix sort of indices.
 
     64-bit keys (``dtype`` U64, I64 or F64): their u64 sort keys are split into 32-bit halves
     (``kernels.split_keys``); a stable sort of the low halves carrying indices, a gather of the

@@ -274,8 +274,9 @@ def _bitnot(a: Lanes) -> Lanes:
 
 
 def _via_float64(fn: Callable[[Lanes], Lanes]) -> UnaryFn:
-    """A transcendental: evaluated in float64, rounded once to float32."""
-    return lambda a: f.float64_to_f32(fn(np.asarray(a, np.float64)))
+    """A transcendental: evaluated in float64 (numpy's, within ~1 ULP), then rounded once to float32
+    for F32 lanes; F64 lanes keep the float64 result (docs/semantics.md bounds the backends' error)."""
+    return lambda a: fn(a) if a.dtype == F64 else f.float64_to_f32(fn(np.asarray(a, np.float64)))
 
 
 def _inverse_sqrt(a: Lanes) -> Lanes:

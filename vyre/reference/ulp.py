@@ -21,10 +21,24 @@ def ordered_f32(x: np.ndarray) -> np.ndarray:
     return np.where(b & 0x80000000, 0x80000000 - b, b)
 
 
+def ordered_f64(x: np.ndarray) -> np.ndarray:
+    """float64 values as int64 keys whose order and differences follow the float order (-0 == +0)."""
+    b = np.asarray(x, np.float64).view(np.int64)
+    return np.where(b < 0, np.int64(np.iinfo(np.int64).min) - b, b)
+
+
 def ulp_distance(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
-    """Per-element distance in float32 ULPs; 0 where both are NaN, huge where only one is."""
-    e, a = np.asarray(expected, np.float32), np.asarray(actual, np.float32)
-    dist = np.abs(ordered_f32(e) - ordered_f32(a))
+    """Per-element distance in ULPs: float64 ULPs when both arrays are float64, else float32 ULPs;
+    0 where both are NaN, huge where only one is."""
+    e, a = np.asarray(expected), np.asarray(actual)
+    if e.dtype == np.float64 and a.dtype == np.float64:
+        ke, ka = ordered_f64(e), ordered_f64(a)
+        cap = np.int64((1 << 62) - 1)  # keys of opposite signs: |ke| + |ka| without overflow
+        across = np.minimum(np.abs(ke), cap) + np.minimum(np.abs(ka), cap)
+        dist = np.where((ke < 0) == (ka < 0), np.abs(ke - ka), across)
+    else:
+        e, a = e.astype(np.float32), a.astype(np.float32)
+        dist = np.abs(ordered_f32(e) - ordered_f32(a))
     both_nan = np.isnan(e) & np.isnan(a)
     one_nan = np.isnan(e) ^ np.isnan(a)
     return np.where(both_nan, 0, np.where(one_nan, np.iinfo(np.int64).max, dist))
@@ -35,7 +49,8 @@ def assert_within_ulp(expected: np.ndarray, actual: np.ndarray, max_ulp: int, wh
     dist = ulp_distance(expected, actual)
     bad = np.flatnonzero(dist > max_ulp)
     if bad.size:
-        e, a = np.asarray(expected, np.float32), np.asarray(actual, np.float32)
+        wide = np.asarray(expected).dtype == np.float64 and np.asarray(actual).dtype == np.float64
+        e, a = (np.asarray(v, np.float64 if wide else np.float32) for v in (expected, actual))
         rows = [f"[{i}] expected {e[i].item()!r} ({_hex(e, i)}) got {a[i].item()!r} ({_hex(a, i)}), {dist[i]} ulp"
                 for i in bad[:_SHOWN]]
         raise AssertionError(f"{what}: {bad.size} element(s) over {max_ulp} ulp:\n  " + "\n  ".join(rows))

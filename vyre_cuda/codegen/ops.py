@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from vyre.ir.op import Op
 from vyre.ir.types import DataType
-from vyre_cuda.codegen import mathlib
+from vyre_cuda.codegen import mathlib, mathlib64
 from vyre_cuda.codegen.builder import Builder
 from vyre_cuda.codegen.types import f32_imm, f64_imm
 
@@ -345,6 +345,7 @@ UNARY: dict[tuple[str, DataType], Lowering] = {
     **{k: v for types in TYPES for k, v in _unary_table(*types).items()},
     (Op.NOT_, BOOL): "not.pred",
     **{(op, F32): fn for op, fn in mathlib.FUNCTIONS.items()},
+    **{(op, F64): fn for op, fn in mathlib64.FUNCTIONS.items()},
 }
 
 

@@ -456,17 +456,21 @@ class SequenceDispatcher:
             stream = self.runtime.stream if stream is None else stream
             return self.enqueue_body(self.body(steps) if steps else None, stream, writes, reads, watch)
 
-    def enqueue_body(self, body: Body | None, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
-                     reads: Sequence[tuple] = (),
+    def enqueue_body(self, body: Body | Sequence[ResidentBinding] | None, stream: Any,
+                     writes: Sequence[tuple[Resident, np.ndarray]] = (), reads: Sequence[tuple] = (),
                      watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray]:
         """The part of ``enqueue_sequence`` after the body is bound (``CallerSequence`` binds its own):
-        order, parameter writes, the body, watched words, the end mark, and the reads if any."""
+        order, parameter writes, the body (bare bindings: launched eagerly, nothing captured),
+        watched words, the end mark, and the reads if any."""
         ranges = self.read_ranges(reads)
         watched = [(self.runtime.resident.resolve(h).ptr + off, fail) for h, off, fail in watch]
         self.order(stream)
         self.write(writes, stream)
-        if body is not None:
+        if isinstance(body, Body):
             self.run_body(body, 1, stream)
+        elif body is not None:
+            for b in body:
+                run_binding(self.runtime, b, stream.ptr)
         for ptr, fail in watched:
             self.watches.add(ptr, fail, stream)
         self.finish(stream)
@@ -716,6 +720,41 @@ class CallerSequence(CompiledSequence):
         super().__init__(backend, steps)
         self.borrowed = tuple(b for b in self.buffers if b.borrowed)
         self.sizes = tuple(b.nbytes for b in self.borrowed)
+        self.overlap = programmatic_launches(self.runtime.info.compute_capability)
+        self.sightings: OrderedDict[tuple, None] = OrderedDict()  # pointer sets met once, launched eagerly
+        self.last: Body | None = None  # the body the last ``enqueue`` ran (what ``replay`` runs again)
+
+    @staticmethod
+    def pointer(array: Any) -> int:
+        """The device address of a caller's array (CuPy, torch, or ``__cuda_array_interface__``):
+        what ``replay``'s callers compare to know the arrays are where the last call's were."""
+        data_ptr = getattr(array, "data_ptr", None)
+        if data_ptr is not None:  # torch
+            return int(data_ptr())
+        ptr = getattr(getattr(array, "data", None), "ptr", None)
+        if ptr is not None:  # CuPy
+            return int(ptr)
+        return int(array.__cuda_array_interface__["data"][0])
+
+    def replay(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = ()) -> bool:
+        """The last ``enqueue``'s graph replayed on ``stream`` with ``writes``, for a caller whose
+        arrays are where that call's were (the caller checks with ``pointer``): no re-pointing, no
+        body lookup. False (nothing enqueued) when there is no live graph of it, graphs are off,
+        a handle was freed or resized, or the backend closed: ``enqueue`` instead."""
+        rt, seq, body = self.runtime, self.sequences, self.last
+        with rt.lock:
+            if body is None or rt.closed or rt.resident.generation != self.seen or not graphs_enabled(rt):
+                return False
+            entry = body.graphs.get((1, self.overlap))
+            if entry is None or not entry.alive:
+                return False
+            seq.open()
+            seq.watches.poll()
+            seq.order(stream)
+            seq.write(writes, stream)
+            seq.graphs.replay(entry, stream)
+            seq.finish(stream)
+            return True
 
     def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
                 watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> bool:
@@ -735,12 +774,21 @@ class CallerSequence(CompiledSequence):
             body = self.bodies.get(ptrs)
             if body is None:
                 _point(self.bindings)
+                if ptrs not in self.sightings:  # first sight (a loop that keeps its results): eager, no body
+                    self.sightings[ptrs] = None
+                    while len(self.sightings) > self.BODIES:
+                        self.sightings.popitem(last=False)
+                    self.last = None
+                    seq.enqueue_body(self.bindings, stream, writes, (), watch)
+                    return True
                 body = Body((), self.bindings, tuple(b.key for b in self.bindings), pins(self.bindings), self.buffers,
                             self.seen, tuple((b, b.ptr, b.nbytes) for b in self.borrowed))
                 self.bodies[ptrs] = body
                 while len(self.bodies) > self.BODIES:
                     self.bodies.popitem(last=False)
+            self.last = None
             seq.enqueue_body(body, stream, writes, (), watch)
+            self.last = body
             return True
 
     def close(self) -> None:
@@ -748,7 +796,7 @@ class CallerSequence(CompiledSequence):
         with self.runtime.lock:
             for b in self.bindings:
                 self.sequences.retire(b)
-            self.bindings, self.bodies = (), OrderedDict()
+            self.bindings, self.bodies, self.last = (), OrderedDict(), None
 
 
 def compile_sequence(backend: DeviceContext, steps: Sequence[object]) -> CompiledSequence:

@@ -22,6 +22,7 @@ and without cuda.bindings).
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -39,11 +40,10 @@ class DriverCallFailed(RuntimeError):
 
 @functools.lru_cache(maxsize=1)
 def _module() -> Any | None:
-    try:
-        from cuda.bindings import driver
+    try:  # by name: some cuda-bindings releases ship the compiled module without type information
+        return importlib.import_module("cuda.bindings.driver")
     except ImportError:
         return None
-    return driver
 
 
 @functools.lru_cache(maxsize=1)
