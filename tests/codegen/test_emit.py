@@ -150,6 +150,26 @@ def test_primitive_op_uses_the_registered_lowering() -> None:
         unregister_lowering("codegen_test.avg")
 
 
+def test_lowerings_passed_to_emit_ptx_replace_the_registry() -> None:
+    import numpy as np
+
+    register_op(OpDef("codegen_test.half", (D.U32,), D.U32, reference=lambda a: (a >> 1).astype(np.uint32)))
+
+    def half(ctx, a: str) -> str:
+        out = ctx.reg()
+        ctx.emit(f"shr.u32 {out}, {a}, 1")
+        return out
+
+    program = elementwise(lambda a: Expr.call("codegen_test.half", a), (D.U32,), D.U32)
+    assert "shr.u32" in emit_ptx(program, lowerings={"codegen_test.half": half})  # not registered: passed in
+    register_lowering("codegen_test.half", half)
+    try:
+        with pytest.raises(UnsupportedFeature, match="codegen_test.half"):
+            emit_ptx(program, lowerings={})  # registered, but the caller's table has none
+    finally:
+        unregister_lowering("codegen_test.half")
+
+
 def test_importing_and_emitting_never_imports_cupy() -> None:
     code = ("import sys; import vyre_cuda; from vyre.ir import *; "
             "p = Program([BufferDecl.output('o', 0, DataType.U32, 4)], (32, 1, 1), "

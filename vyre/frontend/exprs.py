@@ -33,6 +33,7 @@ from vyre.frontend.values import (
     peer_type,
 )
 from vyre.ir.expr import AtomicOp, Expr, name_of
+from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shape import MAX_DEPTH, MAX_NODES
 from vyre.ir.types import DataType
@@ -40,10 +41,10 @@ from vyre.ir.typing import SHIFT_OPS, ExprTyper, IRTypeError
 from vyre.ir.walk import iter_subexprs
 
 _BINOPS = {
-    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "div", ast.Mod: "rem",
-    ast.BitAnd: "bitand", ast.BitOr: "bitor", ast.BitXor: "bitxor", ast.LShift: "shl", ast.RShift: "shr",
+    ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV, ast.FloorDiv: Op.DIV, ast.Mod: Op.REM,
+    ast.BitAnd: Op.BITAND, ast.BitOr: Op.BITOR, ast.BitXor: Op.BITXOR, ast.LShift: Op.SHL, ast.RShift: Op.SHR,
 }
-_COMPARES = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.Gt: "gt", ast.LtE: "le", ast.GtE: "ge"}
+_COMPARES = {ast.Eq: Op.EQ, ast.NotEq: Op.NE, ast.Lt: Op.LT, ast.Gt: Op.GT, ast.LtE: Op.LE, ast.GtE: Op.GE}
 _NO_OPERATOR = {
     ast.Pow: "`**` is not supported: multiply (x * x) or use vyre.exp2(y * vyre.log2(x))",
     ast.MatMult: "`@` is not supported: write the loop with `for k in range(n)`",
@@ -61,7 +62,7 @@ _UNSUPPORTED_EXPRS = {
     "Starred": ("`*args` is not supported", "pass each argument by position"),
 }
 _BUILTIN_CASTS = {"int": "vyre.i32(x) or vyre.u32(x)", "float": "vyre.f32(x)", "bool": "vyre.boolean(x) or x != 0"}
-_COMPARE_OPS = frozenset(_COMPARES.values()) | {"and_", "or_"}
+_COMPARE_OPS = frozenset(_COMPARES.values()) | {Op.AND_, Op.OR_}
 _PLACEHOLDERS: list[Expr] = []  # typed stand-ins for operands (grown on demand: vyre.call takes any number)
 #: the most IR expressions and statements one kernel may make, helpers inlined (the validator's limit too)
 EXPANSION_BUDGET = MAX_NODES
@@ -147,7 +148,7 @@ class ExprLowering:
                              instead)
         return method
 
-    def build(self, node: ast.AST, op: str, args: list[Typed], **attrs: Any) -> Typed:
+    def build(self, node: ast.AST, op: Op, args: list[Typed], **attrs: Any) -> Typed:
         """``Expr(op, args, **attrs)`` typed by the IR's rules; a type error names ``node``'s line."""
         self.spend(node)
         expr = Expr(op, tuple(a.expr for a in args), **attrs)
@@ -173,7 +174,7 @@ class ExprLowering:
         dtype = peer_type(values)
         return [v if isinstance(v, Typed) else self.coerce(n, v, dtype) for n, v in zip(nodes, values)]
 
-    def combine(self, node: ast.AST, op: str, nodes: list[ast.expr], values: list[Value],
+    def combine(self, node: ast.AST, op: Op, nodes: list[ast.expr], values: list[Value],
                 prefix: tuple[Typed, ...] = (), **attrs: Any) -> Value:
         """``op`` over operands of one type; with only untyped operands the result is typed by its context."""
         if values and all(isinstance(v, (Number, Untyped)) for v in values):
@@ -185,7 +186,7 @@ class ExprLowering:
             return Untyped(build, default)
         return self.build(node, op, [*prefix, *self.peer_values(nodes, values)], **attrs)
 
-    def untyped_unary(self, node: ast.AST, op: str, operand_node: ast.expr, v: Value) -> Value:
+    def untyped_unary(self, node: ast.AST, op: Op, operand_node: ast.expr, v: Value) -> Value:
         """A unary op of an untyped operand stays untyped; of a typed one it is built now."""
         if isinstance(v, (Number, Untyped)):
             return Untyped(lambda t: self.build(node, op, [self.coerce(operand_node, v, t)]), v.default_type())
@@ -229,7 +230,7 @@ class ExprLowering:
     def _Subscript(self, node: ast.Subscript) -> Value:
         buf = self.buffer(node.value)
         index = self.index(node.slice)
-        return self.build(node, "load", [index], name=buf.name)
+        return self.build(node, Op.LOAD, [index], name=buf.name)
 
     def buffer(self, node: ast.expr) -> BufferDecl:
         v = self.value(node)
@@ -271,16 +272,16 @@ class ExprLowering:
             v = self.value(node.operand)
             if isinstance(v, Number):
                 return Number(-v.value)
-            return self.untyped_unary(node, "neg", node.operand, v)
+            return self.untyped_unary(node, Op.NEG, node.operand, v)
         if isinstance(node.op, ast.Invert):
-            return self.untyped_unary(node, "bitnot", node.operand, self.value(node.operand))
+            return self.untyped_unary(node, Op.BITNOT, node.operand, self.value(node.operand))
         if isinstance(node.op, ast.Not):
-            return self.build(node, "not_", [self.typed(node.operand, BOOL, "operand of `not`")])
+            return self.build(node, Op.NOT_, [self.typed(node.operand, BOOL, "operand of `not`")])
         raise self.error(node, "unary `+` is not supported", "drop the `+`")
 
     def _BoolOp(self, node: ast.BoolOp) -> Value:
-        op = "and_" if isinstance(node.op, ast.And) else "or_"
-        word = "and" if op == "and_" else "or"
+        op = Op.AND_ if isinstance(node.op, ast.And) else Op.OR_
+        word = "and" if op == Op.AND_ else "or"
         values = [self.typed(node.values[0], BOOL, f"operand of `{word}`")]
         values += [self.coerce(v, self.lazy_operand(v, f"`{word}`"), BOOL, f"operand of `{word}`")
                    for v in node.values[1:]]
@@ -301,13 +302,13 @@ class ExprLowering:
     def _IfExp(self, node: ast.IfExp) -> Value:
         cond = self.typed(node.test, BOOL, "condition of `a if c else b`")
         nodes = [node.body, node.orelse]
-        return self.combine(node, "select", nodes, [self.lazy_operand(n, "`a if c else b`") for n in nodes], (cond,))
+        return self.combine(node, Op.SELECT, nodes, [self.lazy_operand(n, "`a if c else b`") for n in nodes], (cond,))
 
     def lazy_operand(self, node: ast.expr, construct: str) -> Value:
         """An operand Python evaluates only sometimes: IR expressions evaluate it always, so effects are refused."""
         mark = self.effects_mark()
         v = self.value(node)
-        if isinstance(v, Typed) and any(e.op == "atomic" for e in iter_subexprs(v.expr)) or self.effects_since(mark):
+        if isinstance(v, Typed) and any(e.op == Op.ATOMIC for e in iter_subexprs(v.expr)) or self.effects_since(mark):
             raise self.error(node, f"`{short_text(node)}` has a side effect (an atomic or a store), and {construct} "
                              "evaluates both sides in a kernel, so it would run in every invocation",
                              "use an `if` statement: `if c:` then `old = vyre.atomic_add(buf, i, v)` on its own line",
@@ -333,7 +334,7 @@ class ExprLowering:
             return self.intrinsic(node, obj)
         if obj is builtins.len:
             self.arity(node, 1)
-            return self.build(node, "buf_len", [], name=self.buffer(node.args[0]).name)
+            return self.build(node, Op.BUF_LEN, [], name=self.buffer(node.args[0]).name)
         if obj is builtins.min or obj is builtins.max:
             name = "min" if obj is builtins.min else "max"
             if len(node.args) < 2:
@@ -342,11 +343,11 @@ class ExprLowering:
             values = [self.value(a) for a in node.args]
             acc = values[0]
             for arg, v in zip(node.args[1:], values[1:]):
-                acc = self.combine(node, name, [node.args[0], arg], [acc, v])
+                acc = self.combine(node, Op(name), [node.args[0], arg], [acc, v])
             return acc
         if obj is builtins.abs:
             self.arity(node, 1)
-            return self.untyped_unary(node, "abs", node.args[0], self.value(node.args[0]))
+            return self.untyped_unary(node, Op.ABS, node.args[0], self.value(node.args[0]))
         name = getattr(obj, "__name__", None)
         if name in _BUILTIN_CASTS and obj is getattr(builtins, name):
             raise self.error(node, f"{name}() is not supported in kernels", f"cast with {_BUILTIN_CASTS[name]}")
@@ -378,7 +379,7 @@ class ExprLowering:
                 raise self.error(node, f"{t!r}({ast.unparse(node.args[0])}) has no literal form",
                                  "write True/False for BOOL; storage types have no literals", "type_mismatch")
             return self.coerce(node.args[0], v, t.dtype)
-        return self.build(node, "cast", [self.coerce(node.args[0], v)], dtype=t.dtype)
+        return self.build(node, Op.CAST, [self.coerce(node.args[0], v)], dtype=t.dtype)
 
     def constant_int(self, node: ast.expr, what: str) -> int:
         v = self.value(node)
@@ -421,22 +422,22 @@ class ExprLowering:
             self.arity(node, 3)
             cond = self.typed(node.args[0], BOOL, "condition of select")
             nodes = list(node.args[1:])
-            return self.combine(node, "select", nodes, [self.value(n) for n in nodes], (cond,))
+            return self.combine(node, Op.SELECT, nodes, [self.value(n) for n in nodes], (cond,))
         if kind == "fma":
             self.arity(node, 3)
-            return self.combine(node, "fma", list(node.args), [self.value(a) for a in node.args])
+            return self.combine(node, Op.FMA, list(node.args), [self.value(a) for a in node.args])
         if kind == "atomic":
             return self.atomic(node, f.op)
         if kind == "ballot":
             self.arity(node, 1)
-            return self.build(node, "subgroup_ballot", [self.typed(node.args[0], BOOL, "condition of ballot")])
+            return self.build(node, Op.SUBGROUP_BALLOT, [self.typed(node.args[0], BOOL, "condition of ballot")])
         if kind == "shuffle":
             self.arity(node, 2)
             value = self.typed(node.args[0])
-            return self.build(node, "subgroup_shuffle", [value, self.typed(node.args[1], U32, "lane")])
+            return self.build(node, Op.SUBGROUP_SHUFFLE, [value, self.typed(node.args[1], U32, "lane")])
         if kind == "subgroup_add":
             self.arity(node, 1)
-            return self.build(node, "subgroup_add", [self.typed(node.args[0])])
+            return self.build(node, Op.SUBGROUP_ADD, [self.typed(node.args[0])])
         if kind == "call":
             return self.op_call(node)
         if kind in ("bits", "bits64"):
@@ -466,7 +467,7 @@ class ExprLowering:
             args = [index, value, expected]
         else:
             args = [index, self.typed(node.args[2], dtype, "atomic value")]
-        return self.build(node, "atomic", args, value=op, name=buf.name)
+        return self.build(node, Op.ATOMIC, args, value=op, name=buf.name)
 
     def op_call(self, node: ast.Call) -> Typed:
         from vyre.ops import get_op
@@ -478,7 +479,7 @@ class ExprLowering:
         registered = get_op(op_id)
         types = list(registered.arg_types) if registered is not None else []
         args = [self.typed(a, types[i] if i < len(types) else None) for i, a in enumerate(node.args[1:])]
-        return self.build(node, "call", args, name=op_id)
+        return self.build(node, Op.CALL, args, name=op_id)
 
     # ---- names (provided by the statement half) -------------------------------------------------------
     def lookup(self, node: ast.Name) -> Value | None:

@@ -25,6 +25,7 @@ from vyre.frontend.source import LineMap, SourceFile
 from vyre.frontend.values import BOOL, U32, Buffer, Number, PyObject, Typed, Value
 from vyre.ir.expr import Expr
 from vyre.ir.node import Barrier, Node, Return, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre.ir.typing import ExprTyper
@@ -517,14 +518,14 @@ def _node_has_effect(node: Node) -> bool:
     """A statement that stores, synchronises, ends the invocation or runs an atomic (not counting nested ones)."""
     if isinstance(node, (Store, Barrier, Return)):
         return True
-    return any(e.op == "atomic" for top in node_exprs(node) for e in iter_subexprs(top))
+    return any(e.op == Op.ATOMIC for top in node_exprs(node) for e in iter_subexprs(top))
 
 
 def _has_effect(e: Expr) -> bool:
     stack = [e]
     while stack:
         cur = stack.pop()
-        if cur.op in ("atomic", "call"):
+        if cur.op in (Op.ATOMIC, Op.CALL):
             return True
         stack.extend(cur.args)
     return False

@@ -16,6 +16,7 @@ import unicodedata
 from vyre.frontend.annotations import TYPE_NAMES
 from vyre.ir.expr import AtomicOp, Expr, dtype_of, literal_value, name_of
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Access, Program
 from vyre.ir.types import DataType
 from vyre.ir.walk import iter_nodes, iter_subexprs
@@ -168,7 +169,7 @@ class _Printer:
         if op in _PREFIX:
             sym, prec = _PREFIX[op]
             return f"{sym}{self._operand(e.args[0], prec)}", prec
-        if op == "select":
+        if op == Op.SELECT:
             c, a, b = (self._operand(x, _TERNARY_PREC + 1) for x in e.args)
             return f"{a} if {c} else {b}", _TERNARY_PREC
         return self._atom(e), _ATOM
@@ -179,23 +180,23 @@ class _Printer:
 
     def _atom(self, e: Expr) -> str:
         op, args = e.op, [self.expr(a) for a in e.args]
-        if op == "lit":
+        if op == Op.LIT:
             return _literal(e)
-        if op == "var":
+        if op == Op.VAR:
             return self.var_ids.get(name_of(e), name_of(e))
-        if op == "load":
+        if op == Op.LOAD:
             return f"{self.buffer_ids.get(name_of(e), name_of(e))}[{args[0]}]"
-        if op == "buf_len":
+        if op == Op.BUF_LEN:
             return f"len({self.buffer_ids.get(name_of(e), name_of(e))})"
         if op in _IDS:
             return f"vyre.{_IDS[op]}({e.value})"
-        if op == "cast":
+        if op == Op.CAST:
             return f"{type_name(dtype_of(e))}({args[0]})"
-        if op == "atomic":
+        if op == Op.ATOMIC:
             if e.value.base is AtomicOp.COMPARE_EXCHANGE:
                 args = [args[0], args[2], args[1]]  # vyre.atomic_compare_exchange(buf, i, expected, value)
             return f"vyre.atomic_{e.value.value}({', '.join([self.buffer_ids.get(name_of(e), name_of(e)), *args])})"
-        if op == "call":
+        if op == Op.CALL:
             return f"vyre.call({', '.join([repr(e.name), *args])})"
         return f"vyre.{op}({', '.join(args)})"
 
@@ -221,4 +222,4 @@ _LAZY_IN_PYTHON = frozenset({"select", "and_", "or_"})
 
 def _has_atomic(exprs: tuple[Expr, ...]) -> bool:
     """Whether an atomic occurs in ``exprs``: printed lazily, the front end would refuse it."""
-    return any(sub.op == "atomic" for e in exprs for sub in iter_subexprs(e))
+    return any(sub.op == Op.ATOMIC for e in exprs for sub in iter_subexprs(e))

@@ -6,12 +6,13 @@ from collections.abc import Callable, Iterator
 
 from vyre.ir.expr import Expr
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 
 Predicate = Callable[[Program], bool]
 #: a variable bound to an id usually indexes stores: a constant in its place would add a race
-_ID_OPS = frozenset({"invocation_id", "local_id", "workgroup_id"})
+_ID_OPS = frozenset({Op.INVOCATION_ID, Op.LOCAL_ID, Op.WORKGROUP_ID})
 
 _ZERO = {DataType.U32: Expr.u32(0), DataType.I32: Expr.i32(0), DataType.F32: Expr.f32(0.0),
          DataType.BOOL: Expr.bool(False), DataType.U64: Expr.u64(0), DataType.I64: Expr.i64(0),
@@ -66,13 +67,13 @@ def _node_variants(node: Node) -> Iterator[Node]:
 
 def _expr_variants(e: Expr) -> Iterator[Expr]:
     """Simpler expressions in place of ``e``: an operand, a zero literal, or a simpler operand."""
-    if e.op == "lit":
+    if e.op == Op.LIT:
         return
     for arg in e.args:
         yield arg  # kept only when the types still check
     yield from _ZERO.values()
     for i, arg in enumerate(e.args):
-        if i == 0 and e.op in ("load", "atomic"):
+        if i == 0 and e.op in (Op.LOAD, Op.ATOMIC):
             continue  # keep memory indices: a new index could add a race, not shrink the bug
         for smaller in _expr_variants(arg):
             yield Expr(e.op, e.args[:i] + (smaller,) + e.args[i + 1:], e.dtype, e.value, e.name)

@@ -2,6 +2,7 @@
 
 from vyre.ir.expr import AtomicOp, Expr
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 
@@ -15,5 +16,5 @@ def parse(text: str) -> Program:
 
 __all__ = [
     "Access", "Assign", "AtomicOp", "Barrier", "Block", "BufferDecl", "DataType", "Expr", "If",
-    "Let", "Loop", "Node", "Program", "Region", "Return", "Store", "parse",
+    "Let", "Loop", "Node", "Op", "Program", "Region", "Return", "Store", "parse",
 ]

@@ -24,6 +24,7 @@ from functools import lru_cache
 from vyre.driver.errors import Finding, ValidationError
 from vyre.ir.expr import Expr, name_of
 from vyre.ir.node import Assign, Block, If, Let, Loop, Node, Region, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Program
 from vyre.ir.shape import MAX_NODES
 from vyre.ir.typing import ExprTyper, IRTypeError
@@ -33,8 +34,8 @@ from vyre.ops import get_op
 #: most composed calls nested inside one another's expansions (a recursive op hits this)
 MAX_EXPANSION_DEPTH = 32
 #: operands that need no binding to keep their place in the evaluation order
-_CONSTANT_OPS = frozenset({"lit", "buf_len", "invocation_id", "workgroup_id", "local_id", "subgroup_local_id",
-                           "subgroup_size"})
+_CONSTANT_OPS = frozenset({Op.LIT, Op.BUF_LEN, Op.INVOCATION_ID, Op.WORKGROUP_ID, Op.LOCAL_ID, Op.SUBGROUP_LOCAL_ID,
+                           Op.SUBGROUP_SIZE})
 _FIX = "make the op's expand function build valid IR of its result type from its argument expressions"
 
 
@@ -64,7 +65,7 @@ def _expand(program: Program) -> Program:
 
 
 def _is_composed_call(e: Expr) -> bool:
-    if e.op != "call":
+    if e.op != Op.CALL:
         return False
     op = get_op(name_of(e))
     return op is None or op.expand is not None  # an unknown op is reported by the expander
@@ -136,7 +137,7 @@ class _Expander:
         out: list[Expr] = []
         for i, (lets, e) in enumerate(done):
             pre += lets
-            if any(later for later, _ in done[i + 1:]) and e.op != "var" and e.op not in _CONSTANT_OPS:
+            if any(later for later, _ in done[i + 1:]) and e.op != Op.VAR and e.op not in _CONSTANT_OPS:
                 name = self.fresh("t")
                 pre.append(Let(name, e))
                 e = Expr.var(name)
@@ -152,7 +153,7 @@ class _Expander:
             return pre, Expr(e.op, tuple(args), e.dtype, e.value, e.name)
         bound = []
         for arg in args:  # each argument once, left to right, under a fresh name
-            if arg.op == "lit":
+            if arg.op == Op.LIT:
                 bound.append(arg)
                 continue
             name = self.fresh("arg")
@@ -176,7 +177,7 @@ class _Expander:
             raise self.fail("bad_expansion", f"op {op_id!r}: expand raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(body, Expr):
             raise self.fail("bad_expansion", f"op {op_id!r}: expand returned {type(body).__name__}, not an Expr")
-        scope = {name_of(a): t for a, t in zip(args, op.arg_types) if a.op == "var"}
+        scope = {name_of(a): t for a, t in zip(args, op.arg_types) if a.op == Op.VAR}
         try:
             got = self.typer.type_of(body, scope)
         except IRTypeError as err:
@@ -194,7 +195,7 @@ class _Expander:
 
 def _names(program: Program) -> set[str]:
     """Every variable name the program declares or reads."""
-    names = {name_of(e) for e in iter_all_exprs(program.body) if e.op == "var"}
+    names = {name_of(e) for e in iter_all_exprs(program.body) if e.op == Op.VAR}
     for node in iter_nodes(program.body):
         if isinstance(node, (Let, Assign)):
             names.add(node.name)

@@ -30,29 +30,17 @@ from typing import TYPE_CHECKING, Any, Union, cast
 
 import numpy as np
 
+from vyre.ir.op import BINARY_OPS as BINARY_OPS
+from vyre.ir.op import BY_NAME, OPS, Op
+from vyre.ir.op import ID_OPS as ID_OPS
+from vyre.ir.op import SUBGROUP_OPS as SUBGROUP_OPS
+from vyre.ir.op import UNARY_OPS as UNARY_OPS
 from vyre.ir.sugar import ExprOperators
 from vyre.ir.types import DataType, f32_bits, f64_bits
 
-BINARY_OPS = (
-    "add", "sub", "mul", "div", "rem", "bitand", "bitor", "bitxor", "shl", "shr",
-    "eq", "ne", "lt", "gt", "le", "ge", "and_", "or_", "min", "max", "abs_diff",
-    "saturating_add", "saturating_sub", "saturating_mul", "rotate_left", "rotate_right",
-    "mul_high",
-)
-UNARY_OPS = (
-    "neg", "bitnot", "not_", "popcount", "clz", "ctz", "reverse_bits", "abs", "sign",
-    "sqrt", "inverse_sqrt", "reciprocal", "floor", "ceil", "round", "trunc", "exp", "exp2",
-    "log", "log2", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-    "is_nan", "is_inf", "is_finite",
-)
-ID_OPS = ("invocation_id", "workgroup_id", "local_id")
-SUBGROUP_OPS = ("subgroup_ballot", "subgroup_shuffle", "subgroup_add", "subgroup_local_id", "subgroup_size")
-LEAF_OPS = ("lit", "var", "buf_len", *ID_OPS, "subgroup_local_id", "subgroup_size")
-ALL_OPS = (
-    "lit", "var", "load", "buf_len", *ID_OPS, *BINARY_OPS, *UNARY_OPS, "select", "cast",
-    "fma", "atomic", *SUBGROUP_OPS, "call",
-)
-
+#: every expression op (``Op`` order), and those without operands
+ALL_OPS: tuple[Op, ...] = tuple(Op)
+LEAF_OPS = tuple(op for op, info in OPS.items() if info.shape.max_args == 0)
 
 
 REPR_DEPTH = 200  # expression levels ``repr`` spells out (the validator allows 128; two frames a level)
@@ -105,8 +93,8 @@ def is_atomic_read(e: Expr) -> bool:
     """A relaxed ADD, OR or XOR of the literal 0: it cannot change the word, so it is an atomic read
     (backends may carry it out as a relaxed load, which may return a value that another invocation
     has since replaced, though never one older than this invocation saw before)."""
-    return (e.op == "atomic" and e.value.is_relaxed and e.value.base in (AtomicOp.ADD, AtomicOp.OR, AtomicOp.XOR)
-            and e.args[1].op == "lit" and e.args[1].value == 0)
+    return (e.op == Op.ATOMIC and e.value.is_relaxed and e.value.base in (AtomicOp.ADD, AtomicOp.OR, AtomicOp.XOR)
+            and e.args[1].op == Op.LIT and e.args[1].value == 0)
 
 
 Operand = Union["Expr", int, float]  # an Expr, or a Python number the op makes a literal
@@ -138,7 +126,7 @@ def _int_in(v: object, lo: int, hi: int, what: str) -> int:
 class Expr(ExprOperators):
     """One IR expression node (see the module docstring for the field layout)."""
 
-    op: str
+    op: Op  # a text name given to the constructor becomes its ``Op``
     args: tuple[Expr, ...] = ()
     dtype: DataType | None = None
     value: Any = None  # an int (bits, axis) or an AtomicOp, which one follows from ``op``
@@ -146,8 +134,12 @@ class Expr(ExprOperators):
     _hash: int = field(default=0, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.op not in ALL_OPS:
-            raise ValueError(f"unknown expression op {self.op!r}. Fix: use one of the Expr constructors.")
+        if type(self.op) is not Op:  # a text name: its member (the constructors pass members)
+            try:
+                op = BY_NAME[self.op]
+            except (KeyError, TypeError):
+                raise ValueError(f"unknown expression op {self.op!r}. Fix: use one of the Expr constructors.") from None
+            object.__setattr__(self, "op", op)
         object.__setattr__(self, "_hash", hash((self.op, self.args, self.dtype, self.value, self.name)))
 
     def __hash__(self) -> int:
@@ -159,9 +151,9 @@ class Expr(ExprOperators):
     def __repr__(self) -> str:
         """The constructor call that builds this expression (``Expr.u32(1)``, ``Expr.add(...)``);
         below ``REPR_DEPTH`` levels a nested expression shows as ``...`` (never a RecursionError)."""
-        if self.op == "lit":
+        if self.op == Op.LIT:
             return _literal_repr(self)
-        if self.op == "var":
+        if self.op == Op.VAR:
             return f"Expr.var({self.name!r})"
         depth = getattr(_repr_state, "depth", 0)
         if depth >= REPR_DEPTH:
@@ -183,34 +175,34 @@ class Expr(ExprOperators):
     @staticmethod
     def u32(v: int) -> Expr:
         """A U32 literal, 0 <= v <= 0xFFFFFFFF."""
-        return Expr("lit", dtype=DataType.U32, value=_int_in(v, 0, 0xFFFFFFFF, "u32"))
+        return Expr(Op.LIT, dtype=DataType.U32, value=_int_in(v, 0, 0xFFFFFFFF, "u32"))
 
     @staticmethod
     def i32(v: int) -> Expr:
         """An I32 literal, -2**31 <= v < 2**31 (stored as its two's complement bits)."""
-        return Expr("lit", dtype=DataType.I32, value=_int_in(v, -(2**31), 2**31 - 1, "i32") & 0xFFFFFFFF)
+        return Expr(Op.LIT, dtype=DataType.I32, value=_int_in(v, -(2**31), 2**31 - 1, "i32") & 0xFFFFFFFF)
 
     @staticmethod
     def f32(v: float) -> Expr:
         """An F32 literal: ``v`` rounded to binary32 (nearest even; overflow gives infinity)."""
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError(f"f32 literal must be a float, got {v!r}. Fix: pass a Python float.")
-        return Expr("lit", dtype=DataType.F32, value=f32_bits(float(v)))
+        return Expr(Op.LIT, dtype=DataType.F32, value=f32_bits(float(v)))
 
     @staticmethod
     def f32_from_bits(bits: int) -> Expr:
         """An F32 literal given by its exact IEEE bit pattern (NaN payloads, -0.0, subnormals)."""
-        return Expr("lit", dtype=DataType.F32, value=_int_in(bits, 0, 0xFFFFFFFF, "f32 bits"))
+        return Expr(Op.LIT, dtype=DataType.F32, value=_int_in(bits, 0, 0xFFFFFFFF, "f32 bits"))
 
     @staticmethod
     def u64(v: int) -> Expr:
         """A U64 literal, 0 <= v < 2**64."""
-        return Expr("lit", dtype=DataType.U64, value=_int_in(v, 0, 2**64 - 1, "u64"))
+        return Expr(Op.LIT, dtype=DataType.U64, value=_int_in(v, 0, 2**64 - 1, "u64"))
 
     @staticmethod
     def i64(v: int) -> Expr:
         """An I64 literal, -2**63 <= v < 2**63 (stored as its two's complement bits)."""
-        return Expr("lit", dtype=DataType.I64, value=_int_in(v, -(2**63), 2**63 - 1, "i64") & (2**64 - 1))
+        return Expr(Op.LIT, dtype=DataType.I64, value=_int_in(v, -(2**63), 2**63 - 1, "i64") & (2**64 - 1))
 
     @staticmethod
     def f64(v: float) -> Expr:
@@ -218,60 +210,60 @@ class Expr(ExprOperators):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError(f"f64 literal must be a float, got {v!r}. Fix: pass a Python float.")
         try:
-            return Expr("lit", dtype=DataType.F64, value=f64_bits(float(v)))
+            return Expr(Op.LIT, dtype=DataType.F64, value=f64_bits(float(v)))
         except OverflowError:
             raise ValueError(f"f64 literal {v} is too large for binary64. Fix: pass a value below 2**1024.") from None
 
     @staticmethod
     def f64_from_bits(bits: int) -> Expr:
         """An F64 literal given by its exact IEEE bit pattern (NaN payloads, -0.0, subnormals)."""
-        return Expr("lit", dtype=DataType.F64, value=_int_in(bits, 0, 2**64 - 1, "f64 bits"))
+        return Expr(Op.LIT, dtype=DataType.F64, value=_int_in(bits, 0, 2**64 - 1, "f64 bits"))
 
     @staticmethod
     def bool(v: bool) -> Expr:
         """A BOOL literal (a 0/1 word in buffers)."""
         if not isinstance(v, (bool, int)):
             raise TypeError(f"bool literal must be a bool, got {v!r}. Fix: pass True or False.")
-        return Expr("lit", dtype=DataType.BOOL, value=1 if v else 0)
+        return Expr(Op.LIT, dtype=DataType.BOOL, value=1 if v else 0)
 
     @staticmethod
     def var(name: str) -> Expr:
         """The value of the variable ``name`` (declared by ``Node.let`` or a loop)."""
         if not isinstance(name, str):
             raise TypeError(f"variable name must be a str, got {name!r}. Fix: pass a str.")
-        return Expr("var", name=name)
+        return Expr(Op.VAR, name=name)
 
     # ---- memory and ids -----------------------------------------------------------------
     @staticmethod
     def load(buffer: BufferRef, index: Expr) -> Expr:
         """Element ``index`` (U32) of ``buffer``, widened to its arithmetic type; out of bounds: a typed zero."""
-        return Expr("load", (_expr(index, "index"),), name=_buffer_name(buffer))
+        return Expr(Op.LOAD, (_expr(index, "index"),), name=_buffer_name(buffer))
 
     @staticmethod
     def buf_len(buffer: BufferRef) -> Expr:
         """The element count of ``buffer`` at run time (U32)."""
-        return Expr("buf_len", name=_buffer_name(buffer))
+        return Expr(Op.BUF_LEN, name=_buffer_name(buffer))
 
     @staticmethod
     def invocation_id(axis: int = 0) -> Expr:
         """The global invocation id along ``axis`` (0..2): workgroup_id * workgroup_size + local_id."""
-        return Expr("invocation_id", value=_int_in(axis, 0, 2, "axis"))
+        return Expr(Op.INVOCATION_ID, value=_int_in(axis, 0, 2, "axis"))
 
     @staticmethod
     def workgroup_id(axis: int = 0) -> Expr:
         """The id of this invocation's workgroup along ``axis`` (0..2)."""
-        return Expr("workgroup_id", value=_int_in(axis, 0, 2, "axis"))
+        return Expr(Op.WORKGROUP_ID, value=_int_in(axis, 0, 2, "axis"))
 
     @staticmethod
     def local_id(axis: int = 0) -> Expr:
         """The id of this invocation within its workgroup along ``axis`` (0..2)."""
-        return Expr("local_id", value=_int_in(axis, 0, 2, "axis"))
+        return Expr(Op.LOCAL_ID, value=_int_in(axis, 0, 2, "axis"))
 
     # ---- composite ------------------------------------------------------------------------
     @staticmethod
     def select(cond: Expr, if_true: Expr, if_false: Expr) -> Expr:
         """``if_true`` where ``cond`` (BOOL) holds, else ``if_false``; all three are evaluated."""
-        return Expr("select", (_expr(cond, "cond"), _expr(if_true, "if_true"), _expr(if_false, "if_false")))
+        return Expr(Op.SELECT, (_expr(cond, "cond"), _expr(if_true, "if_true"), _expr(if_false, "if_false")))
 
     @staticmethod
     def cast(dtype: DataType, value: Expr) -> Expr:
@@ -279,12 +271,12 @@ class Expr(ExprOperators):
         if not isinstance(dtype, DataType):
             raise TypeError(f"cast target must be a DataType, got {dtype!r}. "
                             "Fix: pass DataType.U32/I32/F32/BOOL/U64/I64/F64.")
-        return Expr("cast", (_expr(value, "value"),), dtype=dtype)
+        return Expr(Op.CAST, (_expr(value, "value"),), dtype=dtype)
 
     @staticmethod
     def fma(a: Expr, b: Expr, c: Expr) -> Expr:
         """``a * b + c``; F32 and F64 round once (the only contraction), integers wrap."""
-        return Expr("fma", (_expr(a, "a"), _expr(b, "b"), _expr(c, "c")))
+        return Expr(Op.FMA, (_expr(a, "a"), _expr(b, "b"), _expr(c, "c")))
 
     @staticmethod
     def atomic(op: AtomicOp, buffer: BufferRef, index: Expr, value: Expr, expected: Expr | None = None,
@@ -304,33 +296,33 @@ class Expr(ExprOperators):
         args = (_expr(index, "index"), _expr(value, "value"))
         if expected is not None:
             args += (_expr(expected, "expected"),)
-        return Expr("atomic", args, value=op, name=_buffer_name(buffer))
+        return Expr(Op.ATOMIC, args, value=op, name=_buffer_name(buffer))
 
     # ---- subgroups ------------------------------------------------------------------------
     @staticmethod
     def subgroup_ballot(cond: Expr) -> Expr:
         """A U32 whose bit ``i`` is ``cond`` of subgroup lane ``i`` (32 lanes)."""
-        return Expr("subgroup_ballot", (_expr(cond, "cond"),))
+        return Expr(Op.SUBGROUP_BALLOT, (_expr(cond, "cond"),))
 
     @staticmethod
     def subgroup_shuffle(value: Expr, lane: Expr) -> Expr:
         """``value`` of subgroup lane ``lane & 31``."""
-        return Expr("subgroup_shuffle", (_expr(value, "value"), _expr(lane, "lane")))
+        return Expr(Op.SUBGROUP_SHUFFLE, (_expr(value, "value"), _expr(lane, "lane")))
 
     @staticmethod
     def subgroup_add(value: Expr) -> Expr:
         """The sum of ``value`` over the 32 lanes of the subgroup, given to every lane."""
-        return Expr("subgroup_add", (_expr(value, "value"),))
+        return Expr(Op.SUBGROUP_ADD, (_expr(value, "value"),))
 
     @staticmethod
     def subgroup_local_id() -> Expr:
         """This invocation's lane in its subgroup (0..31)."""
-        return Expr("subgroup_local_id")
+        return Expr(Op.SUBGROUP_LOCAL_ID)
 
     @staticmethod
     def subgroup_size() -> Expr:
         """The subgroup size: 32."""
-        return Expr("subgroup_size")
+        return Expr(Op.SUBGROUP_SIZE)
 
     @staticmethod
     def call(op_id: str, *args: Expr) -> Expr:
@@ -341,7 +333,7 @@ class Expr(ExprOperators):
         """
         if not isinstance(op_id, str):
             raise TypeError(f"op id must be a str, got {op_id!r}. Fix: pass the registered op's id.")
-        return Expr("call", tuple(_expr(a, "argument") for a in args), name=op_id)
+        return Expr(Op.CALL, tuple(_expr(a, "argument") for a in args), name=op_id)
 
     # ---- the op constructors, as type checkers see them -----------------------------------
     # At run time they are attached after the class from BINARY_OPS / UNARY_OPS (each also a method:
@@ -433,55 +425,28 @@ class Expr(ExprOperators):
         def __invert__(self) -> Expr: ...
 
 
-#: what each operator computes, for the docstrings of its constructor
-_OP_DOCS = {
-    "add": "a + b (integers wrap)", "sub": "a - b (integers wrap)", "mul": "a * b (integers wrap)",
-    "div": "a / b (integers: toward zero; x / 0 is all ones)", "rem": "a % b (the sign of a; x % 0 is 0)",
-    "bitand": "bitwise and (logical on BOOL)", "bitor": "bitwise or (logical on BOOL)",
-    "bitxor": "bitwise xor (logical on BOOL)", "shl": "a << (b & 31) (b & 63 at 64 bits)",
-    "shr": "a >> (b & 31) (b & 63 at 64 bits), arithmetic for I32/I64",
-    "eq": "a == b (BOOL)", "ne": "a != b (BOOL; true when either is NaN)", "lt": "a < b (BOOL)",
-    "gt": "a > b (BOOL)", "le": "a <= b (BOOL)", "ge": "a >= b (BOOL)", "and_": "a and b (BOOL operands)",
-    "or_": "a or b (BOOL operands)", "min": "the smaller operand (F32: the other one when one is NaN)",
-    "max": "the larger operand (F32: the other one when one is NaN)", "abs_diff": "|a - b|",
-    "saturating_add": "a + b clamped to the type's range", "saturating_sub": "a - b clamped to the type's range",
-    "saturating_mul": "a * b clamped to the type's range", "rotate_left": "a rotated left by b & 31 (b & 63) bits",
-    "rotate_right": "a rotated right by b & 31 (b & 63) bits", "mul_high": "the high half of the double-width product",
-    "neg": "-a (integers wrap)", "bitnot": "~a", "not_": "not a (BOOL)", "popcount": "the number of set bits",
-    "clz": "leading zero bits (the width for 0)", "ctz": "trailing zero bits (the width for 0)",
-    "reverse_bits": "the bits in reverse order", "abs": "|a| (signed MIN stays MIN)", "sign": "-1, 0 or 1",
-    "sqrt": "the square root (correctly rounded)", "inverse_sqrt": "1 / sqrt(a)",
-    "reciprocal": "1 / a (correctly rounded)", "floor": "rounded down", "ceil": "rounded up",
-    "round": "rounded half away from zero", "trunc": "rounded toward zero", "exp": "e ** a", "exp2": "2 ** a",
-    "log": "the natural logarithm", "log2": "the base-2 logarithm", "sin": "the sine", "cos": "the cosine",
-    "tan": "the tangent", "asin": "the arcsine", "acos": "the arccosine", "atan": "the arctangent",
-    "sinh": "the hyperbolic sine", "cosh": "the hyperbolic cosine", "tanh": "the hyperbolic tangent",
-    "is_nan": "a is a NaN (BOOL)", "is_inf": "a is an infinity (BOOL)", "is_finite": "a is finite (BOOL)",
-}
-
-
-def _binary(op: str):
+def _binary(op: Op):
     def build(a: Expr, b: Expr) -> Expr:
         return Expr(op, (_expr(a, "a"), _expr(b, "b")))
 
-    build.__name__ = op
-    build.__doc__ = f"``Expr.{op}(a, b)``: {_OP_DOCS[op]}. Exact rules per type in docs/semantics.md."
+    build.__name__ = op.value
+    build.__doc__ = f"``Expr.{op}(a, b)``: {OPS[op].doc}. Exact rules per type in docs/semantics.md."
     return staticmethod(build)
 
 
-def _unary(op: str):
+def _unary(op: Op):
     def build(a: Expr) -> Expr:
         return Expr(op, (_expr(a, "a"),))
 
-    build.__name__ = op
-    build.__doc__ = f"``Expr.{op}(a)``: {_OP_DOCS[op]}. Exact rules per type in docs/semantics.md."
+    build.__name__ = op.value
+    build.__doc__ = f"``Expr.{op}(a)``: {OPS[op].doc}. Exact rules per type in docs/semantics.md."
     return staticmethod(build)
 
 
 for _op in BINARY_OPS:
-    setattr(Expr, _op, _binary(_op))
+    setattr(Expr, _op.value, _binary(_op))
 for _op in UNARY_OPS:
-    setattr(Expr, _op, _unary(_op))
+    setattr(Expr, _op.value, _unary(_op))
 
 
 def name_of(e: Expr) -> str:
@@ -530,4 +495,4 @@ def literal_value(e: Expr) -> int | float | bool:
 
 
 def is_nan_literal(e: Expr) -> bool:
-    return e.op == "lit" and e.dtype in (DataType.F32, DataType.F64) and math.isnan(literal_value(e))
+    return e.op == Op.LIT and e.dtype in (DataType.F32, DataType.F64) and math.isnan(literal_value(e))

@@ -40,6 +40,7 @@ import numpy as np
 from vyre.driver.config import DispatchConfig
 from vyre.ir.expr import AtomicOp, Expr
 from vyre.ir.node import Node
+from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre.ir.values import random_values
@@ -51,17 +52,18 @@ ARITH = (U32, I32, F32, BOOL)
 WIDE = (U64, I64, F64)
 STORAGE = tuple(t for t in DataType if not t.is_wide)
 
-INT_BINARY = ("add", "sub", "mul", "div", "rem", "min", "max", "abs_diff", "bitand", "bitor", "bitxor",
-              "saturating_add", "saturating_sub", "saturating_mul", "mul_high")
-SHIFTS = ("shl", "shr", "rotate_left", "rotate_right")
-INT_UNARY = ("neg", "bitnot", "popcount", "clz", "ctz", "reverse_bits", "abs", "sign")
-F32_BINARY = ("add", "sub", "mul", "div", "min", "max", "abs_diff")
-F32_UNARY_EXACT = ("neg", "abs", "sign", "sqrt", "reciprocal", "floor", "ceil", "round", "trunc")
-F32_UNARY_APPROX = ("inverse_sqrt", "exp", "exp2", "log", "log2", "sin", "cos", "tan", "asin", "acos", "atan",
-                    "sinh", "cosh", "tanh")
-COMPARES = ("eq", "ne", "lt", "gt", "le", "ge")
-BOOL_BINARY = ("and_", "or_", "bitand", "bitor", "bitxor")
-PREDICATES = ("is_nan", "is_inf", "is_finite")
+#: the operators the generator draws, per operand type (keyed on ``Op``; the order fixes the programs of a seed)
+INT_BINARY = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.REM, Op.MIN, Op.MAX, Op.ABS_DIFF, Op.BITAND, Op.BITOR, Op.BITXOR,
+              Op.SATURATING_ADD, Op.SATURATING_SUB, Op.SATURATING_MUL, Op.MUL_HIGH)
+SHIFTS = (Op.SHL, Op.SHR, Op.ROTATE_LEFT, Op.ROTATE_RIGHT)
+INT_UNARY = (Op.NEG, Op.BITNOT, Op.POPCOUNT, Op.CLZ, Op.CTZ, Op.REVERSE_BITS, Op.ABS, Op.SIGN)
+F32_BINARY = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MIN, Op.MAX, Op.ABS_DIFF)
+F32_UNARY_EXACT = (Op.NEG, Op.ABS, Op.SIGN, Op.SQRT, Op.RECIPROCAL, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC)
+F32_UNARY_APPROX = (Op.INVERSE_SQRT, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS,
+                    Op.ATAN, Op.SINH, Op.COSH, Op.TANH)
+COMPARES = (Op.EQ, Op.NE, Op.LT, Op.GT, Op.LE, Op.GE)
+BOOL_BINARY = (Op.AND_, Op.OR_, Op.BITAND, Op.BITOR, Op.BITXOR)
+PREDICATES = (Op.IS_NAN, Op.IS_INF, Op.IS_FINITE)
 _ORDER_FREE = (AtomicOp.ADD, AtomicOp.OR, AtomicOp.AND, AtomicOp.XOR, AtomicOp.MIN, AtomicOp.MAX)
 ORDER_FREE_ATOMICS = (*_ORDER_FREE, *(op.ordered(True) for op in _ORDER_FREE))
 
@@ -507,7 +509,7 @@ class _Generator:
             kind = r.choice(("compare", "compare", "logic", "not", "predicate"))
             if kind == "compare":
                 ot = r.choice(self.arith)
-                op = r.choice(COMPARES if ot is not BOOL else ("eq", "ne"))
+                op = r.choice(COMPARES if ot is not BOOL else (Op.EQ, Op.NE))
                 return getattr(Expr, op)(operand(ot), operand(ot))
             if kind == "logic":
                 return getattr(Expr, r.choice(BOOL_BINARY))(operand(BOOL), operand(BOOL))
@@ -522,10 +524,10 @@ class _Generator:
             return getattr(Expr, r.choice(SHIFTS))(operand(t), operand(U32))
         op = r.choice(INT_BINARY if not t.is_float else F32_BINARY)
         b = operand(t)
-        if op in ("div", "rem") and not t.is_float:  # a literal zero divisor is rejected, also after expansion
-            if b.op == "lit" and b.value == 0:
+        if op in (Op.DIV, Op.REM) and not t.is_float:  # a literal zero divisor is rejected, also after expansion
+            if b.op == Op.LIT and b.value == 0:
                 b = _typed_int(t, 3 if t in (U32, U64) else -3)
-            elif b.op == "call":  # a composed op may expand to a literal 0 (first(0, x))
+            elif b.op == Op.CALL:  # a composed op may expand to a literal 0 (first(0, x))
                 b = Expr.bitor(b, _typed_int(t, 1))
         return getattr(Expr, op)(operand(t), b)
 

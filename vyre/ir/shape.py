@@ -1,17 +1,17 @@
 """Structural well-formedness of IR values, and the size limits shared by the validator and formats.
 
-``Expr`` is one generic record (op, args, dtype, value, name); ``SHAPES`` says which of those
-fields each op uses, so the validator, the text printer/parser and the wire codec agree on what a
-well-formed expression is without repeating per-op code. ``node_well_formed`` and
+``Expr`` is one generic record (op, args, dtype, value, name); ``SHAPES`` (from the op table,
+``vyre.ir.op``) says which of those fields each op uses, so the validator, the text printer/parser
+and the wire codec agree on what a well-formed expression is without repeating per-op code. ``node_well_formed`` and
 ``buffer_well_formed`` do the same for statements and buffer declarations built field by field.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from vyre.ir.expr import BINARY_OPS, ID_OPS, UNARY_OPS, AtomicOp, Expr
+from vyre.ir.expr import AtomicOp, Expr
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from vyre.ir.op import COLLECTIVE_OPS, OPS, Op
+from vyre.ir.op import Shape as Shape
 from vyre.ir.program import Access, BufferDecl
 from vyre.ir.types import DataType
 
@@ -27,44 +27,10 @@ MAX_NODES = 65_536
 MAX_NAME_BYTES = 4096
 
 
-@dataclass(frozen=True)
-class Shape:
-    """Which ``Expr`` fields an op uses: arity range, a dtype, a value kind, a name."""
-
-    min_args: int
-    max_args: int | None  # None: any number (``call``)
-    dtype: bool = False
-    value: str | None = None  # "bits" (literal pattern), "axis" (0..2), "atomic" (AtomicOp)
-    name: bool = False
-
-    @property
-    def fixed_arity(self) -> bool:
-        return self.max_args == self.min_args
-
-
-_LEAF = Shape(0, 0)
-SHAPES: dict[str, Shape] = {
-    "lit": Shape(0, 0, dtype=True, value="bits"),
-    "var": Shape(0, 0, name=True),
-    "load": Shape(1, 1, name=True),
-    "buf_len": Shape(0, 0, name=True),
-    **{op: Shape(0, 0, value="axis") for op in ID_OPS},
-    **{op: Shape(2, 2) for op in BINARY_OPS},
-    **{op: Shape(1, 1) for op in UNARY_OPS},
-    "select": Shape(3, 3),
-    "cast": Shape(1, 1, dtype=True),
-    "fma": Shape(3, 3),
-    "atomic": Shape(2, 3, value="atomic", name=True),
-    "subgroup_ballot": Shape(1, 1),
-    "subgroup_shuffle": Shape(2, 2),
-    "subgroup_add": Shape(1, 1),
-    "subgroup_local_id": _LEAF,
-    "subgroup_size": _LEAF,
-    "call": Shape(0, None, name=True),
-}
-
+#: which fields each op uses (the ``shape`` of its ``vyre.ir.op`` facts)
+SHAPES: dict[Op, Shape] = {op: info.shape for op, info in OPS.items()}
 #: Subgroup ops that exchange values between lanes: every lane of the subgroup must reach them.
-SUBGROUP_COLLECTIVES = ("subgroup_ballot", "subgroup_shuffle", "subgroup_add")
+SUBGROUP_COLLECTIVES = COLLECTIVE_OPS
 
 
 def describe(v: object) -> str:
@@ -104,7 +70,7 @@ def shape_problem(e: Expr) -> str | None:
         return f"{e.op} has {n} operands, expected {want}"
     if not (isinstance(e.dtype, DataType) if shape.dtype else e.dtype is None):
         return f"{e.op} has dtype {describe(e.dtype)}, expected {'a DataType' if shape.dtype else 'None'}"
-    if e.op == "lit" and not e.dtype.is_arith:
+    if e.op == Op.LIT and not e.dtype.is_arith:
         return f"literal of storage-only type {e.dtype.name}"
     if not (isinstance(e.name, str) if shape.name else e.name is None):
         return f"{e.op} has name {describe(e.name)}, expected {'a str' if shape.name else 'None'}"

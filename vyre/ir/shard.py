@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.expr import ID_OPS, AtomicOp, Expr, _expr, name_of
 from vyre.ir.node import Assign, Block, If, Let, Loop, Node, Region, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Access, Program
 from vyre.ir.types import DataType
 from vyre.ir.walk import iter_all_exprs, iter_nodes, iter_subexprs
@@ -77,7 +78,7 @@ def own_index_names(program: Program) -> frozenset[str]:
 
 def is_invocation_x(e: Expr) -> bool:
     """``invocation_id(0)`` itself."""
-    return e.op == "invocation_id" and e.value == 0
+    return e.op == Op.INVOCATION_ID and e.value == 0
 
 
 def _accesses(program: Program) -> list[tuple[str, str, Expr]]:
@@ -87,7 +88,7 @@ def _accesses(program: Program) -> list[tuple[str, str, Expr]]:
         if isinstance(node, Store):
             found.append(("store", node.buffer, node.index))
     for e in iter_all_exprs(program.body):
-        if e.op in ("load", "atomic"):
+        if e.op in (Op.LOAD, Op.ATOMIC):
             found.append((e.op, name_of(e), e.args[0]))
     return found
 
@@ -101,7 +102,7 @@ def plan_split(program: Program, reduce: Mapping[str, str] | None = None) -> Spl
     own = own_index_names(program)
 
     def is_own(e: Expr) -> bool:
-        return is_invocation_x(e) or (e.op == "var" and e.name in own)
+        return is_invocation_x(e) or (e.op == Op.VAR and e.name in own)
 
     accesses = [a for a in _accesses(program) if a[1] in decls]
     shardable_reads = {n for n, d in decls.items() if d.access is Access.READ}
@@ -150,18 +151,18 @@ def _check_reduced_atomics(program: Program, reduce: Mapping[str, str]) -> None:
         return
     bound: dict[str, int] = {}
     for node in iter_nodes(program.body):
-        if isinstance(node, Let) and node.value.op == "atomic" and node.value.name in reduce:
+        if isinstance(node, Let) and node.value.op == Op.ATOMIC and node.value.name in reduce:
             bound[node.name] = bound.get(node.name, 0) + 1
     total = 0
     for e in iter_all_exprs(program.body):
-        if e.op == "atomic" and e.name in reduce:
+        if e.op == Op.ATOMIC and e.name in reduce:
             total += 1
             if e.value.base is not REDUCE_OPS[reduce[name_of(e)]]:
                 raise InvalidProgram(f"reduced buffer {e.name!r} is updated with atomic {e.value.value}, but "
                                      f"reduce= combines it with {reduce[name_of(e)]!r}",
                                      f"give reduce={{{e.name!r}: {e.value.value!r}}} if that op is supported, "
                                      "or run the program on one device.")
-    read = {e.name for e in iter_all_exprs(program.body) if e.op == "var"}
+    read = {e.name for e in iter_all_exprs(program.body) if e.op == Op.VAR}
     if sum(bound.values()) != total or read & set(bound):
         raise InvalidProgram("the old value of an atomic on a reduced buffer is used; it differs when the "
                              "program is split over devices",
@@ -173,7 +174,7 @@ def _check_calls(program: Program) -> None:
     from vyre.ops import get_op
 
     for e in iter_all_exprs(program.body):
-        if e.op != "call":
+        if e.op != Op.CALL:
             continue
         op = get_op(name_of(e))
         if op is None or op.expand is None:
@@ -181,7 +182,7 @@ def _check_calls(program: Program) -> None:
         try:
             expansion = op.expand(*(Expr.var(f"__arg{k}") for k in range(len(e.args))))
             subexprs = iter_subexprs(_expr(expansion, "expansion"))
-            opaque = any(s.op in (*ID_OPS, "load", "atomic", "buf_len") for s in subexprs)
+            opaque = any(s.op in (*ID_OPS, Op.LOAD, Op.ATOMIC, Op.BUF_LEN) for s in subexprs)
         except Exception:  # noqa: BLE001 - an expansion that needs typed arguments cannot be checked here
             opaque = True
         if opaque:
@@ -198,14 +199,14 @@ class _Rewriter:
         self.group_offset = offset // program.workgroup_size[0]
 
     def expr(self, e: Expr) -> Expr:
-        if e.op in ("load", "atomic") and e.name in self.plan.sharded:
+        if e.op in (Op.LOAD, Op.ATOMIC) and e.name in self.plan.sharded:
             return dataclasses.replace(e, args=(e.args[0], *map(self.expr, e.args[1:])))
-        if e.op == "buf_len" and e.name in self.plan.sharded:
+        if e.op == Op.BUF_LEN and e.name in self.plan.sharded:
             return Expr.u32(self.lengths[e.name] & 0xFFFFFFFF)
         if self.offset:
-            if is_invocation_x(e) or (e.op == "var" and e.name in self.plan.own):
+            if is_invocation_x(e) or (e.op == Op.VAR and e.name in self.plan.own):
                 return Expr.add(e, Expr.u32(self.offset & 0xFFFFFFFF))
-            if e.op == "workgroup_id" and e.value == 0:
+            if e.op == Op.WORKGROUP_ID and e.value == 0:
                 return Expr.add(e, Expr.u32(self.group_offset & 0xFFFFFFFF))
         if not e.args:
             return e

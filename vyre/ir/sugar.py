@@ -15,31 +15,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from vyre.ir.op import OPS, SHIFT_OPS, Kind, Op, Result
 from vyre.ir.types import DataType
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
-_COMPARE = ("eq", "ne", "lt", "gt", "le", "ge", "is_nan", "is_inf", "is_finite", "and_", "or_", "not_")
-_U32_RESULT = ("invocation_id", "workgroup_id", "local_id", "buf_len", "subgroup_ballot", "subgroup_local_id",
-               "subgroup_size")
-_SHIFTS = ("shl", "shr", "rotate_left", "rotate_right")
+#: ops whose result is BOOL: comparisons, predicates, and the logical ops (BOOL operands)
+_COMPARE = tuple(op for op, info in OPS.items() if info.result is Result.BOOL
+                 or info.kind in (Kind.BINARY, Kind.UNARY) and info.operands == (BOOL,))
+_U32_RESULT = tuple(op for op, info in OPS.items() if info.result is Result.U32)
+_SHIFTS = SHIFT_OPS
 
 
 def apparent_type(e: Any) -> DataType | None:
     """The type ``e`` shows without a program (None for vars, loads, atomics and calls)."""
     while True:
         op = e.op
-        if op in ("lit", "cast"):
+        if op in (Op.LIT, Op.CAST):
             return e.dtype
         if op in _COMPARE:
             return BOOL
         if op in _U32_RESULT:
             return U32
-        if op == "select":
+        if op == Op.SELECT:
             return apparent_type(e.args[1]) or apparent_type(e.args[2])
-        if op in _SHIFTS or len(e.args) == 1 and op not in ("load", "atomic", "call"):
+        if op in _SHIFTS or len(e.args) == 1 and op not in (Op.LOAD, Op.ATOMIC, Op.CALL):
             e = e.args[0]
             continue
-        if op in ("var", "load", "atomic", "call") or not e.args:
+        if op in (Op.VAR, Op.LOAD, Op.ATOMIC, Op.CALL) or not e.args:
             return None
         return apparent_type(e.args[0]) or apparent_type(e.args[1])
 

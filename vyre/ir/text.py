@@ -40,6 +40,7 @@ from typing import Any
 from vyre.driver.errors import Finding, ValidationError
 from vyre.ir.expr import ALL_OPS, AtomicOp, Expr, name_of
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Store
+from vyre.ir.op import BY_NAME, Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shape import (
     MAX_DEPTH,
@@ -174,13 +175,13 @@ def _expr_text(e: Expr, depth: int, count: list[int]) -> str:
     problem = shape_problem(e) if isinstance(e, Expr) else f"{describe(e)} is not an Expr"
     if problem:
         raise _unprintable("malformed_expr", problem)
-    if e.op == "lit":
+    if e.op == Op.LIT:
         return _literal(e)
-    if e.op == "var":
+    if e.op == Op.VAR:
         return _name(name_of(e))
     head: list[str] = []
     op = e.op
-    if e.op == "atomic":
+    if e.op == Op.ATOMIC:
         op = f"atomic_{e.value.value}"
     if e.name is not None:
         head.append(_name(e.name))
@@ -457,17 +458,17 @@ class _Parser:
 
     def call_form(self, word: str, line: _Line, depth: int) -> Expr:
         line.expect("(")
-        op, value, dtype, name = word, None, None, None
+        op, value, dtype, name = BY_NAME.get(word), None, None, None
         if word in _ATOMICS:
-            op, value = "atomic", _ATOMICS[word]
-        if op not in ALL_OPS or op in ("lit", "var"):
+            op, value = Op.ATOMIC, _ATOMICS[word]
+        if op is None or op in (Op.LIT, Op.VAR):
             raise _ParseError(f"unknown op {word!r}")
         args: list[Expr] = []
-        if op in ("load", "buf_len", "atomic", "call"):
+        if op in (Op.LOAD, Op.BUF_LEN, Op.ATOMIC, Op.CALL):
             name = line.name("a name")
-        elif op in ("invocation_id", "workgroup_id", "local_id"):
+        elif op in (Op.INVOCATION_ID, Op.WORKGROUP_ID, Op.LOCAL_ID):
             value = line.int("an axis")
-        elif op == "cast":
+        elif op == Op.CAST:
             dtype = line.word(_DTYPES, "a type")
         first = name is None and value is None and dtype is None
         while not line.accept(")"):

@@ -1,4 +1,4 @@
-"""Type rules of the vyre IR: the one place that says which operand types each op takes.
+"""Type rules of the vyre IR: each op's operand types and result come from its facts in ``vyre.ir.op``.
 
 The validator reports ``IRTypeError`` findings; the oracle and the PTX emitter call
 ``ExprTyper.type_of`` on validated programs to learn each expression's type.
@@ -8,53 +8,36 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vyre.ir.expr import BINARY_OPS, UNARY_OPS, AtomicOp, Expr, dtype_of, name_of
+from vyre.ir.expr import AtomicOp, Expr, dtype_of, name_of
+from vyre.ir.op import ANY as ANY
+from vyre.ir.op import BINARY_OPS, BOOL, F64, OPS, U32, UNARY_OPS, Op, Result
+from vyre.ir.op import BITS as BITS
+from vyre.ir.op import FLOAT as FLOAT
+from vyre.ir.op import INT as INT
+from vyre.ir.op import NUM as NUM
+from vyre.ir.op import SHIFT_OPS as SHIFT_OPS
+from vyre.ir.op import TRANSCENDENTAL_TYPES as TRANSCENDENTAL_TYPES
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 
-U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
-U64, I64, F64 = DataType.U64, DataType.I64, DataType.F64
-NUM = (U32, I32, F32, U64, I64, F64)
-INT = (U32, I32, U64, I64)
-FLOAT = (F32, F64)
-ANY = (U32, I32, F32, BOOL, U64, I64, F64)
-BITS = (U32, I32, BOOL, U64, I64)
-
 #: binary op -> operand types it accepts (both operands the same type unless in SHIFT_OPS)
-BINARY_TYPES: dict[str, tuple[DataType, ...]] = {
-    "add": NUM, "sub": NUM, "mul": NUM, "div": NUM, "rem": INT, "min": NUM, "max": NUM,
-    "abs_diff": NUM, "bitand": BITS, "bitor": BITS,
-    "bitxor": BITS, "shl": INT, "shr": INT, "rotate_left": INT, "rotate_right": INT,
-    "eq": ANY, "ne": ANY, "lt": NUM, "gt": NUM, "le": NUM, "ge": NUM, "and_": (BOOL,),
-    "or_": (BOOL,), "saturating_add": INT, "saturating_sub": INT, "saturating_mul": INT,
-    "mul_high": INT,
-}
-#: shift-like ops: the amount (second operand) is always U32, masked to the shifted type's width
-SHIFT_OPS = ("shl", "shr", "rotate_left", "rotate_right")
+BINARY_TYPES: dict[Op, tuple[DataType, ...]] = {op: OPS[op].operands for op in BINARY_OPS}
 #: ops whose result is BOOL whatever the operand type
-COMPARE_OPS = ("eq", "ne", "lt", "gt", "le", "ge")
-
+COMPARE_OPS = tuple(op for op in BINARY_OPS if OPS[op].result is Result.BOOL)
 #: float ops with exact (correctly rounded or rounding-free) results: on F32 and F64
-EXACT_FLOAT_UNARY = ("sqrt", "inverse_sqrt", "reciprocal", "floor", "ceil", "round", "trunc")
-#: transcendental ops (a documented ULP bound), on F32 and F64
-TRANSCENDENTAL_UNARY = (
-    "exp", "exp2", "log", "log2", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-)
+EXACT_FLOAT_UNARY = tuple(op for op in UNARY_OPS if OPS[op].operands == FLOAT and OPS[op].result is Result.OPERAND
+                          and not OPS[op].approximate)
+#: transcendental ops (a documented ULP bound, ``TRANSCENDENTAL_TYPES``)
+TRANSCENDENTAL_UNARY = tuple(op for op in UNARY_OPS if OPS[op].approximate)
 FLOAT_UNARY = EXACT_FLOAT_UNARY + TRANSCENDENTAL_UNARY
-UNARY_TYPES: dict[str, tuple[DataType, ...]] = {
-    "neg": NUM, "bitnot": INT, "not_": (BOOL,), "popcount": INT, "clz": INT, "ctz": INT,
-    "reverse_bits": INT, "abs": NUM, "sign": NUM, "is_nan": FLOAT, "is_inf": FLOAT,
-    "is_finite": FLOAT, **{op: FLOAT for op in FLOAT_UNARY},
-}
-PREDICATE_UNARY = ("is_nan", "is_inf", "is_finite")
+UNARY_TYPES: dict[Op, tuple[DataType, ...]] = {op: OPS[op].operands for op in UNARY_OPS}
+PREDICATE_UNARY = tuple(op for op in UNARY_OPS if OPS[op].result is Result.BOOL)
 #: buffer types atomics work on, per operation (F64 buffers take ADD only)
 ATOMIC_TYPES: dict[AtomicOp, tuple[DataType, ...]] = {op: INT for op in AtomicOp if not op.is_relaxed}
 ATOMIC_TYPES[AtomicOp.ADD] = INT + (F64,)
-SHUFFLE_TYPES = ANY
-SUBGROUP_ADD_TYPES = NUM
-FMA_TYPES = NUM
-
-assert set(BINARY_TYPES) == set(BINARY_OPS) and set(UNARY_TYPES) == set(UNARY_OPS)
+SHUFFLE_TYPES = OPS[Op.SUBGROUP_SHUFFLE].operands
+SUBGROUP_ADD_TYPES = OPS[Op.SUBGROUP_ADD].operands
+FMA_TYPES = OPS[Op.FMA].operands
 
 
 class IRTypeError(Exception):
@@ -81,19 +64,19 @@ class ExprTyper:
     def type_of(self, e: Expr, scope: Mapping[str, DataType]) -> DataType:
         """The type of ``e``; raises ``IRTypeError`` at the first problem found."""
         op = e.op
-        if op == "lit":
+        if op == Op.LIT:
             return dtype_of(e)
-        if op == "var":
+        if op == Op.VAR:
             if e.name not in scope:
                 raise IRTypeError("unknown_var", f"variable {e.name!r} is not declared here",
                                   f"declare it with Node.let({e.name!r}, ...) before this use")
             return scope[name_of(e)]
-        if op in ("invocation_id", "workgroup_id", "local_id", "subgroup_local_id", "subgroup_size"):
+        if op in (Op.INVOCATION_ID, Op.WORKGROUP_ID, Op.LOCAL_ID, Op.SUBGROUP_LOCAL_ID, Op.SUBGROUP_SIZE):
             return U32
-        if op == "buf_len":
+        if op == Op.BUF_LEN:
             self._buffer(name_of(e))
             return U32
-        if op == "load":
+        if op == Op.LOAD:
             buf = self._buffer(name_of(e))
             self._expect(e.args[0], scope, (U32,), f"index of load from {e.name!r}")
             return buf.dtype.arith
@@ -102,34 +85,34 @@ class ExprTyper:
         if op in UNARY_TYPES:
             t = self._expect(e.args[0], scope, UNARY_TYPES[op], f"operand of {op}")
             return BOOL if op in PREDICATE_UNARY else t
-        if op == "select":
+        if op == Op.SELECT:
             self._expect(e.args[0], scope, (BOOL,), "condition of select")
             a = self.type_of(e.args[1], scope)
             self._same(op, a, self.type_of(e.args[2], scope))
             return a
-        if op == "cast":
+        if op == Op.CAST:
             if not e.dtype.is_arith:
                 raise IRTypeError("bad_cast", f"cast target {e.dtype.name} is a storage-only type",
                                   "cast to U32, I32, F32, BOOL, U64, I64 or F64; stores narrow automatically")
             self.type_of(e.args[0], scope)
             return dtype_of(e)
-        if op == "fma":
+        if op == Op.FMA:
             a = self._expect(e.args[0], scope, FMA_TYPES, "first operand of fma")
             for arg in e.args[1:]:
                 self._same(op, a, self.type_of(arg, scope))
             return a
-        if op == "atomic":
+        if op == Op.ATOMIC:
             return self._atomic(e, scope)
-        if op == "subgroup_ballot":
+        if op == Op.SUBGROUP_BALLOT:
             self._expect(e.args[0], scope, (BOOL,), "condition of subgroup_ballot")
             return U32
-        if op == "subgroup_shuffle":
+        if op == Op.SUBGROUP_SHUFFLE:
             t = self._expect(e.args[0], scope, SHUFFLE_TYPES, "value of subgroup_shuffle")
             self._expect(e.args[1], scope, (U32,), "lane of subgroup_shuffle")
             return t
-        if op == "subgroup_add":
+        if op == Op.SUBGROUP_ADD:
             return self._expect(e.args[0], scope, SUBGROUP_ADD_TYPES, "value of subgroup_add")
-        if op == "call":
+        if op == Op.CALL:
             return self._call(e, scope)
         raise IRTypeError("unknown_op", f"unknown expression op {op!r}", "use the Expr constructors")
 

@@ -13,6 +13,7 @@ from vyre.driver.errors import Finding, ValidationError
 from vyre.ir.expr import Expr, name_of
 from vyre.ir.layout import MAX_BINDING, MAX_BOUND_BUFFERS, MAX_PARAM_BYTES, MAX_WORKGROUP_BYTES, workgroup_bytes
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shape import (
     MAX_DEPTH,
@@ -34,8 +35,8 @@ MAX_WORKGROUP_INVOCATIONS = 1024
 MAX_BUFFER_COUNT = 0xFFFFFFFF  # indices are U32
 
 #: expression ops whose value can differ between the invocations of a workgroup
-_VARYING_OPS = frozenset({"invocation_id", "local_id", "subgroup_local_id", "atomic", *SUBGROUP_COLLECTIVES})
-_SUBGROUP_OPS = frozenset({"subgroup_local_id", "subgroup_size", *SUBGROUP_COLLECTIVES})
+_VARYING_OPS = frozenset({Op.INVOCATION_ID, Op.LOCAL_ID, Op.SUBGROUP_LOCAL_ID, Op.ATOMIC, *SUBGROUP_COLLECTIVES})
+_SUBGROUP_OPS = frozenset({Op.SUBGROUP_LOCAL_ID, Op.SUBGROUP_SIZE, *SUBGROUP_COLLECTIVES})
 _NEEDS_COUNT = (Access.OUTPUT, Access.UNIFORM, Access.WORKGROUP)
 _READ_ONLY = (Access.READ, Access.UNIFORM)
 
@@ -365,18 +366,18 @@ class _Validator:
     def _expr_node(self, e: Expr, types: dict, info: _ExprInfo, path: str, ctx: int, events: list) -> DataType | None:
         """Per-node rules, uniformity bookkeeping and the node's type (children already typed)."""
         op = e.op
-        if op in _VARYING_OPS or (op == "load" and e.name in self.buffers and self.buffers[e.name].access.writable):
+        if op in _VARYING_OPS or (op == Op.LOAD and e.name in self.buffers and self.buffers[e.name].access.writable):
             info.source = True
         if op in _SUBGROUP_OPS and self.subgroup_path is None:
             self.subgroup_path = path
         if op in SUBGROUP_COLLECTIVES:
             events.append(SyncOp(op, ctx, path))
-        elif op == "atomic" and e.name in self.buffers and self.buffers[e.name].access in _READ_ONLY:
+        elif op == Op.ATOMIC and e.name in self.buffers and self.buffers[e.name].access in _READ_ONLY:
             self._buffer(e.name, path, "atomic on")
-        elif op in ("div", "rem") and _is_int_zero(e.args[1]):
+        elif op in (Op.DIV, Op.REM) and _is_int_zero(e.args[1]):
             self.add("zero_divisor", f"{op} by a literal zero",
                      "divide by a non-zero literal, or guard a computed divisor with Expr.select", path)
-        elif op == "var":
+        elif op == Op.VAR:
             var = self.scope.get(name_of(e))
             if var is None:
                 self.add("unknown_var", f"variable {e.name!r} is not declared here",
@@ -403,4 +404,4 @@ class _Validator:
 
 
 def _is_int_zero(e: Expr) -> bool:
-    return e.op == "lit" and e.dtype in INT_TYPES and e.value == 0
+    return e.op == Op.LIT and e.dtype in INT_TYPES and e.value == 0

@@ -40,6 +40,7 @@ from typing import Any
 from vyre.driver.errors import Finding, ValidationError
 from vyre.ir.expr import AtomicOp, Expr, name_of
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.shape import (
     MAX_DEPTH,
@@ -65,21 +66,12 @@ D = DataType
 DTYPES = (D.U8, D.U16, D.U32, D.I8, D.I16, D.I32, D.F16, D.BF16, D.F32, D.BOOL, D.U64, D.I64, D.F64)
 ACCESSES = (Access.READ, Access.READ_WRITE, Access.OUTPUT, Access.UNIFORM, Access.WORKGROUP)
 ATOMICS = tuple(AtomicOp)  # declaration order: codes 0-7 as in the first format, the relaxed twins 8-15
-OPS = (
-    "lit", "var", "load", "buf_len", "invocation_id", "workgroup_id", "local_id",
-    "add", "sub", "mul", "div", "rem", "bitand", "bitor", "bitxor", "shl", "shr",
-    "eq", "ne", "lt", "gt", "le", "ge", "and_", "or_", "min", "max", "abs_diff",
-    "saturating_add", "saturating_sub", "saturating_mul", "rotate_left", "rotate_right", "mul_high",
-    "neg", "bitnot", "not_", "popcount", "clz", "ctz", "reverse_bits", "abs", "sign",
-    "sqrt", "inverse_sqrt", "reciprocal", "floor", "ceil", "round", "trunc", "exp", "exp2",
-    "log", "log2", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-    "is_nan", "is_inf", "is_finite", "select", "cast", "fma", "atomic",
-    "subgroup_ballot", "subgroup_shuffle", "subgroup_add", "subgroup_local_id", "subgroup_size", "call",
-)
+#: op codes: an op's code is its position in ``Op`` (``Op.wire_code``)
+OPS: tuple[Op, ...] = tuple(Op)
 LET, ASSIGN, STORE, IF, LOOP, BARRIER, BLOCK, REGION, RETURN = range(9)
 _INDEX = {**{v: i for i, v in enumerate(DTYPES)}, **{v: i for i, v in enumerate(ACCESSES)},
           **{v: i for i, v in enumerate(ATOMICS)}}
-_OP_CODE = {op: i for i, op in enumerate(OPS)}
+_OP_CODE = {op: op.wire_code for op in OPS}
 _INT64 = 1 << 63
 #: Longest wire blob ``from_wire`` reads (header included); far above any program at the node cap.
 MAX_WIRE_BYTES = 64 * 1024 * 1024
@@ -341,7 +333,7 @@ class _Decoder:
         args = []
         for _ in range(n):
             args.append(self.expr(depth + 1))
-        bad_lit = op == "lit" and (not dtype.is_arith or (dtype is D.BOOL and value > 1))
+        bad_lit = op == Op.LIT and (not dtype.is_arith or (dtype is D.BOOL and value > 1))
         if bad_lit or (shape.value == "axis" and value > 2):
             raise _error("wire_value", f"invalid {op} attributes at byte {self.pos}")
         return Expr(op, tuple(args), dtype, value, name)  # the canonical re-encoding checks the rest

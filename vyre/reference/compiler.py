@@ -17,8 +17,9 @@ import numpy as np
 
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.expand import expand_calls
-from vyre.ir.expr import BINARY_OPS, UNARY_OPS, Expr, dtype_of, name_of
+from vyre.ir.expr import BINARY_OPS, ID_OPS, SUBGROUP_OPS, UNARY_OPS, Expr, dtype_of, name_of
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 from vyre.ir.walk import iter_all_exprs, iter_nodes
@@ -37,7 +38,6 @@ Body = tuple[StmtFn, ...]
 
 _BINARY = {op: scalar_ops.BINARY[op] for op in BINARY_OPS}
 _UNARY = {op: scalar_ops.UNARY[op] for op in UNARY_OPS}
-_IDS = ("invocation_id", "workgroup_id", "local_id")
 
 
 class Compiled:
@@ -61,7 +61,7 @@ def compiled(program: Program) -> Compiled:
 def has_calls(program: Program) -> bool:
     """Whether ``program`` calls any registered op (then it is expanded before every run: the
     registry may change between runs, so neither the expansion nor the lookup is kept here)."""
-    return any(e.op == "call" for e in iter_all_exprs(program.body))
+    return any(e.op == Op.CALL for e in iter_all_exprs(program.body))
 
 
 def prepare(program: Program) -> Compiled:
@@ -101,8 +101,6 @@ def expr(e: Expr) -> ExprFn:
     if op in _UNARY:
         return _unary(_UNARY[op], expr(e.args[0]))
     make = _MAKERS.get(op)
-    if make is None and op.startswith("subgroup_"):
-        make = _subgroup
     if make is None:
         return _raiser(InvalidProgram(f"unknown expression op {op!r}", "build expressions with Expr.*."))
     return make(e)
@@ -191,13 +189,13 @@ def _atomic(e: Expr) -> ExprFn:
 
 def _subgroup(e: Expr) -> ExprFn:
     op = e.op
-    if op == "subgroup_size":
+    if op == Op.SUBGROUP_SIZE:
         size = np.uint32(subgroups.SUBGROUP)
         return lambda run, mask: size
-    if op == "subgroup_local_id":
+    if op == Op.SUBGROUP_LOCAL_ID:
         return lambda run, mask: run.grid.subgroup_local_id()
     args = [expr(x) for x in e.args]
-    lane_fn = {"subgroup_ballot": subgroups.ballot, "subgroup_shuffle": subgroups.shuffle}.get(op, subgroups.add)
+    lane_fn = {Op.SUBGROUP_BALLOT: subgroups.ballot, Op.SUBGROUP_SHUFFLE: subgroups.shuffle}.get(op, subgroups.add)
 
     def subgroup(run: _Run, mask: Mask) -> Lanes:
         if run.grid.per_group % subgroups.SUBGROUP:
@@ -224,9 +222,10 @@ def _call(e: Expr) -> ExprFn:
     return call
 
 
-_MAKERS: dict[str, Callable[[Expr], ExprFn]] = {
-    "var": _var, "lit": _lit, "load": _load, "select": _select, "cast": _cast, "fma": _fma,
-    "buf_len": _buf_len, "atomic": _atomic, "call": _call, **{op: _grid_id for op in _IDS},
+_MAKERS: dict[Op, Callable[[Expr], ExprFn]] = {
+    Op.VAR: _var, Op.LIT: _lit, Op.LOAD: _load, Op.SELECT: _select, Op.CAST: _cast, Op.FMA: _fma,
+    Op.BUF_LEN: _buf_len, Op.ATOMIC: _atomic, Op.CALL: _call, **{op: _grid_id for op in ID_OPS},
+    **{op: _subgroup for op in SUBGROUP_OPS},
 }
 
 

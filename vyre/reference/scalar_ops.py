@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from vyre.ir.op import Op
 from vyre.ir.types import DataType
 from vyre.reference import floats as f
 
@@ -289,26 +290,26 @@ def _reciprocal(a: Lanes) -> Lanes:
     return a.dtype.type(1.0) / a
 
 
-BINARY: dict[str, BinaryFn] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _div, "rem": _rem,
-    "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
-    "shl": _shl, "shr": _shr, "rotate_left": _rotl, "rotate_right": _rotr,
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater, "le": np.less_equal,
-    "ge": np.greater_equal, "and_": np.logical_and, "or_": np.logical_or, "min": _min, "max": _max,
-    "abs_diff": _abs_diff, "saturating_add": _saturating_add, "saturating_sub": _saturating_sub,
-    "saturating_mul": _saturating_mul, "mul_high": _mul_high,
+BINARY: dict[Op, BinaryFn] = {
+    Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: _div, Op.REM: _rem,
+    Op.BITAND: np.bitwise_and, Op.BITOR: np.bitwise_or, Op.BITXOR: np.bitwise_xor,
+    Op.SHL: _shl, Op.SHR: _shr, Op.ROTATE_LEFT: _rotl, Op.ROTATE_RIGHT: _rotr,
+    Op.EQ: np.equal, Op.NE: np.not_equal, Op.LT: np.less, Op.GT: np.greater, Op.LE: np.less_equal,
+    Op.GE: np.greater_equal, Op.AND_: np.logical_and, Op.OR_: np.logical_or, Op.MIN: _min, Op.MAX: _max,
+    Op.ABS_DIFF: _abs_diff, Op.SATURATING_ADD: _saturating_add, Op.SATURATING_SUB: _saturating_sub,
+    Op.SATURATING_MUL: _saturating_mul, Op.MUL_HIGH: _mul_high,
 }
 
-UNARY: dict[str, UnaryFn] = {
-    "neg": _neg, "bitnot": _bitnot, "not_": np.logical_not, "popcount": _popcount, "clz": _clz,
-    "ctz": _ctz, "reverse_bits": _reverse_bits, "abs": _abs, "sign": _sign,
-    "sqrt": np.sqrt, "reciprocal": _reciprocal, "floor": np.floor, "ceil": np.ceil,
-    "trunc": np.trunc, "round": f.round_float, "inverse_sqrt": _inverse_sqrt,
-    "exp": _via_float64(np.exp), "exp2": _via_float64(np.exp2), "log": _via_float64(np.log),
-    "log2": _via_float64(np.log2), "sin": _via_float64(np.sin), "cos": _via_float64(np.cos),
-    "tan": _via_float64(np.tan), "asin": _via_float64(np.arcsin), "acos": _via_float64(np.arccos),
-    "atan": _via_float64(np.arctan), "sinh": _via_float64(np.sinh), "cosh": _via_float64(np.cosh),
-    "tanh": _via_float64(np.tanh), "is_nan": np.isnan, "is_inf": np.isinf, "is_finite": np.isfinite,
+UNARY: dict[Op, UnaryFn] = {
+    Op.NEG: _neg, Op.BITNOT: _bitnot, Op.NOT_: np.logical_not, Op.POPCOUNT: _popcount, Op.CLZ: _clz,
+    Op.CTZ: _ctz, Op.REVERSE_BITS: _reverse_bits, Op.ABS: _abs, Op.SIGN: _sign,
+    Op.SQRT: np.sqrt, Op.RECIPROCAL: _reciprocal, Op.FLOOR: np.floor, Op.CEIL: np.ceil,
+    Op.TRUNC: np.trunc, Op.ROUND: f.round_float, Op.INVERSE_SQRT: _inverse_sqrt,
+    Op.EXP: _via_float64(np.exp), Op.EXP2: _via_float64(np.exp2), Op.LOG: _via_float64(np.log),
+    Op.LOG2: _via_float64(np.log2), Op.SIN: _via_float64(np.sin), Op.COS: _via_float64(np.cos),
+    Op.TAN: _via_float64(np.tan), Op.ASIN: _via_float64(np.arcsin), Op.ACOS: _via_float64(np.arccos),
+    Op.ATAN: _via_float64(np.arctan), Op.SINH: _via_float64(np.sinh), Op.COSH: _via_float64(np.cosh),
+    Op.TANH: _via_float64(np.tanh), Op.IS_NAN: np.isnan, Op.IS_INF: np.isinf, Op.IS_FINITE: np.isfinite,
 }
 
 

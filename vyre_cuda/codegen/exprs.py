@@ -10,11 +10,12 @@ from collections.abc import Mapping
 
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir.expr import Expr, dtype_of, is_atomic_read, name_of
+from vyre.ir.op import OPS, Op, Result
 from vyre.ir.program import Access
 from vyre.ir.types import SIGN_TWIN, DataType
 from vyre_cuda.codegen import ops
 from vyre_cuda.codegen.builder import Builder, Val
-from vyre_cuda.codegen.lowerings import LoweringContext, get_lowering
+from vyre_cuda.codegen.lowerings import LoweringContext, LoweringFn, get_lowering
 from vyre_cuda.codegen.memory import Buffers
 from vyre_cuda.codegen.ops import W32, W64, width_of
 from vyre_cuda.codegen.types import bits, reg_kind, suffix
@@ -24,27 +25,29 @@ U64, I64, F64 = DataType.U64, DataType.I64, DataType.F64
 #: subgroup_add's add per type (integers wrap: the unsigned add serves both signednesses)
 _SUBGROUP_ADD = {U32: "add.u32", I32: "add.u32", F32: "add.rn.f32", U64: "add.u64", I64: "add.u64", F64: "add.rn.f64"}
 AXES = "xyz"
-COMPARE_OPS = ("eq", "ne", "lt", "gt", "le", "ge")
 Scope = Mapping[str, Val]
 
 
 class ExprLowering:
     """Lowers expressions of one program into a ``Builder``."""
 
-    def __init__(self, b: Builder, buffers: Buffers, logical_x: str | None = None) -> None:
-        """``logical_x``: in a coarsened kernel, the register holding the logical workgroup id along x."""
+    def __init__(self, b: Builder, buffers: Buffers, logical_x: str | None = None,
+                 lowerings: Mapping[str, LoweringFn] | None = None) -> None:
+        """``logical_x``: in a coarsened kernel, the register holding the logical workgroup id along x;
+        ``lowerings``: the lowerings of primitive ``Expr.call`` ops (None: the registry, ``codegen.lowerings``)."""
         self.b = b
         self.buffers = buffers
         self.logical_x = logical_x
+        self.lowerings = lowerings
         self._uniform_words: dict[tuple[str, int], Val] = {}  # (buffer, index) -> its value (``_uniform_word``)
         self._handlers = {
-            "lit": self._lit, "var": self._var, "load": self._load, "buf_len": self._buf_len,
-            "invocation_id": self._id, "workgroup_id": self._id, "local_id": self._id,
-            "select": self._select, "cast": self._cast, "fma": self._fma, "atomic": self._atomic,
-            "subgroup_ballot": self._ballot, "subgroup_shuffle": self._shuffle,
-            "subgroup_add": self._subgroup_add, "subgroup_local_id": self._lane,
-            "subgroup_size": lambda e, s: Val(self.b.op("mov.u32", "r", "32"), U32),
-            "call": self._call,
+            Op.LIT: self._lit, Op.VAR: self._var, Op.LOAD: self._load, Op.BUF_LEN: self._buf_len,
+            Op.INVOCATION_ID: self._id, Op.WORKGROUP_ID: self._id, Op.LOCAL_ID: self._id,
+            Op.SELECT: self._select, Op.CAST: self._cast, Op.FMA: self._fma, Op.ATOMIC: self._atomic,
+            Op.SUBGROUP_BALLOT: self._ballot, Op.SUBGROUP_SHUFFLE: self._shuffle,
+            Op.SUBGROUP_ADD: self._subgroup_add, Op.SUBGROUP_LOCAL_ID: self._lane,
+            Op.SUBGROUP_SIZE: lambda e, s: Val(self.b.op("mov.u32", "r", "32"), U32),
+            Op.CALL: self._call,
         }
 
     def lower(self, e: Expr, scope: Scope) -> Val:
@@ -54,11 +57,10 @@ class ExprLowering:
             return handler(e, scope)
         args = [self.lower(a, scope) for a in e.args]
         key = (e.op, args[0].dtype)
+        out = BOOL if OPS[e.op].result is Result.BOOL else args[0].dtype
         if len(args) == 2 and key in ops.BINARY:
-            out = BOOL if e.op in COMPARE_OPS else args[0].dtype
             return Val(ops.apply(ops.BINARY, key, self.b, reg_kind(out), *(a.reg for a in args)), out)
         if len(args) == 1 and key in ops.UNARY:
-            out = BOOL if e.op in ("is_nan", "is_inf", "is_finite") else args[0].dtype
             return Val(ops.apply(ops.UNARY, key, self.b, reg_kind(out), args[0].reg), out)
         raise InvalidProgram(f"{e.op} on {args[0].dtype.name} has no lowering (the program is not valid)",
                              "run vyre.validate(program) and correct the findings.")
@@ -94,9 +96,9 @@ class ExprLowering:
     def _id(self, e: Expr, scope: Scope) -> Val:
         axis = AXES[e.value]
         tid = f"%tid.{axis}"
-        if e.op == "local_id":
+        if e.op == Op.LOCAL_ID:
             return Val(self._special(tid), U32)
-        if e.op == "workgroup_id":
+        if e.op == Op.WORKGROUP_ID:
             return Val(self._workgroup(axis), U32)
         per_group = self.b.iteration if axis == "x" and self.logical_x is not None else None
         return Val(self.b.cached(("gid", axis), lambda: self.b.op(
@@ -123,7 +125,7 @@ class ExprLowering:
     # ---- memory -------------------------------------------------------------------------------------
     def _load(self, e: Expr, scope: Scope) -> Val:
         index, name = e.args[0], name_of(e)
-        if index.op == "lit" and self.buffers.decls[name].access is Access.UNIFORM:
+        if index.op == Op.LIT and self.buffers.decls[name].access is Access.UNIFORM:
             return self._uniform_word(name, index, scope)
         return self.buffers.load(name, self.lower(index, scope).reg)
 
@@ -213,7 +215,7 @@ class ExprLowering:
             raise InvalidProgram(f"composed op {name!r} reached the emitter unexpanded",
                                  "emit through vyre_cuda.emit_ptx, which expands composed ops first.")
         args = [self.lower(a, scope) for a in e.args]
-        fn = get_lowering(name)
+        fn = get_lowering(name) if self.lowerings is None else self.lowerings.get(name)
         if fn is None:
             raise UnsupportedFeature(f"op {name}", "cuda")
         ctx = LoweringContext(self.b, tuple(a.dtype for a in args), op.result_type)

@@ -69,6 +69,16 @@ def set_plugin_loader(load: Callable[[], object]) -> None:
     _plugin_loader[:] = [load]
 
 
+def lowerings() -> dict[str, LoweringFn]:
+    """Every lowering registered now, plugin lowerings loaded first: what a backend passes to ``emit_ptx``."""
+    for load in _plugin_loader:
+        try:
+            load()
+        except ImportError:
+            break
+    return dict(_LOWERINGS)
+
+
 def get_lowering(op_id: str) -> LoweringFn | None:
     """The lowering registered for ``op_id``, or None.
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.expand import expand_calls
 from vyre.ir.layout import param_bytes
+from vyre.ir.op import Op
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
 from vyre.ir.walk import iter_all_exprs
@@ -16,6 +18,7 @@ from vyre_cuda.codegen.builder import Builder
 from vyre_cuda.codegen.coarsen import MAX_FACTOR, Coarsening, check_factor
 from vyre_cuda.codegen.exprs import ExprLowering
 from vyre_cuda.codegen.limits import check_kernel_size
+from vyre_cuda.codegen.lowerings import LoweringFn
 from vyre_cuda.codegen.memory import SHARED_SYMBOL, Buffers
 from vyre_cuda.codegen.names import sanitize
 from vyre_cuda.codegen.stmts import StmtLowering
@@ -64,7 +67,7 @@ def features(program: Program) -> frozenset[str]:
     used: set[str] = set()
     if any(b.dtype is DataType.BF16 for b in program.buffers if b.access.writable):
         used.add("bf16")
-    if any(e.op == "atomic" for e in iter_all_exprs(program.body)):
+    if any(e.op == Op.ATOMIC for e in iter_all_exprs(program.body)):
         used.add("scoped_atomics")
     if any(e.op.startswith("subgroup_") for e in iter_all_exprs(program.body)):
         used.add("sync_warp_ops")
@@ -92,7 +95,8 @@ def _check_arguments(sm: object, ptx_version: object, config: object, coarsen: o
 
 
 def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
-             config: DispatchConfig | None = None, coarsen: int = 1) -> str:
+             config: DispatchConfig | None = None, coarsen: int = 1,
+             lowerings: Mapping[str, LoweringFn] | None = None) -> str:
     """PTX text of ``program``'s kernel ``abi.entry_name(program)`` for ``.target sm_<sm>``.
 
     Validates first; pure and deterministic (same program and target give the same text).
@@ -104,7 +108,8 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     A malformed argument (``sm``, ``ptx_version``, ``coarsen``, ``config``) is ``InvalidProgram``
     before any other work; a well-formed target or version that cannot serve the program (too
     old for the target, or for more than 543 buffers: PTX ISA 8.1 raised the kernel parameter
-    space from 4,352 to 32,764 bytes) is ``UnsupportedFeature``.
+    space from 4,352 to 32,764 bytes) is ``UnsupportedFeature``. ``lowerings`` maps primitive op
+    ids to their lowerings (a backend passes ``codegen.lowerings.lowerings()``); None asks the registry.
     """
     sm, ptx_version, coarsen = _check_arguments(sm, ptx_version, config, coarsen)
     _validate(program)
@@ -115,7 +120,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     b = Builder()
     buffers = Buffers(program, b, packed_narrowing=sm_number(sm) >= PACKED_NARROWING_SM)
     loop = Coarsening(b, buffers, coarsen) if coarsen > 1 else None
-    exprs = ExprLowering(b, buffers, loop.logical_x if loop else None)
+    exprs = ExprLowering(b, buffers, loop.logical_x if loop else None, lowerings)
     StmtLowering(b, exprs, loop.next_label if loop else None).body(program.body, {})
     zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), exprs.workgroup_threads(),
                                               wait_first=loop is not None) if buffers.shared_bytes else []

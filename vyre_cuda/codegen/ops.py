@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vyre.ir.op import Op
 from vyre.ir.types import DataType
 from vyre_cuda.codegen import mathlib, mathlib64
 from vyre_cuda.codegen.builder import Builder
@@ -209,52 +210,52 @@ def _bool_eq(b: Builder, x: str, y: str) -> str:
     return b.op("not.pred", "p", b.op("xor.pred", "p", x, y))
 
 
-_CMP = {"eq": "eq", "ne": "ne", "lt": "lt", "gt": "gt", "le": "le", "ge": "ge"}
+_CMP = {Op.EQ: "eq", Op.NE: "ne", Op.LT: "lt", Op.GT: "gt", Op.LE: "le", Op.GE: "ge"}
 
 
 def _binary_table(w: Width, u: DataType, s: DataType, f: DataType) -> dict[tuple[str, DataType], Lowering]:
     """The binary lowerings on the unsigned, signed and float type of width ``w``."""
     table: dict[tuple[str, DataType], Lowering] = {
-        ("add", u): f"add.{w.u}", ("add", s): f"add.{w.s}", ("add", f): f"add.rn.{w.f}",
-        ("sub", u): f"sub.{w.u}", ("sub", s): f"sub.{w.s}", ("sub", f): f"sub.rn.{w.f}",
-        ("mul", u): f"mul.lo.{w.u}", ("mul", s): f"mul.lo.{w.s}", ("mul", f): f"mul.rn.{w.f}",
-        ("div", u): _div_u(w, False), ("div", s): _div_s(w, False), ("div", f): f"div.rn.{w.f}",
-        ("rem", u): _div_u(w, True), ("rem", s): _div_s(w, True),
-        ("shl", u): _shift(f"shl.{w.b}", w), ("shl", s): _shift(f"shl.{w.b}", w),
-        ("shr", u): _shift(f"shr.{w.u}", w), ("shr", s): _shift(f"shr.{w.s}", w),
-        ("min", u): f"min.{w.u}", ("min", s): f"min.{w.s}", ("min", f): _fminmax("min", "or", w),
-        ("max", u): f"max.{w.u}", ("max", s): f"max.{w.s}", ("max", f): _fminmax("max", "and", w),
-        ("abs_diff", u): _abs_diff_int(w.u, w), ("abs_diff", s): _abs_diff_int(w.s, w),
-        ("abs_diff", f): _abs_diff_float(w),
-        ("saturating_add", u): _sat_add_u(w), ("saturating_sub", u): _sat_sub_u(w),
-        ("saturating_mul", u): _sat_mul_u(w),
-        ("mul_high", u): f"mul.hi.{w.u}", ("mul_high", s): f"mul.hi.{w.s}",
-        **{(f"bit{op}", t): f"{op}.{w.b}" for op in ("and", "or", "xor") for t in (u, s)},
+        (Op.ADD, u): f"add.{w.u}", (Op.ADD, s): f"add.{w.s}", (Op.ADD, f): f"add.rn.{w.f}",
+        (Op.SUB, u): f"sub.{w.u}", (Op.SUB, s): f"sub.{w.s}", (Op.SUB, f): f"sub.rn.{w.f}",
+        (Op.MUL, u): f"mul.lo.{w.u}", (Op.MUL, s): f"mul.lo.{w.s}", (Op.MUL, f): f"mul.rn.{w.f}",
+        (Op.DIV, u): _div_u(w, False), (Op.DIV, s): _div_s(w, False), (Op.DIV, f): f"div.rn.{w.f}",
+        (Op.REM, u): _div_u(w, True), (Op.REM, s): _div_s(w, True),
+        (Op.SHL, u): _shift(f"shl.{w.b}", w), (Op.SHL, s): _shift(f"shl.{w.b}", w),
+        (Op.SHR, u): _shift(f"shr.{w.u}", w), (Op.SHR, s): _shift(f"shr.{w.s}", w),
+        (Op.MIN, u): f"min.{w.u}", (Op.MIN, s): f"min.{w.s}", (Op.MIN, f): _fminmax("min", "or", w),
+        (Op.MAX, u): f"max.{w.u}", (Op.MAX, s): f"max.{w.s}", (Op.MAX, f): _fminmax("max", "and", w),
+        (Op.ABS_DIFF, u): _abs_diff_int(w.u, w), (Op.ABS_DIFF, s): _abs_diff_int(w.s, w),
+        (Op.ABS_DIFF, f): _abs_diff_float(w),
+        (Op.SATURATING_ADD, u): _sat_add_u(w), (Op.SATURATING_SUB, u): _sat_sub_u(w),
+        (Op.SATURATING_MUL, u): _sat_mul_u(w),
+        (Op.MUL_HIGH, u): f"mul.hi.{w.u}", (Op.MUL_HIGH, s): f"mul.hi.{w.s}",
+        **{(Op(f"bit{op}"), t): f"{op}.{w.b}" for op in ("and", "or", "xor") for t in (u, s)},
         **{(op, t): f"setp.{_CMP[op]}.{sfx}" for op in _CMP for t, sfx in ((u, w.u), (s, w.s))},
         **{(op, f): f"setp.{'neu' if op == 'ne' else op}.{w.f}" for op in _CMP},
     }
     if w.bits == 32:
         table.update({
-            ("rotate_left", u): _rotate("l"), ("rotate_left", s): _rotate("l"),
-            ("rotate_right", u): _rotate("r"), ("rotate_right", s): _rotate("r"),
-            ("saturating_add", s): _sat_addsub_s32("add.s64"), ("saturating_sub", s): _sat_addsub_s32("sub.s64"),
-            ("saturating_mul", s): _sat_mul_s32,
+            (Op.ROTATE_LEFT, u): _rotate("l"), (Op.ROTATE_LEFT, s): _rotate("l"),
+            (Op.ROTATE_RIGHT, u): _rotate("r"), (Op.ROTATE_RIGHT, s): _rotate("r"),
+            (Op.SATURATING_ADD, s): _sat_addsub_s32("add.s64"), (Op.SATURATING_SUB, s): _sat_addsub_s32("sub.s64"),
+            (Op.SATURATING_MUL, s): _sat_mul_s32,
         })
     else:
         table.update({
-            ("rotate_left", u): _rotate64(True), ("rotate_left", s): _rotate64(True),
-            ("rotate_right", u): _rotate64(False), ("rotate_right", s): _rotate64(False),
-            ("saturating_add", s): _sat_add_s64, ("saturating_sub", s): _sat_sub_s64,
-            ("saturating_mul", s): _sat_mul_s64,
+            (Op.ROTATE_LEFT, u): _rotate64(True), (Op.ROTATE_LEFT, s): _rotate64(True),
+            (Op.ROTATE_RIGHT, u): _rotate64(False), (Op.ROTATE_RIGHT, s): _rotate64(False),
+            (Op.SATURATING_ADD, s): _sat_add_s64, (Op.SATURATING_SUB, s): _sat_sub_s64,
+            (Op.SATURATING_MUL, s): _sat_mul_s64,
         })
     return table
 
 
 BINARY: dict[tuple[str, DataType], Lowering] = {
     **{k: v for types in TYPES for k, v in _binary_table(*types).items()},
-    ("and_", BOOL): "and.pred", ("or_", BOOL): "or.pred",
-    ("eq", BOOL): _bool_eq, ("ne", BOOL): "xor.pred",
-    **{(f"bit{op}", BOOL): f"{op}.pred" for op in ("and", "or", "xor")},
+    (Op.AND_, BOOL): "and.pred", (Op.OR_, BOOL): "or.pred",
+    (Op.EQ, BOOL): _bool_eq, (Op.NE, BOOL): "xor.pred",
+    **{(Op(f"bit{op}"), BOOL): f"{op}.pred" for op in ("and", "or", "xor")},
 }
 
 
@@ -319,30 +320,30 @@ def _count64(opcode: str) -> Callable[..., str]:
 def _unary_table(w: Width, u: DataType, s: DataType, f: DataType) -> dict[tuple[str, DataType], Lowering]:
     """The unary lowerings on the unsigned, signed and float type of width ``w``."""
     if w.bits == 32:
-        counts = {"popcount": "popc.b32", "clz": "clz.b32",
-                  "ctz": lambda b, x: b.op("clz.b32", "r", b.op("brev.b32", "r", x))}
+        counts = {Op.POPCOUNT: "popc.b32", Op.CLZ: "clz.b32",
+                  Op.CTZ: lambda b, x: b.op("clz.b32", "r", b.op("brev.b32", "r", x))}
     else:
-        counts = {"popcount": _count64("popc.b64"), "clz": _count64("clz.b64"),
-                  "ctz": lambda b, x: _count64("clz.b64")(b, b.op("brev.b64", "rd", x))}
+        counts = {Op.POPCOUNT: _count64("popc.b64"), Op.CLZ: _count64("clz.b64"),
+                  Op.CTZ: lambda b, x: _count64("clz.b64")(b, b.op("brev.b64", "rd", x))}
     return {
-        ("neg", u): f"neg.{w.s}", ("neg", s): f"neg.{w.s}",
-        ("neg", f): lambda b, x: b.op(f"xor.{w.b}", w.kind, x, w.sign),
-        ("abs", u): lambda b, x: x, ("abs", s): _abs_s(w),
-        ("abs", f): lambda b, x: b.op(f"and.{w.b}", w.kind, x, w.magnitude),
-        ("sign", u): _sign_u(w), ("sign", s): _sign_s(w), ("sign", f): _sign_f(w),
+        (Op.NEG, u): f"neg.{w.s}", (Op.NEG, s): f"neg.{w.s}",
+        (Op.NEG, f): lambda b, x: b.op(f"xor.{w.b}", w.kind, x, w.sign),
+        (Op.ABS, u): lambda b, x: x, (Op.ABS, s): _abs_s(w),
+        (Op.ABS, f): lambda b, x: b.op(f"and.{w.b}", w.kind, x, w.magnitude),
+        (Op.SIGN, u): _sign_u(w), (Op.SIGN, s): _sign_s(w), (Op.SIGN, f): _sign_f(w),
         **{(op, t): code for t in (u, s) for op, code in (
-            ("bitnot", f"not.{w.b}"), ("reverse_bits", f"brev.{w.b}"), *counts.items())},
-        ("sqrt", f): f"sqrt.rn.{w.f}", ("reciprocal", f): f"rcp.rn.{w.f}", ("inverse_sqrt", f): _inverse_sqrt(w),
-        ("floor", f): f"cvt.rmi.{w.f}.{w.f}", ("ceil", f): f"cvt.rpi.{w.f}.{w.f}",
-        ("trunc", f): f"cvt.rzi.{w.f}.{w.f}", ("round", f): _round_f(w),
-        ("is_nan", f): f"testp.notanumber.{w.f}", ("is_inf", f): f"testp.infinite.{w.f}",
-        ("is_finite", f): f"testp.finite.{w.f}",
+            (Op.BITNOT, f"not.{w.b}"), (Op.REVERSE_BITS, f"brev.{w.b}"), *counts.items())},
+        (Op.SQRT, f): f"sqrt.rn.{w.f}", (Op.RECIPROCAL, f): f"rcp.rn.{w.f}", (Op.INVERSE_SQRT, f): _inverse_sqrt(w),
+        (Op.FLOOR, f): f"cvt.rmi.{w.f}.{w.f}", (Op.CEIL, f): f"cvt.rpi.{w.f}.{w.f}",
+        (Op.TRUNC, f): f"cvt.rzi.{w.f}.{w.f}", (Op.ROUND, f): _round_f(w),
+        (Op.IS_NAN, f): f"testp.notanumber.{w.f}", (Op.IS_INF, f): f"testp.infinite.{w.f}",
+        (Op.IS_FINITE, f): f"testp.finite.{w.f}",
     }
 
 
 UNARY: dict[tuple[str, DataType], Lowering] = {
     **{k: v for types in TYPES for k, v in _unary_table(*types).items()},
-    ("not_", BOOL): "not.pred",
+    (Op.NOT_, BOOL): "not.pred",
     **{(op, F32): fn for op, fn in mathlib.FUNCTIONS.items()},
     **{(op, F64): fn for op, fn in mathlib64.FUNCTIONS.items()},
 }

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from vyre.ir.expr import Expr
 from vyre.ir.node import Store
+from vyre.ir.op import Op
 from vyre.ir.program import Access, Program
 from vyre.ir.shard import is_invocation_x, own_index_names
 from vyre.ir.walk import iter_all_exprs, iter_nodes
@@ -40,7 +41,7 @@ def cached_read_write(program: Program) -> frozenset[str]:
     own = own_index_names(program)
 
     def is_own(e: Expr) -> bool:
-        return is_invocation_x(e) or (e.op == "var" and e.name in own)
+        return is_invocation_x(e) or (e.op == Op.VAR and e.name in own)
 
     if not is_own(last.index):
         return frozenset()
@@ -49,6 +50,6 @@ def cached_read_write(program: Program) -> frozenset[str]:
     for e in iter_all_exprs(program.body):
         if e.name != decl.name:
             continue
-        if e.op == "atomic" or (e.op == "load" and not is_own(e.args[0])):
+        if e.op == Op.ATOMIC or (e.op == Op.LOAD and not is_own(e.args[0])):
             return frozenset()
     return frozenset({decl.name})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from vyre.ir.op import Op
 from vyre.ir.types import DataType
 from vyre_cuda.codegen.builder import Builder, Val
 from vyre_cuda.codegen.exprs import ExprLowering, Scope
@@ -76,7 +77,7 @@ class StmtLowering:
         stop = b.op("setp.ge.u32", "p", i, end)
         guard = _trip_guard(node)
         if guard is not None:  # a trip that finds the guard off leaves it off: no later trip does anything
-            negated = guard.cond.op == "not_"
+            negated = guard.cond.op == Op.NOT_
             flag = self.exprs.lower(guard.cond.args[0] if negated else guard.cond, inner).reg
             # one exit test per trip: ptxas 13.0 dropped a second, separate exit branch of nested loops
             stop = b.op("or.pred", "p", stop, flag if negated else b.op("not.pred", "p", flag))
@@ -95,5 +96,5 @@ def _trip_guard(node: Loop) -> If | None:
     if len(node.body) != 1 or not isinstance(node.body[0], If) or node.body[0].otherwise:
         return None
     cond = node.body[0].cond
-    read = cond.args[0] if cond.op == "not_" else cond
-    return node.body[0] if read.op == "var" and read.name != node.var else None
+    read = cond.args[0] if cond.op == Op.NOT_ else cond
+    return node.body[0] if read.op == Op.VAR and read.name != node.var else None

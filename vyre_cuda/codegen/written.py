@@ -28,6 +28,7 @@ from functools import lru_cache
 
 from vyre.ir.expr import Expr
 from vyre.ir.node import Block, If, Node, Region, Return, Store
+from vyre.ir.op import Op
 from vyre.ir.program import Access, Program
 from vyre.ir.shard import is_invocation_x, own_index_names
 from vyre.ir.walk import iter_all_exprs, iter_nodes, iter_subexprs, node_exprs
@@ -44,12 +45,12 @@ class WholeWrite:
 @lru_cache(maxsize=1024)
 def whole_writes(program: Program) -> dict[str, WholeWrite]:
     """``output`` buffers with a store every invocation reaches at its own index (see the module docstring)."""
-    if any(e.op == "call" for e in iter_all_exprs(program.body)):
+    if any(e.op == Op.CALL for e in iter_all_exprs(program.body)):
         return {}
     own = own_index_names(program)
 
     def is_own(e: Expr) -> bool:
-        return is_invocation_x(e) or (e.op == "var" and e.name in own)
+        return is_invocation_x(e) or (e.op == Op.VAR and e.name in own)
 
     found: dict[str, WholeWrite] = {}
     for decl in program.buffers:
@@ -107,9 +108,9 @@ def _reaching_store(body: Sequence[Node], name: str, is_own, guards: frozenset[s
 
 def _length_guard(cond: Expr, is_own) -> str | None:
     """``X`` when ``cond`` is ``own < buf_len(X)`` or ``buf_len(X) > own``, else None."""
-    if cond.op == "lt" and is_own(cond.args[0]) and cond.args[1].op == "buf_len":
+    if cond.op == Op.LT and is_own(cond.args[0]) and cond.args[1].op == Op.BUF_LEN:
         return cond.args[1].name
-    if cond.op == "gt" and cond.args[0].op == "buf_len" and is_own(cond.args[1]):
+    if cond.op == Op.GT and cond.args[0].op == Op.BUF_LEN and is_own(cond.args[1]):
         return cond.args[0].name
     return None
 
@@ -124,12 +125,12 @@ def _may_return_or_read(node: Node, name: str) -> bool:
 
 def _reads(exprs: Sequence[Expr], name: str) -> bool:
     """Whether any of ``exprs`` loads ``name`` or updates it atomically."""
-    return any(e.op in ("load", "atomic") and e.name == name for root in exprs for e in iter_subexprs(root))
+    return any(e.op in (Op.LOAD, Op.ATOMIC) and e.name == name for root in exprs for e in iter_subexprs(root))
 
 
 def _reads_only_own_after(body: Sequence[Node], name: str, is_own) -> bool:
     """No atomic on ``name`` anywhere, and every load of it is at the invocation's own index."""
     for e in iter_all_exprs(tuple(body)):
-        if e.name == name and (e.op == "atomic" or (e.op == "load" and not is_own(e.args[0]))):
+        if e.name == name and (e.op == Op.ATOMIC or (e.op == Op.LOAD and not is_own(e.args[0]))):
             return False
     return True

@@ -26,6 +26,7 @@ from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre.ir.validate import validate
 from vyre_cuda.codegen import emit_ptx, entry_name
+from vyre_cuda.codegen.lowerings import lowerings
 from vyre_cuda.codegen.versions import ptx_version_for_driver
 from vyre_cuda.codegen.written import outputs_to_zero
 from vyre_cuda.dispatch.coarsening import factor as coarsen_factor
@@ -171,7 +172,7 @@ class ProgramCache:
     def _emit(self, program: Program, config: DispatchConfig | None, coarsen: int) -> str:
         cc = self.runtime.info.compute_capability
         return emit_ptx(program, sm=cc, ptx_version=ptx_version_for_driver(self.runtime.info.driver_version, cc),
-                        config=config, coarsen=coarsen)
+                        config=config, coarsen=coarsen, lowerings=lowerings())
 
     def _check_capabilities(self, program: Program) -> None:
         dtypes = {b.dtype for b in program.buffers}

@@ -21,6 +21,7 @@ import os
 import re
 from pathlib import Path
 
+from vyre.ir.op import Op
 from vyre.ir.program import Program
 from vyre.ir.walk import iter_all_exprs
 from vyre_cuda.runtime.cache import cache_version
@@ -55,7 +56,7 @@ def source_identity() -> str:
 
 def indexable(program: Program) -> bool:
     """True when the program's PTX depends on nothing but the program (no ``Expr.call``)."""
-    return not any(e.op == "call" for e in iter_all_exprs(program.body))
+    return not any(e.op == Op.CALL for e in iter_all_exprs(program.body))
 
 
 def index_key(program: Program, fingerprint: bytes, block: tuple[int, int, int], coarsen: int,
