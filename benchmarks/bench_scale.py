@@ -399,7 +399,8 @@ def _histogram_ok(high: multi.Sharded, counts, bins: int) -> bool:
 
 
 # ---- 3. Dask ---------------------------------------------------------------------------------------------------
-def dask_overhead(workers: int, blocks: int, block: int, backend: str | None, *, colocate: bool = True) -> dict:
+def dask_overhead(workers: int, blocks: int, block: int, backend: str | None, *, colocate: bool = True,
+                  threads: int | None = None) -> dict:
     """Worker time per block of ``vyre.dask.map_blocks`` over inputs persisted as docs/scale.md says
     (``vdask.persist``: block i of x and y on one worker), with the breakdown: tasks per block in the
     graph, blocks whose inputs share a worker, bytes moved between workers and the workers' own
@@ -410,10 +411,11 @@ def dask_overhead(workers: int, blocks: int, block: int, backend: str | None, *,
     import vyre.dask as vdask
 
     a, b = values(0, blocks * block, 4), values(0, blocks * block, 5)
-    cluster = vdask.local_cluster(workers, backend=backend)
+    cluster = vdask.local_cluster(workers, backend=backend, threads_per_worker=threads)
     try:
         with Client(cluster) as client:
             client.wait_for_workers(workers)
+            threads = max(client.nthreads().values())
             client.run(_start_backend, backend)  # every worker starts its backend
             x, y = da.from_array(a, chunks=block), da.from_array(b, chunks=block)
             x, y = vdask.persist(x, y) if colocate else client.persist([x, y])
@@ -437,7 +439,8 @@ def dask_overhead(workers: int, blocks: int, block: int, backend: str | None, *,
     finally:
         cluster.close()
     return {"workers": workers, "blocks": blocks, "block_elements": block, "seconds": seconds,
-            "ms_per_block": seconds / blocks * 1e3, "colocated": colocate, "tasks_per_block": tasks / blocks,
+            "ms_per_block": seconds / blocks * 1e3, "threads_per_worker": threads, "colocated": colocate,
+            "tasks_per_block": tasks / blocks,
             "blocks_with_inputs_together": together, "bytes_between_workers": moved,
             "worker_compute_ms_per_block": compute / blocks * 1e3, "equals_numpy": bool(np.array_equal(out, a ^ b))}
 
@@ -481,6 +484,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (2^26 XOR, 2^26 per GPU elsewhere)")
     parser.add_argument("--json", help="where to write the results (default $OUT/bench_scale.json)")
     parser.add_argument("--no-dask", action="store_true", help="skip the Dask section")
+    parser.add_argument("--dask-threads", type=int, help="threads per Dask worker (default: local_cluster's)")
     parser.add_argument("--chart", help="draw the charts from this JSON instead of measuring (matplotlib)")
     parser.add_argument("--png", default=str(ROOT / "docs" / "scale_xor.png"), help="XOR chart output")
     parser.add_argument("--png-speedups", default=str(ROOT / "docs" / "scale_speedups.png"),
@@ -516,7 +520,8 @@ def main() -> None:
     result["lib"] = [row for k in counts[1:] for row in lib_calls(backends[:k], ids[:k], lib_per_gpu, bool(gpus))]
     if not args.no_dask and len(backends) >= 2:
         direct = direct_ms_per_block(backends[0], blocks, block)
-        result["dask"] = [dict(dask_overhead(w, blocks, block, backend_id), direct_ms_per_block=direct)
+        result["dask"] = [dict(dask_overhead(w, blocks, block, backend_id, threads=args.dask_threads),
+                               direct_ms_per_block=direct)
                           for w in counts]
         for row in result["dask"]:
             # worker time per block beyond the dispatch itself: Dask's bookkeeping around each task, and
@@ -621,7 +626,8 @@ def report(result: dict) -> None:
         print(f"{row['call']:>15} {row['gpus']:>5} {row['elements']:>11} {row['multi_seconds']:>9.4f} "
               f"{row['one_gpu_seconds_x_n']:>12.4f} {row['speedup']:>9.2f} {row['equals']}")
     for row in result.get("dask", []):
-        print(f"dask map_blocks, {row['workers']} worker(s), {row['blocks']} blocks of {row['block_elements']}: "
+        print(f"dask map_blocks, {row['workers']} worker(s) of {row['threads_per_worker']} thread(s), {row['blocks']} "
+              f"blocks of {row['block_elements']}: "
               f"{row['ms_per_block']:.3f} ms/block (in-process dispatch {row['direct_ms_per_block']:.3f} ms), "
               f"overhead {row['overhead_ms_per_block']:.3f} ms/block, {row['speedup']:.2f}x one worker, "
               f"equals numpy: {row['equals_numpy']}")
