@@ -12,6 +12,9 @@ Programs travel as their wire form with a digest and are decoded once per worker
   indices and lengths, as a numpy function does under ``dask.array.map_blocks``. CuPy-backed
   dask arrays stay on the GPU: their blocks are dispatched in place and the result is a
   CuPy-backed dask array.
+- ``persist(*arrays)``: persists 1-D dask arrays with block i of every one on the same worker, in
+  equal shares, so ``map_blocks`` over them runs every block where its inputs are (one task per
+  block, nothing moved between workers).
 - ``reduce`` / ``histogram`` / ``inclusive_scan``: small per-block vyre programs combined with
   Dask's tree reductions (``reduce`` also combines partials with its kernel; ``histogram`` sums
   partial counts with ``dask.array.sum``; ``inclusive_scan`` carries each block's last value into
@@ -41,7 +44,7 @@ _backends: dict[str, Any] = {}
 _programs: dict[str, Program] = {}  # digest of the wire form -> the decoded program (per worker process)
 _lock = threading.Lock()
 _WG = 256
-GPU_WORKER_THREADS = 2  # local_cluster's default threads per GPU worker
+WORKER_THREADS = 2  # local_cluster's default threads per worker
 
 
 def _dask_array() -> Any:
@@ -473,9 +476,8 @@ def local_cluster(n_workers: int | None = None, *, backend: str | None = None, t
     asked for), else a ``distributed.LocalCluster`` with ``CUDA_VISIBLE_DEVICES`` set per worker;
     ``n_workers`` oracle workers when no GPU is listed (or ``backend="reference"``).
 
-    ``threads_per_worker`` defaults to 2 on GPU workers (one block dispatches while Dask hands the
-    previous one back; the backend's lock keeps dispatches one at a time) and 1 on oracle workers
-    (whose dispatch holds the GIL).
+    ``threads_per_worker`` defaults to 2: one block dispatches while the worker hands the previous
+    one back to Dask (the backend's lock keeps the dispatches one at a time).
 
     Returns once every worker is up. Connect with ``distributed.Client(cluster)``; close it with
     ``cluster.close()``.
@@ -487,7 +489,7 @@ def local_cluster(n_workers: int | None = None, *, backend: str | None = None, t
     environments = worker_environments(n_workers, backend)
     options = {"host": "127.0.0.1", "dashboard_address": None, **cluster_options}
     gpus = sorted({env["CUDA_VISIBLE_DEVICES"] for env in environments if "CUDA_VISIBLE_DEVICES" in env})
-    threads_per_worker = threads_per_worker or (GPU_WORKER_THREADS if gpus else 1)
+    threads_per_worker = threads_per_worker or WORKER_THREADS
     if gpus and len(environments) <= len(gpus):
         cuda_cluster = _dask_cuda_cluster()
         if cuda_cluster is not None:
@@ -519,5 +521,5 @@ def _dask_cuda_cluster() -> Any:
     return LocalCUDACluster
 
 
-__all__ = ["OPS", "decoded_programs", "histogram", "identity", "inclusive_scan", "local_cluster", "map_blocks",
-           "persist", "reduce", "worker_backend", "worker_environments"]
+__all__ = ["OPS", "WORKER_THREADS", "decoded_programs", "histogram", "identity", "inclusive_scan", "local_cluster",
+           "map_blocks", "persist", "reduce", "worker_backend", "worker_environments"]

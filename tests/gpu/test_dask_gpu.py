@@ -33,7 +33,7 @@ def test_gpu_workers_run_two_blocks_at_once_on_one_backend_and_placed_blocks_sta
     cluster = vdask.local_cluster()
     try:
         with distributed.Client(cluster) as client:
-            assert set(client.nthreads().values()) == {vdask.GPU_WORKER_THREADS}
+            assert set(client.nthreads().values()) == {vdask.WORKER_THREADS}
             x, y = vdask.persist(da.from_array(a, chunks=block), da.from_array(b, chunks=block))
             fetched = client.run(lambda dask_worker: dask_worker.state.transfer_incoming_count_total)
             result = vdask.map_blocks(xor_program(), x, y).persist()

@@ -217,8 +217,13 @@ def test_persist_refuses_what_it_cannot_place(client) -> None:
     refused(lambda: vdask.persist(da.zeros(4, dtype=np.uint32), da.zeros(5, dtype=np.uint32)), "different lengths")
 
 
-def test_oracle_workers_run_one_block_at_a_time(client) -> None:
-    assert set(client.nthreads().values()) == {1}  # the oracle's dispatch holds the GIL: a second thread buys nothing
+def test_workers_run_two_blocks_at_once_on_their_one_backend(client, rng) -> None:
+    assert set(client.nthreads().values()) == {vdask.WORKER_THREADS} == {2}
+    a, b = data(rng, 64 * 100), data(rng, 64 * 100)
+    x, y = vdask.persist(da.from_array(a, chunks=100), da.from_array(b, chunks=100))
+    out = vdask.map_blocks(xor_key(), x, y, np.zeros(1, np.uint32)).compute()
+    assert np.array_equal(out, a ^ b)
+    assert len(set(client.run(lambda: id(vdask.worker_backend())).values())) == 2  # one backend per worker process
 
 
 def test_importing_vyre_does_not_import_dask() -> None:
