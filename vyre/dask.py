@@ -136,7 +136,8 @@ def map_blocks(kernel_or_program: object, *args: Any, output: str | None = None,
     ``args`` are the program's inputs in declaration order: 1-D dask arrays are split into
     blocks (all rechunked like the first), anything else (a numpy table, a uniform) goes whole to
     every block. A ``read_write`` output has its input's chunks; an ``output`` buffer its declared
-    count per block.
+    count per block. Block i runs where its inputs are: place them with ``persist(x, y, ...)`` so
+    that no block first copies an input from another worker.
     """
     da = _dask_array()
     program = as_program(kernel_or_program)
@@ -211,13 +212,17 @@ def persist(*arrays: Any, client: Any = None) -> tuple:
     from distributed import wait
 
     client = _client(client)
+    workers = sorted(client.nthreads())
+    if not workers:
+        raise InvalidProgram("vyre.dask.persist found no worker to place blocks on",
+                             "start the workers first and wait for them: client.wait_for_workers(n).")
     arrays = tuple(a.rechunk(arrays[0].chunks) for a in arrays)
     persisted = client.persist(list(arrays))
     wait(persisted)
     keys = [a.__dask_keys__() for a in persisted]
     held = [client.who_has(a) for a in persisted]
-    owners = _owners([[set(h[k[i]]) for h, k in zip(held, keys)] for i in range(len(keys[0]))],
-                     sorted(client.nthreads()))
+    owners = _owners([[set(h[k[i]]) for h, k in zip(held, keys)] for i in range(len(keys[0]))], workers)
+    from dask.array.utils import meta_from_array
     from dask.base import tokenize
 
     placed = []
@@ -229,7 +234,7 @@ def persist(*arrays: Any, client: Any = None) -> tuple:
             moved = client.map(_same, [a.__dask_graph__()[ks[i]] for i in index], key=[(name, i) for i in index],
                                workers=[worker], allow_other_workers=False, pure=False)
             futures.update({(name, i): f for i, f in zip(index, moved)})
-        placed.append(da.Array(futures, name, a.chunks, meta=a._meta))
+        placed.append(da.Array(futures, name, a.chunks, meta=meta_from_array(a)))
     wait(placed)
     return tuple(placed)
 

@@ -215,6 +215,9 @@ def test_persist_refuses_what_it_cannot_place(client) -> None:
     refused(lambda: vdask.persist(np.zeros(4, np.uint32)), "1-D dask arrays")
     refused(lambda: vdask.persist(), "1-D dask arrays")
     refused(lambda: vdask.persist(da.zeros(4, dtype=np.uint32), da.zeros(5, dtype=np.uint32)), "different lengths")
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty, \
+            distributed.Client(empty, set_as_default=False) as nobody:
+        refused(lambda: vdask.persist(da.zeros(4, dtype=np.uint32), client=nobody), "no worker", "wait_for_workers")
 
 
 def test_workers_run_two_blocks_at_once_on_their_one_backend(client, rng) -> None:
