@@ -19,9 +19,11 @@ it runs the same code on two oracle backends at toy sizes (a smoke test, not a m
    xor as the input) against one GPU's ``lib.sort`` of 2^30 keys, N times; ``multi.inclusive_scan``
    and ``multi.histogram`` (256 bins of the top byte) of 2^31 values the same way (checked against CuPy).
 5. ``vyre.dask.map_blocks`` of XOR over 200 blocks of 2^20 on a ``local_cluster`` of 1 and of N GPU
-   workers (inputs persisted on the workers, results persisted there: the clock sees dispatches,
-   not the transfer of 800 MiB to the client); overhead per block = worker time per block minus
-   the same block dispatched in this process. Results checked against numpy after the clock.
+   workers (inputs placed with ``vyre.dask.persist``, block i of x and y on one worker; results
+   persisted there: the clock sees dispatches, not the transfer of 800 MiB to the client); overhead
+   per block = worker time per block minus the same blocks dispatched in this process, printed with
+   its breakdown (tasks per block, bytes moved between workers, the workers' own time per block).
+   Results checked against numpy after the clock.
 """
 
 from __future__ import annotations
@@ -401,31 +403,66 @@ def _histogram_ok(high: multi.Sharded, counts, bins: int) -> bool:
 
 
 # ---- 3. Dask ---------------------------------------------------------------------------------------------------
-def dask_overhead(workers: int, blocks: int, block: int, backend: str | None) -> dict:
+def dask_overhead(workers: int, blocks: int, block: int, backend: str | None, *, colocate: bool = True,
+                  threads: int | None = None) -> dict:
+    """Worker time per block of ``vyre.dask.map_blocks`` over inputs persisted as docs/scale.md says
+    (``vdask.persist``: block i of x and y on one worker), with the breakdown: tasks per block in the
+    graph, blocks whose inputs share a worker, bytes moved between workers and the workers' own
+    compute time per block while the clock ran."""
     import dask.array as da
-    from distributed import Client, wait
+    from distributed import Client, get_task_stream, wait
 
     import vyre.dask as vdask
 
     a, b = values(0, blocks * block, 4), values(0, blocks * block, 5)
-    cluster = vdask.local_cluster(workers, backend=backend)
+    cluster = vdask.local_cluster(workers, backend=backend, threads_per_worker=threads)
     try:
         with Client(cluster) as client:
             client.wait_for_workers(workers)
-            x, y = da.from_array(a, chunks=block), da.from_array(b, chunks=block)
+            threads = max(client.nthreads().values())
             client.run(_start_backend, backend)  # every worker starts its backend
-            x, y = x.persist(), y.persist()
+            x, y = da.from_array(a, chunks=block), da.from_array(b, chunks=block)
+            x, y = vdask.persist(x, y) if colocate else client.persist([x, y])
             wait([x, y])  # the inputs live on the workers before the clock starts
-            wait(vdask.map_blocks(xor_program(), x, y).persist())  # warm: modules loaded, programs decoded
-            began = time.perf_counter()
-            result = vdask.map_blocks(xor_program(), x, y).persist()  # results stay on the workers
-            wait(result)
-            seconds = time.perf_counter() - began
+            together = _blocks_together(client, x, y)
+            # warm on (y, x): modules loaded, programs decoded, and keys other than the timed run's
+            wait(vdask.map_blocks(xor_program(), y, x).persist())
+            timed = vdask.map_blocks(xor_program(), x, y)
+            held = {*x.__dask_keys__(), *y.__dask_keys__()}  # in memory already: no task
+            tasks = sum(1 for key in dict(timed.__dask_graph__()) if key not in held)
+            moved = _bytes_between_workers(client)
+            with get_task_stream(client) as stream:
+                began = time.perf_counter()
+                result = timed.persist()  # results stay on the workers
+                wait(result)
+                seconds = time.perf_counter() - began
+            moved = _bytes_between_workers(client) - moved
+            compute = sum(s["stop"] - s["start"] for t in stream.data for s in t["startstops"]
+                          if s["action"] == "compute")
             out = result.compute()
     finally:
         cluster.close()
     return {"workers": workers, "blocks": blocks, "block_elements": block, "seconds": seconds,
-            "ms_per_block": seconds / blocks * 1e3, "equals_numpy": bool(np.array_equal(out, a ^ b))}
+            "ms_per_block": seconds / blocks * 1e3, "threads_per_worker": threads, "colocated": colocate,
+            "tasks_per_block": tasks / blocks,
+            "blocks_with_inputs_together": together, "bytes_between_workers": moved,
+            "worker_compute_ms_per_block": compute / blocks * 1e3, "equals_numpy": bool(np.array_equal(out, a ^ b))}
+
+
+def _blocks_together(client, *arrays) -> int:
+    """How many block indices have every array's block on one common worker."""
+    held = [client.who_has(a) for a in arrays]
+    keys = [a.__dask_keys__() for a in arrays]
+    return sum(1 for i in range(len(keys[0])) if set.intersection(*(set(h[k[i]]) for h, k in zip(held, keys))))
+
+
+def _bytes_between_workers(client) -> int:
+    """Bytes every worker has sent to other workers so far (distributed's own counter)."""
+    return sum(client.run(_sent_bytes).values())
+
+
+def _sent_bytes(dask_worker) -> int:
+    return dask_worker.transfer_outgoing_bytes_total
 
 
 def _start_backend(backend: str | None) -> str:
@@ -434,13 +471,15 @@ def _start_backend(backend: str | None) -> str:
     return vdask.worker_backend(backend).id
 
 
-def direct_ms_per_block(backend, block: int, reps: int = 20) -> float:
-    a, b = values(0, block, 4), values(0, block, 5)
-    backend.dispatch(xor_program(), [a, b])
+def direct_ms_per_block(backend, blocks: int, block: int) -> float:
+    """The same XOR dispatched in this process over the same ``blocks`` distinct blocks a worker gets
+    (not one block again and again, whose bytes would stay in the host's caches)."""
+    a, b = values(0, blocks * block, 4), values(0, blocks * block, 5)
+    backend.dispatch(xor_program(), [a[:block], b[:block]])
     began = time.perf_counter()
-    for _ in range(reps):
-        backend.dispatch(xor_program(), [a, b])
-    return (time.perf_counter() - began) / reps * 1e3
+    for k in range(0, blocks * block, block):
+        backend.dispatch(xor_program(), [a[k:k + block], b[k:k + block]])
+    return (time.perf_counter() - began) / blocks * 1e3
 
 
 # ---- main --------------------------------------------------------------------------------------------------------
@@ -449,6 +488,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (2^26 XOR, 2^26 per GPU elsewhere)")
     parser.add_argument("--json", help="where to write the results (default $OUT/bench_scale.json)")
     parser.add_argument("--no-dask", action="store_true", help="skip the Dask section")
+    parser.add_argument("--dask-threads", type=int, help="threads per Dask worker (default: local_cluster's)")
     parser.add_argument("--chart", help="draw the charts from this JSON instead of measuring (matplotlib)")
     parser.add_argument("--png", default=str(ROOT / "docs" / "scale_xor.png"), help="XOR chart output")
     parser.add_argument("--png-speedups", default=str(ROOT / "docs" / "scale_speedups.png"),
@@ -483,11 +523,13 @@ def main() -> None:
     result["multi_saxpy"] = multi_saxpy(ids, saxpy_n, counts)
     result["lib"] = [row for k in counts[1:] for row in lib_calls(backends[:k], ids[:k], lib_per_gpu, bool(gpus))]
     if not args.no_dask and len(backends) >= 2:
-        direct = direct_ms_per_block(backends[0], block)
-        result["dask"] = [dict(dask_overhead(w, blocks, block, backend_id), direct_ms_per_block=direct)
+        direct = direct_ms_per_block(backends[0], blocks, block)
+        result["dask"] = [dict(dask_overhead(w, blocks, block, backend_id, threads=args.dask_threads),
+                               direct_ms_per_block=direct)
                           for w in counts]
         for row in result["dask"]:
-            # worker time per block beyond the dispatch itself (each worker runs its blocks one by one)
+            # worker time per block beyond the dispatch itself: Dask's bookkeeping around each task, and
+            # the block's own run on the worker beyond the same dispatch in this process
             row["overhead_ms_per_block"] = row["ms_per_block"] * row["workers"] - direct
             row["speedup"] = result["dask"][0]["seconds"] / row["seconds"]
     report(result)
@@ -588,10 +630,15 @@ def report(result: dict) -> None:
         print(f"{row['call']:>15} {row['gpus']:>5} {row['elements']:>11} {row['multi_seconds']:>9.4f} "
               f"{row['one_gpu_seconds_x_n']:>12.4f} {row['speedup']:>9.2f} {row['equals']}")
     for row in result.get("dask", []):
-        print(f"dask map_blocks, {row['workers']} worker(s), {row['blocks']} blocks of {row['block_elements']}: "
+        print(f"dask map_blocks, {row['workers']} worker(s) of {row['threads_per_worker']} thread(s), {row['blocks']} "
+              f"blocks of {row['block_elements']}: "
               f"{row['ms_per_block']:.3f} ms/block (in-process dispatch {row['direct_ms_per_block']:.3f} ms), "
               f"overhead {row['overhead_ms_per_block']:.3f} ms/block, {row['speedup']:.2f}x one worker, "
               f"equals numpy: {row['equals_numpy']}")
+        print(f"  {row['tasks_per_block']:.2f} tasks per block, {row['blocks_with_inputs_together']} of "
+              f"{row['blocks']} blocks with x and y on one worker, {row['bytes_between_workers']} bytes moved between "
+              f"workers; block run on the worker {row['worker_compute_ms_per_block']:.3f} ms "
+              f"(Dask around it: {row['ms_per_block'] * row['workers'] - row['worker_compute_ms_per_block']:.3f} ms)")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@ Programs travel as their wire form with a digest and are decoded once per worker
   indices and lengths, as a numpy function does under ``dask.array.map_blocks``. CuPy-backed
   dask arrays stay on the GPU: their blocks are dispatched in place and the result is a
   CuPy-backed dask array.
+- ``persist(*arrays)``: persists 1-D dask arrays with block i of every one on the same worker, in
+  equal shares, so ``map_blocks`` over them runs every block where its inputs are (one task per
+  block, nothing moved between workers).
 - ``reduce`` / ``histogram`` / ``inclusive_scan``: small per-block vyre programs combined with
   Dask's tree reductions (``reduce`` also combines partials with its kernel; ``histogram`` sums
   partial counts with ``dask.array.sum``; ``inclusive_scan`` carries each block's last value into
@@ -41,6 +44,7 @@ _backends: dict[str, Any] = {}
 _programs: dict[str, Program] = {}  # digest of the wire form -> the decoded program (per worker process)
 _lock = threading.Lock()
 _WG = 256
+WORKER_THREADS = 2  # local_cluster's default threads per worker
 
 
 def _dask_array() -> Any:
@@ -132,7 +136,8 @@ def map_blocks(kernel_or_program: object, *args: Any, output: str | None = None,
     ``args`` are the program's inputs in declaration order: 1-D dask arrays are split into
     blocks (all rechunked like the first), anything else (a numpy table, a uniform) goes whole to
     every block. A ``read_write`` output has its input's chunks; an ``output`` buffer its declared
-    count per block.
+    count per block. Block i runs where its inputs are: place them with ``persist(x, y, ...)`` so
+    that no block first copies an input from another worker.
     """
     da = _dask_array()
     program = as_program(kernel_or_program)
@@ -184,6 +189,89 @@ def _packed_scalars(kernel_or_program: object, args: tuple) -> tuple:
     from vyre.frontend.kernel import Kernel
 
     return tuple(kernel_or_program.inputs(*args)) if isinstance(kernel_or_program, Kernel) else args
+
+
+# ---- placing inputs ----------------------------------------------------------------------------------------------
+def persist(*arrays: Any, client: Any = None) -> tuple:
+    """``arrays`` persisted on the workers with block i of every array on one worker, each worker
+    holding an equal share of the block indices (ceil(blocks / workers) at most).
+
+    ``map_blocks`` runs block i where its inputs are; inputs persisted one by one land on workers
+    independently, so most blocks would first copy an input from another worker. Blocks are computed
+    where Dask puts them, then the ones on the wrong worker are copied once, here. Returns once every
+    block is in place: new dask arrays over the placed blocks, one per argument, chunked like the first.
+    """
+    da = _dask_array()
+    if not arrays or any(not isinstance(a, da.Array) or a.ndim != 1 for a in arrays):
+        raise InvalidProgram("vyre.dask.persist takes 1-D dask arrays",
+                             "pass the dask arrays map_blocks will split, e.g. persist(x, y).")
+    lengths = sorted({a.shape[0] for a in arrays})
+    if len(lengths) > 1:
+        raise InvalidProgram(f"vyre.dask.persist got dask arrays of different lengths ({', '.join(map(str, lengths))})",
+                             "pass dask arrays of one length: their blocks are placed by index.")
+    from distributed import wait
+
+    client = _client(client)
+    workers = sorted(client.nthreads())
+    if not workers:
+        raise InvalidProgram("vyre.dask.persist found no worker to place blocks on",
+                             "start the workers first and wait for them: client.wait_for_workers(n).")
+    arrays = tuple(a.rechunk(arrays[0].chunks) for a in arrays)
+    persisted = client.persist(list(arrays))
+    wait(persisted)
+    keys = [a.__dask_keys__() for a in persisted]
+    held = [client.who_has(a) for a in persisted]
+    owners = _owners([[set(h[k[i]]) for h, k in zip(held, keys)] for i in range(len(keys[0]))], workers)
+    from dask.array.utils import meta_from_array
+    from dask.base import tokenize
+
+    placed = []
+    for a, ks in zip(persisted, keys):
+        name = f"placed-{tokenize(a.name, owners)}"
+        futures = {}
+        for worker in sorted(set(owners)):
+            index = [i for i, w in enumerate(owners) if w == worker]
+            moved = client.map(_same, [a.__dask_graph__()[ks[i]] for i in index], key=[(name, i) for i in index],
+                               workers=[worker], allow_other_workers=False, pure=False)
+            futures.update({(name, i): f for i, f in zip(index, moved)})
+        placed.append(da.Array(futures, name, a.chunks, meta=meta_from_array(a)))
+    wait(placed)
+    return tuple(placed)
+
+
+def _same(block: Any) -> Any:
+    """A block as it is (run on the worker that must hold it: the block moves there, or stays)."""
+    return block
+
+
+def _owners(holders: list[list[set[str]]], workers: list[str]) -> list[str]:
+    """The worker of each block index: the one already holding most of its arrays' blocks while it
+    has room in its share, else the least loaded one (fewest blocks moved, every worker an equal share)."""
+    share = -(-len(holders) // len(workers))
+    load = dict.fromkeys(workers, 0)
+    owners = []
+    for sets in holders:
+        room = [w for w in workers if load[w] < share]
+        owner = max(room, key=lambda w: (sum(w in s for s in sets), -load[w]))
+        load[owner] += 1
+        owners.append(owner)
+    return owners
+
+
+def _client(client: Any) -> Any:
+    """``client``, else the current ``distributed.Client``."""
+    if client is not None:
+        return client
+    try:
+        from distributed import get_client
+    except ImportError as exc:
+        raise InvalidProgram(f"vyre.dask.persist needs dask.distributed ({exc})", FIX_INSTALL) from exc
+    try:
+        return get_client()
+    except ValueError as exc:
+        raise InvalidProgram("vyre.dask.persist places blocks on the workers of a Dask cluster, and there is no client",
+                             "connect first: client = distributed.Client(vyre.dask.local_cluster()), or pass "
+                             "client=.") from exc
 
 
 # ---- per-block programs -------------------------------------------------------------------------------------
@@ -386,12 +474,15 @@ def worker_environments(n_workers: int | None = None, backend: str | None = None
     return [{"VYRE_BACKEND": backend or "reference"} for _ in range(count)]
 
 
-def local_cluster(n_workers: int | None = None, *, backend: str | None = None, threads_per_worker: int = 1,
+def local_cluster(n_workers: int | None = None, *, backend: str | None = None, threads_per_worker: int | None = None,
                   **cluster_options: Any) -> Any:
     """A local cluster of worker processes, one per visible GPU, each seeing only its GPU:
     ``dask_cuda.LocalCUDACluster`` when dask-cuda is installed (and at most one worker per GPU is
     asked for), else a ``distributed.LocalCluster`` with ``CUDA_VISIBLE_DEVICES`` set per worker;
     ``n_workers`` oracle workers when no GPU is listed (or ``backend="reference"``).
+
+    ``threads_per_worker`` defaults to 2: one block dispatches while the worker hands the previous
+    one back to Dask (the backend's lock keeps the dispatches one at a time).
 
     Returns once every worker is up. Connect with ``distributed.Client(cluster)``; close it with
     ``cluster.close()``.
@@ -403,6 +494,7 @@ def local_cluster(n_workers: int | None = None, *, backend: str | None = None, t
     environments = worker_environments(n_workers, backend)
     options = {"host": "127.0.0.1", "dashboard_address": None, **cluster_options}
     gpus = sorted({env["CUDA_VISIBLE_DEVICES"] for env in environments if "CUDA_VISIBLE_DEVICES" in env})
+    threads_per_worker = threads_per_worker or WORKER_THREADS
     if gpus and len(environments) <= len(gpus):
         cuda_cluster = _dask_cuda_cluster()
         if cuda_cluster is not None:
@@ -434,5 +526,5 @@ def _dask_cuda_cluster() -> Any:
     return LocalCUDACluster
 
 
-__all__ = ["OPS", "decoded_programs", "histogram", "identity", "inclusive_scan", "local_cluster", "map_blocks",
-           "reduce", "worker_backend", "worker_environments"]
+__all__ = ["OPS", "WORKER_THREADS", "decoded_programs", "histogram", "identity", "inclusive_scan", "local_cluster",
+           "map_blocks", "persist", "reduce", "worker_backend", "worker_environments"]

@@ -171,6 +171,64 @@ def test_named_backend_is_used_by_every_block(client, rng) -> None:
     assert all(client.run(lambda: "reference" in vdask._backends).values())  # acquired by that id on each worker
 
 
+def _fetches_between_workers(client) -> int:
+    """How many times a worker has fetched data from another worker so far (distributed's counter)."""
+    return sum(client.run(lambda dask_worker: dask_worker.state.transfer_incoming_count_total).values())
+
+
+def _blocks_by_worker(client, *arrays) -> list[set[str]]:
+    """For each block index, the workers holding that block of any of ``arrays``."""
+    held = [client.who_has(a) for a in arrays]
+    keys = [a.__dask_keys__() for a in arrays]
+    return [set().union(*(h[k[i]] for h, k in zip(held, keys))) for i in range(len(keys[0]))]
+
+
+def test_persist_puts_block_i_of_every_array_on_one_worker_in_equal_shares(client, rng) -> None:
+    a, b, c = data(rng, 9 * 100 + 7), data(rng, 9 * 100 + 7), data(rng, 9 * 100 + 7)
+    x, y, z = da.from_array(a, chunks=100), da.from_array(b, chunks=300), da.from_array(c, chunks=100)
+    px, py, pz = vdask.persist(x, y, z)
+    assert px.chunks == py.chunks == pz.chunks == x.chunks  # rechunked like the first
+    where = _blocks_by_worker(client, px, py, pz)
+    assert all(len(w) == 1 for w in where)  # all three blocks i on one worker, and only there
+    shares = sorted(sum(1 for w in where if w == {worker}) for worker in client.nthreads())
+    assert shares == [5, 5]  # 10 blocks over 2 workers
+    assert np.array_equal(px.compute(), a) and np.array_equal(py.compute(), b) and np.array_equal(pz.compute(), c)
+
+
+def test_map_blocks_over_placed_inputs_is_one_task_per_block_and_moves_nothing(client, rng) -> None:
+    a, b = data(rng, 24 * 512), data(rng, 24 * 512)
+    x, y = vdask.persist(da.from_array(a, chunks=512), da.from_array(b, chunks=512))
+    key = np.array([rng.integers(0, 2**32)], np.uint32)
+    out = vdask.map_blocks(xor_key(), x, y, key)
+    inputs = {*x.__dask_keys__(), *y.__dask_keys__()}
+    assert sum(1 for k in dict(out.__dask_graph__()) if k not in inputs) == 24  # one task per block, no extra layer
+    before = _fetches_between_workers(client)
+    result = out.persist()
+    distributed.wait(result)
+    assert _fetches_between_workers(client) == before  # every block ran where its inputs were
+    assert np.array_equal(result.compute(), a ^ b ^ key[0])
+
+
+def test_persist_refuses_what_it_cannot_place(client) -> None:
+    from tests.refusals import refused
+
+    refused(lambda: vdask.persist(np.zeros(4, np.uint32)), "1-D dask arrays")
+    refused(lambda: vdask.persist(), "1-D dask arrays")
+    refused(lambda: vdask.persist(da.zeros(4, dtype=np.uint32), da.zeros(5, dtype=np.uint32)), "different lengths")
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty, \
+            distributed.Client(empty, set_as_default=False) as nobody:
+        refused(lambda: vdask.persist(da.zeros(4, dtype=np.uint32), client=nobody), "no worker", "wait_for_workers")
+
+
+def test_workers_run_two_blocks_at_once_on_their_one_backend(client, rng) -> None:
+    assert set(client.nthreads().values()) == {vdask.WORKER_THREADS} == {2}
+    a, b = data(rng, 64 * 100), data(rng, 64 * 100)
+    x, y = vdask.persist(da.from_array(a, chunks=100), da.from_array(b, chunks=100))
+    out = vdask.map_blocks(xor_key(), x, y, np.zeros(1, np.uint32)).compute()
+    assert np.array_equal(out, a ^ b)
+    assert len(set(client.run(lambda: id(vdask.worker_backend())).values())) == 2  # one backend per worker process
+
+
 def test_importing_vyre_does_not_import_dask() -> None:
     code = "import sys, vyre, vyre.lib.multi; sys.exit('dask' in sys.modules or 'distributed' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=os.getcwd()).returncode == 0
