@@ -161,3 +161,15 @@ def test_many_refuses_a_haystack_that_is_not_bytes(oracle):
     for hay in ("banana", np.zeros(4, dtype=np.uint32), np.zeros(4, dtype=np.int8)):
         with pytest.raises(InvalidProgram, match="Fix:"):
             text.find_all_many(hay, [b"an"], backend=oracle)
+
+
+def test_many_takes_bytes_and_byte_arrays_alike(oracle):
+    """bytes needles take a joined fast path (and a table kept between calls); arrays are checked one by one."""
+    rng = np.random.default_rng(31)
+    hay, needles = planted(rng, 2000, 30, shortest=2, longest=9)
+    want = python_find_all_many(hay.tobytes(), needles)
+    as_arrays = [np.frombuffer(x, np.uint8).astype(np.int64) for x in needles]
+    mixed = [list(x) if i % 2 else x for i, x in enumerate(needles)]
+    for form in (needles, tuple(needles), as_arrays, mixed, needles):
+        assert many(hay, form, oracle) == want
+    assert text.needle_table(needles) is text.needle_table(list(needles))

@@ -9,7 +9,7 @@ no sort. Only the counted prefix of the result crosses back to the host.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -170,29 +170,49 @@ def key_hash(keys: np.ndarray) -> np.ndarray:
 
 
 def needle_table(needles: object) -> NeedleTable:
-    """The checked needles (a list of 1 to ``MAX_NEEDLES``, each 1 to ``MAX_NEEDLE`` bytes) as a ``NeedleTable``."""
+    """The checked needles (a list of 1 to ``MAX_NEEDLES``, each 1 to ``MAX_NEEDLE`` bytes) as a
+    ``NeedleTable``; a list of ``bytes`` is joined without a check per needle, and its table is
+    kept for the next calls with the same needles."""
     if not isinstance(needles, (list, tuple)):
         raise InvalidProgram(f"needles is a {type(needles).__name__}; find_all_many takes a list of needles",
                              "pass a list or tuple of needles, e.g. [b'cat', b'dog'] (for one needle use find_all).")
     if not 1 <= len(needles) <= MAX_NEEDLES:
         raise InvalidProgram(f"{len(needles)} needles; find_all_many takes 1 to {MAX_NEEDLES:,}",
                              f"pass at least one needle, and split larger sets into calls of {MAX_NEEDLES:,}.")
+    if all(type(x) is bytes for x in needles):
+        return _bytes_table(tuple(needles))
     parts = [_needle(x) for x in needles]
-    lens = np.array([x.size for x in parts], dtype=np.int64)
+    return _table(np.concatenate(parts), np.array([x.size for x in parts], dtype=np.int64))
+
+
+@lru_cache(maxsize=8)
+def _bytes_table(needles: tuple[bytes, ...]) -> NeedleTable:
+    return _table(np.frombuffer(b"".join(needles), dtype=np.uint8), np.fromiter(map(len, needles), np.int64))
+
+
+def _table(data: np.ndarray, lens: np.ndarray) -> NeedleTable:
+    """The table of the needles ``data`` holds end to end, ``lens`` bytes each (checked here)."""
     if lens.min() < 1 or lens.max() > MAX_NEEDLE:
         raise InvalidProgram(f"a needle has {int(lens.min()) if lens.min() < 1 else int(lens.max())} bytes; "
                              f"find_all_many takes needles of 1 to {MAX_NEEDLE} bytes", "drop empty needles and "
                              "split longer ones.")
     width = min(KEY_BYTES, int(lens.min()))
-    keys = np.array([int.from_bytes(x[:width].tobytes(), "big") for x in parts], dtype=np.uint32)
+    starts = (np.cumsum(lens) - lens).astype(np.uint32)
+    keys = np.zeros(lens.size, dtype=np.uint32)
+    for j in range(width):   # big-endian, so equal keys are equal prefixes
+        keys = (keys << 8) | data[starts + j]
     bucket = key_hash(keys)
-    order = np.lexsort((np.arange(len(parts)), bucket))          # by bucket, then needle id
-    buckets = np.searchsorted(bucket[order], np.arange((1 << FILTER_BITS) + 1)).astype(np.uint32)
+    order = np.argsort(bucket, kind="stable")          # by bucket, then needle id
+    buckets = np.zeros((1 << FILTER_BITS) + 1, dtype=np.uint32)
+    np.cumsum(np.bincount(bucket, minlength=1 << FILTER_BITS), out=buckets[1:])
     bits = np.zeros(FILTER_WORDS, dtype=np.uint32)
     np.bitwise_or.at(bits, bucket >> 5, (np.uint64(1) << (bucket & 31)).astype(np.uint32))
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.uint32)
-    return NeedleTable(np.concatenate(parts), starts, lens.astype(np.uint32), width, bits, buckets,
-                       keys[order], order.astype(np.uint32))
+    table = NeedleTable(data, starts, lens.astype(np.uint32), width, bits, buckets, keys[order],
+                        order.astype(np.uint32))
+    for array in table:
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False   # tables of bytes needles are shared between calls
+    return table
 
 
 def _verify(p: Expr, n: Expr, width: int, body: list[Node]) -> list[Node]:
