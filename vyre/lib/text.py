@@ -330,9 +330,7 @@ def find_all_many(haystack: object, needles: object, *, backend: Any = None, scr
     for role, array in (("text.needles", table.data), ("text.starts", table.starts), ("text.lens", table.lens),
                         ("text.filter", table.filter), ("text.buckets", table.buckets), ("text.keys", table.keys),
                         ("text.ids", table.ids)):
-        handle = plan.buffer(role, array.size, array.itemsize)
-        backend.upload_resident(handle, array)
-        handles.append(handle)
+        handles.append(call.upload(plan, role, as_array(array, role, (U8, U32))))  # device calls: on their stream
     counts, ends = plan.buffer("text.counts", threads), plan.buffer("text.ends", threads)
     plan.step(many_count_program(n_word, tiles_word, table.width), [*handles, counts, plan.params],
               ceil_div(tiles, TILES_PER_GROUP))
