@@ -95,3 +95,22 @@ def test_thousand_needles_over_64_mib_from_numpy_and_cupy(backend):
     assert np.array_equal(cupy.asnumpy(offsets), want_offsets) and np.array_equal(cupy.asnumpy(ids), want_ids)
     empty = text.find_all_many(cupy.asarray(hay[:3]), needles, backend=backend)
     assert all(isinstance(a, cupy.ndarray) and a.size == 0 for a in empty)
+
+
+def test_back_to_back_device_calls_and_torch(backend):
+    """Calls with different needle sets queued on one CuPy array with no wait between them each get
+    their own tables; a torch tensor gives torch results."""
+    import cupy
+
+    hay, needles = planted_text(7, (4 << 20) + 1, 300)
+    device = cupy.asarray(hay)
+    sets = [needles[i::3] for i in range(3)]
+    results = [text.find_all_many(device, chosen, backend=backend) for chosen in sets]
+    for chosen, (offsets, ids) in zip(sets, results):
+        want_offsets, want_ids = numpy_find_all_many(hay, chosen)
+        assert np.array_equal(cupy.asnumpy(offsets), want_offsets) and np.array_equal(cupy.asnumpy(ids), want_ids)
+    torch = pytest.importorskip("torch")
+    offsets, ids = text.find_all_many(torch.as_tensor(hay, device="cuda"), needles, backend=backend)
+    assert isinstance(offsets, torch.Tensor) and offsets.is_cuda and offsets.dtype == torch.uint32
+    want_offsets, want_ids = numpy_find_all_many(hay, needles)
+    assert np.array_equal(offsets.cpu().numpy(), want_offsets) and np.array_equal(ids.cpu().numpy(), want_ids)
