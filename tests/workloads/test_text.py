@@ -136,10 +136,14 @@ def test_many_matches_the_plain_definition(oracle):
     assert many(hay, needles, oracle) == want
 
 
-def test_many_over_several_workgroups(oracle):
-    """More than one counting workgroup (each scans 16 tiles of 4,096 positions), tiles left over."""
+@pytest.mark.parametrize("min_groups", [1, 5, 2048], ids=["16-tiles-a-group", "3-tiles-a-group", "1-tile-a-group"])
+def test_many_over_several_workgroups(oracle, monkeypatch, min_groups):
+    """16 tiles of 4,096 positions, scanned by counting workgroups of 16, 3 (the last one's extra
+    tiles skipped) or 1 tile each (a haystack of 2**30 bytes has 2**18 tiles: 16 a workgroup)."""
+    monkeypatch.setattr(text, "MIN_GROUPS", min_groups)
     rng = np.random.default_rng(30)
-    size = text.TILES_PER_GROUP * text.WG * text.POSITIONS + 5_003
+    size = 40_003
+    assert text.tiles_per_group(16) == {1: 16, 5: 3, 2048: 1}[min_groups]
     hay, needles = planted(rng, size, 40)
     got = many(hay, needles, oracle)
     assert got == python_find_all_many(hay.tobytes(), needles)

@@ -143,7 +143,8 @@ MAX_NEEDLES = 10_000
 KEY_BYTES = 4             # at most this many leading bytes make a needle's key
 FILTER_BITS = 16          # the filter and the buckets are indexed by a 16-bit hash of the key
 FILTER_WORDS = (1 << FILTER_BITS) // 32
-TILES_PER_GROUP = 16      # the counting kernel's workgroups each scan this many tiles of WG * POSITIONS bytes
+MAX_TILES_PER_GROUP = 16  # a counting workgroup scans up to this many tiles of WG * POSITIONS positions,
+MIN_GROUPS = 2048         # fewer where that would leave fewer workgroups than this (to fill the device)
 _GOLDEN = 0x9E3779B1      # Fibonacci hashing: the key times this, top FILTER_BITS bits
 
 
@@ -265,11 +266,17 @@ _MANY_INPUTS = (BufferDecl.read("haystack", 0, U8), BufferDecl.read("needles", 1
                 BufferDecl.read("keys", 6, U32), BufferDecl.read("ids", 7, U32))
 
 
+def tiles_per_group(tiles: int) -> int:
+    """How many tiles each counting workgroup scans (one filter copy each)."""
+    return max(1, min(MAX_TILES_PER_GROUP, tiles // MIN_GROUPS))
+
+
 @cache
-def many_count_program(n_word: int, tiles_word: int, width: int) -> Program:
+def many_count_program(n_word: int, tiles_word: int, per_word: int, width: int) -> Program:
     """``counts[t]`` = the (position, needle) matches starting in slot ``t``'s positions. Each workgroup
-    copies the filter into shared memory once, then scans ``TILES_PER_GROUP`` tiles (``tiles`` in all)."""
+    copies the filter into shared memory once, then scans ``per`` consecutive tiles (``tiles`` in all)."""
     n, tiles = Expr.load("params", Expr.u32(n_word)), Expr.load("params", Expr.u32(tiles_word))
+    per = Expr.load("params", Expr.u32(per_word))
     lid, tile = Expr.local_id(0), Expr.var("tile")
     slot = tile * WG + lid
     body: list[Node] = [
@@ -277,8 +284,8 @@ def many_count_program(n_word: int, tiles_word: int, width: int) -> Program:
             Node.store("bits", Expr.var("w") * WG + lid, Expr.load("filter", Expr.var("w") * WG + lid)),
         ]),
         Node.barrier(),
-        Node.loop("s", Expr.u32(0), Expr.u32(TILES_PER_GROUP), [
-            Node.let("tile", Expr.workgroup_id(0) * TILES_PER_GROUP + Expr.var("s")),
+        Node.loop("s", Expr.u32(0), per, [
+            Node.let("tile", Expr.workgroup_id(0) * per + Expr.var("s")),
             Node.if_(Expr.lt(tile, tiles), [
                 Node.let("count", Expr.u32(0)),
                 *_scan_slot(slot, n, width, "bits", [Node.assign("count", Expr.var("count") + 1)]),
@@ -325,15 +332,17 @@ def find_all_many(haystack: object, needles: object, *, backend: Any = None, scr
     threads = ceil_div(text.n, POSITIONS)
     tiles = ceil_div(capacity(threads), WG)
     plan = call.plan()
+    per = tiles_per_group(tiles)
     n_word, tiles_word = plan.word("text.n", text.n), plan.word("text.tiles", tiles)
+    per_word = plan.word("text.per", per)
     handles = [call.upload(plan, "text.haystack", text)]
     for role, array in (("text.needles", table.data), ("text.starts", table.starts), ("text.lens", table.lens),
                         ("text.filter", table.filter), ("text.buckets", table.buckets), ("text.keys", table.keys),
                         ("text.ids", table.ids)):
         handles.append(call.upload(plan, role, as_array(array, role, (U8, U32))))  # device calls: on their stream
     counts, ends = plan.buffer("text.counts", threads), plan.buffer("text.ends", threads)
-    plan.step(many_count_program(n_word, tiles_word, table.width), [*handles, counts, plan.params],
-              ceil_div(tiles, TILES_PER_GROUP))
+    plan.step(many_count_program(n_word, tiles_word, per_word, table.width), [*handles, counts, plan.params],
+              ceil_div(tiles, per))
     topo.scan(plan, topo.COUNT, counts, ends, threads, capacity(threads), True, role="text.scan")
     (last,) = call.run(plan, [(ends, 4 * (threads - 1), 4)])
     total = int(last.view(np.uint32)[0])
