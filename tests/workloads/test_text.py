@@ -104,3 +104,76 @@ def test_many_takes_ten_thousand_needles(oracle):
 def test_many_refuses_needles_that_are_not_byte_strings(oracle, needles):
     with pytest.raises(InvalidProgram, match="Fix:"):
         text.find_all_many(b"banana", needles, backend=oracle)
+
+
+def plain_pairs(haystack: bytes, needles: list[bytes]) -> list[tuple[int, int]]:
+    """The definition itself: for each offset, for each needle, does it start there."""
+    return [(i, k) for i in range(len(haystack)) for k, needle in enumerate(needles)
+            if haystack[i:i + len(needle)] == needle]
+
+
+def planted(rng: np.random.Generator, size: int, count: int, shortest: int = 4, longest: int = 32
+            ) -> tuple[np.ndarray, list[bytes]]:
+    """Random bytes with ``count`` random needles of ``shortest``..``longest`` bytes, half of them
+    written into the haystack (some twice, some at the very end)."""
+    hay = rng.integers(0, 256, size, dtype=np.uint8)
+    needles = [bytes(rng.integers(0, 256, int(rng.integers(shortest, longest + 1)), dtype=np.uint8))
+               for _ in range(count)]
+    for k in range(0, count, 2):
+        for at in rng.integers(0, size - len(needles[k]), 1 + k % 3):
+            hay[at:at + len(needles[k])] = np.frombuffer(needles[k], np.uint8)
+    hay[size - len(needles[0]):] = np.frombuffer(needles[0], np.uint8)
+    return hay, needles
+
+
+def test_many_matches_the_plain_definition(oracle):
+    rng = np.random.default_rng(29)
+    hay, needles = planted(rng, 600, 24, shortest=1, longest=6)
+    hay[:8] = np.frombuffer(b"abcabcab", np.uint8)
+    needles += [b"abc", b"abcab", b"ab", b"abc", b"cab"]           # prefixes, duplicates, overlaps
+    want = plain_pairs(hay.tobytes(), needles)
+    assert want == python_find_all_many(hay.tobytes(), needles)
+    assert many(hay, needles, oracle) == want
+
+
+@pytest.mark.parametrize("min_groups", [1, 5, 2048], ids=["16-tiles-a-group", "3-tiles-a-group", "1-tile-a-group"])
+def test_many_over_several_workgroups(oracle, monkeypatch, min_groups):
+    """16 tiles of 4,096 positions, scanned by counting workgroups of 16, 3 (the last one's extra
+    tiles skipped) or 1 tile each (a haystack of 2**30 bytes has 2**18 tiles: 16 a workgroup)."""
+    monkeypatch.setattr(text, "MIN_GROUPS", min_groups)
+    rng = np.random.default_rng(30)
+    size = 40_003
+    assert text.tiles_per_group(16) == {1: 16, 5: 3, 2048: 1}[min_groups]
+    hay, needles = planted(rng, size, 40)
+    got = many(hay, needles, oracle)
+    assert got == python_find_all_many(hay.tobytes(), needles)
+    assert len(got) >= 30 and got[-1][0] == size - len(needles[0])
+
+
+def test_many_keys_in_one_bucket_are_told_apart(oracle):
+    """Needles whose keys share a hash bucket: only the one whose bytes are there is reported."""
+    keys = np.arange(1 << 20, dtype=np.uint32) + 0x61626364
+    buckets = text.key_hash(keys)
+    first = int(np.flatnonzero(buckets[1:] == buckets[0])[0]) + 1
+    a, b = int(keys[0]).to_bytes(4, "big"), int(keys[first]).to_bytes(4, "big")
+    hay = b"..." + a + b"x" + b + a[:3]
+    needles = [b + b"!", a, b, a + b"x"]
+    assert many(hay, needles, oracle) == python_find_all_many(hay, needles) == [(3, 1), (3, 3), (8, 2)]
+
+
+def test_many_refuses_a_haystack_that_is_not_bytes(oracle):
+    for hay in ("banana", np.zeros(4, dtype=np.uint32), np.zeros(4, dtype=np.int8)):
+        with pytest.raises(InvalidProgram, match="Fix:"):
+            text.find_all_many(hay, [b"an"], backend=oracle)
+
+
+def test_many_takes_bytes_and_byte_arrays_alike(oracle):
+    """bytes needles take a joined fast path (and a table kept between calls); arrays are checked one by one."""
+    rng = np.random.default_rng(31)
+    hay, needles = planted(rng, 2000, 30, shortest=2, longest=9)
+    want = python_find_all_many(hay.tobytes(), needles)
+    as_arrays = [np.frombuffer(x, np.uint8).astype(np.int64) for x in needles]
+    mixed = [list(x) if i % 2 else x for i, x in enumerate(needles)]
+    for form in (needles, tuple(needles), as_arrays, mixed, needles):
+        assert many(hay, form, oracle) == want
+    assert text.needle_table(needles) is text.needle_table(list(needles))

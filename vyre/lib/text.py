@@ -9,8 +9,8 @@ no sort. Only the counted prefix of the result crosses back to the host.
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
+from functools import cache, lru_cache
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -140,138 +140,209 @@ def find_all(haystack: object, needle: object, *, backend: Any = None, scratch: 
 
 # ---- many needles at once ------------------------------------------------------------------------
 MAX_NEEDLES = 10_000
-_KEY_BYTES = 4          # at most this many leading bytes make a needle's key
-_SEARCH_STEPS = 15      # binary search over at most 2**15 keys
+KEY_BYTES = 4             # at most this many leading bytes make a needle's key
+FILTER_BITS = 16          # the filter and the buckets are indexed by a 16-bit hash of the key
+FILTER_WORDS = (1 << FILTER_BITS) // 32
+MAX_TILES_PER_GROUP = 16  # a counting workgroup scans up to this many tiles of WG * POSITIONS positions,
+MIN_GROUPS = 2048         # fewer where that would leave fewer workgroups than this (to fill the device)
+_GOLDEN = 0x9E3779B1      # Fibonacci hashing: the key times this, top FILTER_BITS bits
 
 
-def _candidates_at(p: Expr, n: Expr, keys: Expr, width: int, body: list[Node]) -> list[Node]:
-    """For start ``p``: the needles whose first ``width`` bytes are the haystack's there (the sorted
-    ``keys`` range ``[lo, hi)`` of the key read at ``p``), ``body`` run once per full match in
-    ascending pattern id, with ``pid`` bound."""
-    key = Expr.u32(0)
-    for j in range(width):  # big-endian, so equal keys are equal prefixes
-        key = (key << 8) | Expr.cast(U32, Expr.load("haystack", p + j))
+class NeedleTable(NamedTuple):
+    """The needles as the kernels read them. ``data``: every needle end to end, ``starts``/``lens``
+    each one's place in it; ``width``: key bytes (the shortest needle's length, at most 4); per
+    hash bucket of a key, ``buckets[h]:buckets[h + 1]`` is its range of ``keys`` (big-endian first
+    ``width`` bytes) and ``ids`` (the needle), ascending by id; ``filter``: bit ``h`` set where
+    bucket ``h`` is not empty."""
 
-    def bound(name: str, upper: bool) -> list[Node]:
-        lo, hi, mid = Expr.var(f"{name}_lo"), Expr.var(f"{name}_hi"), Expr.var(f"{name}_mid")
-        below = Expr.le if upper else Expr.lt
-        return [Node.let(f"{name}_lo", Expr.u32(0)), Node.let(f"{name}_hi", keys),
-                Node.loop(f"{name}_step", Expr.u32(0), Expr.u32(_SEARCH_STEPS), [
-                    Node.if_(Expr.lt(lo, hi), [
-                        Node.let(f"{name}_mid", lo + ((hi - lo) >> 1)),
-                        Node.if_(below(Expr.load("keys", mid), Expr.var("key")),
-                                 [Node.assign(f"{name}_lo", mid + 1)], [Node.assign(f"{name}_hi", mid)]),
-                    ]),
-                ])]
-
-    pid, start, length = Expr.var("pid"), Expr.var("start"), Expr.var("length")
-    verify = [
-        Node.let("pid", Expr.load("ids", Expr.var("c"))),
-        Node.let("start", Expr.load("starts", pid)),
-        Node.let("length", Expr.load("lens", pid)),
-        Node.let("hit", Expr.le(length, n - p)),
-        Node.loop("j", Expr.u32(width), length, [
-            Node.if_(Expr.var("hit"), [Node.assign("hit", Expr.eq(Expr.load("haystack", p + Expr.var("j")),
-                                                                   Expr.load("needles", start + Expr.var("j"))))]),
-        ]),
-        Node.if_(Expr.var("hit"), body),
-    ]
-    return [Node.if_(Expr.le(Expr.u32(width), n - p), [  # p < n here, so n - p does not wrap
-        Node.let("key", key),
-        *bound("first", False), *bound("past", True),
-        Node.loop("c", Expr.var("first_lo"), Expr.var("past_lo"), verify),
-    ])]
+    data: np.ndarray
+    starts: np.ndarray
+    lens: np.ndarray
+    width: int
+    filter: np.ndarray
+    buckets: np.ndarray
+    keys: np.ndarray
+    ids: np.ndarray
 
 
-_MANY_INPUTS = (BufferDecl.read("haystack", 0, U8), BufferDecl.read("needles", 1, U8),
-                BufferDecl.read("keys", 2, U32), BufferDecl.read("ids", 3, U32),
-                BufferDecl.read("starts", 4, U32), BufferDecl.read("lens", 5, U32))
+def key_hash(keys: np.ndarray) -> np.ndarray:
+    """The bucket of each u32 key, as the kernels compute it (wrapping multiply, top bits)."""
+    return ((keys.astype(np.uint64) * _GOLDEN) & 0xFFFFFFFF) >> (32 - FILTER_BITS)
 
 
-def _each_position(n: Expr, body: list[Node]) -> list[Node]:
-    """``body`` for each of the invocation's ``POSITIONS`` start positions below ``n``, ascending (``p`` bound)."""
-    return [Node.loop("k", Expr.u32(0), Expr.u32(POSITIONS), [
-        Node.let("p", Expr.invocation_id(0) * POSITIONS + Expr.var("k")),
-        Node.if_(Expr.lt(Expr.var("p"), n), body),
-    ])]
-
-
-@cache
-def many_count_program(n_word: int, keys_word: int, width: int) -> Program:
-    """``counts[t]`` = the (position, needle) matches starting in invocation ``t``'s positions."""
-    n, keys = Expr.load("params", Expr.u32(n_word)), Expr.load("params", Expr.u32(keys_word))
-    count = [Node.assign("count", Expr.var("count") + 1)]
-    body = [Node.let("count", Expr.u32(0)),
-            *_each_position(n, _candidates_at(Expr.var("p"), n, keys, width, count)),
-            Node.store("counts", Expr.invocation_id(0), Expr.var("count"))]
-    return Program([*_MANY_INPUTS, BufferDecl.read_write("counts", 6, U32), _params(7)], (WG, 1, 1), body,
-                   name=f"text_find_many_count_k{width}")
-
-
-@cache
-def many_write_program(n_word: int, keys_word: int, width: int) -> Program:
-    """Write invocation ``t``'s ``(offset, pattern id)`` matches from its exclusive offset on."""
-    n, keys = Expr.load("params", Expr.u32(n_word)), Expr.load("params", Expr.u32(keys_word))
-    t = Expr.invocation_id(0)
-    at = Expr.var("at")
-    emit = [Node.store("offsets", at, Expr.var("p")), Node.store("pattern", at, Expr.var("pid")),
-            Node.assign("at", at + 1)]
-    body = [Node.let("at", Expr.load("ends", t) - Expr.load("counts", t)),
-            *_each_position(n, _candidates_at(Expr.var("p"), n, keys, width, emit))]
-    return Program([*_MANY_INPUTS, BufferDecl.read("counts", 6, U32), BufferDecl.read("ends", 7, U32),
-                    BufferDecl.read_write("offsets", 8, U32), BufferDecl.read_write("pattern", 9, U32), _params(10)],
-                   (WG, 1, 1), body, name=f"text_find_many_write_k{width}")
-
-
-def needle_table(needles: object) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """Checked needles as the kernels' tables: the bytes end to end, each needle's start and length,
-    the sorted keys (first ``width`` bytes, big-endian) with the needle id of each, and ``width``."""
+def needle_table(needles: object) -> NeedleTable:
+    """The checked needles (a list of 1 to ``MAX_NEEDLES``, each 1 to ``MAX_NEEDLE`` bytes) as a
+    ``NeedleTable``; a list of ``bytes`` is joined without a check per needle, and its table is
+    kept for the next calls with the same needles."""
     if not isinstance(needles, (list, tuple)):
         raise InvalidProgram(f"needles is a {type(needles).__name__}; find_all_many takes a list of needles",
                              "pass a list or tuple of needles, e.g. [b'cat', b'dog'] (for one needle use find_all).")
     if not 1 <= len(needles) <= MAX_NEEDLES:
         raise InvalidProgram(f"{len(needles)} needles; find_all_many takes 1 to {MAX_NEEDLES:,}",
                              f"pass at least one needle, and split larger sets into calls of {MAX_NEEDLES:,}.")
+    if all(type(x) is bytes for x in needles):
+        return _bytes_table(tuple(needles))
     parts = [_needle(x) for x in needles]
-    lens = np.array([x.size for x in parts], dtype=np.int64)
+    return _table(np.concatenate(parts), np.array([x.size for x in parts], dtype=np.int64))
+
+
+@lru_cache(maxsize=8)
+def _bytes_table(needles: tuple[bytes, ...]) -> NeedleTable:
+    return _table(np.frombuffer(b"".join(needles), dtype=np.uint8), np.fromiter(map(len, needles), np.int64))
+
+
+def _table(data: np.ndarray, lens: np.ndarray) -> NeedleTable:
+    """The table of the needles ``data`` holds end to end, ``lens`` bytes each (checked here)."""
     if lens.min() < 1 or lens.max() > MAX_NEEDLE:
         raise InvalidProgram(f"a needle has {int(lens.min()) if lens.min() < 1 else int(lens.max())} bytes; "
                              f"find_all_many takes needles of 1 to {MAX_NEEDLE} bytes", "drop empty needles and "
                              "split longer ones.")
-    width = min(_KEY_BYTES, int(lens.min()))
-    keys = np.zeros(len(parts), dtype=np.uint32)
-    for part_index, part in enumerate(parts):
-        keys[part_index] = int.from_bytes(part[:width].tobytes(), "big")
-    order = np.lexsort((np.arange(len(parts)), keys)).astype(np.uint32)   # by key, then pattern id
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.uint32)
-    return np.concatenate(parts), starts, lens.astype(np.uint32), keys[order], order, width
+    width = min(KEY_BYTES, int(lens.min()))
+    starts = (np.cumsum(lens) - lens).astype(np.uint32)
+    keys = np.zeros(lens.size, dtype=np.uint32)
+    for j in range(width):   # big-endian, so equal keys are equal prefixes
+        keys = (keys << 8) | data[starts + j]
+    bucket = key_hash(keys)
+    order = np.argsort(bucket, kind="stable")          # by bucket, then needle id
+    buckets = np.zeros((1 << FILTER_BITS) + 1, dtype=np.uint32)
+    np.cumsum(np.bincount(bucket, minlength=1 << FILTER_BITS), out=buckets[1:])
+    bits = np.zeros(FILTER_WORDS, dtype=np.uint32)
+    np.bitwise_or.at(bits, bucket >> 5, (np.uint64(1) << (bucket & 31)).astype(np.uint32))
+    table = NeedleTable(data, starts, lens.astype(np.uint32), width, bits, buckets, keys[order],
+                        order.astype(np.uint32))
+    for array in table:
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False   # tables of bytes needles are shared between calls
+    return table
+
+
+def _verify(p: Expr, n: Expr, width: int, body: list[Node]) -> list[Node]:
+    """``body`` if needle ``pid`` (bound) occurs at ``p``; its first ``width`` bytes are known to match."""
+    start, length, j = Expr.var("start"), Expr.var("length"), Expr.var("j")
+    return [
+        Node.let("start", Expr.load("starts", Expr.var("pid"))),
+        Node.let("length", Expr.load("lens", Expr.var("pid"))),
+        Node.let("hit", Expr.le(length, n - p)),   # p < n here, so n - p does not wrap
+        Node.loop("j", Expr.u32(width), length, [
+            Node.if_(Expr.var("hit"), [Node.assign("hit", Expr.eq(Expr.load("haystack", p + j),
+                                                                   Expr.load("needles", start + j)))]),
+        ]),
+        Node.if_(Expr.var("hit"), body),
+    ]
+
+
+def _scan_slot(slot: Expr, n: Expr, width: int, bits: str, body: list[Node]) -> list[Node]:
+    """``body`` once per (position, needle) match in slot ``slot``'s ``POSITIONS`` start positions,
+    by position and then needle id, with ``p`` and ``pid`` bound.
+
+    The key (the ``width`` bytes at ``p``, big-endian) slides one byte per position; its hash picks
+    a bit of the filter (buffer ``bits``) and, when set, a bucket whose entries of equal key are
+    verified."""
+    mask = (1 << (8 * width)) - 1
+    key, p, h, c = Expr.var("key"), Expr.var("p"), Expr.var("h"), Expr.var("c")
+    base = slot * POSITIONS
+    nodes: list[Node] = [Node.let("key", Expr.u32(0))]
+    for j in range(width - 1):  # out-of-range loads read 0; such keys are never used
+        nodes.append(Node.assign("key", (key << 8) | Expr.cast(U32, Expr.load("haystack", base + j))))
+    step = (key << 8) | Expr.cast(U32, Expr.load("haystack", p + (width - 1)))
+    candidate = [Node.if_(Expr.eq(Expr.load("keys", c), key),
+                          [Node.let("pid", Expr.load("ids", c)), *_verify(p, n, width, body)])]
+    nodes.append(Node.loop("k", Expr.u32(0), Expr.u32(POSITIONS), [
+        Node.let("p", base + Expr.var("k")),
+        Node.if_(Expr.lt(p, n - (width - 1)), [   # the key fits (the caller checked n >= width)
+            Node.assign("key", step if width == KEY_BYTES else step & mask),
+            Node.let("h", (key * _GOLDEN) >> (32 - FILTER_BITS)),
+            Node.if_(Expr.ne((Expr.load(bits, h >> 5) >> (h & 31)) & 1, Expr.u32(0)), [
+                Node.loop("c", Expr.load("buckets", h), Expr.load("buckets", h + 1), candidate),
+            ]),
+        ]),
+    ]))
+    return nodes
+
+
+_MANY_INPUTS = (BufferDecl.read("haystack", 0, U8), BufferDecl.read("needles", 1, U8),
+                BufferDecl.read("starts", 2, U32), BufferDecl.read("lens", 3, U32),
+                BufferDecl.read("filter", 4, U32), BufferDecl.read("buckets", 5, U32),
+                BufferDecl.read("keys", 6, U32), BufferDecl.read("ids", 7, U32))
+
+
+def tiles_per_group(tiles: int) -> int:
+    """How many tiles each counting workgroup scans (one filter copy each)."""
+    return max(1, min(MAX_TILES_PER_GROUP, tiles // MIN_GROUPS))
+
+
+@cache
+def many_count_program(n_word: int, tiles_word: int, per_word: int, width: int) -> Program:
+    """``counts[t]`` = the (position, needle) matches starting in slot ``t``'s positions. Each workgroup
+    copies the filter into shared memory once, then scans ``per`` consecutive tiles (``tiles`` in all)."""
+    n, tiles = Expr.load("params", Expr.u32(n_word)), Expr.load("params", Expr.u32(tiles_word))
+    per = Expr.load("params", Expr.u32(per_word))
+    lid, tile = Expr.local_id(0), Expr.var("tile")
+    slot = tile * WG + lid
+    body: list[Node] = [
+        Node.loop("w", Expr.u32(0), Expr.u32(FILTER_WORDS // WG), [
+            Node.store("bits", Expr.var("w") * WG + lid, Expr.load("filter", Expr.var("w") * WG + lid)),
+        ]),
+        Node.barrier(),
+        Node.loop("s", Expr.u32(0), per, [
+            Node.let("tile", Expr.workgroup_id(0) * per + Expr.var("s")),
+            Node.if_(Expr.lt(tile, tiles), [
+                Node.let("count", Expr.u32(0)),
+                *_scan_slot(slot, n, width, "bits", [Node.assign("count", Expr.var("count") + 1)]),
+                Node.store("counts", slot, Expr.var("count")),
+            ]),
+        ]),
+    ]
+    return Program([*_MANY_INPUTS, BufferDecl.read_write("counts", 8, U32), _params(9),
+                    BufferDecl.workgroup("bits", FILTER_WORDS, U32)], (WG, 1, 1), body,
+                   name=f"text_find_many_count_k{width}")
+
+
+@cache
+def many_write_program(n_word: int, width: int) -> Program:
+    """Write slot ``t``'s ``(offset, pattern id)`` matches from its exclusive offset on (slots with none skip)."""
+    n, t = Expr.load("params", Expr.u32(n_word)), Expr.invocation_id(0)
+    at = Expr.var("at")
+    emit = [Node.store("offsets", at, Expr.var("p")), Node.store("pattern", at, Expr.var("pid")),
+            Node.assign("at", at + 1)]
+    body = [Node.let("mine", Expr.load("counts", t)),
+            Node.if_(Expr.ne(Expr.var("mine"), Expr.u32(0)), [
+                Node.let("at", Expr.load("ends", t) - Expr.var("mine")),
+                *_scan_slot(t, n, width, "filter", emit),
+            ])]
+    return Program([*_MANY_INPUTS, BufferDecl.read("counts", 8, U32), BufferDecl.read("ends", 9, U32),
+                    BufferDecl.read_write("offsets", 10, U32), BufferDecl.read_write("pattern", 11, U32),
+                    _params(12)], (WG, 1, 1), body, name=f"text_find_many_write_k{width}")
 
 
 @library_call
 def find_all_many(haystack: object, needles: object, *, backend: Any = None, scratch: Any = None) -> tuple[Any, Any]:
     """Every occurrence of every needle: ``(offsets, pattern_ids)`` (u32), sorted by offset and then by
-    pattern id (the needle's index in ``needles``), overlaps included.
+    pattern id (the needle's index in ``needles``; a needle listed twice is reported under both ids),
+    overlaps included.
 
-    ``haystack`` as in ``find_all``; ``needles``: a list of 1 to 10,000 needles of 1 to 65536 bytes each
-    (``bytes``, or integer arrays of byte values 0..255).
+    ``haystack`` as in ``find_all`` (a CuPy haystack gives CuPy results); ``needles``: a list of 1 to
+    10,000 needles of 1 to 65536 bytes each (``bytes``, or integer arrays of byte values 0..255).
     """
     text = as_array(_bytes(haystack, "haystack"), "haystack", (U8,))
-    data, starts, lens, keys, ids, width = needle_table(needles)
+    table = needle_table(needles)
     call = Call(backend, scratch, text)
-    if text.n < width:
+    if text.n < table.width:
         return call.empty(np.dtype(np.uint32)), call.empty(np.dtype(np.uint32))
     threads = ceil_div(text.n, POSITIONS)
+    tiles = ceil_div(capacity(threads), WG)
     plan = call.plan()
-    n_word, keys_word = plan.word("text.n", text.n), plan.word("text.keys", keys.size)
-    tables = [call.upload(plan, "text.haystack", text)]
-    for role, table in (("text.needles", data), ("text.keys", keys), ("text.ids", ids), ("text.starts", starts),
-                        ("text.lens", lens)):
-        handle = plan.buffer(role, table.size, table.itemsize)
-        backend.upload_resident(handle, table)
-        tables.append(handle)
+    per = tiles_per_group(tiles)
+    n_word, tiles_word = plan.word("text.n", text.n), plan.word("text.tiles", tiles)
+    per_word = plan.word("text.per", per)
+    handles = [call.upload(plan, "text.haystack", text)]
+    for role, array in (("text.needles", table.data), ("text.starts", table.starts), ("text.lens", table.lens),
+                        ("text.filter", table.filter), ("text.buckets", table.buckets), ("text.keys", table.keys),
+                        ("text.ids", table.ids)):
+        handles.append(call.upload(plan, role, as_array(array, role, (U8, U32))))  # device calls: on their stream
     counts, ends = plan.buffer("text.counts", threads), plan.buffer("text.ends", threads)
-    groups = ceil_div(capacity(threads), WG)
-    plan.step(many_count_program(n_word, keys_word, width), [*tables, counts, plan.params], groups)
+    plan.step(many_count_program(n_word, tiles_word, per_word, table.width), [*handles, counts, plan.params],
+              ceil_div(tiles, per))
     topo.scan(plan, topo.COUNT, counts, ends, threads, capacity(threads), True, role="text.scan")
     (last,) = call.run(plan, [(ends, 4 * (threads - 1), 4)])
     total = int(last.view(np.uint32)[0])
@@ -280,8 +351,7 @@ def find_all_many(haystack: object, needles: object, *, backend: Any = None, scr
     if total:
         write = call.plan()
         write.word("text.n", text.n)
-        write.word("text.keys", keys.size)
-        write.step(many_write_program(n_word, keys_word, width),
-                   [*tables, counts, ends, offsets, pattern, write.params], groups)
+        write.step(many_write_program(n_word, table.width), [*handles, counts, ends, offsets, pattern, write.params],
+                   tiles)
         call.run(write)
     return call.output(offsets, np.dtype(np.uint32), total), call.output(pattern, np.dtype(np.uint32), total)
