@@ -506,7 +506,8 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=22)
     parser.add_argument("--edge-factor", type=int, default=8)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--only", choices=("all", "graph"), default="all", help="graph: BFS and components only")
+    parser.add_argument("--only", choices=("all", "graph", "text"), default="all",
+                        help="graph: BFS and components only; text: find_all and find_all_many only")
     add_chart_arguments(parser, ROOT / "docs" / "workloads.png")
     args = parser.parse_args()
     if redraw_if_asked(args, draw):
@@ -514,9 +515,11 @@ def main() -> None:
     import vyre
 
     backend = vyre.acquire("cuda")
-    rows, levels = bench_graph(backend, args.scale, args.edge_factor, args.reps)
-    others = {} if args.only == "graph" else {"closure": bench_closure(backend), "egraph": bench_egraph(backend),
-                                             "text": bench_text(backend)}
+    rows, levels = ([], []) if args.only == "text" else bench_graph(backend, args.scale, args.edge_factor, args.reps)
+    if args.only == "all":
+        others = {"closure": bench_closure(backend), "egraph": bench_egraph(backend), "text": bench_text(backend)}
+    else:
+        others = {"text": bench_text(backend)} if args.only == "text" else {}
     print(f"# {card_name()}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")
     print(f"{'workload':22} {'path':26} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
     for r in rows:
