@@ -4,6 +4,7 @@ and a shutdown that releases everything. The oracle judges every result; outputs
 from __future__ import annotations
 
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -200,7 +201,8 @@ def test_shutdown_releases_device_memory_and_graphs(monkeypatch, rng) -> None:
     assert graphs() == 0
     gc.collect()
     cupy.cuda.runtime.deviceSynchronize()
-    assert cupy.cuda.runtime.memGetInfo()[0] >= free_before - (64 << 20)
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) <= 1:  # free memory is the device's, shared
+        assert cupy.cuda.runtime.memGetInfo()[0] >= free_before - (64 << 20)  # with other test processes
     with pytest.raises(BackendUnavailable):
         be.dispatch_resident(program, handles)
     with pytest.raises(BackendUnavailable):

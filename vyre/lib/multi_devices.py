@@ -81,21 +81,26 @@ def each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
     if getattr(_in_pool, "active", False):
         with ThreadPoolExecutor(len(items), thread_name_prefix="vyre-multi-nested") as own:
             return _gather([own.submit(work, s) for s in items])
-    pool = _shared_pool()
+    pool = _shared_pool(len(items))
     return _gather([pool.submit(_pooled, work, s) for s in items])
 
 
-POOL_THREADS = 64  # threads of the shared pool (started as needed): more devices than this queue
+POOL_THREADS = 64  # most threads of the shared pool: more devices than this queue
 _in_pool = threading.local()  # .active on the shared pool's threads
-_pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): a forked child starts its own
+_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, size, pool): a forked child starts its own
 
 
-def _shared_pool() -> ThreadPoolExecutor:
+def _shared_pool(wanted: int) -> ThreadPoolExecutor:
+    """The shared pool, with as many threads as the widest call so far (at most ``POOL_THREADS``):
+    a pool wider than the device count would start idle threads on a many-core host."""
     global _pool
+    size = min(max(wanted, 1), POOL_THREADS)
     with _acquire_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="vyre-multi"))
-        return _pool[1]
+        if _pool is None or _pool[0] != os.getpid() or _pool[1] < size:
+            if _pool is not None and _pool[0] == os.getpid():
+                _pool[2].shutdown(wait=False)  # its threads finish their items and exit
+            _pool = (os.getpid(), size, ThreadPoolExecutor(size, thread_name_prefix="vyre-multi"))
+        return _pool[2]
 
 
 def _pooled(work: Callable[[Any], Any], item: Any) -> Any:
