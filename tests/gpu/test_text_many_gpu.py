@@ -114,3 +114,20 @@ def test_back_to_back_device_calls_and_torch(backend):
     assert isinstance(offsets, torch.Tensor) and offsets.is_cuda and offsets.dtype == torch.uint32
     want_offsets, want_ids = numpy_find_all_many(hay, needles)
     assert np.array_equal(offsets.cpu().numpy(), want_offsets) and np.array_equal(ids.cpu().numpy(), want_ids)
+
+
+def test_back_to_back_find_all_calls_keep_their_own_needles():
+    """Many one-needle calls on a device haystack enqueued with no wait between them: each result
+    is its own needle's (the needle must not be overwritten before the call's last pass reads it)."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(53)
+    hay = rng.integers(0, 16, 1 << 24, dtype=np.uint8)
+    device = cupy.asarray(hay)
+    needles = [bytes(hay[at:at + int(rng.integers(4, 9))]) for at in rng.integers(0, hay.size - 8, 200)]
+    found = [text.find_all(device, needle) for needle in needles]  # no synchronisation in between
+    for needle, got in zip(needles, found):
+        nd = np.frombuffer(needle, np.uint8)
+        m = cupy.ones(hay.size - nd.size + 1, cupy.bool_)
+        for k in range(nd.size):
+            m &= device[k:hay.size - nd.size + 1 + k] == int(nd[k])
+        np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(cupy.flatnonzero(m)).astype(np.uint32))

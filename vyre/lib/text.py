@@ -120,8 +120,9 @@ def find_all(haystack: object, needle: object, *, backend: Any = None, scratch: 
     plan = call.plan()
     n_word, m_word = plan.word("text.n", text.n), plan.word("text.m", pattern.size)
     h_text = call.upload(plan, "text.haystack", text)
-    h_needle = plan.buffer("text.needle", pattern.size, 1)
-    backend.upload_resident(h_needle, pattern)
+    # the needle travels in the call's order: on a device call a copy on the caller's stream (a host
+    # upload into shared scratch could overwrite it before the last call's write pass read it)
+    h_needle = call.upload(plan, "text.needle", as_array(pattern, "needle", (U8,)))
     counts, ends = plan.buffer("text.counts", threads), plan.buffer("text.ends", threads)
     groups = ceil_div(capacity(threads), WG)
     plan.step(count_program(n_word, m_word), [h_text, h_needle, counts, plan.params], groups)
