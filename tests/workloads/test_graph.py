@@ -251,3 +251,18 @@ def test_the_oracle_searches_on_the_host_by_default():
                 g.bfs(3, alpha="fast")  # checked as on the IR path
     finally:
         backend.shutdown()
+
+
+def test_int32_csr_is_taken_without_a_copy():
+    """scipy's int32 CSR arrays cross as they are (one scan for negatives, no u32 copy), so the
+    host path sends the caller's own memory; negative or too-large ids are refused with a Fix."""
+    indices = np.arange(1 << 16, dtype=np.int32)[::-1].copy()
+    as_u32 = graph.u32_array("indices", indices, None)
+    assert as_u32.dtype == np.uint32 and np.shares_memory(as_u32, indices)
+    np.testing.assert_array_equal(as_u32, indices.astype(np.uint32))
+    strided = graph.u32_array("indices", indices[::2], None)  # not contiguous: copied, same values
+    np.testing.assert_array_equal(strided, indices[::2].astype(np.uint32))
+    for bad in (np.array([0, -1], np.int32), np.array([0, 2**32], np.int64), np.array([-3], np.int8)):
+        with pytest.raises(InvalidProgram, match="outside u32") as err:
+            graph.u32_array("indices", bad, None)
+        assert "Fix: " in str(err.value)

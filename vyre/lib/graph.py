@@ -61,9 +61,12 @@ def u32_array(name: str, values: object, backend: object | None = None) -> Any:
     if array.ndim != 1 or array.dtype.kind not in "iu":
         raise InvalidProgram(f"{name} must be a 1-D integer array, got shape {array.shape} dtype {array.dtype}",
                              "pass a 1-D numpy array of vertex ids or offsets.")
-    fits = array.dtype.kind == "u" and array.dtype.itemsize <= 4  # no scan of (maybe 10**8) values needed
-    if array.size and not fits and (array.min() < 0 or array.max() > UNREACHED):
-        raise InvalidProgram(f"{name} holds values outside u32", "pass ids and offsets in [0, 2**32).")
+    narrow = array.dtype.itemsize <= 4  # no value of a 4-byte (or narrower) type exceeds u32
+    if array.size and not (narrow and array.dtype.kind == "u"):  # one scan of (maybe 10**8) values at most
+        if array.min() < 0 or (not narrow and array.max() > UNREACHED):
+            raise InvalidProgram(f"{name} holds values outside u32", "pass ids and offsets in [0, 2**32).")
+    if array.dtype.itemsize == 4:  # i32 (scipy's CSR) with no negative value is the same bits as u32: no copy,
+        return np.ascontiguousarray(array).view(np.uint32)  # so the caller's array is what crosses the link
     return np.ascontiguousarray(array, dtype=np.uint32)
 
 
