@@ -157,6 +157,17 @@ def test_every_native_kernel_assembles_for_sm90(rng):
             lib.sort(keys, E.data(rng, value_type, keys.size), backend=be)
     for program in {step[0] for seq in be.sequences for step in seq}:
         programs[f"{program.name}_{len(programs)}"] = program
+    from vyre.ir import DataType
+
+    # the passes that move values or indices (key-value sorts and argsort take the composite plan
+    # for now, so they are built here directly): every shift, the key transform on the first and last
+    for values, value_raw in (("iota", DataType.U32), ("load", DataType.U32), ("load", DataType.U64)):
+        items = K.onesweep_items(DataType.U64, values)
+        for shift in range(0, 64, 8):
+            program = K.radix_onesweep(shift, DataType.F64 if shift == 0 else None,
+                                       DataType.F64 if shift == 56 else None, values, items, 0, 1,
+                                       raw=DataType.U64, value_raw=value_raw)
+            programs[f"{program.name}_{values}_{value_raw.name}"] = program
     wide = [name for name in programs if any(part in name for part in ("onesweep64", "starts_8", "histograms_"))]
     assert len(wide) >= 3 * 8 + 3
     failures = assemble({name: emit_ptx(programs[name], sm="90") for name in wide}, "90")

@@ -334,11 +334,15 @@ def sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, v
          values_mode: str, n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
          ) -> tuple[Resident | None, Resident | None]:
     """Any supported sort: ``radix_sort`` for 32-bit keys with 4-byte values (or none); for 64-bit
-    keys with any values, ``onesweep_sort`` of the whole keys below ``ONESWEEP_LIMIT``; else
-    ``permuted_sort``. ``value_type``: the element type of ``values`` (``values_mode`` "load")."""
+    keys alone, ``onesweep_sort`` of the whole keys below ``ONESWEEP_LIMIT``; else
+    ``permuted_sort``. ``value_type``: the element type of ``values`` (``values_mode`` "load").
+
+    64-bit keys with values or indices (key-value sorts, ``argsort``) take ``permuted_sort`` while
+    the native passes that move values are under investigation: one GPU run of many test processes
+    sharing a card returned an ``argsort``'s indices as a key-value sort's values (see docs/lib.md)."""
     if dtype.size == 4 and (value_type is None or value_type.size == 4):
         return radix_sort(plan, dtype, keys, values, values_mode, n, cap, final)
-    if dtype.size == 8 and n < settings.onesweep_limit(ONESWEEP_LIMIT):
+    if dtype.size == 8 and values_mode == "none" and n < settings.onesweep_limit(ONESWEEP_LIMIT):
         return onesweep_sort(plan, dtype, keys, values, values_mode, n, cap, final, value_type)
     return permuted_sort(plan, dtype, keys, values, value_type, values_mode, n, cap, final)
 
