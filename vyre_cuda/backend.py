@@ -222,7 +222,8 @@ class CudaBackend(Backend):
         return self.inplace.borrow(handle, array)
 
     def new_array(self, like: Sequence[object], dtype: DataType, count: int, stream: Any) -> Any:
-        """A zeroed array of the callers' kind (CuPy or torch), allocated on ``stream``."""
+        """A new (uninitialised) array of the callers' kind (CuPy or torch), allocated in ``stream``'s
+        order (None: the current stream's)."""
         return self.inplace.new_array(like, dtype, count, stream)
 
     def device_view(self, handle: Resident) -> tuple[int, int, int]:

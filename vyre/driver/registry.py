@@ -345,6 +345,9 @@ def default_backend(id: str | None = None) -> Any:
     another. A backend that was shut down is replaced by a new one on the next call.
     """
     spec = id or settings.backend() or ""
+    backend = _shared.get(spec)  # the common case, without the lock: a live backend already shared
+    if backend is not None and not _is_closed(backend):
+        return backend
     with _shared_lock:
         backend = _shared.get(spec)
         if backend is None or _is_closed(backend):

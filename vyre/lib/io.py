@@ -210,12 +210,14 @@ class Call:
         if not subgroups:
             raise UnsupportedFeature("subgroup operations (the vyre.lib kernels use them)", getattr(backend, "id", "?"))
         self.stream: Any = None
+        self.alloc_stream: Any = None  # results are allocated in this stream's order (None: the current stream)
         if self.on_device:
             if not binds:
                 raise UnsupportedFeature("device arrays in vyre.lib", getattr(backend, "id", "?"),
                                          "pass numpy arrays, or use a backend that binds device arrays (cuda).")
             self.like = tuple(a.data for a in given if a.on_device)
             self.stream = backend.stream_for(stream, self.like)
+            self.alloc_stream = None if stream is None else self.stream  # no stream=: the call's is the current one
 
     def plan(self) -> Plan:
         return Plan(self.backend, self.scratch, "params.device" if self.on_device else "params")
@@ -240,7 +242,7 @@ class Call:
         caller (resident calls), else scratch ``role``."""
         np_dtype = np.dtype(np_dtype)
         if self.on_device:
-            array = self.backend.new_array(self.like, _NP_TO_TYPE[np_dtype], elements, self.stream)
+            array = self.backend.new_array(self.like, _NP_TO_TYPE[np_dtype], elements, self.alloc_stream)
             handle = self.scratch.borrow(role, array)
             self._arrays[id(handle)] = array
             if self.recording is not None:
@@ -283,7 +285,7 @@ class Call:
             handle = self.backend.allocate_resident(4)
             return ResidentArray(handle, np_dtype, 0, self.backend)
         if self.on_device:
-            return self.backend.new_array(self.like, _NP_TO_TYPE[np.dtype(np_dtype)], 0, self.stream)
+            return self.backend.new_array(self.like, _NP_TO_TYPE[np.dtype(np_dtype)], 0, self.alloc_stream)
         return np.zeros(0, dtype=np_dtype)
 
     def device_data(self, array: Array) -> Any:
@@ -359,6 +361,7 @@ class FastCall:
         # the replay lane: with no watched words, a call whose stream and array addresses equal the
         # last call's replays that call's graph (``compiled.replay``) without re-pointing anything
         self.lane = not self.watch and hasattr(compiled, "replay")
+        self.packed = compiled.pack(self.writes) if self.lane else ()
         self.last: tuple | None = None
 
     def run(self, call: Call, shape: Callable[[list[Any]], Any]) -> Any:
@@ -366,13 +369,13 @@ class FastCall:
         compiled steps refuse (a freed handle): compile again."""
         stream, given = call.stream, call.given
         inputs = [call.device_data(given[index]) for _, index, _ in self.inputs]
-        new_array, like = call.backend.new_array, call.like
-        arrays = [new_array(like, dtype, elements, stream) for _, dtype, elements, _ in self.results]
+        new_array, like, alloc = call.backend.new_array, call.like, call.alloc_stream
+        arrays = [new_array(like, dtype, elements, alloc) for _, dtype, elements, _ in self.results]
         where = None
         if self.lane:
             pointer = self.compiled.pointer
             where = (stream.ptr, *map(pointer, inputs), *map(pointer, arrays))
-            if where == self.last and self.compiled.replay(stream, self.writes):
+            if where == self.last and self.compiled.replay(stream, self.packed):
                 return shape(arrays)
         borrow = call.scratch.borrow
         for (role, _, handle), data in zip(self.inputs, inputs, strict=True):

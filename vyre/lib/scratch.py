@@ -18,15 +18,14 @@ import weakref
 from typing import Any
 
 from vyre.driver.backend import Resident
+from vyre.driver.errors import InvalidProgram
+from vyre.driver.registry import default_backend
 
 FAST_CALLS = 64  # compiled device calls kept per backend
 
 
 def resolve_backend(backend: Any) -> Any:
     """``backend=`` of a library call: None (the shared default), a backend id string, or a started backend."""
-    from vyre.driver.errors import InvalidProgram
-    from vyre.driver.registry import default_backend
-
     if backend is None or isinstance(backend, str):
         return default_backend(backend or None)
     if not all(hasattr(backend, name) for name in ("dispatch", "allocate_resident")):

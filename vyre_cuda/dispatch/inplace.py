@@ -241,8 +241,11 @@ class InPlaceDispatcher:
 
     def new_array(self, like: Sequence[object], dtype: DataType, count: int, stream: Any) -> Any:
         """A new array of ``count`` elements for a result: torch when any of ``like`` is a torch
-        tensor, else CuPy; allocated in ``stream``'s order."""
+        tensor, else CuPy; allocated in ``stream``'s order (None: the current stream's, which is
+        the call's stream when the caller passed no ``stream=``)."""
         kind = "torch" if any(device_kind(x) == "torch" for x in like) else "cupy"
+        if stream is None:
+            return new_device_array(kind, dtype, count, self.runtime.device_id)[0]
         with stream:
             return new_device_array(kind, dtype, count, self.runtime.device_id)[0]
 

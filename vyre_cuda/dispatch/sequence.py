@@ -426,15 +426,17 @@ class SequenceDispatcher:
     def write(self, writes: Sequence[tuple[Resident, np.ndarray]], stream: Any) -> None:
         """Enqueue host words into resident buffers on ``stream`` (through the pinned ring), skipping
         a write to a backend-owned buffer whose bytes equal the last ones written to it here."""
+        self.write_packed(pack_writes(writes), stream)
+
+    def write_packed(self, writes: Sequence[tuple[Resident, bytes, np.ndarray]], stream: Any) -> None:
+        """``write`` of writes already packed by ``pack_writes`` (a compiled call packs its words once)."""
         rt = self.runtime
-        for handle, words in writes:
+        for handle, raw, data in writes:
             buf = rt.resident.resolve(handle)
-            raw = np.ascontiguousarray(words).tobytes()
             check_byte_range(handle, 0, len(raw), "write")
-            data = np.frombuffer(raw + b"\0" * (-len(raw) % 4), np.uint32)
             if not buf.borrowed:  # only words nobody else writes (parameter blocks) may be skipped
                 last = self.written.get(id(buf))
-                if last is not None and last[0] is buf and last[1] == raw:
+                if last is not None and last[0] is buf and (last[1] is raw or last[1] == raw):
                     continue
                 self.written[id(buf)] = (buf, raw)
             host = rt.ring.put(data, stream)
@@ -602,6 +604,16 @@ def release(backend: DeviceContext) -> None:
         backend.sequences.close()
 
 
+def pack_writes(writes: Sequence[tuple[Resident, np.ndarray]]) -> tuple[tuple[Resident, bytes, np.ndarray], ...]:
+    """``(handle, bytes, u32 words)`` of each write: the bytes compared with the last ones written,
+    the words (padded to whole u32s) copied."""
+    packed = []
+    for handle, words in writes:
+        raw = np.ascontiguousarray(words).tobytes()
+        packed.append((handle, raw, np.frombuffer(raw + b"\0" * (-len(raw) % 4), np.uint32)))
+    return tuple(packed)
+
+
 def _lasting(stream: Any, runtime: Any) -> bool:
     """The backend's stream or a default stream (legacy, per-thread): never destroyed."""
     return stream is runtime.stream or stream.ptr in (0, 1, 2)
@@ -728,10 +740,12 @@ class CallerSequence(CompiledSequence):
     #: the device address of a caller's array: what ``replay``'s callers compare to know the
     #: arrays are where the last call's were
     pointer = staticmethod(array_pointer)
+    #: ``replay``'s writes, packed once by the caller (``pack_writes``)
+    pack = staticmethod(pack_writes)
 
-    def replay(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = ()) -> bool:
-        """The last ``enqueue``'s graph replayed on ``stream`` with ``writes``, for a caller whose
-        arrays are where that call's were (the caller checks with ``pointer``): no re-pointing, no
+    def replay(self, stream: Any, writes: Sequence[tuple[Resident, bytes, np.ndarray]] = ()) -> bool:
+        """The last ``enqueue``'s graph replayed on ``stream`` with ``writes`` (``pack``ed), for a
+        caller whose arrays are where that call's were (the caller checks with ``pointer``): no re-pointing, no
         body lookup. False (nothing enqueued) when there is no live graph of it, graphs are off,
         a handle was freed or resized, or the backend closed: ``enqueue`` instead."""
         rt, seq, body = self.runtime, self.sequences, self.last
@@ -741,10 +755,11 @@ class CallerSequence(CompiledSequence):
             entry = body.graphs.get((1, self.overlap))
             if entry is None or not entry.alive:
                 return False
-            seq.open()
-            seq.watches.poll()
+            rt.use_device()  # open (``rt.closed`` was checked above)
+            if seq.watches.queue:
+                seq.watches.poll()
             seq.order(stream)
-            seq.write(writes, stream)
+            seq.write_packed(writes, stream)
             seq.graphs.replay(entry, stream)
             seq.finish(stream)
             return True

@@ -185,8 +185,11 @@ def new_device_array(kind: str, dtype: DataType, count: int, device_id: int) -> 
         return out, out.data_ptr()
     import cupy
 
-    with cupy.cuda.Device(device_id):
+    if cupy.cuda.runtime.getDevice() == device_id:  # the common case: no device switch to pay for
         out = cupy.empty(count, dtype.np_dtype)
+    else:
+        with cupy.cuda.Device(device_id):
+            out = cupy.empty(count, dtype.np_dtype)
     return out, out.data.ptr
 
 
