@@ -9,18 +9,18 @@ Tests of one internal module import that module directly, since they reach into 
 state, monkeypatched globals or module-level constants):
 
 - ``tests/codegen/test_mathlib64.py``, ``f64_model.py``: ``_codegen.mathlib64``, ``mathlib64_consts``;
-- ``tests/codegen/test_versions.py``, ``test_size_bound.py``, ``test_own_index.py``, ``test_written.py``,
-  ``test_coarsen.py``: ``_codegen.versions``, ``limits``, ``own_index``, ``written``, ``coarsen``
-  (and ``_dispatch.coarsening``, the policy it tests with it);
-- ``tests/host/test_disk_cache.py``, ``test_cache_isolation.py``, ``test_cache_paths.py``:
-  ``_runtime.cache``, ``cache_fs``; ``test_program_index.py``: ``_runtime.program_index``;
-  ``test_settings.py``, ``test_settings_table.py``: ``_runtime.settings``; ``test_profiler.py``:
-  ``_runtime.profiler``; ``test_driver.py``: ``_runtime.driver``; ``test_conditional.py``:
-  ``_runtime.conditional``;
+- ``tests/codegen/test_versions.py``, ``test_size_bound.py``, ``test_own_index.py``, ``test_written.py``:
+  ``_codegen.versions``, ``limits``, ``own_index``, ``written``; ``test_coarsen.py``: ``_codegen.coarsen``,
+  ``_codegen.memory`` and ``_dispatch.coarsening`` (the policy); ``test_limits.py``: ``_codegen.module``;
+- ``tests/host/test_disk_cache.py``, ``test_cache_isolation.py``, ``test_cache_paths.py``: ``_runtime.cache``,
+  ``cache_fs``, ``settings`` and the loader's PTX dumps; ``test_program_index.py``: ``_runtime.program_index``;
+  ``test_settings.py``, ``test_settings_table.py``: ``_runtime.settings`` (and the cache's size and path
+  defaults); ``test_profiler.py``: ``_runtime.profiler``; ``test_driver.py``: ``_runtime.driver``;
+  ``test_conditional.py``: ``_runtime.conditional``;
 - ``tests/gpu/test_host_pins.py``: ``_runtime.host_pins``; ``tests/gpu/test_cuda_coarsen.py``:
   ``_dispatch.coarsening``; ``tests/scale/test_multi.py``'s collective tests: ``_collectives``;
-- ``tests/host/test_cuda_cpu.py`` and ``test_settings_table.py`` name internal modules as strings
-  (what a fresh process imports, which modules read the environment).
+- ``tests/host/test_cuda_cpu.py``, ``test_layers.py`` and ``test_settings_table.py`` name internal modules
+  as strings (what a fresh process imports, the floors, which modules read the environment).
 """
 
 from __future__ import annotations
