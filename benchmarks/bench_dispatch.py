@@ -189,7 +189,7 @@ def launch_cost(be, calls: int, rounds: int = 3) -> dict:
 def sequences(be, reps: int) -> dict:
     import cupy
 
-    from vyre_cuda.dispatch.sequence import compile_sequence
+    from vyre_cuda.testing import compile_sequence
 
     h = be.allocate_resident(TINY_N * 4)
     be.upload_resident(h, np.arange(TINY_N, dtype=np.uint32))

@@ -112,7 +112,7 @@ def launch_overhead(be, calls: int) -> dict:
 
 # ---- 2. a 64-step sequence: graph vs eager ----------------------------------------------------------------
 def sequence_replay(be, reps: int, calls: int) -> dict:
-    from vyre_cuda.dispatch.sequence import compile_sequence
+    from vyre_cuda.testing import compile_sequence
 
     handles = [be.allocate_resident(TINY_N * 4) for _ in range(4)]
     for h in handles:

@@ -6,7 +6,7 @@
 Prints, and writes to ``$OUT/profile_sort.json`` when ``OUT`` is set:
 
 - ``ranges``: every NVTX range message the backend pushed, in order with repeats collapsed
-  (``vyre_cuda.runtime.profiler.recording``; the script wraps each sort in ``vyre.lib.sort``);
+  (``vyre_cuda.profiling.recording``; the script wraps each sort in ``vyre.lib.sort``);
 - ``loaded_kernels``: the kernel of each program the backend prepared, by the name the driver
   knows it by (``cuFuncGetName`` through cuda.bindings), with the program name;
 - ``cupti_kernels``: when torch with CUDA is importable, every kernel CUPTI saw during the timed
@@ -85,7 +85,7 @@ def main() -> None:
 
     import cupy
 
-    from vyre_cuda.runtime import driver, profiler
+    from vyre_cuda.testing import driver, profiler
 
     backend = vyre.acquire("cuda")
     keys = np.random.default_rng(1).integers(0, 2**32, args.n, dtype=np.uint32)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from vyre_cuda import emit_ptx, entry_name, param_block_layout  # noqa: E402
 from vyre_cuda.bench import device_ms, saxpy_program  # noqa: E402
-from vyre_cuda.codegen.abi import param_name  # noqa: E402
+from vyre_cuda.testing import param_name  # noqa: E402
 
 N = 1 << 26
 BLOCK = 256

@@ -48,7 +48,7 @@ Step = tuple[Program, list[Any], DispatchConfig]
 
 def ptxas_report() -> None:
     """Registers and shared memory of the single-pass sort's kernels (f32 keys: the largest)."""
-    from vyre_cuda.codegen import emit_ptx
+    from vyre_cuda import emit_ptx
 
     if not any((Path(d) / "ptxas").exists() for d in os.environ.get("PATH", "").split(os.pathsep)):
         print("ptxas not on PATH: no register report")

@@ -40,7 +40,7 @@ def _named(tree: ast.AST, package: str, known: dict[str, Path]) -> list[tuple[in
             if node.level:
                 parts = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([node.module] if node.module else []))
-            for alias in node.names:  # ``from vyre_cuda.codegen import lowerings`` imports that module
+            for alias in node.names:  # ``from vyre_cuda._codegen import lowerings`` imports that module
                 sub = f"{base}.{alias.name}"
                 found.append((node.lineno, sub if sub in known else base))
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__"

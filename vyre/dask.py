@@ -37,6 +37,7 @@ from vyre.driver.errors import BackendUnavailable, InvalidProgram
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.program import Access
 from vyre.lib.multi import UFUNCS, as_program
+from vyre.settings import BACKEND
 
 FIX_INSTALL = "install the extra: pip install 'vyre-cuda[dask]'."
 OPS = ("add", "min", "max", "or", "and", "xor")
@@ -466,12 +467,12 @@ def worker_environments(n_workers: int | None = None, backend: str | None = None
         visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
         names = [visible[g.index] if g.index < len(visible) else str(g.index) for g in gpus]
         count = n_workers or len(names)
-        return [{"CUDA_VISIBLE_DEVICES": names[k % len(names)], "VYRE_BACKEND": "cuda"} for k in range(count)]
+        return [{"CUDA_VISIBLE_DEVICES": names[k % len(names)], BACKEND: "cuda"} for k in range(count)]
     if backend == "cuda":
         raise BackendUnavailable("no CUDA device is listed (vyre.devices() has none)",
                                  "check nvidia-smi and CUDA_VISIBLE_DEVICES, or leave backend=None for oracle workers.")
     count = n_workers or max(1, min(4, os.cpu_count() or 1))
-    return [{"VYRE_BACKEND": backend or "reference"} for _ in range(count)]
+    return [{BACKEND: backend or "reference"} for _ in range(count)]
 
 
 def local_cluster(n_workers: int | None = None, *, backend: str | None = None, threads_per_worker: int | None = None,

@@ -1,5 +1,5 @@
 """Every ``VYRE_*`` environment variable of the host half, read in one place (the cuda backend's
-are in ``vyre_cuda.runtime.settings``; docs/troubleshooting.md has the table of both).
+are in ``vyre_cuda._runtime.settings``; docs/troubleshooting.md has the table of both).
 
 | variable | meaning |
 |---|---|

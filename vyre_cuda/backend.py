@@ -1,14 +1,14 @@
 """``CudaBackend``: the ``cuda`` backend, composed of parts that each own their state.
 
-- ``runtime`` (``vyre_cuda.runtime.context.DeviceRuntime``): stream, memory pools, module cache,
+- ``runtime`` (``vyre_cuda._runtime.context.DeviceRuntime``): stream, memory pools, module cache,
   parameter blocks, the zero-and-launch step, faults, open / lost state, counters;
-- ``programs`` (``vyre_cuda.dispatch.prepared.ProgramCache``): prepared programs and launch plans;
-- ``host`` (``dispatch.host.HostDispatcher``): ``dispatch``, ``dispatch_async``, ``dispatch_timed``;
-- ``residents`` (``dispatch.resident.ResidentDispatcher``): resident buffers, ``view`` and
+- ``programs`` (``vyre_cuda._dispatch.prepared.ProgramCache``): prepared programs and launch plans;
+- ``host`` (``_dispatch.host.HostDispatcher``): ``dispatch``, ``dispatch_async``, ``dispatch_timed``;
+- ``residents`` (``_dispatch.resident.ResidentDispatcher``): resident buffers, ``view`` and
   ``dispatch_resident``;
-- ``sequences`` (``dispatch.sequence.SequenceDispatcher``): ``dispatch_sequence``,
+- ``sequences`` (``_dispatch.sequence.SequenceDispatcher``): ``dispatch_sequence``,
   ``dispatch_repeated``, ``dispatch_until`` and their graphs;
-- ``compile`` makes ``dispatch.pipeline.CudaPipeline`` objects, which own their own buffers and graphs.
+- ``compile`` makes ``_dispatch.pipeline.CudaPipeline`` objects, which own their own buffers and graphs.
 
 Every public method is an ordinary method of the class that hands the call to the part that does
 the work (``backend.dispatch_resident(...)`` -> ``residents.dispatch_resident(...)``), so a reader,
@@ -36,21 +36,21 @@ from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import VyreError
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
-from vyre_cuda.dispatch import device_arrays
-from vyre_cuda.dispatch.host import HostDispatcher
-from vyre_cuda.dispatch.inplace import InPlaceDispatcher, takes
-from vyre_cuda.dispatch.pipeline import CudaPipeline
-from vyre_cuda.dispatch.prepared import PreparedProgram, ProgramCache
-from vyre_cuda.dispatch.resident import ResidentDispatcher
-from vyre_cuda.dispatch.sequence import CallerSequence, SequenceDispatcher
-from vyre_cuda.runtime.context import DeviceRuntime
-from vyre_cuda.runtime.errors import needs_reset, quiet_teardown, reset_device, watch_device
-from vyre_cuda.runtime.launch import DeviceLimits, LaunchPlan, PinnedRing
-from vyre_cuda.runtime.pools import DeviceBuffer, DeviceHeap, PinnedStaging, ResidentPool, TransientPool
-from vyre_cuda.runtime.telemetry import Telemetry
+from vyre_cuda._dispatch import device_arrays
+from vyre_cuda._dispatch.host import HostDispatcher
+from vyre_cuda._dispatch.inplace import InPlaceDispatcher, takes
+from vyre_cuda._dispatch.pipeline import CudaPipeline
+from vyre_cuda._dispatch.prepared import PreparedProgram, ProgramCache
+from vyre_cuda._dispatch.resident import ResidentDispatcher
+from vyre_cuda._dispatch.sequence import CallerSequence, SequenceDispatcher
+from vyre_cuda._runtime.context import DeviceRuntime
+from vyre_cuda._runtime.errors import needs_reset, quiet_teardown, reset_device, watch_device
+from vyre_cuda._runtime.launch import DeviceLimits, LaunchPlan, PinnedRing
+from vyre_cuda._runtime.pools import DeviceBuffer, DeviceHeap, PinnedStaging, ResidentPool, TransientPool
+from vyre_cuda._runtime.telemetry import Telemetry
 
 if TYPE_CHECKING:  # loaded when the runtime starts, not on import
-    from vyre_cuda.runtime.loader import ModuleCache
+    from vyre_cuda._runtime.loader import ModuleCache
 
 __all__ = ["CudaBackend", "PreparedProgram"]
 
@@ -63,7 +63,7 @@ class CudaBackend(Backend):
 
     def __init__(self, device: int | str | None = None) -> None:
         from vyre.version import __version__
-        from vyre_cuda.runtime.device import probe, resolve_index
+        from vyre_cuda._runtime.device import probe, resolve_index
 
         self.version = __version__
         index = resolve_index(device)
@@ -161,7 +161,7 @@ class CudaBackend(Backend):
         """True after ``shutdown`` or a device fault: ``vyre.default_backend()`` then starts a new one."""
         return self.runtime.closed
 
-    # ---- host dispatches (``dispatch.host``) -----------------------------------------------------
+    # ---- host dispatches (``_dispatch.host``) -----------------------------------------------------
     def dispatch_async(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None
                        ) -> PendingDispatch:
         return self.host.dispatch_async(program, inputs, config)
@@ -170,7 +170,7 @@ class CudaBackend(Backend):
                        ) -> TimedDispatch:
         return self.host.dispatch_timed(program, inputs, config)
 
-    # ---- resident buffers (``dispatch.resident``) ------------------------------------------------
+    # ---- resident buffers (``_dispatch.resident``) ------------------------------------------------
     def allocate_resident(self, nbytes: int) -> Resident:
         return self.residents.allocate_resident(nbytes)
 
@@ -195,7 +195,7 @@ class CudaBackend(Backend):
         """The handles' buffers, the run-time counts and the grid of a resident dispatch."""
         return self.residents.resident_layout(prepared, handles, config)
 
-    # ---- sequences, repeats, fixed points (``dispatch.sequence``) --------------------------------
+    # ---- sequences, repeats, fixed points (``_dispatch.sequence``) --------------------------------
     def dispatch_sequence(self, steps: Sequence[tuple], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
         return self.sequences.dispatch_sequence(steps, reads)
 
@@ -216,7 +216,7 @@ class CudaBackend(Backend):
         """The steps of one library call over borrowed handles, bound once (``CallerSequence``)."""
         return CallerSequence(self, steps)
 
-    # ---- the caller's arrays (``dispatch.inplace``) ----------------------------------------------
+    # ---- the caller's arrays (``_dispatch.inplace``) ----------------------------------------------
     def borrow(self, handle: Resident | None, array: object) -> Resident:
         """A resident handle over ``array``'s memory, no copy (re-pointed when ``handle`` is given)."""
         return self.inplace.borrow(handle, array)
@@ -249,7 +249,7 @@ class CudaBackend(Backend):
         """The CuPy stream a call on the caller's arrays runs on."""
         return self.inplace.stream_for(stream, arrays)
 
-    # ---- prepared programs and launch plans (``dispatch.prepared``) -------------------------------
+    # ---- prepared programs and launch plans (``_dispatch.prepared``) -------------------------------
     def prepared(self, program: Program, config: DispatchConfig | None = None, coarsen: int = 1) -> PreparedProgram:
         """``program`` validated, emitted and loaded (cached)."""
         return self.programs.prepared(program, config, coarsen)
@@ -275,7 +275,7 @@ class CudaBackend(Backend):
         """Give ``plan``'s parameter block back."""
         self.programs.close_plan(plan)
 
-    # ---- the runtime's launch primitives (``runtime.context``) -------------------------------------
+    # ---- the runtime's launch primitives (``_runtime.context``) -------------------------------------
     def zero(self, buffer: DeviceBuffer, nbytes: int) -> None:
         """Zero the first ``nbytes`` of ``buffer`` on the backend's stream."""
         self.runtime.zero(buffer, nbytes)
@@ -293,8 +293,8 @@ class CudaBackend(Backend):
     def dispatch(self, program: Program, inputs: Sequence[object], config: DispatchConfig | None = None,
                  stream: object | None = None) -> list[Any]:
         """Run ``program`` once. Device-array inputs are bound in place and the call is
-        stream-ordered with no wait (``dispatch.inplace``); host inputs give numpy outputs after one
-        synchronisation (``dispatch.host``)."""
+        stream-ordered with no wait (``_dispatch.inplace``); host inputs give numpy outputs after one
+        synchronisation (``_dispatch.host``)."""
         if takes(program, inputs, config):
             return self.inplace.dispatch(program, inputs, config, stream)
         return self.host.dispatch(program, inputs, config)
@@ -335,7 +335,7 @@ class CudaBackend(Backend):
             self.runtime.close()
 
     def mark_lost(self) -> None:
-        """Called by ``vyre_cuda.runtime.errors`` when the device context is poisoned: refuse further use."""
+        """Called by ``vyre_cuda._runtime.errors`` when the device context is poisoned: refuse further use."""
         self.runtime.mark_lost()
 
     def forget_device(self) -> None:
@@ -368,8 +368,8 @@ def _warm_up_host_side(cc: str) -> None:
     from vyre.ir.expr import Expr
     from vyre.ir.node import Node
     from vyre.ir.validate import validate
-    from vyre_cuda.codegen import emit_ptx
-    from vyre_cuda.codegen.written import whole_writes
+    from vyre_cuda._codegen import emit_ptx
+    from vyre_cuda._codegen.written import whole_writes
 
     i = Expr.var("i")
     value = Expr.add(Expr.bitxor(Expr.load("a", i), Expr.u32(1)), Expr.load("o", i))

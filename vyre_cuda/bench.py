@@ -30,6 +30,7 @@ import numpy as np
 
 from vyre.driver.config import DispatchConfig
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre_cuda._runtime.settings import CACHE_DIR
 
 U32, F32 = DataType.U32, DataType.F32
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,7 +245,7 @@ def compile_times() -> dict:
     salt = int.from_bytes(os.urandom(3), "little") | 1
     with tempfile.TemporaryDirectory() as cache:
         env = {k: v for k, v in os.environ.items() if k != "CUDA_CACHE_PATH"}
-        env["VYRE_CUDA_CACHE_DIR"] = cache
+        env[CACHE_DIR] = cache
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         out = {}
         for label in ("cold", "warm"):
@@ -258,7 +259,7 @@ def compile_times() -> dict:
 # ---- launch overhead ----------------------------------------------------------------------------------
 def launch_overhead(be: Any, calls: int) -> dict:
     """Host µs per launch: ``dispatch_resident`` (4 buffers) and a bare ``LaunchPlan.launch`` per mode."""
-    from vyre_cuda.runtime.launch import LAUNCH_MODES, LaunchPlan
+    from vyre_cuda._runtime.launch import LAUNCH_MODES, LaunchPlan
 
     program = tiny_program()
     n = 256

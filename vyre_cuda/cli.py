@@ -58,8 +58,8 @@ def add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
 
 # ---- emit-ptx ------------------------------------------------------------------------------------
 def _coarsen_factor(text: str) -> int:
-    """``--coarsen``: an int accepted by ``codegen.coarsen.check_factor`` (else an argparse error)."""
-    from vyre_cuda.codegen.coarsen import check_factor
+    """``--coarsen``: an int accepted by ``_codegen.coarsen.check_factor`` (else an argparse error)."""
+    from vyre_cuda._codegen.coarsen import check_factor
 
     try:
         return check_factor(int(text))
@@ -71,7 +71,7 @@ def _coarsen_factor(text: str) -> int:
 def cmd_emit_ptx(args: argparse.Namespace) -> int:
     """Emit PTX for ``args.file`` (``--sm``, ``--ptx-version``, ``--coarsen``, ``-o``)."""
     from vyre.cli import load_program
-    from vyre_cuda.codegen import emit_ptx
+    from vyre_cuda._codegen import emit_ptx
 
     target = Path(args.output) if args.output else None
     if target is not None and not target.parent.is_dir():
@@ -137,7 +137,7 @@ def check_vyre() -> Check:
 def check_settings() -> Check:
     """Every ``VYRE_CUDA_*`` (and ``VYRE_PTX_DUMP_DIR``) variable: FAIL listing each bad value, WARN for
     unknown ``VYRE_CUDA_*`` names (a misspelt setting does nothing)."""
-    from vyre_cuda.runtime import settings
+    from vyre_cuda._runtime import settings
 
     bad, unknown = settings.problems(), settings.unknown()
     if bad:
@@ -162,7 +162,7 @@ def driver_version() -> int:
 
 
 def check_driver() -> Check:
-    from vyre_cuda.runtime.device import FIX_NO_DRIVER, format_version
+    from vyre_cuda._runtime.device import FIX_NO_DRIVER, format_version
 
     version = driver_version()
     if version == 0:
@@ -171,7 +171,7 @@ def check_driver() -> Check:
 
 
 def check_cupy() -> Check:
-    from vyre_cuda.runtime.device import FIX_INSTALL, format_version, import_cupy
+    from vyre_cuda._runtime.device import FIX_INSTALL, format_version, import_cupy
 
     if importlib.util.find_spec("cupy") is None:
         return Check("cupy", MISSING, "CuPy is not installed", FIX_INSTALL)
@@ -185,7 +185,7 @@ def check_cupy() -> Check:
 
 
 def check_bindings() -> Check:
-    """cuda-bindings (the cold driver paths, ``runtime/driver.py``) and nvtx (the ``vyre`` NVTX domain), by
+    """cuda-bindings (the cold driver paths, ``_runtime/driver.py``) and nvtx (the ``vyre`` NVTX domain), by
     their metadata only: nothing is imported or loaded."""
     found = {d: _version(d) for d in ("cuda-bindings", "nvtx")}
     missing = [d for d, v in found.items() if v is None]
@@ -214,7 +214,7 @@ def _installed(distribution: str) -> bool:
 
 def check_device(usable: bool) -> Check:
     """Probe the device (``VYRE_CUDA_DEVICE``, default 0) unless the driver or CuPy is already missing."""
-    from vyre_cuda.runtime.device import FIX_NO_DEVICE, device_count, probe
+    from vyre_cuda._runtime.device import FIX_NO_DEVICE, device_count, probe
 
     if not usable:
         return Check("device", MISSING, "no CUDA device can be used (see driver/cupy above)", FIX_NO_DEVICE)
@@ -244,7 +244,7 @@ def check_ptxas() -> Check:
 
 def check_cache() -> Check:
     from vyre.driver.errors import InvalidSetting
-    from vyre_cuda.runtime.cache import ENV_DIR, default_disk_cache, jit_cache_env
+    from vyre_cuda._runtime.cache import ENV_DIR, default_disk_cache, jit_cache_env
 
     try:
         info = default_disk_cache().info()
@@ -272,7 +272,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Run ``vyre_cuda.bench`` on device ``VYRE_CUDA_DEVICE`` (default 0) and print its table."""
     from vyre.cli import progress
     from vyre_cuda import bench
-    from vyre_cuda.factory import create_backend
+    from vyre_cuda._factory import create_backend
 
     try:
         be = create_backend()
@@ -295,7 +295,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # ---- cache info | clear -----------------------------------------------------------------------------
 def cmd_cache_info(args: argparse.Namespace) -> int:
     """Print the cache directory, its size and cap (``--json`` for all fields)."""
-    from vyre_cuda.runtime.cache import default_disk_cache
+    from vyre_cuda._runtime.cache import default_disk_cache
 
     info = default_disk_cache().info()
     if getattr(args, "json", False):
@@ -313,7 +313,7 @@ def cmd_cache_info(args: argparse.Namespace) -> int:
 
 def cmd_cache_clear(args: argparse.Namespace) -> int:
     """Remove every cached kernel (entries, module files, driver JIT cache)."""
-    from vyre_cuda.runtime.cache import default_disk_cache
+    from vyre_cuda._runtime.cache import default_disk_cache
 
     cache = default_disk_cache()
     removed = cache.clear()

@@ -8,8 +8,8 @@ A plugin pack that gives an op (``vyre_register_ops``) a PTX lowering implements
     def vyre_cuda_register_lowerings():
         return {"mypack.popcount64": my_lowering}
 
-Each lowering is registered with ``vyre_cuda.codegen.lowerings.register_lowering(op_id, fn)``:
-``fn(ctx, *arg_regs) -> result_reg`` (see that module for the ``LoweringContext`` it receives).
+Each lowering is registered with ``vyre_cuda.register_lowering(op_id, fn)``:
+``fn(ctx, *arg_regs) -> result_reg``, where ``ctx`` is a ``vyre_cuda.LoweringContext``.
 """
 
 from __future__ import annotations

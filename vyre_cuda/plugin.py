@@ -11,7 +11,7 @@ from typing import Any
 
 import pluggy
 
-from vyre_cuda.factory import create_backend, load_lowerings
+from vyre_cuda._factory import create_backend, load_lowerings
 
 __all__ = ["CUDA_RANK", "create_backend", "hookimpl", "load_lowerings"]
 
@@ -26,7 +26,7 @@ def vyre_register_backends() -> list[Any]:
     from vyre.driver.registry import BackendRegistration
     from vyre.ir.expr import ALL_OPS
     from vyre.version import __version__
-    from vyre_cuda.codegen.lowerings import lowered_ops
+    from vyre_cuda._codegen.lowerings import lowered_ops
 
     try:
         load_lowerings()  # cheap: asks the plugins for their tables, touches no device
@@ -39,14 +39,14 @@ def vyre_register_backends() -> list[Any]:
 
 def list_devices() -> list[dict[str, Any]]:
     """Every visible CUDA device's properties (``vyre.devices()``); reading them creates no context."""
-    from vyre_cuda.runtime.device import device_count, probe
+    from vyre_cuda._runtime.device import device_count, probe
 
     return [probe(index).as_profile() for index in range(device_count())]
 
 
 def nccl_all_reduce(backends: Any, handles: Any, dtype: Any, op: str) -> str | None:
-    """The registration's ``all_reduce``: NCCL, else peer copies (see ``vyre_cuda.collectives``)."""
-    from vyre_cuda.collectives import all_reduce
+    """The registration's ``all_reduce``: NCCL, else peer copies (see ``vyre_cuda._collectives``)."""
+    from vyre_cuda._collectives import all_reduce
 
     return all_reduce(backends, handles, dtype, op)
 

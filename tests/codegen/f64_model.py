@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from vyre.reference.floats import fma_f64
-from vyre_cuda.codegen import mathlib64_consts as C
-from vyre_cuda.codegen.mathlib64 import ALGORITHMS
+from vyre_cuda._codegen import mathlib64_consts as C
+from vyre_cuda._codegen.mathlib64 import ALGORITHMS
 
 Arr = np.ndarray
 

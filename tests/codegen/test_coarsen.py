@@ -1,9 +1,9 @@
-"""Thread coarsening along x (``emit_ptx(..., coarsen=K)``, ``vyre_cuda.dispatch.coarsening``) without a GPU.
+"""Thread coarsening along x (``emit_ptx(..., coarsen=K)``, ``vyre_cuda._dispatch.coarsening``) without a GPU.
 
 The coarsened kernel of every construct and of generated programs assembles for sm_80/sm_90;
 ``coarsen=1`` is exactly the plain kernel; the loop, tail test, per-iteration workgroup-memory
 zeroing and ``return_`` lowering have the documented shape; the backend's choice of K and the
-parameter words it packs follow ``vyre_cuda.dispatch.coarsening``. The GPU check is tests/gpu/test_coarsen.py.
+parameter words it packs follow ``vyre_cuda._dispatch.coarsening``. The GPU check is tests/gpu/test_coarsen.py.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from codegen_support import D, assemble, assemble_all_targets, elementwise, need
 from vyre.driver.errors import InvalidProgram, InvalidSetting
 from vyre.ir import BufferDecl, Expr, Node, Program
 from vyre_cuda import emit_ptx, param_block_layout
-from vyre_cuda.codegen.abi import grid_x_word
-from vyre_cuda.codegen.coarsen import MAX_FACTOR
-from vyre_cuda.dispatch import coarsening as policy
+from vyre_cuda._codegen.coarsen import MAX_FACTOR
+from vyre_cuda._dispatch import coarsening as policy
+from vyre_cuda.testing import grid_x_word
 
 generate = pytest.importorskip("vyre.ir.generate", reason="vyre.ir.generate is not available yet")
 
@@ -86,7 +86,7 @@ PLAIN_DIGEST = "28c4dd80826380542394bfe4c7889cb8e91dca4680e0c6244d1b56e3f7585199
 
 
 def _as_codegen_1(ptx: str) -> str:
-    from vyre_cuda.codegen.module import CODEGEN_VERSION
+    from vyre_cuda.testing import CODEGEN_VERSION
 
     lines = [re.sub(r"^\.visible \.entry \w+\(", ".visible .entry vyre_main(", ln)
              for ln in ptx.split("\n") if not ln.strip().startswith("griddepcontrol.")]
@@ -94,7 +94,7 @@ def _as_codegen_1(ptx: str) -> str:
 
 
 def test_plain_kernels_are_byte_identical_to_before_coarsening(monkeypatch) -> None:
-    monkeypatch.setattr("vyre_cuda.codegen.memory.cached_read_write", lambda program: frozenset())
+    monkeypatch.setattr("vyre_cuda._codegen.memory.cached_read_write", lambda program: frozenset())
     programs = all_programs()
     digest = hashlib.sha256()
     for name in PLAIN_SAMPLE:

@@ -13,8 +13,8 @@ from codegen_support import assemble, elementwise, needs_ptxas
 from vyre.driver.errors import UnsupportedFeature, ValidationError
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.ops import OpDef, register_op
-from vyre_cuda import ENTRY_NAME, emit_ptx, param_block_layout
-from vyre_cuda.codegen import register_lowering, unregister_lowering
+from vyre_cuda import ENTRY_NAME, emit_ptx, param_block_layout, register_lowering
+from vyre_cuda.testing import unregister_lowering
 
 D = DataType
 HOSTILE = ["a; ret; //", "}", "x\ny", "%r1", "ünï 名前", "$L1:", ".entry evil(", "\\", "a" * 4000, "b" * 10_000]

@@ -13,7 +13,7 @@ from codegen_support import PTXAS, elementwise, needs_ptxas
 from vyre.ir import DataType, Expr, Program
 from vyre.lib import kernels
 from vyre_cuda import ENTRY_NAME, emit_ptx, entry_name
-from vyre_cuda.codegen.abi import ENTRY_NAME_LIMIT
+from vyre_cuda.testing import ENTRY_NAME_LIMIT
 
 D = DataType
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")

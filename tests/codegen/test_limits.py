@@ -14,10 +14,7 @@ from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.layout import MAX_BOUND_BUFFERS, MAX_WORKGROUP_BYTES, workgroup_bytes, workgroup_layout
 from vyre.ir.validate import findings
 from vyre_cuda import emit_ptx
-from vyre_cuda.codegen.builder import Builder
-from vyre_cuda.codegen.memory import Buffers
-from vyre_cuda.codegen.versions import PTX_VERSIONS, max_ptx_version_for_driver
-from vyre_cuda.runtime import launch
+from vyre_cuda.testing import PTX_VERSIONS, Buffers, Builder, launch, max_ptx_version_for_driver
 
 D = DataType
 GID = Expr.invocation_id(0)
@@ -73,7 +70,7 @@ def test_workgroup_memory_over_the_limit_is_a_validation_error(case: str) -> Non
 @needs_ptxas
 def test_ptxas_agrees_one_padded_word_over_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     """The layout matches the hardware: the program the validator refuses, ptxas refuses too."""
-    import vyre_cuda.codegen.module as module
+    import vyre_cuda._codegen.module as module
 
     monkeypatch.setattr(module, "_validate", lambda program: None)  # emit it anyway, as before the shared layout
     failures = assemble({"over": emit_ptx(_shared_program(ONE_OVER["padding pushes it over"]), sm="90")}, "90")

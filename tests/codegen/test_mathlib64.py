@@ -23,8 +23,8 @@ from vyre.ir.validate import validate
 from vyre.reference import run
 from vyre.reference.scalar_ops import UNARY
 from vyre.reference.ulp import ulp_distance
-from vyre_cuda.codegen import mathlib64_consts as C
-from vyre_cuda.codegen.mathlib64 import ALGORITHMS
+from vyre_cuda._codegen import mathlib64_consts as C
+from vyre_cuda._codegen.mathlib64 import ALGORITHMS
 
 F64 = DataType.F64
 LD = np.longdouble

@@ -6,7 +6,7 @@ import pytest
 from codegen_support import assemble_all_targets, emit_for_targets, needs_ptxas
 
 from vyre.ir import parse
-from vyre_cuda.codegen import emit_ptx
+from vyre_cuda import emit_ptx
 
 # what the fuzzer found (seed 777007, program 915): ptxas 13.0 turned the plain cvt of this select
 # into SEL 0, 0x3c00, storing 1.0 where the value is the smallest subnormal (0.0 as f16)

@@ -1,4 +1,4 @@
-"""Which written buffers may load through the read-only cache (``codegen.own_index``), without a GPU.
+"""Which written buffers may load through the read-only cache (``_codegen.own_index``), without a GPU.
 
 The shape that is safe (the last statement is the only store, every access at the invocation's own
 x index) is accepted; each way out of it is refused, and the PTX follows the answer. The GPU side
@@ -14,7 +14,7 @@ import pytest
 
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre_cuda import emit_ptx
-from vyre_cuda.codegen.own_index import cached_read_write
+from vyre_cuda._codegen.own_index import cached_read_write
 
 F32, U32 = DataType.F32, DataType.U32
 i = Expr.var("i")

@@ -13,7 +13,7 @@ from codegen_support import PTXAS, needs_ptxas
 from vyre.driver.errors import UnsupportedFeature, ValidationError
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre_cuda import emit_ptx
-from vyre_cuda.codegen.limits import MAX_INSTRUCTIONS, instruction_count
+from vyre_cuda._codegen.limits import MAX_INSTRUCTIONS, instruction_count
 
 U32 = DataType.U32
 GID = Expr.invocation_id(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vyre.driver.errors import UnsupportedFeature
-from vyre_cuda.codegen.versions import max_ptx_version_for_driver, ptx_version_for_driver, required_ptx_version
+from vyre_cuda._codegen.versions import max_ptx_version_for_driver, ptx_version_for_driver, required_ptx_version
 
 
 @pytest.mark.parametrize("driver, version", [

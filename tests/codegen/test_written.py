@@ -1,4 +1,4 @@
-"""Which ``output`` buffers keep their zero fill (``vyre_cuda.codegen.written``), without a GPU.
+"""Which ``output`` buffers keep their zero fill (``vyre_cuda._codegen.written``), without a GPU.
 
 The shape the analysis accepts (one store per invocation at its own index, reached by every
 invocation, nothing read before it) skips the fill; each way out of it keeps the fill. The oracle
@@ -15,8 +15,8 @@ from vyre.driver.inputs import prepare_host_dispatch
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.program import Access
 from vyre.reference.interpreter import execute
-from vyre_cuda.codegen.written import outputs_to_zero, whole_writes
-from vyre_cuda.dispatch.coarsening import launch_grid
+from vyre_cuda._codegen.written import outputs_to_zero, whole_writes
+from vyre_cuda.testing import launch_grid
 
 U32 = DataType.U32
 i = Expr.var("i")

@@ -13,7 +13,7 @@ import vyre
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import DispatchFailed, UnsupportedFeature
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
-from vyre_cuda.codegen.limits import MAX_INSTRUCTIONS
+from vyre_cuda.testing import MAX_INSTRUCTIONS
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""Thread coarsening along x on the device, judged by the oracle (``vyre_cuda.dispatch.coarsening``).
+"""Thread coarsening along x on the device, judged by the oracle (``vyre_cuda._dispatch.coarsening``).
 
 ``VYRE_CUDA_COARSEN=<K>`` (the test hook) coarsens every non-cooperative launch, however small,
 so tails (grid x not a multiple of K, grid x < K), barriers with workgroup memory, returns inside
@@ -21,7 +21,7 @@ from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.reference import ReferenceBackend, run
 from vyre.reference.ulp import assert_outputs_equal
-from vyre_cuda.dispatch.coarsening import AUTO_MAX_SHARED_BYTES, ENV
+from vyre_cuda._dispatch.coarsening import AUTO_MAX_SHARED_BYTES, ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
 from catalogue import GRID_3D, all_programs  # noqa: E402

@@ -180,7 +180,7 @@ def test_geometry_checked_before_launch(backend) -> None:
 
 def test_profile_metrics_and_shutdown(rng) -> None:
     from vyre_cuda.backend import CudaBackend
-    from vyre_cuda.runtime.telemetry import COUNTERS
+    from vyre_cuda.testing import COUNTERS
 
     be = CudaBackend()
     profile = be.device_profile()
@@ -237,7 +237,7 @@ def test_workgroup_override(backend, rng) -> None:
 
 
 def test_nvtx_ranges(backend, rng, monkeypatch) -> None:
-    from vyre_cuda.runtime import profiler
+    from vyre_cuda.testing import profiler
 
     monkeypatch.setenv("VYRE_CUDA_NVTX", "1")
     assert profiler.refresh()

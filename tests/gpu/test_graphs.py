@@ -217,7 +217,7 @@ def test_dispatch_until_stops_at_max_iterations(backend) -> None:
 
 # ---- capture hygiene -------------------------------------------------------------------------------------
 def test_a_buffer_used_by_a_live_graph_is_not_reused(backend, rng, monkeypatch) -> None:
-    from vyre_cuda.dispatch import sequence
+    from vyre_cuda.testing import sequence
 
     monkeypatch.setenv("VYRE_CUDA_GRAPHS", "1")
     nbytes = 3 << 20  # a capacity class (4 MiB) no other test uses
@@ -241,7 +241,7 @@ def test_a_buffer_used_by_a_live_graph_is_not_reused(backend, rng, monkeypatch) 
 def test_capture_failure_leaves_the_backend_usable(backend, rng, monkeypatch) -> None:
     import cupy
 
-    from vyre_cuda.dispatch.pipeline import ResidentBinding
+    from vyre_cuda.testing import ResidentBinding
 
     monkeypatch.setenv("VYRE_CUDA_GRAPHS", "1")
     original = ResidentBinding.record
@@ -279,7 +279,7 @@ def test_capture_failure_leaves_the_backend_usable(backend, rng, monkeypatch) ->
 
 
 def test_compiled_sequence_replays_one_graph(backend, rng, monkeypatch) -> None:
-    from vyre_cuda.dispatch.sequence import compile_sequence
+    from vyre_cuda.testing import compile_sequence
 
     monkeypatch.setenv("VYRE_CUDA_GRAPHS", "1")
     bufs = Buffers(backend, rng)

@@ -1,4 +1,4 @@
-"""Direct DMA to and from large host arrays (``vyre_cuda.runtime.host_pins``): exact results,
+"""Direct DMA to and from large host arrays (``vyre_cuda._runtime.host_pins``): exact results,
 registrations that follow their arrays' lives, the pinned-bytes limit, memory pinned by someone
 else, and read-only or borrowed memory that must take the staging ring. numpy judges."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from tests.gpu.test_staging_gpu import mix_expected, mix_program
 from vyre import DispatchConfig
-from vyre_cuda.runtime.host_pins import DIRECT_MIN, PINS, HostPins
+from vyre_cuda._runtime.host_pins import DIRECT_MIN, PINS, HostPins
 
 pytestmark = pytest.mark.gpu
 

@@ -1,6 +1,6 @@
 """Kernels named after their programs, NVTX ranges, and the cold driver paths through cuda.bindings.
 
-Each kernel's name is read back from the driver (``cuFuncGetName``, through ``runtime.driver``),
+Each kernel's name is read back from the driver (``cuFuncGetName``, through ``_runtime.driver``),
 so what Nsight, CUPTI and ``nvidia-smi`` show is checked, not only the PTX text.
 """
 
@@ -18,7 +18,7 @@ from vyre import lib
 from vyre.fuzz.catalogue import HOSTILE_NAMES, named_program
 from vyre.ir import BufferDecl, DataType, Expr
 from vyre_cuda import entry_name
-from vyre_cuda.runtime import driver, profiler
+from vyre_cuda.testing import driver, profiler
 
 pytestmark = pytest.mark.gpu
 U32 = DataType.U32
@@ -94,7 +94,7 @@ def test_ranges_are_named_after_programs(backend, rng) -> None:
 def test_the_primary_context_reset_through_cuda_bindings_leaves_a_usable_device() -> None:
     """The fallback of ``errors.reset_device`` when CuPy has no ``deviceReset``; in its own process."""
     code = ("import cupy\n"
-            "from vyre_cuda.runtime import driver\n"
+            "from vyre_cuda.testing import driver\n"
             "cupy.cuda.runtime.free(0)\n"
             "driver.reset_primary_context(cupy.cuda.runtime.getDevice())\n"
             "print(int(cupy.arange(100, dtype=cupy.uint32).sum()))\n")
@@ -111,7 +111,7 @@ def test_error_names_come_from_the_driver() -> None:
 
 def test_a_programmatic_launch_through_cuda_bindings_runs_the_kernel(backend, rng) -> None:
     """``LaunchPlan.launch_programmatic`` (``cuLaunchKernelEx`` with programmatic stream
-    serialization, built by ``runtime.driver``) on a plain stream, outside any graph capture."""
+    serialization, built by ``_runtime.driver``) on a plain stream, outside any graph capture."""
     import cupy
 
     if int(backend.info.compute_capability.rstrip("a")) < 90:

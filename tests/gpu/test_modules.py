@@ -16,9 +16,7 @@ import numpy as np
 import pytest
 
 from vyre.driver.errors import KernelCompileFailed
-from vyre_cuda.runtime.cache import DiskCache
-from vyre_cuda.runtime.device import probe
-from vyre_cuda.runtime.loader import ModuleCache, module_key
+from vyre_cuda.testing import DiskCache, ModuleCache, module_key, probe
 
 cupy = pytest.importorskip("cupy")
 if not cupy.cuda.is_available():
@@ -114,9 +112,9 @@ FIRST_LAUNCH = """
     import json, sys, time
     t0 = time.perf_counter()
     import cupy, numpy as np
-    from vyre_cuda.runtime.cache import DiskCache
-    from vyre_cuda.runtime.device import probe
-    from vyre_cuda.runtime.loader import ModuleCache
+    from vyre_cuda.testing import DiskCache
+    from vyre_cuda.testing import probe
+    from vyre_cuda.testing import ModuleCache
     ptx = open(sys.argv[1]).read()
     device = probe()
     cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1))  # context up: time the load, not driver start-up

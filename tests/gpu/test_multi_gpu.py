@@ -112,7 +112,7 @@ def test_multi_map_over_every_gpu_equals_the_oracle(rng, n: int) -> None:
 
 
 def test_histogram_reduced_over_every_gpu(rng) -> None:
-    from vyre_cuda.collectives import nccl_module
+    from vyre_cuda.testing import nccl_module
 
     data = random_array(rng, U32, (1 << 24) + 12345)
     stats: dict = {}
@@ -302,7 +302,7 @@ def test_multi_map_from_fresh_host_arrays_again_and_again(rng) -> None:
     """Every call page-locks new host arrays while the other devices' threads allocate: the
     registrations and the allocations must never collide (a 4-GPU host once failed a cudaMalloc
     with cudaErrorAlreadyMapped here)."""
-    from vyre_cuda.runtime.host_pins import DIRECT_MIN
+    from vyre_cuda.testing import DIRECT_MIN
 
     ids = [d.id for d in GPUS]
     n = (DIRECT_MIN // 4) * len(ids) + 999

@@ -27,8 +27,8 @@ def ops_bits():
     """The pack's plugin module, registered as the ``ops_bits`` plugin with its ops and lowerings loaded."""
     from vyre.driver.registry import get_plugin_manager
     from vyre.ops import register_op
-    from vyre_cuda.codegen.lowerings import unregister_lowering
     from vyre_cuda.plugin import load_lowerings
+    from vyre_cuda.testing import unregister_lowering
 
     sys.path.insert(0, str(PACK))
     import vyre_ops_bits.plugin as plugin

@@ -10,7 +10,7 @@ import pytest
 from vyre import DispatchConfig
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.reference import run
-from vyre_cuda.runtime.pools import CHUNK, PIPELINE_MIN, RING
+from vyre_cuda.testing import CHUNK, PIPELINE_MIN, RING
 
 pytestmark = pytest.mark.gpu
 

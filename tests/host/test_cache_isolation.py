@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from vyre_cuda.runtime import cache as cache_mod
-from vyre_cuda.runtime.cache import DiskCache, configure_driver_jit_cache, private_file
-from vyre_cuda.runtime.cache_fs import TreeWalk
+from vyre_cuda._runtime import cache as cache_mod
+from vyre_cuda._runtime.cache import DiskCache, configure_driver_jit_cache, private_file
+from vyre_cuda._runtime.cache_fs import TreeWalk
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
@@ -67,8 +67,8 @@ def cache(tmp_path: Path) -> DiskCache:
 def test_a_deep_driver_jit_tree_does_not_crash_info_clear_or_doctor(tmp_path: Path) -> None:
     root = tmp_path / "cache"
     out = run_limited(f"""
-        from vyre_cuda.runtime.cache import DiskCache
-        from vyre_cuda.runtime import cache_fs
+        from vyre_cuda._runtime.cache import DiskCache
+        from vyre_cuda._runtime import cache_fs
         import argparse, io, contextlib
         from vyre_cuda import cli
         root = {str(root)!r}
@@ -116,7 +116,7 @@ def test_get_checks_size_and_header_before_reading(tmp_path: Path) -> None:
     root = tmp_path / "cache"
     out = run_limited(f"""
         import time
-        from vyre_cuda.runtime.cache import DiskCache
+        from vyre_cuda._runtime.cache import DiskCache
         c = DiskCache({str(root)!r})
         c.put("{key(0)}", b"x")
         huge = os.path.join({str(root)!r}, "entries", "{key(1)}.bin")
@@ -267,7 +267,7 @@ def test_private_file_is_a_copy_nobody_else_can_replace(tmp_path: Path) -> None:
     assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
     assert private_file(b"verified cubin", ".cubin") == path
     out = run_limited("""
-        from vyre_cuda.runtime.cache import private_file
+        from vyre_cuda._runtime.cache import private_file
         parent = private_file(b"a", ".ptx")
         r, w = os.pipe()
         pid = os.fork()

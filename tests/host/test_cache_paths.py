@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from vyre_cuda.runtime import settings
-from vyre_cuda.runtime.cache import DiskCache, configure_driver_jit_cache
-from vyre_cuda.runtime.device import DeviceInfo
-from vyre_cuda.runtime.loader import ModuleCache, dump_ptx
+from vyre_cuda._runtime import settings
+from vyre_cuda._runtime.cache import DiskCache, configure_driver_jit_cache
+from vyre_cuda._runtime.loader import ModuleCache, dump_ptx
+from vyre_cuda.testing import DeviceInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
@@ -200,7 +200,7 @@ def test_a_missing_dump_directory_is_created_private(monkeypatch, tmp_path: Path
 
 def test_a_private_copy_is_refused_under_a_directory_others_may_write(monkeypatch, tmp_path: Path) -> None:
     """A private directory in a parent that others may write could be renamed away and replaced."""
-    from vyre_cuda.runtime import cache as cache_mod
+    from vyre_cuda._runtime import cache as cache_mod
 
     shared = tmp_path / "shared-tmp"
     shared.mkdir()

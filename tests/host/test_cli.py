@@ -267,8 +267,7 @@ def test_an_unknown_target_names_the_sm_flag():
 
 def test_library_fixes_that_name_python_calls_read_as_flags():
     from vyre.driver.config import FIX_GRID
-    from vyre_cuda.runtime.device import FIX_NO_DEVICE, FIX_NO_DRIVER
-    from vyre_cuda.runtime.errors import FIX_DRIVER, FIX_LOST
+    from vyre_cuda.testing import FIX_DRIVER, FIX_LOST, FIX_NO_DEVICE, FIX_NO_DRIVER
 
     python_advice = [
         FIX_GRID, "pass DispatchConfig(grid=(gx, gy, gz)).", "pass DispatchConfig(elements=N).",

@@ -9,10 +9,9 @@ import subprocess
 
 import pytest
 
-from vyre_cuda.codegen.versions import ptx_version_for_driver
-from vyre_cuda.dispatch.graphs import GraphCache
-from vyre_cuda.runtime import conditional, settings
-from vyre_cuda.runtime.pools import DeviceBuffer
+from vyre_cuda import ptx_version_for_driver
+from vyre_cuda._runtime import conditional, settings
+from vyre_cuda.testing import DeviceBuffer, GraphCache
 
 
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), (" on ", True), ("TRUE", True), ("", True),
@@ -43,7 +42,7 @@ def test_loops_go_on_the_device_only_when_everything_allows_it() -> None:
 
 def test_without_a_driver_the_reason_says_why() -> None:
     """This host has no libcuda (or no cuda.bindings): loops would take the batched path, saying why."""
-    from vyre_cuda.runtime import driver
+    from vyre_cuda.testing import driver
 
     if driver.unavailable() is None:
         pytest.skip("a CUDA driver is reachable here")

@@ -22,8 +22,7 @@ from vyre.driver.errors import (
     VyreError,
 )
 from vyre_cuda import cli
-from vyre_cuda.runtime.device import DeviceInfo, probe, resolve_index
-from vyre_cuda.runtime.errors import canonical, cuda_errors, translate
+from vyre_cuda.testing import DeviceInfo, canonical, cuda_errors, probe, resolve_index, translate
 
 ROOT = Path(__file__).resolve().parents[2]
 cupy = pytest.importorskip("cupy", reason="CuPy is not installed; the error-mapping tests need its exception classes")
@@ -52,8 +51,9 @@ def python(code: str) -> subprocess.CompletedProcess:
 def test_importing_the_host_modules_never_imports_cupy() -> None:
     done = python("""
         import sys
-        import vyre_cuda, vyre_cuda.runtime.device, vyre_cuda.runtime.cache, vyre_cuda.runtime.loader
-        import vyre_cuda.runtime.errors, vyre_cuda.cli
+        import vyre_cuda, vyre_cuda.plugin, vyre_cuda.profiling, vyre_cuda.testing
+        import vyre_cuda._runtime.device, vyre_cuda._runtime.cache, vyre_cuda._runtime.loader
+        import vyre_cuda._runtime.errors, vyre_cuda.cli
         assert not [m for m in sys.modules if m.split(".")[0] in ("cupy", "cupy_backends")], "cupy was imported"
     """)
     assert done.returncode == 0, done.stderr
@@ -73,7 +73,7 @@ def test_probe_without_cupy_says_how_to_install_it() -> None:
         import sys
         sys.modules["cupy"] = None  # what Python does for a package that is not installed
         from vyre.driver.errors import BackendUnavailable
-        from vyre_cuda.runtime.device import probe
+        from vyre_cuda.testing import probe
         try:
             probe()
         except BackendUnavailable as exc:
@@ -221,7 +221,7 @@ def test_doctor_works_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cache_info_and_clear(private_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from vyre_cuda.runtime.cache import default_disk_cache
+    from vyre_cuda.testing import default_disk_cache
 
     cache = default_disk_cache()
     assert cache.root == private_cache
@@ -311,7 +311,7 @@ BAD_PTX = """.version 8.0
 def test_module_key_covers_ptx_arch_and_driver() -> None:
     from dataclasses import replace
 
-    from vyre_cuda.runtime.loader import module_key
+    from vyre_cuda.testing import module_key
 
     base = module_key(BAD_PTX, H100)
     assert base == module_key(BAD_PTX, H100) and len(base) == 64
@@ -323,8 +323,7 @@ def test_module_key_covers_ptx_arch_and_driver() -> None:
 
 @no_gpu_only
 def test_module_cache_without_a_gpu_is_backend_unavailable(tmp_path: Path) -> None:
-    from vyre_cuda.runtime.cache import DiskCache
-    from vyre_cuda.runtime.loader import ModuleCache
+    from vyre_cuda.testing import DiskCache, ModuleCache
 
     cache = ModuleCache(H100, DiskCache(tmp_path))
     with pytest.raises(BackendUnavailable, match="Fix:"):
@@ -335,7 +334,7 @@ def test_module_cache_without_a_gpu_is_backend_unavailable(tmp_path: Path) -> No
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
 def test_compile_failure_names_ptxas_diagnostics_and_the_dump(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
-    from vyre_cuda.runtime.loader import compile_failure, ptxas_diagnostics
+    from vyre_cuda.testing import compile_failure, ptxas_diagnostics
 
     path = tmp_path / "bad.ptx"
     path.write_text(BAD_PTX)
@@ -353,7 +352,7 @@ def test_compile_failure_names_ptxas_diagnostics_and_the_dump(tmp_path: Path, mo
 # ---- device faults: the lost-device record and the fault kernel ----------------------------------------------
 def test_a_device_lost_error_marks_no_device_whose_context_is_healthy() -> None:
     """``translate`` asks the device before recording it as lost: a fake or stale error resets nothing."""
-    from vyre_cuda.runtime.errors import needs_reset, reset_device
+    from vyre_cuda.testing import needs_reset, reset_device
 
     err = translate(runtime.CUDARuntimeError(700), "syncing")
     assert isinstance(err, DeviceLost) and "Fix:" in str(err)
@@ -363,7 +362,7 @@ def test_a_device_lost_error_marks_no_device_whose_context_is_healthy() -> None:
 
 @pytest.mark.parametrize("kind", ["illegal_address", "trap"])
 def test_fault_kernels_are_valid_ptx(kind: str, tmp_path: Path) -> None:
-    from vyre_cuda.runtime.loader import FAULT_ENTRY, fault_ptx
+    from vyre_cuda.testing import FAULT_ENTRY, fault_ptx
 
     ptx = fault_ptx(kind, "90", "8.0")
     assert f".entry {FAULT_ENTRY}(" in ptx and ".target sm_90" in ptx
@@ -378,7 +377,7 @@ def test_fault_kernels_are_valid_ptx(kind: str, tmp_path: Path) -> None:
 
 
 def test_launch_plan_configuration_token_is_cleared_by_every_change() -> None:
-    from vyre_cuda.runtime.launch import LaunchPlan
+    from vyre_cuda.testing import LaunchPlan
 
     plan = LaunchPlan(0x1000, (4, 1, 1), (64, 1, 1), 0, 2, "p", mode="cupy")
     for change in (lambda: plan.set_grid((8, 1, 1)), lambda: plan.bind_values((1, 2)),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from vyre.driver.errors import InvalidSetting
-from vyre_cuda.runtime.cache import (
+from vyre_cuda._runtime.cache import (
     DiskCache,
     configure_driver_jit_cache,
     default_cache_dir,
@@ -271,7 +271,7 @@ def test_concurrent_processes_never_see_wrong_data(tmp_path: Path) -> None:
 # ---- failing filesystems: nothing raises, one warning ---------------------------------------------------
 _FAILING_WRITE = """
     import json, os, resource, signal, sys, warnings
-    from vyre_cuda.runtime.cache import DiskCache
+    from vyre_cuda._runtime.cache import DiskCache
     {setup}
     cache = DiskCache(sys.argv[1] if len(sys.argv) > 1 else {root!r})
     with warnings.catch_warnings(record=True) as caught:

@@ -1,4 +1,4 @@
-"""``runtime.driver``: the cold driver paths through ``cuda.bindings``, checked without a GPU.
+"""``_runtime.driver``: the cold driver paths through ``cuda.bindings``, checked without a GPU.
 
 The structs are ``cuda.h``'s own (cuda.bindings builds them without a driver), so these tests
 check that vyre fills the right fields with the right enums; the GPU tests run the calls.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vyre_cuda.runtime import driver
+from vyre_cuda._runtime import driver
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,9 +41,9 @@ def test_a_programmatic_launch_sets_the_serialization_attribute_and_the_geometry
 
 
 def test_every_call_vyre_makes_exists_in_the_binding() -> None:
-    """The names ``runtime.driver`` passes to ``call`` and the driver functions it uses directly."""
+    """The names ``_runtime.driver`` passes to ``call`` and the driver functions it uses directly."""
     d = bindings()
-    tree = ast.parse((ROOT / "vyre_cuda/runtime/driver.py").read_text())
+    tree = ast.parse((ROOT / "vyre_cuda/_runtime/driver.py").read_text())
     names = {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "call"
              and n.args and isinstance(n.args[0], ast.Constant)}
     names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("cu")}

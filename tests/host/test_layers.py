@@ -106,10 +106,10 @@ def test_no_circle_between_units():
 
 
 @pytest.mark.parametrize("source, target, runs_up", [
-    ("vyre_cuda.codegen.lowerings", "vyre_cuda.plugin", True),
+    ("vyre_cuda._codegen.lowerings", "vyre_cuda.plugin", True),
     ("vyre.reference.backend", "vyre", True),
     ("vyre.ir.generate", "vyre.driver.config", False),
-    ("vyre_cuda.runtime.context", "vyre_cuda.codegen.versions", False),
+    ("vyre_cuda._runtime.context", "vyre_cuda._codegen.versions", False),
 ])
 def test_the_table_orders_known_pairs(source, target, runs_up):
     """The floors say what the docs say (the import that closed the codegen circle runs up)."""

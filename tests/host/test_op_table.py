@@ -19,9 +19,7 @@ from vyre.ir.typing import BINARY_TYPES, UNARY_TYPES
 from vyre.ir.wire import OPS as WIRE_OPS
 from vyre.reference import compiler, scalar_ops
 from vyre.reference.backend import ReferenceBackend
-from vyre_cuda.codegen import ops as ptx_ops
-from vyre_cuda.codegen.builder import Builder
-from vyre_cuda.codegen.exprs import ExprLowering
+from vyre_cuda.testing import Builder, ExprLowering, ptx_ops
 
 #: wire version 2's op codes, spelled out: the table may grow at the end, never reorder
 WIRE_V2 = (

@@ -1,4 +1,4 @@
-"""NVTX ranges (``runtime.profiler``): the ``vyre`` domain, off unless forced or profiled, named ranges."""
+"""NVTX ranges (``_runtime.profiler``): the ``vyre`` domain, off unless forced or profiled, named ranges."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vyre_cuda.runtime import profiler, settings
+from vyre_cuda._runtime import profiler, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def test_a_range_is_left_when_its_block_raises() -> None:
 def test_without_the_package_ranges_need_the_variable() -> None:
     """The fallback (``cupy.cuda.nvtx``, no domain) never turns itself on."""
     code = ("import sys; sys.modules['nvtx'] = None\n"
-            "from vyre_cuda.runtime import profiler\n"
+            "from vyre_cuda._runtime import profiler\n"
             "print(profiler.backend(), profiler.tool_attached(), profiler.enabled())\n"
             "with profiler.recording() as seen, profiler.nvtx_range('vyre.cuda.dispatch', 'p'):\n"
             "    pass\n"
@@ -78,7 +78,7 @@ def test_without_the_package_ranges_need_the_variable() -> None:
 
 def test_an_unprofiled_process_never_imports_the_nvtx_package() -> None:
     code = ("import sys\n"
-            "from vyre_cuda.runtime import profiler\n"
+            "from vyre_cuda._runtime import profiler\n"
             "with profiler.nvtx_range('vyre.cuda.dispatch', 'p'):\n"
             "    pass\n"
             "print(profiler.enabled(), 'nvtx' in sys.modules)")
@@ -89,7 +89,7 @@ def test_an_unprofiled_process_never_imports_the_nvtx_package() -> None:
 
 def test_an_injected_tool_that_does_not_enable_the_domain_pushes_nothing(monkeypatch) -> None:
     """``NVTX_INJECTION64_PATH`` naming no usable tool: the package's domain stays a no-op, so ranges stay off."""
-    code = ("from vyre_cuda.runtime import profiler\n"
+    code = ("from vyre_cuda._runtime import profiler\n"
             "print(profiler.tool_attached(), profiler.enabled(), profiler.backend())")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),

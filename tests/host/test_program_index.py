@@ -1,4 +1,4 @@
-"""The program index (``vyre_cuda.runtime.program_index``): what its keys cover, and misses that stay misses."""
+"""The program index (``vyre_cuda._runtime.program_index``): what its keys cover, and misses that stay misses."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
-from vyre_cuda.runtime import program_index
-from vyre_cuda.runtime.cache import DiskCache
-from vyre_cuda.runtime.loader import ModuleCache
-from vyre_cuda.runtime.program_index import INDEX_SUFFIX, index_key, indexable, module_key_of, source_identity
+from vyre_cuda._runtime import program_index
+from vyre_cuda._runtime.program_index import INDEX_SUFFIX, index_key, indexable, module_key_of, source_identity
+from vyre_cuda.testing import DiskCache, ModuleCache
 
 U32 = DataType.U32
 
@@ -70,7 +69,7 @@ def test_source_identity_changes_when_a_code_generator_file_changes(tmp_path: Pa
 
 def test_the_real_identity_covers_the_emitter_and_the_ir() -> None:
     dirs = [d.name for d in program_index._source_dirs()]
-    assert dirs == ["codegen", "ir"] and all(d.is_dir() for d in program_index._source_dirs())
+    assert dirs == ["_codegen", "ir"] and all(d.is_dir() for d in program_index._source_dirs())
 
 
 @pytest.mark.parametrize("payload", [None, b"", b"zz" * 32, b"A" * 64, b"0" * 63, b"0" * 64 + b"\n"])

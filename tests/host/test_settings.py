@@ -1,4 +1,4 @@
-"""``VYRE_CUDA_*`` settings (``vyre_cuda.runtime.settings``): a bad value is a clear error naming the
+"""``VYRE_CUDA_*`` settings (``vyre_cuda._runtime.settings``): a bad value is a clear error naming the
 variable and what it accepts, never ignored, and ``vyre doctor`` lists every bad one (issue 30)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 import vyre
 from vyre.driver.errors import BackendUnavailable, InvalidSetting
-from vyre_cuda.runtime import settings
-from vyre_cuda.runtime.cache import DEFAULT_MAX_BYTES, default_cache_dir, max_bytes_from_env
+from vyre_cuda._runtime import settings
+from vyre_cuda._runtime.cache import DEFAULT_MAX_BYTES, default_cache_dir, max_bytes_from_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,12 +6,12 @@ import re
 
 from tests.imports import ROOT, modules
 from vyre import settings as host
-from vyre_cuda.runtime import settings as cuda
+from vyre_cuda._runtime import settings as cuda
 
-SETTINGS_MODULES = {"vyre.settings", "vyre_cuda.runtime.settings"}
+SETTINGS_MODULES = {"vyre.settings", "vyre_cuda._runtime.settings"}
 # modules that read variables of other programs (never a ``VYRE_*`` one)
 FOREIGN = {"vyre.dask": "CUDA_VISIBLE_DEVICES", "vyre_cuda.cli": "CUDA_CACHE_PATH",
-           "vyre_cuda.runtime.cache": "CUDA_CACHE_PATH, XDG_CACHE_HOME", "vyre_cuda.runtime.profiler": "injection",
+           "vyre_cuda._runtime.cache": "CUDA_CACHE_PATH, XDG_CACHE_HOME", "vyre_cuda._runtime.profiler": "injection",
            "vyre_cuda.bench": "OUT, the child's environment"}
 
 
@@ -23,7 +23,7 @@ def test_only_the_settings_modules_read_the_environment():
     readers = sorted(name for name, path in modules("vyre", "vyre_cuda").items()
                      if name not in SETTINGS_MODULES and name not in FOREIGN
                      and re.search(r"os\.environ|getenv", path.read_text(encoding="utf-8")))
-    assert not readers, f"read the environment through vyre.settings or vyre_cuda.runtime.settings: {readers}"
+    assert not readers, f"read the environment through vyre.settings or vyre_cuda._runtime.settings: {readers}"
 
 
 def test_foreign_readers_read_no_vyre_variable():

@@ -6,7 +6,7 @@ import pytest
 
 import vyre
 import vyre_cuda
-from vyre_cuda.runtime.cache import cache_version
+from vyre_cuda.testing import cache_version
 
 
 def test_package_versions_agree_with_the_installed_distribution() -> None:

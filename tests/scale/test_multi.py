@@ -247,7 +247,7 @@ def test_handles_are_freed_after_success_and_failure() -> None:
 
 def test_cuda_collective_declines_backends_without_devices() -> None:
     """The cuda collective says no (None) for backends it cannot address, so multi.map combines on the host."""
-    from vyre_cuda.collectives import all_reduce
+    from vyre_cuda._collectives import all_reduce
 
     backends = multi.backends_for(oracles(2))
     handles = [b.allocate_resident(16) for b in backends]
@@ -262,7 +262,7 @@ def test_missing_nccl_is_said_once_with_the_fix(monkeypatch) -> None:
     """Where NCCL would combine a reduction but CuPy has none, a RuntimeWarning says so once and how to fix it."""
     import warnings
 
-    from vyre_cuda import collectives
+    from vyre_cuda import _collectives as collectives
 
     monkeypatch.setattr(collectives, "_missing_said", False)
     monkeypatch.setattr(collectives, "nccl_missing_reason", lambda: "no NCCL here")
@@ -280,7 +280,7 @@ def test_missing_nccl_is_said_once_with_the_fix(monkeypatch) -> None:
 
 
 def test_nccl_missing_reason_names_the_import_failure() -> None:
-    from vyre_cuda.collectives import nccl_missing_reason, nccl_module
+    from vyre_cuda._collectives import nccl_missing_reason, nccl_module
 
     try:
         import cupy  # noqa: F401

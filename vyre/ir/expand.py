@@ -10,7 +10,7 @@ operand evaluated before a hoisted call is bound to a fresh ``let`` first. Calls
 ops (``OpDef(reference=...)``) stay calls: backends evaluate their arguments in order themselves.
 
 ``expand_calls(program)`` returns the program unchanged when it calls no composed op. The
-oracle (``vyre.reference.interpreter``) and the PTX emitter (``vyre_cuda.codegen``) run the
+oracle (``vyre.reference.interpreter``) and the PTX emitter (``vyre_cuda._codegen``) run the
 expanded program; nothing else substitutes argument expressions. The expanded program is
 validated again, so what an expansion brings in (a wrong type, subgroup ops under varying
 control flow, ...) is a ``ValidationError`` too.

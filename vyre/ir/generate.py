@@ -14,7 +14,7 @@ gives results bit-identical to the oracle (NaNs compared as NaN):
   control) and a *suffix* (returns under varying control allowed, no barrier/subgroup op);
 - on a 1-D grid one output or read_write buffer may be *last*: its only store is the program's
   final statement, at ``gid = invocation_id(0)`` (the read-modify-write shape that backends may
-  optimise, e.g. ``vyre_cuda.codegen.own_index``); it is read, like the others, only at ``gid``.
+  optimise, e.g. ``vyre_cuda._codegen.own_index``); it is read, like the others, only at ``gid``.
 
 - expressions call the composed ops of ``GENERATOR_OPS`` (``Expr.call``), some with an argument
   that runs an atomic on the dedicated atomic buffer but whose value does not depend on the

@@ -4,7 +4,7 @@ Everything that treats ops one by one derives from this table: the ``Expr`` cons
 docstrings, the shapes the validator and the formats check (``vyre.ir.shape``), the type rules
 (``vyre.ir.typing``), the text and wire names (``vyre.ir.text``, ``vyre.ir.wire``), operator sugar
 (``vyre.ir.sugar``), the random program generator, and the tables of the backends: the oracle's
-lane functions (``vyre.reference.scalar_ops``) and the PTX lowerings (``vyre_cuda.codegen.ops``),
+lane functions (``vyre.reference.scalar_ops``) and the PTX lowerings (``vyre_cuda._codegen.ops``),
 which tests check cover every op of their kind.
 
 ``Op`` is a ``str`` enum: ``Op.ADD == "add"``, it hashes like its name and prints as it, so code

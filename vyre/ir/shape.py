@@ -21,7 +21,7 @@ from vyre.ir.types import DataType
 MAX_DEPTH = 128
 #: Most statements plus expression nodes (counted as a tree) in one program. The text parser also
 #: counts buffer declarations. This bounds the time and memory of validating and decoding any input;
-#: compile time is bounded separately, per backend (``vyre_cuda.codegen.limits``).
+#: compile time is bounded separately, per backend (``vyre_cuda._codegen.limits``).
 MAX_NODES = 65_536
 #: Longest buffer, variable, op or program name, in UTF-8 bytes.
 MAX_NAME_BYTES = 4096

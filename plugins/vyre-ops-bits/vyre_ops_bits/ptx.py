@@ -1,7 +1,7 @@
 """PTX lowerings of the pack's primitive ops for the ``cuda`` backend (``vyre_cuda_register_lowerings``).
 
 Each lowering is ``fn(ctx, *arg_regs) -> result_reg``: ``ctx.emit`` appends one instruction and
-``ctx.reg()`` gives a fresh ``.b32`` register (see ``vyre_cuda.codegen.lowerings``).
+``ctx.reg()`` gives a fresh ``.b32`` register (``ctx`` is a ``vyre_cuda.LoweringContext``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,213 @@
+"""Direct DMA to and from the caller's large host arrays: page-locked once, kept while they live.
+
+A copy from pageable memory must pass through pinned memory: the host copies each chunk (one
+memcpy thread moves ~10 GB/s, all of them together ~35 GB/s on a 16-core host), so staging
+tops out near half of a PCIe 5 link. Copies from page-locked memory run at the link's speed.
+``HostPins.address`` gives the device-visible address of a host array's bytes when DMA can use
+them directly:
+
+- memory that is pinned already: results this backend returned (``pinned_empty``: numpy arrays
+  over a pinned pool, so a result fed back in costs no registration) and CuPy pinned memory;
+- a large numpy array that owns its memory (``DIRECT_MIN`` bytes and more, any view into it):
+  the owner's whole buffer is registered with ``cudaHostRegister`` (portable: every device DMAs
+  from it) the first time it is seen (about as long as staging it once), and unregistered when
+  the owner is collected, or earlier when the pinned total would pass ``VYRE_CUDA_HOST_PIN_LIMIT``
+  (default a quarter of the host's memory; ``0`` turns direct copies off).
+
+Anything else (small arrays, memory maps, bytes, arrays owned by other libraries) returns None
+and goes through the staging ring. Registered arrays are never moved by numpy; an owner that is
+resized is a new buffer and misses the cache.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import DTypeLike
+
+from vyre.reference.limits import physical_memory
+from vyre_cuda._runtime import settings
+
+DIRECT_MIN = 64 << 20  # bytes: larger host transfers DMA in place (glibc mmaps these, so no page is shared)
+OWNER_SPAN = 16  # register an owner at most this many times larger than the part being copied
+PORTABLE = 1  # cudaHostRegisterPortable: pinned for every device's context
+FREE_BLOCKS = 8  # pinned result blocks the pool may keep unused before it gives them all back
+MEMORY_TYPE_HOST = 1  # cudaMemoryTypeHost: page-locked host memory
+
+
+@dataclass(eq=False)
+class _Pin:
+    ptr: int
+    nbytes: int
+    owner: weakref.ref
+    finalizer: weakref.finalize
+    uses: list = field(default_factory=list)  # CUDA events after copies from/to it that may still run
+
+
+def _owner(data: np.ndarray | memoryview) -> object:
+    """The object that owns ``data``'s memory (up the chain of views and buffer exporters)."""
+    obj: object = data
+    while True:
+        if isinstance(obj, memoryview):
+            obj = obj.obj
+        elif isinstance(obj, np.ndarray) and obj.base is not None:
+            obj = obj.base
+        else:
+            return obj
+
+
+def _address(data: np.ndarray | memoryview) -> int:
+    return int(np.frombuffer(data, np.uint8).ctypes.data) if isinstance(data, memoryview) else int(data.ctypes.data)
+
+
+class HostPins:
+    """The registry of page-locked caller arrays (one per process: registrations are portable)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.pinned = 0
+        self._pins: OrderedDict[tuple[int, int], _Pin] = OrderedDict()
+        self._refused: dict[tuple[int, int], weakref.ref] = {}  # owners the driver would not pin
+        # held while registering, unregistering or allocating pinned memory, and by the device heap
+        # around cudaMalloc: a registration racing an allocation on another thread (another device)
+        # failed that allocation with cudaErrorAlreadyMapped on a 4-GPU host. Reentrant: finalizers
+        # may run inside a locked section (garbage collection).
+        self.lock = threading.RLock()
+        self._results: Any = None
+
+    def _limit(self) -> int:
+        if self.limit is None:
+            configured = settings.host_pin_limit()
+            self.limit = physical_memory() // 4 if configured is None else configured
+        return self.limit
+
+    def address(self, data: np.ndarray | memoryview) -> tuple[int, _Pin | None] | None:
+        """``(address, pin)`` when copies may DMA straight from/to ``data`` (``pin`` is the
+        registration to mark with ``used``, None for memory pinned by its allocator), else None."""
+        nbytes = data.nbytes
+        if nbytes < DIRECT_MIN or not self._limit():
+            return None
+        owner = _owner(data)
+        ptr = _address(data)
+        if _pinned_allocation(owner):
+            return ptr, None
+        if not isinstance(owner, np.ndarray) or not owner.flags.owndata or owner.nbytes > OWNER_SPAN * nbytes:
+            return None
+        base = int(owner.ctypes.data)
+        if not base <= ptr <= ptr + nbytes <= base + owner.nbytes:
+            return None
+        with self.lock:
+            pin = self._pins.get((base, owner.nbytes))
+            if pin is not None and pin.owner() is owner:
+                self._pins.move_to_end((base, owner.nbytes))
+                return ptr, pin
+            pin = self._register(owner, base)
+            return None if pin is None else (ptr, pin)
+
+    def used(self, pin: _Pin | None, event: Any) -> None:
+        """Record that a copy enqueued before ``event`` reads or writes ``pin``'s memory."""
+        if pin is not None:
+            with self.lock:
+                pin.uses = [e for e in pin.uses if not e.done]
+                pin.uses.append(event)
+
+    def _register(self, owner: np.ndarray, base: int) -> _Pin | None:
+        from cupy.cuda import runtime
+
+        nbytes = owner.nbytes
+        key = (base, nbytes)
+        refused = self._refused.get(key)
+        if refused is not None and refused() is owner:
+            return None
+        while self._pins and self.pinned + nbytes > self._limit():
+            self._unpin(self._pins.popitem(last=False)[1])
+        if self.pinned + nbytes > self._limit():
+            return None
+        if _pinned_by_others(base, nbytes):
+            return None
+        try:
+            runtime.hostRegister(base, nbytes, PORTABLE)
+        except runtime.CUDARuntimeError:  # the OS refused (locked-memory limits)
+            self._refused = {k: r for k, r in self._refused.items() if r() is not None}
+            self._refused[key] = weakref.ref(owner)
+            return None
+        finalizer = weakref.finalize(owner, self._collected, key)
+        finalizer.atexit = False  # the process is going away: the driver frees everything
+        pin = _Pin(base, nbytes, weakref.ref(owner), finalizer)
+        self._pins[key] = pin
+        self.pinned += nbytes
+        return pin
+
+    def _collected(self, key: tuple[int, int]) -> None:
+        """The owner is being freed: unregister before its memory goes back to the allocator."""
+        with self.lock:
+            pin = self._pins.pop(key, None)
+            if pin is not None:
+                self._unpin(pin)
+
+    def _unpin(self, pin: _Pin) -> None:
+        from cupy.cuda import runtime
+
+        pin.finalizer.detach()
+        self.pinned -= pin.nbytes
+        try:
+            for event in pin.uses:
+                event.synchronize()
+            runtime.hostUnregister(pin.ptr)
+        except Exception:  # noqa: BLE001, S110 - a driver already shut down has freed it
+            pass
+
+    def pinned_empty(self, count: int, dtype: DTypeLike) -> np.ndarray:
+        """A new host array for a result, in pinned memory when it is large (from a pool, so a
+        result dropped by the caller is reused by the next one of its size)."""
+        dtype = np.dtype(dtype)
+        nbytes = count * dtype.itemsize
+        if nbytes < DIRECT_MIN or not self._limit():
+            return np.empty(count, dtype)
+        import cupy
+
+        with self.lock:
+            if self._results is None:
+                self._results = cupy.cuda.PinnedMemoryPool()
+            pool = self._results
+            if pool.n_free_blocks() > FREE_BLOCKS:
+                pool.free_all_blocks()
+            try:
+                mem = pool.malloc(nbytes)
+            except cupy.cuda.runtime.CUDARuntimeError:  # pinned memory exhausted: pageable works
+                return np.empty(count, dtype)
+        return np.frombuffer(mem, dtype, count)
+
+    def release(self) -> None:
+        """Unregister every array and give back the unused pinned result blocks."""
+        with self.lock:
+            while self._pins:
+                self._unpin(self._pins.popitem(last=False)[1])
+            if self._results is not None:
+                self._results.free_all_blocks()
+
+
+def _pinned_by_others(ptr: int, nbytes: int) -> bool:
+    """Whether the first or last byte is already page-locked (``cudaHostRegister`` or
+    ``cudaHostAlloc`` by other code): then it is theirs, and the range goes through staging."""
+    from cupy.cuda import runtime
+
+    try:
+        return any(runtime.pointerGetAttributes(p).type == MEMORY_TYPE_HOST for p in (ptr, ptr + nbytes - 1))
+    except runtime.CUDARuntimeError:  # drivers before CUDA 11 refuse unregistered host pointers
+        return False
+
+
+def _pinned_allocation(owner: object) -> bool:
+    """Memory a CUDA pinned allocator made (CuPy's pinned memory, our pinned results)."""
+    return type(owner).__name__ in ("PinnedMemoryPointer", "PinnedMemory") and \
+        type(owner).__module__.startswith("cupy")
+
+
+#: the process's registry (registrations are portable, so every device shares it)
+PINS = HostPins()
