@@ -7,22 +7,22 @@ ones the caller owns; ``recycle`` hands them back for reuse), and ``backend=`` (
 ``vyre.acquire(allow_reference=True)``, acquired once). Scratch buffers are kept per backend and
 reused; ``release_scratch(backend)`` frees them. See docs/lib.md.
 
+Each algorithm family is one private package holding its kernels, its topology (the steps of a
+size class) and its calls: ``_scan`` (scans, reductions, segmented reduction), ``_select``
+(compaction), ``_histogram``, ``_sort`` (radix sorts) and ``_runs`` (run-length encoding,
+``unique``). ``plan``, ``blocks``, ``monoid``, ``keys``, ``io`` and ``scratch`` are shared.
+
 The workload modules ``graph``, ``datalog``, ``egraph``, ``text`` and ``multi`` are attributes too,
 imported on first use (docs/workloads.md, docs/scale.md).
 """
 
+from vyre.lib._histogram import histogram
+from vyre.lib._runs import run_length_encode, unique
+from vyre.lib._scan import exclusive_scan, inclusive_scan, reduce, segmented_reduce
+from vyre.lib._select import select, select_if
+from vyre.lib._sort import argsort, sort
 from vyre.lib.io import ResidentArray, recycle
-from vyre.lib.primitives import (
-    exclusive_scan,
-    histogram,
-    inclusive_scan,
-    reduce,
-    segmented_reduce,
-    select,
-    select_if,
-)
 from vyre.lib.scratch import release_scratch
-from vyre.lib.sorting import argsort, run_length_encode, sort, unique
 
 _WORKLOADS = ("datalog", "egraph", "graph", "multi", "text")
 

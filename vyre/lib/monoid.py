@@ -89,3 +89,6 @@ def monoid(op: str, dtype: DataType) -> Monoid:
         raise InvalidProgram(f"op {op!r} is bitwise and {dtype.np_dtype.name} data has no bitwise {op}",
                              f"use add, min or max on {dtype.np_dtype.name}, or view the bits as {bits}.")
     return Monoid(op, dtype)
+
+
+COUNT = Monoid("add", DataType.U32)  # counts: of kept elements, of digits, of matches
