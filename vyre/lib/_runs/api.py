@@ -8,8 +8,8 @@ import numpy as np
 
 from vyre.lib._runs import topology as topo
 from vyre.lib._sort import topology as sort_topo
-from vyre.lib._sort.api import KEY_TYPES, U32
-from vyre.lib.io import Call, as_array, check_count, library_call
+from vyre.lib._sort.api import KEY_TYPES
+from vyre.lib.io import U32, Call, as_array, check_count, library_call
 from vyre.lib.plan import Plan, capacity
 
 

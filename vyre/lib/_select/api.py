@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 
 from vyre.ir import DataType
-from vyre.lib._scan.api import VALUE_TYPES
 from vyre.lib._select import kernels as K
 from vyre.lib._select import topology as topo
 from vyre.lib.io import U32, Array, Call, as_array, as_scalar, check_count, library_call, same_length
+from vyre.lib.monoid import SCAN_TYPES
 from vyre.lib.plan import Plan, capacity
 
+VALUE_TYPES = SCAN_TYPES
 FLAG_TYPES = (DataType.U8, DataType.I8, DataType.U16, DataType.I16, DataType.U32, DataType.I32, DataType.F32,
               DataType.U64, DataType.I64, DataType.F64)
 
