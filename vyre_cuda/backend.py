@@ -228,13 +228,13 @@ class CudaBackend(Backend):
     def device_view(self, handle: Resident) -> tuple[int, int, int]:
         """``(pointer, device ordinal, stream handle)`` of a resident handle's memory, for
         ``ResidentArray``'s ``__cuda_array_interface__``: the stream is the backend's."""
-        return self.inplace.device_view(handle)
+        return self.residents.device_view(handle)
 
     def dlpack(self, handle: Resident, dtype: Any, count: int, stream: object | None, **options: Any) -> Any:
         """A DLPack capsule over ``count`` elements of ``dtype`` at ``handle``, ``stream`` (the
         consumer's: a handle, -1 for none, None for the legacy default) waiting for the backend's work;
         ``options``: the consumer's other ``__dlpack__`` keywords."""
-        return self.inplace.dlpack(handle, dtype, count, stream, **options)
+        return self.residents.dlpack(handle, dtype, count, stream, **options)
 
     def as_cupy(self, array: object) -> Any:
         """``array`` (CuPy, torch, CAI/DLPack) as a CuPy array over the same memory."""

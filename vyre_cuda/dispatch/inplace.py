@@ -31,8 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from vyre.driver.backend import Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.errors import InvalidHandle, InvalidProgram
@@ -247,29 +245,6 @@ class InPlaceDispatcher:
         kind = "torch" if any(device_kind(x) == "torch" for x in like) else "cupy"
         with stream:
             return new_device_array(kind, dtype, count, self.runtime.device_id)[0]
-
-    def device_view(self, handle: Resident) -> tuple[int, int, int]:
-        """``(pointer, device ordinal, stream handle)`` of ``handle``'s memory (``InvalidHandle`` for
-        a freed or foreign one); the backend's stream, so a consumer waits for the work on it."""
-        rt = self.runtime
-        with rt.lock:
-            rt.check_open()
-            return rt.resident.resolve(handle).ptr, rt.device_id, rt.stream_ptr
-
-    def dlpack(self, handle: Resident, dtype: Any, count: int, stream: object | None, **options: Any) -> Any:
-        """DLPack export of ``count`` ``dtype`` elements at ``handle`` through a CuPy view of them
-        (the view keeps no copy; the handle must outlive the consumer's tensor). ``options`` are the
-        consumer's other ``__dlpack__`` keywords (``max_version``, ...), passed on when given."""
-        import cupy
-
-        ptr, device, _ = self.device_view(handle)
-        dtype = np.dtype(dtype)
-        memory = cupy.cuda.UnownedMemory(ptr, max(count * dtype.itemsize, 1), handle, device)
-        view = cupy.ndarray((count,), dtype, cupy.cuda.MemoryPointer(memory, 0))
-        producer = self.runtime.stream  # the backend's stream: the consumer's waits for it
-        assert producer is not None, "device_view checked that the backend is open"
-        with cupy.cuda.Device(device), producer:
-            return view.__dlpack__(stream=stream, **options)
 
     def as_cupy(self, array: object) -> Any:
         """A CuPy view of a device array on this device (CuPy, torch, CAI/DLPack): no copy; an

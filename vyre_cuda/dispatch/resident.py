@@ -204,8 +204,6 @@ class ResidentDispatcher:
         Work on the backend's stream is finished first, so the view reads what earlier dispatches
         wrote; writes through it must be finished (``cupy.cuda.get_current_stream().synchronize()``)
         before the next dispatch reads them."""
-        import cupy
-
         rt = self.runtime
         with rt.lock:
             rt.check_open()
@@ -216,8 +214,28 @@ class ResidentDispatcher:
                                      f"view it with a dtype whose size divides {handle.nbytes}.")
             with cuda_errors(f"viewing {handle!r}"):
                 rt.stream.synchronize()
-                memory = cupy.cuda.UnownedMemory(buf.ptr, handle.nbytes, handle, rt.device_id)
-                return cupy.ndarray((handle.nbytes // dt.itemsize,), dt, cupy.cuda.MemoryPointer(memory, 0))
+                return _cupy_over(buf.ptr, handle, dt, handle.nbytes // dt.itemsize, rt.device_id)
+
+    def device_view(self, handle: Resident) -> tuple[int, int, int]:
+        """``(pointer, device ordinal, stream handle)`` of ``handle``'s memory (``InvalidHandle`` for
+        a freed or foreign one); the backend's stream, so a consumer waits for the work on it."""
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            return rt.resident.resolve(handle).ptr, rt.device_id, rt.stream_ptr
+
+    def dlpack(self, handle: Resident, dtype: Any, count: int, stream: object | None, **options: Any) -> Any:
+        """DLPack export of ``count`` ``dtype`` elements at ``handle`` (``view`` without its wait: the
+        consumer's ``stream`` waits for the backend's instead). ``options`` are the consumer's other
+        ``__dlpack__`` keywords (``max_version``, ...), passed on when given."""
+        import cupy
+
+        ptr, device, _ = self.device_view(handle)
+        view = _cupy_over(ptr, handle, np.dtype(dtype), count, device)
+        producer = self.runtime.stream  # the backend's stream: the consumer's waits for it
+        assert producer is not None, "device_view checked that the backend is open"
+        with cupy.cuda.Device(device), producer:
+            return view.__dlpack__(stream=stream, **options)
 
     # ---- dispatch --------------------------------------------------------------------------------------
     def resident_layout(self, prepared: PreparedProgram, handles: Sequence[Resident],
@@ -302,3 +320,13 @@ class ResidentDispatcher:
         """Drop every memo (they hold programs, handles and pointers)."""
         self.memo.clear()
         self.last = None
+
+
+def _cupy_over(ptr: int, handle: Resident, dtype: np.dtype, count: int, device: int) -> Any:
+    """A CuPy array of ``count`` ``dtype`` elements at ``ptr`` (``handle``'s memory, which it keeps
+    no hold on): no copy, no wait."""
+    import cupy
+
+    memory = cupy.cuda.UnownedMemory(ptr, max(count * dtype.itemsize, 1), handle, device)
+    return cupy.ndarray((count,), dtype, cupy.cuda.MemoryPointer(memory, 0))
+

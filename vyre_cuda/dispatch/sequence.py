@@ -62,6 +62,7 @@ from vyre_cuda.dispatch.graphs import CapturedGraph, GraphCache, graphs_enabled
 from vyre_cuda.dispatch.pipeline import ResidentBinding, run_binding
 from vyre_cuda.dispatch.staging import aligned
 from vyre_cuda.runtime import conditional, settings
+from vyre_cuda.runtime.arrays import array_pointer
 from vyre_cuda.runtime.errors import cuda_errors
 from vyre_cuda.runtime.launch import LaunchPlan, ParamBlock, programmatic_launches, record_launch
 from vyre_cuda.runtime.pools import D2D, D2H, H2D, StagingSlot
@@ -724,17 +725,9 @@ class CallerSequence(CompiledSequence):
         self.sightings: OrderedDict[tuple, None] = OrderedDict()  # pointer sets met once, launched eagerly
         self.last: Body | None = None  # the body the last ``enqueue`` ran (what ``replay`` runs again)
 
-    @staticmethod
-    def pointer(array: Any) -> int:
-        """The device address of a caller's array (CuPy, torch, or ``__cuda_array_interface__``):
-        what ``replay``'s callers compare to know the arrays are where the last call's were."""
-        data_ptr = getattr(array, "data_ptr", None)
-        if data_ptr is not None:  # torch
-            return int(data_ptr())
-        ptr = getattr(getattr(array, "data", None), "ptr", None)
-        if ptr is not None:  # CuPy
-            return int(ptr)
-        return int(array.__cuda_array_interface__["data"][0])
+    #: the device address of a caller's array: what ``replay``'s callers compare to know the
+    #: arrays are where the last call's were
+    pointer = staticmethod(array_pointer)
 
     def replay(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = ()) -> bool:
         """The last ``enqueue``'s graph replayed on ``stream`` with ``writes``, for a caller whose

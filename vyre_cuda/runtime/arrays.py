@@ -140,6 +140,17 @@ def device_pointer(decl: BufferDecl, data: object, device_id: int) -> tuple[int,
     return arr.data.ptr, arr.nbytes
 
 
+def array_pointer(data: Any) -> int:
+    """The device address of a CuPy array, torch tensor or ``__cuda_array_interface__`` array,
+    unchecked: for comparing where arrays already checked once are (``array_span`` checks)."""
+    kind = device_kind(data)
+    if kind == "cupy":
+        return data.data.ptr
+    if kind == "torch":
+        return data.data_ptr()
+    return int(data.__cuda_array_interface__["data"][0])
+
+
 def array_span(data: Any, device_id: int, what: str) -> tuple[int, int]:
     """``(pointer, nbytes)`` of a C-contiguous device array on ``device_id`` (``InvalidProgram`` with a
     Fix otherwise; ``what`` names it). CuPy arrays and torch tensors are read directly."""
