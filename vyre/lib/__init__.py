@@ -1,7 +1,9 @@
 """Device-wide building blocks written in the vyre IR, so every backend runs them and the oracle checks them.
 
 ``reduce``, ``inclusive_scan``, ``exclusive_scan``, ``select``, ``select_if``, ``histogram``,
-``sort``, ``argsort``, ``unique``, ``segmented_reduce``, ``run_length_encode``. Each takes numpy
+``sort``, ``argsort``, ``unique``, ``segmented_reduce``, ``run_length_encode``, and the fused
+``transform_reduce``, ``transform_inclusive_scan``, ``transform_exclusive_scan`` (a ``@vyre.func``
+applied to each element as it is loaded). Each takes numpy
 arrays (returns numpy), device arrays on ``cuda`` (returns CuPy) or ``ResidentArray``s (returns new
 ones the caller owns; ``recycle`` hands them back for reuse), and ``backend=`` (default:
 ``vyre.acquire(allow_reference=True)``, acquired once). Scratch buffers are kept per backend and
@@ -20,6 +22,9 @@ from vyre.lib.primitives import (
     segmented_reduce,
     select,
     select_if,
+    transform_exclusive_scan,
+    transform_inclusive_scan,
+    transform_reduce,
 )
 from vyre.lib.scratch import release_scratch
 from vyre.lib.sorting import argsort, run_length_encode, sort, unique
@@ -43,5 +48,6 @@ def __dir__() -> list[str]:
 __all__ = [
     "ResidentArray",
     "argsort", "exclusive_scan", "histogram", "inclusive_scan", "recycle", "reduce", "release_scratch",
-    "run_length_encode", "segmented_reduce", "select", "select_if", "sort", "unique",
+    "run_length_encode", "segmented_reduce", "select", "select_if", "sort", "transform_exclusive_scan",
+    "transform_inclusive_scan", "transform_reduce", "unique",
 ]
