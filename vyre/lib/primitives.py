@@ -1,4 +1,5 @@
-"""``reduce``, the scans (and their ``transform_`` forms), ``select``, ``select_if``, ``histogram`` and ``segmented_reduce``.
+"""``reduce``, the scans (and their ``transform_`` forms), ``select``, ``select_if``, ``histogram``
+and ``segmented_reduce``.
 
 Each function checks its arguments, builds the fixed topology of its size class
 (``vyre.lib.plan``) and runs it as one sequence on the backend. See docs/lib.md.

@@ -102,13 +102,18 @@ def _rebuild(node: Node, expr: Callable[[Expr], Expr], body: Callable[[tuple[Nod
     return node
 
 
-@functools.cache
 def element_transform(func: object, in_type: DataType) -> Transform:
     """``func`` (a ``@vyre.func`` of one argument) lowered for elements of ``in_type``, or
     ``InvalidProgram`` saying what to change."""
     if not isinstance(func, Func):
         raise InvalidProgram(f"the transform {func!r} is not a @vyre.func helper",
                              "decorate a module-level function of one argument with @vyre.func and pass it.")
+    return _lowered(func, in_type)
+
+
+@functools.cache
+def _lowered(func: Func, in_type: DataType) -> Transform:
+    """``func`` lowered once per input type (each lowering parses the helper's file once)."""
     _check_arity(func)
     fndef = ast.parse(_PROBE.format(name=in_type.value)).body[0]
     assert isinstance(fndef, ast.FunctionDef)
