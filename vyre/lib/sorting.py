@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from vyre.driver.errors import InvalidProgram
 from vyre.lib import plan as topo
 from vyre.lib.io import Call, as_array, check_count, library_call, same_length
 from vyre.lib.keys import KEY_TYPES as NARROW_KEY_TYPES
 from vyre.lib.keys import WIDE_KEY_TYPES
 from vyre.lib.plan import capacity
+from vyre.lib.unique_range import checked_range, unique_in_range
 
 KEY_TYPES = NARROW_KEY_TYPES + WIDE_KEY_TYPES
 VALUE_TYPES = KEY_TYPES
@@ -110,16 +112,25 @@ def run_length_encode(x: object, *, count: str = "exact", stream: object = None,
 
 
 @library_call
-def unique(x: object, *, count: str = "exact", stream: object = None, backend: Any = None,
-           scratch: Any = None) -> tuple[Any, ...]:
+def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None = None, stream: object = None,
+           backend: Any = None, scratch: Any = None) -> tuple[Any, ...]:
     """``(values, counts)``: the distinct values in sort order and how often each occurs.
 
     Distinct by the sort's total order: -0.0 and +0.0 are two values, all NaNs are one.
     ``count="device"``: ``(values, counts, distinct)`` as ``run_length_encode`` gives them.
+    ``key_range=(lo, hi)`` (u32/i32 keys, every key in ``[lo, hi)``, ``hi - lo <= 2**24``): the
+    same result without sorting, from a histogram of ``x - lo`` (``vyre.lib.unique_range``);
+    a key outside the range raises ``InvalidProgram``. Takes ``count="exact"`` only.
     """
     on_device = check_count(count)
     a = as_array(x, "x", KEY_TYPES)
     call = Call(backend, scratch, a, stream=stream)
+    if key_range is not None:
+        lo, bins = checked_range(key_range, a)
+        if on_device:
+            raise InvalidProgram("unique(key_range=...) reads back its count to check the range",
+                                 "call it with count='exact' (the default), or without key_range.")
+        return (call.empty(a.np_dtype), call.empty(U32)) if a.n == 0 else unique_in_range(call, a, lo, bins)
     if a.n == 0:
         return _no_runs(call, a.np_dtype, on_device)
     plan = call.plan()

@@ -43,18 +43,15 @@ _IMPURE = frozenset({Op.ATOMIC, Op.LOAD, Op.BUF_LEN, *ID_OPS, *SUBGROUP_OPS})
 
 @dataclass(frozen=True)
 class Transform:
-    """``func`` lowered for one input type: ``body`` binds ``arg`` (the loaded element) and
-    computes ``result`` (of ``out_type``)."""
+    """A function of the loaded element: ``body`` binds ``xf_arg`` (the element) and computes
+    ``result`` (of ``out_type``). ``name`` (a ``@vyre.func``'s name) goes into program names."""
 
-    func: Func
+    name: str
     in_type: DataType
     out_type: DataType
     body: tuple[Node, ...]
     result: Expr
-
-    @property
-    def name(self) -> str:
-        return self.func.name
+    func: Func | None = None  # the helper it was lowered from (so each helper is its own transform)
 
     def at(self, index: Expr, site: int) -> tuple[list[Node], Expr]:
         """The statements applying the function to ``x[index]`` (names suffixed by ``site``) and its value."""
@@ -134,7 +131,12 @@ def _lowered(func: Func, in_type: DataType) -> Transform:
     last = program.body[-1]
     assert isinstance(last, Let) and last.name == _RESULT
     _check_pure(func, body, last.value)
-    return Transform(func, in_type, out_type, tuple(body), last.value)
+    return Transform(func.name, in_type, out_type, tuple(body), last.value, func)
+
+
+def element(name: str, in_type: DataType, out_type: DataType, result: Callable[[Expr], Expr]) -> Transform:
+    """A transform built in the IR: ``result(element)`` (library-internal, may read ``params``)."""
+    return Transform(name, in_type, out_type, (), result(Expr.var(_ARG)))
 
 
 def _check_arity(func: Func) -> None:
