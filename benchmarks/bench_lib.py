@@ -16,7 +16,8 @@ the result out). Copy bandwidth: a device-to-device copy of the input (bytes rea
 ``transform_reduce`` sums ``(x & 0xFFFF)**2`` (u32, wrapping) with the function applied on load
 (``@vyre.func`` ``low_square``), next to the two-pass form (a CuPy elementwise kernel writing the
 squares, then ``lib.reduce``), CuPy's fused ``ReductionKernel``, CuPy's two passes and torch;
-``fused_table`` prints those rows.
+``fused_table`` prints those rows. The ``unique`` row also times ``vyre_key_range``: the sort-free
+``unique(x, key_range=(0, 256))`` on the same resident keys (in the JSON and the printed lines).
 
 ``--wide`` (sizes default to 27) times instead the sort of u64 keys: vyre on a ``ResidentArray``,
 on CuPy arrays, on numpy arrays (host in and out: adds both copies) and on torch tensors (int64:
@@ -139,6 +140,7 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
                     "vyre_cupy": lambda: lib.argsort(x, backend=backend), "cupy": lambda: cupy.argsort(x)},
         "unique": {"vyre": vy(lambda: lib.unique(r["small"], backend=backend)),
                    "vyre_cupy": lambda: lib.unique(small, backend=backend),
+                   "vyre_key_range": vy(lambda: lib.unique(r["small"], key_range=(0, 256), backend=backend)),
                    "cupy": lambda: cupy.unique(small, return_counts=True)},
         "segmented_reduce": {"vyre": vy(lambda: lib.segmented_reduce(r["x"], r["offsets"], backend=backend)),
                              "vyre_cupy": lambda: lib.segmented_reduce(x, offsets, backend=backend)},

@@ -1,5 +1,6 @@
 """The fused ``transform_reduce`` / ``transform_*_scan`` on ``cuda``: CuPy arrays in, CuPy results
-out, against numpy, and bit for bit against the oracle (float sums in the same tree order)."""
+out, against numpy, and bit for bit against the oracle (float sums in the same tree order); and the
+sort-free ``unique(x, key_range=...)`` on CuPy keys."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from tests.lib import expected as E
 from tests.lib.test_transform import half_as_f64, mix_bits, odd, square_plus_one, widen_times_three
 from vyre import lib
+from vyre.driver.errors import InvalidProgram
 from vyre.reference import ReferenceBackend
 
 pytestmark = pytest.mark.gpu
@@ -76,3 +78,22 @@ def test_repeated_calls_replay_and_stay_exact(backend, rng):
         assert int(lib.transform_reduce(d, widen_times_three, backend=backend)) == \
             int((x.astype(np.uint64) * np.uint64(3)).sum(dtype=np.uint64))
         assert int(lib.reduce(d, backend=backend)) == int(x.sum(dtype=np.uint32))
+
+
+@pytest.mark.parametrize("n", (1, 4097, (1 << 24) + 3))
+@pytest.mark.parametrize("lo, hi", [(0, 256), (-5000, 5000), (0, 1 << 20)])
+def test_unique_key_range_on_cupy_matches_numpy(backend, rng, n, lo, hi):
+    """The sort-free ``unique`` on CuPy keys: numpy's values and counts, and the sort-based call's."""
+    x = rng.integers(lo, hi, n).astype(np.int32)
+    x[0] = lo
+    d = cupy.asarray(x)
+    values, counts = lib.unique(d, key_range=(lo, hi), backend=backend)
+    assert isinstance(values, cupy.ndarray) and values.dtype == np.int32 and counts.dtype == np.uint32
+    want_values, want_counts = np.unique(x, return_counts=True)
+    E.assert_same(cupy.asnumpy(values), want_values)
+    E.assert_same(cupy.asnumpy(counts), want_counts.astype(np.uint32))
+    sorted_values, sorted_counts = lib.unique(d, backend=backend)
+    E.assert_same(cupy.asnumpy(values), cupy.asnumpy(sorted_values))
+    E.assert_same(cupy.asnumpy(counts), cupy.asnumpy(sorted_counts))
+    with pytest.raises(InvalidProgram, match="outside"):
+        lib.unique(d, key_range=(lo + 1, hi), backend=backend)
