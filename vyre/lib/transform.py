@@ -18,8 +18,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import vyre
 from vyre.driver.errors import InvalidProgram, ValidationError
+from vyre.frontend import annotations as kernel_types  # the names a kernel annotation uses (vyre.In, vyre.u32, ...)
 from vyre.frontend.kernel import Func
 from vyre.frontend.lower import Lowering, Options
 from vyre.frontend.names import chain_lookup
@@ -114,7 +114,7 @@ def _lowered(func: Func, in_type: DataType) -> Transform:
     _check_arity(func)
     fndef = ast.parse(_PROBE.format(name=in_type.value)).body[0]
     assert isinstance(fndef, ast.FunctionDef)
-    lowering = Lowering(SourceFile("<vyre.lib transform>"), fndef, chain_lookup({"vyre": vyre, "fn": func}),
+    lowering = Lowering(SourceFile("<vyre.lib transform>"), fndef, chain_lookup({"vyre": kernel_types, "fn": func}),
                         Options((1, 1, 1), "transform_probe"))
     try:
         program = lowering.program()
