@@ -272,3 +272,21 @@ def test_fused_kernels_assemble_for_sm90(rng):
     assert len(programs) > 20
     failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
     assert not failures, "\n".join(failures[:20])
+
+
+def test_resident_input(backend, rng):
+    """A ``ResidentArray`` is read in place; scans give a new ``ResidentArray``."""
+    x = E.data(rng, np.uint32, 5003)
+    handle = backend.allocate_resident(x.nbytes)
+    backend.upload_resident(handle, x)
+    try:
+        r = lib.ResidentArray(handle, x.dtype.str, x.size)
+        assert lib.transform_reduce(r, widen_times_three, backend=backend) == \
+            (x.astype(np.uint64) * np.uint64(3)).sum(dtype=np.uint64)
+        out = lib.transform_inclusive_scan(r, mix_bits, backend=backend)
+        assert isinstance(out, lib.ResidentArray)
+        got = backend.download_resident(out.handle, 0, x.nbytes).view(np.uint32)
+        E.assert_same(got, np.cumsum(x ^ (x >> 3), dtype=np.uint32))
+        backend.free_resident(out.handle)
+    finally:
+        backend.free_resident(handle)
