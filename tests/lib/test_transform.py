@@ -290,3 +290,18 @@ def test_resident_input(backend, rng):
         backend.free_resident(out.handle)
     finally:
         backend.free_resident(handle)
+
+
+def test_a_look_back_that_runs_out_folds_transformed_input(rng, monkeypatch):
+    """With no look-back trips (``spin=(1, 0)``) every tile but the first folds the input below it
+    itself: the fold loads ``x`` too, so it applies the function as well."""
+    import functools
+
+    from vyre.reference import ReferenceBackend
+
+    monkeypatch.setattr(K, "scan_lookback", functools.partial(K.scan_lookback.__wrapped__, spin=(1, 0)))
+    x = rng.integers(0, 2**16, 5 * 8192 + 77).astype(np.uint16)
+    be = ReferenceBackend()
+    E.assert_same(lib.transform_inclusive_scan(x, odd, backend=be), np.cumsum(x & 1, dtype=np.uint32))
+    E.assert_same(lib.transform_exclusive_scan(x, odd, "add", 3, backend=be),
+                  E.exclusive_scan((x & 1).astype(np.uint32), "add", 3))
