@@ -17,6 +17,7 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 
 SIZES = (1, 33, 4097, 70_001, (1 << 24) + 3)
+ORACLE_SIZES = (1, 33, 4097, 70_001, (1 << 20) + 1)  # the oracle runs the same calls: it is slower
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def test_integer_transforms_on_cupy_match_numpy(backend, rng, n):
                   np.cumsum(small & 1, dtype=np.uint32))
 
 
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("n", ORACLE_SIZES)
 def test_float_transforms_match_the_oracle_bit_for_bit(backend, oracle, rng, n):
     x = E.data(rng, np.float32, n, finite=True)
     d = cupy.asarray(x)
