@@ -141,18 +141,19 @@ def as_array(x: object, name: str, allowed: tuple[DataType, ...]) -> Array:
     return Array(data, dtype, np_dtype, n, on_device, resident)
 
 
-def as_scalar(value: object, a: Array, name: str) -> Any:
-    """``value`` as an ``a``-typed numpy scalar, or ``InvalidProgram`` if it does not fit."""
+def as_scalar(value: object, dtype: DataType, name: str) -> Any:
+    """``value`` as a ``dtype`` numpy scalar, or ``InvalidProgram`` if it does not fit."""
+    np_dtype = dtype.np_dtype
     converted: Any = None
     try:
         with np.errstate(over="raise", invalid="raise"):
-            converted = np.array([value]).astype(a.np_dtype, casting="unsafe")[0]
-        exact = a.dtype in (DataType.F32, DataType.F64) or int(converted) == value
+            converted = np.array([value]).astype(np_dtype, casting="unsafe")[0]
+        exact = dtype in (DataType.F32, DataType.F64) or int(converted) == value
     except (TypeError, ValueError, OverflowError, FloatingPointError):
         exact = False
     if not exact:
-        raise InvalidProgram(f"{name}={value!r} is not a {a.np_dtype} value",
-                             f"pass a number representable as {a.np_dtype}.")
+        raise InvalidProgram(f"{name}={value!r} is not a {np_dtype} value",
+                             f"pass a number representable as {np_dtype}.")
     return converted
 
 

@@ -1,5 +1,6 @@
-"""``reduce``, ``inclusive_scan``, ``exclusive_scan`` and ``segmented_reduce``: check the
-arguments, build the topology of the size class (``topology``) and run it as one sequence. See docs/lib.md.
+"""``reduce``, ``inclusive_scan``, ``exclusive_scan`` (and their ``transform_`` forms) and
+``segmented_reduce``: check the arguments, build the topology of the size class (``topology``) and
+run it as one sequence. See docs/lib.md.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from vyre.ir import DataType
 from vyre.lib._scan import kernels as K
 from vyre.lib._scan import topology as topo
 from vyre.lib.io import Array, Call, ResidentArray, as_array, as_scalar, device_array_info, library_call
-from vyre.lib.monoid import SCAN_TYPES, monoid
+from vyre.lib.monoid import ELEMENT_TYPES, SCAN_TYPES, monoid
 from vyre.lib.plan import capacity
+from vyre.lib.transform import Transform, element_transform
 
 VALUE_TYPES = SCAN_TYPES
+TRANSFORM_INPUT_TYPES = ELEMENT_TYPES  # what a transform may read: every integer type and the floats
 
 
 @library_call
@@ -28,51 +31,71 @@ def reduce(x: object, op: str = "add", *, stream: object = None, backend: Any = 
     fixed tree order, so every backend gives the same bits. Returns a numpy scalar, or for device
     input a 0-d array of the caller's kind, computed on ``stream`` with no wait.
     """
-    a = as_array(x, "x", VALUE_TYPES)
-    m = monoid(op, a.dtype)
+    return _reduce(as_array(x, "x", VALUE_TYPES), op, None, stream, backend, scratch)
+
+
+@library_call
+def transform_reduce(x: object, fn: object, op: str = "add", *, stream: object = None, backend: Any = None,
+                     scratch: Any = None) -> Any:
+    """``reduce`` of ``fn(x[i])`` in one pass: ``fn``, a ``@vyre.func`` of one argument, is applied
+    to each element as the reduction loads it (no temporary array). Its result type is the type
+    accumulated and returned (u32, i32, f32, u64, i64 or f64); ``x`` may also hold 8- and 16-bit
+    integers. Order, identities and results as ``reduce`` gives for ``fn(x)``."""
+    a = as_array(x, "x", TRANSFORM_INPUT_TYPES)
+    return _reduce(a, op, element_transform(fn, a.dtype), stream, backend, scratch)
+
+
+def _reduce(a: Array, op: str, t: Transform | None, stream: object, backend: Any, scratch: Any) -> Any:
+    out_type = a.dtype if t is None else t.out_type
+    m = monoid(op, out_type)
+    np_out = out_type.np_dtype
     call = Call(backend, scratch, a, stream=stream)
     if call.on_device:
         def build() -> Any:
             plan = call.plan()
-            out = call.result(plan, "reduce.out", 1, a.np_dtype)
+            out = call.result(plan, "reduce.out", 1, np_out)
             if a.n == 0:
-                call.fill(out, np.array([m.numpy_empty()], a.np_dtype))
+                call.fill(out, np.array([m.numpy_empty()], np_out))
             else:
-                topo.reduce(plan, m, call.upload(plan, "x", a), a.n, capacity(a.n), out)
+                topo.reduce(plan, m, call.upload(plan, "x", a), a.n, capacity(a.n), out, t)
                 call.run(plan)
-            return call.output(out, a.np_dtype, 1).reshape(())
+            return call.output(out, np_out, 1).reshape(())
 
-        return call.fast(("reduce", op), build, lambda outs: outs[0].reshape(()))
+        key = ("reduce", op) if t is None else ("reduce", op, t)
+        return call.fast(key, build, lambda outs: outs[0].reshape(()))
     if a.n == 0:
         return m.numpy_empty()
     plan = call.plan()
     src = call.upload(plan, "x", a)
-    result = topo.reduce(plan, m, src, a.n, capacity(a.n))
-    (word,) = call.run(plan, [(result, 0, a.np_dtype.itemsize)])
-    return word.view(a.np_dtype)[0]
+    result = topo.reduce(plan, m, src, a.n, capacity(a.n), transform=t)
+    (word,) = call.run(plan, [(result, 0, out_type.size)])
+    return word.view(np_out)[0]
 
 
-def _scan(x: object, op: str, inclusive: bool, init: object, stream: object, backend: Any, scratch: Any) -> Any:
-    a = as_array(x, "x", VALUE_TYPES)
-    m = monoid(op, a.dtype)
+def _scan(a: Array, op: str, inclusive: bool, init: object, t: Transform | None, stream: object, backend: Any,
+          scratch: Any) -> Any:
+    out_type = a.dtype if t is None else t.out_type
+    m = monoid(op, out_type)
+    np_out = out_type.np_dtype
     call = Call(backend, scratch, a, stream=stream)
     if a.n == 0:
-        return call.empty(a.np_dtype)
+        return call.empty(np_out)
     if init is None:
-        start = None if inclusive else as_scalar(m.empty_value(), a, "init")
+        start = None if inclusive else as_scalar(m.empty_value(), out_type, "init")
     else:
-        start = as_scalar(init, a, "init")
+        start = as_scalar(init, out_type, "init")
 
     def build() -> Any:
         plan = call.plan()
         src = call.upload(plan, "x", a)
-        out = call.result(plan, "scan.out", a.n, a.np_dtype)
-        init_word = None if start is None else plan.typed_word("scan.init", start, a.dtype)
-        topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word)
+        out = call.result(plan, "scan.out", a.n, np_out)
+        init_word = None if start is None else plan.typed_word("scan.init", start, out_type)
+        topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word, transform=t)
         call.run(plan)
-        return call.output(out, a.np_dtype, a.n)
+        return call.output(out, np_out, a.n)
 
-    return call.fast(("scan", op, inclusive, None if start is None else start.tobytes()), build, lambda outs: outs[0])
+    key = ("scan", op, inclusive, None if start is None else start.tobytes()) + (() if t is None else (t,))
+    return call.fast(key, build, lambda outs: outs[0])
 
 
 @library_call
@@ -80,7 +103,7 @@ def inclusive_scan(x: object, op: str = "add", *, init: object = None, stream: o
                    scratch: Any = None) -> Any:
     """``out[i] = x[0] op x[1] op ... op x[i]`` (integers wrap); with ``init``,
     ``out[i] = init op x[0] op ... op x[i]`` (a carry from earlier data, in the same pass)."""
-    return _scan(x, op, True, init, stream, backend, scratch)
+    return _scan(as_array(x, "x", VALUE_TYPES), op, True, init, None, stream, backend, scratch)
 
 
 @library_call
@@ -88,7 +111,24 @@ def exclusive_scan(x: object, op: str = "add", init: object = None, *, stream: o
                    scratch: Any = None) -> Any:
     """``out[0] = init``, ``out[i] = init op x[0] op ... op x[i-1]``; ``init`` defaults to the op's
     identity (0 for add, or, xor)."""
-    return _scan(x, op, False, init, stream, backend, scratch)
+    return _scan(as_array(x, "x", VALUE_TYPES), op, False, init, None, stream, backend, scratch)
+
+
+@library_call
+def transform_inclusive_scan(x: object, fn: object, op: str = "add", *, init: object = None, stream: object = None,
+                             backend: Any = None, scratch: Any = None) -> Any:
+    """``inclusive_scan`` of ``fn(x[i])`` in one pass (``fn`` as for ``transform_reduce``, applied
+    as the scan loads each element); the result and ``init`` have ``fn``'s result type."""
+    a = as_array(x, "x", TRANSFORM_INPUT_TYPES)
+    return _scan(a, op, True, init, element_transform(fn, a.dtype), stream, backend, scratch)
+
+
+@library_call
+def transform_exclusive_scan(x: object, fn: object, op: str = "add", init: object = None, *, stream: object = None,
+                             backend: Any = None, scratch: Any = None) -> Any:
+    """``exclusive_scan`` of ``fn(x[i])`` in one pass (``fn`` as for ``transform_reduce``)."""
+    a = as_array(x, "x", TRANSFORM_INPUT_TYPES)
+    return _scan(a, op, False, init, element_transform(fn, a.dtype), stream, backend, scratch)
 
 
 @library_call

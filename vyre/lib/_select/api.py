@@ -6,16 +6,14 @@ from typing import Any
 
 import numpy as np
 
-from vyre.ir import DataType
 from vyre.lib._select import kernels as K
 from vyre.lib._select import topology as topo
 from vyre.lib.io import U32, Array, Call, as_array, as_scalar, check_count, library_call, same_length
-from vyre.lib.monoid import SCAN_TYPES
+from vyre.lib.monoid import ELEMENT_TYPES, SCAN_TYPES
 from vyre.lib.plan import Plan, capacity
 
 VALUE_TYPES = SCAN_TYPES
-FLAG_TYPES = (DataType.U8, DataType.I8, DataType.U16, DataType.I16, DataType.U32, DataType.I32, DataType.F32,
-              DataType.U64, DataType.I64, DataType.F64)
+FLAG_TYPES = ELEMENT_TYPES
 
 
 def _compact(call: Call, plan: Plan, pred: K.Predicate, arrays: list[Array], on_device: bool) -> Any:
@@ -66,7 +64,7 @@ def select_if(x: object, lo: object, hi: object, *, count: str = "exact", stream
     on_device = check_count(count)
     a = as_array(x, "x", VALUE_TYPES)
     call = Call(backend, scratch, a, stream=stream)
-    lo_value, hi_value = as_scalar(lo, a, "lo"), as_scalar(hi, a, "hi")
+    lo_value, hi_value = as_scalar(lo, a.dtype, "lo"), as_scalar(hi, a.dtype, "hi")
     if a.n == 0:
         return _empty_compaction(call, a.np_dtype, on_device)
 
