@@ -13,6 +13,12 @@ between calls, so each call reuses the result handles and replays its captured g
 ``vyre_cupy`` on CuPy arrays in and out (adds a device copy of the input into scratch and of
 the result out). Copy bandwidth: a device-to-device copy of the input (bytes read + written).
 
+``transform_reduce`` sums ``(x & 0xFFFF)**2`` (u32, wrapping) with the function applied on load
+(``@vyre.func`` ``low_square``), next to the two-pass form (a CuPy elementwise kernel writing the
+squares, then ``lib.reduce``), CuPy's fused ``ReductionKernel``, CuPy's two passes and torch;
+``fused_table`` prints those rows. The ``unique`` row also times ``vyre_key_range``: the sort-free
+``unique(x, key_range=(0, 256))`` on the same resident keys (in the JSON and the printed lines).
+
 ``--wide`` (sizes default to 27) times instead the sort of u64 keys: vyre on a ``ResidentArray``,
 on CuPy arrays, on numpy arrays (host in and out: adds both copies) and on torch tensors (int64:
 the keys are below 2^62, so the order is the same) against ``cupy.sort`` and ``torch.sort`` on the
@@ -34,14 +40,23 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import vyre  # noqa: E402
 from vyre_cuda.bench import add_chart_arguments, redraw_if_asked  # noqa: E402
 
 PRIMITIVES = ("reduce", "inclusive_scan", "exclusive_scan", "select", "select_if", "histogram", "sort", "argsort",
-              "unique", "segmented_reduce", "run_length_encode")
+              "unique", "segmented_reduce", "run_length_encode", "transform_reduce")
+FUSED_IMPLS = ("vyre", "vyre_cupy", "vyre_two_pass", "cupy", "cupy_two_pass", "torch")
 # bytes a primitive must move at least, per element (u32: read the input once, write the output once)
 MIN_BYTES = {"reduce": 4, "inclusive_scan": 8, "exclusive_scan": 8, "select": 5 + 2, "select_if": 4 + 2,
              "histogram": 4, "sort": 8, "argsort": 8, "unique": 4, "segmented_reduce": 4 + 0.1,
-             "run_length_encode": 4}
+             "run_length_encode": 4, "transform_reduce": 4}
+
+
+@vyre.func
+def low_square(v):
+    """``(v & 0xFFFF)**2``, the function ``transform_reduce`` applies to each element as it loads it."""
+    w = v & 65535
+    return w * w
 
 
 def _sync() -> None:
@@ -125,12 +140,14 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
                     "vyre_cupy": lambda: lib.argsort(x, backend=backend), "cupy": lambda: cupy.argsort(x)},
         "unique": {"vyre": vy(lambda: lib.unique(r["small"], backend=backend)),
                    "vyre_cupy": lambda: lib.unique(small, backend=backend),
+                   "vyre_key_range": vy(lambda: lib.unique(r["small"], key_range=(0, 256), backend=backend)),
                    "cupy": lambda: cupy.unique(small, return_counts=True)},
         "segmented_reduce": {"vyre": vy(lambda: lib.segmented_reduce(r["x"], r["offsets"], backend=backend)),
                              "vyre_cupy": lambda: lib.segmented_reduce(x, offsets, backend=backend)},
         "run_length_encode": {"vyre": vy(lambda: lib.run_length_encode(r["runs"], backend=backend)),
                               "vyre_cupy": lambda: lib.run_length_encode(runs, backend=backend)},
     }
+    impls["transform_reduce"] = _transform_reduce(backend, x, r["x"], vy)
     if torch is not None:
         tx = torch.as_tensor(x.view(cupy.int32), device="cuda")
         tsmall = torch.as_tensor(small.view(cupy.int32), device="cuda")
@@ -147,11 +164,45 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
             "unique": lambda: torch.unique(tsmall, return_counts=True),
             "segmented_reduce": lambda: torch.segment_reduce(tfloat, "sum", offsets=toff),
             "run_length_encode": lambda: torch.unique_consecutive(truns, return_counts=True),
+            "transform_reduce": lambda: ((tx & 65535) * (tx & 65535)).sum(dtype=torch.int32),
         }
         for name, fn in torch_impls.items():
             impls[name]["torch"] = fn
     impls["_copy"] = {"cupy": lambda: x.copy()}
     return impls
+
+
+def _transform_reduce(backend: Any, x: Any, resident: Any, vy: Callable[[Callable[[], object]], Callable[[], object]]
+                      ) -> dict[str, Callable[[], object]]:
+    """``transform_reduce`` of ``low_square`` fused (on a ``ResidentArray`` and on CuPy), in two passes
+    (CuPy elementwise, then ``lib.reduce``), and CuPy's fused and two-pass forms; checked to agree."""
+    import cupy
+
+    from vyre import lib
+
+    square = cupy.ElementwiseKernel("uint32 v", "uint32 y", "unsigned int w = v & 65535u; y = w * w;",
+                                    "vyre_bench_low_square")
+    fused = cupy.ReductionKernel("uint32 v", "uint32 y", "(v & 65535u) * (v & 65535u)", "a + b", "y = a", "0",
+                                 "vyre_bench_low_square_sum")
+    impls: dict[str, Callable[[], Any]] = {
+        "vyre": vy(lambda: lib.transform_reduce(resident, low_square, backend=backend)),
+        "vyre_cupy": lambda: lib.transform_reduce(x, low_square, backend=backend),
+        "vyre_two_pass": lambda: lib.reduce(square(x), backend=backend),
+        "cupy": lambda: fused(x), "cupy_two_pass": lambda: square(x).sum(dtype=cupy.uint32)}
+    results = {name: int(impls[name]()) for name in ("vyre_cupy", "vyre_two_pass", "cupy", "cupy_two_pass")}
+    if len(set(results.values())) != 1:
+        raise AssertionError(f"transform_reduce results differ: {results}")
+    return impls
+
+
+def fused_table(report: dict[str, Any]) -> str:
+    """Markdown of the ``transform_reduce`` rows: each implementation's time, fused and two-pass."""
+    by = {(r["log2n"], r["impl"]): r["ms"] for r in report["results"] if r["primitive"] == "transform_reduce"}
+    rows = ["| n | " + " | ".join(f"{impl} ms" for impl in FUSED_IMPLS) + " |", "|---" * (len(FUSED_IMPLS) + 1) + "|"]
+    for log2n in report["sizes"]:
+        cells = [f"{by[(log2n, impl)]:.3f}" if (log2n, impl) in by else "-" for impl in FUSED_IMPLS]
+        rows.append(f"| 2^{log2n} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def wide_sort(backend: Any, n: int) -> dict[str, Callable[[], object]]:
@@ -331,7 +382,7 @@ def main() -> None:
     path = Path(args.json or Path(os.environ.get("OUT", ".")) / name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1))
-    print(wide_table(report) if args.wide else table(report))
+    print(wide_table(report) if args.wide else table(report) + "\n\n" + fused_table(report))
     print(f"results: {path}")
 
 

@@ -40,8 +40,11 @@ import vyre  # noqa: E402
 from vyre import lib  # noqa: E402
 from vyre.driver.config import DispatchConfig  # noqa: E402
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program  # noqa: E402
-from vyre.lib import kernels as K  # noqa: E402
-from vyre.lib import plan as topo  # noqa: E402
+from vyre.lib._sort import onesweep as K  # noqa: E402
+from vyre.lib._sort import topology as topo  # noqa: E402
+from vyre.lib._sort.tiles import RADIX_PASSES  # noqa: E402
+from vyre.lib.blocks import WG  # noqa: E402
+from vyre.lib.plan import Plan, ceil_div  # noqa: E402
 
 Step = tuple[Program, list[Any], DispatchConfig]
 
@@ -72,17 +75,17 @@ def ptxas_report() -> None:
 def captured_steps(call: Callable[[], object]) -> list[Step]:
     """The steps of the last plan ``call`` runs."""
     seen: list[list[Step]] = []
-    run = topo.Plan.run
+    run = Plan.run
 
-    def spy(self: topo.Plan, reads: Any = ()) -> list[np.ndarray]:
+    def spy(self: Plan, reads: Any = ()) -> list[np.ndarray]:
         seen.append(list(self.steps))
         return run(self, reads)
 
-    topo.Plan.run = spy
+    Plan.run = spy
     try:
         call()
     finally:
-        topo.Plan.run = run
+        Plan.run = run
     return seen[-1]
 
 
@@ -91,13 +94,13 @@ def reset_step(backend: Any, lookback: Any, region: int) -> Step:
     its second handle (the size) is the caller's to free."""
     i = Expr.invocation_id(0)
     words = Expr.load("size", Expr.u32(0))
-    body = [Node.if_(Expr.lt(i, Expr.u32(K.RADIX_PASSES)), Node.store("lookback", i, Expr.u32(0))),
+    body = [Node.if_(Expr.lt(i, Expr.u32(RADIX_PASSES)), Node.store("lookback", i, Expr.u32(0))),
             Node.if_(Expr.lt(i, words), Node.store("lookback", Expr.add(Expr.u32(K.LOOKBACK_HEAD), i), Expr.u32(0)))]
     buffers = [BufferDecl.read_write("lookback", 0, DataType.U32), BufferDecl.uniform("size", 1, DataType.U32, 1)]
-    program = Program(buffers, (K.WG, 1, 1), body, name="probe_reset")
+    program = Program(buffers, (WG, 1, 1), body, name="probe_reset")
     size = backend.allocate_resident(4)
     backend.upload_resident(size, np.array([2 * region], np.uint32))
-    return program, [lookback, size], DispatchConfig(grid=(topo.ceil_div(2 * region, K.WG), 1, 1))
+    return program, [lookback, size], DispatchConfig(grid=(ceil_div(2 * region, WG), 1, 1))
 
 
 def step_times(backend: Any, steps: list[Step], reps: int) -> list[tuple[str, int, float]]:

@@ -11,7 +11,8 @@ import pytest
 from codegen_support import PTXAS, elementwise, needs_ptxas
 
 from vyre.ir import DataType, Expr, Program
-from vyre.lib import kernels
+from vyre.lib._sort.onesweep import radix_digit_starts
+from vyre.lib.blocks import zero_fill
 from vyre_cuda import ENTRY_NAME, emit_ptx, entry_name
 from vyre_cuda.testing import ENTRY_NAME_LIMIT
 
@@ -61,7 +62,7 @@ def test_the_kernel_name_is_pinned() -> None:
 
 
 def test_library_kernels_carry_their_program_names() -> None:
-    for program in (kernels.zero_fill(1), kernels.radix_digit_starts()):
+    for program in (zero_fill(1), radix_digit_starts()):
         assert program.name.startswith("lib_") and _entry_of(emit_ptx(program)) == program.name
 
 

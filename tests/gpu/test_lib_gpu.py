@@ -10,7 +10,8 @@ import pytest
 
 from tests.lib import expected as E
 from vyre import lib
-from vyre.lib import kernels as K
+from vyre.lib._scan import lookback
+from vyre.lib._sort import onesweep
 from vyre.lib.blocks import WG
 from vyre.reference import ReferenceBackend
 
@@ -103,8 +104,9 @@ def test_sort_family_2_24(backend, rng, dtype):
     E.assert_same(lengths, want_lengths)
 
 
-ONESWEEP_SIZES = [1, 255, 257, WG * K.ONESWEEP_VALUE_ITEMS + 1, WG * K.ONESWEEP_ITEMS - 1, WG * K.ONESWEEP_ITEMS,
-                  3 * WG * K.ONESWEEP_ITEMS + 5, 2**16 + 1, 2**20 + 3]
+KEYS_TILE = WG * onesweep.ONESWEEP_ITEMS
+ONESWEEP_SIZES = [1, 255, 257, WG * onesweep.ONESWEEP_VALUE_ITEMS + 1, KEYS_TILE - 1, KEYS_TILE, 3 * KEYS_TILE + 5,
+                  2**16 + 1, 2**20 + 3]
 
 
 @pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.float32])
@@ -184,14 +186,16 @@ def test_recycled_results_replay_the_graph(backend, rng):
     backend.free_resident(handle)
 
 
-@pytest.mark.parametrize("spin, width, n", [(K.SCAN_SPIN, K.SCAN_LOOKBACK_WIDTH, 2**20 + 3),
-                                           (K.SCAN_SPIN, 1, 2**20 + 3),
-                                           ((1, 0), K.SCAN_LOOKBACK_WIDTH, 16 * WG * K.SCAN_LOOKBACK_ITEMS + 5)])
+@pytest.mark.parametrize("spin, width, n", [(lookback.SCAN_SPIN, lookback.SCAN_LOOKBACK_WIDTH, 2**20 + 3),
+                                           (lookback.SCAN_SPIN, 1, 2**20 + 3),
+                                           ((1, 0), lookback.SCAN_LOOKBACK_WIDTH,
+                                            16 * WG * lookback.SCAN_LOOKBACK_ITEMS + 5)])
 def test_single_pass_scan_on_the_device(backend, rng, monkeypatch, spin, width, n):
     """The look-back scan with its 129 tiles in flight at once (so tiles meet aggregates,
     prefixes and unpublished totals) for every integer op, and with no wait at all (every
     tile folds the input below it): numpy's results."""
-    monkeypatch.setattr(K, "scan_lookback", functools.partial(K.scan_lookback.__wrapped__, spin=spin, width=width))
+    single_pass = functools.partial(lookback.scan_lookback.__wrapped__, spin=spin, width=width)
+    monkeypatch.setattr(lookback, "scan_lookback", single_pass)
     for dtype in (np.uint32, np.int32):
         x = E.data(rng, dtype, n)
         for op in ("add", "min", "max", "and", "or", "xor"):

@@ -9,8 +9,8 @@ import pytest
 
 from tests.lib import expected as E
 from vyre import lib
-from vyre.lib import kernels as K
-from vyre.lib import plan as topo
+from vyre.lib._sort import kernels, onesweep
+from vyre.lib._sort import topology as topo
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -92,12 +92,12 @@ def test_native_and_composite_plans_agree(backend, rng, monkeypatch, dtype):
     key-value sorts take the composite plan and give the documented order."""
     built: list[str] = []
 
-    def spy(name: str) -> None:
-        real = getattr(K, name)
-        monkeypatch.setattr(K, name, lambda *args, **kwargs: built.append(name) or real(*args, **kwargs))
+    def spy(module: object, name: str) -> None:
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, **kwargs: built.append(name) or real(*args, **kwargs))
 
-    spy("radix_histograms")
-    spy("split_keys")
+    spy(onesweep, "radix_histograms")
+    spy(kernels, "split_keys")
     lib.release_scratch(backend)  # drops compiled calls of CuPy arrays: each plan below is built anew
     n = (1 << 22) + 5
     keys = cupy.asarray(_keys(rng, dtype, n))

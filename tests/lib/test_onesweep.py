@@ -13,9 +13,10 @@ from vyre import lib
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import DispatchFailed
 from vyre.ir import DataType
-from vyre.lib import kernels as K
-from vyre.lib import plan as topo
-from vyre.lib.blocks import WG
+from vyre.lib._sort import onesweep as K
+from vyre.lib._sort import topology as topo
+from vyre.lib.blocks import PARAM_WORDS, WG
+from vyre.lib.plan import Plan, capacity
 from vyre.lib.scratch import scratch_for
 from vyre.reference import ReferenceBackend
 
@@ -103,10 +104,10 @@ def test_two_sorts_in_one_plan(rng):
     handles = [be.allocate_resident(4 * n) for _ in range(6)]
     be.upload_resident(handles[0], a)
     be.upload_resident(handles[1], b)
-    plan = topo.Plan(be, scratch_for(be))
+    plan = Plan(be, scratch_for(be))
     by_b = (handles[2], handles[3])
-    topo.radix_sort(plan, DataType.U32, handles[1], handles[0], "load", n, topo.capacity(n), final=by_b)
-    topo.radix_sort(plan, DataType.U32, by_b[1], by_b[0], "load", n, topo.capacity(n), final=(handles[4], handles[5]))
+    topo.radix_sort(plan, DataType.U32, handles[1], handles[0], "load", n, capacity(n), final=by_b)
+    topo.radix_sort(plan, DataType.U32, by_b[1], by_b[0], "load", n, capacity(n), final=(handles[4], handles[5]))
     assert len(plan.checks) == 1
     plan.run()
     order = np.lexsort((b, a))
@@ -126,7 +127,7 @@ def test_lookback_gives_up_when_a_tile_never_publishes():
     counts = np.bincount(keys & 255, minlength=256).astype(np.uint32)
     lookback[K.LOOKBACK_STARTS: K.LOOKBACK_STARTS + 256] = np.cumsum(counts) - counts
     lookback[K.LOOKBACK_HEAD + region + 256: K.LOOKBACK_HEAD + region + 512] = 7  # the next pass's words of tile 1
-    params = np.zeros(K.PARAM_WORDS, np.uint32)
+    params = np.zeros(PARAM_WORDS, np.uint32)
     params[:2] = n, region
     sentinel = np.full(n, 0xDEADBEEF, np.uint32)
     data = [keys, lookback, sentinel, params, np.zeros(1, np.uint32)]

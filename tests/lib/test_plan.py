@@ -129,7 +129,7 @@ def test_count_device_on_the_oracle(rng):
 
 @needs_ptxas
 def test_every_kernel_assembles_for_sm90(rng, monkeypatch):
-    from vyre.lib import plan as topo
+    from vyre.lib._sort import topology as sort_topology
     from vyre_cuda import emit_ptx
 
     be = RecordingBackend()
@@ -139,7 +139,7 @@ def test_every_kernel_assembles_for_sm90(rng, monkeypatch):
     lib.histogram(x, 20_000, backend=be)
     lib.select(x.view(np.float32), x.view(np.float32), backend=be)
     lib.sort(x.view(np.float32), x, backend=be)  # the largest radix kernels: f32 keys with values
-    monkeypatch.setattr(topo, "ONESWEEP_LIMIT", 0)  # and the segmented sort's (n >= 2^30)
+    monkeypatch.setattr(sort_topology, "ONESWEEP_LIMIT", 0)  # and the segmented sort's (n >= 2^30)
     lib.sort(x.view(np.float32), x, backend=be)
     lib.argsort(x.view(np.int32), backend=be)
     programs = {p.name + str(i): p for i, p in enumerate({s[0] for seq in be.sequences for s in seq})}
@@ -189,10 +189,11 @@ def test_threads_share_one_backend(rng):
 def test_segments_of_many_tiles(monkeypatch, rng, name):
     """With few workgroups each segment spans several tiles: running carries, counts and digit positions."""
     from tests.lib import expected as E
-    from vyre.lib import plan as topo
+    from vyre.lib._scan import topology as scan_topology
+    from vyre.lib._sort import topology as sort_topology
 
-    monkeypatch.setattr(topo, "SCAN_GROUPS", 4)
-    monkeypatch.setattr(topo, "ONESWEEP_LIMIT", 0)  # the segmented sort, the plan for n >= 2^30
+    monkeypatch.setattr(scan_topology, "SCAN_GROUPS", 4)
+    monkeypatch.setattr(sort_topology, "ONESWEEP_LIMIT", 0)  # the segmented sort, the plan for n >= 2^30
     be = ReferenceBackend()
     n = 21_001  # 3 scan segments of 4 tiles, 4 sort segments of 6 tiles (the last ones partial)
     x = E.data(rng, np.uint32, n)

@@ -13,8 +13,8 @@ from tests.lib import expected as E
 from vyre import lib
 from vyre.driver.config import DispatchConfig
 from vyre.ir import DataType
-from vyre.lib import kernels as K
-from vyre.lib.blocks import WG
+from vyre.lib._scan import lookback as K
+from vyre.lib.blocks import PARAM_WORDS, WG
 from vyre.lib.monoid import Monoid
 from vyre.reference import ReferenceBackend
 
@@ -80,7 +80,7 @@ def _run_tile_one(state: np.ndarray, x: np.ndarray, spin: tuple[int, int]) -> tu
     """Run the inclusive add scan as one workgroup that takes tile 1 (``state[0] = 1``) over
     ``x`` of two tiles; returns ``out`` (tile 0's half left at the sentinel) and the state after."""
     be = ReferenceBackend()
-    params = np.zeros(K.PARAM_WORDS, np.uint32)
+    params = np.zeros(PARAM_WORDS, np.uint32)
     params[0] = x.size
     sentinel = np.full(x.size, 0xDEADBEEF, np.uint32)
     handles = []

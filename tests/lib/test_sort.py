@@ -8,8 +8,8 @@ import pytest
 from tests.lib import expected as E
 from vyre import lib
 from vyre.driver.errors import InvalidProgram
-from vyre.lib import kernels as K
-from vyre.lib import plan
+from vyre.lib._sort import kernels as K
+from vyre.lib._sort import topology as sort_topology
 from vyre.lib.blocks import WG
 
 SIZES = [0, 1, 255, 256, 257, 1025, 3073, 6145, 2**16 + 1]
@@ -57,8 +57,8 @@ def test_segments_of_several_tiles(backend, rng, monkeypatch):
     """The segmented sort (the plan for n >= 2^30, forced here): with two segments each workgroup
     walks several tiles (alternating counter halves, output positions carried from tile to tile,
     keys loaded ahead across tiles) and the last is partial."""
-    monkeypatch.setattr(plan, "SORT_GROUPS", 2)
-    monkeypatch.setattr(plan, "ONESWEEP_LIMIT", 0)
+    monkeypatch.setattr(sort_topology, "SORT_GROUPS", 2)
+    monkeypatch.setattr(sort_topology, "ONESWEEP_LIMIT", 0)
     n = 5 * WG * K.SORT_ITEMS + 7
     keys = E.data(rng, np.float32, n)
     keys[: n // 3] = keys[n // 3: 2 * n // 3]

@@ -15,8 +15,8 @@ from tests.lib.test_onesweep import RecordingBackend
 from tests.lib.test_plan import RecordingBackend as SequenceRecorder
 from vyre import lib
 from vyre.driver.errors import DispatchFailed
-from vyre.lib import kernels as K
-from vyre.lib import plan as topo
+from vyre.lib._sort import onesweep as K
+from vyre.lib._sort import topology as topo
 from vyre.lib.blocks import WG
 from vyre.reference import ReferenceBackend
 

@@ -14,7 +14,7 @@ from tests.lib import expected as E
 from tests.lib.test_plan import RecordingBackend
 from vyre import lib
 from vyre.driver.errors import InvalidProgram
-from vyre.lib import plan
+from vyre.lib._sort import topology as sort_topology
 
 SIZES = [0, 1, 33, 4097, 2**14 + 3]
 WIDE = E.WIDE
@@ -245,7 +245,7 @@ def test_bad_arguments(backend, call):
 
 def test_segmented_sort_plan(backend, rng, monkeypatch):
     """The plan for n >= 2^30 (forced here) sorts 64-bit keys and 8-byte values too."""
-    monkeypatch.setattr(plan, "ONESWEEP_LIMIT", 0)
+    monkeypatch.setattr(sort_topology, "ONESWEEP_LIMIT", 0)
     keys = E.data(rng, np.float64, 7001)
     values = E.data(rng, np.int64, 7001)
     order = E.sort_order(keys)
@@ -289,7 +289,7 @@ def test_every_64_bit_kernel_assembles_for_sm90(rng, monkeypatch):
         if dtype != np.float64:
             lib.histogram(x, 100, counts_dtype=np.uint64, backend=be)
             lib.histogram(x, 20_000, counts_dtype=np.uint64, backend=be)
-    monkeypatch.setattr(plan, "ONESWEEP_LIMIT", 0)  # and the composite sort of 64-bit keys (n >= 2^30)
+    monkeypatch.setattr(sort_topology, "ONESWEEP_LIMIT", 0)  # and the composite sort of 64-bit keys (n >= 2^30)
     lib.sort(x, x, backend=be)
     programs = {p.name + str(i): p for i, p in enumerate({s[0] for seq in be.sequences for s in seq})}
     assert any("split_keys" in name for name in programs) and any("gather" in name for name in programs)

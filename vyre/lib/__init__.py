@@ -1,28 +1,39 @@
 """Device-wide building blocks written in the vyre IR, so every backend runs them and the oracle checks them.
 
 ``reduce``, ``inclusive_scan``, ``exclusive_scan``, ``select``, ``select_if``, ``histogram``,
-``sort``, ``argsort``, ``unique``, ``segmented_reduce``, ``run_length_encode``. Each takes numpy
-arrays (returns numpy), device arrays on ``cuda`` (returns CuPy) or ``ResidentArray``s (returns new
-ones the caller owns; ``recycle`` hands them back for reuse), and ``backend=`` (default:
-``vyre.acquire(allow_reference=True)``, acquired once). Scratch buffers are kept per backend and
-reused; ``release_scratch(backend)`` frees them. See docs/lib.md.
+``sort``, ``argsort``, ``unique``, ``segmented_reduce``, ``run_length_encode``, and the fused
+``transform_reduce``, ``transform_inclusive_scan``, ``transform_exclusive_scan`` (a ``@vyre.func``
+applied to each element as it is loaded). Each takes numpy arrays (returns numpy), device arrays
+on ``cuda`` (returns CuPy) or ``ResidentArray``s (returns new ones the caller owns; ``recycle``
+hands them back for reuse), and ``backend=`` (default: ``vyre.acquire(allow_reference=True)``,
+acquired once). Scratch buffers are kept per backend and reused; ``release_scratch(backend)``
+frees them. See docs/lib.md.
+
+Each algorithm family is one private package holding its kernels, its topology (the steps of a
+size class) and its calls: ``_scan`` (scans, reductions, segmented reduction), ``_select``
+(compaction), ``_histogram``, ``_sort`` (radix sorts) and ``_runs`` (run-length encoding,
+``unique``). ``plan``, ``blocks``, ``monoid``, ``keys``, ``io``, ``scratch`` and ``transform``
+(a ``@vyre.func`` applied where a kernel loads its input) are shared.
 
 The workload modules ``graph``, ``datalog``, ``egraph``, ``text`` and ``multi`` are attributes too,
 imported on first use (docs/workloads.md, docs/scale.md).
 """
 
-from vyre.lib.io import ResidentArray, recycle
-from vyre.lib.primitives import (
+from vyre.lib._histogram import histogram
+from vyre.lib._runs import run_length_encode, unique
+from vyre.lib._scan import (
     exclusive_scan,
-    histogram,
     inclusive_scan,
     reduce,
     segmented_reduce,
-    select,
-    select_if,
+    transform_exclusive_scan,
+    transform_inclusive_scan,
+    transform_reduce,
 )
+from vyre.lib._select import select, select_if
+from vyre.lib._sort import argsort, sort
+from vyre.lib.io import ResidentArray, recycle
 from vyre.lib.scratch import release_scratch
-from vyre.lib.sorting import argsort, run_length_encode, sort, unique
 
 _WORKLOADS = ("datalog", "egraph", "graph", "multi", "text")
 
@@ -43,5 +54,6 @@ def __dir__() -> list[str]:
 __all__ = [
     "ResidentArray",
     "argsort", "exclusive_scan", "histogram", "inclusive_scan", "recycle", "reduce", "release_scratch",
-    "run_length_encode", "segmented_reduce", "select", "select_if", "sort", "unique",
+    "run_length_encode", "segmented_reduce", "select", "select_if", "sort", "transform_exclusive_scan",
+    "transform_inclusive_scan", "transform_reduce", "unique",
 ]

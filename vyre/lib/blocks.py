@@ -1,18 +1,26 @@
-"""IR building blocks shared by the ``vyre.lib`` kernels: warp and workgroup scans and reductions.
+"""IR building blocks shared by the ``vyre.lib`` kernels: the parameter words, warp and workgroup
+scans and reductions, bounded waits, and the zero fill.
 
 Every kernel runs workgroups of ``WG = 256`` invocations (8 subgroups of 32). A *tile* is the
 ``WG * items`` elements one workgroup handles at a time. Every helper takes a ``prefix`` for the
-names it binds, so one kernel can use several without shadowing.
+names it binds, so one kernel can use several without shadowing. Every kernel with run-time
+sizes declares a ``params`` uniform buffer of ``PARAM_WORDS`` u32 words: they live there, so one
+program and one captured graph serve every size of a capacity class. Word numbers are
+compile-time constants chosen by the plan (``vyre.lib.plan.Plan.word``).
 """
 
 from __future__ import annotations
 
-from vyre.ir import DataType, Expr, Node
+from functools import cache
+
+from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.lib.monoid import Monoid
 
 WG = 256
 WARPS = WG // 32
 U32 = DataType.U32
+WG_SIZE = (WG, 1, 1)
+PARAM_WORDS = 32
 
 
 def u(v: int) -> Expr:
@@ -37,6 +45,16 @@ def wid() -> Expr:
 
 def var(name: str) -> Expr:
     return Expr.var(name)
+
+
+def params(binding: int) -> BufferDecl:
+    """The ``params`` uniform buffer of ``PARAM_WORDS`` u32 words at ``binding``."""
+    return BufferDecl.uniform("params", binding, U32, PARAM_WORDS)
+
+
+def typed_params(name: str, binding: int, dtype: DataType) -> BufferDecl:
+    """A typed view of the parameter words (``Plan.typed_word`` values): 8-byte types see half as many."""
+    return BufferDecl.uniform(name, binding, dtype, PARAM_WORDS * 4 // dtype.size)
 
 
 def load_param(word: int) -> Expr:
@@ -148,3 +166,11 @@ def bounded_wait(done: str, levels: int, width: int, body: list[Node], prefix: s
         loop = Node.loop(f"{prefix}{level}", u(0), u(width), [node])
         node = loop if level == levels - 1 else Node.if_(Expr.not_(var(done)), loop)  # the outermost needs no guard
     return node
+
+
+@cache
+def zero_fill(n_word: int) -> Program:
+    """``out[i] = 0`` for ``i < n`` (scratch that accumulates atomically starts from zero)."""
+    i = Expr.invocation_id(0)
+    body = [Node.if_(Expr.lt(i, load_param(n_word)), Node.store("out", i, u(0)))]
+    return Program([BufferDecl.read_write("out", 0, U32), params(1)], WG_SIZE, body, name="lib_zero_fill")

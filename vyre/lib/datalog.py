@@ -36,9 +36,10 @@ from vyre.driver.errors import InvalidProgram
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.lib import datalog_dense
 from vyre.lib import graph as graphs
-from vyre.lib import plan as topo
-from vyre.lib.blocks import WG
-from vyre.lib.kernels import PARAM_WORDS
+from vyre.lib._scan.topology import scan
+from vyre.lib._sort.topology import radix_sort
+from vyre.lib.blocks import PARAM_WORDS, WG
+from vyre.lib.monoid import COUNT
 from vyre.lib.plan import Plan, capacity, ceil_div
 from vyre.lib.scratch import scratch_for
 
@@ -253,7 +254,7 @@ class Evaluator:
         counts, ends = plan.buffer("dl.counts", rows), plan.buffer("dl.ends", rows)
         inputs = [delta.src, delta.dst, edges.indptr_handle]
         plan.step(join_count_program(mode, n_word), [*inputs, counts, plan.params], _groups(rows))
-        topo.scan(plan, topo.COUNT, counts, ends, rows, capacity(rows), True, role="dl.scan")
+        scan(plan, COUNT, counts, ends, rows, capacity(rows), True, role="dl.scan")
         (last,) = plan.run([(ends, 4 * (rows - 1), 4)])
         total = int(last.view(np.uint32)[0])
         plan = Plan(self.backend, self.scratch)
@@ -272,14 +273,14 @@ class Evaluator:
             return Relation(self.backend, 0)
         cap = capacity(n)
         by_d = (plan.buffer("dl.by_d_keys", n), plan.buffer("dl.by_d_vals", n))
-        topo.radix_sort(plan, U32, dst, src, "load", n, cap, final=by_d)       # stable by dst ...
+        radix_sort(plan, U32, dst, src, "load", n, cap, final=by_d)       # stable by dst ...
         sorted_s, sorted_d = plan.buffer("dl.sorted_s", n), plan.buffer("dl.sorted_d", n)
-        topo.radix_sort(plan, U32, by_d[1], by_d[0], "load", n, cap, final=(sorted_s, sorted_d))  # ... then src
+        radix_sort(plan, U32, by_d[1], by_d[0], "load", n, cap, final=(sorted_s, sorted_d))  # ... then src
         n_word, full_word = plan.word("dl.n", n), plan.word("dl.full", full.size)
         flags, ends = plan.buffer("dl.flags", n), plan.buffer("dl.kept", n)
         plan.step(fresh_flags_program(n_word, full_word),
                   [sorted_s, sorted_d, full.src, full.dst, flags, plan.params], _groups(n))
-        topo.scan(plan, topo.COUNT, flags, ends, n, cap, True, role="dl.scan")
+        scan(plan, COUNT, flags, ends, n, cap, True, role="dl.scan")
         result = Relation(self.backend, 0, capacity=n)
         try:
             plan.step(scatter_kept_program(n_word),

@@ -141,6 +141,22 @@ def as_array(x: object, name: str, allowed: tuple[DataType, ...]) -> Array:
     return Array(data, dtype, np_dtype, n, on_device, resident)
 
 
+def as_scalar(value: object, dtype: DataType, name: str) -> Any:
+    """``value`` as a ``dtype`` numpy scalar, or ``InvalidProgram`` if it does not fit."""
+    np_dtype = dtype.np_dtype
+    converted: Any = None
+    try:
+        with np.errstate(over="raise", invalid="raise"):
+            converted = np.array([value]).astype(np_dtype, casting="unsafe")[0]
+        exact = dtype in (DataType.F32, DataType.F64) or int(converted) == value
+    except (TypeError, ValueError, OverflowError, FloatingPointError):
+        exact = False
+    if not exact:
+        raise InvalidProgram(f"{name}={value!r} is not a {np_dtype} value",
+                             f"pass a number representable as {np_dtype}.")
+    return converted
+
+
 def device_array_info(x: object) -> tuple[np.dtype, int, bool] | None:
     """``(dtype, elements, C-contiguous)`` of a device array (CuPy and torch read directly, others
     through ``__cuda_array_interface__``); None for anything else."""

@@ -18,6 +18,8 @@ OPS = ("add", "min", "max", "and", "or", "xor")
 WIDE_TYPES = (DataType.U64, DataType.I64, DataType.F64)
 SCAN_TYPES = (DataType.U32, DataType.I32, DataType.F32, *WIDE_TYPES)
 FLOAT_TYPES = (DataType.F32, DataType.F64)
+ELEMENT_TYPES = (DataType.U8, DataType.I8, DataType.U16, DataType.I16, DataType.U32, DataType.I32, DataType.F32,
+                 *WIDE_TYPES)  # every integer type and the floats: select's flags, what a transform may read
 _BITWISE = {"and": Expr.bitand, "or": Expr.bitor, "xor": Expr.bitxor}
 _U32_MAX, _I32_MAX, _I32_MIN = 0xFFFFFFFF, 0x7FFFFFFF, -0x80000000
 _F32_NAN_BITS, _F32_NEG_ZERO_BITS = 0x7FC00000, 0x80000000
@@ -89,3 +91,6 @@ def monoid(op: str, dtype: DataType) -> Monoid:
         raise InvalidProgram(f"op {op!r} is bitwise and {dtype.np_dtype.name} data has no bitwise {op}",
                              f"use add, min or max on {dtype.np_dtype.name}, or view the bits as {bits}.")
     return Monoid(op, dtype)
+
+
+COUNT = Monoid("add", DataType.U32)  # counts: of kept elements, of digits, of matches

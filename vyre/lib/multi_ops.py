@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.errors import InvalidProgram
-from vyre.lib import primitives, sorting
+from vyre.lib import _histogram, _scan, _select, _sort
 from vyre.lib.multi_devices import UFUNCS, backends_for
 from vyre.lib.multi_devices import each as _each
 from vyre.lib.sharded import (
@@ -126,7 +126,7 @@ def shard(x: object, devices: Sequence[object] | None = None, *, align: int = 25
 def reduce(x: object, op: str = "add", *, devices: Sequence[object] | None = None) -> np.generic:
     """``op`` over every element (as ``vyre.lib.reduce``), a numpy scalar."""
     split = _Split(x, devices, "multi.reduce")
-    partials = split.each(lambda part, backend: to_host(primitives.reduce(part, op, backend=backend)).reshape(1))
+    partials = split.each(lambda part, backend: to_host(_scan.reduce(part, op, backend=backend)).reshape(1))
     stacked = np.concatenate(partials)
     ufunc = {"min": np.fmin, "max": np.fmax}.get(op, UFUNCS[op]) if stacked.dtype.kind == "f" else UFUNCS[op]
     return ufunc.reduce(stacked, dtype=stacked.dtype)
@@ -136,7 +136,7 @@ def histogram(x: object, bins: int, *, devices: Sequence[object] | None = None) 
     """u32 counts of each value in ``[0, bins)`` (as ``vyre.lib.histogram``): numpy for a host
     input, an array of the first device for a sharded one."""
     split = _Split(x, devices, "multi.histogram")
-    partials = split.each(lambda part, backend: to_host(primitives.histogram(part, bins, backend=backend)))
+    partials = split.each(lambda part, backend: to_host(_histogram.histogram(part, bins, backend=backend)))
     counts = np.add.reduce(np.stack(partials), axis=0, dtype=np.uint32)
     return counts if split.on_host else put(split.backends[0], counts)
 
@@ -148,7 +148,7 @@ def inclusive_scan(x: object, op: str = "add", *, devices: Sequence[object] | No
     device then scans its part with its carry folded in (``init=``): no extra pass over the data."""
     split = _Split(x, devices, "multi.inclusive_scan")
     ufunc = UFUNCS[op]
-    totals = split.each(lambda part, backend: to_host(primitives.reduce(part, op, backend=backend)).reshape(1)
+    totals = split.each(lambda part, backend: to_host(_scan.reduce(part, op, backend=backend)).reshape(1)
                         if int(part.shape[0]) else None)
     carries: list[Any] = []
     running = None
@@ -157,7 +157,7 @@ def inclusive_scan(x: object, op: str = "add", *, devices: Sequence[object] | No
         if total is not None:
             running = total if running is None else ufunc(running, total)
     scans = _each(list(range(len(split.parts))), lambda k: _on_device_of(
-        split.parts[k], lambda: primitives.inclusive_scan(split.parts[k], op, init=carries[k],
+        split.parts[k], lambda: _scan.inclusive_scan(split.parts[k], op, init=carries[k],
                                                           backend=split.backends[k])))
     return split.result(scans)
 
@@ -170,14 +170,14 @@ def sort(x: object, *, devices: Sequence[object] | None = None) -> Any:
     if split.on_host:  # the parts go to their devices through each backend's pinned chunk ring
         split.parts = _each(split.pairs(), lambda bp: put(*bp))
     if len(split.parts) == 1:
-        return split.result(split.each(lambda part, backend: sorting.sort(part, backend=backend)))
+        return split.result(split.each(lambda part, backend: _sort.sort(part, backend=backend)))
     splitters = _splitters(split.parts)
     pieces = split.each(lambda part, backend: _cut(part, splitters, len(split.parts), backend))
     homes = [device_index(p) for p in split.parts]
     received = _each(list(range(len(homes))), lambda j: concat_on(homes[j], [row[j] for row in pieces]))
     pieces.clear()  # the sent pieces are no longer needed: free them before the local sorts
     split.parts = received
-    return split.result(split.each(lambda part, backend: sorting.sort(part, backend=backend)))
+    return split.result(split.each(lambda part, backend: _sort.sort(part, backend=backend)))
 
 
 def _splitters(parts: Sequence[Any]) -> np.ndarray:
@@ -206,9 +206,9 @@ def _cut(part: Any, splitters: np.ndarray, parts: int, backend: Any) -> list[Any
     if isinstance(part, np.ndarray):
         return _pieces(part, splitters)
     lows = [_lowest(splitters.dtype), *splitters[:-1]]
-    pieces = [primitives.select_if(part, lo, hi, backend=backend) for lo, hi in zip(lows, splitters)]
+    pieces = [_select.select_if(part, lo, hi, backend=backend) for lo, hi in zip(lows, splitters)]
     rest = ~(part < splitters[-1])  # not below the last splitter, NaN included
-    pieces.append(primitives.select(part, rest.view(np.uint8), backend=backend))
+    pieces.append(_select.select(part, rest.view(np.uint8), backend=backend))
     return pieces
 
 

@@ -16,10 +16,10 @@ import numpy as np
 
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
-from vyre.lib import plan as topo
-from vyre.lib.blocks import WG
+from vyre.lib._scan.topology import scan
+from vyre.lib.blocks import PARAM_WORDS, WG
 from vyre.lib.io import Call, as_array, library_call
-from vyre.lib.kernels import PARAM_WORDS
+from vyre.lib.monoid import COUNT
 from vyre.lib.plan import capacity, ceil_div
 
 POSITIONS = 16          # start positions per invocation
@@ -126,7 +126,7 @@ def find_all(haystack: object, needle: object, *, backend: Any = None, scratch: 
     counts, ends = plan.buffer("text.counts", threads), plan.buffer("text.ends", threads)
     groups = ceil_div(capacity(threads), WG)
     plan.step(count_program(n_word, m_word), [h_text, h_needle, counts, plan.params], groups)
-    topo.scan(plan, topo.COUNT, counts, ends, threads, capacity(threads), True, role="text.scan")
+    scan(plan, COUNT, counts, ends, threads, capacity(threads), True, role="text.scan")
     (last,) = call.run(plan, [(ends, 4 * (threads - 1), 4)])
     total = int(last.view(np.uint32)[0])
     offsets = call.result(plan, "text.offsets", max(total, 1))
@@ -344,7 +344,7 @@ def find_all_many(haystack: object, needles: object, *, backend: Any = None, scr
     counts, ends = plan.buffer("text.counts", threads), plan.buffer("text.ends", threads)
     plan.step(many_count_program(n_word, tiles_word, per_word, table.width), [*handles, counts, plan.params],
               ceil_div(tiles, per))
-    topo.scan(plan, topo.COUNT, counts, ends, threads, capacity(threads), True, role="text.scan")
+    scan(plan, COUNT, counts, ends, threads, capacity(threads), True, role="text.scan")
     (last,) = call.run(plan, [(ends, 4 * (threads - 1), 4)])
     total = int(last.view(np.uint32)[0])
     offsets = call.result(plan, "text.offsets", max(total, 1))

@@ -1,0 +1,87 @@
+"""``unique(x, key_range=(lo, hi))`` on the oracle: the same values and counts as ``numpy.unique``
+and as the sort-based ``unique``, without a sort; keys outside the range and bad ranges refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.codegen.codegen_support import assemble, needs_ptxas
+from tests.lib.test_plan import RecordingBackend
+from vyre import lib
+from vyre.driver.errors import InvalidProgram
+
+RANGES = [(np.uint32, 0, 256), (np.uint32, 2**32 - 10_000, 2**32), (np.int32, -1000, 5000),
+          (np.int32, -(2**31), -(2**31) + 9000), (np.int32, 2**31 - 3, 2**31)]
+
+
+@pytest.mark.parametrize("dtype, lo, hi", RANGES)
+@pytest.mark.parametrize("n", [1, 2, 33, 4097, 70_001])
+def test_matches_numpy_and_the_sorted_unique(backend, rng, dtype, lo, hi, n):
+    x = rng.integers(lo, hi, n).astype(dtype)
+    x[rng.choice(n, min(n, 2), replace=False)] = [lo, hi - 1][:min(n, 2)]  # both ends of the range
+    values, counts = lib.unique(x, key_range=(lo, hi), backend=backend)
+    want_values, want_counts = np.unique(x, return_counts=True)
+    assert values.dtype == dtype and counts.dtype == np.uint32
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(counts, want_counts)
+    sorted_values, sorted_counts = lib.unique(x, backend=backend)
+    np.testing.assert_array_equal(values, sorted_values)
+    np.testing.assert_array_equal(counts, sorted_counts)
+
+
+def test_few_values_in_a_wide_range(backend, rng):
+    """Bins past the shared-memory size (global atomics) and mostly empty bins."""
+    x = rng.choice(np.array([3, 70_000, 1_000_000, 2**24 - 1], np.uint32), 50_001)
+    values, counts = lib.unique(x, key_range=(0, 2**24), backend=backend)
+    want_values, want_counts = np.unique(x, return_counts=True)
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(counts, want_counts)
+
+
+def test_empty_input(backend):
+    values, counts = lib.unique(np.zeros(0, np.int32), key_range=(-5, 5), backend=backend)
+    assert values.dtype == np.int32 and counts.dtype == np.uint32 and values.size == counts.size == 0
+
+
+def test_no_sort_runs(rng):
+    be = RecordingBackend()
+    lib.unique(rng.integers(0, 100, 5000).astype(np.uint32), key_range=(0, 100), backend=be)
+    names = [p.name for steps in be.sequences for p, _, _ in steps]
+    assert not any("radix" in (name or "") or "sort" in (name or "") for name in names), names
+    assert any((name or "").startswith("lib_histogram_u32_of_u32_minus_lo") for name in names), names
+
+
+@pytest.mark.parametrize("x, key_range, says", [
+    (np.array([1, 2, 10], np.uint32), (0, 10), "1 of the 3 keys are outside"),
+    (np.array([-1, 2], np.int32), (0, 10), "outside"),
+    (np.array([1], np.uint32), (5, 5), "is not \\(lo, hi\\)"),
+    (np.array([1], np.uint32), (0, 2**24 + 1), "is not \\(lo, hi\\)"),
+    (np.array([1], np.uint32), (-1, 10), "is not \\(lo, hi\\)"),
+    (np.array([1], np.int32), (0, 2**31 + 1), "is not \\(lo, hi\\)"),
+    (np.array([1], np.uint32), [0, 10], "is not \\(lo, hi\\)"),
+    (np.array([1], np.uint32), (0.0, 10), "is not \\(lo, hi\\)"),
+    (np.array([1.0], np.float32), (0, 10), "uint32 or int32 keys"),
+    (np.array([1], np.uint64), (0, 10), "uint32 or int32 keys"),
+])
+def test_refusals(backend, x, key_range, says):
+    with pytest.raises(InvalidProgram, match=says) as info:
+        lib.unique(x, key_range=key_range, backend=backend)
+    assert "Fix: " in str(info.value)
+
+
+def test_device_count_is_refused(backend):
+    with pytest.raises(InvalidProgram, match="count='exact'"):
+        lib.unique(np.array([1], np.uint32), key_range=(0, 4), count="device", backend=backend)
+
+
+@needs_ptxas
+def test_kernels_assemble_for_sm90(rng):
+    from vyre_cuda import emit_ptx
+
+    be = RecordingBackend()
+    lib.unique(rng.integers(-50, 50, 5000).astype(np.int32), key_range=(-50, 50), backend=be)
+    lib.unique(rng.integers(0, 20_000, 5000).astype(np.uint32), key_range=(0, 20_000), backend=be)
+    programs = {p.name: p for steps in be.sequences for p, _, _ in steps}
+    failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
+    assert not failures, "\n".join(failures[:20])

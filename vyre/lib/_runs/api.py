@@ -1,0 +1,116 @@
+"""``run_length_encode`` and ``unique`` (a sort, then the runs of the sorted keys; with
+``key_range``, a histogram of the keys instead). See docs/lib.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.errors import InvalidProgram
+from vyre.ir import DataType
+from vyre.lib._runs import topology as topo
+from vyre.lib._sort import topology as sort_topo
+from vyre.lib._sort.api import KEY_TYPES
+from vyre.lib.io import U32, Array, Call, as_array, check_count, library_call
+from vyre.lib.plan import Plan, capacity
+
+RANGE_TYPES = (DataType.U32, DataType.I32)  # the key types of unique(key_range=...)
+RANGE_MAX = 1 << 24  # bins at most: 64 MiB of u32 counts
+
+
+def _runs(call: Call, plan: Plan, dtype: Any, src: Any, n: int, np_dtype: np.dtype,
+          on_device: bool) -> tuple[Any, ...]:
+    """``(values, lengths)`` of the runs; with ``on_device`` (``count="device"``) full-length
+    results and a 1-element u32 count of runs, with no wait."""
+    values, lengths = call.result(plan, "rle.values", n, np_dtype), call.result(plan, "rle.lengths", n)
+    count = call.result(plan, "rle.count_out", 1) if on_device else None
+    count = topo.run_length(plan, dtype, src, values, lengths, n, capacity(n), count)
+    if on_device:
+        call.run(plan)
+        return call.output(values, np_dtype, n), call.output(lengths, U32, n), call.output(count, U32, 1)
+    (raw,) = call.run(plan, [(count, 0, 4)])
+    runs = int(raw.view(np.uint32)[0])
+    return call.output(values, np_dtype, runs), call.output(lengths, U32, runs)
+
+
+def _no_runs(call: Call, np_dtype: np.dtype, on_device: bool) -> tuple[Any, ...]:
+    empty = (call.empty(np_dtype), call.empty(U32))
+    return (*empty, call.zero_count()) if on_device else empty
+
+
+@library_call
+def run_length_encode(x: object, *, count: str = "exact", stream: object = None, backend: Any = None,
+                      scratch: Any = None) -> tuple[Any, ...]:
+    """``(values, lengths)`` of the runs of equal consecutive elements (u32 lengths).
+
+    Equality is bitwise, except that every float NaN equals every other (so -0.0 and +0.0 differ).
+    ``count="device"``: ``(values, lengths, runs)``, full-length results whose first ``runs[0]``
+    entries are the runs (no wait on device arrays).
+    """
+    on_device = check_count(count)
+    a = as_array(x, "x", KEY_TYPES)
+    call = Call(backend, scratch, a, stream=stream)
+    if a.n == 0:
+        return _no_runs(call, a.np_dtype, on_device)
+    plan = call.plan()
+    return _runs(call, plan, a.dtype, call.upload(plan, "x", a), a.n, a.np_dtype, on_device)
+
+
+@library_call
+def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None = None, stream: object = None,
+           backend: Any = None, scratch: Any = None) -> tuple[Any, ...]:
+    """``(values, counts)``: the distinct values in sort order and how often each occurs.
+
+    Distinct by the sort's total order: -0.0 and +0.0 are two values, all NaNs are one.
+    ``count="device"``: ``(values, counts, distinct)`` as ``run_length_encode`` gives them.
+    ``key_range=(lo, hi)`` (u32/i32 keys, every key in ``[lo, hi)``, ``hi - lo <= 2**24``): the
+    same result without sorting, from a histogram of ``x - lo`` (``topology.unique_in_range``);
+    a key outside the range raises ``InvalidProgram``. Takes ``count="exact"`` only.
+    """
+    on_device = check_count(count)
+    a = as_array(x, "x", KEY_TYPES)
+    call = Call(backend, scratch, a, stream=stream)
+    if key_range is not None:
+        lo, bins = checked_range(key_range, a)
+        if on_device:
+            raise InvalidProgram("unique(key_range=...) reads back its count to check the range",
+                                 "call it with count='exact' (the default), or without key_range.")
+        return (call.empty(a.np_dtype), call.empty(U32)) if a.n == 0 else _unique_in_range(call, a, lo, bins)
+    if a.n == 0:
+        return _no_runs(call, a.np_dtype, on_device)
+    plan = call.plan()
+    keys, _ = sort_topo.sort(plan, a.dtype, call.upload(plan, "x", a), None, None, "none", a.n, capacity(a.n))
+    return _runs(call, plan, a.dtype, keys, a.n, a.np_dtype, on_device)
+
+
+def checked_range(key_range: object, a: Array) -> tuple[int, int]:
+    """``(lo, bins)`` of ``key_range = (lo, hi)`` for ``a``'s keys, or ``InvalidProgram``."""
+    if a.dtype not in RANGE_TYPES:
+        raise InvalidProgram(f"unique(key_range=...) takes uint32 or int32 keys, not {a.np_dtype}",
+                             "call unique(x) without key_range (the sort-based plan takes every key type).")
+    pair: tuple[Any, ...] = key_range if isinstance(key_range, tuple) and len(key_range) == 2 else ()
+    ok = bool(pair) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in pair)
+    info = np.iinfo(a.np_dtype)
+    lo, hi = (int(pair[0]), int(pair[1])) if ok else (0, 0)
+    if not (ok and info.min <= lo < hi <= int(info.max) + 1 and hi - lo <= RANGE_MAX):
+        raise InvalidProgram(f"key_range={key_range!r} is not (lo, hi) with {info.min} <= lo < hi <= "
+                             f"{int(info.max) + 1} and hi - lo <= {RANGE_MAX}",
+                             "pass two ints bounding every key (lo <= x < hi), at most 2**24 apart, or call "
+                             "unique(x) without key_range.")
+    return lo, hi - lo
+
+
+def _unique_in_range(call: Call, a: Array, lo: int, bins: int) -> tuple[Any, Any]:
+    """``(values, counts)`` of ``a``'s keys, all in ``[lo, lo + bins)``; one read of the keys."""
+    plan = call.plan()
+    src = call.upload(plan, "x", a)
+    values, counts = call.result(plan, "urange.values", bins, a.np_dtype), call.result(plan, "urange.kept", bins)
+    distinct, total = topo.unique_in_range(plan, a.dtype, src, a.n, lo, bins, values, counts)
+    raw_distinct, raw_total = call.run(plan, [(distinct, 0, 4), (total, 0, 4)])
+    found = int(raw_total.view(np.uint32)[0])
+    if found != a.n:
+        raise InvalidProgram(f"{a.n - found} of the {a.n} keys are outside key_range=({lo}, {lo + bins})",
+                             "pass a key_range that bounds every key (lo <= x < hi), or call unique(x) without it.")
+    runs = int(raw_distinct.view(np.uint32)[0])
+    return call.output(values, a.np_dtype, runs), call.output(counts, U32, runs)

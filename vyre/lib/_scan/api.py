@@ -1,0 +1,166 @@
+"""``reduce``, ``inclusive_scan``, ``exclusive_scan`` (and their ``transform_`` forms) and
+``segmented_reduce``: check the arguments, build the topology of the size class (``topology``) and
+run it as one sequence. See docs/lib.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vyre.driver.errors import InvalidProgram
+from vyre.ir import DataType
+from vyre.lib._scan import kernels as K
+from vyre.lib._scan import topology as topo
+from vyre.lib.io import Array, Call, ResidentArray, as_array, as_scalar, device_array_info, library_call
+from vyre.lib.monoid import ELEMENT_TYPES, SCAN_TYPES, monoid
+from vyre.lib.plan import capacity
+from vyre.lib.transform import Transform, element_transform
+
+VALUE_TYPES = SCAN_TYPES
+TRANSFORM_INPUT_TYPES = ELEMENT_TYPES  # what a transform may read: every integer type and the floats
+
+
+@library_call
+def reduce(x: object, op: str = "add", *, stream: object = None, backend: Any = None, scratch: Any = None) -> Any:
+    """Combine all elements with ``op`` (add, min, max, and, or, xor); an empty input gives the
+    op's identity (0; all ones for and; the type's max for min and min for max, +-inf on floats).
+
+    Float min/max skip NaNs (NaN only when every element is NaN); float sums are added in a
+    fixed tree order, so every backend gives the same bits. Returns a numpy scalar, or for device
+    input a 0-d array of the caller's kind, computed on ``stream`` with no wait.
+    """
+    return _reduce(as_array(x, "x", VALUE_TYPES), op, None, stream, backend, scratch)
+
+
+@library_call
+def transform_reduce(x: object, fn: object, op: str = "add", *, stream: object = None, backend: Any = None,
+                     scratch: Any = None) -> Any:
+    """``reduce`` of ``fn(x[i])`` in one pass: ``fn``, a ``@vyre.func`` of one argument, is applied
+    to each element as the reduction loads it (no temporary array). Its result type is the type
+    accumulated and returned (u32, i32, f32, u64, i64 or f64); ``x`` may also hold 8- and 16-bit
+    integers. Order, identities and results as ``reduce`` gives for ``fn(x)``."""
+    a = as_array(x, "x", TRANSFORM_INPUT_TYPES)
+    return _reduce(a, op, element_transform(fn, a.dtype), stream, backend, scratch)
+
+
+def _reduce(a: Array, op: str, t: Transform | None, stream: object, backend: Any, scratch: Any) -> Any:
+    out_type = a.dtype if t is None else t.out_type
+    m = monoid(op, out_type)
+    np_out = out_type.np_dtype
+    call = Call(backend, scratch, a, stream=stream)
+    if call.on_device:
+        def build() -> Any:
+            plan = call.plan()
+            out = call.result(plan, "reduce.out", 1, np_out)
+            if a.n == 0:
+                call.fill(out, np.array([m.numpy_empty()], np_out))
+            else:
+                topo.reduce(plan, m, call.upload(plan, "x", a), a.n, capacity(a.n), out, t)
+                call.run(plan)
+            return call.output(out, np_out, 1).reshape(())
+
+        key = ("reduce", op) if t is None else ("reduce", op, t)
+        return call.fast(key, build, lambda outs: outs[0].reshape(()))
+    if a.n == 0:
+        return m.numpy_empty()
+    plan = call.plan()
+    src = call.upload(plan, "x", a)
+    result = topo.reduce(plan, m, src, a.n, capacity(a.n), transform=t)
+    (word,) = call.run(plan, [(result, 0, out_type.size)])
+    return word.view(np_out)[0]
+
+
+def _scan(a: Array, op: str, inclusive: bool, init: object, t: Transform | None, stream: object, backend: Any,
+          scratch: Any) -> Any:
+    out_type = a.dtype if t is None else t.out_type
+    m = monoid(op, out_type)
+    np_out = out_type.np_dtype
+    call = Call(backend, scratch, a, stream=stream)
+    if a.n == 0:
+        return call.empty(np_out)
+    if init is None:
+        start = None if inclusive else as_scalar(m.empty_value(), out_type, "init")
+    else:
+        start = as_scalar(init, out_type, "init")
+
+    def build() -> Any:
+        plan = call.plan()
+        src = call.upload(plan, "x", a)
+        out = call.result(plan, "scan.out", a.n, np_out)
+        init_word = None if start is None else plan.typed_word("scan.init", start, out_type)
+        topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word, transform=t)
+        call.run(plan)
+        return call.output(out, np_out, a.n)
+
+    key = ("scan", op, inclusive, None if start is None else start.tobytes()) + (() if t is None else (t,))
+    return call.fast(key, build, lambda outs: outs[0])
+
+
+@library_call
+def inclusive_scan(x: object, op: str = "add", *, init: object = None, stream: object = None, backend: Any = None,
+                   scratch: Any = None) -> Any:
+    """``out[i] = x[0] op x[1] op ... op x[i]`` (integers wrap); with ``init``,
+    ``out[i] = init op x[0] op ... op x[i]`` (a carry from earlier data, in the same pass)."""
+    return _scan(as_array(x, "x", VALUE_TYPES), op, True, init, None, stream, backend, scratch)
+
+
+@library_call
+def exclusive_scan(x: object, op: str = "add", init: object = None, *, stream: object = None, backend: Any = None,
+                   scratch: Any = None) -> Any:
+    """``out[0] = init``, ``out[i] = init op x[0] op ... op x[i-1]``; ``init`` defaults to the op's
+    identity (0 for add, or, xor)."""
+    return _scan(as_array(x, "x", VALUE_TYPES), op, False, init, None, stream, backend, scratch)
+
+
+@library_call
+def transform_inclusive_scan(x: object, fn: object, op: str = "add", *, init: object = None, stream: object = None,
+                             backend: Any = None, scratch: Any = None) -> Any:
+    """``inclusive_scan`` of ``fn(x[i])`` in one pass (``fn`` as for ``transform_reduce``, applied
+    as the scan loads each element); the result and ``init`` have ``fn``'s result type."""
+    a = as_array(x, "x", TRANSFORM_INPUT_TYPES)
+    return _scan(a, op, True, init, element_transform(fn, a.dtype), stream, backend, scratch)
+
+
+@library_call
+def transform_exclusive_scan(x: object, fn: object, op: str = "add", init: object = None, *, stream: object = None,
+                             backend: Any = None, scratch: Any = None) -> Any:
+    """``exclusive_scan`` of ``fn(x[i])`` in one pass (``fn`` as for ``transform_reduce``)."""
+    a = as_array(x, "x", TRANSFORM_INPUT_TYPES)
+    return _scan(a, op, False, init, element_transform(fn, a.dtype), stream, backend, scratch)
+
+
+@library_call
+def segmented_reduce(x: object, offsets: object, op: str = "add", *, stream: object = None, backend: Any = None,
+                     scratch: Any = None) -> Any:
+    """``out[s] = reduce(x[offsets[s]:offsets[s+1]], op)`` for each of the ``len(offsets) - 1``
+    segments (CSR offsets); an empty segment gives the op's identity, as ``reduce`` does."""
+    a = as_array(x, "x", VALUE_TYPES)
+    on_host = device_array_info(offsets) is None and not isinstance(offsets, ResidentArray)
+    # host offsets of any integer type are checked and converted; offsets on the device are clamped there
+    o = _checked_offsets(offsets, a.n) if on_host else as_array(offsets, "offsets", (DataType.U32, DataType.I32))
+    m = monoid(op, a.dtype)
+    call = Call(backend, scratch, a, o, stream=stream)
+    segments = max(o.n - 1, 0)
+    if segments == 0:
+        return call.empty(a.np_dtype)
+    plan = call.plan()
+    n_word, s_word = plan.word("seg.n", a.n), plan.word("seg.segments", segments)
+    src, offs = call.upload(plan, "x", a), call.upload(plan, "seg.offsets", o)
+    out = call.result(plan, "seg.out", segments, a.np_dtype)
+    plan.step(K.segmented_reduce_kernel(m, n_word, s_word), [src, offs, out, plan.params],
+              topo.segments_groups(capacity(segments)))
+    call.run(plan)
+    return call.output(out, a.np_dtype, segments)
+
+
+def _checked_offsets(offsets: object, n: int) -> Array:
+    """Host offsets as u32 after checking they start >= 0, never decrease and end <= ``n``."""
+    values = np.asarray(offsets).reshape(-1)
+    if values.size and (values.dtype.kind not in "iu"):
+        raise InvalidProgram(f"offsets have dtype {values.dtype}", "pass integer offsets.")
+    if values.size and (values.min() < 0 or values.max() > n or np.any(np.diff(values.astype(np.int64)) < 0)):
+        raise InvalidProgram(f"offsets must be non-decreasing within [0, {n}] (len(x))",
+                             "pass CSR offsets: offsets[0] >= 0, offsets[s] <= offsets[s+1] <= len(x).")
+    return as_array(values.astype(np.uint32), "offsets", (DataType.U32,))

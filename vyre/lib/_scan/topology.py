@@ -1,0 +1,97 @@
+"""The topologies of the scans and reductions: the segments of a size, scan, reduce, segmented reduce.
+
+Grids and buffer sizes come from the capacity class, the exact size from the parameter words
+(``vyre.lib.plan``). ``segments`` is shared by compaction and the segmented radix sort.
+"""
+
+from __future__ import annotations
+
+from vyre.driver.backend import Resident
+from vyre.ir import DataType
+from vyre.lib._scan import kernels as K
+from vyre.lib._scan import lookback
+from vyre.lib.blocks import WARPS, WG, zero_fill
+from vyre.lib.monoid import Monoid
+from vyre.lib.plan import Plan, capacity, ceil_div
+from vyre.lib.transform import Transform, fused
+
+SPAN_UNIT = WG * K.REDUCE_ITEMS  # segments are whole upsweep tiles (and so whole downsweep tiles)
+SCAN_GROUPS = 4096  # at most this many workgroups (segments): several waves, so the last one is a small share
+SCAN_SINGLE = 4096  # capacity classes up to this scan in one launch of one workgroup
+LOOKBACK_TILE = WG * lookback.SCAN_LOOKBACK_ITEMS  # elements per workgroup of the single-pass scan
+
+
+def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT, most: int = SCAN_GROUPS
+             ) -> tuple[int, int, int]:
+    """Split ``n`` elements into at most ``most`` contiguous segments of whole ``unit``-element
+    tiles, one per workgroup.
+
+    The grid comes from the capacity class, the span (a params word) from ``n``. Returns the
+    grid, the params word of the span and the number of segments that hold elements.
+    """
+    groups = min(ceil_div(cap, unit), most)
+    span = ceil_div(ceil_div(n, groups), unit) * unit
+    return groups, plan.word(f"{role}.span", span), ceil_div(n, span)
+
+
+def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, inclusive: bool,
+         init_word: int | None = None, role: str = "scan", transform: Transform | None = None) -> None:
+    """Scan ``n`` elements of ``src`` into ``dst``.
+
+    Classes up to ``SCAN_SINGLE`` elements: one launch of the down kernel on one workgroup.
+    U32 and I32: one zero fill of the tile states, then one single-pass kernel with decoupled
+    look-back (``lookback.scan_lookback``; reads and writes each element once). F32 (whose
+    rounding depends on the order the tile totals meet) and the 64-bit types (a look-back
+    word holds 16 bits of a total and its flag): reduce-then-scan over at most
+    ``SCAN_GROUPS`` contiguous segments, three launches: **up** reduces each workgroup's segment
+    into ``partial[w]``, **spine** scans the partials exclusively, **down** scans each segment
+    tile by tile from its carry. ``transform``: applied to each element of ``src`` where a kernel
+    loads it (``transform_*_scan``; ``m`` is over its result type).
+    """
+    n_word = plan.word(f"{role}.n", n)
+    handles_tail = [plan.params] + ([plan.params] if init_word is not None else [])
+    if cap <= SCAN_SINGLE:
+        span_word = plan.word(f"{role}.span", cap)
+        plan.step(fused(K.scan_segments(m, K.SCAN_ITEMS, inclusive, False, n_word, span_word, init_word), transform),
+                  [src, dst, *handles_tail], 1)
+        return
+    if m.dtype in (DataType.U32, DataType.I32):
+        tiles = ceil_div(cap, LOOKBACK_TILE)
+        state = plan.buffer(f"{role}.state", lookback.SCAN_STATE_HEAD + 2 * tiles)
+        used = plan.word(f"{role}.state_words", lookback.SCAN_STATE_HEAD + 2 * ceil_div(n, LOOKBACK_TILE))
+        plan.step(zero_fill(used), [state, plan.params], ceil_div(lookback.SCAN_STATE_HEAD + 2 * tiles, WG))
+        plan.step(fused(lookback.scan_lookback(m, lookback.SCAN_LOOKBACK_ITEMS, inclusive, n_word, init_word),
+                        transform), [src, dst, state, *handles_tail], tiles)
+        return
+    groups, span_word, used = segments(plan, role, n, cap)
+    partial = plan.buffer(f"{role}.partial", groups, m.dtype.size)
+    carry = plan.buffer(f"{role}.carry", groups, m.dtype.size)
+    plan.step(fused(K.reduce_segments(m, K.REDUCE_ITEMS, n_word, span_word), transform),
+              [src, partial, plan.params], groups)
+    scan(plan, m, partial, carry, used, capacity(groups), False, None, f"{role}.spine")
+    plan.step(fused(K.scan_segments(m, K.SCAN_ITEMS, inclusive, True, n_word, span_word, init_word), transform),
+              [src, dst, carry, *handles_tail], groups)
+
+
+REDUCE_TILE = WG * K.REDUCE_ITEMS
+
+
+def reduce(plan: Plan, m: Monoid, src: Resident, n: int, cap: int, dst: Resident | None = None,
+           transform: Transform | None = None) -> Resident:
+    """Levels of 4096-element tile reductions until one value remains; returns its buffer
+    (``dst`` when given: the last level writes there). ``transform``: applied to each element
+    of ``src`` as the first level loads it (``transform_reduce``)."""
+    level = 0
+    while True:
+        tiles_cap = ceil_div(cap, REDUCE_TILE)
+        last = dst if tiles_cap == 1 else None  # the last level writes into dst when given
+        out = last if last is not None else plan.buffer(f"reduce.partial{level}", tiles_cap, m.dtype.size)
+        n_word = plan.word(f"reduce.n{level}", n)
+        plan.step(fused(K.reduce_tiles(m, K.REDUCE_ITEMS, n_word), transform), [src, out, plan.params], tiles_cap)
+        if tiles_cap == 1:
+            return out
+        src, n, cap, level, transform = out, ceil_div(n, REDUCE_TILE), tiles_cap, level + 1, None
+
+
+def segments_groups(segments_cap: int) -> int:
+    return ceil_div(segments_cap, WARPS)

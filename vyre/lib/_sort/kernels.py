@@ -1,0 +1,123 @@
+"""The programs of the segmented radix sort (digit counts per segment, the scatter of each
+segment) and of sorts through indices (64-bit keys split in halves, gathers).
+
+Each builder is cached, so the same variant is the same ``Program``. The single-pass (Onesweep)
+programs are in ``onesweep``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre.lib._scan.kernels import segment
+from vyre.lib._sort.tiles import RADIX_BITS, digit_of, peer_mask, radix_buffers, radix_tiles, sort_key, tile_bits
+from vyre.lib.blocks import U32, WARPS, WG, WG_SIZE, lid, load_param, params, u, var, warp, wid
+from vyre.lib.keys import from_key, to_key
+
+SORT_ITEMS = 24     # elements per invocation in the radix scatter of keys alone (tile 6144; 46 KB workgroup memory)
+SORT_VALUE_ITEMS = 12  # the same when values move (tile 3072; 40 KB)
+COUNT_ITEMS = 8     # elements per invocation in the radix digit counts (tile 2048, all loaded first)
+
+
+@cache
+def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int, span_word: int, groups_word: int
+                 ) -> Program:
+    """Digit counts of workgroup ``w``'s segment, digit-major: ``hist[d * groups + w]`` (the upsweep).
+
+    A tile's ``items`` keys per invocation are all loaded (in flight together), then each warp
+    counts their digits in its own counters in workgroup memory with ballots, like the
+    scatter's ranking (no atomics). Keys past ``n`` count as digit 255 and are taken off at the
+    end. A workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
+    """
+    radix, tile, span = 1 << RADIX_BITS, WG * items, load_param(span_word)
+    n, base0 = var("n"), Expr.mul(wid(), span)
+    body: list[Node] = [Node.let("n", load_param(n_word)),
+                        Node.let("size", Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))),
+                        Node.let("tiles", Expr.div(Expr.add(var("size"), u(tile - 1)), u(tile)))]
+    step = [Node.let("tb", Expr.add(base0, Expr.mul(var("t"), u(tile))))]
+    step += tile_bits(key_type, items, n, n, "bits", lambda k: Expr.add(var("tb"), Expr.add(u(k * WG), lid())))
+    for k in range(items):
+        step.append(Node.let(f"d{k}", digit_of(sort_key(key_type, var(f"bits{k}")), shift)))
+        nodes, peers = peer_mask(var(f"d{k}"), f"k{k}")
+        cell = Expr.add(Expr.mul(warp(), u(radix)), var(f"d{k}"))
+        step += nodes + [Node.let(f"k{k}old", Expr.load("local", cell)),
+                         Node.store("local", cell, Expr.add(var(f"k{k}old"), Expr.popcount(peers)))]
+    past = Expr.sub(Expr.mul(var("tiles"), u(tile)), var("size"))  # keys past n, counted as digit 255
+    body += [Node.loop("t", u(0), var("tiles"), step), Node.barrier(),
+             Node.let("total", Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(0), past), u(0)))]
+    for v in range(WARPS):
+        body.append(Node.assign("total", Expr.add(var("total"), Expr.load("local", u(v * radix) + lid()))))
+    body.append(Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()), var("total")))
+    buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), params(2),
+               BufferDecl.workgroup("local", WARPS * radix, U32)]
+    return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
+
+
+@cache
+def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
+                  n_word: int, span_word: int, groups_word: int) -> Program:
+    """One stable pass of LSD radix sort over workgroup ``w``'s segment (the downsweep).
+
+    Invocation ``t`` owns digit ``t`` and keeps its running output position, starting at
+    ``offsets[t * groups + w]`` (the scanned digit counts). The workgroup walks its tiles of
+    ``WG * items`` elements in order; warp ``v`` owns the tile's ``32 * items`` elements from
+    ``v * 32 * items`` and takes them 32 at a time (round ``j``: ``j*32 + lane``), so element
+    order is warp, round, lane. ``items`` is a multiple of ``SORT_ROUNDS``: the rounds are
+    loops of ``SORT_ROUNDS`` written out. Per tile:
+
+    1. rank: each round, a warp finds the lanes with equal digits (8 ballots) and counts them
+       in its counter of that digit (workgroup memory, u16); every lane of a peer group reads
+       the same counter and stores the same new value (no leader, branch or atomic). Each
+       key's rank among the warp's equal digits goes to workgroup memory (u16). Keys are
+       loaded two loop iterations ahead, across tiles, so loads are in flight meanwhile;
+    2. invocation ``t`` turns the warps' counters of digit ``t`` into tile slots (a workgroup
+       scan over digits gives where digit ``t`` starts in the tile-sorted order);
+    3. place: keys are read again (from cache: just read), values (if any) read, and both
+       stored to their slots in workgroup memory, so the tile is sorted by digit and stable;
+    4. invocation ``t`` reads slots ``j*WG + t`` and writes each to ``slot + shift[digit]``:
+       consecutive invocations write consecutive addresses within each digit's run.
+
+    Elements past ``n`` get key ``0xFFFFFFFF``: they rank last in the last tile, past its valid
+    slots, and are not written. Counters alternate between two halves by tile parity, so the
+    next tile needs no extra barrier. ``values``: ``"none"``, ``"load"`` (move ``vals``) or
+    ``"iota"`` (the value is the index: argsort); ``key_in``/``key_out`` transform raw keys on
+    the first pass and back on the last.
+    """
+    n = var("n")
+    body = [Node.let("n", load_param(n_word)), *segment(n, span_word, WG * items)]
+    body += [Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()))),
+             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), load_param(span_word))))]
+    body += radix_tiles(shift, key_in, key_out, values, items, var("seg_tiles"), None)
+    buffers = radix_buffers(BufferDecl.read("offsets", 1, U32), values, items, 2)
+    return Program(buffers, WG_SIZE, body, name=f"lib_radix_scatter_{shift}")
+
+
+@cache
+def split_keys(key_type: DataType, n_word: int) -> Program:
+    """``lo[i]``, ``hi[i]``: the low and high 32 bits of the u64 sort key of ``keys[i]`` (``i < n``)."""
+    i = Expr.invocation_id(0)
+    key = to_key(key_type, Expr.load("keys", var("i")))
+    body = [Node.let("i", i), Node.if_(Expr.lt(var("i"), load_param(n_word)), [
+        Node.let("key", key),
+        Node.store("lo", var("i"), Expr.cast(U32, var("key"))),
+        Node.store("hi", var("i"), Expr.cast(U32, Expr.shr(var("key"), u(32))))])]
+    buffers = [BufferDecl.read("keys", 0, DataType.U64), BufferDecl.read_write("lo", 1, U32),
+               BufferDecl.read_write("hi", 2, U32), params(3)]
+    return Program(buffers, WG_SIZE, body, name=f"lib_split_keys_{key_type.value}")
+
+
+@cache
+def gather(element: DataType, key_type: DataType | None, n_word: int) -> Program:
+    """``out[i] = src[perm[i]]`` for ``i < n`` (``element``: U32 or U64 raw bits); with ``key_type``
+    (a 64-bit key type) the value goes through its sort key and back, so every NaN comes out as
+    the one NaN the sort returns."""
+    value = Expr.load("src", Expr.load("perm", var("i")))
+    if key_type is not None:
+        value = from_key(key_type, to_key(key_type, value))
+    body = [Node.let("i", Expr.invocation_id(0)),
+            Node.if_(Expr.lt(var("i"), load_param(n_word)), Node.store("out", var("i"), value))]
+    buffers = [BufferDecl.read("src", 0, element), BufferDecl.read("perm", 1, U32),
+               BufferDecl.read_write("out", 2, element), params(3)]
+    suffix = "" if key_type is None else f"_{key_type.value}"
+    return Program(buffers, WG_SIZE, body, name=f"lib_gather_{element.value}{suffix}")

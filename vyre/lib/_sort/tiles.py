@@ -1,0 +1,215 @@
+"""The radix tile shared by both sort plans: digits, keys past ``n``, peer masks, and the ranking,
+placing and writing of a tile (``radix_tiles``) with its buffers (``radix_buffers``).
+
+``raw``: the unsigned type of the sorted keys' bits (U32, or U64 for 64-bit keys: eight passes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from vyre.ir import BufferDecl, DataType, Expr, Node
+from vyre.lib.blocks import U32, WARPS, WG, block_scan, lane, lid, params, u, var, warp
+from vyre.lib.keys import from_key, to_key
+from vyre.lib.monoid import COUNT
+
+SORT_ROUNDS = 4     # rounds per loop iteration of the radix scatter (written out)
+RADIX_BITS = 8
+RADIX_PASSES = 32 // RADIX_BITS
+
+
+def _literal(raw: DataType) -> Callable[[int], Expr]:
+    return u if raw is U32 else Expr.u64
+
+
+def digit_of(key: Expr, shift: int, raw: DataType = U32) -> Expr:
+    """The 8-bit digit of ``key`` (of type ``raw``) at ``shift``, as U32."""
+    if raw is U32:
+        return Expr.bitand(Expr.shr(key, u(shift)), u((1 << RADIX_BITS) - 1))
+    return Expr.bitand(Expr.cast(U32, Expr.shr(key, u(shift))), u((1 << RADIX_BITS) - 1))
+
+
+def sort_key(dtype: DataType | None, bits: Expr) -> Expr:
+    """Pass 0 reads the caller's raw keys (``dtype``); later passes read keys already transformed."""
+    return bits if dtype is None else to_key(dtype, bits)
+
+
+def tile_bits(key_type: DataType | None, items: int, n: Expr, limit: Expr, prefix: str,
+               index: Callable[[int], Expr], whole: Expr | None = None, declare: bool = True,
+               raw: DataType = U32) -> list[Node]:
+    """Bind ``{prefix}{k}`` to the raw bits (``raw``) of element ``index(k)``; at or past ``n``, to
+    bits whose sort key is all ones (digit 255 in every pass). Elements at or past ``limit`` are not read.
+
+    ``whole``: a condition, the same for the whole workgroup, under which every element is below
+    ``n`` and ``limit``; then the elements are read without those two tests per element (a radix
+    tile is whole but for the last one). ``declare=False`` assigns variables declared already."""
+    ones, lit = (1 << 8 * raw.size) - 1, _literal(raw)
+    past = ones if key_type in (None, U32, DataType.U64) else ones >> 1  # signed max; a float NaN
+    bind = Node.let if declare and whole is None else Node.assign
+    checked = []
+    for k in range(items):
+        i = index(k)
+        loaded = Expr.load("keys", Expr.select(Expr.lt(i, limit), i, u(0xFFFFFFFF)))
+        checked.append(bind(f"{prefix}{k}", Expr.select(Expr.lt(i, n), loaded, lit(past))))
+    if whole is None:
+        return checked
+    nodes = [Node.let(f"{prefix}{k}", lit(past)) for k in range(items)] if declare else []
+    plain = [Node.assign(f"{prefix}{k}", Expr.load("keys", index(k))) for k in range(items)]
+    return [*nodes, Node.if_(whole, plain, checked)]
+
+
+def peer_mask(digit: Expr, prefix: str) -> tuple[list[Node], Expr]:
+    """Lanes of this subgroup holding the same digit: a u32 lane mask, from one ballot per digit bit."""
+    nodes = [Node.let(f"{prefix}m", u(0xFFFFFFFF))]
+    for bit in range(RADIX_BITS):
+        has = Expr.ne(Expr.bitand(digit, u(1 << bit)), u(0))
+        votes = Expr.subgroup_ballot(has)
+        same = Expr.select(has, votes, Expr.bitnot(votes))
+        nodes.append(Node.assign(f"{prefix}m", Expr.bitand(var(f"{prefix}m"), same)))
+    return nodes, var(f"{prefix}m")
+
+
+def radix_passes(raw: DataType) -> int:
+    """The 8-bit digit passes of keys whose bits are ``raw`` (4 for U32, 8 for U64)."""
+    return 8 * raw.size // RADIX_BITS
+
+
+def _digit_slots(radix: int, half: int, lookback: list[Node] | None) -> list[Node]:
+    """Step 2 of a radix tile: invocation ``t`` turns the warps' counters of digit ``t`` (in the
+    current half of ``counts``; ``half`` words per half, 0 when there is one) into the tile slots
+    where each warp's keys of digit ``t`` start and stores ``shift[t]`` (tile slot to output
+    position ``run``), zeroing the other half. ``lookback`` (nodes binding ``run`` from the tile's
+    count ``total``) runs right after the count; without it ``run`` is a running position."""
+    other = Expr.sub(u(half), var("half"))
+
+    def counter(v: int, which: Expr | None = None) -> Expr:
+        return Expr.add(var("half") if which is None else which, u(v * radix) + lid())
+
+    step = [Node.let("total", u(0))]
+    for v in range(WARPS):
+        step.append(Node.assign("total", Expr.add(var("total"), Expr.load("counts", counter(v)))))
+        if half:
+            step.append(Node.store("counts", counter(v, other), u(0)))
+    step += lookback or []
+    nodes, (start,) = block_scan(COUNT, [var("total")], u(0), False, "sums", "s")
+    step += nodes
+    step += [Node.let("slot", start), Node.store("shift", lid(), Expr.sub(var("run"), var("slot")))]
+    if lookback is None:
+        step.append(Node.assign("run", Expr.add(var("run"), var("total"))))
+    for v in range(WARPS):  # read again rather than held in registers across the scan
+        step += [Node.let(f"c{v}", Expr.load("counts", counter(v))), Node.store("counts", counter(v), var("slot")),
+                 Node.assign("slot", Expr.add(var("slot"), var(f"c{v}")))]
+    return [*step, Node.barrier()]
+
+
+def radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
+                 tiles: Expr, lookback: list[Node] | None, raw: DataType = U32) -> list[Node]:
+    """Steps 1-4 of ``radix_scatter`` over ``tiles`` tiles from ``seg_base``. The caller binds
+    ``n``, ``seg_base``, ``limit`` (no key at or past it is read) and, without ``lookback``,
+    ``run``. With ``lookback`` (see ``_digit_slots``) the workgroup ranks one tile, so its
+    counters have one half. ``raw``: the keys' bits (U32 or U64)."""
+    if items % SORT_ROUNDS:
+        raise ValueError(f"a radix tile's items ({items}) must be a multiple of SORT_ROUNDS ({SORT_ROUNDS})")
+    radix, tile, loops = 1 << RADIX_BITS, WG * items, items // SORT_ROUNDS
+    half = WARPS * radix if lookback is None else 0
+    moves_values = values != "none"
+    n = var("n")
+    lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
+
+    def element(base: Expr, j: Expr) -> Expr:  # round j of this invocation in the tile at base
+        return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(Expr.mul(j, u(32)), lane())))
+
+    def round_of(loop_var: str, r: int) -> Expr:  # round r of loop iteration loop_var
+        return Expr.add(Expr.mul(var(loop_var), u(SORT_ROUNDS)), u(r))
+
+    def group(q: Expr, prefix: str, declare: bool = True) -> list[Node]:  # loop iteration q of the segment
+        if lookback is None:
+            base, j0 = (Expr.add(var("seg_base"), Expr.mul(Expr.div(q, u(loops)), u(tile))),
+                        Expr.mul(Expr.rem(q, u(loops)), u(SORT_ROUNDS)))
+            limit, whole = var("limit"), None
+        else:  # one tile: the groups the last iterations load ahead are past it, so not read
+            base, j0, inside = var("seg_base"), Expr.mul(q, u(SORT_ROUNDS)), Expr.lt(q, u(loops))
+            limit, whole = Expr.select(inside, var("limit"), u(0)), Expr.and_(var("whole"), inside)
+        return tile_bits(key_in, SORT_ROUNDS, n, limit, prefix, lambda r: element(base, Expr.add(j0, u(r))),
+                          whole, declare, raw)
+
+    body = group(u(0), "a") + group(u(1), "b")
+    # step 1: rank, loop iteration g of tile t being group q of the segment; loads run two groups ahead
+    q = Expr.add(Expr.mul(var("t"), u(loops)), var("g"))
+    rank: list[Node] = [Node.let(f"cur{r}", var(f"a{r}")) for r in range(SORT_ROUNDS)]
+    rank += [Node.assign(f"a{r}", var(f"b{r}")) for r in range(SORT_ROUNDS)]
+    rank += group(Expr.add(q, u(2)), "b", declare=False)
+    for r in range(SORT_ROUNDS):
+        p = f"r{r}"
+        rank.append(Node.let(f"{p}d", digit_of(sort_key(key_in, var(f"cur{r}")), shift, raw)))
+        peer_nodes, peers = peer_mask(var(f"{p}d"), p)
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
+        rank += peer_nodes
+        rank += [Node.let(f"{p}old", Expr.load("counts", cell)),
+                 Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers))),
+                 Node.store("ranks", Expr.add(Expr.mul(round_of("g", r), u(WG)), lid()),
+                            Expr.add(var(f"{p}old"), Expr.popcount(Expr.bitand(peers, lower_lanes))))]
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
+                        Node.let("valid", Expr.sub(Expr.min(n, Expr.add(var("tb"), u(tile))), Expr.min(n, var("tb")))),
+                        Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half))),
+                        Node.loop("g", u(0), u(loops), rank), Node.barrier()]
+    step += _digit_slots(radix, half, lookback)
+    # step 3: keys read again (they were just read, so from cache) and placed at their slots, values too
+    def placed(r: int) -> Expr:  # the element of round r of loop iteration h
+        return element(var("tb"), round_of("h", r))
+
+    place = tile_bits(key_in, SORT_ROUNDS, n, n, "p", placed, raw=raw)  # a whole-tile branch here measured slower
+    if values == "load":
+        place += [Node.let(f"pv{r}", Expr.load("vals", placed(r))) for r in range(SORT_ROUNDS)]
+    for r in range(SORT_ROUNDS):
+        key = sort_key(key_in, var(f"p{r}"))
+        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), digit_of(var(f"pk{r}"), shift, raw)))
+        place += [Node.let(f"pk{r}", key),
+                  Node.let(f"ps{r}", Expr.add(Expr.load("counts", cell),
+                                              Expr.load("ranks", Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())))),
+                  Node.store("sorted_keys", var(f"ps{r}"), var(f"pk{r}"))]
+        if moves_values:
+            value = var(f"pv{r}") if values == "load" else placed(r)
+            place.append(Node.store("sorted_vals", var(f"ps{r}"), value))
+    step += [Node.loop("h", u(0), u(loops), place), Node.barrier()]
+    def write(checked: bool) -> list[Node]:  # step 4; unchecked only in a whole tile
+        nodes: list[Node] = []
+        for r in range(SORT_ROUNDS):
+            slot = Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())
+            pos = Expr.add(slot, Expr.load("shift", digit_of(var(f"o{r}"), shift, raw)))
+            if checked:
+                pos = Expr.select(Expr.lt(slot, var("valid")), pos, u(0xFFFFFFFF))
+            nodes += [Node.assign(f"o{r}", Expr.load("sorted_keys", slot)), Node.assign(f"pos{r}", pos),
+                      Node.store("keys_out", var(f"pos{r}"),
+                                 var(f"o{r}") if key_out is None else from_key(key_out, var(f"o{r}")))]
+            if moves_values:
+                nodes.append(Node.store("vals_out", var(f"pos{r}"), Expr.load("sorted_vals", slot)))
+        return nodes
+
+    written = [Node.let(f"{v}{r}", _literal(raw)(0) if v == "o" else u(0)) for r in range(SORT_ROUNDS)
+               for v in ("o", "pos")]
+    written += write(True) if lookback is None else [Node.if_(var("whole"), write(False), write(True))]
+    step.append(Node.loop("h", u(0), u(loops), written))
+    return [*body, Node.loop("t", u(0), tiles, step)]
+
+
+def radix_buffers(second: BufferDecl, values: str, items: int, halves: int, more: tuple[str, ...] = (),
+                   raw: DataType = U32, value_raw: DataType = U32) -> list[BufferDecl]:
+    """The buffers of a radix scatter: keys, ``second`` (binding 1), keys_out, values, params, the
+    u32 ``read_write`` buffers named in ``more``, then workgroup memory. ``raw``/``value_raw``:
+    the bits of keys and of loaded values (U32 or U64)."""
+    radix, tile = 1 << RADIX_BITS, WG * items
+    value_raw = value_raw if values == "load" else U32  # "iota": u32 indices
+    buffers = [BufferDecl.read("keys", 0, raw), second, BufferDecl.read_write("keys_out", 2, raw)]
+    if values == "load":
+        buffers.append(BufferDecl.read("vals", len(buffers), value_raw))
+    if values != "none":
+        buffers.append(BufferDecl.read_write("vals_out", len(buffers), value_raw))
+    buffers.append(params(len(buffers)))
+    buffers += [BufferDecl.read_write(name, len(buffers) + j, U32) for j, name in enumerate(more)]
+    buffers += [BufferDecl.workgroup("counts", halves * WARPS * radix, DataType.U16),
+                BufferDecl.workgroup("shift", radix, U32), BufferDecl.workgroup("sums", WARPS, U32),
+                BufferDecl.workgroup("ranks", tile, DataType.U16), BufferDecl.workgroup("sorted_keys", tile, raw)]
+    if values != "none":
+        buffers.append(BufferDecl.workgroup("sorted_vals", tile, value_raw))
+    return buffers

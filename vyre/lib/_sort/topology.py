@@ -1,0 +1,199 @@
+"""The topologies of the sorts: LSD radix sort in one pass per digit (single-pass, below
+``ONESWEEP_LIMIT`` keys) or over segments, and sorts through indices (64-bit keys with values,
+8-byte values)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from vyre import settings
+from vyre.driver.backend import Resident
+from vyre.driver.errors import DispatchFailed, VyreError
+from vyre.ir import DataType
+from vyre.lib._scan.topology import scan, segments
+from vyre.lib._sort import kernels as K
+from vyre.lib._sort import onesweep
+from vyre.lib._sort.tiles import RADIX_BITS, radix_passes
+from vyre.lib.blocks import WG, zero_fill
+from vyre.lib.keys import raw_type
+from vyre.lib.monoid import COUNT
+from vyre.lib.plan import Plan, ceil_div
+
+RADIX = 1 << RADIX_BITS
+SORT_GROUPS = 4096  # at most this many segments in a pass of the segmented sort
+ONESWEEP_LIMIT = 1 << 30  # below this many keys, the single-pass sort (its counts share a word with two flags);
+# VYRE_ONESWEEP_LIMIT overrides it (vyre.settings)
+HISTOGRAM_GROUPS = 1024  # at most this many workgroups count the digits of all passes
+
+
+def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
+               n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
+               ) -> tuple[Resident, Resident | None]:
+    """Stable LSD radix sort, four 8-bit passes: single-pass (``onesweep_sort``) below
+    ``ONESWEEP_LIMIT`` keys, else over segments (``segmented_sort``).
+
+    ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or ``"iota"`` (carry indices). The
+    last pass writes into ``final`` (keys, values) when given, else into scratch. Returns the
+    handles holding the sorted raw keys and values.
+    """
+    sort = onesweep_sort if n < settings.onesweep_limit(ONESWEEP_LIMIT) else segmented_sort
+    return sort(plan, dtype, keys, values, values_mode, n, cap, final)
+
+
+def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str, cap: int,
+                  final: tuple[Resident, Resident | None] | None, scatter: Callable[..., None], value_size: int = 4
+                  ) -> tuple[Resident, Resident | None]:
+    """The passes' buffers (four passes, eight for 64-bit keys): ``scatter(shift, key_in, key_out,
+    mode, src_keys, moves)`` adds a pass's steps, ``moves`` being the handles after the kernel's
+    binding 1 (keys out, values). ``value_size``: bytes per loaded value (indices: 4)."""
+    key_bufs = [plan.buffer("sort.keys_b", cap, dtype.size), plan.buffer("sort.keys_a", cap, dtype.size)]
+    value_size = value_size if values_mode == "load" else 4
+    val_bufs = ([plan.buffer("sort.vals_b", cap, value_size), plan.buffer("sort.vals_a", cap, value_size)]
+                if values_mode != "none" else None)
+    src_k, src_v = keys, values
+    passes = radix_passes(raw_type(dtype))
+    for p in range(passes):
+        key_in = dtype if p == 0 else None
+        key_out = dtype if p == passes - 1 else None
+        mode = values_mode if p == 0 else ("none" if values_mode == "none" else "load")
+        last = p == passes - 1 and final is not None
+        dst_k = final[0] if last else key_bufs[p % 2]
+        dst_v = (final[1] if last else val_bufs[p % 2]) if val_bufs else None
+        moves = [dst_k] + ([src_v] if mode == "load" else []) + ([dst_v] if mode != "none" else [])
+        scatter(p * RADIX_BITS, key_in, key_out, mode, src_k, moves)
+        src_k, src_v = dst_k, dst_v
+    return src_k, src_v
+
+
+def segmented_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
+                   n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
+                   ) -> tuple[Resident, Resident | None]:
+    """Four passes over the scans' contiguous segments (any ``n``; the plan for ``n >= 2^30``).
+
+    Each pass: digit counts per segment (upsweep), one exclusive scan of the ``256 * groups``
+    counts, then each workgroup scatters its segment tile by tile with running per-digit
+    positions (downsweep).
+    """
+    unit = WG * math.lcm(K.SORT_ITEMS, K.SORT_VALUE_ITEMS, K.COUNT_ITEMS)  # whole tiles of every kernel
+    groups, span_word, _ = segments(plan, "sort", n, cap, unit, SORT_GROUPS)
+    n_word, groups_word = plan.word("sort.n", n), plan.word("sort.groups", groups)
+    hist = plan.buffer("sort.hist", RADIX * groups)
+    offsets = plan.buffer("sort.offsets", RADIX * groups)
+    words = (n_word, span_word, groups_word)
+    items = K.SORT_ITEMS if values_mode == "none" else K.SORT_VALUE_ITEMS
+
+    def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
+                moves: list[Resident]) -> None:
+        plan.step(K.radix_counts(shift, key_in, K.COUNT_ITEMS, *words), [src_k, hist, plan.params], groups)
+        scan(plan, COUNT, hist, offsets, RADIX * groups, RADIX * groups, False, role="sort.scan")
+        plan.step(K.radix_scatter(shift, key_in, key_out, mode, items, *words),
+                  [src_k, offsets, *moves, plan.params], groups)
+
+    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter)
+
+
+def _lookback_gave_up(count: int) -> VyreError:
+    return DispatchFailed("lookback", f"in the single-pass radix sort, {count} digit look-backs gave up waiting "
+                          f"for a lower tile to publish (after {onesweep.SPIN[1] ** onesweep.SPIN[0]} tries each), "
+                          "so the result is incomplete",
+                          "rerun the call; if it recurs, report it with the GPU model, and meanwhile set "
+                          "VYRE_ONESWEEP_LIMIT=0 to sort over segments.")
+
+
+def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
+                  n: int, cap: int, final: tuple[Resident, Resident | None] | None = None,
+                  value_type: DataType | None = None) -> tuple[Resident, Resident | None]:
+    """Single-pass (Onesweep) passes, ``n < ONESWEEP_LIMIT``: four for 32-bit keys, eight for
+    64-bit keys (read and written whole, 8 bytes each).
+
+    One zero fill of the look-back state, one kernel counting the digits of all passes, one
+    scan of each pass's 256 counts, then per pass one kernel: a workgroup per tile, digit
+    offsets from decoupled look-back (``onesweep.radix_onesweep``). The plan reads back the
+    count of look-backs that gave up (``sort.status``, zeroed once per plan) and raises
+    ``DispatchFailed`` if any did. ``value_type``: the element type of ``values`` (4 or 8
+    bytes; ``values_mode`` "load").
+    """
+    raw = raw_type(dtype)
+    value_raw = raw_type(value_type) if value_type is not None and values_mode == "load" else DataType.U32
+    passes, items = radix_passes(raw), onesweep.onesweep_items(raw, values_mode)
+    tiles = ceil_div(cap, WG * items)
+    region = tiles * RADIX
+    head = onesweep.lookback_head(passes)
+    lookback = plan.buffer("sort.lookback", head + 2 * region)
+    n_word, region_word = plan.word("sort.n", n), plan.word("sort.region", region)
+    zeroed = head + region  # the head and the first pass's region; each pass zeroes the next one's
+    plan.step(zero_fill(plan.word("sort.zeroed", zeroed)), [lookback, plan.params], ceil_div(zeroed, WG))
+    blocks = min(ceil_div(cap, WG * onesweep.HISTOGRAM_ITEMS), HISTOGRAM_GROUPS)
+    plan.step(onesweep.radix_histograms(dtype, onesweep.HISTOGRAM_ITEMS, n_word, plan.word("sort.blocks", blocks)),
+              [keys, lookback, plan.params], blocks)
+    plan.step(onesweep.radix_digit_starts(passes), [lookback], passes)
+    status = plan.buffer("sort.status", 1)
+    if not any(handle is status for handle, _, _ in plan.checks):  # once per plan: a later sort keeps the count
+        plan.step(zero_fill(plan.word("sort.status_words", 1)), [status, plan.params], 1)
+        plan.check(status, 0, _lookback_gave_up)
+
+    def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
+                moves: list[Resident]) -> None:
+        plan.step(onesweep.radix_onesweep(shift, key_in, key_out, mode, items, n_word, region_word, raw=raw,
+                                   value_raw=value_raw),
+                  [src_k, lookback, *moves, plan.params, status], tiles)
+
+    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter, value_raw.size)
+
+
+def sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, value_type: DataType | None,
+         values_mode: str, n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
+         ) -> tuple[Resident | None, Resident | None]:
+    """Any supported sort: ``radix_sort`` for 32-bit keys with 4-byte values (or none); for 64-bit
+    keys alone, ``onesweep_sort`` of the whole keys below ``ONESWEEP_LIMIT``; else
+    ``permuted_sort``. ``value_type``: the element type of ``values`` (``values_mode`` "load").
+
+    64-bit keys with values or indices (key-value sorts, ``argsort``) take ``permuted_sort`` while
+    the native passes that move values are under investigation: one GPU run of many test processes
+    sharing a card returned an ``argsort``'s indices as a key-value sort's values (see docs/lib.md)."""
+    if dtype.size == 4 and (value_type is None or value_type.size == 4):
+        return radix_sort(plan, dtype, keys, values, values_mode, n, cap, final)
+    if dtype.size == 8 and values_mode == "none" and n < settings.onesweep_limit(ONESWEEP_LIMIT):
+        return onesweep_sort(plan, dtype, keys, values, values_mode, n, cap, final, value_type)
+    return permuted_sort(plan, dtype, keys, values, value_type, values_mode, n, cap, final)
+
+
+def permuted_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None,
+                  value_type: DataType | None, values_mode: str, n: int, cap: int,
+                  final: tuple[Resident | None, Resident | None] | None = None
+                  ) -> tuple[Resident | None, Resident | None]:
+    """64-bit keys from ``ONESWEEP_LIMIT`` keys on, or 32-bit keys with 8-byte values, through
+    the 32-bit radix sort of indices.
+
+    64-bit keys (``dtype`` U64, I64 or F64): their u64 sort keys are split into 32-bit halves
+    (``kernels.split_keys``); a stable sort of the low halves carrying indices, a gather of the
+    high halves in that order and a stable sort of those carrying the indices give the order of
+    the whole keys (LSD: eight 8-bit digit passes in all), and the keys are gathered in it
+    (``kernels.gather``; every F64 NaN comes out as 0x7FFFFFFFFFFFFFFF). 32-bit keys with 8-byte
+    values: one sort carrying indices. Values are gathered in the order at the end. Returns the
+    handles of the sorted keys (None for ``"iota"``: argsort keeps none) and of the values
+    (the indices for ``"iota"``).
+    """
+    final_k, final_v = final if final is not None else (None, None)
+    n_word, groups = plan.word("sort.gather_n", n), ceil_div(cap, WG)
+    order = final_v if values_mode == "iota" and final_v is not None else plan.buffer("sort.order", cap)
+    out_k = None
+    if dtype.size == 8:
+        lo, hi = plan.buffer("sort.wide_lo", cap), plan.buffer("sort.wide_hi", cap)
+        plan.step(K.split_keys(dtype, n_word), [keys, lo, hi, plan.params], groups)
+        radix_sort(plan, DataType.U32, lo, None, "iota", n, cap, (lo, order))
+        plan.step(K.gather(DataType.U32, None, n_word), [hi, order, lo, plan.params], groups)  # lo := hi[order]
+        radix_sort(plan, DataType.U32, lo, order, "load", n, cap, (hi, order))
+        if values_mode != "iota":
+            out_k = final_k if final_k is not None else plan.buffer("sort.wide_keys", cap, 8)
+            plan.step(K.gather(DataType.U64, dtype, n_word), [keys, order, out_k, plan.params], groups)
+    else:
+        out_k = final_k if final_k is not None else plan.buffer("sort.keys_sorted", cap)
+        radix_sort(plan, dtype, keys, None, "iota", n, cap, (out_k, order))
+    if values_mode != "load":
+        return out_k, order if values_mode == "iota" else None
+    assert values is not None and value_type is not None
+    out_v = final_v if final_v is not None else plan.buffer("sort.values_sorted", cap, value_type.size)
+    plan.step(K.gather(raw_type(value_type), None, n_word), [values, order, out_v, plan.params], groups)
+    return out_k, out_v
