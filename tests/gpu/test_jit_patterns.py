@@ -4,7 +4,8 @@ The fuzzer found two (now in tests/fuzz/corpus/fuzz_jit_*): ``max(x, neg x)`` fu
 following ``max`` into one VIMNMX3 that dropped the negation, and ``add.sat.s32`` fed by
 ``mad.lo`` folded into a wrapping IMAD. The generated-program tests found a third: ptxas takes
 ``abs.s32`` to be non-negative, so ``rem(abs(MIN), d)`` lost its sign. These tests build the same
-shapes from user-level ops.
+shapes from user-level ops. A fourth (``fuzz_jit_float_literal_tie``): the JIT folds float ops on
+two literals and rounds exact ties the wrong way; the code generator now folds them itself.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import pytest
 from conftest import check, elementwise, pairs
 
+from tests.codegen.test_literal_fold import CASES as LITERAL_CASES
+from tests.codegen.test_literal_fold import program_of as literal_program
 from vyre.ir import BufferDecl, DataType, Expr
 
 pytestmark = pytest.mark.gpu
@@ -42,3 +45,12 @@ def test_composition_matches_oracle(backend, rng, name: str) -> None:
     decls = [BufferDecl.read("x", 0, D.I32), BufferDecl.read("y", 1, D.I32)]
     program = elementwise(f"jit_{name}", decls, SHAPES[name], BufferDecl.output("o", 2, D.I32, len(x)))
     check(backend, program, [x, y])
+
+
+@pytest.mark.parametrize("lets", [False, True])
+@pytest.mark.parametrize("name", sorted(LITERAL_CASES))
+def test_float_ops_on_literals_match_oracle(backend, name: str, lets: bool) -> None:
+    """Exact ties of float ops on literals: the driver's JIT, left to fold them, rounds some the
+    wrong way (tests/fuzz/corpus/fuzz_jit_float_literal_tie); the code generator folds them."""
+    dtype, value = LITERAL_CASES[name]
+    check(backend, literal_program(dtype, value, lets), [])

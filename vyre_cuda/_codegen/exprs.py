@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir.expr import Expr, dtype_of, is_atomic_read, name_of
 from vyre.ir.op import OPS, Op, Result
 from vyre.ir.program import Access
 from vyre.ir.types import SIGN_TWIN, DataType
+from vyre.reference import scalar_ops as oracle
 from vyre_cuda._codegen import ops
 from vyre_cuda._codegen.builder import Builder, Val
 from vyre_cuda._codegen.lowerings import LoweringContext, LoweringFn, get_lowering
@@ -26,6 +29,14 @@ U64, I64, F64 = DataType.U64, DataType.I64, DataType.F64
 _SUBGROUP_ADD = {U32: "add.u32", I32: "add.u32", F32: "add.rn.f32", U64: "add.u64", I64: "add.u64", F64: "add.rn.f64"}
 AXES = "xyz"
 Scope = Mapping[str, Val]
+#: float ops whose operands are all literals are computed here, with the oracle's own functions,
+#: and emitted as one literal: the driver's PTX JIT folds them itself and rounds an exact tie the
+#: wrong way (``sub.rn.f32`` of 0xC12027AC and 0xC2C37D49 gives 0x42AF7853 where IEEE gives
+#: 0x42AF7854; ptxas gives 0x42AF7854), so it must never see two float literals meet
+FOLDED = {Op.ADD: oracle.BINARY[Op.ADD], Op.SUB: oracle.BINARY[Op.SUB], Op.MUL: oracle.BINARY[Op.MUL],
+          Op.DIV: oracle.BINARY[Op.DIV], Op.ABS_DIFF: oracle.BINARY[Op.ABS_DIFF], Op.SQRT: oracle.UNARY[Op.SQRT],
+          Op.FMA: oracle.fma}
+_BITS = {F32: np.uint32, F64: np.uint64}
 
 
 class ExprLowering:
@@ -40,6 +51,7 @@ class ExprLowering:
         self.logical_x = logical_x
         self.lowerings = lowerings
         self._uniform_words: dict[tuple[str, int], Val] = {}  # (buffer, index) -> its value (``_uniform_word``)
+        self._literals: dict[str, int] = {}  # register -> the bits of the literal it holds (``_lit``)
         self._handlers = {
             Op.LIT: self._lit, Op.VAR: self._var, Op.LOAD: self._load, Op.BUF_LEN: self._buf_len,
             Op.INVOCATION_ID: self._id, Op.WORKGROUP_ID: self._id, Op.LOCAL_ID: self._id,
@@ -58,6 +70,9 @@ class ExprLowering:
         args = [self.lower(a, scope) for a in e.args]
         key = (e.op, args[0].dtype)
         out = BOOL if OPS[e.op].result is Result.BOOL else args[0].dtype
+        folded = self._fold(e.op, out, args)
+        if folded is not None:
+            return folded
         if len(args) == 2 and key in ops.BINARY:
             return Val(ops.apply(ops.BINARY, key, self.b, reg_kind(out), *(a.reg for a in args)), out)
         if len(args) == 1 and key in ops.UNARY:
@@ -72,10 +87,36 @@ class ExprLowering:
         if e.dtype is BOOL:
             text = "1" if e.value else "0"
             return Val(self.b.cached(("lit", "pred", text), lambda: self.b.op("mov.pred", "p", text)), BOOL)
-        dtype = dtype_of(e)
-        b_ = bits(dtype)
-        text = f"0x{int(e.value):0{dtype.size * 2}X}"
-        return Val(self.b.cached(("lit", b_, text), lambda: self.b.op(f"mov.{b_}", reg_kind(dtype), text)), dtype)
+        return self._literal(dtype_of(e), int(e.value))
+
+    def _literal(self, dtype: DataType, value: int) -> Val:
+        """The register of the non-bool literal with bits ``value``."""
+        b_, text = bits(dtype), f"0x{value:0{dtype.size * 2}X}"
+        reg = self.b.cached(("lit", b_, text), lambda: self.b.op(f"mov.{b_}", reg_kind(dtype), text))
+        self._literals[reg] = value
+        return Val(reg, dtype)
+
+    def constant(self, copy: str, reg: str) -> None:
+        """Register ``copy`` holds what ``reg`` holds for good (a ``let`` never assigned): a literal
+        stays one for ``_fold``."""
+        if reg in self._literals:
+            self._literals[copy] = self._literals[reg]
+
+    def _fold(self, op: Op, out: DataType, args: list[Val]) -> Val | None:
+        """``op`` of literal F32/F64 operands as one literal, computed by the oracle (``FOLDED``);
+        None when an operand is not a literal, or an operand or the result is NaN (left as it is)."""
+        fn, raw = FOLDED.get(op), _BITS.get(out)
+        if fn is None or raw is None or any(a.dtype is not out for a in args):
+            return None
+        found = [self._literals.get(a.reg) for a in args]
+        if any(v is None for v in found):
+            return None
+        values = [np.array([v], raw).view(out.np_dtype) for v in found]
+        with np.errstate(all="ignore"):
+            result = np.asarray(fn(*values), out.np_dtype)
+        if np.isnan(result).any() or any(np.isnan(v).any() for v in values):
+            return None
+        return self._literal(out, int(result.view(raw)[0]))
 
     def _var(self, e: Expr, scope: Scope) -> Val:
         try:
@@ -162,6 +203,9 @@ class ExprLowering:
 
     def _fma(self, e: Expr, scope: Scope) -> Val:
         a, b_, c = (self.lower(x, scope) for x in e.args)
+        folded = self._fold(Op.FMA, a.dtype, [a, b_, c])
+        if folded is not None:
+            return folded
         w = width_of(a.dtype)
         opcode = f"fma.rn.{w.f}" if a.dtype.is_float else f"mad.lo.{w.u}"  # integer fma wraps
         return Val(self.b.op(opcode, w.kind, a.reg, b_.reg, c.reg), a.dtype)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.op import Op
 from vyre.ir.types import DataType
+from vyre.ir.walk import iter_nodes
 from vyre_cuda._codegen.builder import Builder, Val
 from vyre_cuda._codegen.exprs import ExprLowering, Scope
 from vyre_cuda._codegen.types import mov, reg_kind
@@ -16,12 +17,15 @@ class StmtLowering:
     Program identifiers never reach the PTX: each ``let`` gets a fresh numbered register.
     """
 
-    def __init__(self, b: Builder, exprs: ExprLowering, return_label: str | None = None) -> None:
+    def __init__(self, b: Builder, exprs: ExprLowering, return_label: str | None = None,
+                 body: tuple[Node, ...] = ()) -> None:
         """``return_label``: where ``return_`` branches in a coarsened kernel (the end of the
-        logical invocation); without it ``return_`` is ``ret``."""
+        logical invocation); without it ``return_`` is ``ret``. ``body``: the program's statements,
+        whose never-assigned ``let``s of literals stay known as literals (``ExprLowering.constant``)."""
         self.b = b
         self.exprs = exprs
         self.return_label = return_label
+        self.assigned = {n.name for n in iter_nodes(body) if isinstance(n, Assign)}
 
     def body(self, nodes: tuple[Node, ...], scope: Scope) -> None:
         inner = dict(scope)
@@ -33,6 +37,8 @@ class StmtLowering:
         if isinstance(node, Let):
             v = lower(node.value, scope)
             scope[node.name] = Val(b.op(mov(v.dtype), reg_kind(v.dtype), v.reg), v.dtype)
+            if node.name not in self.assigned:
+                self.exprs.constant(scope[node.name].reg, v.reg)
         elif isinstance(node, Assign):
             v, target = lower(node.value, scope), scope[node.name]
             b.ins(f"{mov(v.dtype)} {target.reg}, {v.reg}")
