@@ -217,3 +217,7 @@ def test_helper_const_argument_must_be_a_compile_time_value():
 
 def test_without_const_the_decorator_still_returns_a_kernel():
     assert isinstance(power_rolled, vyre.frontend.Kernel) and power_rolled.bind() is power_rolled
+    assert power_rolled.specialisations == (power_rolled,)
+    with pytest.raises(InvalidProgram, match="no compile-time parameters") as exc:
+        power_rolled.bind(3)
+    _fix_of(exc)

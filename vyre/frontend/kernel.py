@@ -102,9 +102,18 @@ class Kernel:
         """The program's ``.vyre`` text form."""
         return self.program.to_text()
 
-    def bind(self) -> Kernel:
-        """This kernel: without ``vyre.Const`` parameters it is its own only specialisation."""
+    def bind(self, *values: object, **named: object) -> Kernel:
+        """This kernel: without ``vyre.Const`` parameters it is its own only specialisation (and takes no values)."""
+        if values or named:
+            raise InvalidProgram(f"kernel {self.program.name or '<unnamed>'} has no compile-time parameters and "
+                                 f"bind() got {len(values) + len(named)} value(s)",
+                                 "call bind() without values, or annotate the parameter vyre.Const[...].")
         return self
+
+    @property
+    def specialisations(self) -> tuple[Kernel, ...]:
+        """``(self,)``: as for a kernel with ``vyre.Const`` parameters, the programs lowered so far."""
+        return (self,)
 
     # ---- dispatch -----------------------------------------------------------------------------------
     def __call__(self, *inputs: Any, backend: Any = None, grid: Sequence[int] | None = None,
