@@ -192,9 +192,17 @@ def test_const_condition_must_be_a_bool_and_annotation_must_be_a_scalar_kind():
         if n:
             y[0] = 1
 
+    @vyre.kernel
+    def logical(y: vyre.Out[vyre.u32], n: vyre.Const[int]):
+        if not n:
+            y[0] = 1
+
     with pytest.raises(ValidationError, match="is 3, not a bool") as exc:
         truthy.bind(3)
     assert "n != 0" in _fix_of(exc)
+    with pytest.raises(ValidationError, match="operands of `not n` are not all bools") as exc:
+        logical.bind(3)
+    _fix_of(exc)
     with pytest.raises(ValidationError, match="vyre.Const\\[...\\] takes int, float, bool") as exc:
         @vyre.kernel
         def text(y: vyre.Out[vyre.u32], s: vyre.Const[str]):

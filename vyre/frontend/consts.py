@@ -173,6 +173,9 @@ def static_eval(node: ast.expr, lookup: StaticLookup) -> tuple[Scalar, bool] | N
 
 def _apply(node: ast.expr, values: list[Any]) -> Scalar:
     text = ast.unparse(node)
+    logical = isinstance(node, ast.BoolOp) or isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+    if logical and not all(isinstance(v, bool) for v in values):
+        raise StaticError(f"the operands of `{text}` are not all bools", "compare numbers first: `n != 0 and m > 2`")
     try:
         if isinstance(node, ast.UnaryOp):
             result = _UNARY[type(node.op)](values[0])
