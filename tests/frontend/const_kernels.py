@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import vyre
+from vyre.lib.kernels import PARAM_WORDS, WG
 
 
 @vyre.kernel(workgroup_size=64)
@@ -81,3 +82,10 @@ def power_expected(x: np.ndarray, n: int) -> np.ndarray:
 def moving_sum_expected(x: np.ndarray, width: int) -> np.ndarray:
     padded = np.concatenate([x, np.zeros(width, x.dtype)])
     return sum((padded[k:k + len(x)] for k in range(width)), np.zeros_like(x))
+
+
+@vyre.kernel(workgroup_size=WG, name="lib_zero_fill")
+def zero_fill(out: vyre.InOut[vyre.u32], params: vyre.Uniform[vyre.u32, PARAM_WORDS], n_word: vyre.Const[int]):
+    """``vyre.lib.kernels.zero_fill`` (nested builder calls there) as a kernel: the params word is a Const."""
+    if vyre.gid() < params[n_word]:  # gid() twice, not a `let`: the builder's program exactly
+        out[vyre.gid()] = 0
