@@ -229,3 +229,20 @@ def test_without_const_the_decorator_still_returns_a_kernel():
     with pytest.raises(InvalidProgram, match="no compile-time parameters") as exc:
         power_rolled.bind(3)
     _fix_of(exc)
+
+
+DEBUG = False
+
+
+def test_conditions_without_a_const_stay_ir_ifs_and_text_kernels_take_consts(oracle):
+    @vyre.kernel
+    def flagged(y: vyre.Out[vyre.u32, 1]):
+        if DEBUG:  # a module-level flag alone: an IR `if`, as before vyre.Const existed
+            y[0] = 1
+
+    assert len(_nodes(flagged.program, If)) == 1
+    template = vyre.frontend.kernel_from_source(
+        "@vyre.kernel\ndef f(y: vyre.Out[vyre.u32, 4], n: vyre.Const[int]):\n"
+        "    for k in range(n):\n        y[k] = k * 10\n")
+    assert isinstance(template, KernelTemplate) and not _nodes(template.bind(3).program, Loop)
+    assert template(3, backend=oracle)[0].tolist() == [0, 10, 20, 0]

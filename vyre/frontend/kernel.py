@@ -3,7 +3,9 @@
 The decorator reads the function's source once, lowers it (``lower.py``) and validates it; the
 ``Kernel`` it returns holds the ``Program`` and dispatches it. Nothing of the function runs in
 Python at dispatch time: a call converts scalar arguments to 4-byte inputs and hands the inputs
-to a ``CompiledPipeline`` made once per kernel on the default backend.
+to a ``CompiledPipeline`` made once per kernel on the default backend. A function with
+``vyre.Const`` parameters becomes a ``KernelTemplate`` (``template.py``) instead, which lowers it
+once per distinct tuple of constant values into such a ``Kernel``.
 """
 
 from __future__ import annotations
@@ -273,7 +275,8 @@ def _options(fn_name: str, workgroup_size: object, name: object, names: Mapping[
 def kernel(fn: Callable[..., Any] | None = None, *, workgroup_size: int | tuple[int, int, int] = 256,
            name: str | None | object = _FUNCTION_NAME, names: Mapping[str, str] | None = None,
            bindings: Mapping[str, int] | None = None) -> Any:
-    """Decorate a function written in the kernel subset (docs/kernels.md); returns a ``Kernel``.
+    """Decorate a function written in the kernel subset (docs/kernels.md); returns a ``Kernel``
+    (a ``KernelTemplate`` when it has ``vyre.Const`` parameters).
 
     ``workgroup_size``: an int (x) or a 3-tuple. ``name``: the program's name (default: the
     function's; None for an unnamed program). ``names`` maps Python identifiers to IR names that
@@ -293,7 +296,8 @@ def kernel(fn: Callable[..., Any] | None = None, *, workgroup_size: int | tuple[
 
 def kernel_from_source(text: str, filename: str = "<kernel>", namespace: Mapping[str, Any] | None = None
                        ) -> Kernel | KernelTemplate:
-    """The ``Kernel`` of the one ``@vyre.kernel(...)`` function in ``text`` (no code is executed).
+    """The ``Kernel`` of the one ``@vyre.kernel(...)`` function in ``text`` (no code is executed); a
+    ``KernelTemplate`` when it has ``vyre.Const`` parameters.
 
     Free names resolve in ``namespace`` (default: just ``vyre``), then builtins.
     """

@@ -5,7 +5,9 @@ IR: the first assignment of a name is a ``let`` in the current block, later ones
 name keeps its type for the whole function; names first assigned inside an ``if``/``for`` body
 end with it. ``@vyre.func`` helpers are inlined: each argument is bound once to a fresh ``let``
 (buffers are passed through), the body's statements go before the calling statement, and the
-final ``return expr`` is the call's value.
+final ``return expr`` is the call's value. ``vyre.Const`` parameters (of the kernel or a helper)
+are literals; an ``if`` or ``range`` on them is resolved here (only the taken branch, the loop
+unrolled), see ``consts.py``.
 """
 
 from __future__ import annotations
