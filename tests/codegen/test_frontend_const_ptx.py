@@ -38,7 +38,7 @@ def test_unrolled_power_has_no_loop_in_its_ptx() -> None:
 def test_library_zero_fill_as_a_const_kernel_is_the_builders_program() -> None:
     """``vyre.lib``'s zero fill, written as a ``@vyre.kernel`` with the params word a ``vyre.Const``
     (``const_kernels.zero_fill``), is the builder's program, so its PTX is byte-identical."""
-    from vyre.lib import kernels as K
+    from vyre.lib import blocks as K
     from vyre_cuda import emit_ptx
 
     for word in (0, 5, 31):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import vyre
-from vyre.lib.kernels import PARAM_WORDS, WG
+from vyre.lib.blocks import PARAM_WORDS, WG
 
 
 @vyre.kernel(workgroup_size=64)
@@ -86,6 +86,6 @@ def moving_sum_expected(x: np.ndarray, width: int) -> np.ndarray:
 
 @vyre.kernel(workgroup_size=WG, name="lib_zero_fill")
 def zero_fill(out: vyre.InOut[vyre.u32], params: vyre.Uniform[vyre.u32, PARAM_WORDS], n_word: vyre.Const[int]):
-    """``vyre.lib.kernels.zero_fill`` (nested builder calls there) as a kernel: the params word is a Const."""
+    """``vyre.lib.blocks.zero_fill`` (nested builder calls there) as a kernel: the params word is a Const."""
     if vyre.gid() < params[n_word]:  # gid() twice, not a `let`: the builder's program exactly
         out[vyre.gid()] = 0
