@@ -13,6 +13,7 @@ from vyre.driver.devices import Device, devices
 from vyre.driver.hookspecs import hookimpl
 from vyre.driver.registry import BackendRegistration, acquire, default_backend, registered_backends
 from vyre.frontend import (
+    Const,
     In,
     InOut,
     Out,
@@ -65,7 +66,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "BackendRegistration", "Device", "DispatchConfig", "In", "InOut", "Out", "Uniform", "__version__", "acquire",
+    "BackendRegistration", "Const", "Device", "DispatchConfig", "In", "InOut", "Out", "Uniform", "__version__",
+    "acquire",
     "default_backend",
     "bf16", "boolean", "devices", "errors", "f16", "f32", "f64", "func", "hookimpl", "i8", "i16", "i32", "i64", "ir",
     "kernel",

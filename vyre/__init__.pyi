@@ -76,6 +76,7 @@ class _Scalar(Expr):
     def __hash__(self) -> int: ...
 
 _T = TypeVar("_T", bound=_Scalar)
+_C = TypeVar("_C")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 class _ReadOnly(Generic[_T]):
@@ -88,6 +89,9 @@ class _Buffer(_ReadOnly[_T]):
     """A buffer a kernel writes (``InOut``, ``Out``, a ``vyre.shared`` array), of element type ``_T``."""
 
     def __setitem__(self, index: _Operand, value: _Operand, /) -> None: ...
+
+class Const(int, Generic[_C]):
+    """A compile-time parameter (``n: vyre.Const[int]``): a number to type checkers, a literal in the kernel."""
 
 class In(_ReadOnly[_T]): ...
 class InOut(_Buffer[_T]): ...

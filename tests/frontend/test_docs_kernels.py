@@ -16,7 +16,8 @@ def _python_blocks(path: Path) -> list[str]:
     return [b for b in blocks if not b.startswith("# docs-test: skip")]  # GPU-only blocks say so
 
 
-@pytest.mark.parametrize(("doc", "index"), [("docs/kernels.md", 0), ("README.md", 0), ("README.md", 1)])
+@pytest.mark.parametrize(("doc", "index"),
+                         [("docs/kernels.md", 0), ("docs/kernels.md", 2), ("README.md", 0), ("README.md", 1)])
 def test_sample_runs(doc, index, tmp_path, capsys):
     blocks = _python_blocks(ROOT / doc)
     prelude = "import numpy as np\nimport vyre\n" if doc == "README.md" and index == 1 else ""

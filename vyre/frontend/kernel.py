@@ -3,7 +3,9 @@
 The decorator reads the function's source once, lowers it (``lower.py``) and validates it; the
 ``Kernel`` it returns holds the ``Program`` and dispatches it. Nothing of the function runs in
 Python at dispatch time: a call converts scalar arguments to 4-byte inputs and hands the inputs
-to a ``CompiledPipeline`` made once per kernel on the default backend.
+to a ``CompiledPipeline`` made once per kernel on the default backend. A function with
+``vyre.Const`` parameters becomes a ``KernelTemplate`` (``template.py``) instead, which lowers it
+once per distinct tuple of constant values into such a ``Kernel``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from vyre.driver.errors import Finding, InvalidProgram, ValidationError
 from vyre.frontend.lower import Lowering, Options, with_output_counts
 from vyre.frontend.names import chain_lookup, namespace_of, static_value
 from vyre.frontend.source import SourceFile, function_source
+from vyre.frontend.template import KernelTemplate, const_params
 from vyre.ir.program import Access, Program
 from vyre.ir.types import DataType
 
@@ -100,6 +103,19 @@ class Kernel:
     def to_text(self) -> str:
         """The program's ``.vyre`` text form."""
         return self.program.to_text()
+
+    def bind(self, *values: object, **named: object) -> Kernel:
+        """This kernel: without ``vyre.Const`` parameters it is its own only specialisation (and takes no values)."""
+        if values or named:
+            raise InvalidProgram(f"kernel {self.program.name or '<unnamed>'} has no compile-time parameters and "
+                                 f"bind() got {len(values) + len(named)} value(s)",
+                                 "call bind() without values, or annotate the parameter vyre.Const[...].")
+        return self
+
+    @property
+    def specialisations(self) -> tuple[Kernel, ...]:
+        """``(self,)``: as for a kernel with ``vyre.Const`` parameters, the programs lowered so far."""
+        return (self,)
 
     # ---- dispatch -----------------------------------------------------------------------------------
     def __call__(self, *inputs: Any, backend: Any = None, grid: Sequence[int] | None = None,
@@ -259,27 +275,29 @@ def _options(fn_name: str, workgroup_size: object, name: object, names: Mapping[
 def kernel(fn: Callable[..., Any] | None = None, *, workgroup_size: int | tuple[int, int, int] = 256,
            name: str | None | object = _FUNCTION_NAME, names: Mapping[str, str] | None = None,
            bindings: Mapping[str, int] | None = None) -> Any:
-    """Decorate a function written in the kernel subset (docs/kernels.md); returns a ``Kernel``.
+    """Decorate a function written in the kernel subset (docs/kernels.md); returns a ``Kernel``
+    (a ``KernelTemplate`` when it has ``vyre.Const`` parameters).
 
     ``workgroup_size``: an int (x) or a 3-tuple. ``name``: the program's name (default: the
     function's; None for an unnamed program). ``names`` maps Python identifiers to IR names that
     are not identifiers, and ``bindings`` parameter names to bindings (default: their position);
     both exist so that any program can be printed as a kernel (``vyre.frontend.to_python``).
     """
-    def decorate(f: Callable[..., Any]) -> Kernel:
+    def decorate(f: Callable[..., Any]) -> Kernel | KernelTemplate:
         try:
             source, fndef = function_source(f)
             options = _options(f.__name__, workgroup_size, name, names, bindings, source, fndef)
-            program = Lowering(source, fndef, namespace_of(f), options, f.__code__).program()
+            return _kernel_or_template(source, fndef, namespace_of(f), options, f.__code__)
         except ValidationError as exc:
             raise exc.with_traceback(None) from None  # the finding names the user's line: skip our frames
-        return Kernel(program, source)
 
     return decorate(fn) if fn is not None else decorate
 
 
-def kernel_from_source(text: str, filename: str = "<kernel>", namespace: Mapping[str, Any] | None = None) -> Kernel:
-    """The ``Kernel`` of the one ``@vyre.kernel(...)`` function in ``text`` (no code is executed).
+def kernel_from_source(text: str, filename: str = "<kernel>", namespace: Mapping[str, Any] | None = None
+                       ) -> Kernel | KernelTemplate:
+    """The ``Kernel`` of the one ``@vyre.kernel(...)`` function in ``text`` (no code is executed); a
+    ``KernelTemplate`` when it has ``vyre.Const`` parameters.
 
     Free names resolve in ``namespace`` (default: just ``vyre``), then builtins.
     """
@@ -304,4 +322,17 @@ def kernel_from_source(text: str, filename: str = "<kernel>", namespace: Mapping
             kwargs.update({kw.arg: static_value(kw.value, lookup, source) for kw in deco.keywords if kw.arg})
     options = _options(fndef.name, kwargs.get("workgroup_size", 256), kwargs.get("name", _FUNCTION_NAME),
                        kwargs.get("names"), kwargs.get("bindings"), source, fndef)
-    return Kernel(Lowering(source, fndef, lookup, options).program(), source)
+    return _kernel_or_template(source, fndef, lookup, options)
+
+
+def _kernel_or_template(source: SourceFile, fndef: ast.FunctionDef, namespace: Callable[[str], Any],
+                        options: Options, code: Any = None) -> Kernel | KernelTemplate:
+    """The lowered ``Kernel``, or with ``vyre.Const`` parameters a template lowering it per value."""
+    params = const_params(fndef, namespace, source)
+    if not params:
+        return Kernel(Lowering(source, fndef, namespace, options, code).program(), source)
+
+    def build(values: Mapping[str, Any]) -> Kernel:
+        return Kernel(Lowering(source, fndef, namespace, options, code, values).program(), source)
+
+    return KernelTemplate(build, params, options.name)

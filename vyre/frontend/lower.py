@@ -5,7 +5,9 @@ IR: the first assignment of a name is a ``let`` in the current block, later ones
 name keeps its type for the whole function; names first assigned inside an ``if``/``for`` body
 end with it. ``@vyre.func`` helpers are inlined: each argument is bound once to a fresh ``let``
 (buffers are passed through), the body's statements go before the calling statement, and the
-final ``return expr`` is the call's value.
+final ``return expr`` is the call's value. ``vyre.Const`` parameters (of the kernel or a helper)
+are literals; an ``if`` or ``range`` on them is resolved here (only the taken branch, the loop
+unrolled), see ``consts.py``.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from vyre.driver.errors import ValidationError
+from vyre.driver.errors import ValidationError, VyreError
 from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
+from vyre.frontend.consts import MAX_UNROLL, ConstSpec, Scalar, StaticError, static_eval
 from vyre.frontend.exprs import EXPANSION_BUDGET, ExprLowering, cast_name
 from vyre.frontend.intrinsics import Intrinsic
 from vyre.frontend.names import namespace_of, static_value
 from vyre.frontend.source import LineMap, SourceFile
 from vyre.frontend.values import BOOL, U32, Buffer, Number, PyObject, Typed, Value
 from vyre.ir.expr import Expr
-from vyre.ir.node import Barrier, Node, Return, Store
+from vyre.ir.node import Barrier, Let, Node, Return, Store
 from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
@@ -78,6 +81,7 @@ class _Frame:
     is_helper: bool
     buffers: dict[str, BufferDecl] = field(default_factory=dict)
     numbers: dict[str, Number] = field(default_factory=dict)  # helper parameters bound to number literals
+    consts: dict[str, tuple[Scalar, Value]] = field(default_factory=dict)  # compile-time values: Python, literal
     scalars: set[str] = field(default_factory=set)
     scopes: list[dict[str, _Var]] = field(default_factory=lambda: [{}])
     types: dict[str, DataType] = field(default_factory=dict)
@@ -94,9 +98,10 @@ class Lowering(ExprLowering):
     """Lowers one kernel (and the helpers it calls) to a validated ``Program``."""
 
     def __init__(self, source: SourceFile, fndef: ast.FunctionDef, namespace: Callable[[str], Any],
-                 options: Options, code: Any = None) -> None:
+                 options: Options, code: Any = None, consts: Mapping[str, Scalar] | None = None) -> None:
         super().__init__(source, [])
         self.fndef, self.options = fndef, options
+        self.consts = dict(consts or {})  # the values of the kernel's vyre.Const parameters, by name
         self.taken: set[str] | None = None  # every identifier in the sources, collected at the first fresh()
         self.next_suffix: dict[str, int] = {}  # base -> the first suffix fresh() has not tried yet
         self.sources: dict[int, tuple[ast.AST, Any]] = {id(fndef): (fndef, code)}  # (definition, code or None)
@@ -139,12 +144,21 @@ class Lowering(ExprLowering):
         if args.vararg or args.kwarg or args.kwonlyargs or args.defaults:
             raise self.error(self.fndef, "*args, **kwargs, keyword-only parameters and defaults are not supported",
                              "declare one annotated positional parameter per buffer or scalar")
-        for index, arg in enumerate([*args.posonlyargs, *args.args]):
+        index = 0  # bindings count the parameters that are buffers or scalars (not the Const ones)
+        for arg in [*args.posonlyargs, *args.args]:
             if arg.annotation is None:
                 raise self.error(arg, f"parameter {arg.arg!r} has no annotation",
                                  f"annotate it, e.g. {arg.arg}: vyre.In[vyre.f32] or {arg.arg}: vyre.f32")
             spec = static_value(arg.annotation, self.frame.namespace, self.source)
+            if isinstance(spec, ConstSpec):
+                if arg.arg not in self.consts:
+                    raise self.error(arg, f"compile-time parameter {arg.arg!r} has no value",
+                                     "call the kernel with its value at its position, or take kernel.bind(...)")
+                value = self.consts[arg.arg]
+                self.frame.consts[arg.arg] = (value, spec.literal(value))
+                continue
             binding = self.options.bindings.get(arg.arg, index)
+            index += 1
             name = self.frame.rename(arg.arg)
             if isinstance(spec, ScalarType):
                 if spec.dtype not in SCALAR_PARAM_TYPES:
@@ -217,6 +231,7 @@ class Lowering(ExprLowering):
         if name in frame.buffers:
             raise self.error(stmt, f"cannot assign to parameter {name!r}",
                              f"store an element ({name}[i] = v) or use a new variable name")
+        self._not_a_const(stmt, name)
         if self._is_call_to(value, "shared"):
             self._shared(stmt, name, value)
             return
@@ -259,6 +274,7 @@ class Lowering(ExprLowering):
         if target.id in self.frame.buffers:
             raise self.error(stmt, f"cannot assign to parameter {target.id!r}",
                              f"copy it into a new variable first: v = {target.id}")
+        self._not_a_const(stmt, target.id)
         var = self.frame.find(target.id)
         if var is None or var.loop:
             what = "a loop variable" if var else "not assigned yet"
@@ -267,7 +283,18 @@ class Lowering(ExprLowering):
         v = self.coerce(stmt.value, v, var.dtype, f"value assigned to {target.id!r}")
         self.emit(Node.assign(var.ir, v.expr), stmt)
 
+    def _not_a_const(self, stmt: ast.stmt, name: str) -> None:
+        if name in self.frame.consts:
+            raise self.error(stmt, f"cannot assign to {name!r}, a compile-time value",
+                             f"copy it into a new variable and update that: v = {name}", "assign_loop_var")
+
     def _stmt_If(self, stmt: ast.If) -> None:
+        taken = self._static_condition(stmt.test)
+        if taken is not None:  # resolved at specialisation: only the taken branch is lowered
+            branch = stmt.body if taken else stmt.orelse
+            if branch:
+                self._splice(self.block(branch), stmt)
+            return
         cond = self.value(stmt.test)
         if isinstance(cond, Typed) and cond.dtype is not BOOL:
             raise self.error(stmt.test, f"if condition is {cond.dtype.name}, expected BOOL",
@@ -293,16 +320,88 @@ class Lowering(ExprLowering):
                              "loop over range(count) and compute start + k * step")
         if len(it.args) not in (1, 2):
             raise self.error(stmt, "range() takes one or two arguments here", "write range(n) or range(start, end)")
+        name = stmt.target.id
+        bounds = [self._static(a) for a in it.args]
+        if all(b is not None for b in bounds) and any(b[1] for b in bounds if b is not None):
+            self._check_loop_name(stmt, name)
+            self._unroll(stmt, name, [self._bound(a, b[0]) for a, b in zip(it.args, bounds) if b is not None])
+            return
         start = self.typed(it.args[0], U32, "loop start") if len(it.args) == 2 else Typed(Expr.u32(0), U32)
         end = self.typed(it.args[-1], U32, "loop end")
-        name = stmt.target.id
-        if self.frame.find(name) is not None or name in self.frame.buffers:
-            raise self.error(stmt, f"loop variable {name!r} is already a variable here",
-                             "use a new name for the loop variable", "shadowed_name")
+        self._check_loop_name(stmt, name)
         var = _Var(self.frame.rename(name), U32, True)
         self.frame.types.setdefault(name, U32)
         body = self.block(stmt.body, (name, var))
         self.emit(Node.loop(var.ir, start.expr, end.expr, body), stmt)
+
+    def _check_loop_name(self, stmt: ast.For, name: str) -> None:
+        if self.frame.find(name) is not None or name in self.frame.buffers or name in self.frame.consts:
+            raise self.error(stmt, f"loop variable {name!r} is already a variable here",
+                             "use a new name for the loop variable", "shadowed_name")
+
+    def _unroll(self, stmt: ast.For, name: str, bounds: list[int]) -> None:
+        """A loop over compile-time bounds: the body once per iteration, the loop variable a U32 literal."""
+        start, end = (0, *bounds) if len(bounds) == 1 else bounds
+        if end - start > MAX_UNROLL:
+            raise self.error(stmt, f"`for {name} in range(...)` over compile-time bounds unrolls to {end - start} "
+                             f"iterations, more than {MAX_UNROLL}",
+                             "keep the loop rolled: wrap the bound in a cast (range(vyre.u32(n))) or pass it as a "
+                             "scalar parameter (n: vyre.u32)", "program_too_large")
+        frame = self.frame
+        frame.types.setdefault(name, U32)
+        for k in range(start, end):
+            frame.consts[name] = (k, Typed(Expr.u32(k), U32))
+            try:
+                body = self.block(stmt.body)
+            finally:
+                del frame.consts[name]
+            self._splice(body, stmt)
+
+    def _splice(self, body: list[Node], where: ast.stmt) -> None:
+        """Statements of a resolved branch or an unrolled iteration, in a block when they declare names."""
+        if any(isinstance(n, Let) for n in body):
+            self.emit(Node.block(body), where)  # its names end with it, as they would in the if or loop body
+        else:
+            self.out.extend(body)
+
+    def _static(self, node: ast.expr) -> tuple[Scalar, bool] | None:
+        """``static_eval`` of ``node`` in this frame; its errors name the line."""
+        try:
+            return static_eval(node, self._static_name)
+        except StaticError as exc:
+            raise self.error(node, exc.message, exc.fix) from None
+
+    def _static_name(self, name: str) -> tuple[Scalar, bool] | None:
+        """A name's compile-time value: a Const (or unrolled loop variable), a number argument, a global."""
+        frame = self.frame
+        if name in frame.consts:
+            return frame.consts[name][0], True
+        if frame.find(name) is not None or name in frame.buffers or name in frame.ended:
+            return None
+        if name in frame.numbers:
+            return frame.numbers[name].value, False
+        try:
+            obj = frame.namespace(name)
+        except (KeyError, AttributeError):
+            return None
+        return (obj, False) if isinstance(obj, (bool, int, float)) else None
+
+    def _static_condition(self, test: ast.expr) -> bool | None:
+        """An ``if`` test of compile-time values using a Const: its Python value; None to emit an IR ``if``."""
+        found = self._static(test)
+        if found is None or not found[1]:
+            return None
+        value = found[0]
+        if not isinstance(value, bool):
+            raise self.error(test, f"the compile-time condition `{ast.unparse(test)}` is {value!r}, not a bool",
+                             f"compare it: `if {ast.unparse(test)} != 0:`", "type_mismatch")
+        return value
+
+    def _bound(self, node: ast.expr, value: Scalar) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFFFFFF:
+            raise self.error(node, f"the compile-time loop bound `{ast.unparse(node)}` is {value!r}, not a U32",
+                             "compute a bound in 0 .. 4294967295 from int constants", "type_mismatch")
+        return value
 
     def _stmt_Return(self, stmt: ast.Return) -> None:
         if stmt.value is not None or self.frame.is_helper:
@@ -375,6 +474,8 @@ class Lowering(ExprLowering):
     # ---- names --------------------------------------------------------------------------------------
     def lookup(self, node: ast.Name) -> Value | None:
         frame, name = self.frame, node.id
+        if name in frame.consts:
+            return frame.consts[name][1]
         var = frame.find(name)
         if var is not None:
             return Typed(Expr.var(var.ir), var.dtype)
@@ -389,6 +490,13 @@ class Lowering(ExprLowering):
             raise self.error(node, f"{name!r} was assigned only inside a block that ended (line {frame.ended[name]})",
                              f"assign it before the if/for (e.g. `{name} = 0`) and update it inside", "unknown_var")
         return None
+
+    def buffer(self, node: ast.expr) -> BufferDecl:
+        if isinstance(node, ast.Name) and node.id in self.frame.consts:
+            raise self.error(node, f"{node.id!r} is a compile-time value (vyre.Const), used as an array",
+                             f"a Const parameter holds one number or bool; pass arrays to a buffer parameter "
+                             f"({node.id}: vyre.In[vyre.u32]) and index that", "type_mismatch")
+        return super().buffer(node)
 
     def global_value(self, node: ast.Name) -> object:
         try:
@@ -482,11 +590,13 @@ class Lowering(ExprLowering):
         namespace = namespace_of(func.fn)
         frame = _Frame(source, namespace, self.fresh, is_helper=True)
         for param, arg in zip(params, node.args):
+            spec = static_value(param.annotation, namespace, source) if param.annotation is not None else None
+            if isinstance(spec, ConstSpec):
+                value = self._const_argument(arg, spec, f"argument {param.arg!r} of {func.name}()")
+                frame.consts[param.arg] = (value, spec.literal(value))
+                continue
             v = self.value(arg)
-            want = None
-            if param.annotation is not None:
-                spec = static_value(param.annotation, namespace, source)
-                want = spec.dtype if isinstance(spec, ScalarType) else None
+            want = spec.dtype if isinstance(spec, ScalarType) else None
             if isinstance(v, Buffer):
                 frame.buffers[param.arg] = v.decl
                 continue
@@ -512,6 +622,20 @@ class Lowering(ExprLowering):
         finally:
             self.inlining.pop()
             self.frame, self.source, self.site = saved
+
+
+    def _const_argument(self, arg: ast.expr, spec: ConstSpec, what: str) -> Scalar:
+        """The compile-time value passed to a helper's Const parameter (evaluated in the caller's frame)."""
+        found = self._static(arg)
+        if found is None:
+            raise self.error(arg, f"{what} is {spec!r}, and `{ast.unparse(arg)}` is not a compile-time value",
+                             "pass a Const parameter of the kernel, a number, or a module-level constant",
+                             "type_mismatch")
+        try:
+            return spec.check(what, found[0])
+        except VyreError as exc:
+            raise self.error(arg, exc.message, exc.fix.rstrip("."), "type_mismatch") \
+                from None
 
 
 def _node_has_effect(node: Node) -> bool:

@@ -11,6 +11,8 @@ The stub declares them as a type checker accepts them:
   indexes to ``vyre.f32``, ``len(x)`` is an int, and only ``InOut`` and ``Out`` take stores (a
   count in the annotation, ``Out[T, N]``, is not a type: type checkers refuse it, write
   ``Out[T]`` and size the output at dispatch);
+- ``Const`` is a generic subclass of ``int``: ``n: vyre.Const[int]`` is a number in ``range(n)``,
+  arithmetic and conditions (a ``Const[float]`` or ``Const[bool]`` too, as far as an int can be);
 - every intrinsic is a function with a signature by kind (ids are ``u32``, float math is ``f32``,
   predicates and comparisons ``boolean``, atomics return the buffer's element type);
 - ``kernel`` returns a ``Kernel`` (also with arguments), ``func`` the function it decorates;
@@ -28,6 +30,7 @@ import types
 from pathlib import Path
 
 from vyre.frontend.annotations import TYPE_NAMES, BufferKind, ScalarType
+from vyre.frontend.consts import ConstKind
 from vyre.frontend.intrinsics import INTRINSICS, Intrinsic
 from vyre.ir.typing import COMPARE_OPS, FLOAT_UNARY, PREDICATE_UNARY
 
@@ -95,6 +98,7 @@ class _Scalar(Expr):
     def __hash__(self) -> int: ...
 
 _T = TypeVar("_T", bound=_Scalar)
+_C = TypeVar("_C")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 class _ReadOnly(Generic[_T]):
@@ -107,6 +111,9 @@ class _Buffer(_ReadOnly[_T]):
     """A buffer a kernel writes (``InOut``, ``Out``, a ``vyre.shared`` array), of element type ``_T``."""
 
     def __setitem__(self, index: _Operand, value: _Operand, /) -> None: ...
+
+class Const(int, Generic[_C]):
+    """A compile-time parameter (``n: vyre.Const[int]``): a number to type checkers, a literal in the kernel."""
 '''
 
 _KERNEL = '''
@@ -184,6 +191,8 @@ def generate() -> str:
             classes.append(f"class {name}({base}[_T]): ...")
         elif isinstance(obj, Intrinsic):
             functions.append(_intrinsic(name, obj))
+        elif isinstance(obj, ConstKind):
+            continue  # declared in the header
         else:
             imports.append(_reexport(name, obj))
     missing = {t.name for t in TYPE_NAMES.values()} - set(names)
