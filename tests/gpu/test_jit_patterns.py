@@ -10,11 +10,13 @@ two literals and rounds exact ties the wrong way; the code generator now folds t
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import check, elementwise, pairs
 
 from tests.codegen.test_literal_fold import CASES as LITERAL_CASES
 from tests.codegen.test_literal_fold import program_of as literal_program
+from vyre.driver.config import DispatchConfig
 from vyre.ir import BufferDecl, DataType, Expr
 
 pytestmark = pytest.mark.gpu
@@ -54,3 +56,23 @@ def test_float_ops_on_literals_match_oracle(backend, name: str, lets: bool) -> N
     wrong way (tests/fuzz/corpus/fuzz_jit_float_literal_tie); the code generator folds them."""
     dtype, value = LITERAL_CASES[name]
     check(backend, literal_program(dtype, value, lets), [])
+
+
+@pytest.mark.parametrize("length", [0, 3, 4])
+@pytest.mark.parametrize("dtype", [D.BOOL, D.U32, D.I32])
+def test_if_on_a_guarded_load_out_of_bounds(backend, length: int, dtype: DataType) -> None:
+    """``if flags[3] == 0 {} else {out = 2.5}`` with ``flags[3]`` out of bounds (reads 0) for short
+    ``flags``: ptxas once folded the empty branch into an exit that forgot the out-of-bounds case
+    (tests/fuzz/corpus/fuzz_jit_guarded_bool_load)."""
+    from vyre.ir import Node, Program
+
+    i = Expr.var("i")
+    flag = Expr.load("flags", Expr.u32(3))
+    literal_zero = Expr.u32(0) if dtype is D.U32 else Expr.i32(0)
+    zero = Expr.bitxor(Expr.bool(True), flag) if dtype is D.BOOL else Expr.eq(flag, literal_zero)
+    body = [Node.let("i", Expr.invocation_id(0)), Node.store("o", i, Expr.f32(0.0)),
+            Node.if_(zero, [], [Node.store("o", i, Expr.f32(2.5))])]
+    program = Program([BufferDecl.read("flags", 0, dtype), BufferDecl.output("o", 1, D.F32, 4)], (1, 1, 1), body,
+                      name="guarded_flag")
+    flags = (np.arange(length) % 2).astype(np.uint32 if dtype is D.BOOL else dtype.np_dtype)
+    check(backend, program, [flags], DispatchConfig(grid=(1, 1, 2)))

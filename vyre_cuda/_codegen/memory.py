@@ -122,7 +122,10 @@ class Buffers:
         if d.dtype is D.BF16:
             return Val(b.op("shl.b32", "r", v, "16"), D.F32)
         if d.dtype is D.BOOL:
-            return Val(b.op("setp.ne.u32", "p", v, "0"), D.BOOL)
+            # the flag from a select on the guard, not from the guarded load's register alone: ptxas
+            # 13.0 (and the driver's JIT) compiled ``if !flag {} else {store}`` on
+            # ``mov 0; @p ld; setp.ne`` as if an out-of-bounds flag were set (fuzzer, seed 61101)
+            return Val(b.op("setp.ne.u32", "p", b.op("selp.b32", "r", v, "0", p), "0"), D.BOOL)
         return Val(v, d.dtype.arith)
 
     def store(self, name: str, index: str, value: Val) -> None:
