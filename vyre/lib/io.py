@@ -15,6 +15,7 @@ with ``recycle`` so later calls reuse them). Compacted results cross only their 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
@@ -447,6 +448,8 @@ def library_call(fn: Callable[P, T]) -> Callable[P, T]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, backend: Any = None, **kwargs: Any) -> T:
+        if "scratch" in kwargs:  # the backend's own: not the caller's to pass
+            raise TypeError(f"{fn.__name__}() got an unexpected keyword argument 'scratch'")
         backend = resolve_backend(backend)
         scratch = scratch_for(backend)
         with scratch.lock:
@@ -458,4 +461,7 @@ def library_call(fn: Callable[P, T]) -> Callable[P, T]:
                 scratch.release()  # stale scratch is skipped, live scratch freed; a bad caller handle fails again
                 return impl(*args, backend=backend, scratch=scratch, **kwargs)
 
+    signature = inspect.signature(fn)  # what help() and IDEs show: no scratch=, the library's own
+    wrapper.__dict__["__signature__"] = signature.replace(
+        parameters=[p for name, p in signature.parameters.items() if name != "scratch"])
     return wrapper
