@@ -13,9 +13,11 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from vyre.driver.errors import ValidationError
 from vyre.frontend.source import SourceFile
 
 #: integer arithmetic allowed in constant expressions (annotation counts, shared sizes)
@@ -31,8 +33,9 @@ def short_text(node: ast.AST, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def namespace_of(fn: Any) -> Callable[[str], Any]:
-    """Free-name lookup of a Python function: closure cells, then globals, then builtins."""
+def namespace_of(fn: Any, enclosing: Mapping[str, Any] | None = None) -> Callable[[str], Any]:
+    """Free-name lookup of a Python function: closure cells, then ``enclosing`` (the locals of the
+    function that defined it, for names only its annotations use), then globals, then builtins."""
     closure = {}
     if getattr(fn, "__closure__", None):
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
@@ -40,7 +43,14 @@ def namespace_of(fn: Any) -> Callable[[str], Any]:
                 closure[name] = cell.cell_contents
             except ValueError:
                 pass
-    return chain_lookup(closure, fn.__globals__)
+    return chain_lookup(closure, enclosing or {}, fn.__globals__)
+
+
+def enclosing_locals(fn: Any, frame: Any) -> dict[str, Any] | None:
+    """A copy of the locals of ``frame`` when ``fn`` is defined inside a function (its qualified name
+    has ``<locals>``), else None. Under ``from __future__ import annotations`` an annotation is text,
+    so a local that only annotations name is no closure cell: this is where it is found."""
+    return dict(frame.f_locals) if frame is not None and "<locals>" in getattr(fn, "__qualname__", "") else None
 
 
 def chain_lookup(*maps: Mapping[str, Any]) -> Callable[[str], Any]:
@@ -82,6 +92,24 @@ def static_value(node: ast.expr, namespace: Callable[[str], Any], source: Source
                            "constants") from None
     raise source.error(node, f"`{ast.unparse(node)}` is not a constant expression",
                        "use vyre type names (vyre.In[vyre.f32], vyre.f32) and module-level constants")
+
+
+def annotation_value(node: ast.expr, namespace: Callable[[str], Any], source: SourceFile) -> Any:
+    """The vyre meaning of a parameter or variable annotation: ``static_value`` of it, except that
+    ``typing.Annotated[T, spec]`` means its last metadata item ``spec`` (type checkers read ``T``).
+
+    This is how a kernel states what a type checker cannot read: a count (``Annotated[vyre.Uniform[vyre.u32],
+    PARAMS]`` with ``PARAMS = vyre.Uniform[vyre.u32, 32]``) or an element type chosen by the code that
+    defines the kernel (``Annotated[vyre.In[vyre.u32], vyre.In[dtype]]`` with ``dtype`` a closure variable).
+    """
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) >= 2:
+        try:
+            is_annotated = static_value(node.value, namespace, source) is typing.Annotated
+        except ValidationError:
+            is_annotated = False
+        if is_annotated:
+            return static_value(node.slice.elts[-1], namespace, source)
+    return static_value(node, namespace, source)
 
 
 def _static_arith(node: ast.BinOp, left: int, right: int, source: SourceFile) -> int:
