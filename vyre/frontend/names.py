@@ -1,11 +1,13 @@
 """How a kernel's free names resolve, and constant expressions evaluated without ``eval``.
 
-Free names (not parameters or variables) are looked up in the function's closure, then its
-module's globals, then builtins, once, when the kernel is decorated: ``vyre`` and its functions,
+Free names (not parameters or variables) are looked up in the function's closure, then (for a
+kernel defined inside a function) that function's locals, then its module's globals, then
+builtins, once, when the kernel is decorated: ``vyre`` and its functions,
 ``@vyre.func`` helpers, and numbers (which become literals). Annotations, ``vyre.shared`` sizes
 and decorator arguments are constant expressions: names, attributes, subscripts, tuples, dicts,
 unary minus and integer ``+ - * // <<`` on integers of at most 64 bits (operands and results: a
 count or size beyond that is refused before the arithmetic can take time or memory).
+``Annotated[T, spec]`` annotations mean ``spec`` (``annotation_value``).
 """
 
 from __future__ import annotations
