@@ -49,10 +49,12 @@ def namespace_of(fn: Any, enclosing: Mapping[str, Any] | None = None) -> Callabl
 
 
 def enclosing_locals(fn: Any, frame: Any) -> dict[str, Any] | None:
-    """A copy of the locals of ``frame`` when ``fn`` is defined inside a function (its qualified name
-    has ``<locals>``), else None. Under ``from __future__ import annotations`` an annotation is text,
-    so a local that only annotations name is no closure cell: this is where it is found."""
-    return dict(frame.f_locals) if frame is not None and "<locals>" in getattr(fn, "__qualname__", "") else None
+    """A copy of the locals of ``frame`` when it runs the function that defines ``fn`` (``fn``'s code
+    is one of its constants), else None. Under ``from __future__ import annotations`` an annotation
+    is text, so a local that only annotations name is no closure cell: this is where it is found."""
+    code = getattr(fn, "__code__", None)
+    defines = frame is not None and code is not None and any(c is code for c in frame.f_code.co_consts)
+    return dict(frame.f_locals) if defines else None
 
 
 def chain_lookup(*maps: Mapping[str, Any]) -> Callable[[str], Any]:

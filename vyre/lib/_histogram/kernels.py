@@ -80,6 +80,7 @@ def _histogram(dtype: DataType, count_type: DataType, shared_bins: int) -> Kerne
     return shared
 
 
+@cache
 def histogram_kernel(dtype: DataType, shared_bins: int, n_word: int, bins_word: int, blocks_word: int,
                      count_type: DataType = U32) -> Program:
     """Count values in ``[0, bins)`` into ``count_type`` (U32 or U64) counts: workgroup-private
