@@ -26,6 +26,14 @@ PYRIGHT = shutil.which("pyright", path=_BIN) or BASEDPYRIGHT
 def test_the_stub_in_the_tree_is_the_generated_one() -> None:
     """A new element type or intrinsic must reach the stub: ``python -m vyre.frontend.stubs --write``."""
     assert stubs.STUB.read_text(encoding="utf-8") == stubs.generate()
+    assert stubs.LANG_STUB.read_text(encoding="utf-8") == stubs.generate("vyre.frontend.lang")
+
+
+def test_the_kernel_language_stub_declares_the_kernel_names_only() -> None:
+    """``vyre/frontend/lang.pyi``: what kernels below the package (``vyre.lib``) read, and nothing else."""
+    text = stubs.generate("vyre.frontend.lang")
+    assert "\nclass u32(_Scalar): ..." in text and "\ndef lid(axis: int = 0, /) -> u32: ..." in text
+    assert "def kernel(" in text and "def validate(" not in text and "from vyre import" not in text
 
 
 def test_every_export_is_declared() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import struct
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import Finding, InvalidProgram, ValidationError
 from vyre.frontend.lower import Lowering, Options, with_output_counts
-from vyre.frontend.names import chain_lookup, namespace_of, static_value
+from vyre.frontend.names import chain_lookup, enclosing_locals, namespace_of, static_value
 from vyre.frontend.source import SourceFile, function_source
 from vyre.frontend.template import KernelTemplate, const_params
 from vyre.ir.program import Access, Program
@@ -283,11 +284,14 @@ def kernel(fn: Callable[..., Any] | None = None, *, workgroup_size: int | tuple[
     are not identifiers, and ``bindings`` parameter names to bindings (default: their position);
     both exist so that any program can be printed as a kernel (``vyre.frontend.to_python``).
     """
+    caller = sys._getframe(1)  # the scope that defines the kernel (a factory's locals: see enclosing_locals)
+
     def decorate(f: Callable[..., Any]) -> Kernel | KernelTemplate:
         try:
             source, fndef = function_source(f)
             options = _options(f.__name__, workgroup_size, name, names, bindings, source, fndef)
-            return _kernel_or_template(source, fndef, namespace_of(f), options, f.__code__)
+            namespace = namespace_of(f, enclosing_locals(f, caller))
+            return _kernel_or_template(source, fndef, namespace, options, f.__code__)
         except ValidationError as exc:
             raise exc.with_traceback(None) from None  # the finding names the user's line: skip our frames
 

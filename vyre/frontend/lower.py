@@ -23,7 +23,7 @@ from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
 from vyre.frontend.consts import MAX_UNROLL, ConstSpec, Scalar, StaticError, static_eval
 from vyre.frontend.exprs import EXPANSION_BUDGET, ExprLowering, cast_name
 from vyre.frontend.intrinsics import Intrinsic
-from vyre.frontend.names import namespace_of, static_value
+from vyre.frontend.names import annotation_value, namespace_of, static_value
 from vyre.frontend.source import LineMap, SourceFile
 from vyre.frontend.values import BOOL, U32, Buffer, Number, PyObject, Typed, Value
 from vyre.ir.expr import Expr
@@ -149,7 +149,7 @@ class Lowering(ExprLowering):
             if arg.annotation is None:
                 raise self.error(arg, f"parameter {arg.arg!r} has no annotation",
                                  f"annotate it, e.g. {arg.arg}: vyre.In[vyre.f32] or {arg.arg}: vyre.f32")
-            spec = static_value(arg.annotation, self.frame.namespace, self.source)
+            spec = annotation_value(arg.annotation, self.frame.namespace, self.source)
             if isinstance(spec, ConstSpec):
                 if arg.arg not in self.consts:
                     raise self.error(arg, f"compile-time parameter {arg.arg!r} has no value",
@@ -219,7 +219,7 @@ class Lowering(ExprLowering):
             raise self.error(stmt, f"cannot assign to `{ast.unparse(target)}`", "assign a name or buf[i]")
 
     def _stmt_AnnAssign(self, stmt: ast.AnnAssign) -> None:
-        spec = static_value(stmt.annotation, self.frame.namespace, self.source)
+        spec = annotation_value(stmt.annotation, self.frame.namespace, self.source)
         if not isinstance(stmt.target, ast.Name) or stmt.value is None or not isinstance(spec, ScalarType) \
                 or not spec.dtype.is_arith:
             raise self.error(stmt, f"`{ast.unparse(stmt)}` is not supported",
@@ -590,7 +590,7 @@ class Lowering(ExprLowering):
         namespace = namespace_of(func.fn)
         frame = _Frame(source, namespace, self.fresh, is_helper=True)
         for param, arg in zip(params, node.args):
-            spec = static_value(param.annotation, namespace, source) if param.annotation is not None else None
+            spec = annotation_value(param.annotation, namespace, source) if param.annotation is not None else None
             if isinstance(spec, ConstSpec):
                 value = self._const_argument(arg, spec, f"argument {param.arg!r} of {func.name}()")
                 frame.consts[param.arg] = (value, spec.literal(value))

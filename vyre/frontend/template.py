@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from vyre.driver.errors import InvalidProgram, ValidationError
 from vyre.frontend.annotations import BufferSpec
 from vyre.frontend.consts import ConstSpec, Scalar
-from vyre.frontend.names import static_value
+from vyre.frontend.names import annotation_value
 from vyre.frontend.source import SourceFile
 from vyre.ir.program import Access
 
@@ -36,7 +36,7 @@ def const_params(fndef: ast.FunctionDef, namespace: Callable[[str], Any], source
     """The Const parameters of a kernel function; ``Out`` parameters take no input, so they have no position."""
     params, position = [], 0
     for arg in [*fndef.args.posonlyargs, *fndef.args.args]:
-        spec = static_value(arg.annotation, namespace, source) if arg.annotation is not None else None
+        spec = annotation_value(arg.annotation, namespace, source) if arg.annotation is not None else None
         if isinstance(spec, ConstSpec):
             params.append(ConstParam(arg.arg, position, spec))
         if not (isinstance(spec, BufferSpec) and spec.access is Access.OUTPUT):

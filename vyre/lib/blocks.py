@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from functools import cache
 
+from vyre.frontend.annotations import BufferSpec
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre.ir.program import Access
 from vyre.lib.monoid import Monoid
 
 WG = 256
@@ -21,6 +23,9 @@ WARPS = WG // 32
 U32 = DataType.U32
 WG_SIZE = (WG, 1, 1)
 PARAM_WORDS = 32
+#: the ``params`` buffer's annotation in kernels: ``params: Annotated[vk.Uniform[vk.u32], PARAMS]``
+#: (a count is not a type, so type checkers read ``Uniform[u32]`` and the front end this)
+PARAMS = BufferSpec(Access.UNIFORM, DataType.U32, PARAM_WORDS)
 
 
 def u(v: int) -> Expr:

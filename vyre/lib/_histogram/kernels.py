@@ -1,12 +1,20 @@
-"""The program of ``histogram``, and merging workgroup bins into global counts (shared with the
-radix sort's digit histograms)."""
+"""The program of ``histogram`` (``@vk.kernel`` functions), and merging workgroup bins into global
+counts (a builder, shared with the radix sort's digit histograms)."""
 
 from __future__ import annotations
 
 from functools import cache
+from typing import Annotated
 
-from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
-from vyre.lib.blocks import U32, WG, WG_SIZE, lid, load_param, params, u, var, wid
+from vyre.frontend import lang as vk
+from vyre.frontend.annotations import TYPE_NAMES, BufferSpec
+from vyre.frontend.kernel import Kernel
+from vyre.frontend.template import KernelTemplate
+from vyre.ir import AtomicOp, DataType, Expr, Node, Program
+from vyre.ir.program import Access
+from vyre.lib.blocks import PARAMS, U32, WG, lid, u, var
+
+WG_LAST = WG - 1  # a module-level number is a literal in a kernel; `WG - 1` there would be IR arithmetic
 
 
 def merge_bins(target: str, offset: int, rounds: Expr, count_type: DataType = U32) -> list[Node]:
@@ -20,35 +28,62 @@ def merge_bins(target: str, offset: int, rounds: Expr, count_type: DataType = U3
                                           Node.let("c", Expr.load("local", var("b"))), merge])]
 
 
+@vk.func
+def count_values(x: vk.In[vk.u32], target: vk.InOut[vk.u32], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+                 n_word: vk.Const[int], bins_word: vk.Const[int], blocks_word: vk.Const[int],
+                 wide: Annotated[bool, vk.Const[bool]]):
+    """Add 1 to ``target[v]`` for each value ``v`` of ``x`` in ``[0, bins)``: workgroup ``w`` of
+    ``B`` (params ``blocks_word``) reads elements ``(r*B + w)*WG + t``. A ``wide`` (64-bit) value
+    is tested against ``bins`` at 64 bits (as unsigned: negative ones are ignored)."""
+    for r in range((params[n_word] + (params[blocks_word] * WG - 1)) // (params[blocks_word] * WG)):
+        i = (r * params[blocks_word] + vk.wid()) * WG + vk.lid()
+        if wide:
+            w = vk.u64(x[i])
+            v = vk.u32(w)
+            if i < params[n_word] and w < vk.u64(params[bins_word]):
+                vk.atomic_add_relaxed(target, v, 1)
+        else:
+            v = vk.u32(x[i])
+            if i < params[n_word] and v < params[bins_word]:
+                vk.atomic_add_relaxed(target, v, 1)
+
+
+@cache
+def _histogram(dtype: DataType, count_type: DataType, shared_bins: int) -> Kernel | KernelTemplate:
+    """The kernel counting ``dtype`` values into ``count_type`` counts, through ``shared_bins``
+    workgroup bins (none when 0); its Const parameters are the params words of n, bins and blocks."""
+    values, counts_decl = BufferSpec(Access.READ, dtype), BufferSpec(Access.READ_WRITE, count_type)
+    wide, count = dtype.size == 8, TYPE_NAMES[count_type]
+    name = f"lib_histogram_{dtype.value}{'' if count_type is U32 else '_counts64'}"
+    if not shared_bins:
+        @vk.kernel(workgroup_size=WG, name=name)
+        def direct(x: Annotated[vk.In[vk.u32], values], counts: Annotated[vk.InOut[vk.u32], counts_decl],
+                   params: Annotated[vk.Uniform[vk.u32], PARAMS], n_word: vk.Const[int], bins_word: vk.Const[int],
+                   blocks_word: vk.Const[int]):
+            count_values(x, counts, params, n_word, bins_word, blocks_word, wide)
+
+        return direct
+
+    @vk.kernel(workgroup_size=WG, name=name)
+    def shared(x: Annotated[vk.In[vk.u32], values], counts: Annotated[vk.InOut[vk.u32], counts_decl],
+               params: Annotated[vk.Uniform[vk.u32], PARAMS], n_word: vk.Const[int], bins_word: vk.Const[int],
+               blocks_word: vk.Const[int]):
+        local = vk.shared(vk.u32, shared_bins)
+        count_values(x, local, params, n_word, bins_word, blocks_word, wide)
+        vk.barrier()
+        for q in range((params[bins_word] + WG_LAST) // WG):
+            b = q * WG + vk.lid()
+            c = local[b]
+            if c != 0:
+                vk.atomic_add_relaxed(counts, b, count(c))
+
+    return shared
+
+
 @cache
 def histogram_kernel(dtype: DataType, shared_bins: int, n_word: int, bins_word: int, blocks_word: int,
                      count_type: DataType = U32) -> Program:
     """Count values in ``[0, bins)`` into ``count_type`` (U32 or U64) counts: workgroup-private
-    bins (when ``shared_bins``; U32, as a workgroup sees fewer than 2^32 elements), merged once.
-
-    Workgroup ``w`` of ``B`` (params ``blocks_word``) handles elements ``(r*B + w)*WG + t``.
-    With ``shared_bins == 0`` every element goes straight to a global atomic. A 64-bit value
-    is tested against ``bins`` at 64 bits (as unsigned: negative ones are ignored).
-    """
-    n, bins, blocks = load_param(n_word), load_param(bins_word), load_param(blocks_word)
-    rounds = Expr.div(Expr.add(n, Expr.sub(Expr.mul(blocks, u(WG)), u(1))), Expr.mul(blocks, u(WG)))
-    target = "local" if shared_bins else "counts"
-    index = Expr.add(Expr.mul(Expr.add(Expr.mul(var("r"), blocks), wid()), u(WG)), lid())
-    one = u(1) if shared_bins or count_type is U32 else Expr.u64(1)
-    if dtype.size == 8:
-        wide = Expr.cast(DataType.U64, Expr.load("x", var("i")))
-        load = [Node.let("i", index), Node.let("w", wide), Node.let("v", Expr.cast(U32, var("w")))]
-        inside = Expr.lt(var("w"), Expr.cast(DataType.U64, bins))
-    else:
-        load = [Node.let("i", index), Node.let("v", Expr.cast(U32, Expr.load("x", var("i"))))]
-        inside = Expr.lt(var("v"), bins)
-    count_one = Node.if_(Expr.and_(Expr.lt(var("i"), n), inside),
-                         Node.let("old", Expr.atomic(AtomicOp.ADD, target, var("v"), one, relaxed=True)))
-    body: list[Node] = [Node.loop("r", u(0), rounds, [*load, count_one])]
-    if shared_bins:
-        body += [Node.barrier(), *merge_bins("counts", 0, Expr.div(Expr.add(bins, u(WG - 1)), u(WG)), count_type)]
-    buffers = [BufferDecl.read("x", 0, dtype), BufferDecl.read_write("counts", 1, count_type), params(2)]
-    if shared_bins:
-        buffers.append(BufferDecl.workgroup("local", shared_bins, U32))
-    suffix = "" if count_type is U32 else "_counts64"
-    return Program(buffers, WG_SIZE, body, name=f"lib_histogram_{dtype.value}{suffix}")
+    bins (when ``shared_bins``; U32, as a workgroup sees fewer than 2^32 elements), merged once;
+    with ``shared_bins == 0`` every element goes straight to a global atomic."""
+    return _histogram(dtype, count_type, shared_bins).bind(n_word, bins_word, blocks_word).program

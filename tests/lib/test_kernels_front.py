@@ -1,0 +1,70 @@
+"""The library kernels written as ``@vk.kernel`` functions emit the same PTX, byte for byte, as the
+builder-written programs they replaced (``builder_histogram.py``), for sm_80 and sm_90 and every
+parameter combination the library uses; a recorded run checks that the grid covers those."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tests.lib.builder_histogram import histogram_kernel as built_histogram
+from tests.lib.test_plan import RecordingBackend
+from vyre import lib
+from vyre.ir import DataType, Expr, Program
+from vyre.lib._histogram.api import INT_TYPES
+from vyre.lib._histogram.kernels import histogram_kernel
+from vyre.lib._histogram.topology import HISTOGRAM_SHARED_MAX
+from vyre.lib.blocks import U32, WG, load_param
+from vyre.lib.plan import capacity
+from vyre.lib.transform import element, fused
+
+pytest.importorskip("vyre_cuda")
+from vyre_cuda import emit_ptx  # noqa: E402
+
+SMS = ("80", "90")
+COUNT_TYPES = (DataType.U32, DataType.U64)
+#: workgroup bins: none (past HISTOGRAM_SHARED_MAX bins), else the capacity class of max(bins, WG)
+SHARED = (0, *(capacity(b) for b in range(WG, HISTOGRAM_SHARED_MAX + 1, WG) if capacity(b) == b))
+#: (n, bins, blocks) params words: histogram's own plan, and unique(key_range=)'s after its lo and bins
+WORDS = ((0, 1, 2), (2, 3, 4))
+#: unique(key_range=) counts `x - lo` (lo in params word 0) of U32 or I32 keys
+SHIFTS = tuple(element("minus_lo", t, U32, lambda v: Expr.sub(Expr.cast(U32, v), load_param(0)))
+               for t in (DataType.U32, DataType.I32))
+
+
+def _cases() -> list[tuple[Program, Program]]:
+    """(front-end program, builder program) for every combination checked."""
+    cases = []
+    for dtype, count_type, shared, words in itertools.product(INT_TYPES, COUNT_TYPES, SHARED, WORDS):
+        cases.append((histogram_kernel(dtype, shared, *words, count_type),
+                      built_histogram(dtype, shared, *words, count_type)))
+    for shift, shared in itertools.product(SHIFTS, SHARED):
+        front, built = histogram_kernel(U32, shared, *WORDS[1], U32), built_histogram(U32, shared, *WORDS[1], U32)
+        cases.append((fused(front, shift), fused(built, shift)))
+    return cases
+
+
+CASES = _cases()
+
+
+def test_histogram_ptx_is_the_builders_byte_for_byte() -> None:
+    different = [(front.name, sm, i) for i, (front, built) in enumerate(CASES) for sm in SMS
+                 if emit_ptx(front, sm=sm) != emit_ptx(built, sm=sm)]
+    assert not different, different
+    assert len(CASES) * len(SMS) == 476  # 8 dtypes x 2 count types x 7 bin classes x 2 word sets, + 14 fused, x 2 sms
+
+
+def test_every_histogram_the_library_runs_is_checked(rng) -> None:
+    """The programs ``histogram`` and ``unique(key_range=)`` dispatch are among the checked ones."""
+    be = RecordingBackend()
+    for dtype, bins, counts in itertools.product(INT_TYPES, (5, 300, 9000), (np.uint32, np.uint64)):
+        lib.histogram(rng.integers(0, 120, 3000).astype(dtype.np_dtype), bins, counts_dtype=counts, backend=be)
+    for keys in (np.uint32, np.int32):
+        lib.unique(rng.integers(0, 100, 3000).astype(keys), key_range=(0, 100), backend=be)
+        lib.unique(rng.integers(0, 100, 3000).astype(keys), key_range=(0, 10000), backend=be)
+    ran = {p for steps in be.sequences for p, _, _ in steps if (p.name or "").startswith("lib_histogram")}
+    checked = {front for front, _ in CASES}
+    assert len(ran) >= 8 * 2 + 2
+    assert ran <= checked, sorted(p.name or "" for p in ran - checked)
