@@ -121,7 +121,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     buffers = Buffers(program, b, packed_narrowing=sm_number(sm) >= PACKED_NARROWING_SM)
     loop = Coarsening(b, buffers, coarsen) if coarsen > 1 else None
     exprs = ExprLowering(b, buffers, loop.logical_x if loop else None, lowerings)
-    StmtLowering(b, exprs, loop.next_label if loop else None, program.body).body(program.body, {})
+    StmtLowering(b, exprs, program.body, loop.next_label if loop else None).body(program.body, {})
     zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), exprs.workgroup_threads(),
                                               wait_first=loop is not None) if buffers.shared_bytes else []
     code = [*b.loaded, *(loop.wrap(zero_init) if loop else [*zero_init, *b.body])]

@@ -17,11 +17,12 @@ class StmtLowering:
     Program identifiers never reach the PTX: each ``let`` gets a fresh numbered register.
     """
 
-    def __init__(self, b: Builder, exprs: ExprLowering, return_label: str | None = None,
-                 body: tuple[Node, ...] = ()) -> None:
-        """``return_label``: where ``return_`` branches in a coarsened kernel (the end of the
-        logical invocation); without it ``return_`` is ``ret``. ``body``: the program's statements,
-        whose never-assigned ``let``s of literals stay known as literals (``ExprLowering.constant``)."""
+    def __init__(self, b: Builder, exprs: ExprLowering, body: tuple[Node, ...],
+                 return_label: str | None = None) -> None:
+        """``body``: the program's statements, whose never-assigned ``let``s of literals stay known
+        as literals (``ExprLowering.constant``; required, since an empty body would call every
+        ``let`` unassigned). ``return_label``: where ``return_`` branches in a coarsened kernel
+        (the end of the logical invocation); without it ``return_`` is ``ret``."""
         self.b = b
         self.exprs = exprs
         self.return_label = return_label
