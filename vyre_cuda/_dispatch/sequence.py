@@ -56,6 +56,7 @@ from vyre.driver.resident_args import (
     unpack_read,
     unpack_step,
 )
+from vyre_cuda._codegen.snippets import CONDITION_ENTRY, condition_ptx
 from vyre_cuda._codegen.versions import ptx_version_for_driver
 from vyre_cuda._dispatch.context import DeviceContext
 from vyre_cuda._dispatch.graphs import CapturedGraph, GraphCache, graphs_enabled
@@ -326,13 +327,13 @@ class SequenceDispatcher:
             return entry
         try:
             cc = rt.info.compute_capability
-            ptx = conditional.condition_ptx(cc, ptx_version_for_driver(rt.info.driver_version, cc))
-            kernel = rt.modules.load(ptx, conditional.CONDITION_ENTRY)
+            ptx = condition_ptx(cc, ptx_version_for_driver(rt.info.driver_version, cc))
+            kernel = rt.modules.load(ptx, CONDITION_ENTRY)
         except Exception as exc:
             self.conditional_off = f"the loop condition kernel did not load ({exc})"
             raise
         memset, bindings = rt.cuda.memsetAsync, body.bindings
-        condition = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 3, conditional.CONDITION_ENTRY)
+        condition = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 3, CONDITION_ENTRY)
 
         def record(stream_ptr: int, handle: int) -> None:  # the flag is clear: by the host or the last condition
             after_kernel = False

@@ -18,7 +18,7 @@ Device faults: a sticky CUDA error poisons the device's primary context for the 
 ``mark_lost`` on each backend watching it; the next backend started on that device first calls
 ``errors.reset_device``, which has the lost backends drop their CUDA objects without freeing
 through the dead context (``forget``). ``inject_fault(kind)`` is the test hook that makes the
-next launch run a real faulting kernel (``loader.fault_ptx``).
+next launch run a real faulting kernel (``_codegen.snippets.fault_ptx``).
 """
 
 from __future__ import annotations
@@ -166,9 +166,9 @@ class DeviceRuntime:
     # ---- faults ------------------------------------------------------------------------------------------
     def inject_fault(self, kind: str = "illegal_address") -> None:
         """Test hook: the next launch first runs a real kernel that faults on the device (``kind`` in
-        ``loader.FAULT_KINDS``), loaded like any other."""
+        ``_codegen.snippets.FAULT_KINDS``), loaded like any other."""
+        from vyre_cuda._codegen.snippets import FAULT_ADDRESS, FAULT_ENTRY, fault_ptx
         from vyre_cuda._codegen.versions import ptx_version_for_driver
-        from vyre_cuda._runtime.loader import FAULT_ADDRESS, FAULT_ENTRY, fault_ptx
 
         self.check_open()
         cc = self.info.compute_capability

@@ -265,26 +265,6 @@ def _attributes(cupy: Any, ptr: int) -> tuple[int | None, int]:
         return None, 0
 
 
-# ---- a kernel that faults on purpose (the test hook DeviceRuntime.inject_fault) -------------------------------
-FAULT_ENTRY = "vyre_fault"
-FAULT_ADDRESS = 0x8  # never mapped: a store there is an illegal-address fault
-_FAULT_BODIES = {
-    "illegal_address": "    ld.param.u64 %rd1, [target];\n    mov.u32 %r1, 1;\n    st.global.u32 [%rd1], %r1;\n",
-    "trap": "    trap;\n",
-}
-FAULT_KINDS = tuple(_FAULT_BODIES)
-
-
-def fault_ptx(kind: str, sm: str, ptx_version: str) -> str:
-    """PTX of kernel ``FAULT_ENTRY(.u64 target)`` that faults on the device: ``illegal_address`` stores
-    to ``target`` (launch it with ``FAULT_ADDRESS``), ``trap`` executes ``trap``."""
-    if kind not in _FAULT_BODIES:
-        raise ValueError(f"unknown fault kind {kind!r}. Fix: use one of {', '.join(FAULT_KINDS)}.")
-    return (f".version {ptx_version}\n.target sm_{sm}\n.address_size 64\n\n"
-            f".visible .entry {FAULT_ENTRY}(.param .u64 target)\n{{\n    .reg .b64 %rd<2>;\n    .reg .b32 %r<2>;\n"
-            f"{_FAULT_BODIES[kind]}    ret;\n}}\n")
-
-
 # ---- diagnostics for a failing load -----------------------------------------------------------------
 def compile_failure(ptx: str, key: str, path: Path, cc: str, exc: BaseException, fix: str | None = None
                     ) -> KernelCompileFailed:
@@ -343,5 +323,5 @@ def ptxas_diagnostics(path: Path, cc: str, lines: int = PTXAS_LINES) -> str:
     return "\n".join(text.splitlines()[:lines])
 
 
-__all__ = ["ENV_DUMP_DIR", "FAULT_ADDRESS", "FAULT_ENTRY", "FAULT_KINDS", "LoadedKernel", "ModuleCache",
-           "compile_failure", "dump_ptx", "fault_ptx", "module_key", "ptxas_diagnostics"]
+__all__ = ["ENV_DUMP_DIR", "LoadedKernel", "ModuleCache", "compile_failure", "dump_ptx", "module_key",
+           "ptxas_diagnostics"]
