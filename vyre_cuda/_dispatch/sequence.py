@@ -57,7 +57,6 @@ from vyre.driver.resident_args import (
     unpack_step,
 )
 from vyre_cuda._codegen.snippets import CONDITION_ENTRY, condition_ptx
-from vyre_cuda._codegen.versions import ptx_version_for_driver
 from vyre_cuda._dispatch.context import DeviceContext
 from vyre_cuda._dispatch.graphs import CapturedGraph, GraphCache, graphs_enabled
 from vyre_cuda._dispatch.pipeline import ResidentBinding, run_binding
@@ -326,9 +325,7 @@ class SequenceDispatcher:
         if entry is not None:
             return entry
         try:
-            cc = rt.info.compute_capability
-            ptx = condition_ptx(cc, ptx_version_for_driver(rt.info.driver_version, cc))
-            kernel = rt.modules.load(ptx, CONDITION_ENTRY)
+            kernel = rt.modules.load_snippet(condition_ptx, CONDITION_ENTRY)
         except Exception as exc:
             self.conditional_off = f"the loop condition kernel did not load ({exc})"
             raise

@@ -23,6 +23,7 @@ next launch run a real faulting kernel (``_codegen.snippets.fault_ptx``).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -168,13 +169,10 @@ class DeviceRuntime:
         """Test hook: the next launch first runs a real kernel that faults on the device (``kind`` in
         ``_codegen.snippets.FAULT_KINDS``), loaded like any other."""
         from vyre_cuda._codegen.snippets import FAULT_ADDRESS, FAULT_ENTRY, fault_ptx
-        from vyre_cuda._codegen.versions import ptx_version_for_driver
 
         self.check_open()
-        cc = self.info.compute_capability
-        ptx = fault_ptx(kind, cc, ptx_version_for_driver(self.info.driver_version, cc))
         with cuda_errors("loading the fault-injection kernel"):
-            kernel = self.modules.load(ptx, FAULT_ENTRY)
+            kernel = self.modules.load_snippet(functools.partial(fault_ptx, kind), FAULT_ENTRY)
         plan = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 1, f"fault_injection_{kind}")
         plan.bind_values((FAULT_ADDRESS,))
         self.fault = plan

@@ -11,6 +11,10 @@
    to a private file (``cache.private_file``) and loaded from there (the driver JITs it), so a
    driver that cannot link still runs, and a bad PTX fails with the driver's own error and diagnostics.
 
+``load_snippet(snippet, entry)`` loads a hand-written kernel (``_codegen.snippets``) written for this
+device's target (``target()``: the compute capability and the ``.version`` its driver loads, the
+same pair the emitter is given). Every kernel the backend launches is loaded by one of these.
+
 ``load_indexed(index, entry)`` finds a kernel without its PTX: through a program index entry
 (``_runtime.program_index``) that names the cubin an earlier process linked; ``remember`` writes
 such an entry after a load.
@@ -32,12 +36,14 @@ import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vyre.driver.errors import DispatchFailed, KernelCompileFailed, VyreError
+from vyre_cuda._codegen.versions import ptx_version_for_driver
 from vyre_cuda._runtime import settings
 from vyre_cuda._runtime.cache import DiskCache, cache_version, private_file, write_atomic
 from vyre_cuda._runtime.cache_fs import open_private_dir
@@ -105,6 +111,15 @@ class ModuleCache:
                     return self._load_kernel(key, ptx, entry)
         self._count("cuda_module_cache_hits")
         return kernel
+
+    def target(self) -> tuple[str, str]:
+        """``(sm, ptx_version)``: the target and ``.version`` of PTX written for this device and driver."""
+        cc = self.device.compute_capability
+        return cc, ptx_version_for_driver(self.device.driver_version, cc)
+
+    def load_snippet(self, snippet: Callable[[str, str], str], entry: str) -> LoadedKernel:
+        """The kernel ``entry`` of ``snippet(sm, ptx_version)`` (a hand-written kernel) for this device's ``target``."""
+        return self.load(snippet(*self.target()), entry)
 
     def load_indexed(self, index: str, entry: str) -> LoadedKernel | None:
         """The kernel ``entry`` of the cubin that program index entry ``index`` names, or None (no
