@@ -68,7 +68,7 @@ class ResidentBinding:
         self._fills = tuple((index[b.name], counts[b.name] * b.dtype.size) for b in prepared.zero_fills(grid, counts))
         words = prepared.words(counts, prepared.elements(config, counts), grid)
         self._head = (program.fingerprint(), prepared.block, tuple(grid), prepared.coarsen, words)
-        self.memset = backend.runtime.cuda.memsetAsync
+        self.memset = backend.runtime.memset
         self.plan = backend.plan_for(prepared, buffers, counts, grid, config=config)
         self._point()
         self.closed = False
@@ -348,7 +348,7 @@ class CudaPipeline(CompiledPipeline):
         if not graphs or (plan.empty and not zero):
             rt.run(plan, zero, self.prepared.name)
             return
-        memset = rt.cuda.memsetAsync
+        memset = rt.memset
 
         def record(stream_ptr: int) -> None:
             record_launch(memset, plan, zero, stream_ptr)

@@ -329,7 +329,7 @@ class SequenceDispatcher:
         except Exception as exc:
             self.conditional_off = f"the loop condition kernel did not load ({exc})"
             raise
-        memset, bindings = rt.cuda.memsetAsync, body.bindings
+        memset, bindings = rt.memset, body.bindings
         condition = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 3, CONDITION_ENTRY)
 
         def record(stream_ptr: int, handle: int) -> None:  # the flag is clear: by the host or the last condition

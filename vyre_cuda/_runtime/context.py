@@ -7,10 +7,10 @@ dispatcher uses:
 
 - ``check_open()`` / ``use_device()``: refuse a closed or lost backend; make its device current;
 - ``param_block(nwords)`` / ``release_params(block)``: a kernel's device-resident parameter words;
-- ``run(plan, zero, name)``: THE zero-and-launch step of every eager path - zero fills of
-  ``(pointer, bytes)`` pairs, one launch (skipped for an empty grid), the launch counter, an
-  armed test fault, ``VYRE_CUDA_SYNC_EACH``. Inside a graph capture ``launch.record_launch`` does
-  the same enqueueing without counters;
+- ``run(plan, zero, name)``: every eager launch - the one zero-fill-then-launch step
+  (``launch.record_launch``: zero fills of ``(pointer, bytes)`` pairs, one launch, skipped for an
+  empty grid) plus the launch counter, an armed test fault and ``VYRE_CUDA_SYNC_EACH``. Inside a
+  graph capture callers use ``record_launch`` itself (no counters);
 - ``wait(event, timeout_s, name)``: wait with an optional deadline.
 
 Device faults: a sticky CUDA error poisons the device's primary context for the whole process.
@@ -31,7 +31,15 @@ from vyre.driver.errors import BackendUnavailable, DeviceLost, DispatchFailed
 from vyre_cuda._runtime import settings
 from vyre_cuda._runtime.device import DeviceInfo, import_cupy
 from vyre_cuda._runtime.errors import FIX_LOST, cuda_errors
-from vyre_cuda._runtime.launch import DeviceLimits, LaunchPlan, ParamBlock, PinnedRing, launch_mode, zero_fills
+from vyre_cuda._runtime.launch import (
+    DeviceLimits,
+    LaunchPlan,
+    ParamBlock,
+    PinnedRing,
+    launch_mode,
+    record_launch,
+    zero_fills,
+)
 from vyre_cuda._runtime.pools import H2D, DeviceBuffer, DeviceHeap, PinnedStaging, ResidentPool, TransientPool
 from vyre_cuda._runtime.telemetry import COUNTERS, Telemetry
 
@@ -56,6 +64,7 @@ class DeviceRuntime:
         self.limits = DeviceLimits.from_info(info)
         self.sync_each = settings.sync_each()
         self.cuda = cupy.cuda.runtime
+        self.memset = self.cuda.memsetAsync  # (ptr, value, bytes, stream): the zero fills of every launch
         self.closed = False
         self.lost = False
         self.fault: LaunchPlan | None = None  # armed by inject_fault: launched before the next kernel
@@ -121,20 +130,18 @@ class DeviceRuntime:
     # ---- the zero-and-launch step ---------------------------------------------------------------------
     def zero(self, buffer: DeviceBuffer, nbytes: int) -> None:
         """Enqueue a zero fill of the first ``nbytes`` of ``buffer``."""
-        zero_fills(self.cuda.memsetAsync, ((buffer.ptr, nbytes),) if nbytes else (), self.stream_ptr, "a buffer")
+        zero_fills(self.memset, ((buffer.ptr, nbytes),) if nbytes else (), self.stream_ptr, "a buffer")
 
     def run(self, plan: LaunchPlan, zero: tuple[tuple[int, int], ...] = (), name: str | None = None,
             stream_ptr: int | None = None) -> None:
-        """Zero fills, then ``plan`` on the backend's stream (or ``stream_ptr``, a caller's stream;
-        skipped for an empty grid), counted; honours an armed test fault and ``VYRE_CUDA_SYNC_EACH``."""
+        """``launch.record_launch`` (zero fills, then ``plan``, skipped for an empty grid) on the backend's
+        stream (or ``stream_ptr``, a caller's stream), counted; honours an armed test fault and
+        ``VYRE_CUDA_SYNC_EACH``."""
         stream_ptr = self.stream_ptr if stream_ptr is None else stream_ptr
         if self.fault is not None:
             self.fire_fault(stream_ptr)
-        if zero:
-            zero_fills(self.cuda.memsetAsync, zero, stream_ptr, name or plan.name)
-        if plan.empty:
-            return
-        plan.launch(stream_ptr)
+        if not record_launch(self.memset, plan, zero, stream_ptr, False, False, name):
+            return  # an empty grid: nothing launched, nothing counted
         self.launches += 1
         if self.sync_each:
             self.sync_after(name or plan.name, stream_ptr)
