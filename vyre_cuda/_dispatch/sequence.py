@@ -59,7 +59,7 @@ from vyre.driver.resident_args import (
 from vyre_cuda._codegen.snippets import CONDITION_ENTRY, condition_ptx
 from vyre_cuda._dispatch.context import DeviceContext
 from vyre_cuda._dispatch.graphs import CapturedGraph, GraphCache, graphs_enabled
-from vyre_cuda._dispatch.pipeline import ResidentBinding, run_binding
+from vyre_cuda._dispatch.pipeline import ResidentBinding
 from vyre_cuda._dispatch.staging import aligned
 from vyre_cuda._runtime import conditional, settings
 from vyre_cuda._runtime.arrays import array_pointer
@@ -217,7 +217,7 @@ class SequenceDispatcher:
                 _point(bindings)
             for _ in range(count):
                 for b in bindings:
-                    run_binding(rt, b, stream.ptr)
+                    b.enqueue(stream.ptr)
             return
         overlap = programmatic_launches(rt.info.compute_capability)
         for chunk in _chunks(count, _unroll(count, len(bindings))):
@@ -230,7 +230,7 @@ class SequenceDispatcher:
                 after_kernel = False
                 for _ in range(chunk):
                     for b in bindings:
-                        after_kernel = b.record(stream_ptr, after_kernel, overlap)
+                        after_kernel = b.enqueue(stream_ptr, True, after_kernel, overlap)
 
             graph_key = body_key(key, chunk, overlap)
             if borrowed:  # bodies over other arrays share these bindings: point them at this body's
@@ -238,7 +238,7 @@ class SequenceDispatcher:
             if borrowed and self.graphs.lookup(graph_key) is None and not self._seen(graph_key):
                 for _ in range(chunk):
                     for b in bindings:
-                        run_binding(rt, b, stream.ptr)
+                        b.enqueue(stream.ptr)
                 continue
             with cuda_errors("running a captured sequence"):
                 entry = self.graphs.run(graph_key, stream, record, pinned, bindings,
@@ -266,7 +266,7 @@ class SequenceDispatcher:
                 cuda.memsetAsync(flag.ptr, 0, 4, stream_ptr)
                 after_kernel = False
                 for b in bindings:
-                    after_kernel = b.record(stream_ptr, after_kernel, overlap)
+                    after_kernel = b.enqueue(stream_ptr, True, after_kernel, overlap)
                 cuda.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, stream_ptr)
 
         if graphs_enabled(rt):
@@ -278,7 +278,7 @@ class SequenceDispatcher:
             with cuda_errors("clearing the dispatch_until flag"):
                 cuda.memsetAsync(flag.ptr, 0, 4, rt.stream_ptr)
             for b in bindings:
-                run_binding(rt, b)
+                b.enqueue()
             with cuda_errors("recording the dispatch_until flag"):
                 cuda.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, rt.stream_ptr)
 
@@ -335,7 +335,7 @@ class SequenceDispatcher:
         def record(stream_ptr: int, handle: int) -> None:  # the flag is clear: by the host or the last condition
             after_kernel = False
             for b in bindings:
-                after_kernel = b.record(stream_ptr, after_kernel, overlap)
+                after_kernel = b.enqueue(stream_ptr, True, after_kernel, overlap)
             condition.bind_values((flag.ptr, control.ptr, handle))
             record_launch(memset, condition, (), stream_ptr, after_kernel, overlap)
 
@@ -471,7 +471,7 @@ class SequenceDispatcher:
             self.run_body(body, 1, stream)
         elif body is not None:
             for b in body:
-                run_binding(self.runtime, b, stream.ptr)
+                b.enqueue(stream.ptr)
         for ptr, fail in watched:
             self.watches.add(ptr, fail, stream)
         self.finish(stream)

@@ -133,18 +133,19 @@ class DeviceRuntime:
         zero_fills(self.memset, ((buffer.ptr, nbytes),) if nbytes else (), self.stream_ptr, "a buffer")
 
     def run(self, plan: LaunchPlan, zero: tuple[tuple[int, int], ...] = (), name: str | None = None,
-            stream_ptr: int | None = None) -> None:
+            stream_ptr: int | None = None) -> bool:
         """``launch.record_launch`` (zero fills, then ``plan``, skipped for an empty grid) on the backend's
         stream (or ``stream_ptr``, a caller's stream), counted; honours an armed test fault and
-        ``VYRE_CUDA_SYNC_EACH``."""
+        ``VYRE_CUDA_SYNC_EACH``. Returns whether ``plan`` was launched."""
         stream_ptr = self.stream_ptr if stream_ptr is None else stream_ptr
         if self.fault is not None:
             self.fire_fault(stream_ptr)
         if not record_launch(self.memset, plan, zero, stream_ptr, False, False, name):
-            return  # an empty grid: nothing launched, nothing counted
+            return False  # an empty grid: nothing launched, nothing counted
         self.launches += 1
         if self.sync_each:
             self.sync_after(name or plan.name, stream_ptr)
+        return True
 
     def sync_after(self, name: str, stream_ptr: int | None = None) -> None:
         """Synchronise after program ``name`` (``VYRE_CUDA_SYNC_EACH``), naming it in any error."""
