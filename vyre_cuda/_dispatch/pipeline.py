@@ -34,11 +34,11 @@ from vyre_cuda._dispatch.bound import BoundKernel
 from vyre_cuda._dispatch.context import DeviceContext
 from vyre_cuda._dispatch.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
 from vyre_cuda._dispatch.inplace import takes
-from vyre_cuda._dispatch.staging import Source, aligned, check_inputs, copy_in, host_bytes_of
+from vyre_cuda._dispatch.staging import Source, aligned, check_inputs, copy_in, copy_out, host_bytes_of
 from vyre_cuda._runtime.arrays import order_after_producers
 from vyre_cuda._runtime.errors import cuda_errors
 from vyre_cuda._runtime.launch import record_launch, zero_fills
-from vyre_cuda._runtime.pools import D2H, StagingSlot, capacity_class
+from vyre_cuda._runtime.pools import StagingSlot, capacity_class
 from vyre_cuda._runtime.profiler import nvtx_range
 
 SLOT_SETS = 4  # capacity-class buffer sets a pipeline keeps (least recently used freed first)
@@ -320,11 +320,8 @@ class CudaPipeline(CompiledPipeline):
         outputs = []
         for b in self.program.outputs:
             nbytes = call.counts[b.name] * b.dtype.size
-            if nbytes:
-                rt.cuda.memcpyAsync(self.stage.ptr + off, slots.buffers[b.name].ptr, nbytes, D2H, rt.stream_ptr)
-                rt.telemetry.add("cuda_d2h_bytes", nbytes)
             outputs.append((b, off, call.counts[b.name]))
-            off += aligned(nbytes)
+            off = copy_out(rt, slots.buffers[b.name].ptr, nbytes, self.stage.ptr, off)
         return outputs, off
 
     def _launch(self, slots: _SlotSet, plan: Any, zero: tuple[tuple[int, int], ...], shape: tuple, graphs: bool
