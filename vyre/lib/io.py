@@ -442,7 +442,7 @@ P = ParamSpec("P")
 def library_call(fn: Callable[P, T]) -> Callable[P, T]:
     """Resolve ``backend=``, hold its scratch lock for the call, and retry once with fresh scratch
     if the backend no longer knows a cached handle (its buffers were freed by a shutdown, say).
-    The call keeps ``fn``'s signature (its ``scratch=`` is the library's own)."""
+    The call shows ``fn``'s signature without ``scratch=`` (the backend's own) and refuses one."""
 
     impl: Callable[..., T] = fn  # called with backend= resolved and the backend's scratch=
 
