@@ -33,6 +33,7 @@ from vyre_cuda._codegen.limits import MAX_INSTRUCTIONS
 from vyre_cuda._codegen.lowerings import unregister_lowering
 from vyre_cuda._codegen.memory import Buffers
 from vyre_cuda._codegen.module import CODEGEN_VERSION
+from vyre_cuda._codegen.snippets import CONDITION_ENTRY, FAULT_ENTRY, condition_ptx, fault_ptx
 from vyre_cuda._codegen.versions import PTX_VERSIONS, max_ptx_version_for_driver
 from vyre_cuda._collectives import nccl_module
 from vyre_cuda._dispatch import sequence
@@ -47,23 +48,18 @@ from vyre_cuda._runtime.device import FIX_NO_DEVICE, FIX_NO_DRIVER, DeviceInfo, 
 from vyre_cuda._runtime.errors import FIX_DRIVER, FIX_LOST, canonical, cuda_errors, needs_reset, reset_device, translate
 from vyre_cuda._runtime.host_pins import DIRECT_MIN
 from vyre_cuda._runtime.launch import LaunchPlan
-from vyre_cuda._runtime.loader import (
-    FAULT_ENTRY,
-    ModuleCache,
-    compile_failure,
-    fault_ptx,
-    module_key,
-    ptxas_diagnostics,
-)
+from vyre_cuda._runtime.loader import ModuleCache, compile_failure, module_key, ptxas_diagnostics
 from vyre_cuda._runtime.pools import CHUNK, PIPELINE_MIN, RING, DeviceBuffer
 from vyre_cuda._runtime.telemetry import COUNTERS
 
 __all__ = [
-    "CHUNK", "CODEGEN_VERSION", "COUNTERS", "DIRECT_MIN", "ENTRY_NAME_LIMIT", "FAULT_ENTRY", "FIX_DRIVER",
-    "FIX_LOST", "FIX_NO_DEVICE", "FIX_NO_DRIVER", "MAX_INSTRUCTIONS", "PIPELINE_MIN", "PTX_VERSIONS", "RING",
+    "CHUNK", "CODEGEN_VERSION", "CONDITION_ENTRY", "COUNTERS", "DIRECT_MIN", "ENTRY_NAME_LIMIT", "FAULT_ENTRY",
+    "FIX_DRIVER", "FIX_LOST", "FIX_NO_DEVICE", "FIX_NO_DRIVER", "MAX_INSTRUCTIONS", "PIPELINE_MIN",
+    "PTX_VERSIONS", "RING",
     "Buffers", "Builder", "DeviceBuffer", "DeviceInfo", "DiskCache", "ExprLowering", "GraphCache", "LaunchPlan",
     "ModuleCache", "PreparedProgram", "ResidentBinding",
-    "cache_version", "canonical", "compile_failure", "compile_sequence", "cuda_errors", "default_disk_cache",
+    "cache_version", "canonical", "compile_failure", "compile_sequence", "condition_ptx", "cuda_errors",
+    "default_disk_cache",
     "driver", "fault_ptx", "grid_x_word", "launch", "launch_grid", "max_ptx_version_for_driver", "module_key",
     "nccl_module", "needs_reset", "param_name", "probe", "profiler", "ptx_ops", "ptxas_diagnostics", "reset_device",
     "resolve_index", "sequence", "settings", "translate", "unregister_lowering",

@@ -244,21 +244,24 @@ def test_capture_failure_leaves_the_backend_usable(backend, rng, monkeypatch) ->
     from vyre_cuda.testing import ResidentBinding
 
     monkeypatch.setenv("VYRE_CUDA_GRAPHS", "1")
-    original = ResidentBinding.record
+    original = ResidentBinding.enqueue
 
-    def sync_inside_capture(self, stream_ptr: int, *args: bool) -> bool:  # illegal while capturing: invalidates it
-        cupy.cuda.runtime.streamSynchronize(stream_ptr)
-        return original(self, stream_ptr, *args)
+    def sync_inside_capture(self, stream_ptr: int | None = None, capturing: bool = False, *args: bool) -> bool:
+        if capturing:  # illegal while capturing: invalidates it
+            cupy.cuda.runtime.streamSynchronize(stream_ptr)
+        return original(self, stream_ptr, capturing, *args)
 
-    def broken(self, stream_ptr: int, *args: bool) -> bool:
-        raise RuntimeError("injected failure")
+    def broken(self, stream_ptr: int | None = None, capturing: bool = False, *args: bool) -> bool:
+        if capturing:
+            raise RuntimeError("injected failure")
+        return original(self, stream_ptr, capturing, *args)
 
     for patch, raises in ((sync_inside_capture, None), (broken, RuntimeError)):
         bufs = Buffers(backend, rng)
         steps = bufs.steps(bufs.cuda, 5)
         before = backend.metrics()
         with monkeypatch.context() as m:
-            m.setattr(ResidentBinding, "record", patch)
+            m.setattr(ResidentBinding, "enqueue", patch)
             if raises is None:  # the capture fails, the same work runs eagerly once and is correct
                 out = backend.dispatch_sequence(steps, bufs.reads(bufs.cuda))
                 _equal(bufs.ref.dispatch_sequence(bufs.steps(bufs.host, 5), bufs.reads(bufs.host)), out)

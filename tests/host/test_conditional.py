@@ -4,6 +4,7 @@ freeing the graphs it owns. The driver calls themselves are in ``test_driver.py`
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 
@@ -11,7 +12,7 @@ import pytest
 
 from vyre_cuda import ptx_version_for_driver
 from vyre_cuda._runtime import conditional, settings
-from vyre_cuda.testing import DeviceBuffer, GraphCache
+from vyre_cuda.testing import CONDITION_ENTRY, DeviceBuffer, GraphCache, condition_ptx
 
 
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), (" on ", True), ("TRUE", True), ("", True),
@@ -55,8 +56,8 @@ def test_without_a_driver_the_reason_says_why() -> None:
 @pytest.mark.parametrize(("sm", "driver"), [("90", 13000), ("80", 12040), ("75", 12080), ("100", 13000)])
 def test_condition_kernel_assembles_without_the_device_runtime(tmp_path, sm, driver) -> None:
     """ptxas resolves ``cudaGraphSetConditional`` itself: a whole (non-relocatable) program."""
-    ptx = conditional.condition_ptx(sm, ptx_version_for_driver(driver, sm))
-    assert f".visible .entry {conditional.CONDITION_ENTRY}(" in ptx
+    ptx = condition_ptx(sm, ptx_version_for_driver(driver, sm))
+    assert f".visible .entry {CONDITION_ENTRY}(" in ptx
     assert ("griddepcontrol.wait" in ptx) == (int(sm) >= 90)  # may start early only where it can wait
     path = tmp_path / "condition.ptx"
     path.write_text(ptx)
@@ -94,3 +95,30 @@ def test_graph_cache_frees_owned_graphs_once_and_unpins() -> None:
     cache.clear()
     assert [g.frees for g in graphs] == [1, 1, 1, 1] and again.frees == 1
     assert counts["cuda_graphs_live"] == 0 and buf.pins == 0 and len(cache) == 0
+
+
+# SHA-256 of the snippets as the runtime wrote them before they moved to ``_codegen.snippets``.
+_CONDITION_SHA = {
+    ("80", "7.0"): "9bada2a4799e50e8da395a146f49acafa2690d319ecd10fb8f454d578c877575",
+    ("90", "8.0"): "671a6e756fad36bc18afaba5b5d15dfd677db99907dbe45080eb55be01c34cd7",
+    ("90a", "8.5"): "c71f7a64dd6364a4171e91ec4919a9e0a8f8392aea8702ca239bf00ba6b9bfca",
+    ("100", "8.7"): "42c4a852a5b3083d2f911c2701bba67608a635260ce6df2eda6d99671576e9c8",
+}
+_FAULT_SHA = {
+    "illegal_address": "a343d51abd9891f6deb12ea6c78270f4e45ac5e8d157d3d76e1491a48dd14f13",
+    "trap": "517daffa27b8a1929e1d6e82cef17d566ca8c20dd7ef5bd842fb1752932373b5",
+}
+
+
+@pytest.mark.parametrize(("sm", "version"), sorted(_CONDITION_SHA))
+def test_condition_kernel_text_is_unchanged_by_its_move(sm: str, version: str) -> None:
+    """The hand-written condition kernel is byte for byte what the runtime loaded before (no new cubin key)."""
+    assert hashlib.sha256(condition_ptx(sm, version).encode()).hexdigest() == _CONDITION_SHA[(sm, version)]
+
+
+@pytest.mark.parametrize("kind", sorted(_FAULT_SHA))
+def test_fault_kernel_text_is_unchanged_by_its_move(kind: str) -> None:
+    """The fault-injection kernel is byte for byte what the runtime loaded before."""
+    from vyre_cuda.testing import fault_ptx
+
+    assert hashlib.sha256(fault_ptx(kind, "90", "8.0").encode()).hexdigest() == _FAULT_SHA[kind]

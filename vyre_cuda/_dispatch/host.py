@@ -26,11 +26,11 @@ from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre_cuda._dispatch.prepared import PreparedProgram, ProgramCache
-from vyre_cuda._dispatch.staging import aligned, check_inputs, copy_in, host_bytes_of
+from vyre_cuda._dispatch.staging import aligned, check_inputs, copy_in, copy_out, host_bytes_of
 from vyre_cuda._runtime.arrays import order_after_producers
 from vyre_cuda._runtime.context import DeviceRuntime
 from vyre_cuda._runtime.errors import cuda_errors
-from vyre_cuda._runtime.pools import D2H, PIPELINE_MIN, DeviceBuffer, PinnedStaging, StagingSlot
+from vyre_cuda._runtime.pools import PIPELINE_MIN, DeviceBuffer, PinnedStaging, StagingSlot
 from vyre_cuda._runtime.profiler import nvtx_range
 
 OUTPUT_PLACES = ("auto", "host", "device")
@@ -180,11 +180,8 @@ class HostDispatcher:
                         if b.name in held:  # copied out by _collect, after the wait
                             outputs.append((b, -1, counts[b.name]))
                             continue
-                        if nbytes:
-                            rt.cuda.memcpyAsync(slot.ptr + off, ptrs[b.name], nbytes, D2H, rt.stream_ptr)
-                            rt.telemetry.add("cuda_d2h_bytes", nbytes)
                         outputs.append((b, off, counts[b.name]))
-                        off += aligned(nbytes)
+                        off = copy_out(rt, ptrs[b.name], nbytes, slot.ptr, off)
                 slot.fence(rt.stream)
         except BaseException:
             held = {}

@@ -17,10 +17,10 @@ at most ``HOST_WORDS`` words each) runs here when ``DispatchConfig.outputs`` is 
   the results. Nothing waits for the host, so the call returns at once.
 
 The first call of a program with a given shape of inputs (their kinds, types, sizes, the stream)
-checks everything and makes a ``_Binding``: the kernel variant, its own launch plan and
-parameter block on that stream, the zero fills, the small-value blocks. Later calls of that shape
-only read the arrays' pointers, rebind the plan (``LaunchPlan.bind``: new pointers rebuild
-nothing) and launch. A written buffer whose array overlaps another bound array runs on a private
+checks everything and makes a ``_Binding``: a ``BoundKernel`` (the kernel variant, its own launch
+plan and parameter block on that stream, the zero fills) and the small-value blocks. Later calls
+of that shape only read the arrays' pointers, re-point the kernel (``BoundKernel.point``: new
+pointers rebuild nothing) and launch. A written buffer whose array overlaps another bound array runs on a private
 copy copied back afterwards, so results equal the oracle's (which gives every buffer its own copy).
 """
 
@@ -37,7 +37,8 @@ from vyre.driver.errors import InvalidHandle, InvalidProgram
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
-from vyre_cuda._dispatch.prepared import PreparedProgram, ProgramCache
+from vyre_cuda._dispatch.bound import BoundKernel
+from vyre_cuda._dispatch.prepared import ProgramCache
 from vyre_cuda._runtime.arrays import (
     array_span,
     device_array,
@@ -48,7 +49,7 @@ from vyre_cuda._runtime.arrays import (
 )
 from vyre_cuda._runtime.context import DeviceRuntime
 from vyre_cuda._runtime.errors import cuda_errors
-from vyre_cuda._runtime.launch import LaunchPlan, ParamBlock
+from vyre_cuda._runtime.launch import ParamBlock
 from vyre_cuda._runtime.pools import D2D
 from vyre_cuda._runtime.profiler import nvtx_range
 
@@ -88,10 +89,8 @@ class _Binding:
     config: DispatchConfig | None
     shape: tuple  # what the inputs must look like for this binding to apply (``_shape``)
     stream: Any  # the caller's stream (a CuPy stream object)
-    prepared: PreparedProgram
-    plan: LaunchPlan  # its own parameter block, written on ``stream``
+    kernel: BoundKernel  # the kernel variant, its own plan (parameter block written on ``stream``), its zero fills
     counts: dict[str, int]
-    zero: tuple[tuple[str, int], ...]  # (buffer, bytes) zero-filled before each launch
     uniforms: dict[str, ParamBlock]  # host inputs' device blocks
     outputs: tuple[BufferDecl, ...]  # ``output`` buffers, allocated per call
     kind: str  # the library results are made with
@@ -136,14 +135,15 @@ class InPlaceDispatcher:
                 for decl in b.outputs:
                     returned[decl.name], ptrs[decl.name] = new_device_array(b.kind, decl.dtype, b.counts[decl.name],
                                                                             rt.device_id)
-        with cuda_errors(f"dispatching program {b.prepared.name} on the caller's arrays"):
+        kernel = b.kernel
+        with cuda_errors(f"dispatching program {kernel.prepared.name} on the caller's arrays"):
             for name, words in host.items():
                 block = b.uniforms[name]
                 block.write(words, stream)
                 ptrs[name] = block.ptr
             back = self._private_copies(b, ptrs, spans) if b.written and len(spans) > 1 else ()
-            b.plan.bind([ptrs[d.name] for d in b.prepared.bound], b.plan.params.ptr)
-            rt.run(b.plan, tuple((ptrs[name], n) for name, n in b.zero), b.prepared.name, stream.ptr)
+            kernel.point([ptrs[d.name] for d in kernel.prepared.bound])
+            kernel.enqueue(stream.ptr)
             for private, caller, nbytes in back:
                 rt.cuda.memcpyAsync(caller, private.data.ptr, nbytes, D2D, stream.ptr)
         rt.telemetry.add("cuda_inplace_dispatches")  # metrics() counts them into cuda_dispatches too
@@ -194,8 +194,7 @@ class InPlaceDispatcher:
         uniforms = {d.name: rt.param_block(-(-counts[d.name] * d.dtype.size // 4) or 1)
                     for d, data in zip(program.inputs, inputs) if device_kind(data) is None}
         binding = _Binding(
-            program, config, shape, stream, prep, plan, counts,
-            tuple((d.name, counts[d.name] * d.dtype.size) for d in prep.zero_fills(grid, counts)), uniforms,
+            program, config, shape, stream, BoundKernel(rt, prep, plan, grid, counts), counts, uniforms,
             tuple(d for d in program.buffers if d.access is Access.OUTPUT),
             "torch" if "torch" in kinds else "cupy",
             tuple(d.name for d, data in zip(program.inputs, inputs)
@@ -218,7 +217,7 @@ class InPlaceDispatcher:
         with cuda_errors("waiting for the device before reusing parameter blocks"):
             runtime.deviceSynchronize()
         self.runtime.telemetry.add("cuda_sync_points")
-        self.programs.close_plan(b.plan)
+        self.programs.close_plan(b.kernel.plan)
         for block in b.uniforms.values():
             self.runtime.release_params(block)
 

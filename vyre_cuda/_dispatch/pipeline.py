@@ -30,14 +30,15 @@ import numpy as np
 from vyre.driver.backend import CompiledPipeline, Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.ir.program import BufferDecl, Program
+from vyre_cuda._dispatch.bound import BoundKernel
 from vyre_cuda._dispatch.context import DeviceContext
 from vyre_cuda._dispatch.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
 from vyre_cuda._dispatch.inplace import takes
-from vyre_cuda._dispatch.staging import Source, aligned, check_inputs, copy_in, host_bytes_of
+from vyre_cuda._dispatch.staging import Source, aligned, check_inputs, copy_in, copy_out, host_bytes_of
 from vyre_cuda._runtime.arrays import order_after_producers
 from vyre_cuda._runtime.errors import cuda_errors
 from vyre_cuda._runtime.launch import record_launch, zero_fills
-from vyre_cuda._runtime.pools import D2H, StagingSlot, capacity_class
+from vyre_cuda._runtime.pools import StagingSlot, capacity_class
 from vyre_cuda._runtime.profiler import nvtx_range
 
 SLOT_SETS = 4  # capacity-class buffer sets a pipeline keeps (least recently used freed first)
@@ -45,16 +46,15 @@ PIPELINE_GRAPHS = 16
 
 
 # ---- resident dispatch bound once -------------------------------------------------------------------
-class ResidentBinding:
-    """A resident dispatch of one program over fixed handles, bound once.
+class ResidentBinding(BoundKernel):
+    """A resident dispatch of one program over fixed handles, bound once (a ``BoundKernel``).
 
     Owns a launch plan with its own parameter block (written at creation, never again: resident
     counts are fixed by the handles) and pins the handles' buffers, so a freed handle is seen as
     ``buffer.retired`` and its memory is not reused while the binding exists.
     """
 
-    __slots__ = ("program", "config", "handles", "prepared", "plan", "buffers", "zero", "key", "closed", "memset",
-                 "spans", "_fills", "_head")
+    __slots__ = ("program", "config", "handles", "buffers", "key", "closed", "spans", "_head")
 
     def __init__(self, backend: DeviceContext, program: Program, handles: Sequence[Resident],
                  config: DispatchConfig | None) -> None:
@@ -62,14 +62,12 @@ class ResidentBinding:
         prepared = backend.prepared(program, config)
         buffers, counts, grid = backend.resident_layout(prepared, handles, config)
         prepared = backend.for_grid(prepared, grid, config)
-        self.program, self.config, self.handles, self.prepared = program, config, handles, prepared
+        super().__init__(backend.runtime, prepared, backend.plan_for(prepared, buffers, counts, grid, config=config),
+                         grid, counts)
+        self.program, self.config, self.handles = program, config, handles
         self.buffers = tuple(buffers)  # binding order
-        index = {b.name: i for i, b in enumerate(prepared.bound)}
-        self._fills = tuple((index[b.name], counts[b.name] * b.dtype.size) for b in prepared.zero_fills(grid, counts))
         words = prepared.words(counts, prepared.elements(config, counts), grid)
         self._head = (program.fingerprint(), prepared.block, tuple(grid), prepared.coarsen, words)
-        self.memset = backend.runtime.cuda.memsetAsync
-        self.plan = backend.plan_for(prepared, buffers, counts, grid, config=config)
         self._point()
         self.closed = False
         pin(self.buffers)
@@ -78,10 +76,9 @@ class ResidentBinding:
         """Take the buffers' pointers now: zero fills, graph key and the plan's arguments."""
         bufs = self.buffers
         self.spans = tuple((buf.ptr, buf.nbytes) for buf in bufs)
-        self.zero = tuple((bufs[i].ptr, nbytes) for i, nbytes in self._fills)
         self.key = GraphKey((*self._head, tuple((b.binding, buf.ptr, buf.capacity)
                                           for b, buf in zip(self.prepared.bound, bufs))))
-        self.plan.bind([buf.ptr for buf in bufs], self.plan.params.ptr)
+        self.point([buf.ptr for buf in bufs])
 
     def moved(self) -> bool:
         """True when a borrowed buffer (the caller's array) was re-pointed since binding."""
@@ -105,11 +102,6 @@ class ResidentBinding:
                 return False
         return True
 
-    def record(self, stream_ptr: int, after_kernel: bool = False, overlap: bool = False) -> bool:
-        """Enqueue the zero fills and the launch without counters (``launch.record_launch``; also
-        used inside a capture). Returns whether a kernel is now the last work enqueued."""
-        return record_launch(self.memset, self.plan, self.zero, stream_ptr, after_kernel, overlap)
-
     def device_buffers(self) -> tuple:
         """Every device buffer a captured launch of this binding points at (to pin in a graph)."""
         return (*self.buffers, self.plan.params.buffer)
@@ -120,12 +112,6 @@ class ResidentBinding:
             self.closed = True
             unpin(self.buffers)
             backend.close_plan(self.plan)
-
-
-def run_binding(runtime: Any, binding: ResidentBinding, stream_ptr: int | None = None) -> None:
-    """Launch a binding eagerly on ``stream_ptr`` (default: the backend's stream): the runtime's
-    zero-and-launch step (counters, ``VYRE_CUDA_SYNC_EACH``)."""
-    runtime.run(binding.plan, binding.zero, binding.prepared.name, stream_ptr)
 
 
 def fast_launcher(runtime: Any, binding: ResidentBinding) -> Callable[[Sequence[Resident]], bool]:
@@ -140,7 +126,7 @@ def fast_launcher(runtime: Any, binding: ResidentBinding) -> Callable[[Sequence[
     if runtime.sync_each or binding.plan.empty:
         return _never
     expect_list, expect_tuple = list(binding.handles), binding.handles
-    resident, buffers, zero, memset = runtime.resident, binding.buffers, binding.zero, binding.memset
+    resident, buffers, zero, memset = runtime.resident, binding.buffers, binding.zero, runtime.memset
     plan, stream_ptr, name = binding.plan, runtime.stream_ptr, binding.prepared.name
     launch, args = plan.prebound(stream_ptr)
     seen = resident.generation
@@ -266,7 +252,7 @@ class CudaPipeline(CompiledPipeline):
             res.drop_resident()
             binding = res.resident = ResidentBinding(self.backend, self.program, handles, self.config)
             res.fast = fast_launcher(rt, binding)
-        run_binding(rt, binding)
+        binding.enqueue()
 
     # ---- host/device inputs --------------------------------------------------------------------------
     def dispatch(self, inputs: Sequence[object], stream: object | None = None) -> list[Any]:
@@ -334,11 +320,8 @@ class CudaPipeline(CompiledPipeline):
         outputs = []
         for b in self.program.outputs:
             nbytes = call.counts[b.name] * b.dtype.size
-            if nbytes:
-                rt.cuda.memcpyAsync(self.stage.ptr + off, slots.buffers[b.name].ptr, nbytes, D2H, rt.stream_ptr)
-                rt.telemetry.add("cuda_d2h_bytes", nbytes)
             outputs.append((b, off, call.counts[b.name]))
-            off += aligned(nbytes)
+            off = copy_out(rt, slots.buffers[b.name].ptr, nbytes, self.stage.ptr, off)
         return outputs, off
 
     def _launch(self, slots: _SlotSet, plan: Any, zero: tuple[tuple[int, int], ...], shape: tuple, graphs: bool
@@ -348,7 +331,7 @@ class CudaPipeline(CompiledPipeline):
         if not graphs or (plan.empty and not zero):
             rt.run(plan, zero, self.prepared.name)
             return
-        memset = rt.cuda.memsetAsync
+        memset = rt.memset
 
         def record(stream_ptr: int) -> None:
             record_launch(memset, plan, zero, stream_ptr)

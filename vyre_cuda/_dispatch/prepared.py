@@ -27,7 +27,6 @@ from vyre.ir.types import DataType
 from vyre.ir.validate import validate
 from vyre_cuda._codegen import emit_ptx, entry_name
 from vyre_cuda._codegen.lowerings import lowerings
-from vyre_cuda._codegen.versions import ptx_version_for_driver
 from vyre_cuda._codegen.written import outputs_to_zero
 from vyre_cuda._dispatch.coarsening import factor as coarsen_factor
 from vyre_cuda._dispatch.coarsening import launch_grid
@@ -170,9 +169,8 @@ class ProgramCache:
         return prep
 
     def _emit(self, program: Program, config: DispatchConfig | None, coarsen: int) -> str:
-        cc = self.runtime.info.compute_capability
-        return emit_ptx(program, sm=cc, ptx_version=ptx_version_for_driver(self.runtime.info.driver_version, cc),
-                        config=config, coarsen=coarsen, lowerings=lowerings())
+        sm, ptx_version = self.runtime.modules.target()
+        return emit_ptx(program, sm=sm, ptx_version=ptx_version, config=config, coarsen=coarsen, lowerings=lowerings())
 
     def _check_capabilities(self, program: Program) -> None:
         dtypes = {b.dtype for b in program.buffers}

@@ -56,10 +56,10 @@ from vyre.driver.resident_args import (
     unpack_read,
     unpack_step,
 )
-from vyre_cuda._codegen.versions import ptx_version_for_driver
+from vyre_cuda._codegen.snippets import CONDITION_ENTRY, condition_ptx
 from vyre_cuda._dispatch.context import DeviceContext
 from vyre_cuda._dispatch.graphs import CapturedGraph, GraphCache, graphs_enabled
-from vyre_cuda._dispatch.pipeline import ResidentBinding, run_binding
+from vyre_cuda._dispatch.pipeline import ResidentBinding
 from vyre_cuda._dispatch.staging import aligned
 from vyre_cuda._runtime import conditional, settings
 from vyre_cuda._runtime.arrays import array_pointer
@@ -217,7 +217,7 @@ class SequenceDispatcher:
                 _point(bindings)
             for _ in range(count):
                 for b in bindings:
-                    run_binding(rt, b, stream.ptr)
+                    b.enqueue(stream.ptr)
             return
         overlap = programmatic_launches(rt.info.compute_capability)
         for chunk in _chunks(count, _unroll(count, len(bindings))):
@@ -230,7 +230,7 @@ class SequenceDispatcher:
                 after_kernel = False
                 for _ in range(chunk):
                     for b in bindings:
-                        after_kernel = b.record(stream_ptr, after_kernel, overlap)
+                        after_kernel = b.enqueue(stream_ptr, True, after_kernel, overlap)
 
             graph_key = body_key(key, chunk, overlap)
             if borrowed:  # bodies over other arrays share these bindings: point them at this body's
@@ -238,7 +238,7 @@ class SequenceDispatcher:
             if borrowed and self.graphs.lookup(graph_key) is None and not self._seen(graph_key):
                 for _ in range(chunk):
                     for b in bindings:
-                        run_binding(rt, b, stream.ptr)
+                        b.enqueue(stream.ptr)
                 continue
             with cuda_errors("running a captured sequence"):
                 entry = self.graphs.run(graph_key, stream, record, pinned, bindings,
@@ -266,7 +266,7 @@ class SequenceDispatcher:
                 cuda.memsetAsync(flag.ptr, 0, 4, stream_ptr)
                 after_kernel = False
                 for b in bindings:
-                    after_kernel = b.record(stream_ptr, after_kernel, overlap)
+                    after_kernel = b.enqueue(stream_ptr, True, after_kernel, overlap)
                 cuda.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, stream_ptr)
 
         if graphs_enabled(rt):
@@ -278,7 +278,7 @@ class SequenceDispatcher:
             with cuda_errors("clearing the dispatch_until flag"):
                 cuda.memsetAsync(flag.ptr, 0, 4, rt.stream_ptr)
             for b in bindings:
-                run_binding(rt, b)
+                b.enqueue()
             with cuda_errors("recording the dispatch_until flag"):
                 cuda.memcpyAsync(slots.ptr + 4 * i, flag.ptr, 4, D2D, rt.stream_ptr)
 
@@ -325,19 +325,17 @@ class SequenceDispatcher:
         if entry is not None:
             return entry
         try:
-            cc = rt.info.compute_capability
-            ptx = conditional.condition_ptx(cc, ptx_version_for_driver(rt.info.driver_version, cc))
-            kernel = rt.modules.load(ptx, conditional.CONDITION_ENTRY)
+            kernel = rt.modules.load_snippet(condition_ptx, CONDITION_ENTRY)
         except Exception as exc:
             self.conditional_off = f"the loop condition kernel did not load ({exc})"
             raise
-        memset, bindings = rt.cuda.memsetAsync, body.bindings
-        condition = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 3, conditional.CONDITION_ENTRY)
+        memset, bindings = rt.memset, body.bindings
+        condition = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 3, CONDITION_ENTRY)
 
         def record(stream_ptr: int, handle: int) -> None:  # the flag is clear: by the host or the last condition
             after_kernel = False
             for b in bindings:
-                after_kernel = b.record(stream_ptr, after_kernel, overlap)
+                after_kernel = b.enqueue(stream_ptr, True, after_kernel, overlap)
             condition.bind_values((flag.ptr, control.ptr, handle))
             record_launch(memset, condition, (), stream_ptr, after_kernel, overlap)
 
@@ -473,7 +471,7 @@ class SequenceDispatcher:
             self.run_body(body, 1, stream)
         elif body is not None:
             for b in body:
-                run_binding(self.runtime, b, stream.ptr)
+                b.enqueue(stream.ptr)
         for ptr, fail in watched:
             self.watches.add(ptr, fail, stream)
         self.finish(stream)

@@ -5,7 +5,8 @@ whether the data is a device array) and the run-time element counts of every buf
 ``copy_in`` enqueues one source's copy into a device buffer: device arrays device-to-device,
 small host data (below ``PIPELINE_MIN``) through the caller's pinned staging area in one copy,
 large host data through the runtime's chunk ring (``PinnedStaging.upload``: the host copy of one
-chunk overlaps the DMA of the one before). ``aligned`` is the staging layout's rounding.
+chunk overlaps the DMA of the one before). ``copy_out`` is its other half: one result's copy from
+a device buffer into the pinned staging area. ``aligned`` is the staging layout's rounding.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
 from vyre.ir.program import BufferDecl, Program
 from vyre_cuda._runtime.arrays import device_input
-from vyre_cuda._runtime.pools import D2D, H2D, PIPELINE_MIN
+from vyre_cuda._runtime.pools import D2D, D2H, H2D, PIPELINE_MIN
 
 ALIGN = 16  # bytes: every staged input and output starts on this boundary
 
@@ -81,3 +82,12 @@ def copy_in(runtime: Any, src: Source, dst_ptr: int, stage: np.ndarray, stage_pt
     runtime.cuda.memcpyAsync(dst_ptr, stage_ptr + off, src.nbytes, H2D, stream)
     runtime.telemetry.add("cuda_h2d_bytes", src.nbytes)
     return off + aligned(src.nbytes)
+
+
+def copy_out(runtime: Any, src_ptr: int, nbytes: int, stage_ptr: int, off: int) -> int:
+    """Enqueue the copy of ``nbytes`` at device address ``src_ptr`` to the pinned staging area at
+    ``stage_ptr + off`` on the runtime's stream (nothing for 0 bytes). Returns the next staging offset."""
+    if nbytes:
+        runtime.cuda.memcpyAsync(stage_ptr + off, src_ptr, nbytes, D2H, runtime.stream_ptr)
+        runtime.telemetry.add("cuda_d2h_bytes", nbytes)
+    return off + aligned(nbytes)

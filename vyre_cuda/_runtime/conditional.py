@@ -8,7 +8,7 @@ CuPy has no binding for conditional nodes, so the driver calls go through ``_run
 2. ``cuGraphAddNode`` adds one conditional node of type WHILE; the driver makes its empty body graph;
 3. ``cuStreamBeginCaptureToGraph`` records one iteration into that body: the caller's
    ``record(stream_ptr, handle)`` enqueues the iteration's steps and then a one-thread kernel
-   (``condition_ptx``) that counts the iteration in a control block and calls
+   (``_codegen.snippets.condition_ptx``) that counts the iteration in a control block and calls
    ``cudaGraphSetConditional(handle, flag != 0 && count < cap)``; when it goes on, it also clears
    the flag for the next iteration (the caller clears it before the first), so an iteration is
    its steps plus one tiny kernel, which on sm_90+ may start while the last step runs (it waits
@@ -34,7 +34,6 @@ from typing import Any
 from vyre_cuda._runtime import driver
 
 MIN_DRIVER = 12040  # cuDriverGetVersion of CUDA 12.4: conditional nodes set from device code
-CONDITION_ENTRY = "vyre_while_condition"
 CONTROL_WORDS = 2  # [0] iterations run, [1] the cap
 CAP_LIMIT = 0xFFFFFFFF  # the cap is one u32 word
 _CONTEXT = "building or running a conditional CUDA graph"
@@ -65,54 +64,11 @@ def unavailable_reason(enabled: bool, graphs: bool, driver_version: int, missing
     return None
 
 
-def condition_ptx(sm: str, ptx_version: str) -> str:
-    """PTX of ``CONDITION_ENTRY(.u64 flag, .u64 control, .u64 handle)``, one thread: count the
-    iteration in ``control[0]``, then keep looping while the flag word is non-zero and the count is
-    below ``control[1]``, clearing the flag when it does. On sm_90+ it first waits for the kernel
-    before it (``griddepcontrol.wait``), so it may be a programmatic launch."""
-    wait = "    griddepcontrol.wait;\n" if int(sm.rstrip("a")) >= 90 else ""
-    return f""".version {ptx_version}
-.target sm_{sm}
-.address_size 64
-
-.extern .func cudaGraphSetConditional(.param .b64 cond_handle, .param .b32 cond_value);
-
-.visible .entry {CONDITION_ENTRY}(.param .u64 flag_ptr, .param .u64 control_ptr, .param .u64 handle)
-{{
-    .reg .pred %p<4>;
-    .reg .b32 %r<6>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [flag_ptr];
-    ld.param.u64 %rd2, [control_ptr];
-    ld.param.u64 %rd3, [handle];
-{wait}    ld.global.u32 %r1, [%rd2];
-    add.u32 %r1, %r1, 1;
-    st.global.u32 [%rd2], %r1;
-    ld.global.u32 %r2, [%rd2+4];
-    ld.global.u32 %r3, [%rd1];
-    setp.ne.u32 %p1, %r3, 0;
-    setp.lt.u32 %p2, %r1, %r2;
-    and.pred %p3, %p1, %p2;
-    selp.u32 %r4, 1, 0, %p3;
-    mov.u32 %r5, 0;
-    @%p3 st.global.u32 [%rd1], %r5;
-    {{
-    .param .b64 arg_handle;
-    st.param.b64 [arg_handle], %rd3;
-    .param .b32 arg_value;
-    st.param.b32 [arg_value], %r4;
-    call.uni cudaGraphSetConditional, (arg_handle, arg_value);
-    }}
-    ret;
-}}
-"""
-
-
 class WhileGraph:
     """An instantiated graph of one WHILE node: ``launch(stream)`` runs the whole loop.
 
     ``record(stream_ptr, handle)`` enqueues one iteration (launches, memsets, device copies only)
-    ending with the ``CONDITION_ENTRY`` kernel given the conditional ``handle``. Any failure frees
+    ending with the ``_codegen.snippets.CONDITION_ENTRY`` kernel given the conditional ``handle``. Any failure frees
     what was made and raises (callers then take the batched path).
     """
 

@@ -7,10 +7,10 @@ dispatcher uses:
 
 - ``check_open()`` / ``use_device()``: refuse a closed or lost backend; make its device current;
 - ``param_block(nwords)`` / ``release_params(block)``: a kernel's device-resident parameter words;
-- ``run(plan, zero, name)``: THE zero-and-launch step of every eager path - zero fills of
-  ``(pointer, bytes)`` pairs, one launch (skipped for an empty grid), the launch counter, an
-  armed test fault, ``VYRE_CUDA_SYNC_EACH``. Inside a graph capture ``launch.record_launch`` does
-  the same enqueueing without counters;
+- ``run(plan, zero, name)``: every eager launch - the one zero-fill-then-launch step
+  (``launch.record_launch``: zero fills of ``(pointer, bytes)`` pairs, one launch, skipped for an
+  empty grid) plus the launch counter, an armed test fault and ``VYRE_CUDA_SYNC_EACH``. Inside a
+  graph capture callers use ``record_launch`` itself (no counters);
 - ``wait(event, timeout_s, name)``: wait with an optional deadline.
 
 Device faults: a sticky CUDA error poisons the device's primary context for the whole process.
@@ -18,11 +18,12 @@ Device faults: a sticky CUDA error poisons the device's primary context for the 
 ``mark_lost`` on each backend watching it; the next backend started on that device first calls
 ``errors.reset_device``, which has the lost backends drop their CUDA objects without freeing
 through the dead context (``forget``). ``inject_fault(kind)`` is the test hook that makes the
-next launch run a real faulting kernel (``loader.fault_ptx``).
+next launch run a real faulting kernel (``_codegen.snippets.fault_ptx``).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -30,7 +31,15 @@ from vyre.driver.errors import BackendUnavailable, DeviceLost, DispatchFailed
 from vyre_cuda._runtime import settings
 from vyre_cuda._runtime.device import DeviceInfo, import_cupy
 from vyre_cuda._runtime.errors import FIX_LOST, cuda_errors
-from vyre_cuda._runtime.launch import DeviceLimits, LaunchPlan, ParamBlock, PinnedRing, launch_mode, zero_fills
+from vyre_cuda._runtime.launch import (
+    DeviceLimits,
+    LaunchPlan,
+    ParamBlock,
+    PinnedRing,
+    launch_mode,
+    record_launch,
+    zero_fills,
+)
 from vyre_cuda._runtime.pools import H2D, DeviceBuffer, DeviceHeap, PinnedStaging, ResidentPool, TransientPool
 from vyre_cuda._runtime.telemetry import COUNTERS, Telemetry
 
@@ -55,6 +64,7 @@ class DeviceRuntime:
         self.limits = DeviceLimits.from_info(info)
         self.sync_each = settings.sync_each()
         self.cuda = cupy.cuda.runtime
+        self.memset = self.cuda.memsetAsync  # (ptr, value, bytes, stream): the zero fills of every launch
         self.closed = False
         self.lost = False
         self.fault: LaunchPlan | None = None  # armed by inject_fault: launched before the next kernel
@@ -120,23 +130,22 @@ class DeviceRuntime:
     # ---- the zero-and-launch step ---------------------------------------------------------------------
     def zero(self, buffer: DeviceBuffer, nbytes: int) -> None:
         """Enqueue a zero fill of the first ``nbytes`` of ``buffer``."""
-        zero_fills(self.cuda.memsetAsync, ((buffer.ptr, nbytes),) if nbytes else (), self.stream_ptr, "a buffer")
+        zero_fills(self.memset, ((buffer.ptr, nbytes),) if nbytes else (), self.stream_ptr, "a buffer")
 
     def run(self, plan: LaunchPlan, zero: tuple[tuple[int, int], ...] = (), name: str | None = None,
-            stream_ptr: int | None = None) -> None:
-        """Zero fills, then ``plan`` on the backend's stream (or ``stream_ptr``, a caller's stream;
-        skipped for an empty grid), counted; honours an armed test fault and ``VYRE_CUDA_SYNC_EACH``."""
+            stream_ptr: int | None = None) -> bool:
+        """``launch.record_launch`` (zero fills, then ``plan``, skipped for an empty grid) on the backend's
+        stream (or ``stream_ptr``, a caller's stream), counted; honours an armed test fault and
+        ``VYRE_CUDA_SYNC_EACH``. Returns whether ``plan`` was launched."""
         stream_ptr = self.stream_ptr if stream_ptr is None else stream_ptr
         if self.fault is not None:
             self.fire_fault(stream_ptr)
-        if zero:
-            zero_fills(self.cuda.memsetAsync, zero, stream_ptr, name or plan.name)
-        if plan.empty:
-            return
-        plan.launch(stream_ptr)
+        if not record_launch(self.memset, plan, zero, stream_ptr, False, False, name):
+            return False  # an empty grid: nothing launched, nothing counted
         self.launches += 1
         if self.sync_each:
             self.sync_after(name or plan.name, stream_ptr)
+        return True
 
     def sync_after(self, name: str, stream_ptr: int | None = None) -> None:
         """Synchronise after program ``name`` (``VYRE_CUDA_SYNC_EACH``), naming it in any error."""
@@ -166,15 +175,12 @@ class DeviceRuntime:
     # ---- faults ------------------------------------------------------------------------------------------
     def inject_fault(self, kind: str = "illegal_address") -> None:
         """Test hook: the next launch first runs a real kernel that faults on the device (``kind`` in
-        ``loader.FAULT_KINDS``), loaded like any other."""
-        from vyre_cuda._codegen.versions import ptx_version_for_driver
-        from vyre_cuda._runtime.loader import FAULT_ADDRESS, FAULT_ENTRY, fault_ptx
+        ``_codegen.snippets.FAULT_KINDS``), loaded like any other."""
+        from vyre_cuda._codegen.snippets import FAULT_ADDRESS, FAULT_ENTRY, fault_ptx
 
         self.check_open()
-        cc = self.info.compute_capability
-        ptx = fault_ptx(kind, cc, ptx_version_for_driver(self.info.driver_version, cc))
         with cuda_errors("loading the fault-injection kernel"):
-            kernel = self.modules.load(ptx, FAULT_ENTRY)
+            kernel = self.modules.load_snippet(functools.partial(fault_ptx, kind), FAULT_ENTRY)
         plan = LaunchPlan(kernel.ptr, (1, 1, 1), (1, 1, 1), 0, 1, f"fault_injection_{kind}")
         plan.bind_values((FAULT_ADDRESS,))
         self.fault = plan

@@ -17,6 +17,8 @@
   ``griddepcontrol.wait`` (``_codegen.module.grid_dependency``) before touching buffers.
   Sequences use it when recording CUDA graphs on sm_90+ (``programmatic_launches``;
   ``VYRE_CUDA_PDL=0`` turns it off).
+- ``record_launch(memset, plan, zero, stream_ptr)`` is the one zero-fill-then-launch step (the
+  eager ``DeviceRuntime.run`` and every recorded launch go through it).
 - ``ParamBlock`` is the kernel's device-resident u32 word block (``[0]`` elements, then each bound
   buffer's element count). ``write(words, stream)`` copies from a pinned ring only when the words
   change, so a captured CUDA graph that reads the block stays valid when counts change.
@@ -373,15 +375,18 @@ def zero_fills(memset: Callable[..., Any], zero: Sequence[tuple[int, int]], stre
 
 
 def record_launch(memset: Callable[..., Any], plan: LaunchPlan, zero: Sequence[tuple[int, int]], stream_ptr: int,
-                  after_kernel: bool = False, overlap: bool = False) -> bool:
-    """The zero fills and launch of ``plan`` with no counters (also inside a graph capture).
+                  after_kernel: bool = False, overlap: bool = False, name: str | None = None) -> bool:
+    """THE zero-fill-then-launch step: the zero fills of ``(pointer, bytes)`` pairs, then ``plan``
+    (skipped for an empty grid), with no counters, so it also runs inside a graph capture;
+    ``DeviceRuntime.run`` wraps it with the counters of an eager launch.
 
     ``after_kernel``: the last work on the stream is a kernel. With ``overlap`` too and no zero fill
-    in between, the launch is programmatic (``launch_programmatic``). Returns whether a kernel is
-    now the last work enqueued.
+    in between, the launch is programmatic (``launch_programmatic``). ``name`` (default: the plan's)
+    names the program in a zero fill's error. Returns whether a kernel is now the last work enqueued
+    (with ``after_kernel`` false: whether ``plan`` was launched).
     """
     if zero:
-        zero_fills(memset, zero, stream_ptr, plan.name)
+        zero_fills(memset, zero, stream_ptr, name or plan.name)
         after_kernel = False
     if plan.empty:
         return after_kernel

@@ -11,6 +11,10 @@
    to a private file (``cache.private_file``) and loaded from there (the driver JITs it), so a
    driver that cannot link still runs, and a bad PTX fails with the driver's own error and diagnostics.
 
+``load_snippet(snippet, entry)`` loads a hand-written kernel (``_codegen.snippets``) written for this
+device's target (``target()``: the compute capability and the ``.version`` its driver loads, the
+same pair the emitter is given). Every kernel the backend launches is loaded by one of these.
+
 ``load_indexed(index, entry)`` finds a kernel without its PTX: through a program index entry
 (``_runtime.program_index``) that names the cubin an earlier process linked; ``remember`` writes
 such an entry after a load.
@@ -32,12 +36,14 @@ import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vyre.driver.errors import DispatchFailed, KernelCompileFailed, VyreError
+from vyre_cuda._codegen.versions import ptx_version_for_driver
 from vyre_cuda._runtime import settings
 from vyre_cuda._runtime.cache import DiskCache, cache_version, private_file, write_atomic
 from vyre_cuda._runtime.cache_fs import open_private_dir
@@ -105,6 +111,15 @@ class ModuleCache:
                     return self._load_kernel(key, ptx, entry)
         self._count("cuda_module_cache_hits")
         return kernel
+
+    def target(self) -> tuple[str, str]:
+        """``(sm, ptx_version)``: the target and ``.version`` of PTX written for this device and driver."""
+        cc = self.device.compute_capability
+        return cc, ptx_version_for_driver(self.device.driver_version, cc)
+
+    def load_snippet(self, snippet: Callable[[str, str], str], entry: str) -> LoadedKernel:
+        """The kernel ``entry`` of ``snippet(sm, ptx_version)`` (a hand-written kernel) for this device's ``target``."""
+        return self.load(snippet(*self.target()), entry)
 
     def load_indexed(self, index: str, entry: str) -> LoadedKernel | None:
         """The kernel ``entry`` of the cubin that program index entry ``index`` names, or None (no
@@ -265,26 +280,6 @@ def _attributes(cupy: Any, ptr: int) -> tuple[int | None, int]:
         return None, 0
 
 
-# ---- a kernel that faults on purpose (the test hook DeviceRuntime.inject_fault) -------------------------------
-FAULT_ENTRY = "vyre_fault"
-FAULT_ADDRESS = 0x8  # never mapped: a store there is an illegal-address fault
-_FAULT_BODIES = {
-    "illegal_address": "    ld.param.u64 %rd1, [target];\n    mov.u32 %r1, 1;\n    st.global.u32 [%rd1], %r1;\n",
-    "trap": "    trap;\n",
-}
-FAULT_KINDS = tuple(_FAULT_BODIES)
-
-
-def fault_ptx(kind: str, sm: str, ptx_version: str) -> str:
-    """PTX of kernel ``FAULT_ENTRY(.u64 target)`` that faults on the device: ``illegal_address`` stores
-    to ``target`` (launch it with ``FAULT_ADDRESS``), ``trap`` executes ``trap``."""
-    if kind not in _FAULT_BODIES:
-        raise ValueError(f"unknown fault kind {kind!r}. Fix: use one of {', '.join(FAULT_KINDS)}.")
-    return (f".version {ptx_version}\n.target sm_{sm}\n.address_size 64\n\n"
-            f".visible .entry {FAULT_ENTRY}(.param .u64 target)\n{{\n    .reg .b64 %rd<2>;\n    .reg .b32 %r<2>;\n"
-            f"{_FAULT_BODIES[kind]}    ret;\n}}\n")
-
-
 # ---- diagnostics for a failing load -----------------------------------------------------------------
 def compile_failure(ptx: str, key: str, path: Path, cc: str, exc: BaseException, fix: str | None = None
                     ) -> KernelCompileFailed:
@@ -343,5 +338,5 @@ def ptxas_diagnostics(path: Path, cc: str, lines: int = PTXAS_LINES) -> str:
     return "\n".join(text.splitlines()[:lines])
 
 
-__all__ = ["ENV_DUMP_DIR", "FAULT_ADDRESS", "FAULT_ENTRY", "FAULT_KINDS", "LoadedKernel", "ModuleCache",
-           "compile_failure", "dump_ptx", "fault_ptx", "module_key", "ptxas_diagnostics"]
+__all__ = ["ENV_DUMP_DIR", "LoadedKernel", "ModuleCache", "compile_failure", "dump_ptx", "module_key",
+           "ptxas_diagnostics"]
