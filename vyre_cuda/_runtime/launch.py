@@ -420,8 +420,7 @@ class PinnedRing:
         if n > len(self._words):
             raise ValueError(f"{n} parameter words do not fit the {len(self._words)}-word ring. "
                              "Fix: declare fewer buffers.")
-        if stream is not None and stream.ptr != self.stream.ptr:
-            self._foreign = True
+        foreign = stream is not None and stream.ptr != self.stream.ptr
         if self._pos + n > len(self._words):
             with cuda_errors("waiting for the streams before reusing the parameter ring"):
                 if self._foreign:  # the whole device: a caller's stream may be destroyed by now
@@ -434,6 +433,8 @@ class PinnedRing:
             if self._on_sync:
                 self._on_sync()
             self._pos = 0
+        if foreign:  # after the wrap: this copy is one the next wrap must wait for
+            self._foreign = True
         start = self._pos
         self._words[start:start + n] = values
         self._pos = start + n + (-(start + n) % 4)  # keep 16-byte alignment
