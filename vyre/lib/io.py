@@ -233,7 +233,7 @@ class Call:
                 raise UnsupportedFeature("device arrays in vyre.lib", getattr(backend, "id", "?"),
                                          "pass numpy arrays, or use a backend that binds device arrays (cuda).")
             self.like = tuple(a.data for a in given if a.on_device)
-            self.stream = backend.stream_for(stream, self.like)
+            self.stream = scratch.raw.stream_for(stream, self.like)
             self.alloc_stream = None if stream is None else self.stream  # no stream=: the call's is the current one
 
     def plan(self) -> Plan:
@@ -259,7 +259,7 @@ class Call:
         caller (resident calls), else scratch ``role``."""
         np_dtype = np.dtype(np_dtype)
         if self.on_device:
-            array = self.backend.new_array(self.like, _NP_TO_TYPE[np_dtype], elements, self.alloc_stream)
+            array = self.scratch.raw.new_array(self.like, _NP_TO_TYPE[np_dtype], elements, self.alloc_stream)
             handle = self.scratch.borrow(role, array)
             self._arrays[id(handle)] = array
             if self.recording is not None:
@@ -302,7 +302,7 @@ class Call:
             handle = self.backend.allocate_resident(4)
             return ResidentArray(handle, np_dtype, 0, self.backend)
         if self.on_device:
-            return self.backend.new_array(self.like, _NP_TO_TYPE[np.dtype(np_dtype)], 0, self.alloc_stream)
+            return self.scratch.raw.new_array(self.like, _NP_TO_TYPE[np.dtype(np_dtype)], 0, self.alloc_stream)
         return np.zeros(0, dtype=np_dtype)
 
     def device_data(self, array: Array) -> Any:
@@ -386,7 +386,7 @@ class FastCall:
         compiled steps refuse (a freed handle): compile again."""
         stream, given = call.stream, call.given
         inputs = [call.device_data(given[index]) for _, index, _ in self.inputs]
-        new_array, like, alloc = call.backend.new_array, call.like, call.alloc_stream
+        new_array, like, alloc = call.scratch.raw.new_array, call.like, call.alloc_stream
         arrays = [new_array(like, dtype, elements, alloc) for _, dtype, elements, _ in self.results]
         where = None
         if self.lane:

@@ -44,6 +44,7 @@ class ScratchCache:
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
+        self.raw = raw_backend(backend)  # for calls no hook observes (streams, new arrays): no proxy between
         self.lock = threading.RLock()
         self._handles: dict[tuple[str, int], Resident] = {}
         self._issued: weakref.WeakKeyDictionary[Resident, tuple[str, int]] = weakref.WeakKeyDictionary()
@@ -136,6 +137,9 @@ _caches_lock = threading.Lock()
 def scratch_for(backend: Any) -> ScratchCache:
     """The scratch cache of ``backend`` (created on first use)."""
     raw = raw_backend(backend)
+    cache = _caches.get(raw)  # the common case, without the lock: a cache made earlier
+    if cache is not None:
+        return cache
     with _caches_lock:
         cache = _caches.get(raw)
         if cache is None:
