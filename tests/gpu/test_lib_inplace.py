@@ -263,6 +263,48 @@ def test_compiled_calls_follow_new_arrays_and_arguments(backend, rng):
             lib.release_scratch()
 
 
+def test_repeated_calls_run_their_compiled_form_and_stay_exact(backend, rng):
+    """A loop's repeated calls (same function, arguments and array kinds) run their compiled form
+    directly (``vyre.lib.repeat``), each with its own arguments: calls that differ only in an op,
+    a bin count or a dtype never share one, kept results are never overwritten, and a
+    non-contiguous array after a repeat still gets its error."""
+    from vyre.lib.scratch import scratch_for
+
+    torch = pytest.importorskip("torch")
+    scratch = scratch_for(backend)
+    kept = []
+    for i in range(8):
+        x = rng.integers(0, 2**31, 20_001).astype(np.uint32)
+        f = rng.standard_normal(4_099).astype(np.float32)
+        d, df, t = cupy.asarray(x), cupy.asarray(f), torch.as_tensor(x.view(np.int32), device="cuda")
+        got = {"sum": lib.reduce(d), "max": lib.reduce(d, "max"), "fmin": lib.reduce(df, op="min"),
+               "scan": lib.inclusive_scan(d), "hist": lib.histogram(d & 15, 16), "hist32": lib.histogram(d & 31, 32),
+               "sorted": lib.sort(d), "order": lib.argsort(d), "torch": lib.inclusive_scan(t),
+               "pairs": lib.sort(d, d ^ np.uint32(7))}
+        kept.append((x, f, got))
+        if i == 2:
+            assert scratch.repeats, "the third call of each kind should have found its repeat"
+        if i == 5:
+            lib.release_scratch()
+    for x, f, got in kept:
+        assert int(got["sum"]) == int(x.sum(dtype=np.uint32))
+        assert int(got["max"]) == int(x.max())
+        assert float(got["fmin"]) == float(f.min())
+        np.testing.assert_array_equal(cupy.asnumpy(got["scan"]), np.cumsum(x, dtype=np.uint32))
+        np.testing.assert_array_equal(cupy.asnumpy(got["hist"]), np.bincount(x & 15, minlength=16))
+        np.testing.assert_array_equal(cupy.asnumpy(got["hist32"]), np.bincount(x & 31, minlength=32))
+        np.testing.assert_array_equal(cupy.asnumpy(got["sorted"]), np.sort(x))
+        np.testing.assert_array_equal(x[cupy.asnumpy(got["order"])], np.sort(x, kind="stable"))
+        np.testing.assert_array_equal(got["torch"].cpu().numpy(), np.cumsum(x.view(np.int32), dtype=np.int32))
+        order = np.argsort(x, kind="stable")
+        np.testing.assert_array_equal(cupy.asnumpy(got["pairs"][1]), (x ^ np.uint32(7))[order])
+    d = cupy.asarray(rng.integers(0, 2**31, 40_002).astype(np.uint32))
+    for _ in range(3):
+        lib.sort(d[:20_001])
+    with pytest.raises(InvalidProgram, match="not contiguous.*Fix: "):
+        lib.sort(d[::2])
+
+
 def test_graphs_given_as_cupy_arrays_never_cross_to_the_host(backend, rng):
     """from_edges, Graph, bfs and connected components on CuPy arrays: the same results as on numpy,
     and no host copy of the edges (the host-to-device bytes stay far below the edges' size)."""
