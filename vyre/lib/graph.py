@@ -525,10 +525,12 @@ class Graph(DeviceArrays):
 
     def close(self) -> None:
         """Free the graph's buffers (after any result copy still queued on a caller's stream)."""
-        if self._copied:
-            self._copied = False
-            self.backend.enqueue_sequence([])  # the backend's stream waits for the copies: then scratch is reusable
-        super().close()
+        try:
+            if self._copied:
+                self._copied = False
+                self.backend.enqueue_sequence([])  # the backend's stream waits for the copies: scratch is reusable
+        finally:
+            super().close()
 
     def scratch(self, name: str, nbytes: int) -> Any:
         """The graph's own resident buffer ``name`` (made on first use, kept until ``close``).
