@@ -27,10 +27,10 @@ _KINDS: dict[type, str | None] = {}
 
 
 def _kind(t: type) -> str | None:
-    """``"cupy"``, ``"torch"`` or None: the library a value of type ``t`` comes from (learnt once per type)."""
-    if t not in _KINDS:
-        root = t.__module__.partition(".")[0]
-        _KINDS[t] = root if root in _DEVICE_MODULES else None
+    """``"cupy"`` (a CuPy array type), ``"torch"`` (a torch tensor type) or None, learnt once per type."""
+    root = t.__module__.partition(".")[0]
+    device = root in _DEVICE_MODULES and (hasattr(t, "flags") if root == "cupy" else hasattr(t, "is_cuda"))
+    _KINDS[t] = root if device else None
     return _KINDS[t]
 
 
@@ -41,20 +41,22 @@ def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any]] | N
     parts: list[object] = []
     arrays: list[Any] = []
     for name, value in (*enumerate(args), *kwargs.items()):
-        if name == "stream":
-            continue
-        if isinstance(value, _SCALARS):  # floats by repr: -0.0 is not 0.0, and NaN equals NaN
-            parts.append((name, type(value), repr(value) if isinstance(value, float) else value))
-            continue
-        kind = _kind(type(value))
-        if kind is None:
-            return None
+        t = type(value)
+        kind = _KINDS[t] if t in _KINDS else _kind(t)
         if kind == "cupy":
-            if not (hasattr(value, "flags") and value.flags.c_contiguous):
+            if not value.flags.c_contiguous:
                 return None
-        elif not (getattr(value, "is_cuda", False) and value.is_contiguous()):
+        elif kind == "torch":
+            if not (value.is_cuda and value.is_contiguous()):
+                return None
+        elif name == "stream":
+            continue
+        elif isinstance(value, _SCALARS):  # floats by repr: -0.0 is not 0.0, and NaN equals NaN
+            parts.append((name, t, repr(value) if isinstance(value, float) else value))
+            continue
+        else:
             return None
-        parts.append((name, type(value), value.shape, value.dtype))
+        parts.append((name, t, value.shape, value.dtype))
         arrays.append(value)
     return tuple(parts), arrays
 

@@ -242,7 +242,11 @@ class InPlaceDispatcher:
         """A new array of ``count`` elements for a result: torch when any of ``like`` is a torch
         tensor, else CuPy; allocated in ``stream``'s order (None: the current stream's, which is
         the call's stream when the caller passed no ``stream=``)."""
-        kind = "torch" if any(device_kind(x) == "torch" for x in like) else "cupy"
+        kind = "cupy"
+        for x in like:
+            if device_kind(x) == "torch":
+                kind = "torch"
+                break
         if stream is None:
             return new_device_array(kind, dtype, count, self.runtime.device_id)[0]
         with stream:
