@@ -44,6 +44,7 @@ from vyre_cuda._runtime.arrays import (
     device_array,
     device_kind,
     device_pointer,
+    new_cupy_array,
     new_device_array,
     stream_pointer,
 )
@@ -247,6 +248,9 @@ class InPlaceDispatcher:
             if device_kind(x) == "torch":
                 kind = "torch"
                 break
+        else:
+            if stream is None:  # a loop's result on the current stream: the shortest way to it
+                return new_cupy_array(dtype.np_dtype, count, self.runtime.device_id)
         if stream is None:
             return new_device_array(kind, dtype, count, self.runtime.device_id)[0]
         with stream:
