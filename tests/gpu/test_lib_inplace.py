@@ -399,6 +399,26 @@ def test_graph_plain_calls_on_cupy_arrays(backend, rng):
     assert isinstance(lone, cupy.ndarray) and cupy.asnumpy(lone).tolist() == [0]
 
 
+def test_graph_plain_call_loop_reuses_its_buffers_and_stays_exact(backend, rng):
+    """Plain calls in a loop on CuPy arrays share vyre.lib's scratch (one set of handles per size):
+    every result exact and kept intact by later calls, and an open Graph beside them unaffected."""
+    from vyre.lib import graph
+
+    graphs = [_undirected_csr(rng, 20_000, 150_000) for _ in range(3)] + [_undirected_csr(rng, 7_001, 40_000)]
+    on_device = [(cupy.asarray(p), cupy.asarray(i)) for p, i in graphs]
+    with graph.Graph(*on_device[0], undirected=True) as kept:
+        results = []
+        for k in range(12):
+            p, i = on_device[k % 4]
+            undirected = k % 3 == 0
+            results.append((k, undirected, graph.bfs(p, i, k, undirected=undirected), graph.connected_components(p, i)))
+        for k, undirected, levels, labels in results:
+            ph, ih = graphs[k % 4]
+            np.testing.assert_array_equal(cupy.asnumpy(levels), graph.bfs(ph, ih, k, undirected=undirected))
+            np.testing.assert_array_equal(cupy.asnumpy(labels), graph.connected_components(ph, ih))
+        np.testing.assert_array_equal(cupy.asnumpy(kept.bfs(3)), graph.bfs(*graphs[0], 3, undirected=True))
+
+
 def test_graph_results_follow_the_callers_stream(backend, rng):
     """On a non-default CuPy stream: arrays made by work queued there are read after it, and work
     queued after the call sees the results (checked by values)."""

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any, TypeVar
 
@@ -32,7 +33,7 @@ from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.lib import graph_kernels as kernels
 from vyre.lib.plan import capacity
-from vyre.lib.scratch import raw_backend, scratch_for
+from vyre.lib.scratch import ScratchCache, raw_backend, scratch_for
 
 U32 = DataType.U32
 UNREACHED = 0xFFFFFFFF
@@ -214,17 +215,26 @@ class DeviceArrays:
     ``in_place`` on a backend that binds device arrays (``cuda``), device arrays are bound where
     they are (``ResidentSet.bind``, no copy) and referenced until ``close`` (``bound``)."""
 
-    def __init__(self, backend: object | None, arrays: Sequence[Any], *, in_place: bool = False) -> None:
+    def __init__(self, backend: object | None, arrays: Sequence[Any], *, in_place: bool = False,
+                 shared: ScratchCache | None = None) -> None:
         self.backend = backend_or_default(backend)
         self._res = ResidentSet(self.backend)
+        self.shared = shared  # vyre.lib's scratch: where a one-call graph borrows (``one_call``)
         on_device = [not isinstance(a, np.ndarray) for a in arrays]
         self.bound: tuple[Any, ...] = tuple(arrays) if in_place and any(on_device) and binds(self.backend) else ()
         try:
-            self.handles = [self._res.bind(a) if self.bound and device else self._res.upload(a)
-                            for a, device in zip(arrays, on_device, strict=True)]
+            self.handles = [self._bind(k, a) if self.bound and device else self._res.upload(a)
+                            for k, (a, device) in enumerate(zip(arrays, on_device, strict=True))]
         except BaseException:
             self.close()
             raise
+
+    def _bind(self, k: int, array: Any) -> Any:
+        """A handle over the ``k``-th device array: the shared scratch's handle of that role
+        (re-pointed, kept) for a one-call graph, else a handle of this set's own."""
+        if self.shared is not None and array.nbytes:
+            return self.shared.borrow(f"graph.array{k}", array)
+        return self._res.bind(array)
 
     def close(self) -> None:
         """Free the device buffers (handles over bound arrays are released; the arrays stay the caller's)."""
@@ -442,14 +452,14 @@ class Graph(DeviceArrays):
     """
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
-                 undirected: bool = False) -> None:
+                 undirected: bool = False, shared: ScratchCache | None = None) -> None:
         ptr, idx = check_csr(indptr, indices, backend)
         self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
         self._scratch: dict[str, object] = {}
         self._out: Any = None  # a borrowed handle over the last result array (re-pointed per result)
         self._copied = False  # a result was copied on a caller's stream since the last ordering
-        super().__init__(backend, [ptr, idx], in_place=True)
+        super().__init__(backend, [ptr, idx], in_place=True, shared=shared)
         self.like = tuple(given for given, checked in ((indptr, ptr), (indices, idx))
                           if self.bound and not isinstance(checked, np.ndarray))
         self.indptr_handle, self.indices_handle = self.handles
@@ -514,10 +524,13 @@ class Graph(DeviceArrays):
         raw = raw_backend(be)
         out = raw.new_array(self.like, U32, count, None)
         if count:
-            target = be.borrow(self._out, out)
-            if target is not self._out:
-                self._res.adopt(target)
-                self._out = target
+            if self.shared is not None:
+                target = self.shared.borrow("graph.result", out)
+            else:
+                target = be.borrow(self._out, out)
+                if target is not self._out:
+                    self._res.adopt(target)
+                    self._out = target
             be.enqueue_sequence([(copy_program(), [handle, target], _elements_config(count))],
                                 stream=raw.stream_for(None, self.like))
             self._copied = True
@@ -540,7 +553,9 @@ class Graph(DeviceArrays):
         """
         handle = self._scratch.get(name)
         if handle is None:
-            handle = self._scratch[name] = self._res.alloc(max(nbytes, 4))
+            size = max(nbytes, 4)
+            handle = self.shared.get(f"graph.{name}", size) if self.shared is not None else self._res.alloc(size)
+            self._scratch[name] = handle
         return handle
 
     def edge_sources(self) -> Any:
@@ -637,6 +652,24 @@ def _elements_config(elements: int) -> DispatchConfig:
     return DispatchConfig(elements=elements)
 
 
+@contextmanager
+def one_call(indptr: object, indices: object, backend: object | None, undirected: bool) -> Iterator[Graph]:
+    """The ``Graph`` of a plain call. Given device arrays on a backend that binds them, its buffers
+    are ``vyre.lib``'s scratch (the same handles for every call of the same size, the CSR arrays
+    borrowed by role), held under the scratch's lock for the call: a loop of plain calls binds
+    and captures once, as a ``Graph`` kept open does, and allocates nothing per call."""
+    from vyre.lib.io import device_array_info
+
+    be = backend_or_default(backend)
+    shared = scratch_for(be) if any(device_array_info(a) is not None for a in (indptr, indices)) and binds(be) else None
+    if shared is None:
+        with Graph(indptr, indices, backend=be, undirected=undirected) as g:
+            yield g
+        return
+    with shared.lock, Graph(indptr, indices, backend=be, undirected=undirected, shared=shared) as g:
+        yield g
+
+
 def connected_components(indptr: object, indices: object, *, backend: object | None = None,
                          undirected: bool = False, max_iterations: int | None = None) -> Any:
     """Label each vertex with the smallest vertex id of its (undirected) component, as u32.
@@ -644,7 +677,7 @@ def connected_components(indptr: object, indices: object, *, backend: object | N
     ``undirected=True`` says every edge is stored both ways, so each is looked at once. Device
     arrays are read in place and give a result of their kind (``Graph``).
     """
-    with Graph(indptr, indices, backend=backend, undirected=undirected) as g:
+    with one_call(indptr, indices, backend, undirected) as g:
         return g.connected_components(max_iterations)
 
 
@@ -657,7 +690,7 @@ def bfs(indptr: object, indices: object, source: int, *, backend: object | None 
     graph, build a ``Graph`` once and call its ``bfs``. Device arrays are read in place and give
     a result of their kind (``Graph``).
     """
-    with Graph(indptr, indices, backend=backend, undirected=undirected) as g:
+    with one_call(indptr, indices, backend, undirected) as g:
         return g.bfs(source, alpha, beta)
 
 
