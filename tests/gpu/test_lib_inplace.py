@@ -305,6 +305,22 @@ def test_repeated_calls_run_their_compiled_form_and_stay_exact(backend, rng):
         lib.sort(d[::2])
 
 
+def test_unique_of_many_small_keys_on_cupy(backend, rng):
+    """unique of 2^20+ CuPy keys: small nonnegative keys counted without a sort, others sorted; all
+    equal to numpy (u32 and i32, one key setting the top bit of the range, a negative key)."""
+    n = (1 << 20) + 3
+    for dtype, top in ((np.uint32, 255), (np.int32, 60_000), (np.uint32, 1 << 30), (np.int32, -7)):
+        x = rng.integers(0, 200, n).astype(dtype)
+        x[rng.integers(0, n)] = top
+        values, counts = lib.unique(cupy.asarray(x))
+        want_values, want_counts = np.unique(x, return_counts=True)
+        np.testing.assert_array_equal(cupy.asnumpy(values), want_values)
+        np.testing.assert_array_equal(cupy.asnumpy(counts), want_counts)
+        values, counts, distinct = lib.unique(cupy.asarray(x), count="device")
+        k = int(distinct[0])
+        np.testing.assert_array_equal(cupy.asnumpy(values[:k]), want_values)
+
+
 def test_graphs_given_as_cupy_arrays_never_cross_to_the_host(backend, rng):
     """from_edges, Graph, bfs and connected components on CuPy arrays: the same results as on numpy,
     and no host copy of the edges (the host-to-device bytes stay far below the edges' size)."""
