@@ -450,7 +450,8 @@ P = ParamSpec("P")
 def _call(impl: Callable[..., T], backend: Any, scratch: ScratchCache, args: tuple, kwargs: dict[str, Any]) -> T:
     """One library call under ``scratch``'s lock: the call a loop made last time runs its compiled
     form directly (``vyre.lib.repeat``); any other runs ``impl``, and is kept for next time when it
-    ended in a compiled call on the caller's device arrays."""
+    ended in a compiled call on the caller's device arrays (``scratch.ran``, which ``Call.fast``
+    sets and the wrapper clears after every call)."""
     described = describe(args, kwargs) if scratch.abilities()[1] else None
     key = None
     if described is not None and described[1]:
@@ -463,7 +464,6 @@ def _call(impl: Callable[..., T], backend: Any, scratch: ScratchCache, args: tup
             if out is not None:
                 return out
             scratch.repeats.pop(key, None)
-    scratch.ran = None
     result = impl(*args, backend=backend, scratch=scratch, **kwargs)
     if key is not None:
         scratch.keep_repeat(key, record(scratch.ran, result, args, kwargs))

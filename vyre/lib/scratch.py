@@ -90,7 +90,6 @@ class ScratchCache:
 
     def keep_repeat(self, key: tuple, repeat: Any) -> None:
         """Keep ``repeat`` (None: nothing to keep) for calls whose arguments give ``key`` (at most ``REPEATS``)."""
-        self.ran = None
         if repeat is None:
             return
         self.repeats[key] = repeat
