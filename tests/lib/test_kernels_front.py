@@ -1,6 +1,7 @@
 """The library kernels written as ``@vk.kernel`` functions emit the same PTX, byte for byte, as the
-builder-written programs they replaced (``builder_histogram.py``), for sm_80 and sm_90 and every
-parameter combination the library uses; a recorded run checks that the grid covers those."""
+builder-written programs they replaced (``builder_histogram.py``, ``builder_reduce.py``), for sm_80
+and sm_90 and every parameter combination the library uses; a recorded run checks that the grid
+covers those."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ import numpy as np
 import pytest
 
 from tests.lib.builder_histogram import histogram_kernel as built_histogram
+from tests.lib.builder_reduce import reduce_tiles as built_reduce_tiles
 from tests.lib.test_plan import RecordingBackend
 from vyre import lib
 from vyre.ir import DataType, Expr, Program
 from vyre.lib._histogram.api import INT_TYPES
 from vyre.lib._histogram.kernels import histogram_kernel
 from vyre.lib._histogram.topology import HISTOGRAM_SHARED_MAX
-from vyre.lib.blocks import U32, WG, load_param
+from vyre.lib._scan.kernels import REDUCE_ITEMS, reduce_tiles
+from vyre.lib.blocks import PARAM_WORDS, U32, WG, load_param
+from vyre.lib.monoid import FLOAT_TYPES, OPS, SCAN_TYPES, Monoid
 from vyre.lib.plan import capacity
 from vyre.lib.transform import element, fused
 
@@ -49,10 +53,19 @@ def _cases() -> list[tuple[Program, Program]]:
 CASES = _cases()
 
 
+def _different(cases: list[tuple[Program, Program]]) -> list[tuple[str, str, int]]:
+    """(name, sm, index) of each case whose two programs emit different PTX."""
+    return [(front.name or "", sm, i) for i, (front, built) in enumerate(cases) for sm in SMS
+            if emit_ptx(front, sm=sm) != emit_ptx(built, sm=sm)]
+
+
+def _ran(be: RecordingBackend, prefix: str) -> set[Program]:
+    """The programs named ``prefix...`` that ``be`` dispatched."""
+    return {p for steps in be.sequences for p, _, _ in steps if (p.name or "").startswith(prefix)}
+
+
 def test_histogram_ptx_is_the_builders_byte_for_byte() -> None:
-    different = [(front.name, sm, i) for i, (front, built) in enumerate(CASES) for sm in SMS
-                 if emit_ptx(front, sm=sm) != emit_ptx(built, sm=sm)]
-    assert not different, different
+    assert not _different(CASES)
     assert len(CASES) * len(SMS) == 476  # 8 dtypes x 2 count types x 7 bin classes x 2 word sets, + 14 fused, x 2 sms
 
 
@@ -64,7 +77,41 @@ def test_every_histogram_the_library_runs_is_checked(rng) -> None:
     for keys in (np.uint32, np.int32):
         lib.unique(rng.integers(0, 100, 3000).astype(keys), key_range=(0, 100), backend=be)
         lib.unique(rng.integers(0, 100, 3000).astype(keys), key_range=(0, 10000), backend=be)
-    ran = {p for steps in be.sequences for p, _, _ in steps if (p.name or "").startswith("lib_histogram")}
+    ran = _ran(be, "lib_histogram")
     checked = {front for front, _ in CASES}
     assert len(ran) >= 8 * 2 + 2
+    assert ran <= checked, sorted(p.name or "" for p in ran - checked)
+
+
+#: every monoid a reduction takes (float types have no bitwise ops)
+MONOIDS = tuple(Monoid(op, t) for op, t in itertools.product(OPS, SCAN_TYPES)
+                if not (t in FLOAT_TYPES and op in ("and", "or", "xor")))
+#: reduce's own plan: one params word per level (at most three levels of 4096-element tiles below 2^32)
+REDUCE_WORDS = (0, 1, 2)
+COUNT = Monoid("add", DataType.U32)
+REDUCE_CASES = [(reduce_tiles(m, REDUCE_ITEMS, w), built_reduce_tiles(m, REDUCE_ITEMS, w))
+                for m, w in itertools.product(MONOIDS, REDUCE_WORDS)]
+# unique(key_range=) reduces its u32 bin counts after the words of its other steps: any word
+REDUCE_CASES += [(reduce_tiles(COUNT, REDUCE_ITEMS, w), built_reduce_tiles(COUNT, REDUCE_ITEMS, w))
+                 for w in range(len(REDUCE_WORDS), PARAM_WORDS)]
+
+
+def test_reduce_ptx_is_the_builders_byte_for_byte() -> None:
+    assert not _different(REDUCE_CASES)
+    assert len(REDUCE_CASES) == 30 * 3 + 29  # 30 monoids x 3 words, + the u32 count on every other word
+
+
+def test_every_reduction_the_library_runs_is_checked(rng) -> None:
+    """The tile reductions ``reduce`` (every op and type, one to three levels) and
+    ``unique(key_range=)`` dispatch are among the checked ones."""
+    be = RecordingBackend()
+    for m in MONOIDS:
+        for n in (3000, 4096 * 4096 + 1):
+            x = rng.integers(0, 100, n).astype(m.dtype.np_dtype)
+            lib.reduce(x, m.op, backend=be)
+    for keys in (np.uint32, np.int32):
+        lib.unique(rng.integers(0, 100, 3000).astype(keys), key_range=(0, 10000), backend=be)
+    ran = _ran(be, "lib_reduce_") - _ran(be, "lib_reduce_segments")
+    checked = {front for front, _ in REDUCE_CASES}
+    assert len(ran) >= 30 * 2 + 1
     assert ran <= checked, sorted(p.name or "" for p in ran - checked)

@@ -20,13 +20,13 @@ from typing import Any, TypeGuard
 
 from vyre.driver.errors import ValidationError, VyreError
 from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
-from vyre.frontend.consts import MAX_UNROLL, ConstSpec, Scalar, StaticError, static_eval
+from vyre.frontend.consts import MAX_UNROLL, ConstSpec, Scalar, StaticError, fold, static_eval
 from vyre.frontend.exprs import EXPANSION_BUDGET, ExprLowering, cast_name
 from vyre.frontend.intrinsics import Intrinsic
 from vyre.frontend.names import annotation_value, namespace_of, static_value
 from vyre.frontend.source import LineMap, SourceFile
-from vyre.frontend.values import BOOL, U32, Buffer, Number, PyObject, Typed, Value
-from vyre.ir.expr import Expr
+from vyre.frontend.values import BOOL, U32, Buffer, Number, Owned, PyObject, Typed, Untyped, Value
+from vyre.ir.expr import Expr, name_of
 from vyre.ir.node import Barrier, Let, Node, Return, Store
 from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
@@ -81,6 +81,7 @@ class _Frame:
     is_helper: bool
     buffers: dict[str, BufferDecl] = field(default_factory=dict)
     numbers: dict[str, Number] = field(default_factory=dict)  # helper parameters bound to number literals
+    objects: dict[str, PyObject] = field(default_factory=dict)  # helper parameters bound to functions and types
     consts: dict[str, tuple[Scalar, Value]] = field(default_factory=dict)  # compile-time values: Python, literal
     scalars: set[str] = field(default_factory=set)
     scopes: list[dict[str, _Var]] = field(default_factory=lambda: [{}])
@@ -244,8 +245,11 @@ class Lowering(ExprLowering):
             self.emit(Node.assign(var.ir, v.expr), stmt)
             return
         v = self.typed(value, annotated or frame.types.get(name), f"value assigned to {name!r}")
-        ir = frame.rename(name)
-        self.emit(Node.let(ir, v.expr), stmt)
+        if isinstance(v, Owned):  # a helper's own variable, dead after the call: the name takes it over
+            ir = name_of(v.expr)
+        else:
+            ir = frame.rename(name)
+            self.emit(Node.let(ir, v.expr), stmt)
         frame.scopes[-1][name] = _Var(ir, v.dtype, False)
         frame.types[name] = v.dtype
 
@@ -364,6 +368,21 @@ class Lowering(ExprLowering):
         else:
             self.out.extend(body)
 
+    def _BinOp(self, node: ast.BinOp) -> Value:
+        """An operator; on integers whose operands are compile-time values, one a Const (or an
+        unrolled loop variable), one literal computed with the IR's arithmetic (``k * WG``)."""
+        v = super()._BinOp(node)
+        try:
+            found = static_eval(node, self._static_name)
+        except StaticError:
+            return v  # Python cannot evaluate it (a shift past 64 bits ...): the IR arithmetic stays
+        if found is None or not found[1] or not isinstance(found[0], int) or isinstance(found[0], bool):
+            return v
+        if isinstance(v, Untyped):
+            build = v.build
+            return Untyped(lambda t: fold(build(t)), v.default)
+        return fold(v) if isinstance(v, Typed) else v
+
     def _static(self, node: ast.expr) -> tuple[Scalar, bool] | None:
         """``static_eval`` of ``node`` in this frame; its errors name the line."""
         try:
@@ -376,7 +395,7 @@ class Lowering(ExprLowering):
         frame = self.frame
         if name in frame.consts:
             return frame.consts[name][0], True
-        if frame.find(name) is not None or name in frame.buffers or name in frame.ended:
+        if frame.find(name) is not None or name in frame.buffers or name in frame.ended or name in frame.objects:
             return None
         if name in frame.numbers:
             return frame.numbers[name].value, False
@@ -481,6 +500,8 @@ class Lowering(ExprLowering):
             return Typed(Expr.var(var.ir), var.dtype)
         if name in frame.numbers:
             return frame.numbers[name]
+        if name in frame.objects:
+            return frame.objects[name]
         decl = frame.buffers.get(name)
         if decl is not None:
             if name in frame.scalars:
@@ -589,6 +610,8 @@ class Lowering(ExprLowering):
                 self._take_identifiers(fndef, code)
         namespace = namespace_of(func.fn)
         frame = _Frame(source, namespace, self.fresh, is_helper=True)
+        assigned = _assigned_names(fndef)
+        aliased: set[str] = set()  # parameters that are the caller's variables themselves
         for param, arg in zip(params, node.args):
             spec = annotation_value(param.annotation, namespace, source) if param.annotation is not None else None
             if isinstance(spec, ConstSpec):
@@ -600,10 +623,18 @@ class Lowering(ExprLowering):
             if isinstance(v, Buffer):
                 frame.buffers[param.arg] = v.decl
                 continue
+            if isinstance(v, PyObject):
+                frame.objects[param.arg] = v  # a Python object of the caller (a function, a type ...)
+                continue
             if isinstance(v, Number) and want is None:
                 frame.numbers[param.arg] = v  # a literal has no effect: it stays untyped, typed where used
                 continue
             v = self.coerce(arg, v, want, f"argument {param.arg!r} of {func.name}()")
+            if v.expr.op == Op.VAR and param.arg not in assigned:  # nothing can change it during the call
+                frame.scopes[0][param.arg] = _Var(name_of(v.expr), v.dtype, False)
+                frame.types[param.arg] = v.dtype
+                aliased.add(param.arg)
+                continue
             ir = self.fresh(param.arg)
             self.emit(Node.let(ir, v.expr), stmt)
             frame.scopes[0][param.arg] = _Var(ir, v.dtype, False)
@@ -618,7 +649,14 @@ class Lowering(ExprLowering):
         try:
             for s in body:
                 self.statement(s)
-            return self.value(ret.value) if ret is not None and ret.value is not None else None
+            result = self.value(ret.value) if ret is not None and ret.value is not None else None
+            if isinstance(result, Owned):  # a nested helper's own variable: as dead as ours
+                return result
+            if isinstance(result, Typed) and result.expr.op == Op.VAR:
+                own = {var.ir for name, var in frame.scopes[0].items() if name not in aliased}
+                if name_of(result.expr) in own:
+                    return Owned(result.expr, result.dtype)
+            return result
         finally:
             self.inlining.pop()
             self.frame, self.source, self.site = saved
@@ -636,6 +674,16 @@ class Lowering(ExprLowering):
         except VyreError as exc:
             raise self.error(arg, exc.message, exc.fix.rstrip("."), "type_mismatch") \
                 from None
+
+
+def _assigned_names(fndef: ast.FunctionDef) -> set[str]:
+    """The names a function assigns or updates (or loops over) anywhere in its body."""
+    names: set[str] = set()
+    for n in ast.walk(fndef):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+            n, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
 
 
 def _node_has_effect(node: Node) -> bool:

@@ -1,5 +1,6 @@
 """IR building blocks shared by the ``vyre.lib`` kernels: the parameter words, warp and workgroup
-scans and reductions, bounded waits, and the zero fill.
+scans and reductions, bounded waits, and the zero fill; the same reductions as ``@vk.func``
+helpers for the kernels written with the front end (``identity`` ... ``block_reduce``).
 
 Every kernel runs workgroups of ``WG = 256`` invocations (8 subgroups of 32). A *tile* is the
 ``WG * items`` elements one workgroup handles at a time. Every helper takes a ``prefix`` for the
@@ -12,8 +13,11 @@ compile-time constants chosen by the plan (``vyre.lib.plan.Plan.word``).
 from __future__ import annotations
 
 from functools import cache
+from typing import Annotated, Any
 
+from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BufferSpec
+from vyre.frontend.kernel import Func
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.program import Access
 from vyre.lib.monoid import Monoid
@@ -155,6 +159,62 @@ def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums
     if inclusive:
         return nodes, [m.combine(before, r) for r in running]
     return nodes, [before] + [m.combine(before, r) for r in running[:-1]]
+
+
+# ---- the same, as @vk.func helpers: ``m`` is the Monoid, passed as it is (``m.apply``, ``m.element``) ----
+@vk.func
+def identity(m: Any):
+    """``m.pad()``: the literal a partial tile is padded with."""
+    return m.element(m.pad_number)
+
+
+@vk.func
+def warp_sum(value: Any, m: Any):
+    """``warp_reduce`` of add: every lane gets the sum of the 32 (``subgroup_add``)."""
+    total = vk.subgroup_add(value)
+    return total
+
+
+@vk.func
+def _butterfly_step(v: Any, m: Any, d: Annotated[int, vk.Const[int]]):
+    return m.apply(v, vk.subgroup_shuffle(v, vk.subgroup_local_id() ^ d))
+
+
+@vk.func
+def warp_butterfly(value: Any, m: Any):
+    """``warp_reduce`` of the other ops: every lane gets the combination of all 32 (a butterfly)."""
+    v0 = value
+    v1 = _butterfly_step(v0, m, 16)
+    v2 = _butterfly_step(v1, m, 8)
+    v3 = _butterfly_step(v2, m, 4)
+    v4 = _butterfly_step(v3, m, 2)
+    v5 = _butterfly_step(v4, m, 1)
+    return v5
+
+
+def warp_reducer(m: Monoid) -> Func:
+    """The helper that reduces over a warp for ``m`` (what ``warp_reduce`` chooses)."""
+    return warp_sum if m.op == "add" else warp_butterfly
+
+
+@vk.func
+def fold_warps(sums: Any, m: Any, warps: Annotated[int, vk.Const[int]]):
+    """``pad op sums[0] op ... op sums[warps - 1]``, in order (``fold_warp_totals`` without its options)."""
+    t = identity(m)
+    for j in range(warps):
+        t = m.apply(t, sums[j])
+    return t
+
+
+@vk.func
+def block_reduce_of(value: Any, sums: Any, m: Any, warp_total: Any):
+    """``block_reduce``: ``value`` combined over the workgroup, the total in every invocation;
+    ``sums`` holds ``WARPS`` values of ``m``'s type, ``warp_total`` is ``warp_reducer(m)``."""
+    total = warp_total(value, m)
+    if vk.subgroup_local_id() == 0:
+        sums[vk.lid() >> 5] = total
+    vk.barrier()
+    return fold_warps(sums, m, WARPS)
 
 
 def bounded_wait(done: str, levels: int, width: int, body: list[Node], prefix: str) -> Node:

@@ -9,15 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
+from typing import Annotated
 
+from vyre.frontend import lang as vk
+from vyre.frontend.annotations import BufferSpec
+from vyre.frontend.template import KernelTemplate
 from vyre.ir import BufferDecl, Expr, Node, Program
+from vyre.ir.program import Access
 from vyre.lib.blocks import (
+    PARAMS,
     U32,
     WARPS,
     WG,
     WG_SIZE,
     block_reduce,
+    block_reduce_of,
     fold_warp_totals,
+    identity,
     lane,
     lid,
     load_param,
@@ -28,6 +36,7 @@ from vyre.lib.blocks import (
     warp,
     warp_inclusive_scan,
     warp_reduce,
+    warp_reducer,
     wid,
 )
 from vyre.lib.monoid import Monoid
@@ -41,21 +50,39 @@ def _exit_past(base: Expr, n: Expr) -> Node:
     return Node.if_(Expr.ge(base, n), Node.return_())
 
 
+@vk.func
+def tile_element(items: Annotated[int, vk.Const[int]], k: Annotated[int, vk.Const[int]]):
+    """Element ``k*WG + t`` of this workgroup's tile of ``WG*items`` elements (coalesced)."""
+    return vk.wid() * (items * WG) + (k * WG + vk.lid())
+
+
+@cache
+def _reduce_tiles(m: Monoid) -> KernelTemplate:
+    """The tile reduction of ``m``; its Const parameters are the items per invocation and n's params word."""
+    values, partials = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
+    warp_total = warp_reducer(m)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_reduce_{m.op}_{m.dtype.value}")
+    def reduce_tiles(x: Annotated[vk.In[vk.u32], values], partial: Annotated[vk.InOut[vk.u32], partials],
+                     params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], n_word: vk.Const[int]):
+        sums = vk.shared(m.element, WARPS)
+        if vk.wid() * (items * WG) >= params[n_word]:
+            return  # no element in this tile
+        acc = identity(m)
+        for k in range(items):
+            acc = m.apply(acc, vk.select(tile_element(items, k) < params[n_word], x[tile_element(items, k)],
+                                         identity(m)))
+        total = block_reduce_of(acc, sums, m, warp_total)
+        if vk.lid() == 0:
+            partial[vk.wid()] = total
+
+    return reduce_tiles
+
+
 @cache
 def reduce_tiles(m: Monoid, items: int, n_word: int) -> Program:
     """``partial[w] = x[w*T] op ... op x[w*T + T - 1]`` for each tile of ``T = WG*items`` elements."""
-    n, base = load_param(n_word), Expr.mul(wid(), u(WG * items))
-    body: list[Node] = [_exit_past(base, n), Node.let("acc", m.pad())]
-    for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        value = Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
-        body.append(Node.assign("acc", m.combine(var("acc"), value)))
-    nodes, total = block_reduce(m, var("acc"), "sums", "b")
-    body += nodes
-    body.append(Node.if_(Expr.eq(lid(), u(0)), Node.store("partial", wid(), total)))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("partial", 1, m.dtype), params(2),
-               BufferDecl.workgroup("sums", WARPS, m.dtype)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_reduce_{m.op}_{m.dtype.value}")
+    return _reduce_tiles(m).bind(items, n_word).program
 
 
 def segment(n: Expr, span_word: int, tile: int) -> list[Node]:

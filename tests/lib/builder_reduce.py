@@ -1,0 +1,25 @@
+"""The builder-written tile reduction as it was before the library wrote it as a ``@vk.kernel``
+(``vyre.lib._scan.kernels``): kept only as the oracle of ``test_kernels_front.py``, which checks
+that both emit byte-identical PTX."""
+
+from __future__ import annotations
+
+from vyre.ir import BufferDecl, Expr, Node, Program
+from vyre.lib.blocks import WARPS, WG, WG_SIZE, block_reduce, lid, load_param, params, u, var, wid
+from vyre.lib.monoid import Monoid
+
+
+def reduce_tiles(m: Monoid, items: int, n_word: int) -> Program:
+    """The builder's program of ``vyre.lib._scan.kernels.reduce_tiles`` (same arguments)."""
+    n, base = load_param(n_word), Expr.mul(wid(), u(WG * items))
+    body: list[Node] = [Node.if_(Expr.ge(base, n), Node.return_()), Node.let("acc", m.pad())]
+    for k in range(items):
+        index = Expr.add(base, Expr.add(u(k * WG), lid()))
+        value = Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
+        body.append(Node.assign("acc", m.combine(var("acc"), value)))
+    nodes, total = block_reduce(m, var("acc"), "sums", "b")
+    body += nodes
+    body.append(Node.if_(Expr.eq(lid(), u(0)), Node.store("partial", wid(), total)))
+    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("partial", 1, m.dtype), params(2),
+               BufferDecl.workgroup("sums", WARPS, m.dtype)]
+    return Program(buffers, WG_SIZE, body, name=f"lib_reduce_{m.op}_{m.dtype.value}")
