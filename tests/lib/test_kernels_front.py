@@ -1,7 +1,7 @@
 """The library kernels written as ``@vk.kernel`` functions emit the same PTX, byte for byte, as the
-builder-written programs they replaced (``builder_histogram.py``, ``builder_reduce.py``), for sm_80
-and sm_90 and every parameter combination the library uses; a recorded run checks that the grid
-covers those."""
+builder-written programs they replaced (``builder_histogram.py``, ``builder_reduce.py``,
+``builder_segments.py``), for sm_80 and sm_90 and every parameter combination the library uses; a
+recorded run checks that the grid covers those."""
 
 from __future__ import annotations
 
@@ -12,13 +12,17 @@ import pytest
 
 from tests.lib.builder_histogram import histogram_kernel as built_histogram
 from tests.lib.builder_reduce import reduce_tiles as built_reduce_tiles
+from tests.lib.builder_segments import count_segments as built_count_segments
+from tests.lib.builder_segments import reduce_segments as built_reduce_segments
 from tests.lib.test_plan import RecordingBackend
 from vyre import lib
 from vyre.ir import DataType, Expr, Program
 from vyre.lib._histogram.api import INT_TYPES
 from vyre.lib._histogram.kernels import histogram_kernel
 from vyre.lib._histogram.topology import HISTOGRAM_SHARED_MAX
-from vyre.lib._scan.kernels import REDUCE_ITEMS, reduce_tiles
+from vyre.lib._scan.kernels import REDUCE_ITEMS, reduce_segments, reduce_tiles
+from vyre.lib._select.api import FLAG_TYPES, VALUE_TYPES
+from vyre.lib._select.kernels import Predicate, count_segments
 from vyre.lib.blocks import PARAM_WORDS, U32, WG, load_param
 from vyre.lib.monoid import FLOAT_TYPES, OPS, SCAN_TYPES, Monoid
 from vyre.lib.plan import capacity
@@ -114,4 +118,64 @@ def test_every_reduction_the_library_runs_is_checked(rng) -> None:
     ran = _ran(be, "lib_reduce_") - _ran(be, "lib_reduce_segments")
     checked = {front for front, _ in REDUCE_CASES}
     assert len(ran) >= 30 * 2 + 1
+    assert ran <= checked, sorted(p.name or "" for p in ran - checked)
+
+
+#: the scans' upsweep runs for the types without a look-back scan (F32 and the 64-bit types); its
+#: (n, span) params words follow the init value's words (none, one F32 word, two 64-bit words)
+UPSWEEP_MONOIDS = tuple(m for m in MONOIDS if m.dtype not in (DataType.U32, DataType.I32))
+UPSWEEP_WORDS = ((0, 1), (1, 2), (2, 3))
+#: compaction's upsweep: (predicate, (n, span) words): select's flags, select_if's range after lo and
+#: hi (one or two words each), run-length encoding's run starts (alone, or after unique's words),
+#: unique(key_range=)'s u32 flags after its histogram's words
+COUNT_PREDICATES = (
+    [(Predicate("flags", t, f), (0, 1)) for t, f in itertools.product(VALUE_TYPES, FLAG_TYPES)]
+    + [(Predicate("flags", DataType.U32, DataType.U32), (5, 6))]
+    + [(Predicate("range", t), words) for t, words in itertools.product(VALUE_TYPES, ((2, 3), (4, 5)))]
+    + [(Predicate("run_start", t), words) for t, words in itertools.product(VALUE_TYPES, ((0, 1), (5, 6)))])
+SEGMENT_CASES = [(reduce_segments(m, REDUCE_ITEMS, *w), built_reduce_segments(m, REDUCE_ITEMS, *w))
+                 for m, w in itertools.product(UPSWEEP_MONOIDS, UPSWEEP_WORDS)]
+SEGMENT_CASES += [(count_segments(p, REDUCE_ITEMS, *w), built_count_segments(p, REDUCE_ITEMS, *w))
+                  for p, w in COUNT_PREDICATES]
+
+
+#: transform_reduce and the transform_ scans apply a transform where these kernels load x
+TRANSFORMS = (element("twice", DataType.U8, U32, lambda v: Expr.mul(Expr.cast(U32, v), Expr.u32(2))),
+              element("half", DataType.F32, DataType.F32, lambda v: Expr.mul(v, Expr.f32(0.5))))
+
+
+def test_transformed_reductions_are_the_builders_byte_for_byte() -> None:
+    """A transform rewrites the loads of x: the same rewrite of the same program gives the same PTX."""
+    cases = []
+    for t in TRANSFORMS:
+        m = Monoid("max", t.out_type)
+        cases += [(fused(reduce_tiles(m, REDUCE_ITEMS, 0), t), fused(built_reduce_tiles(m, REDUCE_ITEMS, 0), t)),
+                  (fused(reduce_segments(m, REDUCE_ITEMS, 0, 1), t),
+                   fused(built_reduce_segments(m, REDUCE_ITEMS, 0, 1), t))]
+    assert not _different(cases)
+
+
+def test_upsweep_ptx_is_the_builders_byte_for_byte() -> None:
+    assert not _different(SEGMENT_CASES)
+    assert len(SEGMENT_CASES) == 18 * 3 + 6 * 10 + 1 + 6 * 2 + 6 * 2
+
+
+def test_every_upsweep_the_library_runs_is_checked(rng) -> None:
+    """The segment reductions of the scans (every op, init or not) and the counts of ``select``,
+    ``select_if``, ``unique``, ``run_length_encode`` and ``unique(key_range=)`` are checked ones."""
+    be = RecordingBackend()
+    for t in VALUE_TYPES:
+        x = rng.integers(0, 100, 10000).astype(t.np_dtype)
+        for op in ("add", "min", "max") + (() if t in FLOAT_TYPES else ("and", "or", "xor")):
+            lib.inclusive_scan(x, op, backend=be)
+            lib.exclusive_scan(x, op, 3, backend=be)
+        for f in FLAG_TYPES:
+            lib.select(x, (x & 1 if t not in FLOAT_TYPES else x > 3).astype(f.np_dtype), backend=be)
+        lib.select_if(x, 10, 50, backend=be)
+        lib.unique(x, backend=be)
+        lib.run_length_encode(x, backend=be)
+    lib.unique(rng.integers(0, 100, 3000).astype(np.uint32), key_range=(0, 10000), backend=be)
+    ran = _ran(be, "lib_reduce_segments") | _ran(be, "lib_count_")
+    checked = {front for front, _ in SEGMENT_CASES}
+    assert len(ran) >= 18 + 2 * 10 + 6 + 4  # flags see raw 32- or 64-bit words
     assert ran <= checked, sorted(p.name or "" for p in ran - checked)

@@ -383,6 +383,13 @@ class Lowering(ExprLowering):
             return Untyped(lambda t: fold(build(t)), v.default)
         return fold(v) if isinstance(v, Typed) else v
 
+    def _IfExp(self, node: ast.IfExp) -> Value:
+        """``a if c else b``; with a compile-time ``c`` using a Const (as an ``if``'s), only the taken side."""
+        taken = self._static_condition(node.test)
+        if taken is None:
+            return super()._IfExp(node)
+        return self.value(node.body if taken else node.orelse)
+
     def _static(self, node: ast.expr) -> tuple[Scalar, bool] | None:
         """``static_eval`` of ``node`` in this frame; its errors name the line."""
         try:

@@ -7,9 +7,8 @@ compile-time constants chosen by the topology (``vyre.lib._scan.topology``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache
-from typing import Annotated
+from typing import Annotated, Any
 
 from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BufferSpec
@@ -22,12 +21,10 @@ from vyre.lib.blocks import (
     WARPS,
     WG,
     WG_SIZE,
-    block_reduce,
     block_reduce_of,
     fold_warp_totals,
     identity,
     lane,
-    lid,
     load_param,
     params,
     typed_params,
@@ -95,35 +92,73 @@ def segment(n: Expr, span_word: int, tile: int) -> list[Node]:
             Node.let("seg_tiles", Expr.div(Expr.add(size, u(tile - 1)), u(tile)))]
 
 
-def fold_segment(m: Monoid, items: int, n: Expr, span_word: int, value: Callable[[Expr], Expr]) -> list[Node]:
-    """Bind ``acc``: this invocation's fold of ``value(i)`` over element ``k*WG + t`` of every tile of
-    its workgroup's segment (coalesced), in order; the caller reduces ``acc`` over the workgroup."""
-    tile = WG * items
-    body = segment(n, span_word, tile) + [Node.let("acc", m.pad())]
-    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile))))]
-    for k in range(items):
-        step.append(Node.assign("acc", m.combine(var("acc"), value(Expr.add(var("tb"), Expr.add(u(k * WG), lid()))))))
-    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
-    return body
+@vk.func
+def segment_tiles(seg_base: Any, params: Any, n_word: Annotated[int, vk.Const[int]],
+                  span_word: Annotated[int, vk.Const[int]], tile: Annotated[int, vk.Const[int]]):
+    """``segment``'s ``seg_tiles``: the tiles of ``tile`` elements below ``n`` in the segment at ``seg_base``."""
+    return (min(params[span_word], params[n_word] - seg_base) + (tile - 1)) // tile
 
 
-def partial_of_segment(m: Monoid, body: list[Node]) -> list[Node]:
-    nodes, total = block_reduce(m, var("acc"), "sums", "b")
-    return body + nodes + [Node.if_(Expr.eq(lid(), u(0)), Node.store("partial", wid(), total))]
+@vk.func
+def segment_element(tb: Any, k: Annotated[int, vk.Const[int]]):
+    """Element ``k*WG + t`` of the tile at ``tb`` (coalesced)."""
+    return tb + (k * WG + vk.lid())
+
+
+@vk.func
+def fold_segment(x: Any, extra: Any, params: Any, m: Any, value: Any, arg: Any, items: Annotated[int, vk.Const[int]],
+                 n_word: Annotated[int, vk.Const[int]], span_word: Annotated[int, vk.Const[int]], seg_base: Any):
+    """This invocation's fold with ``m`` of ``value(x, extra, params, tb, k, n_word, arg)`` (element
+    ``tb + k*WG + t``) over every tile of its workgroup's segment, in order; the caller reduces
+    it over the workgroup (``partial_of_segment``)."""
+    seg_tiles = segment_tiles(seg_base, params, n_word, span_word, items * WG)
+    acc = identity(m)
+    for t in range(seg_tiles):
+        tb = seg_base + t * (items * WG)
+        for k in range(items):
+            acc = m.apply(acc, value(x, extra, params, tb, k, n_word, arg))
+    return acc
+
+
+@vk.func
+def padded(x: Any, extra: Any, params: Any, tb: Any, k: Annotated[int, vk.Const[int]],
+           n_word: Annotated[int, vk.Const[int]], m: Any):
+    """``fold_segment``'s value of a reduction: the element, or ``m``'s pad past ``n``."""
+    return vk.select(segment_element(tb, k) < params[n_word], x[segment_element(tb, k)], identity(m))
+
+
+@vk.func
+def partial_of_segment(acc: Any, partial: Any, sums: Any, m: Any, warp_total: Any):
+    """``partial[w]`` = ``acc`` combined over the workgroup."""
+    total = block_reduce_of(acc, sums, m, warp_total)
+    if vk.lid() == 0:
+        partial[vk.wid()] = total
+
+
+@cache
+def _reduce_segments(m: Monoid) -> KernelTemplate:
+    """The segment reduction of ``m``; its Const parameters: items per invocation, n's and span's params words."""
+    values, partials = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
+    warp_total = warp_reducer(m)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_reduce_segments_{m.op}_{m.dtype.value}")
+    def reduce_segments(x: Annotated[vk.In[vk.u32], values], partial: Annotated[vk.InOut[vk.u32], partials],
+                        params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], n_word: vk.Const[int],
+                        span_word: vk.Const[int]):
+        sums = vk.shared(m.element, WARPS)
+        seg_base = vk.wid() * params[span_word]  # workgroup w owns elements w*span ... w*span + span - 1
+        if seg_base >= params[n_word]:
+            return
+        acc = fold_segment(x, x, params, m, padded, m, items, n_word, span_word, seg_base)
+        partial_of_segment(acc, partial, sums, m, warp_total)
+
+    return reduce_segments
 
 
 @cache
 def reduce_segments(m: Monoid, items: int, n_word: int, span_word: int) -> Program:
     """``partial[w]`` = the combination of workgroup ``w``'s segment (the scans' upsweep)."""
-    n = load_param(n_word)
-
-    def value(index: Expr) -> Expr:
-        return Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
-
-    body = partial_of_segment(m, fold_segment(m, items, n, span_word, value))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("partial", 1, m.dtype), params(2),
-               BufferDecl.workgroup("sums", WARPS, m.dtype)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_reduce_segments_{m.op}_{m.dtype.value}")
+    return _reduce_segments(m).bind(items, n_word, span_word).program
 
 
 def warp_striped(base: Expr, k: int, items: int) -> Expr:

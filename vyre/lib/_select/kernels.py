@@ -6,10 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import Annotated, Any
 
+from vyre.frontend import lang as vk
+from vyre.frontend.annotations import BufferSpec
+from vyre.frontend.template import KernelTemplate
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
-from vyre.lib._scan.kernels import fold_segment, partial_of_segment, segment
+from vyre.ir.program import Access
+from vyre.lib._scan.kernels import fold_segment, partial_of_segment, segment, segment_element
 from vyre.lib.blocks import (
+    PARAM_WORDS,
+    PARAMS,
     U32,
     WARPS,
     WG,
@@ -23,10 +30,11 @@ from vyre.lib.blocks import (
     var,
     warp,
     warp_inclusive_scan,
+    warp_sum,
     wid,
 )
-from vyre.lib.keys import equality_key, raw_type
-from vyre.lib.monoid import COUNT
+from vyre.lib.keys import KeyBits, equality_key, key_bits, raw_type
+from vyre.lib.monoid import COUNT, FLOAT_TYPES
 
 COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
 
@@ -48,6 +56,16 @@ class Predicate:
     dtype: DataType
     flag_type: DataType = U32
     lo_word: int = 0
+
+    @property
+    def hi_word(self) -> int:
+        """The params word of ``hi`` (``"range"``)."""
+        return self.lo_word + 1
+
+    @property
+    def key_bits(self) -> KeyBits:
+        """The constants of the element type's equality key (``"run_start"`` of floats)."""
+        return key_bits(self.dtype)
 
     def value_type(self) -> DataType:
         """Range tests compare typed values; the other kinds move raw 32- or 64-bit words."""
@@ -83,16 +101,116 @@ def _flag(pred: Predicate, index: Expr, n: Expr, x: Expr | None = None) -> Expr:
     return Expr.cast(U32, Expr.and_(Expr.lt(index, n), pred.keep(index, x)))
 
 
+@vk.func
+def element_back(x: Any, tb: Any, k: Annotated[int, vk.Const[int]], back: Annotated[int, vk.Const[int]]):
+    """``x[i - back]`` of element ``i = tb + k*WG + t``."""
+    return x[segment_element(tb, k) - back] if back != 0 else x[segment_element(tb, k)]
+
+
+@vk.func
+def float_key(x: Any, tb: Any, k: Annotated[int, vk.Const[int]], back: Annotated[int, vk.Const[int]], b: Any):
+    """``keys.equality_key`` of ``element_back(...)``: the raw bits, every NaN made all ones (``b``: KeyBits)."""
+    return vk.select((element_back(x, tb, k, back) & b.magnitude) > b.inf, b.ones, element_back(x, tb, k, back))
+
+
+@vk.func
+def kept_flag(x: Any, flags: Any, params: Any, tb: Any, k: Annotated[int, vk.Const[int]],
+              n_word: Annotated[int, vk.Const[int]], pred: Any):
+    """``fold_segment``'s value of ``"flags"``: 1 when element ``i < n`` has a non-zero flag."""
+    return vk.u32(segment_element(tb, k) < params[n_word] and flags[segment_element(tb, k)] != 0)
+
+
+@vk.func
+def in_range(x: Any, bounds: Any, tb: Any, k: Annotated[int, vk.Const[int]], pred: Any):
+    return bounds[pred.lo_word] <= x[segment_element(tb, k)] and x[segment_element(tb, k)] < bounds[pred.hi_word]
+
+
+@vk.func
+def kept_in_range(x: Any, bounds: Any, params: Any, tb: Any, k: Annotated[int, vk.Const[int]],
+                  n_word: Annotated[int, vk.Const[int]], pred: Any):
+    """``fold_segment``'s value of ``"range"``: 1 when element ``i < n`` has ``lo <= x[i] < hi``."""
+    return vk.u32(segment_element(tb, k) < params[n_word] and in_range(x, bounds, tb, k, pred))
+
+
+@vk.func
+def run_starts(x: Any, tb: Any, k: Annotated[int, vk.Const[int]]):
+    return segment_element(tb, k) == 0 or element_back(x, tb, k, 0) != element_back(x, tb, k, 1)
+
+
+@vk.func
+def kept_run_start(x: Any, unused: Any, params: Any, tb: Any, k: Annotated[int, vk.Const[int]],
+                   n_word: Annotated[int, vk.Const[int]], pred: Any):
+    """``fold_segment``'s value of ``"run_start"``: 1 when ``i < n`` and ``i == 0`` or ``x[i] != x[i - 1]``."""
+    return vk.u32(segment_element(tb, k) < params[n_word] and run_starts(x, tb, k))
+
+
+@vk.func
+def float_run_starts(x: Any, tb: Any, k: Annotated[int, vk.Const[int]], b: Any):
+    return segment_element(tb, k) == 0 or float_key(x, tb, k, 0, b) != float_key(x, tb, k, 1, b)
+
+
+@vk.func
+def kept_float_run_start(x: Any, unused: Any, params: Any, tb: Any, k: Annotated[int, vk.Const[int]],
+                         n_word: Annotated[int, vk.Const[int]], pred: Any):
+    """``kept_run_start`` of floats: every NaN equal to every other."""
+    return vk.u32(segment_element(tb, k) < params[n_word] and float_run_starts(x, tb, k, pred.key_bits))
+
+
+@cache
+def _count_segments(pred: Predicate) -> KernelTemplate:
+    """The upsweep of ``pred``; its Const parameters: items per invocation, n's and span's params words."""
+    xs, counts = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, U32)
+    name = f"lib_count_{pred.name()}"
+    if pred.kind == "flags":
+        flag_values = BufferSpec(Access.READ, pred.flag_type)
+
+        @vk.kernel(workgroup_size=WG, name=name)
+        def count_flags(x: Annotated[vk.In[vk.u32], xs], flags: Annotated[vk.In[vk.u32], flag_values],
+                        partial: Annotated[vk.InOut[vk.u32], counts], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+                        items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int]):
+            sums = vk.shared(vk.u32, WARPS)
+            seg_base = vk.wid() * params[span_word]
+            if seg_base >= params[n_word]:
+                return
+            acc = fold_segment(x, flags, params, COUNT, kept_flag, pred, items, n_word, span_word, seg_base)
+            partial_of_segment(acc, partial, sums, COUNT, warp_sum)
+
+        return count_flags
+    if pred.kind == "range":
+        limits = BufferSpec(Access.UNIFORM, pred.dtype, PARAM_WORDS * 4 // pred.dtype.size)
+
+        @vk.kernel(workgroup_size=WG, name=name)
+        def count_in_range(x: Annotated[vk.In[vk.u32], xs], partial: Annotated[vk.InOut[vk.u32], counts],
+                           params: Annotated[vk.Uniform[vk.u32], PARAMS], bounds: Annotated[vk.Uniform[vk.u32], limits],
+                           items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int]):
+            sums = vk.shared(vk.u32, WARPS)
+            seg_base = vk.wid() * params[span_word]
+            if seg_base >= params[n_word]:
+                return
+            acc = fold_segment(x, bounds, params, COUNT, kept_in_range, pred, items, n_word, span_word, seg_base)
+            partial_of_segment(acc, partial, sums, COUNT, warp_sum)
+
+        return count_in_range
+    kept = kept_float_run_start if pred.dtype in FLOAT_TYPES else kept_run_start
+
+    @vk.kernel(workgroup_size=WG, name=name)
+    def count_run_starts(x: Annotated[vk.In[vk.u32], xs], partial: Annotated[vk.InOut[vk.u32], counts],
+                         params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], n_word: vk.Const[int],
+                         span_word: vk.Const[int]):
+        sums = vk.shared(vk.u32, WARPS)
+        seg_base = vk.wid() * params[span_word]
+        if seg_base >= params[n_word]:
+            return
+        acc = fold_segment(x, x, params, COUNT, kept, pred, items, n_word, span_word, seg_base)
+        partial_of_segment(acc, partial, sums, COUNT, warp_sum)
+
+    return count_run_starts
+
+
 @cache
 def count_segments(pred: Predicate, items: int, n_word: int, span_word: int) -> Program:
     """``partial[w]`` = how many elements of workgroup ``w``'s segment the predicate keeps (the upsweep)."""
-    n = load_param(n_word)
-    body = partial_of_segment(COUNT, fold_segment(COUNT, items, n, span_word, lambda i: _flag(pred, i, n)))
-    buffers = pred.buffers(0)
-    buffers += [BufferDecl.read_write("partial", len(buffers), U32), params(len(buffers) + 1)]
-    buffers += pred.extra_uniforms(len(buffers))
-    buffers.append(BufferDecl.workgroup("sums", WARPS, U32))
-    return Program(buffers, WG_SIZE, body, name=f"lib_count_{pred.name()}")
+    return _count_segments(pred).bind(items, n_word, span_word).program
 
 
 def _pick(values: list[Expr], which: Expr) -> Expr:
