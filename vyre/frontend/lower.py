@@ -27,7 +27,7 @@ from vyre.frontend.names import annotation_value, namespace_of, static_value
 from vyre.frontend.source import LineMap, SourceFile
 from vyre.frontend.values import BOOL, U32, Buffer, Number, Owned, PyObject, Typed, Untyped, Value
 from vyre.ir.expr import Expr, name_of
-from vyre.ir.node import Barrier, Let, Node, Return, Store
+from vyre.ir.node import Barrier, Node, Return, Store
 from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
@@ -72,6 +72,17 @@ class _Var:
 
 
 @dataclass
+class Registers:
+    """``vyre.registers(T, n)``: ``n`` variables of type ``T``, ``v[k]`` with ``k`` a compile-time value;
+    element ``k`` is declared (a ``let``) where it is first assigned and lives as long as that block."""
+
+    name: str
+    dtype: DataType
+    count: int
+    elements: dict[int, str] = field(default_factory=dict)  # index -> IR name, while declared
+
+
+@dataclass
 class _Frame:
     """The names one function body sees (the kernel, or one inlined call of a helper)."""
 
@@ -82,6 +93,7 @@ class _Frame:
     buffers: dict[str, BufferDecl] = field(default_factory=dict)
     numbers: dict[str, Number] = field(default_factory=dict)  # helper parameters bound to number literals
     objects: dict[str, PyObject] = field(default_factory=dict)  # helper parameters bound to functions and types
+    registers: dict[str, Registers] = field(default_factory=dict)  # vyre.registers() arrays declared here
     consts: dict[str, tuple[Scalar, Value]] = field(default_factory=dict)  # compile-time values: Python, literal
     scalars: set[str] = field(default_factory=set)
     scopes: list[dict[str, _Var]] = field(default_factory=lambda: [{}])
@@ -112,6 +124,7 @@ class Lowering(ExprLowering):
         self.buffers: list[BufferDecl] = []
         self.out: list[Node] = []
         self.site: ast.AST | None = None  # the kernel's call site while a helper is inlined
+        self.declared: list[list[tuple[Registers, int]]] = [[]]  # register elements declared per IR block
         self.inlining: list[Any] = []  # the @vyre.func helpers being inlined, outermost first
 
     # ---- the program --------------------------------------------------------------------------------
@@ -189,16 +202,29 @@ class Lowering(ExprLowering):
         self.handler(stmt, "_stmt_", _UNSUPPORTED, "use assignments, buf[i] = v, if/elif/else, for ... in range(...), "
                      "return, vyre.barrier() and atomics (docs/kernels.md)")(stmt)
 
-    def block(self, stmts: list[ast.stmt], loop_var: tuple[str, _Var] | None = None) -> list[Node]:
-        """Lower ``stmts`` in a new scope; returns the statements (the names declared end here)."""
+    def block(self, stmts: list[ast.stmt], loop_var: tuple[str, _Var] | None = None, flat: bool = False
+              ) -> list[Node]:
+        """Lower ``stmts`` in a new scope; returns the statements (the names declared end here).
+
+        ``flat``: the statements go into the enclosing IR block (an unrolled iteration, a resolved
+        branch), so their names get fresh IR names and register elements declared there live on."""
         saved, self.out = self.out, []
         scope: dict[str, _Var] = dict([loop_var]) if loop_var else {}
-        self.frame.scopes.append(scope)
+        frame, rename = self.frame, self.frame.rename
+        frame.scopes.append(scope)
+        if flat:
+            frame.rename = self.fresh
+        else:
+            self.declared.append([])
         try:
             for stmt in stmts:
                 self.statement(stmt)
         finally:
-            self.frame.scopes.pop()
+            frame.scopes.pop()
+            frame.rename = rename
+            if not flat:
+                for regs, k in self.declared.pop():
+                    regs.elements.pop(k, None)
             body, self.out = self.out, saved
         end_line = self.source.line(stmts[-1]) if stmts else 0
         for name in scope:
@@ -236,6 +262,12 @@ class Lowering(ExprLowering):
         if self._is_call_to(value, "shared"):
             self._shared(stmt, name, value)
             return
+        if self._is_call_to(value, "registers"):
+            self._registers(stmt, name, value)
+            return
+        if name in frame.registers:
+            raise self.error(stmt, f"cannot assign to {name!r}, a vyre.registers() array",
+                             f"assign its elements: {name}[k] = v")
         var = frame.find(name)
         if var is not None:
             if var.loop:
@@ -254,6 +286,10 @@ class Lowering(ExprLowering):
         frame.types[name] = v.dtype
 
     def _store(self, stmt: ast.stmt, target: ast.Subscript, value: ast.expr, op: ast.operator | None = None) -> None:
+        regs = self._registers_of(target.value)
+        if regs is not None:
+            self._store_register(stmt, regs, target, value, op)
+            return
         buf = self.buffer(target.value)
         if buf.access in (Access.READ, Access.UNIFORM):
             kind = "scalar" if target.value in self.frame.scalars else buf.access.value
@@ -297,7 +333,7 @@ class Lowering(ExprLowering):
         if taken is not None:  # resolved at specialisation: only the taken branch is lowered
             branch = stmt.body if taken else stmt.orelse
             if branch:
-                self._splice(self.block(branch), stmt)
+                self.out.extend(self.block(branch, flat=True))
             return
         cond = self.value(stmt.test)
         if isinstance(cond, Typed) and cond.dtype is not BOOL:
@@ -356,17 +392,9 @@ class Lowering(ExprLowering):
         for k in range(start, end):
             frame.consts[name] = (k, Typed(Expr.u32(k), U32))
             try:
-                body = self.block(stmt.body)
+                self.out.extend(self.block(stmt.body, flat=True))  # its names end with it, under fresh IR names
             finally:
                 del frame.consts[name]
-            self._splice(body, stmt)
-
-    def _splice(self, body: list[Node], where: ast.stmt) -> None:
-        """Statements of a resolved branch or an unrolled iteration, in a block when they declare names."""
-        if any(isinstance(n, Let) for n in body):
-            self.emit(Node.block(body), where)  # its names end with it, as they would in the if or loop body
-        else:
-            self.out.extend(body)
 
     def _BinOp(self, node: ast.BinOp) -> Value:
         """An operator; on integers whose operands are compile-time values, one a Const (or an
@@ -402,7 +430,8 @@ class Lowering(ExprLowering):
         frame = self.frame
         if name in frame.consts:
             return frame.consts[name][0], True
-        if frame.find(name) is not None or name in frame.buffers or name in frame.ended or name in frame.objects:
+        if frame.find(name) is not None or name in frame.buffers or name in frame.ended or name in frame.objects \
+                or name in frame.registers:
             return None
         if name in frame.numbers:
             return frame.numbers[name].value, False
@@ -481,6 +510,64 @@ class Lowering(ExprLowering):
         raise self.error(stmt, f"the value of `{ast.unparse(value)}` is not used",
                          "assign it to a name; only vyre.barrier(), atomics and @vyre.func calls stand alone")
 
+    def _registers(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
+        if name in self.frame.types or name in self.frame.registers or name in self.frame.buffers:
+            raise self.error(stmt, f"{name!r} is already a variable", "give the registers their own name")
+        self.arity(call, 2)
+        dtype = static_value(call.args[0], self.frame.namespace, self.source)
+        if not isinstance(dtype, ScalarType) or not dtype.dtype.is_arith and dtype.dtype is not BOOL:
+            raise self.error(call, "vyre.registers() takes an element type first", "write vyre.registers(vyre.u32, 8)")
+        found = self._static(call.args[1])
+        count = found[0] if found is not None else None
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= MAX_UNROLL:
+            raise self.error(call, f"the registers' count `{ast.unparse(call.args[1])}` is not an int constant in "
+                             f"1 .. {MAX_UNROLL}", "write a number, a Const parameter or a module-level int constant")
+        self.frame.registers[name] = Registers(name, dtype.dtype, count)
+
+    def _registers_of(self, node: ast.expr) -> Registers | None:
+        """The registers array ``node`` names, if it names one."""
+        if not isinstance(node, ast.Name):
+            return None
+        found = self.lookup(node)
+        return found.obj if isinstance(found, PyObject) and isinstance(found.obj, Registers) else None
+
+    def _register_index(self, regs: Registers, node: ast.expr) -> int:
+        found = self._static(node)
+        k = found[0] if found is not None else None
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < regs.count:
+            raise self.error(node, f"{regs.name}[{ast.unparse(node)}] is not one of its {regs.count} registers",
+                             f"index vyre.registers() with a compile-time value in 0 .. {regs.count - 1} (a "
+                             "Const, an unrolled loop variable, a number)", "type_mismatch")
+        return k
+
+    def _Subscript(self, node: ast.Subscript) -> Value:
+        regs = self._registers_of(node.value)
+        if regs is None:
+            return super()._Subscript(node)
+        k = self._register_index(regs, node.slice)
+        if k not in regs.elements:
+            raise self.error(node, f"{regs.name}[{k}] is read before it is assigned (or after its block ended)",
+                             f"assign {regs.name}[{k}] = ... first, in this block or one around it", "unknown_var")
+        return Typed(Expr.var(regs.elements[k]), regs.dtype)
+
+    def _store_register(self, stmt: ast.stmt, regs: Registers, target: ast.Subscript, value: ast.expr,
+                        op: ast.operator | None) -> None:
+        """``v[k] = value``: the first assignment declares element ``k`` (a ``let``), later ones assign it."""
+        k = self._register_index(regs, target.slice)
+        what = f"value assigned to {regs.name}[{k}]"
+        if op is None:
+            v = self.typed(value, regs.dtype, what)
+        else:
+            v = self.coerce(value, self.binop(stmt, op, target, self._Subscript(target), value, self.value(value)),
+                            regs.dtype, what)
+        if k in regs.elements:
+            self.emit(Node.assign(regs.elements[k], v.expr), stmt)
+            return
+        ir = self.fresh(f"{regs.name}{k}")
+        self.emit(Node.let(ir, v.expr), stmt)
+        regs.elements[k] = ir
+        self.declared[-1].append((regs, k))
+
     def _shared(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
         if self.frame.is_helper or len(self.frame.scopes) != 1:
             raise self.error(stmt, "vyre.shared() is only allowed at the top level of a kernel body",
@@ -509,6 +596,8 @@ class Lowering(ExprLowering):
             return frame.numbers[name]
         if name in frame.objects:
             return frame.objects[name]
+        if name in frame.registers:
+            return PyObject(frame.registers[name])
         decl = frame.buffers.get(name)
         if decl is not None:
             if name in frame.scalars:
