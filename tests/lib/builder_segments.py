@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tests.lib.builder_compact import extra_uniforms, flag, pred_buffers
 from vyre.ir import BufferDecl, Expr, Node, Program
 from vyre.lib._scan.kernels import segment
 from vyre.lib._select.kernels import Predicate
@@ -48,12 +49,9 @@ def count_segments(pred: Predicate, items: int, n_word: int, span_word: int) -> 
     """The builder's program of ``vyre.lib._select.kernels.count_segments`` (same arguments)."""
     n = load_param(n_word)
 
-    def flag(index: Expr) -> Expr:
-        return Expr.cast(U32, Expr.and_(Expr.lt(index, n), pred.keep(index)))
-
-    body = partial_of_segment(COUNT, fold_segment(COUNT, items, n, span_word, flag))
-    buffers = pred.buffers(0)
+    body = partial_of_segment(COUNT, fold_segment(COUNT, items, n, span_word, lambda i: flag(pred, i, n)))
+    buffers = pred_buffers(pred, 0)
     buffers += [BufferDecl.read_write("partial", len(buffers), U32), params(len(buffers) + 1)]
-    buffers += pred.extra_uniforms(len(buffers))
+    buffers += extra_uniforms(pred, len(buffers))
     buffers.append(BufferDecl.workgroup("sums", WARPS, U32))
     return Program(buffers, WG_SIZE, body, name=f"lib_count_{pred.name()}")

@@ -1,7 +1,7 @@
 """The library kernels written as ``@vk.kernel`` functions emit the same PTX, byte for byte, as the
 builder-written programs they replaced (``builder_histogram.py``, ``builder_reduce.py``,
-``builder_segments.py``), for sm_80 and sm_90 and every parameter combination the library uses; a
-recorded run checks that the grid covers those."""
+``builder_segments.py``, ``builder_compact.py``, ``builder_scan.py``), for sm_80 and sm_90 and
+every parameter combination the library uses; a recorded run checks that the grid covers those."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import itertools
 import numpy as np
 import pytest
 
+from tests.lib.builder_compact import compact_segments as built_compact_segments
 from tests.lib.builder_histogram import histogram_kernel as built_histogram
 from tests.lib.builder_reduce import reduce_tiles as built_reduce_tiles
+from tests.lib.builder_scan import scan_segments as built_scan_segments
 from tests.lib.builder_segments import count_segments as built_count_segments
 from tests.lib.builder_segments import reduce_segments as built_reduce_segments
 from tests.lib.test_plan import RecordingBackend
@@ -20,9 +22,9 @@ from vyre.ir import DataType, Expr, Program
 from vyre.lib._histogram.api import INT_TYPES
 from vyre.lib._histogram.kernels import histogram_kernel
 from vyre.lib._histogram.topology import HISTOGRAM_SHARED_MAX
-from vyre.lib._scan.kernels import REDUCE_ITEMS, reduce_segments, reduce_tiles
+from vyre.lib._scan.kernels import REDUCE_ITEMS, SCAN_ITEMS, reduce_segments, reduce_tiles, scan_segments
 from vyre.lib._select.api import FLAG_TYPES, VALUE_TYPES
-from vyre.lib._select.kernels import Predicate, count_segments
+from vyre.lib._select.kernels import COMPACT_ITEMS, Predicate, compact_segments, count_segments
 from vyre.lib.blocks import PARAM_WORDS, U32, WG, load_param
 from vyre.lib.monoid import FLOAT_TYPES, OPS, SCAN_TYPES, Monoid
 from vyre.lib.plan import capacity
@@ -178,4 +180,90 @@ def test_every_upsweep_the_library_runs_is_checked(rng) -> None:
     ran = _ran(be, "lib_reduce_segments") | _ran(be, "lib_count_")
     checked = {front for front, _ in SEGMENT_CASES}
     assert len(ran) >= 18 + 2 * 10 + 6 + 4  # flags see raw 32- or 64-bit words
+    assert ran <= checked, sorted(p.name or "" for p in ran - checked)
+
+
+def _compact_cases() -> list[tuple[Program, Program]]:
+    """Compaction's downsweep for every upsweep's predicate and words, with the carry of a
+    multi-segment size or without (one segment); with element indices where the library asks for
+    them (run-length encoding's starts, unique(key_range=)'s bins)."""
+    cases = []
+    for (pred, words), has_carry in itertools.product(COUNT_PREDICATES, (False, True)):
+        for with_index in (False, True) if pred.kind == "run_start" or words == (5, 6) else (False,):
+            args = (pred, COMPACT_ITEMS, has_carry, with_index, *words)
+            cases.append((compact_segments(*args), built_compact_segments(*args)))
+    return cases
+
+
+COMPACT_CASES = _compact_cases()
+
+
+def test_compaction_ptx_is_the_builders_byte_for_byte() -> None:
+    assert not _different(COMPACT_CASES)
+    assert len(COMPACT_CASES) == (6 * 10 + 6 * 2) * 2 + (1 + 6 * 2) * 4
+
+
+def test_every_compaction_the_library_runs_is_checked(rng) -> None:
+    """The downsweeps of ``select``, ``select_if``, ``unique``, ``run_length_encode`` and
+    ``unique(key_range=)``, in one segment and in several, are checked ones."""
+    be = RecordingBackend()
+    for t, n in itertools.product(VALUE_TYPES, (1000, 10000)):
+        x = rng.integers(0, 100, n).astype(t.np_dtype)
+        for f in FLAG_TYPES:
+            lib.select(x, (x & 1 if t not in FLOAT_TYPES else x > 3).astype(f.np_dtype), backend=be)
+        lib.select_if(x, 10, 50, backend=be)
+        lib.unique(x, backend=be)
+        lib.run_length_encode(x, backend=be)
+    for hi in (100, 10000):
+        lib.unique(rng.integers(0, 100, 3000).astype(np.uint32), key_range=(0, hi), backend=be)
+    ran = _ran(be, "lib_compact_")
+    checked = {front for front, _ in COMPACT_CASES}
+    assert len(ran) >= (2 * 10 + 6 + 6) * 2
+    assert ran <= checked, sorted(p.name or "" for p in ran - checked)
+
+
+def _scan_cases() -> list[tuple[Program, Program]]:
+    """The segment scan (inclusive or exclusive) of every monoid: alone on one workgroup or with
+    carries (F32 and the 64-bit types, which reduce then scan), without an init value (words n=0,
+    span=1) or with one in word 0 (n and span after its one or two words); the spine's exclusive
+    scan of the partials after those; the u32 count scans of compaction, sorts and workloads on
+    any words."""
+    specs = []
+    for m in MONOIDS:
+        init_words = 1 if m.dtype.size == 4 else 2
+        for inclusive, init in itertools.product((False, True), (None, 0)):
+            n = 0 if init is None else init_words
+            carries = (False, True) if m in UPSWEEP_MONOIDS else (False,)
+            specs += [(m, inclusive, has_carry, n, n + 1, init) for has_carry in carries]
+        specs += [(m, False, False, n, n + 1, None) for n in (2, 2 + init_words)]
+    specs += [(COUNT, inclusive, False, n, n + 1, None) for inclusive in (False, True) for n in range(16)]
+    specs = list(dict.fromkeys(specs))
+    return [(scan_segments(m, SCAN_ITEMS, *rest), built_scan_segments(m, SCAN_ITEMS, *rest))
+            for m, *rest in specs]
+
+
+SCAN_CASES = _scan_cases()
+
+
+def test_scan_ptx_is_the_builders_byte_for_byte() -> None:
+    assert not _different(SCAN_CASES)
+
+
+def test_every_segment_scan_the_library_runs_is_checked(rng) -> None:
+    """The segment scans of the scans (every op, with and without init, one segment or several),
+    of compaction, of ``unique``, ``run_length_encode`` and the sorts are checked ones."""
+    be = RecordingBackend()
+    for t, n in itertools.product(VALUE_TYPES, (1000, 10000)):
+        x = rng.integers(0, 100, n).astype(t.np_dtype)
+        for op in ("add", "min", "max") + (() if t in FLOAT_TYPES else ("and", "or", "xor")):
+            for scan in (lib.inclusive_scan, lib.exclusive_scan):
+                scan(x, op, backend=be)
+                scan(x, op, init=3, backend=be)
+        lib.select(x, (x > 3).astype(np.uint8), backend=be)
+        lib.unique(x, backend=be)
+        lib.run_length_encode(x, backend=be)
+        lib.sort(x, backend=be)
+    ran = _ran(be, "lib_scan_inclusive") | _ran(be, "lib_scan_exclusive")
+    checked = {front for front, _ in SCAN_CASES}
+    assert len(ran) >= 30 * 2
     assert ran <= checked, sorted(p.name or "" for p in ran - checked)

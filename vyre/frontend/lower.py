@@ -164,6 +164,9 @@ class Lowering(ExprLowering):
                 raise self.error(arg, f"parameter {arg.arg!r} has no annotation",
                                  f"annotate it, e.g. {arg.arg}: vyre.In[vyre.f32] or {arg.arg}: vyre.f32")
             spec = annotation_value(arg.annotation, self.frame.namespace, self.source)
+            if spec is None:  # Annotated[T, None]: the code making the kernel left it out; the name is None
+                self.frame.objects[arg.arg] = PyObject(None)
+                continue
             if isinstance(spec, ConstSpec):
                 if arg.arg not in self.consts:
                     raise self.error(arg, f"compile-time parameter {arg.arg!r} has no value",
@@ -330,10 +333,9 @@ class Lowering(ExprLowering):
 
     def _stmt_If(self, stmt: ast.If) -> None:
         taken = self._static_condition(stmt.test)
-        if taken is not None:  # resolved at specialisation: only the taken branch is lowered
-            branch = stmt.body if taken else stmt.orelse
-            if branch:
-                self.out.extend(self.block(branch, flat=True))
+        if taken is not None:  # resolved at specialisation: only the taken branch is lowered, in place
+            for s in stmt.body if taken else stmt.orelse:
+                self.statement(s)  # (so a name it assigns first lives on after it, as in Python)
             return
         cond = self.value(stmt.test)
         if isinstance(cond, Typed) and cond.dtype is not BOOL:
@@ -578,7 +580,8 @@ class Lowering(ExprLowering):
         dtype = static_value(call.args[0], self.frame.namespace, self.source)
         if not isinstance(dtype, ScalarType):
             raise self.error(call, "vyre.shared() takes an element type first", "write vyre.shared(vyre.f32, 256)")
-        count = static_value(call.args[1], self.frame.namespace, self.source)
+        found = self._static(call.args[1])  # Const parameters too
+        count = found[0] if found is not None else static_value(call.args[1], self.frame.namespace, self.source)
         if isinstance(count, bool) or not isinstance(count, int):
             raise self.error(call, f"the shared buffer's count `{ast.unparse(call.args[1])}` is not an int constant",
                              "write a number or a module-level int constant, e.g. vyre.shared(vyre.f32, TILE)")

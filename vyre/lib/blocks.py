@@ -192,6 +192,23 @@ def warp_butterfly(value: Any, m: Any):
     return v5
 
 
+@vk.func
+def _scan_step(v: Any, m: Any, d: Annotated[int, vk.Const[int]]):
+    return vk.select(vk.subgroup_local_id() >= d, m.apply(vk.subgroup_shuffle(v, vk.subgroup_local_id() - d), v), v)
+
+
+@vk.func
+def warp_inclusive_scan_of(value: Any, m: Any):
+    """``warp_inclusive_scan``: lane ``i`` gets lanes ``0..i`` combined (Hillis-Steele with shuffles)."""
+    s0 = value
+    s1 = _scan_step(s0, m, 1)
+    s2 = _scan_step(s1, m, 2)
+    s3 = _scan_step(s2, m, 4)
+    s4 = _scan_step(s3, m, 8)
+    s5 = _scan_step(s4, m, 16)
+    return s5
+
+
 def warp_reducer(m: Monoid) -> Func:
     """The helper that reduces over a warp for ``m`` (what ``warp_reduce`` chooses)."""
     return warp_sum if m.op == "add" else warp_butterfly
@@ -204,6 +221,18 @@ def fold_warps(sums: Any, m: Any, warps: Annotated[int, vk.Const[int]]):
     for j in range(warps):
         t = m.apply(t, sums[j])
     return t
+
+
+@vk.func
+def fold_warps_to(w: Any, sums: Any, m: Any, offset: Any, warps: Annotated[int, vk.Const[int]]):
+    """``fold_warp_totals`` with ``upto`` the warp and a ``total``, into registers ``w``: ``w[0]`` =
+    pad op ``sums[offset]`` op ... for the earlier warps, ``w[1]`` = all ``warps`` combined, in order."""
+    w[0] = identity(m)
+    w[1] = identity(m)
+    for j in range(warps):
+        word = sums[offset + j]
+        w[0] = vk.select(j < (vk.lid() >> 5), m.apply(w[0], word), w[0])
+        w[1] = m.apply(w[1], word)
 
 
 @vk.func

@@ -16,13 +16,14 @@ from vyre.frontend.template import KernelTemplate
 from vyre.ir import BufferDecl, Expr, Node, Program
 from vyre.ir.program import Access
 from vyre.lib.blocks import (
+    PARAM_WORDS,
     PARAMS,
     U32,
     WARPS,
     WG,
     WG_SIZE,
     block_reduce_of,
-    fold_warp_totals,
+    fold_warps_to,
     identity,
     lane,
     load_param,
@@ -32,6 +33,7 @@ from vyre.lib.blocks import (
     var,
     warp,
     warp_inclusive_scan,
+    warp_inclusive_scan_of,
     warp_reduce,
     warp_reducer,
     wid,
@@ -202,48 +204,94 @@ def scan_tail_buffers(m: Monoid, buffers: list[BufferDecl], init_word: int | Non
     return buffers
 
 
+@vk.func
+def striped(base: Any, offset: Annotated[int, vk.Const[int]], k: Annotated[int, vk.Const[int]],
+            items: Annotated[int, vk.Const[int]]):
+    """``warp_striped``: element ``k`` of this invocation in the tile at ``base + offset``."""
+    return (base + offset if offset != 0 else base) + (
+        (vk.lid() >> 5) * (32 * items) + (k * 32 + vk.subgroup_local_id()))
+
+
+@vk.func
+def striped_value(x: Any, params: Any, n_word: Annotated[int, vk.Const[int]], m: Any, base: Any,
+                  offset: Annotated[int, vk.Const[int]], k: Annotated[int, vk.Const[int]],
+                  items: Annotated[int, vk.Const[int]]):
+    """``x`` at ``striped(...)``, or ``m``'s pad past ``n``."""
+    return vk.select(striped(base, offset, k, items) < params[n_word], x[striped(base, offset, k, items)], identity(m))
+
+
+@cache
+def _scan_segments(m: Monoid, inclusive: bool, has_carry: bool, has_init: bool) -> KernelTemplate:
+    """The segment scan of ``m``; its Const parameters: ``inclusive``, ``has_carry``, ``has_init``,
+    items per invocation, the params words of n and span, and the ``init`` word."""
+    values, outs = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
+    carries = BufferSpec(Access.READ, m.dtype) if has_carry else None
+    inits = BufferSpec(Access.UNIFORM, m.dtype, PARAM_WORDS * 4 // m.dtype.size) if has_init else None
+    kind = "inclusive" if inclusive else "exclusive"
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}")
+    def scan(x: Annotated[vk.In[vk.u32], values], out: Annotated[vk.InOut[vk.u32], outs],
+             carry: Annotated[vk.In[vk.u32], carries], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+             init: Annotated[vk.Uniform[vk.u32], inits], inclusive: vk.Const[bool], has_carry: vk.Const[bool],
+             has_init: vk.Const[bool], items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int],
+             init_word: vk.Const[int]):
+        sums = vk.shared(m.element, 2 * WARPS)  # the warp totals, in two halves by tile parity
+        seg_base = vk.wid() * params[span_word]
+        if seg_base >= params[n_word]:
+            return
+        seg_tiles = segment_tiles(seg_base, params, n_word, span_word, items * WG)
+        if has_init:
+            carry_in = m.apply(init[init_word], carry[vk.wid()] if has_carry else identity(m))
+        else:
+            carry_in = carry[vk.wid()] if has_carry else identity(m)
+        nxt = vk.registers(m.element, items)  # the next tile's elements, loaded while this one is scanned
+        v = vk.registers(m.element, items)
+        r = vk.registers(m.element, items)  # round k's inclusive result in the warp, exclusive one, warp total
+        e = vk.registers(m.element, items)
+        h = vk.registers(m.element, items)
+        w = vk.registers(m.element, 2)
+        for k in range(items):
+            nxt[k] = striped_value(x, params, n_word, m, seg_base, 0, k, items)
+        for t in range(seg_tiles):
+            tb = seg_base + t * (items * WG)
+            par = (t & 1) * WARPS
+            for k in range(items):
+                v[k] = nxt[k]
+            for k in range(items):
+                nxt[k] = striped_value(x, params, n_word, m, tb, items * WG, k, items)
+            for k in range(items):  # each warp scans its 32*items elements round by round
+                scanned = warp_inclusive_scan_of(v[k], m)
+                r[k] = m.apply(h[k - 1], scanned) if k != 0 else scanned
+                if not inclusive:
+                    e[k] = vk.select(vk.subgroup_local_id() == 0, h[k - 1] if k != 0 else identity(m),
+                                     vk.subgroup_shuffle(r[k], vk.subgroup_local_id() - 1))
+                h[k] = vk.subgroup_shuffle(r[k], 31)
+            if vk.subgroup_local_id() == 0:
+                sums[par + (vk.lid() >> 5)] = h[items - 1]
+            vk.barrier()
+            fold_warps_to(w, sums, m, par, WARPS)
+            wbase = m.apply(carry_in, w[0])
+            for k in range(items):
+                if striped(tb, 0, k, items) < params[n_word]:
+                    out[striped(tb, 0, k, items)] = m.apply(wbase, r[k] if inclusive else e[k])
+            carry_in = m.apply(carry_in, w[1])
+
+    return scan
+
+
 @cache
 def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, span_word: int,
                   init_word: int | None) -> Program:
     """Scan workgroup ``w``'s segment of ``x`` into ``out``, starting from ``init op carry[w]`` (the downsweep).
 
     The workgroup walks its tiles in order with a running carry. Each warp owns a contiguous
-    stretch of the tile and scans it round by round (``warp_rounds``); one barrier passes the
-    warp totals through workgroup memory (two halves by tile parity, so the next tile needs no
-    second barrier). The next tile's loads are issued before the current tile is scanned, so
-    they are in flight while it is scanned and written.
+    stretch of the tile and scans it round by round; one barrier passes the warp totals through
+    workgroup memory (two halves by tile parity, so the next tile needs no second barrier). The
+    next tile's loads are issued before the current tile is scanned, so they are in flight while
+    it is scanned and written.
     """
-    n, tile = load_param(n_word), WG * items
-
-    def loaded(base: Expr, k: int) -> Expr:
-        index = warp_striped(base, k, items)
-        return Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
-
-    carry = scan_start(m, init_word, Expr.load("carry", wid()) if has_carry else m.pad())
-    body = segment(n, span_word, tile) + [Node.let("carry_in", carry)]
-    body += [Node.let(f"next{k}", loaded(var("seg_base"), k)) for k in range(items)]
-    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
-                        Node.let("par", Expr.mul(Expr.bitand(var("t"), u(1)), u(WARPS)))]
-    step += [Node.let(f"v{k}", var(f"next{k}")) for k in range(items)]
-    step += [Node.assign(f"next{k}", loaded(Expr.add(var("tb"), u(tile)), k)) for k in range(items)]
-    nodes, outs, total = warp_rounds(m, items, inclusive, [var(f"v{k}") for k in range(items)])
-    step += nodes
-    step.append(Node.if_(Expr.eq(lane(), u(0)), Node.store("sums", Expr.add(var("par"), warp()), total)))
-    step.append(Node.barrier())
-    step += fold_warp_totals(m, "sums", warp(), "wp", "wt", var("par"))
-    step.append(Node.let("wbase", m.combine(var("carry_in"), var("wp"))))
-    for k, value in enumerate(outs):
-        index = warp_striped(var("tb"), k, items)
-        step.append(Node.if_(Expr.lt(index, n), Node.store("out", index, m.combine(var("wbase"), value))))
-    step.append(Node.assign("carry_in", m.combine(var("carry_in"), var("wt"))))
-    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("out", 1, m.dtype)]
-    if has_carry:
-        buffers.append(BufferDecl.read("carry", len(buffers), m.dtype))
-    buffers = scan_tail_buffers(m, buffers, init_word)
-    buffers.append(BufferDecl.workgroup("sums", 2 * WARPS, m.dtype))
-    kind = "inclusive" if inclusive else "exclusive"
-    return Program(buffers, WG_SIZE, body, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}")
+    kernel = _scan_segments(m, inclusive, has_carry, init_word is not None)
+    return kernel.bind(inclusive, has_carry, init_word is not None, items, n_word, span_word, init_word or 0).program
 
 
 @cache
