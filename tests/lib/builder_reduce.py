@@ -5,8 +5,34 @@ that both emit byte-identical PTX."""
 from __future__ import annotations
 
 from vyre.ir import BufferDecl, Expr, Node, Program
-from vyre.lib.blocks import WARPS, WG, WG_SIZE, block_reduce, lid, load_param, params, u, var, wid
+from vyre.lib.blocks import (
+    WARPS,
+    WG,
+    WG_SIZE,
+    fold_warp_totals,
+    lane,
+    lid,
+    load_param,
+    params,
+    u,
+    var,
+    warp,
+    warp_reduce,
+    wid,
+)
 from vyre.lib.monoid import Monoid
+
+
+def block_reduce(m: Monoid, value: Expr, sums: str, prefix: str) -> tuple[list[Node], Expr]:
+    """Combine one value per invocation over the workgroup; every invocation gets the total.
+
+    ``sums`` is a workgroup buffer of ``WARPS`` elements of the monoid's type.
+    """
+    nodes, total = warp_reduce(m, value, f"{prefix}w")
+    nodes.append(Node.if_(Expr.eq(lane(), u(0)), Node.store(sums, warp(), total)))
+    nodes.append(Node.barrier())
+    nodes += fold_warp_totals(m, sums, None, f"{prefix}t")
+    return nodes, var(f"{prefix}t")
 
 
 def reduce_tiles(m: Monoid, items: int, n_word: int) -> Program:

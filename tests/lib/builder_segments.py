@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.lib.builder_compact import extra_uniforms, flag, pred_buffers
+from tests.lib.builder_reduce import block_reduce
 from vyre.ir import BufferDecl, Expr, Node, Program
 from vyre.lib._scan.kernels import segment
 from vyre.lib._select.kernels import Predicate
-from vyre.lib.blocks import U32, WARPS, WG, WG_SIZE, block_reduce, lid, load_param, params, u, var, wid
+from vyre.lib.blocks import U32, WARPS, WG, WG_SIZE, lid, load_param, params, u, var, wid
 from vyre.lib.monoid import COUNT, Monoid
 
 

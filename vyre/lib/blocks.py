@@ -120,18 +120,6 @@ def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str, total: 
     return nodes
 
 
-def block_reduce(m: Monoid, value: Expr, sums: str, prefix: str) -> tuple[list[Node], Expr]:
-    """Combine one value per invocation over the workgroup; every invocation gets the total.
-
-    ``sums`` is a workgroup buffer of ``WARPS`` elements of the monoid's type.
-    """
-    nodes, total = warp_reduce(m, value, f"{prefix}w")
-    nodes.append(Node.if_(Expr.eq(lane(), u(0)), Node.store(sums, warp(), total)))
-    nodes.append(Node.barrier())
-    nodes += fold_warp_totals(m, sums, None, f"{prefix}t")
-    return nodes, var(f"{prefix}t")
-
-
 def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums: str, prefix: str
                ) -> tuple[list[Node], list[Expr]]:
     """Scan the blocked ``values`` of the whole workgroup, starting from ``carry``.
@@ -236,7 +224,7 @@ def fold_warps_to(w: Any, sums: Any, m: Any, offset: Any, warps: Annotated[int, 
 
 
 @vk.func
-def block_reduce_of(value: Any, sums: Any, m: Any, warp_total: Any):
+def block_reduce(value: Any, sums: Any, m: Any, warp_total: Any):
     """``block_reduce``: ``value`` combined over the workgroup, the total in every invocation;
     ``sums`` holds ``WARPS`` values of ``m``'s type, ``warp_total`` is ``warp_reducer(m)``."""
     total = warp_total(value, m)

@@ -22,7 +22,7 @@ from vyre.lib.blocks import (
     WARPS,
     WG,
     WG_SIZE,
-    block_reduce_of,
+    block_reduce,
     fold_warps_to,
     identity,
     lane,
@@ -71,7 +71,7 @@ def _reduce_tiles(m: Monoid) -> KernelTemplate:
         for k in range(items):
             acc = m.apply(acc, vk.select(tile_element(items, k) < params[n_word], x[tile_element(items, k)],
                                          identity(m)))
-        total = block_reduce_of(acc, sums, m, warp_total)
+        total = block_reduce(acc, sums, m, warp_total)
         if vk.lid() == 0:
             partial[vk.wid()] = total
 
@@ -132,7 +132,7 @@ def padded(x: Any, extra: Any, params: Any, tb: Any, k: Annotated[int, vk.Const[
 @vk.func
 def partial_of_segment(acc: Any, partial: Any, sums: Any, m: Any, warp_total: Any):
     """``partial[w]`` = ``acc`` combined over the workgroup."""
-    total = block_reduce_of(acc, sums, m, warp_total)
+    total = block_reduce(acc, sums, m, warp_total)
     if vk.lid() == 0:
         partial[vk.wid()] = total
 
