@@ -12,12 +12,12 @@ compile-time constants chosen by the plan (``vyre.lib.plan.Plan.word``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Annotated, Any
 
 from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BufferSpec
-from vyre.frontend.kernel import Func
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.program import Access
 from vyre.lib.monoid import Monoid
@@ -197,7 +197,7 @@ def warp_inclusive_scan_of(value: Any, m: Any):
     return s5
 
 
-def warp_reducer(m: Monoid) -> Func:
+def warp_reducer(m: Monoid) -> Callable[..., Any]:
     """The helper that reduces over a warp for ``m`` (what ``warp_reduce`` chooses)."""
     return warp_sum if m.op == "add" else warp_butterfly
 

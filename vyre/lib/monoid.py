@@ -7,12 +7,12 @@ IR combine, the identity used to pad partial tiles, and the value an empty input
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
 from vyre.driver.errors import InvalidProgram
-from vyre.frontend.annotations import TYPE_NAMES, ScalarType
+from vyre.frontend.annotations import TYPE_NAMES
 from vyre.frontend.intrinsics import INTRINSICS, Intrinsic
 from vyre.ir import DataType, Expr
 
@@ -63,8 +63,9 @@ class Monoid:
         return INTRINSICS[_FUNCTIONS[self.op]]
 
     @property
-    def element(self) -> ScalarType:
-        """The element type in a ``@vk.kernel``: ``m.element(m.pad_number)`` is ``m.pad()``."""
+    def element(self) -> Any:
+        """The element type in a ``@vk.kernel`` (a ``ScalarType``, typed ``Any`` so that type checkers
+        take it where the kernel language's stubs want a type): ``m.element(m.pad_number)`` is ``m.pad()``."""
         return TYPE_NAMES[self.dtype]
 
     @property

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BufferSpec
+from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
 from vyre.ir import BufferDecl, Expr, Node, Program
 from vyre.ir.program import Access
@@ -56,7 +57,7 @@ def tile_element(items: Annotated[int, vk.Const[int]], k: Annotated[int, vk.Cons
 
 
 @cache
-def _reduce_tiles(m: Monoid) -> KernelTemplate:
+def _reduce_tiles(m: Monoid) -> Kernel | KernelTemplate:
     """The tile reduction of ``m``; its Const parameters are the items per invocation and n's params word."""
     values, partials = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
     warp_total = warp_reducer(m)
@@ -138,7 +139,7 @@ def partial_of_segment(acc: Any, partial: Any, sums: Any, m: Any, warp_total: An
 
 
 @cache
-def _reduce_segments(m: Monoid) -> KernelTemplate:
+def _reduce_segments(m: Monoid) -> Kernel | KernelTemplate:
     """The segment reduction of ``m``; its Const parameters: items per invocation, n's and span's params words."""
     values, partials = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
     warp_total = warp_reducer(m)
@@ -221,7 +222,7 @@ def striped_value(x: Any, params: Any, n_word: Annotated[int, vk.Const[int]], m:
 
 
 @cache
-def _scan_segments(m: Monoid, inclusive: bool, has_carry: bool, has_init: bool) -> KernelTemplate:
+def _scan_segments(m: Monoid, inclusive: bool, has_carry: bool, has_init: bool) -> Kernel | KernelTemplate:
     """The segment scan of ``m``; its Const parameters: ``inclusive``, ``has_carry``, ``has_init``,
     items per invocation, the params words of n and span, and the ``init`` word."""
     values, outs = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from vyre.frontend import lang as vk
 from vyre.frontend.annotations import TYPE_NAMES, BufferSpec
+from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
 from vyre.ir import DataType, Program
 from vyre.ir.program import Access
@@ -109,7 +110,7 @@ def kept_float_run_start(x: Any, unused: Any, params: Any, tb: Any, k: Annotated
 
 
 @cache
-def _count_segments(pred: Predicate) -> KernelTemplate:
+def _count_segments(pred: Predicate) -> Kernel | KernelTemplate:
     """The upsweep of ``pred``; its Const parameters: items per invocation, n's and span's params words."""
     xs, counts = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, U32)
     name = f"lib_count_{pred.name()}"
@@ -207,10 +208,10 @@ def tile_prefix(pe: Any, k: Annotated[int, vk.Const[int]]):
 
 
 @cache
-def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool) -> KernelTemplate:
+def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool) -> Kernel | KernelTemplate:
     """The downsweep of ``pred``, with ``carry`` and ``out_index`` or without; its Const
     parameters: ``has_carry``, ``with_index``, items per invocation, n's and span's params words."""
-    value = TYPE_NAMES[pred.value_type()]
+    value: Any = TYPE_NAMES[pred.value_type()]  # a vk type to the front end (type checkers see a ScalarType)
     xs, outs = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, pred.value_type())
     flag_values = BufferSpec(Access.READ, pred.flag_type) if pred.kind == "flags" else None
     indices = BufferSpec(Access.READ_WRITE, U32) if with_index else None
