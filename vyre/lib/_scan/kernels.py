@@ -19,10 +19,8 @@ from vyre.ir.program import Access
 from vyre.lib.blocks import (
     PARAM_WORDS,
     PARAMS,
-    U32,
     WARPS,
     WG,
-    WG_SIZE,
     block_reduce,
     fold_warps_to,
     identity,
@@ -35,7 +33,6 @@ from vyre.lib.blocks import (
     warp,
     warp_inclusive_scan,
     warp_inclusive_scan_of,
-    warp_reduce,
     warp_reducer,
     wid,
 )
@@ -296,6 +293,31 @@ def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_wor
 
 
 @cache
+def _segmented_reduce(m: Monoid) -> Kernel | KernelTemplate:
+    """The segmented reduction of ``m``; its Const parameters are the params words of n and of the segment count."""
+    values, results = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
+    warp_total, empty = warp_reducer(m), m.empty_value()
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}")
+    def segmented_reduce(x: Annotated[vk.In[vk.u32], values], offsets: vk.In[vk.u32],
+                         out: Annotated[vk.InOut[vk.u32], results], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+                         n_word: vk.Const[int], segments_word: vk.Const[int]):
+        s = vk.wid() * WARPS + (vk.lid() >> 5)  # one subgroup per segment
+        begin = vk.select(s < params[segments_word], min(offsets[s], params[n_word]), 0)
+        end = vk.select(s < params[segments_word], min(max(offsets[s + 1], begin), params[n_word]), 0)
+        acc = identity(m)
+        for j in range((end - begin + 31) // 32):  # lanes fold strided elements in order
+            i = begin + j * 32 + vk.subgroup_local_id()
+            if i < end:
+                acc = m.apply(acc, x[i])
+        total = warp_total(acc, m)
+        if s < params[segments_word] and vk.subgroup_local_id() == 0:
+            out[s] = vk.select(begin < end, total, m.element(empty))
+
+    return segmented_reduce
+
+
+@cache
 def segmented_reduce_kernel(m: Monoid, n_word: int, segments_word: int) -> Program:
     """One subgroup per segment ``s``: ``out[s] = x[offsets[s]] op ... op x[offsets[s+1] - 1]``.
 
@@ -303,22 +325,4 @@ def segmented_reduce_kernel(m: Monoid, n_word: int, segments_word: int) -> Progr
     gives the op's empty value. Lanes fold strided elements in order, then a butterfly combines
     the 32 lanes: a fixed order, so F32 results are the same on every backend.
     """
-    n, segments = load_param(n_word), load_param(segments_word)
-    s = Expr.add(Expr.mul(wid(), u(WARPS)), warp())
-    ok = Expr.lt(var("s"), segments)
-    begin = Expr.select(ok, Expr.min(Expr.load("offsets", var("s")), n), u(0))
-    end = Expr.select(ok, Expr.min(Expr.max(Expr.load("offsets", Expr.add(var("s"), u(1))), var("begin")), n), u(0))
-    steps = Expr.div(Expr.add(Expr.sub(var("end"), var("begin")), u(31)), u(32))
-    index = Expr.add(Expr.add(var("begin"), Expr.mul(var("j"), u(32))), lane())
-    body: list[Node] = [
-        Node.let("s", s), Node.let("begin", begin), Node.let("end", end), Node.let("acc", m.pad()),
-        Node.loop("j", u(0), steps, [Node.let("i", index), Node.if_(
-            Expr.lt(var("i"), var("end")), Node.assign("acc", m.combine(var("acc"), Expr.load("x", var("i")))))]),
-    ]
-    nodes, total = warp_reduce(m, var("acc"), "w")
-    body += nodes
-    result = Expr.select(Expr.lt(var("begin"), var("end")), total, m.literal(m.empty_value()))
-    body.append(Node.if_(Expr.and_(ok, Expr.eq(lane(), u(0))), Node.store("out", var("s"), result)))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read("offsets", 1, U32),
-               BufferDecl.read_write("out", 2, m.dtype), params(3)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}")
+    return _segmented_reduce(m).bind(n_word, segments_word).program
