@@ -1,6 +1,6 @@
-"""The builder-written tile and segmented reductions as they were before the library wrote it as a ``@vk.kernel``
-(``vyre.lib._scan.kernels``): kept only as the oracle of ``test_kernels_front.py``, which checks
-that both emit byte-identical PTX."""
+"""The builder-written tile and segmented reductions (and their warp and workgroup steps) as they
+were before the library wrote them as ``@vk.kernel`` functions (``vyre.lib._scan.kernels``): kept
+only as the oracle of ``test_kernels_front.py``, which checks that both emit byte-identical PTX."""
 
 from __future__ import annotations
 
@@ -18,10 +18,22 @@ from vyre.lib.blocks import (
     u,
     var,
     warp,
-    warp_reduce,
     wid,
 )
 from vyre.lib.monoid import Monoid
+
+
+def warp_reduce(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
+    """Every lane gets the combination of all 32 (a butterfly; ``subgroup_add`` for add)."""
+    if m.op == "add":
+        return [Node.let(prefix, Expr.subgroup_add(value))], var(prefix)
+    nodes = [Node.let(f"{prefix}0", value)]
+    current = var(f"{prefix}0")
+    for step, d in enumerate((16, 8, 4, 2, 1), start=1):
+        other = Expr.subgroup_shuffle(current, Expr.bitxor(lane(), u(d)))
+        nodes.append(Node.let(f"{prefix}{step}", m.combine(current, other)))
+        current = var(f"{prefix}{step}")
+    return nodes, current
 
 
 def block_reduce(m: Monoid, value: Expr, sums: str, prefix: str) -> tuple[list[Node], Expr]:

@@ -83,19 +83,6 @@ def warp_inclusive_scan(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node]
     return nodes, current
 
 
-def warp_reduce(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
-    """Every lane gets the combination of all 32 (a butterfly; ``subgroup_add`` for add)."""
-    if m.op == "add":
-        return [Node.let(prefix, Expr.subgroup_add(value))], var(prefix)
-    nodes = [Node.let(f"{prefix}0", value)]
-    current = var(f"{prefix}0")
-    for step, d in enumerate((16, 8, 4, 2, 1), start=1):
-        other = Expr.subgroup_shuffle(current, Expr.bitxor(lane(), u(d)))
-        nodes.append(Node.let(f"{prefix}{step}", m.combine(current, other)))
-        current = var(f"{prefix}{step}")
-    return nodes, current
-
-
 def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str, total: str | None = None,
                      offset: Expr | None = None) -> list[Node]:
     """Bind ``name = pad op sums[0] op ... op sums[upto - 1]`` (all eight when ``upto`` is None), in order.
@@ -158,7 +145,7 @@ def identity(m: Any):
 
 @vk.func
 def warp_sum(value: Any, m: Any):
-    """``warp_reduce`` of add: every lane gets the sum of the 32 (``subgroup_add``)."""
+    """the warp reduction of add: every lane gets the sum of the 32 (``subgroup_add``)."""
     total = vk.subgroup_add(value)
     return total
 
@@ -170,7 +157,7 @@ def _butterfly_step(v: Any, m: Any, d: Annotated[int, vk.Const[int]]):
 
 @vk.func
 def warp_butterfly(value: Any, m: Any):
-    """``warp_reduce`` of the other ops: every lane gets the combination of all 32 (a butterfly)."""
+    """The warp reduction of the other ops: every lane gets the combination of all 32 (a butterfly)."""
     v0 = value
     v1 = _butterfly_step(v0, m, 16)
     v2 = _butterfly_step(v1, m, 8)
@@ -198,7 +185,7 @@ def warp_inclusive_scan_of(value: Any, m: Any):
 
 
 def warp_reducer(m: Monoid) -> Callable[..., Any]:
-    """The helper that reduces over a warp for ``m`` (what ``warp_reduce`` chooses)."""
+    """The helper that reduces over a warp for ``m``: ``warp_sum`` for add, else ``warp_butterfly``."""
     return warp_sum if m.op == "add" else warp_butterfly
 
 
