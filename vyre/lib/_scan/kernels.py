@@ -1,7 +1,10 @@
 """The programs of the scans and reductions: tile and segment reductions, the segmented scan's
-downsweep and the segmented reduction. The single-pass scan is in ``lookback``.
+downsweep and the segmented reduction, written as ``@vk.kernel`` functions (a cached factory per
+monoid, whose ``Const`` parameters are the items per invocation and the params words); the
+builder pieces the single-pass scan (``lookback``) and the sorts still use (``segment``,
+``warp_rounds`` ...).
 
-Each builder is cached, so the same variant is the same ``Program``. Word numbers are
+Each program function is cached, so the same variant is the same ``Program``. Word numbers are
 compile-time constants chosen by the topology (``vyre.lib._scan.topology``).
 """
 

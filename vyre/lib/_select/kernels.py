@@ -1,5 +1,7 @@
 """The programs of stable compaction: which elements are kept (``Predicate``), the count per
-segment (the upsweep) and the compaction of each segment (the downsweep)."""
+segment (the upsweep) and the compaction of each segment (the downsweep), written as
+``@vk.kernel`` functions (a cached factory per predicate, whose ``Const`` parameters are the
+items per invocation and the params words)."""
 
 from __future__ import annotations
 
