@@ -111,61 +111,46 @@ def kept_float_run_start(x: Any, unused: Any, params: Any, tb: Any, k: Annotated
     return vk.u32(segment_element(tb, k) < params[n_word] and float_run_starts(x, tb, k, pred.key_bits))
 
 
+def _predicate_buffers(pred: Predicate) -> tuple[BufferSpec | None, BufferSpec | None]:
+    """The ``flags`` parameter (``"flags"``) and the ``bounds`` one (``"range"``: the params words
+    seen as values of the element type); None where the predicate has none."""
+    flags = BufferSpec(Access.READ, pred.flag_type) if pred.kind == "flags" else None
+    words = PARAM_WORDS * 4 // pred.dtype.size
+    return flags, BufferSpec(Access.UNIFORM, pred.dtype, words) if pred.kind == "range" else None
+
+
+_KEPT = {"flags": kept_flag, "range": kept_in_range, "run_start": kept_run_start}
+
+
 @cache
 def _count_segments(pred: Predicate) -> Kernel | KernelTemplate:
-    """The upsweep of ``pred``; its Const parameters: items per invocation, n's and span's params words."""
+    """The upsweep of ``pred``; its Const parameters: whether it reads bounds (``"range"``), items
+    per invocation, n's and span's params words."""
     xs, counts = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, U32)
-    name = f"lib_count_{pred.name()}"
-    if pred.kind == "flags":
-        flag_values = BufferSpec(Access.READ, pred.flag_type)
+    flag_values, limits = _predicate_buffers(pred)
+    kept = kept_float_run_start if pred.kind == "run_start" and pred.dtype in FLOAT_TYPES else _KEPT[pred.kind]
 
-        @vk.kernel(workgroup_size=WG, name=name)
-        def count_flags(x: Annotated[vk.In[vk.u32], xs], flags: Annotated[vk.In[vk.u32], flag_values],
-                        partial: Annotated[vk.InOut[vk.u32], counts], params: Annotated[vk.Uniform[vk.u32], PARAMS],
-                        items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int]):
-            sums = vk.shared(vk.u32, WARPS)
-            seg_base = vk.wid() * params[span_word]
-            if seg_base >= params[n_word]:
-                return
-            acc = fold_segment(x, flags, params, COUNT, kept_flag, pred, items, n_word, span_word, seg_base)
-            partial_of_segment(acc, partial, sums, COUNT, warp_sum)
-
-        return count_flags
-    if pred.kind == "range":
-        limits = BufferSpec(Access.UNIFORM, pred.dtype, PARAM_WORDS * 4 // pred.dtype.size)
-
-        @vk.kernel(workgroup_size=WG, name=name)
-        def count_in_range(x: Annotated[vk.In[vk.u32], xs], partial: Annotated[vk.InOut[vk.u32], counts],
-                           params: Annotated[vk.Uniform[vk.u32], PARAMS], bounds: Annotated[vk.Uniform[vk.u32], limits],
-                           items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int]):
-            sums = vk.shared(vk.u32, WARPS)
-            seg_base = vk.wid() * params[span_word]
-            if seg_base >= params[n_word]:
-                return
-            acc = fold_segment(x, bounds, params, COUNT, kept_in_range, pred, items, n_word, span_word, seg_base)
-            partial_of_segment(acc, partial, sums, COUNT, warp_sum)
-
-        return count_in_range
-    kept = kept_float_run_start if pred.dtype in FLOAT_TYPES else kept_run_start
-
-    @vk.kernel(workgroup_size=WG, name=name)
-    def count_run_starts(x: Annotated[vk.In[vk.u32], xs], partial: Annotated[vk.InOut[vk.u32], counts],
-                         params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], n_word: vk.Const[int],
-                         span_word: vk.Const[int]):
+    @vk.kernel(workgroup_size=WG, name=f"lib_count_{pred.name()}")
+    def count(x: Annotated[vk.In[vk.u32], xs], flags: Annotated[vk.In[vk.u32], flag_values],
+              partial: Annotated[vk.InOut[vk.u32], counts], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+              bounds: Annotated[vk.Uniform[vk.u32], limits], has_bounds: vk.Const[bool], items: vk.Const[int],
+              n_word: vk.Const[int], span_word: vk.Const[int]):
         sums = vk.shared(vk.u32, WARPS)
         seg_base = vk.wid() * params[span_word]
         if seg_base >= params[n_word]:
             return
-        acc = fold_segment(x, x, params, COUNT, kept, pred, items, n_word, span_word, seg_base)
+        # kept() reads bounds or flags besides x (run starts: neither; flags is None then)
+        acc = fold_segment(x, bounds if has_bounds else flags, params, COUNT, kept, pred, items, n_word, span_word,
+                           seg_base)
         partial_of_segment(acc, partial, sums, COUNT, warp_sum)
 
-    return count_run_starts
+    return count
 
 
 @cache
 def count_segments(pred: Predicate, items: int, n_word: int, span_word: int) -> Program:
     """``partial[w]`` = how many elements of workgroup ``w``'s segment the predicate keeps (the upsweep)."""
-    return _count_segments(pred).bind(items, n_word, span_word).program
+    return _count_segments(pred).bind(pred.kind == "range", items, n_word, span_word).program
 
 
 @vk.func
@@ -215,12 +200,10 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool) -> Ker
     parameters: ``has_carry``, ``with_index``, items per invocation, n's and span's params words."""
     value: Any = TYPE_NAMES[pred.value_type()]  # a vk type to the front end (type checkers see a ScalarType)
     xs, outs = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, pred.value_type())
-    flag_values = BufferSpec(Access.READ, pred.flag_type) if pred.kind == "flags" else None
+    flag_values, limits = _predicate_buffers(pred)
     indices = BufferSpec(Access.READ_WRITE, U32) if with_index else None
     total = BufferSpec(Access.READ_WRITE, U32)
     carries = BufferSpec(Access.READ, U32) if has_carry else None
-    words = PARAM_WORDS * 4 // pred.dtype.size  # the params words seen as values of the element type
-    limits = BufferSpec(Access.UNIFORM, pred.dtype, words) if pred.kind == "range" else None
     keep = keep_float_run_start if pred.kind == "run_start" and pred.dtype in FLOAT_TYPES else _KEEP[pred.kind]
 
     @vk.kernel(workgroup_size=WG, name=f"lib_compact_{pred.name()}")
