@@ -8,7 +8,12 @@ Prints a table headed by the card's name and writes ``$OUT/bench_workloads.json`
   edges stored both ways): scipy.sparse.csgraph on the host (its BFS timed as the
   ``breadth_first_order`` call alone); vyre through the plain call
   (``graph.bfs(indptr, indices, source, undirected=True)``: upload, search, download) and on a graph
-  uploaded once (``graph.Graph``: search and download only); the same algorithms written by hand in
+  uploaded once (``graph.Graph``: search and download only); on CuPy arrays of the same CSR, which
+  vyre binds in place (no copy of the edges; results are CuPy arrays, copied on the device): a
+  ``graph.Graph`` built once from them (``vyre (CuPy arrays, Graph)``) and the plain calls
+  (``vyre (CuPy arrays, plain call)``, ``undirected=False``, so no symmetry check per call), each
+  timed up to a CuPy sync, with the host-to-device and device-to-device bytes vyre moved while
+  each ran (``backend.metrics()``: edges bound in place cross neither); the same algorithms written by hand in
   CUDA C as CuPy ``RawKernel``s on device-resident CuPy arrays (direction-optimising BFS with the
   same kernels, switching rule and one two-word readback per level; ECL-CC style components over
   an edge-source column built once, with one flag readback per sweep). Also prints each BFS
@@ -267,6 +272,7 @@ def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
         traces = {"vyre (Graph, resident)": [], "cupy hand-written": []}
         g.bfs(source, trace=traces["vyre (Graph, resident)"])
         hand.bfs(source, trace=traces["cupy hand-written"])
+    moved = time_on_cupy_arrays(backend, indptr, indices, source, (expected_levels, expected_cc), timings, reps)
     print_levels(traces)
     for workload, times in timings.items():
         for path, t in times.items():
@@ -275,8 +281,54 @@ def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
             if workload == "bfs":
                 row["gteps"] = traversed / t / 1e9
                 row["reached"] = reached
-            rows.append(row)
+            rows.append(row | moved.get(path, {}))
     return rows, traces
+
+
+def time_on_cupy_arrays(backend, indptr: np.ndarray, indices: np.ndarray, source: int,
+                        expected: tuple[np.ndarray, np.ndarray], timings: dict, reps: int) -> dict[str, dict]:
+    """Time BFS and components on CuPy arrays of the CSR (bound in place) into ``timings``; per path,
+    the bytes vyre moved host to device and device to device while it ran (checks, warm-up and
+    timed calls included), next to the edges' size."""
+    import cupy
+
+    ptr_d, idx_d = cupy.asarray(indptr), cupy.asarray(indices)
+    sync = cupy.cuda.get_current_stream().synchronize
+    levels_want, labels_want = expected
+    moved = {}
+
+    def transfers(before: dict) -> dict:
+        after = backend.metrics()
+        return {"h2d_bytes": after.get("cuda_h2d_bytes", 0) - before.get("cuda_h2d_bytes", 0),
+                "d2d_bytes": after.get("cuda_d2d_bytes", 0) - before.get("cuda_d2d_bytes", 0),
+                "edges_bytes": int(indices.nbytes)}
+
+    path = "vyre (CuPy arrays, Graph)"
+    sync()
+    before = backend.metrics()
+    with graph.Graph(ptr_d, idx_d, backend=backend, undirected=True) as g:
+        assert np.array_equal(cupy.asnumpy(g.bfs(source)), levels_want), "vyre BFS on CuPy arrays differs from scipy"
+        assert np.array_equal(cupy.asnumpy(g.connected_components()), labels_want), \
+            "vyre components on CuPy arrays differ from scipy"
+        timings["bfs"][path] = wall_s(lambda: (g.bfs(source), sync()), reps)
+        timings["connected_components"][path] = wall_s(lambda: (g.connected_components(), sync()), reps)
+    moved[path] = transfers(before)
+
+    path = "vyre (CuPy arrays, plain call)"
+    sync()
+    before = backend.metrics()
+    assert np.array_equal(cupy.asnumpy(graph.bfs(ptr_d, idx_d, source, backend=backend)), levels_want), \
+        "vyre BFS (plain call) on CuPy arrays differs from scipy"
+    assert np.array_equal(cupy.asnumpy(graph.connected_components(ptr_d, idx_d, backend=backend)), labels_want), \
+        "vyre components (plain call) on CuPy arrays differ from scipy"
+    timings["bfs"][path] = wall_s(lambda: (graph.bfs(ptr_d, idx_d, source, backend=backend), sync()), reps)
+    timings["connected_components"][path] = wall_s(
+        lambda: (graph.connected_components(ptr_d, idx_d, backend=backend), sync()), reps)
+    moved[path] = transfers(before)
+    for name, counts in moved.items():
+        print(f"# {name}: {counts['h2d_bytes']:,} bytes host to device, {counts['d2d_bytes']:,} device to device "
+              f"(the edges: {counts['edges_bytes']:,} bytes)")
+    return moved
 
 
 def print_levels(traces: dict[str, list]) -> None:
@@ -519,10 +571,10 @@ def main() -> None:
     else:
         others = {"text": bench_text(backend)} if args.only == "text" else {}
     print(f"# {card_name()}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")
-    print(f"{'workload':22} {'path':26} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
+    print(f"{'workload':22} {'path':32} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
     for r in rows:
         gteps = f"{r['gteps']:7.2f}" if "gteps" in r else ""
-        print(f"{r['workload']:22} {r['path']:26} {r['seconds'] * 1e3:10.2f} {r['x_scipy']:9.1f} "
+        print(f"{r['workload']:22} {r['path']:32} {r['seconds'] * 1e3:10.2f} {r['x_scipy']:9.1f} "
               f"{r['x_cupy']:8.2f} {gteps}")
     for name, items in others.items():
         print(f"# {name}")

@@ -263,6 +263,64 @@ def test_compiled_calls_follow_new_arrays_and_arguments(backend, rng):
             lib.release_scratch()
 
 
+def test_repeated_calls_run_their_compiled_form_and_stay_exact(backend, rng):
+    """A loop's repeated calls (same function, arguments and array kinds) run their compiled form
+    directly (``vyre.lib.repeat``), each with its own arguments: calls that differ only in an op,
+    a bin count or a dtype never share one, kept results are never overwritten, and a
+    non-contiguous array after a repeat still gets its error."""
+    from vyre.lib.scratch import scratch_for
+
+    torch = pytest.importorskip("torch")
+    scratch = scratch_for(backend)
+    kept = []
+    for i in range(8):
+        x = rng.integers(0, 2**31, 20_001).astype(np.uint32)
+        f = rng.standard_normal(4_099).astype(np.float32)
+        d, df, t = cupy.asarray(x), cupy.asarray(f), torch.as_tensor(x.view(np.int32), device="cuda")
+        got = {"sum": lib.reduce(d), "max": lib.reduce(d, "max"), "fmin": lib.reduce(df, op="min"),
+               "scan": lib.inclusive_scan(d), "hist": lib.histogram(d & 15, 16), "hist32": lib.histogram(d & 31, 32),
+               "sorted": lib.sort(d), "order": lib.argsort(d), "torch": lib.inclusive_scan(t),
+               "pairs": lib.sort(d, d ^ np.uint32(7))}
+        kept.append((x, f, got))
+        if i == 2:
+            assert scratch.repeats, "the third call of each kind should have found its repeat"
+        if i == 5:
+            lib.release_scratch()
+    for x, f, got in kept:
+        assert int(got["sum"]) == int(x.sum(dtype=np.uint32))
+        assert int(got["max"]) == int(x.max())
+        assert float(got["fmin"]) == float(f.min())
+        np.testing.assert_array_equal(cupy.asnumpy(got["scan"]), np.cumsum(x, dtype=np.uint32))
+        np.testing.assert_array_equal(cupy.asnumpy(got["hist"]), np.bincount(x & 15, minlength=16))
+        np.testing.assert_array_equal(cupy.asnumpy(got["hist32"]), np.bincount(x & 31, minlength=32))
+        np.testing.assert_array_equal(cupy.asnumpy(got["sorted"]), np.sort(x))
+        np.testing.assert_array_equal(x[cupy.asnumpy(got["order"])], np.sort(x, kind="stable"))
+        np.testing.assert_array_equal(got["torch"].cpu().numpy(), np.cumsum(x.view(np.int32), dtype=np.int32))
+        order = np.argsort(x, kind="stable")
+        np.testing.assert_array_equal(cupy.asnumpy(got["pairs"][1]), (x ^ np.uint32(7))[order])
+    d = cupy.asarray(rng.integers(0, 2**31, 40_002).astype(np.uint32))
+    for _ in range(3):
+        lib.sort(d[:20_001])
+    with pytest.raises(InvalidProgram, match="not contiguous.*Fix: "):
+        lib.sort(d[::2])
+
+
+def test_unique_of_many_small_keys_on_cupy(backend, rng):
+    """unique of 2^20+ CuPy keys: small nonnegative keys counted without a sort, others sorted; all
+    equal to numpy (u32 and i32, one key setting the top bit of the range, a negative key)."""
+    n = (1 << 20) + 3
+    for dtype, top in ((np.uint32, 255), (np.int32, 60_000), (np.uint32, 1 << 30), (np.int32, -7)):
+        x = rng.integers(0, 200, n).astype(dtype)
+        x[rng.integers(0, n)] = top
+        values, counts = lib.unique(cupy.asarray(x))
+        want_values, want_counts = np.unique(x, return_counts=True)
+        np.testing.assert_array_equal(cupy.asnumpy(values), want_values)
+        np.testing.assert_array_equal(cupy.asnumpy(counts), want_counts)
+        values, counts, distinct = lib.unique(cupy.asarray(x), count="device")
+        k = int(distinct[0])
+        np.testing.assert_array_equal(cupy.asnumpy(values[:k]), want_values)
+
+
 def test_graphs_given_as_cupy_arrays_never_cross_to_the_host(backend, rng):
     """from_edges, Graph, bfs and connected components on CuPy arrays: the same results as on numpy,
     and no host copy of the edges (the host-to-device bytes stay far below the edges' size)."""
@@ -283,10 +341,156 @@ def test_graphs_given_as_cupy_arrays_never_cross_to_the_host(backend, rng):
     assert moved < idx_h.nbytes // 2, moved  # per-vertex words only: edges uploaded would be 3x idx_h
     np.testing.assert_array_equal(cupy.asnumpy(ptr_d), ptr_h)
     np.testing.assert_array_equal(cupy.asnumpy(idx_d), idx_h)
-    np.testing.assert_array_equal(levels, graph.bfs(ptr_h, idx_h, 3, undirected=True))
-    np.testing.assert_array_equal(labels, graph.connected_components(ptr_h, idx_h, undirected=True))
+    assert isinstance(levels, cupy.ndarray) and isinstance(labels, cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(levels), graph.bfs(ptr_h, idx_h, 3, undirected=True))
+    np.testing.assert_array_equal(cupy.asnumpy(labels), graph.connected_components(ptr_h, idx_h, undirected=True))
     with pytest.raises(InvalidProgram, match="Fix: "):
         graph.bfs(cupy.asarray(ptr_h[::-1].copy()), idx_d, 0)
+
+
+def _undirected_csr(rng, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """A random CSR graph of ``n`` vertices with ``m`` edges, each stored both ways (numpy)."""
+    from vyre.lib import graph
+
+    src, dst = rng.integers(0, n, m).astype(np.uint32), rng.integers(0, n, m).astype(np.uint32)
+    return graph.from_edges(n, np.concatenate([src, dst]), np.concatenate([dst, src]))
+
+
+def test_graph_binds_cupy_arrays_in_place(backend, rng):
+    """A Graph of CuPy arrays reads the caller's memory (its handles point at the arrays; no byte is
+    copied device to device, none of the edges crosses from the host), gives CuPy results equal to
+    the numpy graph's, and leaves the arrays intact and usable after close()."""
+    from vyre.lib import graph
+
+    n, m = 50_000, 400_000
+    ptr_h, idx_h = _undirected_csr(rng, n, m)
+    ptr_d, idx_d = cupy.asarray(ptr_h), cupy.asarray(idx_h)
+    with graph.Graph(ptr_h, idx_h, undirected=True) as host:
+        want = [host.bfs(5), host.connected_components(), host.bfs(77), host.bfs(5, alpha=0.0)]
+    cupy.cuda.Device().synchronize()
+    before = backend.metrics()
+    with graph.Graph(ptr_d, idx_d, undirected=True) as g:
+        assert backend.device_view(g.indptr_handle)[0] == ptr_d.data.ptr
+        assert backend.device_view(g.indices_handle)[0] == idx_d.data.ptr
+        got = [g.bfs(5), g.connected_components(), g.bfs(77), g.bfs(5, alpha=0.0)]
+        kept = [x.copy() for x in got]  # results are the caller's: later traversals do not touch them
+    moved = _delta(backend, before, "cuda_h2d_bytes", "cuda_d2h_bytes", "cuda_d2d_bytes")
+    assert moved["cuda_d2d_bytes"] == 0, moved  # bound in place: the edges were not copied
+    assert moved["cuda_h2d_bytes"] < 4 * n and moved["cuda_d2h_bytes"] < 4 * n, moved  # a few control words
+    for result, copy, expected in zip(got, kept, want, strict=True):
+        assert isinstance(result, cupy.ndarray) and result.dtype == cupy.uint32
+        np.testing.assert_array_equal(cupy.asnumpy(result), expected)
+        np.testing.assert_array_equal(cupy.asnumpy(copy), expected)
+    np.testing.assert_array_equal(cupy.asnumpy(ptr_d), ptr_h)  # close() left the caller's arrays alone
+    np.testing.assert_array_equal(cupy.asnumpy(idx_d), idx_h)
+    assert int((idx_d + 1).sum(dtype=cupy.uint64)) == int(idx_h.sum(dtype=np.uint64)) + idx_h.size
+    with graph.Graph(ptr_d, idx_d) as again:  # the same arrays bound again after the first graph closed
+        np.testing.assert_array_equal(cupy.asnumpy(again.bfs(5)), want[0])
+
+
+def test_graph_plain_calls_on_cupy_arrays(backend, rng):
+    """The plain calls on CuPy arrays (int32 indices bound as they are, int64 offsets converted on the
+    device) return CuPy arrays equal to the numpy calls', with no edge copied."""
+    from vyre.lib import graph
+
+    n, m = 30_000, 200_000
+    ptr_h, idx_h = _undirected_csr(rng, n, m)
+    ptr_d, idx_d = cupy.asarray(ptr_h.astype(np.int64)), cupy.asarray(idx_h.astype(np.int32))
+    graph.bfs(ptr_d, idx_d, 0)  # the programs loaded once
+    cupy.cuda.Device().synchronize()
+    before = backend.metrics()
+    levels = graph.bfs(ptr_d, idx_d, 11)
+    labels = graph.connected_components(ptr_d, idx_d, undirected=True)
+    moved = _delta(backend, before, "cuda_h2d_bytes", "cuda_d2d_bytes")
+    assert moved["cuda_d2d_bytes"] == 0 and moved["cuda_h2d_bytes"] < 4 * n, moved
+    assert isinstance(levels, cupy.ndarray) and isinstance(labels, cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(levels), graph.bfs(ptr_h, idx_h, 11))
+    np.testing.assert_array_equal(cupy.asnumpy(labels), graph.connected_components(ptr_h, idx_h))
+    with graph.Graph(ptr_d, idx_d) as g:
+        assert backend.device_view(g.indices_handle)[0] == idx_d.data.ptr  # i32: the same bits, no copy
+        assert backend.device_view(g.indptr_handle)[0] != ptr_d.data.ptr  # i64: converted, the graph's own
+    empty = graph.connected_components(cupy.zeros(1, cupy.uint32), cupy.zeros(0, cupy.uint32))
+    assert isinstance(empty, cupy.ndarray) and empty.size == 0
+    lone = graph.bfs(cupy.asarray(np.array([0, 0], np.uint32)), cupy.zeros(0, cupy.uint32), 0)
+    assert isinstance(lone, cupy.ndarray) and cupy.asnumpy(lone).tolist() == [0]
+
+
+def test_graph_plain_call_loop_reuses_its_buffers_and_stays_exact(backend, rng):
+    """Plain calls in a loop on CuPy arrays share vyre.lib's scratch (one set of handles per size):
+    every result exact and kept intact by later calls, and an open Graph beside them unaffected."""
+    from vyre.lib import graph
+
+    graphs = [_undirected_csr(rng, 20_000, 150_000) for _ in range(3)] + [_undirected_csr(rng, 7_001, 40_000)]
+    on_device = [(cupy.asarray(p), cupy.asarray(i)) for p, i in graphs]
+    with graph.Graph(*on_device[0], undirected=True) as kept:
+        results = []
+        for k in range(12):
+            p, i = on_device[k % 4]
+            undirected = k % 3 == 0
+            results.append((k, undirected, graph.bfs(p, i, k, undirected=undirected), graph.connected_components(p, i)))
+        for k, undirected, levels, labels in results:
+            ph, ih = graphs[k % 4]
+            np.testing.assert_array_equal(cupy.asnumpy(levels), graph.bfs(ph, ih, k, undirected=undirected))
+            np.testing.assert_array_equal(cupy.asnumpy(labels), graph.connected_components(ph, ih))
+        np.testing.assert_array_equal(cupy.asnumpy(kept.bfs(3)), graph.bfs(*graphs[0], 3, undirected=True))
+
+
+def test_graph_results_follow_the_callers_stream(backend, rng):
+    """On a non-default CuPy stream: arrays made by work queued there are read after it, and work
+    queued after the call sees the results (checked by values)."""
+    from vyre.lib import graph
+
+    n, m = 40_000, 300_000
+    ptr_h, idx_h = _undirected_csr(rng, n, m)
+    want = graph.bfs(ptr_h, idx_h, 9, undirected=True)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        idx_d = cupy.asarray(idx_h) + 1
+        for _ in range(20):  # a queue of work the graph must wait for
+            idx_d = idx_d + 1
+        idx_d -= 21
+        with graph.Graph(cupy.asarray(ptr_h), idx_d, undirected=True) as g:
+            levels = g.bfs(9)
+            doubled = levels * 2  # CuPy work after the call, on the same stream
+            labels = g.connected_components()
+            smallest = labels.min()
+    s.synchronize()
+    np.testing.assert_array_equal(cupy.asnumpy(levels), want)
+    np.testing.assert_array_equal(cupy.asnumpy(doubled), want * np.uint32(2))
+    assert int(smallest) == 0
+
+
+def test_graph_on_torch_tensors_gives_torch_results(backend, rng):
+    torch = pytest.importorskip("torch")
+    from vyre.lib import graph
+
+    n, m = 20_000, 100_000
+    ptr_h, idx_h = _undirected_csr(rng, n, m)
+    ptr_t = torch.as_tensor(ptr_h.astype(np.int64), device="cuda")
+    idx_t = torch.as_tensor(idx_h.astype(np.int32), device="cuda")
+    with graph.Graph(ptr_t, idx_t, undirected=True) as g:
+        assert backend.device_view(g.indices_handle)[0] == idx_t.data_ptr()
+        levels, labels = g.bfs(4), g.connected_components()
+    plain = graph.bfs(ptr_t, idx_t, 4)
+    for result in (levels, labels, plain):
+        assert isinstance(result, torch.Tensor) and result.is_cuda and result.dtype == torch.uint32
+    np.testing.assert_array_equal(levels.cpu().numpy(), graph.bfs(ptr_h, idx_h, 4))
+    np.testing.assert_array_equal(plain.cpu().numpy(), graph.bfs(ptr_h, idx_h, 4))
+    np.testing.assert_array_equal(labels.cpu().numpy(), graph.connected_components(ptr_h, idx_h))
+    np.testing.assert_array_equal(idx_t.cpu().numpy(), idx_h.astype(np.int32))  # intact after close()
+
+
+def test_graph_refuses_bad_device_arrays(backend):
+    from vyre.lib import graph
+
+    ptr, idx = cupy.asarray(np.array([0, 1, 2], np.uint32)), cupy.asarray(np.array([1, 0], np.uint32))
+    with pytest.raises(InvalidProgram, match="contiguous.*Fix: "):
+        graph.Graph(ptr, cupy.asarray(np.array([1, 7, 0, 7], np.uint32))[::2])
+    with pytest.raises(InvalidProgram, match="integer.*Fix: "):
+        graph.bfs(ptr, idx.astype(cupy.float32), 0)
+    with pytest.raises(InvalidProgram, match="outside u32.*Fix: "):
+        graph.connected_components(ptr, cupy.asarray(np.array([1, -1], np.int64)))
+    assert cupy.asnumpy(graph.bfs(ptr, idx, 0)).tolist() == [0, 1]  # nothing was left half-bound
 
 
 def test_resident_array_is_a_device_array_for_cupy_and_torch(backend, rng):

@@ -5,6 +5,8 @@ Shared by the CPU tests (``tests/lib``, on the oracle) and the GPU tests (``test
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 F32_EDGES = np.array([0.0, -0.0, 1.0, -1.0, 0.5, np.nan, -np.nan, np.inf, -np.inf, 3.4028235e38, -3.4028235e38,
@@ -52,8 +54,35 @@ _UFUNC = {"add": np.add, "min": np.fmin, "max": np.fmax, "and": np.bitwise_and, 
 _INT_UFUNC = dict(_UFUNC, min=np.minimum, max=np.maximum)
 
 
-def ufunc(op: str, dtype: np.dtype) -> np.ufunc:
-    return (_UFUNC if np.dtype(dtype).kind == "f" else _INT_UFUNC)[op]
+class FloatMinMax:
+    """Float ``min``/``max`` as docs/semantics.md defines them (a NaN operand gives the other one,
+    ``-0.0 < +0.0``), with numpy's ``reduce``/``accumulate`` signatures. ``np.fmin``/``np.fmax``
+    leave the sign of equal zeros to the C library, so they cannot model it."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+
+    def accumulate(self, x: np.ndarray, dtype: object = None) -> np.ndarray:
+        x = np.asarray(x)
+        bits = np.dtype(f"u{x.dtype.itemsize}")
+        top = bits.type(1 << (8 * x.dtype.itemsize - 1))
+        nan = np.isnan(x)
+        filled = np.where(nan, x.dtype.type(np.inf if self.op == "min" else -np.inf), x)
+        raw = filled.view(bits)
+        key = np.where(raw & top, ~raw, raw | top)  # ascending integer keys in float order, -0.0 < +0.0
+        key = (np.minimum if self.op == "min" else np.maximum).accumulate(key)
+        out = np.where(key & top, key & ~top, ~key).view(x.dtype)
+        return np.where(np.logical_and.accumulate(nan), x.dtype.type(np.nan), out)
+
+    def reduce(self, x: np.ndarray, dtype: object = None) -> np.generic:
+        return self.accumulate(x)[-1]
+
+
+_FLOAT_UFUNC = dict(_UFUNC, min=FloatMinMax("min"), max=FloatMinMax("max"))
+
+
+def ufunc(op: str, dtype: np.dtype) -> Any:
+    return (_FLOAT_UFUNC if np.dtype(dtype).kind == "f" else _INT_UFUNC)[op]
 
 
 def identity(op: str, dtype: np.dtype) -> np.generic:

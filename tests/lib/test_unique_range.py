@@ -85,3 +85,31 @@ def test_kernels_assemble_for_sm90(rng):
     programs = {p.name: p for steps in be.sequences for p, _, _ in steps}
     failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
     assert not failures, "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("dtype, top, counted", [(np.uint32, 200, True), (np.int32, 2048, True),
+                                                 (np.uint32, 1 << 20, False), (np.int32, -1, False),
+                                                 (np.uint32, 2**32 - 1, False)])
+def test_unique_counts_small_device_keys_instead_of_sorting(monkeypatch, rng, dtype, top, counted):
+    """``unique`` of many resident (or device) u32/i32 keys first ORs them: keys that are all in
+    ``[0, 2**k)`` with ``2**k <= n / 16`` are counted by the histogram plan, others sorted; the
+    same values and counts as numpy either way."""
+    from vyre.lib._runs import api
+
+    monkeypatch.setattr(api, "PROBE_MIN", 4096)  # the oracle's numpy lanes: a smaller threshold
+    be = RecordingBackend()
+    x = rng.integers(0, min(abs(top), 200), 70_001).astype(dtype)
+    x[rng.integers(0, x.size)] = np.array(top).astype(dtype)  # one key sets the OR's top bit
+    handle = be.allocate_resident(x.nbytes)
+    be.upload_resident(handle, x)
+    values, counts = lib.unique(lib.ResidentArray(handle, dtype, x.size), backend=be)
+    want_values, want_counts = np.unique(x, return_counts=True)
+    got = (be.download_resident(values.handle, 0, values.n * 4).view(dtype),
+           be.download_resident(counts.handle, 0, counts.n * 4).view(np.uint32))
+    np.testing.assert_array_equal(got[0], want_values)
+    np.testing.assert_array_equal(got[1], want_counts)
+    names = {program.name for steps in be.sequences for program, _, _ in steps}
+    assert (not any(name.startswith("lib_radix_histograms") for name in names)) == counted, names
+    assert "lib_reduce_or_u32" in names or "lib_reduce_or_i32" in names
+    host = lib.unique(x, backend=be)  # host keys: never probed (they would cross the link twice)
+    np.testing.assert_array_equal(host[0], want_values)

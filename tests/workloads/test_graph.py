@@ -266,3 +266,32 @@ def test_int32_csr_is_taken_without_a_copy():
         with pytest.raises(InvalidProgram, match="outside u32") as err:
             graph.u32_array("indices", bad, None)
         assert "Fix: " in str(err.value)
+
+
+def test_host_graphs_upload_and_return_numpy(oracle):
+    """Host CSR arrays are uploaded (nothing is bound in place, so nothing of the caller's is
+    referenced) and give numpy results, on a graph and through the plain calls."""
+    n, src, dst = CASES[sorted(CASES)[0]]
+    indptr, indices = symmetric(n, src, dst)
+    with graph.Graph(indptr, indices, backend=oracle, undirected=True) as g:
+        assert g.bound == () and g.like == ()
+        levels, labels = g.bfs(0), g.connected_components()
+    assert type(levels) is np.ndarray and type(labels) is np.ndarray
+    np.testing.assert_array_equal(levels, graph.reference_levels(indptr, indices, 0))
+    np.testing.assert_array_equal(labels, expected_labels(indptr, indices))
+    assert type(graph.bfs(indptr, indices, 0, backend=oracle)) is np.ndarray
+    assert g.handles and not g._res.handles  # closed: every handle freed
+
+
+def test_the_oracle_does_not_bind_device_arrays(oracle):
+    """Binding in place is the ``cuda`` backend's ability; the oracle keeps uploading."""
+    assert not graph.binds(oracle)
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 1000])
+def test_copy_program_copies_the_first_words(oracle, n):
+    """The device-side result copy of graphs given as device arrays, checked on the oracle."""
+    values = np.arange(n + 7, dtype=np.uint32) * np.uint32(2654435761)
+    out = np.zeros(n, np.uint32)
+    got = oracle.dispatch(graph.copy_program(), [values, out], graph._elements_config(n))
+    np.testing.assert_array_equal(np.asarray(got[0]).view(np.uint32)[:n], values[:n])

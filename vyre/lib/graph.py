@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any, TypeVar
 
@@ -32,6 +33,7 @@ from vyre.driver.errors import InvalidProgram, UnsupportedFeature
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.lib import graph_kernels as kernels
 from vyre.lib.plan import capacity
+from vyre.lib.scratch import ScratchCache, raw_backend, scratch_for
 
 U32 = DataType.U32
 UNREACHED = 0xFFFFFFFF
@@ -83,7 +85,9 @@ def _device_u32(name: str, values: object, backend: object | None) -> Any:
         return array
     if array.size and (int(array.min()) < 0 or int(array.max()) > UNREACHED):
         raise InvalidProgram(f"{name} holds values outside u32", "pass ids and offsets in [0, 2**32).")
-    return array.astype(np.uint32)  # on the device
+    if array.dtype.itemsize == 4:  # i32 with no negative value: the same bits, the caller's memory
+        return array.view(np.uint32)
+    return array.astype(np.uint32)  # a new array, on the device
 
 
 def host_copy(array: Any) -> np.ndarray:
@@ -171,6 +175,16 @@ class ResidentSet:
             self.backend.upload_resident(handle, array)
         return handle
 
+    def bind(self, array: Any) -> Any:
+        """A handle over the device ``array``'s own memory (``backend.borrow``: no copy; an empty array
+        gets a 4-byte handle of its own, as ``upload`` gives). Freeing it leaves the array alone; the
+        caller keeps ``array`` alive while the handle is used."""
+        if not array.nbytes:
+            return self.alloc(4)
+        handle = self.backend.borrow(None, array)
+        self.handles.append(handle)
+        return handle
+
     def alloc(self, nbytes: int) -> Any:
         """A new handle of ``nbytes``."""
         handle = self.backend.allocate_resident(nbytes)
@@ -197,26 +211,46 @@ _Arrays = TypeVar("_Arrays", bound="DeviceArrays")
 
 
 class DeviceArrays:
-    """Host arrays uploaded to one backend, freed together (``close()`` or ``with``)."""
+    """Arrays on one backend, freed together (``close()`` or ``with``): host arrays are uploaded; with
+    ``in_place`` on a backend that binds device arrays (``cuda``), device arrays are bound where
+    they are (``ResidentSet.bind``, no copy) and referenced until ``close`` (``bound``)."""
 
-    def __init__(self, backend: object | None, arrays: Sequence[np.ndarray]) -> None:
+    def __init__(self, backend: object | None, arrays: Sequence[Any], *, in_place: bool = False,
+                 shared: ScratchCache | None = None) -> None:
         self.backend = backend_or_default(backend)
         self._res = ResidentSet(self.backend)
+        self.shared = shared  # vyre.lib's scratch: where a one-call graph borrows (``one_call``)
+        on_device = [not isinstance(a, np.ndarray) for a in arrays]
+        self.bound: tuple[Any, ...] = tuple(arrays) if in_place and any(on_device) and binds(self.backend) else ()
         try:
-            self.handles = [self._res.upload(a) for a in arrays]
+            self.handles = [self._bind(k, a) if self.bound and device else self._res.upload(a)
+                            for k, (a, device) in enumerate(zip(arrays, on_device, strict=True))]
         except BaseException:
             self.close()
             raise
 
+    def _bind(self, k: int, array: Any) -> Any:
+        """A handle over the ``k``-th device array: the shared scratch's handle of that role
+        (re-pointed, kept) for a one-call graph, else a handle of this set's own."""
+        if self.shared is not None and array.nbytes:
+            return self.shared.borrow(f"graph.array{k}", array)
+        return self._res.bind(array)
+
     def close(self) -> None:
-        """Free the device buffers."""
+        """Free the device buffers (handles over bound arrays are released; the arrays stay the caller's)."""
         self._res.close()
+        self.bound = ()
 
     def __enter__(self: _Arrays) -> _Arrays:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def binds(backend: Any) -> bool:
+    """Whether ``backend`` binds the caller's device arrays in place (``vyre.lib``'s test: ``cuda``)."""
+    return scratch_for(backend).abilities()[1]
 
 
 def read_u32(backend: Any, handle: Any, count: int) -> np.ndarray:
@@ -409,18 +443,29 @@ class Graph(DeviceArrays):
 
     ``undirected=True`` promises that every edge is stored both ways (checked on the device, refused with
     a Fix if not): BFS may then run bottom-up steps, and components look at each edge once.
+
+    Device arrays (CuPy, torch) on a backend that binds them (``cuda``) are not copied: the graph
+    reads the caller's memory in place (an int64 array is converted once, on the device, into an
+    array the graph owns) and keeps the arrays referenced until ``close``; do not change them
+    while the graph is open. Results are then new arrays of the caller's kind, copied on the
+    device in the caller's current stream's order (``like``); host input gives numpy results.
     """
 
     def __init__(self, indptr: object, indices: object, *, backend: object | None = None,
-                 undirected: bool = False) -> None:
+                 undirected: bool = False, shared: ScratchCache | None = None) -> None:
         ptr, idx = check_csr(indptr, indices, backend)
         self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
         self._scratch: dict[str, object] = {}
-        super().__init__(backend, [ptr, idx])
+        self._out: Any = None  # a borrowed handle over the last result array (re-pointed per result)
+        self._copied = False  # a result was copied on a caller's stream since the last ordering
+        super().__init__(backend, [ptr, idx], in_place=True, shared=shared)
+        self.like = tuple(given for given, checked in ((indptr, ptr), (indices, idx))
+                          if self.bound and not isinstance(checked, np.ndarray))
         self.indptr_handle, self.indices_handle = self.handles
         self._lanes = device_lanes(self.backend, self.n)
         try:
+            self.after_caller()
             if undirected and not self.stored_both_ways():
                 check_symmetric(host_copy(ptr), host_copy(idx))  # names a one-way edge, in an error with a Fix
         except BaseException:
@@ -462,6 +507,44 @@ class Graph(DeviceArrays):
                 for relation in relations:
                     relation.close()
 
+    def after_caller(self) -> None:
+        """Order the backend's next work after everything queued so far on the caller's current
+        stream (where the bound arrays were written; an event, no host wait). Host graphs: nothing."""
+        if self.like:
+            self.backend.enqueue_sequence([], stream=raw_backend(self.backend).stream_for(None, self.like))
+
+    def result(self, handle: Any, count: int) -> Any:
+        """The first ``count`` u32 words of the scratch ``handle``: numpy for a host graph, else a new
+        array of the caller's kind (``backend.new_array``) written by a device copy enqueued on the
+        caller's current stream, which waits for the traversal first (``enqueue_sequence`` orders
+        it); never through the host."""
+        be = self.backend
+        if not self.like:
+            return read_u32(be, handle, count)
+        raw = raw_backend(be)
+        out = raw.new_array(self.like, U32, count, None)
+        if count:
+            if self.shared is not None:
+                target = self.shared.borrow("graph.result", out)
+            else:
+                target = be.borrow(self._out, out)
+                if target is not self._out:
+                    self._res.adopt(target)
+                    self._out = target
+            be.enqueue_sequence([(copy_program(), [handle, target], _elements_config(count))],
+                                stream=raw.stream_for(None, self.like))
+            self._copied = True
+        return out
+
+    def close(self) -> None:
+        """Free the graph's buffers (after any result copy still queued on a caller's stream)."""
+        try:
+            if self._copied:
+                self._copied = False
+                self.backend.enqueue_sequence([])  # the backend's stream waits for the copies: scratch is reusable
+        finally:
+            super().close()
+
     def scratch(self, name: str, nbytes: int) -> Any:
         """The graph's own resident buffer ``name`` (made on first use, kept until ``close``).
 
@@ -470,7 +553,9 @@ class Graph(DeviceArrays):
         """
         handle = self._scratch.get(name)
         if handle is None:
-            handle = self._scratch[name] = self._res.alloc(max(nbytes, 4))
+            size = max(nbytes, 4)
+            handle = self.shared.get(f"graph.{name}", size) if self.shared is not None else self._res.alloc(size)
+            self._scratch[name] = handle
         return handle
 
     def edge_sources(self) -> Any:
@@ -483,8 +568,9 @@ class Graph(DeviceArrays):
                                                  _elements_config(self.n << shift))])
         return self._scratch["sources"]
 
-    def connected_components(self, max_iterations: int | None = None) -> np.ndarray:
-        """Smallest vertex id of each vertex's component (edges taken as undirected), as u32.
+    def connected_components(self, max_iterations: int | None = None) -> Any:
+        """Smallest vertex id of each vertex's component (edges taken as undirected), as u32 (numpy,
+        or an array of the caller's kind for a graph given as device arrays).
 
         One sweep usually finishes: a first link per vertex, one union per edge, one compression.
         The sweeps loop on the device (``dispatch_until``: a flag set by a union that gave up after
@@ -493,12 +579,13 @@ class Graph(DeviceArrays):
         """
         n, be = self.n, self.backend
         if n == 0:
-            return np.zeros(0, dtype=np.uint32)
+            return self.result(None, 0)
         every_vertex = _elements_config(n)
         parent, flag = self.scratch("parent", 4 * n), self.scratch("flag", 4)
+        self.after_caller()
         be.dispatch_sequence([(cc_init_program(), [self.indptr_handle, self.indices_handle, parent], every_vertex)])
         if self.m == 0 or max_iterations == 0:
-            return read_u32(be, parent, n)
+            return self.result(parent, n)
         sweep = [(cc_hook_program(self.undirected), [self.edge_sources(), self.indices_handle, parent, flag],
                   _elements_config(self.m)),
                  (jump_program(True), [parent, flag], every_vertex)]
@@ -509,11 +596,12 @@ class Graph(DeviceArrays):
             if _word(word):
                 raise InvalidProgram(f"connected_components did not converge in {limit} sweeps",
                                      "report this graph as a bug; it should never happen.")
-        return read_u32(be, parent, n)
+        return self.result(parent, n)
 
     def bfs(self, source: int, alpha: float = 14.0, beta: float = 24.0,
-            trace: list[tuple[str, int, int, float]] | None = None) -> np.ndarray:
-        """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) along the stored edges.
+            trace: list[tuple[str, int, int, float]] | None = None) -> Any:
+        """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) along the stored edges (numpy,
+        or an array of the caller's kind for a graph given as device arrays).
 
         The level loop runs on the device (``dispatch_until``); only the levels are read back (the
         oracle, whose ``host_bfs`` is on by default, searches on the host instead: the same levels). On an
@@ -533,6 +621,7 @@ class Graph(DeviceArrays):
         levels, frontiers = self.scratch("levels", 4 * n), self.scratch("frontiers", 8 * n)
         next_stats, ctl = self.scratch("next_stats", 8), self.scratch("ctl", 4 * kernels.CTL_WORDS)
         flag = self.scratch("flag", 4)
+        self.after_caller()
         be.upload_resident(frontiers, np.array([source], dtype=np.uint32))
         step_handles = [self.indptr_handle, self.indices_handle, levels, frontiers, next_stats, ctl]
         decide = (decide_program, [levels, next_stats, ctl, flag], ONE_INVOCATION)
@@ -554,7 +643,7 @@ class Graph(DeviceArrays):
                 trace.append(("bottom-up" if words[kernels.MODE] == kernels.BOTTOM_UP else "top-down",
                               int(words[kernels.SIZE]), int(words[kernels.EDGES]), time.perf_counter() - started))
                 words = after
-        return read_u32(be, levels, n)
+        return self.result(levels, n)
 
 
 @cache
@@ -563,26 +652,58 @@ def _elements_config(elements: int) -> DispatchConfig:
     return DispatchConfig(elements=elements)
 
 
+@contextmanager
+def one_call(indptr: object, indices: object, backend: object | None, undirected: bool) -> Iterator[Graph]:
+    """The ``Graph`` of a plain call. Given device arrays on a backend that binds them, its buffers
+    are ``vyre.lib``'s scratch (the same handles for every call of the same size, the CSR arrays
+    borrowed by role), held under the scratch's lock for the call: a loop of plain calls binds
+    and captures once, as a ``Graph`` kept open does, and allocates nothing per call."""
+    from vyre.lib.io import device_array_info
+
+    be = backend_or_default(backend)
+    shared = scratch_for(be) if any(device_array_info(a) is not None for a in (indptr, indices)) and binds(be) else None
+    if shared is None:
+        with Graph(indptr, indices, backend=be, undirected=undirected) as g:
+            yield g
+        return
+    with shared.lock, Graph(indptr, indices, backend=be, undirected=undirected, shared=shared) as g:
+        yield g
+
+
 def connected_components(indptr: object, indices: object, *, backend: object | None = None,
-                         undirected: bool = False, max_iterations: int | None = None) -> np.ndarray:
+                         undirected: bool = False, max_iterations: int | None = None) -> Any:
     """Label each vertex with the smallest vertex id of its (undirected) component, as u32.
 
-    ``undirected=True`` says every edge is stored both ways, so each is looked at once.
+    ``undirected=True`` says every edge is stored both ways, so each is looked at once. Device
+    arrays are read in place and give a result of their kind (``Graph``).
     """
-    with Graph(indptr, indices, backend=backend, undirected=undirected) as g:
+    with one_call(indptr, indices, backend, undirected) as g:
         return g.connected_components(max_iterations)
 
 
 def bfs(indptr: object, indices: object, source: int, *, backend: object | None = None,
-        undirected: bool = False, alpha: float = 14.0, beta: float = 24.0) -> np.ndarray:
+        undirected: bool = False, alpha: float = 14.0, beta: float = 24.0) -> Any:
     """BFS levels from ``source`` (u32; ``0xFFFFFFFF`` = unreached) over the CSR graph's edges.
 
     ``undirected=True`` says every edge is stored both ways, which allows direction-optimising
     bottom-up steps (``Graph.bfs`` explains ``alpha`` and ``beta``). To run many searches on one
-    graph, build a ``Graph`` once and call its ``bfs``.
+    graph, build a ``Graph`` once and call its ``bfs``. Device arrays are read in place and give
+    a result of their kind (``Graph``).
     """
-    with Graph(indptr, indices, backend=backend, undirected=undirected) as g:
+    with one_call(indptr, indices, backend, undirected) as g:
         return g.bfs(source, alpha, beta)
+
+
+@cache
+def copy_program() -> Program:
+    """``out[i] = values[i]`` for ``i < len(out)``."""
+    i = Expr.invocation_id(0)
+    return Program(
+        [BufferDecl.read("values", 0, U32), BufferDecl.read_write("out", 1, U32)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(i, Expr.buf_len("out")), [Node.store("out", i, Expr.load("values", i))])],
+        name="copy_u32",
+    )
 
 
 @cache

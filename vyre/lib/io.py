@@ -26,6 +26,7 @@ from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram, UnsupportedFeature
 from vyre.ir import DataType
 from vyre.lib.plan import Plan, capacity
+from vyre.lib.repeat import Ran, Source, describe, record
 from vyre.lib.scratch import ScratchCache, resolve_backend, scratch_for
 
 MAX_ELEMENTS = 1 << 31
@@ -305,6 +306,10 @@ class Call:
             return self.scratch.raw.new_array(self.like, _NP_TO_TYPE[np.dtype(np_dtype)], 0, self.alloc_stream)
         return np.zeros(0, dtype=np_dtype)
 
+    def input_data(self, index: int) -> Any:
+        """The device memory of the call's ``index``-th array (``device_data``)."""
+        return self.device_data(self.given[index])
+
     def device_data(self, array: Array) -> Any:
         """``array``'s device memory for a device call: the caller's array, or a host one copied over."""
         if array.on_device:
@@ -326,6 +331,8 @@ class Call:
         if entry is not None:
             out = entry.run(self, shape)
             if out is not None:
+                if all(a.on_device for a in self.given):  # what a repeat of this call runs (``library_call``)
+                    self.scratch.ran = Ran(entry, shape, out, tuple(a.data for a in self.given))
                 return out
             self.scratch.drop_fast(full)
         self.recording = rec = Recording()
@@ -381,11 +388,12 @@ class FastCall:
         self.packed = compiled.pack(self.writes) if self.lane else ()
         self.last: tuple | None = None
 
-    def run(self, call: Call, shape: Callable[[list[Any]], Any]) -> Any:
+    def run(self, call: Call | Source, shape: Callable[[list[Any]], Any]) -> Any:
         """The call's result, or None when a role's handle changed (scratch released) or the
-        compiled steps refuse (a freed handle): compile again."""
-        stream, given = call.stream, call.given
-        inputs = [call.device_data(given[index]) for _, index, _ in self.inputs]
+        compiled steps refuse (a freed handle): compile again. ``call`` is the ``Call``, or the
+        ``Source`` of a repeated call (``vyre.lib.repeat``)."""
+        stream = call.stream
+        inputs = [call.input_data(index) for _, index, _ in self.inputs]
         new_array, like, alloc = call.scratch.raw.new_array, call.like, call.alloc_stream
         arrays = [new_array(like, dtype, elements, alloc) for _, dtype, elements, _ in self.results]
         where = None
@@ -439,6 +447,29 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
+def _call(impl: Callable[..., T], backend: Any, scratch: ScratchCache, args: tuple, kwargs: dict[str, Any]) -> T:
+    """One library call under ``scratch``'s lock: the call a loop made last time runs its compiled
+    form directly (``vyre.lib.repeat``); any other runs ``impl``, and is kept for next time when it
+    ended in a compiled call on the caller's device arrays."""
+    described = describe(args, kwargs) if scratch.abilities()[1] else None
+    key = None
+    if described is not None and described[1]:
+        parts, arrays = described
+        stream = scratch.raw.stream_for(kwargs.get("stream"), arrays)
+        key = (impl, parts, stream.ptr)
+        repeat = scratch.repeats.get(key)
+        if repeat is not None:
+            out = repeat.run(scratch, stream, args, kwargs)
+            if out is not None:
+                return out
+            scratch.repeats.pop(key, None)
+    scratch.ran = None
+    result = impl(*args, backend=backend, scratch=scratch, **kwargs)
+    if key is not None:
+        scratch.keep_repeat(key, record(scratch.ran, result, args, kwargs))
+    return result
+
+
 def library_call(fn: Callable[P, T]) -> Callable[P, T]:
     """Resolve ``backend=``, hold its scratch lock for the call, and retry once with fresh scratch
     if the backend no longer knows a cached handle (its buffers were freed by a shutdown, say).
@@ -454,12 +485,14 @@ def library_call(fn: Callable[P, T]) -> Callable[P, T]:
         scratch = scratch_for(backend)
         with scratch.lock:
             try:
-                return impl(*args, backend=backend, scratch=scratch, **kwargs)
+                return _call(impl, backend, scratch, args, kwargs)
             except InvalidHandle:
                 if not scratch.nbytes:
                     raise
                 scratch.release()  # stale scratch is skipped, live scratch freed; a bad caller handle fails again
                 return impl(*args, backend=backend, scratch=scratch, **kwargs)
+            finally:
+                scratch.ran = None
 
     signature = inspect.signature(fn)  # what help() and IDEs show: no scratch=, the library's own
     wrapper.__dict__["__signature__"] = signature.replace(

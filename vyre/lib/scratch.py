@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from typing import Any
 
 from vyre.driver.backend import Resident
@@ -22,6 +23,7 @@ from vyre.driver.errors import InvalidProgram
 from vyre.driver.registry import default_backend
 
 FAST_CALLS = 64  # compiled device calls kept per backend
+REPEATS = 32  # repeatable calls kept per backend (``vyre.lib.repeat``)
 
 
 def resolve_backend(backend: Any) -> Any:
@@ -52,6 +54,8 @@ class ScratchCache:
         self._borrowed: dict[str, Resident] = {}  # role -> a handle over the caller's array (``borrow``)
         self._abilities: tuple[bool, bool] | None = None
         self.fast: dict[tuple, Any] = {}  # compiled device calls (``vyre.lib.io.FastCall``) by call key
+        self.repeats: OrderedDict[tuple, Any] = OrderedDict()  # ``vyre.lib.repeat.Repeat`` by call key
+        self.ran: Any = None  # the compiled call the current library call ran (``vyre.lib.repeat.Ran``)
 
     def get(self, role: str, nbytes: int) -> Resident:
         """The scratch handle of ``role`` with at least ``nbytes`` (a new one the first time)."""
@@ -82,12 +86,28 @@ class ScratchCache:
         self.drop_fast(key)
         self.fast[key] = call
         while len(self.fast) > FAST_CALLS:
-            self.fast.pop(next(iter(self.fast))).close()
+            self._close_fast(self.fast.pop(next(iter(self.fast))))
+
+    def keep_repeat(self, key: tuple, repeat: Any) -> None:
+        """Keep ``repeat`` (None: nothing to keep) for calls whose arguments give ``key`` (at most ``REPEATS``)."""
+        self.ran = None
+        if repeat is None:
+            return
+        self.repeats[key] = repeat
+        self.repeats.move_to_end(key)
+        while len(self.repeats) > REPEATS:
+            self.repeats.popitem(last=False)
 
     def drop_fast(self, key: tuple) -> None:
         old = self.fast.pop(key, None)
         if old is not None:
-            old.close()
+            self._close_fast(old)
+
+    def _close_fast(self, call: Any) -> None:
+        """Close a compiled call, and forget the repeats that would run it."""
+        for key in [k for k, repeat in self.repeats.items() if repeat.entry is call]:
+            del self.repeats[key]
+        call.close()
 
     def issue(self, role: str, nbytes: int) -> Resident:
         """A result handle for the caller: a recycled one of ``role`` and ``nbytes`` if any, else a new one."""
@@ -114,6 +134,7 @@ class ScratchCache:
         """Free every scratch and recycled handle; those the backend no longer holds (after a shutdown) are skipped."""
         from vyre.driver.errors import VyreError
 
+        self.repeats.clear()
         for key in list(self.fast):  # their bindings pin the buffers freed below
             try:
                 self.drop_fast(key)

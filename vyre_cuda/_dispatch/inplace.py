@@ -44,6 +44,7 @@ from vyre_cuda._runtime.arrays import (
     device_array,
     device_kind,
     device_pointer,
+    new_cupy_array,
     new_device_array,
     stream_pointer,
 )
@@ -242,7 +243,14 @@ class InPlaceDispatcher:
         """A new array of ``count`` elements for a result: torch when any of ``like`` is a torch
         tensor, else CuPy; allocated in ``stream``'s order (None: the current stream's, which is
         the call's stream when the caller passed no ``stream=``)."""
-        kind = "torch" if any(device_kind(x) == "torch" for x in like) else "cupy"
+        kind = "cupy"
+        for x in like:
+            if device_kind(x) == "torch":
+                kind = "torch"
+                break
+        else:
+            if stream is None:  # a loop's result on the current stream: the shortest way to it
+                return new_cupy_array(dtype.np_dtype, count, self.runtime.device_id)
         if stream is None:
             return new_device_array(kind, dtype, count, self.runtime.device_id)[0]
         with stream:

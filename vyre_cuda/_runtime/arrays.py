@@ -183,14 +183,18 @@ def new_device_array(kind: str, dtype: DataType, count: int, device_id: int) -> 
         name = "bfloat16" if dtype.name == "BF16" else _TORCH_NAMES[dtype.np_dtype.name]
         out = torch.empty(count, dtype=getattr(torch, name), device=f"cuda:{device_id}")
         return out, out.data_ptr()
+    out = new_cupy_array(dtype.np_dtype, count, device_id)
+    return out, out.data.ptr
+
+
+def new_cupy_array(np_dtype: np.dtype, count: int, device_id: int) -> Any:
+    """``cupy.empty(count, np_dtype)`` on ``device_id`` (without a device switch when it is current)."""
     import cupy
 
     if cupy.cuda.runtime.getDevice() == device_id:  # the common case: no device switch to pay for
-        out = cupy.empty(count, dtype.np_dtype)
-    else:
-        with cupy.cuda.Device(device_id):
-            out = cupy.empty(count, dtype.np_dtype)
-    return out, out.data.ptr
+        return cupy.empty(count, np_dtype)
+    with cupy.cuda.Device(device_id):
+        return cupy.empty(count, np_dtype)
 
 
 def stream_pointer(stream: object | None, inputs: Sequence[object] = ()) -> int:
@@ -198,13 +202,14 @@ def stream_pointer(stream: object | None, inputs: Sequence[object] = ()) -> int:
     with ``__cuda_stream__``, or a raw handle), else the current stream of the inputs' library
     (torch's for torch tensors, else CuPy's)."""
     if stream is None:
-        if any(device_kind(x) == "torch" for x in inputs):
-            import torch
+        for x in inputs:
+            if device_kind(x) == "torch":
+                import torch
 
-            return int(torch.cuda.current_stream().cuda_stream)
+                return int(torch.cuda.current_stream().cuda_stream)
         import cupy
 
-        return int(cupy.cuda.get_current_stream().ptr)
+        return cupy.cuda.get_current_stream().ptr
     if isinstance(stream, int) and not isinstance(stream, bool):
         return stream
     protocol = getattr(stream, "__cuda_stream__", None)

@@ -10,13 +10,16 @@ import numpy as np
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import DataType
 from vyre.lib._runs import topology as topo
+from vyre.lib._scan import topology as scan_topo
 from vyre.lib._sort import topology as sort_topo
 from vyre.lib._sort.api import KEY_TYPES
 from vyre.lib.io import U32, Array, Call, as_array, check_count, library_call
+from vyre.lib.monoid import monoid
 from vyre.lib.plan import Plan, capacity
 
 RANGE_TYPES = (DataType.U32, DataType.I32)  # the key types of unique(key_range=...)
 RANGE_MAX = 1 << 24  # bins at most: 64 MiB of u32 counts
+PROBE_MIN = 1 << 20  # unique() of at least this many device u32/i32 keys first checks for small keys (_small_keys)
 
 
 def _runs(call: Call, plan: Plan, dtype: Any, src: Any, n: int, np_dtype: np.dtype,
@@ -66,7 +69,10 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
     ``count="device"``: ``(values, counts, distinct)`` as ``run_length_encode`` gives them.
     ``key_range=(lo, hi)`` (u32/i32 keys, every key in ``[lo, hi)``, ``hi - lo <= 2**24``): the
     same result without sorting, from a histogram of ``x - lo`` (``topology.unique_in_range``);
-    a key outside the range raises ``InvalidProgram``. Takes ``count="exact"`` only.
+    a key outside the range raises ``InvalidProgram``. Takes ``count="exact"`` only. Without it,
+    ``count="exact"`` on at least ``PROBE_MIN`` device or resident u32/i32 keys ORs the keys first
+    (one read) and takes that histogram plan when every key is in ``[0, 2**k)`` with ``2**k`` at
+    most ``n / 16``: the same result, without the sort.
     """
     on_device = check_count(count)
     a = as_array(x, "x", KEY_TYPES)
@@ -79,9 +85,24 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
         return (call.empty(a.np_dtype), call.empty(U32)) if a.n == 0 else _unique_in_range(call, a, lo, bins)
     if a.n == 0:
         return _no_runs(call, a.np_dtype, on_device)
+    if not on_device and (a.on_device or a.resident) and a.dtype in RANGE_TYPES and a.n >= PROBE_MIN:
+        bins = _small_keys(call, a)
+        if bins is not None:  # every key in [0, bins): counted, not sorted (the same result)
+            return _unique_in_range(call, a, 0, bins)
     plan = call.plan()
     keys, _ = sort_topo.sort(plan, a.dtype, call.upload(plan, "x", a), None, None, "none", a.n, capacity(a.n))
     return _runs(call, plan, a.dtype, keys, a.n, a.np_dtype, on_device)
+
+
+def _small_keys(call: Call, a: Array) -> int | None:
+    """``2**k`` when the OR of ``a``'s u32/i32 keys (one read of the keys, one word back) says every
+    key is in ``[0, 2**k)`` and ``2**k`` is at most ``n / 16`` bins (and ``RANGE_MAX``); else None."""
+    plan = call.plan()
+    word = scan_topo.reduce(plan, monoid("or", a.dtype), call.upload(plan, "x", a), a.n, capacity(a.n))
+    (raw,) = call.run(plan, [(word, 0, 4)])
+    bits = int(np.asarray(raw).view(np.uint32)[0])
+    bins = 1 << bits.bit_length()
+    return bins if bits < 1 << 31 and bins <= min(RANGE_MAX, a.n // 16) else None
 
 
 def checked_range(key_range: object, a: Array) -> tuple[int, int]:

@@ -1,0 +1,48 @@
+"""The keys and recordings of repeated library calls (``vyre.lib.repeat``), on the CPU: what makes
+two calls the same, and when a call can be repeated at all. (Repeats running on CuPy and torch
+arrays are GPU tests: ``tests/gpu/test_lib_inplace.py``.)"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vyre.lib.repeat import Ran, describe, record
+
+
+def test_scalars_are_keyed_by_type_and_value():
+    assert describe((1, "add"), {}) == describe((1, "add"), {})
+    assert describe((1,), {}) != describe((True,), {})  # 1 == True, but not the same argument
+    assert describe((1,), {}) != describe((1.0,), {})
+    assert describe((0.0,), {}) != describe((-0.0,), {})  # equal floats that differ in sign
+    assert describe((float("nan"),), {}) == describe((float("nan"),), {})
+    assert describe((), {"op": "add"}) != describe(("add",), {})  # by keyword or by position
+    assert describe((np.dtype(np.uint32),), {}) == describe((np.dtype(np.uint32),), {})
+
+
+def test_stream_is_left_to_the_caller():
+    assert describe((1,), {"stream": object()}) == describe((1,), {})
+
+
+def test_host_data_and_other_objects_are_not_described():
+    assert describe((np.zeros(4, np.uint32),), {}) is None
+    assert describe(([1, 2],), {}) is None
+    assert describe((object(),), {}) is None
+    assert describe((np.uint32(3),), {}) is None  # numpy scalars: not plain values
+
+
+def test_record_needs_the_compiled_result_and_every_array_among_the_arguments():
+    a, b, out = object(), object(), object()
+    ran = Ran(entry="entry", shape=list, result=out, data=(a, b))
+    repeat = record(ran, out, (a,), {"values": b})
+    assert repeat is not None and repeat.positions == (0, "values") and repeat.pick is None
+    assert record(ran, object(), (a,), {"values": b}) is None  # the function returned something else
+    assert record(ran, out, (a,), {}) is None  # an array the call made itself, not an argument
+    assert record(None, out, (a, b), {}) is None
+
+
+def test_record_of_one_item_of_a_tuple_result():
+    a, first, second = object(), object(), object()
+    ran = Ran(entry="entry", shape=tuple, result=(first, second), data=(a,))
+    assert record(ran, second, (a,), {}).pick == 1
+    assert record(ran, ran.result, (a,), {}).pick is None
+    assert record(ran, (first, second), (a,), {}) is None  # an equal tuple the function made itself
