@@ -21,7 +21,10 @@ from vyre.driver.errors import InvalidProgram
 from vyre.frontend.annotations import SCALAR_PARAM_TYPES, ScalarType
 from vyre.frontend.names import STATIC_INT_BITS
 from vyre.frontend.values import BOOL, Number, Typed, Value, number_expr
-from vyre.ir.expr import Expr
+from vyre.ir.expr import Expr, literal_value
+from vyre.ir.op import Op
+from vyre.ir.types import DataType
+from vyre.reference.scalar_ops import BINARY
 
 #: a compile-time value: what a ``Const`` parameter holds once checked
 Scalar = int | float | bool
@@ -199,5 +202,24 @@ def _apply(node: ast.expr, values: list[Any]) -> Scalar:
     return result
 
 
-__all__ = ["MAX_UNROLL", "Const", "ConstKind", "ConstSpec", "Scalar", "StaticError", "StaticLookup", "static_eval"]
+#: the integer operators ``fold`` computes (those Python's operators lower to)
+_FOLDED_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.REM, Op.BITAND, Op.BITOR, Op.BITXOR, Op.SHL, Op.SHR})
+_INT_TYPES = (DataType.U32, DataType.I32, DataType.U64, DataType.I64)
+
+
+def fold(v: Typed) -> Typed:
+    """``v`` as one literal when it is an integer operator on two literals (``4 * 256`` is ``1024``),
+    computed by the oracle's function of that op, so wrapping, shifts and division by zero are the
+    IR's; else ``v`` as it is."""
+    e = v.expr
+    if e.op not in _FOLDED_OPS or v.dtype not in _INT_TYPES or any(a.op != Op.LIT for a in e.args):
+        return v
+    a, b = (np.array([literal_value(x)], x.dtype.np_dtype) for x in e.args)  # a shift's amount stays U32
+    with np.errstate(all="ignore"):
+        result = np.asarray(BINARY[e.op](a, b), v.dtype.np_dtype)
+    return Typed(number_expr(Number(int(result[0])), v.dtype), v.dtype)
+
+
+__all__ = ["MAX_UNROLL", "Const", "ConstKind", "ConstSpec", "Scalar", "StaticError", "StaticLookup", "fold",
+           "static_eval"]
 

@@ -108,6 +108,7 @@ _add("f32_from_bits", "bits")
 _add("f64_from_bits", "bits64")
 _add("barrier", "barrier")
 _add("shared", "shared")
+_add("registers", "registers")
 _add("block", "block")
 _add("region", "region")
 

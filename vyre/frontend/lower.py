@@ -20,14 +20,14 @@ from typing import Any, TypeGuard
 
 from vyre.driver.errors import ValidationError, VyreError
 from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
-from vyre.frontend.consts import MAX_UNROLL, ConstSpec, Scalar, StaticError, static_eval
+from vyre.frontend.consts import MAX_UNROLL, ConstSpec, Scalar, StaticError, fold, static_eval
 from vyre.frontend.exprs import EXPANSION_BUDGET, ExprLowering, cast_name
 from vyre.frontend.intrinsics import Intrinsic
 from vyre.frontend.names import annotation_value, namespace_of, static_value
 from vyre.frontend.source import LineMap, SourceFile
-from vyre.frontend.values import BOOL, U32, Buffer, Number, PyObject, Typed, Value
-from vyre.ir.expr import Expr
-from vyre.ir.node import Barrier, Let, Node, Return, Store
+from vyre.frontend.values import BOOL, U32, Buffer, Number, Owned, PyObject, Typed, Untyped, Value
+from vyre.ir.expr import Expr, name_of
+from vyre.ir.node import Barrier, Node, Return, Store
 from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
@@ -72,6 +72,17 @@ class _Var:
 
 
 @dataclass
+class Registers:
+    """``vyre.registers(T, n)``: ``n`` variables of type ``T``, ``v[k]`` with ``k`` a compile-time value;
+    element ``k`` is declared (a ``let``) where it is first assigned and lives as long as that block."""
+
+    name: str
+    dtype: DataType
+    count: int
+    elements: dict[int, str] = field(default_factory=dict)  # index -> IR name, while declared
+
+
+@dataclass
 class _Frame:
     """The names one function body sees (the kernel, or one inlined call of a helper)."""
 
@@ -81,6 +92,8 @@ class _Frame:
     is_helper: bool
     buffers: dict[str, BufferDecl] = field(default_factory=dict)
     numbers: dict[str, Number] = field(default_factory=dict)  # helper parameters bound to number literals
+    objects: dict[str, PyObject] = field(default_factory=dict)  # helper parameters bound to functions and types
+    registers: dict[str, Registers] = field(default_factory=dict)  # vyre.registers() arrays declared here
     consts: dict[str, tuple[Scalar, Value]] = field(default_factory=dict)  # compile-time values: Python, literal
     scalars: set[str] = field(default_factory=set)
     scopes: list[dict[str, _Var]] = field(default_factory=lambda: [{}])
@@ -111,6 +124,7 @@ class Lowering(ExprLowering):
         self.buffers: list[BufferDecl] = []
         self.out: list[Node] = []
         self.site: ast.AST | None = None  # the kernel's call site while a helper is inlined
+        self.declared: list[list[tuple[Registers, int]]] = [[]]  # register elements declared per IR block
         self.inlining: list[Any] = []  # the @vyre.func helpers being inlined, outermost first
 
     # ---- the program --------------------------------------------------------------------------------
@@ -150,6 +164,9 @@ class Lowering(ExprLowering):
                 raise self.error(arg, f"parameter {arg.arg!r} has no annotation",
                                  f"annotate it, e.g. {arg.arg}: vyre.In[vyre.f32] or {arg.arg}: vyre.f32")
             spec = annotation_value(arg.annotation, self.frame.namespace, self.source)
+            if spec is None:  # Annotated[T, None]: the code making the kernel left it out; the name is None
+                self.frame.objects[arg.arg] = PyObject(None)
+                continue
             if isinstance(spec, ConstSpec):
                 if arg.arg not in self.consts:
                     raise self.error(arg, f"compile-time parameter {arg.arg!r} has no value",
@@ -188,16 +205,29 @@ class Lowering(ExprLowering):
         self.handler(stmt, "_stmt_", _UNSUPPORTED, "use assignments, buf[i] = v, if/elif/else, for ... in range(...), "
                      "return, vyre.barrier() and atomics (docs/kernels.md)")(stmt)
 
-    def block(self, stmts: list[ast.stmt], loop_var: tuple[str, _Var] | None = None) -> list[Node]:
-        """Lower ``stmts`` in a new scope; returns the statements (the names declared end here)."""
+    def block(self, stmts: list[ast.stmt], loop_var: tuple[str, _Var] | None = None, flat: bool = False
+              ) -> list[Node]:
+        """Lower ``stmts`` in a new scope; returns the statements (the names declared end here).
+
+        ``flat``: the statements go into the enclosing IR block (an unrolled iteration, a resolved
+        branch), so their names get fresh IR names and register elements declared there live on."""
         saved, self.out = self.out, []
         scope: dict[str, _Var] = dict([loop_var]) if loop_var else {}
-        self.frame.scopes.append(scope)
+        frame, rename = self.frame, self.frame.rename
+        frame.scopes.append(scope)
+        if flat:
+            frame.rename = self.fresh
+        else:
+            self.declared.append([])
         try:
             for stmt in stmts:
                 self.statement(stmt)
         finally:
-            self.frame.scopes.pop()
+            frame.scopes.pop()
+            frame.rename = rename
+            if not flat:
+                for regs, k in self.declared.pop():
+                    regs.elements.pop(k, None)
             body, self.out = self.out, saved
         end_line = self.source.line(stmts[-1]) if stmts else 0
         for name in scope:
@@ -235,6 +265,12 @@ class Lowering(ExprLowering):
         if self._is_call_to(value, "shared"):
             self._shared(stmt, name, value)
             return
+        if self._is_call_to(value, "registers"):
+            self._registers(stmt, name, value)
+            return
+        if name in frame.registers:
+            raise self.error(stmt, f"cannot assign to {name!r}, a vyre.registers() array",
+                             f"assign its elements: {name}[k] = v")
         var = frame.find(name)
         if var is not None:
             if var.loop:
@@ -244,12 +280,19 @@ class Lowering(ExprLowering):
             self.emit(Node.assign(var.ir, v.expr), stmt)
             return
         v = self.typed(value, annotated or frame.types.get(name), f"value assigned to {name!r}")
-        ir = frame.rename(name)
-        self.emit(Node.let(ir, v.expr), stmt)
+        if isinstance(v, Owned):  # a helper's own variable, dead after the call: the name takes it over
+            ir = name_of(v.expr)
+        else:
+            ir = frame.rename(name)
+            self.emit(Node.let(ir, v.expr), stmt)
         frame.scopes[-1][name] = _Var(ir, v.dtype, False)
         frame.types[name] = v.dtype
 
     def _store(self, stmt: ast.stmt, target: ast.Subscript, value: ast.expr, op: ast.operator | None = None) -> None:
+        regs = self._registers_of(target.value)
+        if regs is not None:
+            self._store_register(stmt, regs, target, value, op)
+            return
         buf = self.buffer(target.value)
         if buf.access in (Access.READ, Access.UNIFORM):
             kind = "scalar" if target.value in self.frame.scalars else buf.access.value
@@ -290,10 +333,9 @@ class Lowering(ExprLowering):
 
     def _stmt_If(self, stmt: ast.If) -> None:
         taken = self._static_condition(stmt.test)
-        if taken is not None:  # resolved at specialisation: only the taken branch is lowered
-            branch = stmt.body if taken else stmt.orelse
-            if branch:
-                self._splice(self.block(branch), stmt)
+        if taken is not None:  # resolved at specialisation: only the taken branch is lowered, in place
+            for s in stmt.body if taken else stmt.orelse:
+                self.statement(s)  # (so a name it assigns first lives on after it, as in Python)
             return
         cond = self.value(stmt.test)
         if isinstance(cond, Typed) and cond.dtype is not BOOL:
@@ -352,17 +394,31 @@ class Lowering(ExprLowering):
         for k in range(start, end):
             frame.consts[name] = (k, Typed(Expr.u32(k), U32))
             try:
-                body = self.block(stmt.body)
+                self.out.extend(self.block(stmt.body, flat=True))  # its names end with it, under fresh IR names
             finally:
                 del frame.consts[name]
-            self._splice(body, stmt)
 
-    def _splice(self, body: list[Node], where: ast.stmt) -> None:
-        """Statements of a resolved branch or an unrolled iteration, in a block when they declare names."""
-        if any(isinstance(n, Let) for n in body):
-            self.emit(Node.block(body), where)  # its names end with it, as they would in the if or loop body
-        else:
-            self.out.extend(body)
+    def _BinOp(self, node: ast.BinOp) -> Value:
+        """An operator; on integers whose operands are compile-time values, one a Const (or an
+        unrolled loop variable), one literal computed with the IR's arithmetic (``k * WG``)."""
+        v = super()._BinOp(node)
+        try:
+            found = static_eval(node, self._static_name)
+        except StaticError:
+            return v  # Python cannot evaluate it (a shift past 64 bits ...): the IR arithmetic stays
+        if found is None or not found[1] or not isinstance(found[0], int) or isinstance(found[0], bool):
+            return v
+        if isinstance(v, Untyped):
+            build = v.build
+            return Untyped(lambda t: fold(build(t)), v.default)
+        return fold(v) if isinstance(v, Typed) else v
+
+    def _IfExp(self, node: ast.IfExp) -> Value:
+        """``a if c else b``; with a compile-time ``c`` using a Const (as an ``if``'s), only the taken side."""
+        taken = self._static_condition(node.test)
+        if taken is None:
+            return super()._IfExp(node)
+        return self.value(node.body if taken else node.orelse)
 
     def _static(self, node: ast.expr) -> tuple[Scalar, bool] | None:
         """``static_eval`` of ``node`` in this frame; its errors name the line."""
@@ -376,7 +432,8 @@ class Lowering(ExprLowering):
         frame = self.frame
         if name in frame.consts:
             return frame.consts[name][0], True
-        if frame.find(name) is not None or name in frame.buffers or name in frame.ended:
+        if frame.find(name) is not None or name in frame.buffers or name in frame.ended or name in frame.objects \
+                or name in frame.registers:
             return None
         if name in frame.numbers:
             return frame.numbers[name].value, False
@@ -455,6 +512,64 @@ class Lowering(ExprLowering):
         raise self.error(stmt, f"the value of `{ast.unparse(value)}` is not used",
                          "assign it to a name; only vyre.barrier(), atomics and @vyre.func calls stand alone")
 
+    def _registers(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
+        if name in self.frame.types or name in self.frame.registers or name in self.frame.buffers:
+            raise self.error(stmt, f"{name!r} is already a variable", "give the registers their own name")
+        self.arity(call, 2)
+        dtype = static_value(call.args[0], self.frame.namespace, self.source)
+        if not isinstance(dtype, ScalarType) or not dtype.dtype.is_arith and dtype.dtype is not BOOL:
+            raise self.error(call, "vyre.registers() takes an element type first", "write vyre.registers(vyre.u32, 8)")
+        found = self._static(call.args[1])
+        count = found[0] if found is not None else None
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= MAX_UNROLL:
+            raise self.error(call, f"the registers' count `{ast.unparse(call.args[1])}` is not an int constant in "
+                             f"1 .. {MAX_UNROLL}", "write a number, a Const parameter or a module-level int constant")
+        self.frame.registers[name] = Registers(name, dtype.dtype, count)
+
+    def _registers_of(self, node: ast.expr) -> Registers | None:
+        """The registers array ``node`` names, if it names one."""
+        if not isinstance(node, ast.Name):
+            return None
+        found = self.lookup(node)
+        return found.obj if isinstance(found, PyObject) and isinstance(found.obj, Registers) else None
+
+    def _register_index(self, regs: Registers, node: ast.expr) -> int:
+        found = self._static(node)
+        k = found[0] if found is not None else None
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < regs.count:
+            raise self.error(node, f"{regs.name}[{ast.unparse(node)}] is not one of its {regs.count} registers",
+                             f"index vyre.registers() with a compile-time value in 0 .. {regs.count - 1} (a "
+                             "Const, an unrolled loop variable, a number)", "type_mismatch")
+        return k
+
+    def _Subscript(self, node: ast.Subscript) -> Value:
+        regs = self._registers_of(node.value)
+        if regs is None:
+            return super()._Subscript(node)
+        k = self._register_index(regs, node.slice)
+        if k not in regs.elements:
+            raise self.error(node, f"{regs.name}[{k}] is read before it is assigned (or after its block ended)",
+                             f"assign {regs.name}[{k}] = ... first, in this block or one around it", "unknown_var")
+        return Typed(Expr.var(regs.elements[k]), regs.dtype)
+
+    def _store_register(self, stmt: ast.stmt, regs: Registers, target: ast.Subscript, value: ast.expr,
+                        op: ast.operator | None) -> None:
+        """``v[k] = value``: the first assignment declares element ``k`` (a ``let``), later ones assign it."""
+        k = self._register_index(regs, target.slice)
+        what = f"value assigned to {regs.name}[{k}]"
+        if op is None:
+            v = self.typed(value, regs.dtype, what)
+        else:
+            v = self.coerce(value, self.binop(stmt, op, target, self._Subscript(target), value, self.value(value)),
+                            regs.dtype, what)
+        if k in regs.elements:
+            self.emit(Node.assign(regs.elements[k], v.expr), stmt)
+            return
+        ir = self.fresh(f"{regs.name}{k}")
+        self.emit(Node.let(ir, v.expr), stmt)
+        regs.elements[k] = ir
+        self.declared[-1].append((regs, k))
+
     def _shared(self, stmt: ast.stmt, name: str, call: ast.Call) -> None:
         if self.frame.is_helper or len(self.frame.scopes) != 1:
             raise self.error(stmt, "vyre.shared() is only allowed at the top level of a kernel body",
@@ -465,7 +580,8 @@ class Lowering(ExprLowering):
         dtype = static_value(call.args[0], self.frame.namespace, self.source)
         if not isinstance(dtype, ScalarType):
             raise self.error(call, "vyre.shared() takes an element type first", "write vyre.shared(vyre.f32, 256)")
-        count = static_value(call.args[1], self.frame.namespace, self.source)
+        found = self._static(call.args[1])  # Const parameters too
+        count = found[0] if found is not None else static_value(call.args[1], self.frame.namespace, self.source)
         if isinstance(count, bool) or not isinstance(count, int):
             raise self.error(call, f"the shared buffer's count `{ast.unparse(call.args[1])}` is not an int constant",
                              "write a number or a module-level int constant, e.g. vyre.shared(vyre.f32, TILE)")
@@ -481,6 +597,10 @@ class Lowering(ExprLowering):
             return Typed(Expr.var(var.ir), var.dtype)
         if name in frame.numbers:
             return frame.numbers[name]
+        if name in frame.objects:
+            return frame.objects[name]
+        if name in frame.registers:
+            return PyObject(frame.registers[name])
         decl = frame.buffers.get(name)
         if decl is not None:
             if name in frame.scalars:
@@ -589,6 +709,8 @@ class Lowering(ExprLowering):
                 self._take_identifiers(fndef, code)
         namespace = namespace_of(func.fn)
         frame = _Frame(source, namespace, self.fresh, is_helper=True)
+        assigned = _assigned_names(fndef)
+        aliased: set[str] = set()  # parameters that are the caller's variables themselves
         for param, arg in zip(params, node.args):
             spec = annotation_value(param.annotation, namespace, source) if param.annotation is not None else None
             if isinstance(spec, ConstSpec):
@@ -600,10 +722,18 @@ class Lowering(ExprLowering):
             if isinstance(v, Buffer):
                 frame.buffers[param.arg] = v.decl
                 continue
+            if isinstance(v, PyObject):
+                frame.objects[param.arg] = v  # a Python object of the caller (a function, a type ...)
+                continue
             if isinstance(v, Number) and want is None:
                 frame.numbers[param.arg] = v  # a literal has no effect: it stays untyped, typed where used
                 continue
             v = self.coerce(arg, v, want, f"argument {param.arg!r} of {func.name}()")
+            if v.expr.op == Op.VAR and param.arg not in assigned:  # nothing can change it during the call
+                frame.scopes[0][param.arg] = _Var(name_of(v.expr), v.dtype, False)
+                frame.types[param.arg] = v.dtype
+                aliased.add(param.arg)
+                continue
             ir = self.fresh(param.arg)
             self.emit(Node.let(ir, v.expr), stmt)
             frame.scopes[0][param.arg] = _Var(ir, v.dtype, False)
@@ -618,7 +748,14 @@ class Lowering(ExprLowering):
         try:
             for s in body:
                 self.statement(s)
-            return self.value(ret.value) if ret is not None and ret.value is not None else None
+            result = self.value(ret.value) if ret is not None and ret.value is not None else None
+            if isinstance(result, Owned):  # a nested helper's own variable: as dead as ours
+                return result
+            if isinstance(result, Typed) and result.expr.op == Op.VAR:
+                own = {var.ir for name, var in frame.scopes[0].items() if name not in aliased}
+                if name_of(result.expr) in own:
+                    return Owned(result.expr, result.dtype)
+            return result
         finally:
             self.inlining.pop()
             self.frame, self.source, self.site = saved
@@ -636,6 +773,16 @@ class Lowering(ExprLowering):
         except VyreError as exc:
             raise self.error(arg, exc.message, exc.fix.rstrip("."), "type_mismatch") \
                 from None
+
+
+def _assigned_names(fndef: ast.FunctionDef) -> set[str]:
+    """The names a function assigns or updates (or loops over) anywhere in its body."""
+    names: set[str] = set()
+    for n in ast.walk(fndef):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+            n, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
 
 
 def _node_has_effect(node: Node) -> bool:

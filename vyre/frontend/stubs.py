@@ -152,7 +152,7 @@ _BY_KIND = {
 
 
 def _intrinsic(name: str, f: Intrinsic) -> str:
-    if f.kind == "shared":
+    if f.kind in ("shared", "registers"):
         return f"def {name}(dtype: type[_T], count: int, /) -> InOut[_T]: ..."  # read and written as an InOut
     if f.kind == "atomic":
         return (f"@overload\ndef {name}(buffer: _Buffer[_T], index: _Operand, /, *values: _Operand) -> _T: ...\n"

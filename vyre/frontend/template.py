@@ -39,8 +39,8 @@ def const_params(fndef: ast.FunctionDef, namespace: Callable[[str], Any], source
         spec = annotation_value(arg.annotation, namespace, source) if arg.annotation is not None else None
         if isinstance(spec, ConstSpec):
             params.append(ConstParam(arg.arg, position, spec))
-        if not (isinstance(spec, BufferSpec) and spec.access is Access.OUTPUT):
-            position += 1
+        if spec is not None and not (isinstance(spec, BufferSpec) and spec.access is Access.OUTPUT):
+            position += 1  # Out parameters take no input, absent ones (Annotated[T, None]) are not there
     return tuple(params)
 
 

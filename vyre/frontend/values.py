@@ -27,6 +27,12 @@ class Typed:
 
 
 @dataclass(frozen=True)
+class Owned(Typed):
+    """A ``@vyre.func`` call's value that is one of the helper's own variables, dead once it returns:
+    a new name assigned it takes that variable instead of a copy."""
+
+
+@dataclass(frozen=True)
 class Number:
     """A Python int or float literal whose type comes from its context."""
 

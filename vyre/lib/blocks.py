@@ -1,5 +1,6 @@
 """IR building blocks shared by the ``vyre.lib`` kernels: the parameter words, warp and workgroup
-scans and reductions, bounded waits, and the zero fill.
+scans and reductions, bounded waits, and the zero fill; the same reductions as ``@vk.func``
+helpers for the kernels written with the front end (``identity`` ... ``block_reduce``).
 
 Every kernel runs workgroups of ``WG = 256`` invocations (8 subgroups of 32). A *tile* is the
 ``WG * items`` elements one workgroup handles at a time. Every helper takes a ``prefix`` for the
@@ -11,8 +12,11 @@ compile-time constants chosen by the plan (``vyre.lib.plan.Plan.word``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
+from typing import Annotated, Any
 
+from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BufferSpec
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.program import Access
@@ -79,19 +83,6 @@ def warp_inclusive_scan(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node]
     return nodes, current
 
 
-def warp_reduce(m: Monoid, value: Expr, prefix: str) -> tuple[list[Node], Expr]:
-    """Every lane gets the combination of all 32 (a butterfly; ``subgroup_add`` for add)."""
-    if m.op == "add":
-        return [Node.let(prefix, Expr.subgroup_add(value))], var(prefix)
-    nodes = [Node.let(f"{prefix}0", value)]
-    current = var(f"{prefix}0")
-    for step, d in enumerate((16, 8, 4, 2, 1), start=1):
-        other = Expr.subgroup_shuffle(current, Expr.bitxor(lane(), u(d)))
-        nodes.append(Node.let(f"{prefix}{step}", m.combine(current, other)))
-        current = var(f"{prefix}{step}")
-    return nodes, current
-
-
 def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str, total: str | None = None,
                      offset: Expr | None = None) -> list[Node]:
     """Bind ``name = pad op sums[0] op ... op sums[upto - 1]`` (all eight when ``upto`` is None), in order.
@@ -114,18 +105,6 @@ def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str, total: 
         if total is not None:
             nodes.append(Node.assign(total, m.combine(var(total), word)))
     return nodes
-
-
-def block_reduce(m: Monoid, value: Expr, sums: str, prefix: str) -> tuple[list[Node], Expr]:
-    """Combine one value per invocation over the workgroup; every invocation gets the total.
-
-    ``sums`` is a workgroup buffer of ``WARPS`` elements of the monoid's type.
-    """
-    nodes, total = warp_reduce(m, value, f"{prefix}w")
-    nodes.append(Node.if_(Expr.eq(lane(), u(0)), Node.store(sums, warp(), total)))
-    nodes.append(Node.barrier())
-    nodes += fold_warp_totals(m, sums, None, f"{prefix}t")
-    return nodes, var(f"{prefix}t")
 
 
 def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums: str, prefix: str
@@ -155,6 +134,91 @@ def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums
     if inclusive:
         return nodes, [m.combine(before, r) for r in running]
     return nodes, [before] + [m.combine(before, r) for r in running[:-1]]
+
+
+# ---- the same, as @vk.func helpers: ``m`` is the Monoid, passed as it is (``m.apply``, ``m.element``) ----
+@vk.func
+def identity(m: Any):
+    """``m.pad()``: the literal a partial tile is padded with."""
+    return m.element(m.pad_number)
+
+
+@vk.func
+def warp_sum(value: Any, m: Any):
+    """the warp reduction of add: every lane gets the sum of the 32 (``subgroup_add``)."""
+    total = vk.subgroup_add(value)
+    return total
+
+
+@vk.func
+def _butterfly_step(v: Any, m: Any, d: Annotated[int, vk.Const[int]]):
+    return m.apply(v, vk.subgroup_shuffle(v, vk.subgroup_local_id() ^ d))
+
+
+@vk.func
+def warp_butterfly(value: Any, m: Any):
+    """The warp reduction of the other ops: every lane gets the combination of all 32 (a butterfly)."""
+    v0 = value
+    v1 = _butterfly_step(v0, m, 16)
+    v2 = _butterfly_step(v1, m, 8)
+    v3 = _butterfly_step(v2, m, 4)
+    v4 = _butterfly_step(v3, m, 2)
+    v5 = _butterfly_step(v4, m, 1)
+    return v5
+
+
+@vk.func
+def _scan_step(v: Any, m: Any, d: Annotated[int, vk.Const[int]]):
+    return vk.select(vk.subgroup_local_id() >= d, m.apply(vk.subgroup_shuffle(v, vk.subgroup_local_id() - d), v), v)
+
+
+@vk.func
+def warp_inclusive_scan_of(value: Any, m: Any):
+    """``warp_inclusive_scan``: lane ``i`` gets lanes ``0..i`` combined (Hillis-Steele with shuffles)."""
+    s0 = value
+    s1 = _scan_step(s0, m, 1)
+    s2 = _scan_step(s1, m, 2)
+    s3 = _scan_step(s2, m, 4)
+    s4 = _scan_step(s3, m, 8)
+    s5 = _scan_step(s4, m, 16)
+    return s5
+
+
+def warp_reducer(m: Monoid) -> Callable[..., Any]:
+    """The helper that reduces over a warp for ``m``: ``warp_sum`` for add, else ``warp_butterfly``."""
+    return warp_sum if m.op == "add" else warp_butterfly
+
+
+@vk.func
+def fold_warps(sums: Any, m: Any, warps: Annotated[int, vk.Const[int]]):
+    """``pad op sums[0] op ... op sums[warps - 1]``, in order (``fold_warp_totals`` without its options)."""
+    t = identity(m)
+    for j in range(warps):
+        t = m.apply(t, sums[j])
+    return t
+
+
+@vk.func
+def fold_warps_to(w: Any, sums: Any, m: Any, offset: Any, warps: Annotated[int, vk.Const[int]]):
+    """``fold_warp_totals`` with ``upto`` the warp and a ``total``, into registers ``w``: ``w[0]`` =
+    pad op ``sums[offset]`` op ... for the earlier warps, ``w[1]`` = all ``warps`` combined, in order."""
+    w[0] = identity(m)
+    w[1] = identity(m)
+    for j in range(warps):
+        word = sums[offset + j]
+        w[0] = vk.select(j < (vk.lid() >> 5), m.apply(w[0], word), w[0])
+        w[1] = m.apply(w[1], word)
+
+
+@vk.func
+def block_reduce(value: Any, sums: Any, m: Any, warp_total: Any):
+    """``block_reduce``: ``value`` combined over the workgroup, the total in every invocation;
+    ``sums`` holds ``WARPS`` values of ``m``'s type, ``warp_total`` is ``warp_reducer(m)``."""
+    total = warp_total(value, m)
+    if vk.subgroup_local_id() == 0:
+        sums[vk.lid() >> 5] = total
+    vk.barrier()
+    return fold_warps(sums, m, WARPS)
 
 
 def bounded_wait(done: str, levels: int, width: int, body: list[Node], prefix: str) -> Node:

@@ -8,6 +8,7 @@ with every NaN mapped to one key (the largest), so NaNs sort last and compare eq
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from vyre.ir import DataType, Expr
 
@@ -32,6 +33,20 @@ def _constants(dtype: DataType) -> tuple[Callable[[int], Expr], int, int, int, i
     sign = 1 << (width - 1)
     inf = 0x7F800000 if width == 32 else 0x7FF0000000000000
     return lit, sign, sign - 1, inf, (1 << width) - 1
+
+
+@dataclass(frozen=True)
+class KeyBits:
+    """The constants of ``equality_key`` at one width, as numbers a ``@vk.kernel`` reads (``b.inf``)."""
+
+    magnitude: int
+    inf: int
+    ones: int
+
+
+def key_bits(dtype: DataType) -> KeyBits:
+    _, _, magnitude, inf, ones = _constants(dtype)
+    return KeyBits(magnitude, inf, ones)
 
 
 def is_nan_bits(bits: Expr, dtype: DataType = DataType.F32) -> Expr:

@@ -7,11 +7,13 @@ IR combine, the identity used to pad partial tiles, and the value an empty input
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
 from vyre.driver.errors import InvalidProgram
+from vyre.frontend.annotations import TYPE_NAMES
+from vyre.frontend.intrinsics import INTRINSICS, Intrinsic
 from vyre.ir import DataType, Expr
 
 OPS = ("add", "min", "max", "and", "or", "xor")
@@ -25,6 +27,7 @@ _U32_MAX, _I32_MAX, _I32_MIN = 0xFFFFFFFF, 0x7FFFFFFF, -0x80000000
 _F32_NAN_BITS, _F32_NEG_ZERO_BITS = 0x7FC00000, 0x80000000
 _F64_NAN_BITS, _F64_NEG_ZERO_BITS = 0x7FF8000000000000, 0x8000000000000000
 _LITERAL = {DataType.U32: Expr.u32, DataType.I32: Expr.i32, DataType.U64: Expr.u64, DataType.I64: Expr.i64}
+_FUNCTIONS = {"add": "add", "min": "min", "max": "max", "and": "bitand", "or": "bitor", "xor": "bitxor"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,24 @@ class Monoid:
         if self.dtype is DataType.F64:
             return Expr.f64_from_bits(_F64_NEG_ZERO_BITS if self.op == "add" else _F64_NAN_BITS)
         return self.literal(self.empty_value())
+
+    @property
+    def apply(self) -> Intrinsic:
+        """The op in a ``@vk.kernel``: ``m.apply(a, b)`` lowers to what ``m.combine(a, b)`` builds."""
+        return INTRINSICS[_FUNCTIONS[self.op]]
+
+    @property
+    def element(self) -> Any:
+        """The element type in a ``@vk.kernel`` (a ``ScalarType``, typed ``Any`` so that type checkers
+        take it where the kernel language's stubs want a type): ``m.element(m.pad_number)`` is ``m.pad()``."""
+        return TYPE_NAMES[self.dtype]
+
+    @property
+    def pad_number(self) -> int | float:
+        """``pad()`` as a Python number (-0.0 and NaN for the floats), typed where a kernel uses it."""
+        if self.dtype in FLOAT_TYPES:
+            return -0.0 if self.op == "add" else float("nan")
+        return self.empty_value()
 
     def empty_value(self) -> int | float:
         """What an empty input reduces to: 0 for add/or/xor, all ones for and, the type's max/min."""

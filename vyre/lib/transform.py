@@ -127,11 +127,15 @@ def _lowered(func: Func, in_type: DataType) -> Transform:
         names = ", ".join(t.value for t in SCAN_TYPES)
         raise InvalidProgram(f"the transform {func.name}() returns {out_type.value}, which vyre.lib cannot "
                              f"accumulate", f"return one of {names}: cast the result, e.g. vyre.u32(...).")
-    body = program.body[1:-1]  # without binding the probe's element and naming the result
     last = program.body[-1]
-    assert isinstance(last, Let) and last.name == _RESULT
-    _check_pure(func, body, last.value)
-    return Transform(func.name, in_type, out_type, tuple(body), last.value, func)
+    if isinstance(last, Let) and last.name == _RESULT:  # without binding the probe's element and naming the result
+        body, result = program.body[1:-1], last.value
+    else:  # the helper returned its own variable, which the result name took over
+        found = lowering.frame.find(_RESULT)
+        assert found is not None
+        body, result = program.body[1:], Expr.var(found.ir)
+    _check_pure(func, body, result)
+    return Transform(func.name, in_type, out_type, tuple(body), result, func)
 
 
 def element(name: str, in_type: DataType, out_type: DataType, result: Callable[[Expr], Expr]) -> Transform:

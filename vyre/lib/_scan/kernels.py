@@ -1,25 +1,33 @@
 """The programs of the scans and reductions: tile and segment reductions, the segmented scan's
-downsweep and the segmented reduction. The single-pass scan is in ``lookback``.
+downsweep and the segmented reduction, written as ``@vk.kernel`` functions (a cached factory per
+monoid, whose ``Const`` parameters are the items per invocation and the params words); the
+builder pieces the single-pass scan (``lookback``) and the sorts still use (``segment``,
+``warp_rounds`` ...).
 
-Each builder is cached, so the same variant is the same ``Program``. Word numbers are
+Each program function is cached, so the same variant is the same ``Program``. Word numbers are
 compile-time constants chosen by the topology (``vyre.lib._scan.topology``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache
+from typing import Annotated, Any
 
+from vyre.frontend import lang as vk
+from vyre.frontend.annotations import BufferSpec
+from vyre.frontend.kernel import Kernel
+from vyre.frontend.template import KernelTemplate
 from vyre.ir import BufferDecl, Expr, Node, Program
+from vyre.ir.program import Access
 from vyre.lib.blocks import (
-    U32,
+    PARAM_WORDS,
+    PARAMS,
     WARPS,
     WG,
-    WG_SIZE,
     block_reduce,
-    fold_warp_totals,
+    fold_warps_to,
+    identity,
     lane,
-    lid,
     load_param,
     params,
     typed_params,
@@ -27,7 +35,8 @@ from vyre.lib.blocks import (
     var,
     warp,
     warp_inclusive_scan,
-    warp_reduce,
+    warp_inclusive_scan_of,
+    warp_reducer,
     wid,
 )
 from vyre.lib.monoid import Monoid
@@ -41,21 +50,39 @@ def _exit_past(base: Expr, n: Expr) -> Node:
     return Node.if_(Expr.ge(base, n), Node.return_())
 
 
+@vk.func
+def tile_element(items: Annotated[int, vk.Const[int]], k: Annotated[int, vk.Const[int]]):
+    """Element ``k*WG + t`` of this workgroup's tile of ``WG*items`` elements (coalesced)."""
+    return vk.wid() * (items * WG) + (k * WG + vk.lid())
+
+
+@cache
+def _reduce_tiles(m: Monoid) -> Kernel | KernelTemplate:
+    """The tile reduction of ``m``; its Const parameters are the items per invocation and n's params word."""
+    values, partials = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
+    warp_total = warp_reducer(m)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_reduce_{m.op}_{m.dtype.value}")
+    def reduce_tiles(x: Annotated[vk.In[vk.u32], values], partial: Annotated[vk.InOut[vk.u32], partials],
+                     params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], n_word: vk.Const[int]):
+        sums = vk.shared(m.element, WARPS)
+        if vk.wid() * (items * WG) >= params[n_word]:
+            return  # no element in this tile
+        acc = identity(m)
+        for k in range(items):
+            acc = m.apply(acc, vk.select(tile_element(items, k) < params[n_word], x[tile_element(items, k)],
+                                         identity(m)))
+        total = block_reduce(acc, sums, m, warp_total)
+        if vk.lid() == 0:
+            partial[vk.wid()] = total
+
+    return reduce_tiles
+
+
 @cache
 def reduce_tiles(m: Monoid, items: int, n_word: int) -> Program:
     """``partial[w] = x[w*T] op ... op x[w*T + T - 1]`` for each tile of ``T = WG*items`` elements."""
-    n, base = load_param(n_word), Expr.mul(wid(), u(WG * items))
-    body: list[Node] = [_exit_past(base, n), Node.let("acc", m.pad())]
-    for k in range(items):
-        index = Expr.add(base, Expr.add(u(k * WG), lid()))
-        value = Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
-        body.append(Node.assign("acc", m.combine(var("acc"), value)))
-    nodes, total = block_reduce(m, var("acc"), "sums", "b")
-    body += nodes
-    body.append(Node.if_(Expr.eq(lid(), u(0)), Node.store("partial", wid(), total)))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("partial", 1, m.dtype), params(2),
-               BufferDecl.workgroup("sums", WARPS, m.dtype)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_reduce_{m.op}_{m.dtype.value}")
+    return _reduce_tiles(m).bind(items, n_word).program
 
 
 def segment(n: Expr, span_word: int, tile: int) -> list[Node]:
@@ -68,35 +95,73 @@ def segment(n: Expr, span_word: int, tile: int) -> list[Node]:
             Node.let("seg_tiles", Expr.div(Expr.add(size, u(tile - 1)), u(tile)))]
 
 
-def fold_segment(m: Monoid, items: int, n: Expr, span_word: int, value: Callable[[Expr], Expr]) -> list[Node]:
-    """Bind ``acc``: this invocation's fold of ``value(i)`` over element ``k*WG + t`` of every tile of
-    its workgroup's segment (coalesced), in order; the caller reduces ``acc`` over the workgroup."""
-    tile = WG * items
-    body = segment(n, span_word, tile) + [Node.let("acc", m.pad())]
-    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile))))]
-    for k in range(items):
-        step.append(Node.assign("acc", m.combine(var("acc"), value(Expr.add(var("tb"), Expr.add(u(k * WG), lid()))))))
-    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
-    return body
+@vk.func
+def segment_tiles(seg_base: Any, params: Any, n_word: Annotated[int, vk.Const[int]],
+                  span_word: Annotated[int, vk.Const[int]], tile: Annotated[int, vk.Const[int]]):
+    """``segment``'s ``seg_tiles``: the tiles of ``tile`` elements below ``n`` in the segment at ``seg_base``."""
+    return (min(params[span_word], params[n_word] - seg_base) + (tile - 1)) // tile
 
 
-def partial_of_segment(m: Monoid, body: list[Node]) -> list[Node]:
-    nodes, total = block_reduce(m, var("acc"), "sums", "b")
-    return body + nodes + [Node.if_(Expr.eq(lid(), u(0)), Node.store("partial", wid(), total))]
+@vk.func
+def segment_element(tb: Any, k: Annotated[int, vk.Const[int]]):
+    """Element ``k*WG + t`` of the tile at ``tb`` (coalesced)."""
+    return tb + (k * WG + vk.lid())
+
+
+@vk.func
+def fold_segment(x: Any, extra: Any, params: Any, m: Any, value: Any, arg: Any, items: Annotated[int, vk.Const[int]],
+                 n_word: Annotated[int, vk.Const[int]], span_word: Annotated[int, vk.Const[int]], seg_base: Any):
+    """This invocation's fold with ``m`` of ``value(x, extra, params, tb, k, n_word, arg)`` (element
+    ``tb + k*WG + t``) over every tile of its workgroup's segment, in order; the caller reduces
+    it over the workgroup (``partial_of_segment``)."""
+    seg_tiles = segment_tiles(seg_base, params, n_word, span_word, items * WG)
+    acc = identity(m)
+    for t in range(seg_tiles):
+        tb = seg_base + t * (items * WG)
+        for k in range(items):
+            acc = m.apply(acc, value(x, extra, params, tb, k, n_word, arg))
+    return acc
+
+
+@vk.func
+def padded(x: Any, extra: Any, params: Any, tb: Any, k: Annotated[int, vk.Const[int]],
+           n_word: Annotated[int, vk.Const[int]], m: Any):
+    """``fold_segment``'s value of a reduction: the element, or ``m``'s pad past ``n``."""
+    return vk.select(segment_element(tb, k) < params[n_word], x[segment_element(tb, k)], identity(m))
+
+
+@vk.func
+def partial_of_segment(acc: Any, partial: Any, sums: Any, m: Any, warp_total: Any):
+    """``partial[w]`` = ``acc`` combined over the workgroup."""
+    total = block_reduce(acc, sums, m, warp_total)
+    if vk.lid() == 0:
+        partial[vk.wid()] = total
+
+
+@cache
+def _reduce_segments(m: Monoid) -> Kernel | KernelTemplate:
+    """The segment reduction of ``m``; its Const parameters: items per invocation, n's and span's params words."""
+    values, partials = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
+    warp_total = warp_reducer(m)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_reduce_segments_{m.op}_{m.dtype.value}")
+    def reduce_segments(x: Annotated[vk.In[vk.u32], values], partial: Annotated[vk.InOut[vk.u32], partials],
+                        params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], n_word: vk.Const[int],
+                        span_word: vk.Const[int]):
+        sums = vk.shared(m.element, WARPS)
+        seg_base = vk.wid() * params[span_word]  # workgroup w owns elements w*span ... w*span + span - 1
+        if seg_base >= params[n_word]:
+            return
+        acc = fold_segment(x, x, params, m, padded, m, items, n_word, span_word, seg_base)
+        partial_of_segment(acc, partial, sums, m, warp_total)
+
+    return reduce_segments
 
 
 @cache
 def reduce_segments(m: Monoid, items: int, n_word: int, span_word: int) -> Program:
     """``partial[w]`` = the combination of workgroup ``w``'s segment (the scans' upsweep)."""
-    n = load_param(n_word)
-
-    def value(index: Expr) -> Expr:
-        return Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
-
-    body = partial_of_segment(m, fold_segment(m, items, n, span_word, value))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("partial", 1, m.dtype), params(2),
-               BufferDecl.workgroup("sums", WARPS, m.dtype)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_reduce_segments_{m.op}_{m.dtype.value}")
+    return _reduce_segments(m).bind(items, n_word, span_word).program
 
 
 def warp_striped(base: Expr, k: int, items: int) -> Expr:
@@ -140,48 +205,119 @@ def scan_tail_buffers(m: Monoid, buffers: list[BufferDecl], init_word: int | Non
     return buffers
 
 
+@vk.func
+def striped(base: Any, offset: Annotated[int, vk.Const[int]], k: Annotated[int, vk.Const[int]],
+            items: Annotated[int, vk.Const[int]]):
+    """``warp_striped``: element ``k`` of this invocation in the tile at ``base + offset``."""
+    return (base + offset if offset != 0 else base) + (
+        (vk.lid() >> 5) * (32 * items) + (k * 32 + vk.subgroup_local_id()))
+
+
+@vk.func
+def striped_value(x: Any, params: Any, n_word: Annotated[int, vk.Const[int]], m: Any, base: Any,
+                  offset: Annotated[int, vk.Const[int]], k: Annotated[int, vk.Const[int]],
+                  items: Annotated[int, vk.Const[int]]):
+    """``x`` at ``striped(...)``, or ``m``'s pad past ``n``."""
+    return vk.select(striped(base, offset, k, items) < params[n_word], x[striped(base, offset, k, items)], identity(m))
+
+
+@cache
+def _scan_segments(m: Monoid, inclusive: bool, has_carry: bool, has_init: bool) -> Kernel | KernelTemplate:
+    """The segment scan of ``m``; its Const parameters: ``inclusive``, ``has_carry``, ``has_init``,
+    items per invocation, the params words of n and span, and the ``init`` word."""
+    values, outs = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
+    carries = BufferSpec(Access.READ, m.dtype) if has_carry else None
+    inits = BufferSpec(Access.UNIFORM, m.dtype, PARAM_WORDS * 4 // m.dtype.size) if has_init else None
+    kind = "inclusive" if inclusive else "exclusive"
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}")
+    def scan(x: Annotated[vk.In[vk.u32], values], out: Annotated[vk.InOut[vk.u32], outs],
+             carry: Annotated[vk.In[vk.u32], carries], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+             init: Annotated[vk.Uniform[vk.u32], inits], inclusive: vk.Const[bool], has_carry: vk.Const[bool],
+             has_init: vk.Const[bool], items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int],
+             init_word: vk.Const[int]):
+        sums = vk.shared(m.element, 2 * WARPS)  # the warp totals, in two halves by tile parity
+        seg_base = vk.wid() * params[span_word]
+        if seg_base >= params[n_word]:
+            return
+        seg_tiles = segment_tiles(seg_base, params, n_word, span_word, items * WG)
+        if has_init:
+            carry_in = m.apply(init[init_word], carry[vk.wid()] if has_carry else identity(m))
+        else:
+            carry_in = carry[vk.wid()] if has_carry else identity(m)
+        nxt = vk.registers(m.element, items)  # the next tile's elements, loaded while this one is scanned
+        v = vk.registers(m.element, items)
+        r = vk.registers(m.element, items)  # round k's inclusive result in the warp, exclusive one, warp total
+        e = vk.registers(m.element, items)
+        h = vk.registers(m.element, items)
+        w = vk.registers(m.element, 2)
+        for k in range(items):
+            nxt[k] = striped_value(x, params, n_word, m, seg_base, 0, k, items)
+        for t in range(seg_tiles):
+            tb = seg_base + t * (items * WG)
+            par = (t & 1) * WARPS
+            for k in range(items):
+                v[k] = nxt[k]
+            for k in range(items):
+                nxt[k] = striped_value(x, params, n_word, m, tb, items * WG, k, items)
+            for k in range(items):  # each warp scans its 32*items elements round by round
+                scanned = warp_inclusive_scan_of(v[k], m)
+                r[k] = m.apply(h[k - 1], scanned) if k != 0 else scanned
+                if not inclusive:
+                    e[k] = vk.select(vk.subgroup_local_id() == 0, h[k - 1] if k != 0 else identity(m),
+                                     vk.subgroup_shuffle(r[k], vk.subgroup_local_id() - 1))
+                h[k] = vk.subgroup_shuffle(r[k], 31)
+            if vk.subgroup_local_id() == 0:
+                sums[par + (vk.lid() >> 5)] = h[items - 1]
+            vk.barrier()
+            fold_warps_to(w, sums, m, par, WARPS)
+            wbase = m.apply(carry_in, w[0])
+            for k in range(items):
+                if striped(tb, 0, k, items) < params[n_word]:
+                    out[striped(tb, 0, k, items)] = m.apply(wbase, r[k] if inclusive else e[k])
+            carry_in = m.apply(carry_in, w[1])
+
+    return scan
+
+
 @cache
 def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, span_word: int,
                   init_word: int | None) -> Program:
     """Scan workgroup ``w``'s segment of ``x`` into ``out``, starting from ``init op carry[w]`` (the downsweep).
 
     The workgroup walks its tiles in order with a running carry. Each warp owns a contiguous
-    stretch of the tile and scans it round by round (``warp_rounds``); one barrier passes the
-    warp totals through workgroup memory (two halves by tile parity, so the next tile needs no
-    second barrier). The next tile's loads are issued before the current tile is scanned, so
-    they are in flight while it is scanned and written.
+    stretch of the tile and scans it round by round; one barrier passes the warp totals through
+    workgroup memory (two halves by tile parity, so the next tile needs no second barrier). The
+    next tile's loads are issued before the current tile is scanned, so they are in flight while
+    it is scanned and written.
     """
-    n, tile = load_param(n_word), WG * items
+    kernel = _scan_segments(m, inclusive, has_carry, init_word is not None)
+    return kernel.bind(inclusive, has_carry, init_word is not None, items, n_word, span_word, init_word or 0).program
 
-    def loaded(base: Expr, k: int) -> Expr:
-        index = warp_striped(base, k, items)
-        return Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
 
-    carry = scan_start(m, init_word, Expr.load("carry", wid()) if has_carry else m.pad())
-    body = segment(n, span_word, tile) + [Node.let("carry_in", carry)]
-    body += [Node.let(f"next{k}", loaded(var("seg_base"), k)) for k in range(items)]
-    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
-                        Node.let("par", Expr.mul(Expr.bitand(var("t"), u(1)), u(WARPS)))]
-    step += [Node.let(f"v{k}", var(f"next{k}")) for k in range(items)]
-    step += [Node.assign(f"next{k}", loaded(Expr.add(var("tb"), u(tile)), k)) for k in range(items)]
-    nodes, outs, total = warp_rounds(m, items, inclusive, [var(f"v{k}") for k in range(items)])
-    step += nodes
-    step.append(Node.if_(Expr.eq(lane(), u(0)), Node.store("sums", Expr.add(var("par"), warp()), total)))
-    step.append(Node.barrier())
-    step += fold_warp_totals(m, "sums", warp(), "wp", "wt", var("par"))
-    step.append(Node.let("wbase", m.combine(var("carry_in"), var("wp"))))
-    for k, value in enumerate(outs):
-        index = warp_striped(var("tb"), k, items)
-        step.append(Node.if_(Expr.lt(index, n), Node.store("out", index, m.combine(var("wbase"), value))))
-    step.append(Node.assign("carry_in", m.combine(var("carry_in"), var("wt"))))
-    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("out", 1, m.dtype)]
-    if has_carry:
-        buffers.append(BufferDecl.read("carry", len(buffers), m.dtype))
-    buffers = scan_tail_buffers(m, buffers, init_word)
-    buffers.append(BufferDecl.workgroup("sums", 2 * WARPS, m.dtype))
-    kind = "inclusive" if inclusive else "exclusive"
-    return Program(buffers, WG_SIZE, body, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}")
+@cache
+def _segmented_reduce(m: Monoid) -> Kernel | KernelTemplate:
+    """The segmented reduction of ``m``; its Const parameters are the params words of n and of the segment count."""
+    values, results = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
+    warp_total, empty = warp_reducer(m), m.empty_value()
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}")
+    def segmented_reduce(x: Annotated[vk.In[vk.u32], values], offsets: vk.In[vk.u32],
+                         out: Annotated[vk.InOut[vk.u32], results], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+                         n_word: vk.Const[int], segments_word: vk.Const[int]):
+        s = vk.wid() * WARPS + (vk.lid() >> 5)  # one subgroup per segment
+        begin = vk.select(s < params[segments_word], min(offsets[s], params[n_word]), 0)
+        end = vk.select(s < params[segments_word], min(max(offsets[s + 1], begin), params[n_word]), 0)
+        acc = identity(m)
+        for j in range((end - begin + 31) // 32):  # lanes fold strided elements in order
+            i = begin + j * 32 + vk.subgroup_local_id()
+            if i < end:
+                acc = m.apply(acc, x[i])
+        total = warp_total(acc, m)
+        if s < params[segments_word] and vk.subgroup_local_id() == 0:
+            out[s] = vk.select(begin < end, total, m.element(empty))
+
+    return segmented_reduce
 
 
 @cache
@@ -192,22 +328,4 @@ def segmented_reduce_kernel(m: Monoid, n_word: int, segments_word: int) -> Progr
     gives the op's empty value. Lanes fold strided elements in order, then a butterfly combines
     the 32 lanes: a fixed order, so F32 results are the same on every backend.
     """
-    n, segments = load_param(n_word), load_param(segments_word)
-    s = Expr.add(Expr.mul(wid(), u(WARPS)), warp())
-    ok = Expr.lt(var("s"), segments)
-    begin = Expr.select(ok, Expr.min(Expr.load("offsets", var("s")), n), u(0))
-    end = Expr.select(ok, Expr.min(Expr.max(Expr.load("offsets", Expr.add(var("s"), u(1))), var("begin")), n), u(0))
-    steps = Expr.div(Expr.add(Expr.sub(var("end"), var("begin")), u(31)), u(32))
-    index = Expr.add(Expr.add(var("begin"), Expr.mul(var("j"), u(32))), lane())
-    body: list[Node] = [
-        Node.let("s", s), Node.let("begin", begin), Node.let("end", end), Node.let("acc", m.pad()),
-        Node.loop("j", u(0), steps, [Node.let("i", index), Node.if_(
-            Expr.lt(var("i"), var("end")), Node.assign("acc", m.combine(var("acc"), Expr.load("x", var("i")))))]),
-    ]
-    nodes, total = warp_reduce(m, var("acc"), "w")
-    body += nodes
-    result = Expr.select(Expr.lt(var("begin"), var("end")), total, m.literal(m.empty_value()))
-    body.append(Node.if_(Expr.and_(ok, Expr.eq(lane(), u(0))), Node.store("out", var("s"), result)))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read("offsets", 1, U32),
-               BufferDecl.read_write("out", 2, m.dtype), params(3)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}")
+    return _segmented_reduce(m).bind(n_word, segments_word).program

@@ -1,0 +1,205 @@
+"""What the front end offers kernels written like ``vyre.lib``'s: integer arithmetic of Const values
+folded, helpers that take variables and Python objects as they are and hand back their own
+variable, compile-time ``a if c else b``, ``vyre.registers``, parameters left out with
+``Annotated[T, None]`` and names of a resolved branch that live on.
+
+Each kernel runs on the oracle (``vyre.reference``) against numpy; the IR is inspected to show
+the shape that makes the library's PTX the builder's, byte for byte (tests/lib/test_kernels_front.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import numpy as np
+import pytest
+
+import vyre
+from vyre.errors import ValidationError
+from vyre.frontend.annotations import BufferSpec
+from vyre.ir import DataType, Expr
+from vyre.ir.node import Assign, Block, Let
+from vyre.ir.op import Op
+from vyre.ir.program import Access
+from vyre.ir.walk import iter_nodes, iter_subexprs, node_exprs
+from vyre.reference import ReferenceBackend
+
+TILE = 64
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    with ReferenceBackend() as backend:
+        yield backend
+
+
+def _lets(program) -> list[str]:
+    return [n.name for n in iter_nodes(program.body) if isinstance(n, Let)]
+
+
+def _literals_in_ops(program, op: Op) -> list[Expr]:
+    return [e for top in (x for n in iter_nodes(program.body) for x in node_exprs(n)) for e in iter_subexprs(top)
+            if e.op == op]
+
+
+# ---- integer arithmetic of Const values is folded, with the IR's arithmetic -------------------------
+@vyre.kernel(workgroup_size=64)
+def strided(x: vyre.In[vyre.u32], out: vyre.Out[vyre.u32], items: vyre.Const[int], back: vyre.Const[int]):
+    for k in range(items):
+        i = vyre.lid() + k * TILE                  # k * TILE: one literal per iteration
+        out[i] = x[i] + (back - 1) + (TILE - 1)    # back - 1 wraps as U32 does; TILE - 1 stays an IR sub
+
+
+def test_const_arithmetic_is_one_literal_and_wraps_like_the_ir(oracle):
+    program = strided.bind(items=3, back=0).program
+    assert not [e for e in _literals_in_ops(program, Op.MUL)]  # every k * TILE folded
+    subs = _literals_in_ops(program, Op.SUB)
+    assert subs and all(e.args == (Expr.u32(TILE), Expr.u32(1)) for e in subs)  # module constants alone: IR
+    assert Expr.u32(0xFFFFFFFF) in {a for e in _literals_in_ops(program, Op.ADD) for a in e.args}  # 0 - 1 in U32
+    x = np.arange(3 * TILE, dtype=np.uint32)
+    (out,) = strided(x, 3, 0, backend=oracle, grid=(1, 1, 1), output_counts={"out": 3 * TILE})
+    np.testing.assert_array_equal(out, x + np.uint32(TILE - 2))
+
+
+@vyre.kernel(workgroup_size=1)
+def divided(out: vyre.Out[vyre.i32, 3], d: vyre.Const[int]):
+    out[0] = -7 // d                 # truncated toward zero, as the IR divides (Python's // gives -4)
+    out[1] = (7 << d) >> 1
+    out[2] = -7 % d                  # -1 (Python's % gives 1)
+
+
+def test_const_division_folds_with_the_irs_rounding(oracle):
+    (out,) = divided(2, backend=oracle, grid=(1, 1, 1))
+    assert out.tolist() == [-3, 14, -1]
+    program = divided.bind(2).program
+    assert not _literals_in_ops(program, Op.DIV) and not _literals_in_ops(program, Op.REM)
+
+
+# ---- helpers: variables and Python objects as they are, their own variable handed back ---------------
+@vyre.func
+def doubled(v: Any):
+    return v + v
+
+
+@vyre.func
+def bumped(v: Any):
+    v += 1  # assigns its parameter: it gets its own copy
+    return v
+
+
+@vyre.func
+def total_of(v: Any, op: Any):
+    t = op(v, 5)
+    return t
+
+
+@vyre.kernel(workgroup_size=8)
+def helpers(x: vyre.In[vyre.u32], out: vyre.Out[vyre.u32, 24]):
+    i = vyre.gid()
+    a = x[i]
+    out[i] = doubled(a)
+    b = bumped(a)
+    out[i + 8] = a + b        # a is unchanged by bumped
+    c = total_of(a, vyre.max)
+    out[i + 16] = c
+
+
+def test_helpers_take_variables_and_objects_and_hand_back_their_variable(oracle):
+    # doubled(a) reads a itself; bumped copies it (v_0), as it assigns it; c is total_of's own t_0
+    assert _lets(helpers.program) == ["i", "a", "v_0", "t_0"]
+    assert _literals_in_ops(helpers.program, Op.MAX) == [Expr.max(Expr.var("a"), Expr.u32(5))]
+    x = np.array([1, 9, 3, 4, 5, 6, 7, 0], np.uint32)
+    (out,) = helpers(x, backend=oracle)
+    np.testing.assert_array_equal(out[:8], 2 * x)
+    np.testing.assert_array_equal(out[8:16], 2 * x + 1)
+    np.testing.assert_array_equal(out[16:], np.maximum(x, 5))
+
+
+# ---- compile-time `a if c else b`, names of a resolved branch, registers ------------------------------
+@dataclass(frozen=True)
+class Scale:
+    """A Python object a kernel reads attributes of (numbers become literals)."""
+
+    factor: int
+
+
+SCALE = Scale(3)
+
+
+@vyre.func
+def scaled(v: Any, s: Any):
+    return v * s.factor
+
+
+@vyre.kernel(workgroup_size=32)
+def rounds(x: vyre.In[vyre.u32], out: vyre.Out[vyre.u32], items: vyre.Const[int], inclusive: vyre.Const[bool]):
+    v = vyre.registers(vyre.u32, items)
+    r = vyre.registers(vyre.u32, items)
+    for k in range(items):
+        v[k] = x[vyre.lid() * items + k]
+    vyre.barrier()
+    for k in range(items):  # a running sum over this invocation's items, carried in registers
+        r[k] = (r[k - 1] if k != 0 else 0) + v[k]
+    if inclusive:
+        last = r[items - 1]
+    else:
+        last = r[items - 1] - v[items - 1]
+    for k in range(items):
+        out[vyre.lid() * items + k] = scaled(r[k] if inclusive else r[k] - v[k], SCALE) + last * 0
+
+
+def test_registers_carry_values_across_unrolled_iterations(oracle):
+    x = np.arange(32 * 4, dtype=np.uint32) % 7
+    for inclusive in (True, False):
+        (out,) = rounds(x, 4, inclusive, backend=oracle, grid=(1, 1, 1), output_counts={"out": 128})
+        sums = np.cumsum(x.reshape(32, 4), axis=1, dtype=np.uint32)
+        expected = sums if inclusive else sums - x.reshape(32, 4)
+        np.testing.assert_array_equal(out, 3 * expected.ravel())
+    program = rounds.bind(4, False).program
+    assert not any(isinstance(n, Block) for n in iter_nodes(program.body))  # unrolled iterations are flat
+    assert sum(isinstance(n, Assign) for n in iter_nodes(program.body)) == 0  # each register element: one let
+    assert not _literals_in_ops(program, Op.SELECT)  # `a if inclusive else b` took one side
+
+
+@pytest.mark.parametrize("body, message", [
+    ("v = vyre.registers(vyre.u32, 4)\n    for j in range(vyre.u32(4)):\n        v[j] = 1", "not one of its 4"),
+    ("v = vyre.registers(vyre.u32, 4)\n    out[0] = v[1]", "read before it is assigned"),
+    ("v = vyre.registers(vyre.u32, 4)\n    v[4] = 1", "not one of its 4"),
+    ("v = vyre.registers(vyre.u32, out[0])", "not an int constant"),
+    ("v = vyre.registers(vyre.u32, 2)\n    v = 3", "vyre.registers() array"),
+    ("v = vyre.registers(vyre.u32, 2)\n    if out[0] != 0:\n        v[0] = 1\n    out[1] = v[0]",
+     "read before it is assigned"),
+])
+def test_registers_misuse_is_refused_with_a_fix(body, message):
+    source = f"@vyre.kernel(workgroup_size=1)\ndef bad(out: vyre.InOut[vyre.u32]):\n    {body}\n"
+    with pytest.raises(ValidationError, match=re.escape(message)) as info:
+        vyre.frontend.kernel_from_source(source)
+    assert "Fix:" in str(info.value)
+
+
+# ---- parameters left out with Annotated[T, None] -----------------------------------------------------
+def _offsetter(with_offset: bool):
+    offsets = BufferSpec(Access.READ, DataType.U32) if with_offset else None
+
+    @vyre.kernel(workgroup_size=8)
+    def offset(x: vyre.In[vyre.u32], add: Annotated[vyre.In[vyre.u32], offsets], out: vyre.Out[vyre.u32],
+               has: vyre.Const[bool]):
+        i = vyre.gid()
+        out[i] = x[i] + add[i] if has else x[i]
+
+    return offset
+
+
+def test_a_parameter_annotated_none_is_left_out(oracle):
+    x = np.arange(8, dtype=np.uint32)
+    without = _offsetter(False)
+    program = without.bind(False).program
+    assert [(b.name, b.binding) for b in program.buffers] == [("x", 0), ("out", 1)]
+    (out,) = without(x, False, backend=oracle, output_counts={"out": 8})  # the Const keeps its position
+    np.testing.assert_array_equal(out, x)
+    (out,) = _offsetter(True)(x, x, True, backend=oracle, output_counts={"out": 8})
+    np.testing.assert_array_equal(out, 2 * x)
+    with pytest.raises(ValidationError, match="not a buffer"):
+        without.bind(True)  # the left-out name is None: indexing it is refused

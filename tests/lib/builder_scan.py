@@ -1,0 +1,55 @@
+"""The builder-written segment scan as it was before the library wrote it as a ``@vk.kernel``
+(``vyre.lib._scan.kernels.scan_segments``, the scans' downsweep): kept only as the oracle of
+``test_kernels_front.py``, which checks that both emit byte-identical PTX."""
+
+from __future__ import annotations
+
+from vyre.ir import BufferDecl, Expr, Node, Program
+from vyre.lib._scan.kernels import scan_start, scan_tail_buffers, segment, warp_rounds, warp_striped
+from vyre.lib.blocks import WARPS, WG, WG_SIZE, fold_warp_totals, lane, load_param, u, var, warp, wid
+from vyre.lib.monoid import Monoid
+
+
+def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, span_word: int,
+                  init_word: int | None) -> Program:
+    """The builder's program of ``vyre.lib._scan.kernels.scan_segments`` (same arguments).
+
+    Scan workgroup ``w``'s segment of ``x`` into ``out``, starting from ``init op carry[w]`` (the downsweep).
+
+    The workgroup walks its tiles in order with a running carry. Each warp owns a contiguous
+    stretch of the tile and scans it round by round (``warp_rounds``); one barrier passes the
+    warp totals through workgroup memory (two halves by tile parity, so the next tile needs no
+    second barrier). The next tile's loads are issued before the current tile is scanned, so
+    they are in flight while it is scanned and written.
+    """
+    n, tile = load_param(n_word), WG * items
+
+    def loaded(base: Expr, k: int) -> Expr:
+        index = warp_striped(base, k, items)
+        return Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())
+
+    carry = scan_start(m, init_word, Expr.load("carry", wid()) if has_carry else m.pad())
+    body = segment(n, span_word, tile) + [Node.let("carry_in", carry)]
+    body += [Node.let(f"next{k}", loaded(var("seg_base"), k)) for k in range(items)]
+    step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
+                        Node.let("par", Expr.mul(Expr.bitand(var("t"), u(1)), u(WARPS)))]
+    step += [Node.let(f"v{k}", var(f"next{k}")) for k in range(items)]
+    step += [Node.assign(f"next{k}", loaded(Expr.add(var("tb"), u(tile)), k)) for k in range(items)]
+    nodes, outs, total = warp_rounds(m, items, inclusive, [var(f"v{k}") for k in range(items)])
+    step += nodes
+    step.append(Node.if_(Expr.eq(lane(), u(0)), Node.store("sums", Expr.add(var("par"), warp()), total)))
+    step.append(Node.barrier())
+    step += fold_warp_totals(m, "sums", warp(), "wp", "wt", var("par"))
+    step.append(Node.let("wbase", m.combine(var("carry_in"), var("wp"))))
+    for k, value in enumerate(outs):
+        index = warp_striped(var("tb"), k, items)
+        step.append(Node.if_(Expr.lt(index, n), Node.store("out", index, m.combine(var("wbase"), value))))
+    step.append(Node.assign("carry_in", m.combine(var("carry_in"), var("wt"))))
+    body.append(Node.loop("t", u(0), var("seg_tiles"), step))
+    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("out", 1, m.dtype)]
+    if has_carry:
+        buffers.append(BufferDecl.read("carry", len(buffers), m.dtype))
+    buffers = scan_tail_buffers(m, buffers, init_word)
+    buffers.append(BufferDecl.workgroup("sums", 2 * WARPS, m.dtype))
+    kind = "inclusive" if inclusive else "exclusive"
+    return Program(buffers, WG_SIZE, body, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}")
