@@ -92,6 +92,15 @@ def test_more_than_48_kib_is_one_dynamic_region_at_the_same_offsets(case: str) -
         assert assemble({case: ptx}, sm) == []
 
 
+@needs_ptxas
+def test_a_coarsened_kernel_over_48_kib_rezeroes_the_dynamic_region_and_assembles() -> None:
+    program = _shared_program(ONE_OVER["64 KiB"])
+    ptx = emit_ptx(program, sm="90", coarsen=4)
+    assert EXTERN in ptx and "coarsened x4" in ptx and SHARED_SYMBOL + "[" not in ptx.replace(EXTERN, "")
+    assert assemble({"coarsened": ptx}, "90") == [] and assemble({"coarsened": emit_ptx(program, sm="80", coarsen=4)},
+                                                                 "80") == []
+
+
 @pytest.mark.parametrize("sizes", [[(D.U8, MAX_WORKGROUP_BYTES + 1)], [(D.U8, 3), (D.U8, MAX_WORKGROUP_BYTES - 3)],
                                    [(D.U32, 2**30)]])
 def test_workgroup_memory_over_the_ir_ceiling_is_a_validation_error(sizes: list[tuple[DataType, int]]) -> None:

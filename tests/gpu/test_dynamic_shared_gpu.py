@@ -28,7 +28,7 @@ WG, GRID = 256, 6
 KIB = 1024
 
 
-def wide(nbytes: int) -> Program:
+def wide(nbytes: int, groups: int = GRID) -> Program:
     """A ``nbytes`` u32 tile filled from ``inp`` (shifted per workgroup); invocation ``l`` folds the
     words ``l, l + 256, ...`` (together: every word) and one far word into ``out``."""
     n = nbytes // 4
@@ -45,8 +45,8 @@ def wide(nbytes: int) -> Program:
         Node.store("out", gid, Expr.bitxor(Expr.var("acc"),
                                            Expr.load("t", Expr.rem(Expr.mul(gid, Expr.u32(7919)), Expr.u32(n))))),
     ]
-    return Program([BufferDecl.read("inp", 0, U32), BufferDecl.output("out", 1, U32, GRID * WG),
-                    BufferDecl.workgroup("t", n, U32)], (WG, 1, 1), body, name=f"wide_{nbytes}")
+    return Program([BufferDecl.read("inp", 0, U32), BufferDecl.output("out", 1, U32, groups * WG),
+                    BufferDecl.workgroup("t", n, U32)], (WG, 1, 1), body, name=f"wide_{nbytes}_{groups}")
 
 
 def _optin(backend) -> int:
@@ -71,6 +71,17 @@ def test_eager_dispatch_matches_the_oracle(backend, rng, size) -> None:
     assert prep.kernel.dynamic_bytes == prep.plan.shared_bytes == workgroup_bytes(program)
     for n in (GRID * WG + 17, 5):
         check(backend, program, [random_array(rng, U32, n)], DispatchConfig(grid=(GRID, 1, 1)))
+
+
+def test_coarsened_launches_pass_the_dynamic_bytes(backend, rng, monkeypatch) -> None:
+    """``VYRE_CUDA_COARSEN=4``: each hardware workgroup runs 4 logical ones, re-zeroing the tile."""
+    monkeypatch.setenv("VYRE_CUDA_COARSEN", "4")
+    groups = 37  # the last hardware workgroup runs one logical workgroup
+    program = wide(_size(backend, 100 * KIB), groups)
+    config = DispatchConfig(grid=(groups, 1, 1))
+    coarse = backend.for_grid(backend.prepared(program), config.grid)
+    assert coarse.coarsen == 4 and coarse.plan.shared_bytes == 100 * KIB
+    check(backend, program, [random_array(rng, U32, 5000)], config)
 
 
 def test_cooperative_launch_counts_the_dynamic_bytes(backend, rng) -> None:

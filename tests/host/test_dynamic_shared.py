@@ -131,6 +131,18 @@ def test_a_program_over_48_kib_opts_in_once_and_every_plan_passes_its_bytes(nbyt
     assert cache.for_grid(prep, (1 << 16, 1, 1)) is prep  # never coarsened: the block is not shared
 
 
+def test_coarsened_variants_opt_in_and_pass_the_bytes_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VYRE_CUDA_COARSEN", "4")
+    cache, rt = _cache()
+    prep = cache.prepared(_program(64 * KIB))
+    coarse = cache.for_grid(prep, (37, 1, 1))
+    assert coarse.coarsen == 4 and coarse is not prep
+    assert "coarsened x4" in rt.modules.loaded[-1] and ".extern .shared" in rt.modules.loaded[-1]
+    assert rt.modules.opt_ins == [(prep.kernel.ptr, 64 * KIB), (coarse.kernel.ptr, 64 * KIB)]
+    assert coarse.plan.shared_bytes == 64 * KIB
+    assert cache.plan_for(coarse, [_Params()], {"out": 128}, (37, 1, 1)).grid == (10, 1, 1)
+
+
 def test_a_program_within_48_kib_launches_with_no_dynamic_bytes() -> None:
     cache, rt = _cache()
     prep = cache.prepared(_program(PORTABLE_WORKGROUP_BYTES))
