@@ -140,6 +140,18 @@ def test_workgroup_memory_fits():
         assert workgroup_layout(program).total <= PORTABLE_WORKGROUP_BYTES
 
 
+@pytest.mark.parametrize("items", [20, 24])
+def test_wider_keys_only_tiles_sort_on_the_oracle(rng, monkeypatch, items):
+    """With ``ONESWEEP_WIDE_ITEMS`` at 20 and 24 (over 48 KiB of workgroup memory) the oracle sorts
+    64-bit keys exactly, over several tiles and a partial last one."""
+    monkeypatch.setattr(K, "ONESWEEP_WIDE_ITEMS", items)
+    for dtype in (np.uint64, np.float64):
+        be = RecordingBackend()
+        keys = _keys(rng, dtype, 3 * WG * items + 5)
+        E.assert_same_bits(lib.sort(keys, backend=be), keys[_numpy_sort(keys)])
+        assert any("onesweep64" in name for name in be.names[-1])
+
+
 @needs_ptxas
 @pytest.mark.parametrize("items", [20, 24])
 def test_wider_keys_only_tiles_take_dynamic_workgroup_memory_and_assemble(items):
