@@ -272,7 +272,8 @@ def launch_overhead(be: Any, calls: int) -> dict:
         prep = be.prepared(program)
         out["default_launch_mode"] = prep.plan.mode
         for mode in LAUNCH_MODES:
-            plan = LaunchPlan(prep.kernel.ptr, prep.plan.grid, prep.block, 0, prep.plan.nargs, "bench", mode=mode)
+            plan = LaunchPlan(prep.kernel.ptr, prep.plan.grid, prep.block, prep.dynamic_bytes, prep.plan.nargs,
+                              "bench", mode=mode)
             plan.bind_values(prep.plan.bound)
             if plan.mode == mode:
                 out[f"launchplan_{mode}_us"] = host_us(lambda p=plan: p.launch(be.stream.ptr), sync, calls)

@@ -22,6 +22,7 @@ _ENTRY = re.compile(r"^\.visible \.entry \w+\(", re.M)
 def merge_modules(ptx: Mapping[str, str]) -> tuple[str, list[tuple[int, str]]]:
     """One PTX module holding every kernel of ``ptx`` (entries renamed), and (first line, name) spans."""
     header: list[str] = []
+    externs: set[str] = set()
     version = "0.0"
     for text in ptx.values():
         head, _, _ = text.partition(".visible .entry")
@@ -29,7 +30,8 @@ def merge_modules(ptx: Mapping[str, str]) -> tuple[str, list[tuple[int, str]]]:
         version = max(version, v, key=lambda s: tuple(map(int, s.split("."))))
         if not header:
             header = [ln for ln in head.splitlines() if ln.startswith((".target", ".address_size"))]
-    out = [f".version {version}", *header]
+        externs.update(ln for ln in head.splitlines() if ln.startswith(".extern"))  # dynamic shared memory
+    out = [f".version {version}", *header, *sorted(externs)]
     spans: list[tuple[int, str]] = []
     for k, (name, text) in enumerate(ptx.items()):
         entry = text[text.index(".visible .entry"):]

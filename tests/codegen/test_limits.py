@@ -9,11 +9,19 @@ import numpy as np
 import pytest
 from codegen_support import PTXAS, assemble, needs_ptxas
 
-from vyre.driver.errors import InvalidProgram, UnsupportedFeature
+from vyre.driver.errors import InvalidProgram, UnsupportedFeature, ValidationError
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
-from vyre.ir.layout import MAX_BOUND_BUFFERS, MAX_WORKGROUP_BYTES, workgroup_bytes, workgroup_layout
+from vyre.ir.layout import (
+    MAX_BOUND_BUFFERS,
+    MAX_WORKGROUP_BYTES,
+    PORTABLE_WORKGROUP_BYTES,
+    dynamic_workgroup_bytes,
+    workgroup_bytes,
+    workgroup_layout,
+)
 from vyre.ir.validate import findings
 from vyre_cuda import emit_ptx
+from vyre_cuda._codegen.memory import SHARED_SYMBOL
 from vyre_cuda.testing import PTX_VERSIONS, Buffers, Builder, launch, max_ptx_version_for_driver
 
 D = DataType
@@ -35,44 +43,81 @@ def _shared_program(sizes: list[tuple[DataType, int]]) -> Program:
 
 
 # ---- point 5: one workgroup-memory layout for the validator, the emitter and the launcher ----------------
+P = PORTABLE_WORKGROUP_BYTES
 AT_LIMIT = {
-    "one f32 buffer": [(D.F32, MAX_WORKGROUP_BYTES // 4)],
-    "u8 padded to 4": [(D.U8, 3), (D.U8, MAX_WORKGROUP_BYTES - 4)],
-    "u16 then u32": [(D.U16, 1), (D.U32, MAX_WORKGROUP_BYTES // 4 - 1)],
-    "odd u8 last": [(D.U32, 8), (D.U8, MAX_WORKGROUP_BYTES - 32)],
+    "one f32 buffer": [(D.F32, P // 4)],
+    "u8 padded to 4": [(D.U8, 3), (D.U8, P - 4)],
+    "u16 then u32": [(D.U16, 1), (D.U32, P // 4 - 1)],
+    "odd u8 last": [(D.U32, 8), (D.U8, P - 32)],
 }
 ONE_OVER = {
-    "one byte over": [(D.U8, MAX_WORKGROUP_BYTES + 1)],
+    "one byte over": [(D.U8, P + 1)],
     # the raw sum is exactly 48 KiB, but the second buffer starts on a 4-byte boundary (ptxas: 0xc004 > 0xc000)
-    "padding pushes it over": [(D.U8, 3), (D.U8, MAX_WORKGROUP_BYTES - 3)],
-    "u16 padding pushes it over": [(D.U16, 1), (D.U32, MAX_WORKGROUP_BYTES // 4)],
+    "padding pushes it over": [(D.U8, 3), (D.U8, P - 3)],
+    "u16 padding pushes it over": [(D.U16, 1), (D.U32, P // 4)],
+    "64 KiB": [(D.U8, 3), (D.U32, 16 * 1024 - 1)],
+    "100 KiB, u16": [(D.U32, 1), (D.U16, 50 * 1024 - 2)],
+    "the IR ceiling": [(D.U32, MAX_WORKGROUP_BYTES // 4)],
 }
+EXTERN = f".extern .shared .align 16 .b8 {SHARED_SYMBOL}[];"
 
 
 @needs_ptxas
 @pytest.mark.parametrize("case", sorted(AT_LIMIT))
-def test_workgroup_memory_at_the_limit_validates_and_assembles(case: str) -> None:
+def test_48_kib_of_workgroup_memory_stays_a_static_array(case: str) -> None:
     program = _shared_program(AT_LIMIT[case])
-    assert workgroup_bytes(program) == MAX_WORKGROUP_BYTES
+    assert workgroup_bytes(program) == P and dynamic_workgroup_bytes(program) == 0
     assert findings(program) == []
     ptx = emit_ptx(program, sm="90")
-    assert f"vyre_smem[{MAX_WORKGROUP_BYTES}]" in ptx
+    assert f"\t.shared .align 16 .b8 {SHARED_SYMBOL}[{P}];" in ptx and ".extern" not in ptx
     assert assemble({case: ptx}, "90") == []
 
 
+@needs_ptxas
 @pytest.mark.parametrize("case", sorted(ONE_OVER))
-def test_workgroup_memory_over_the_limit_is_a_validation_error(case: str) -> None:
+def test_more_than_48_kib_is_one_dynamic_region_at_the_same_offsets(case: str) -> None:
+    """Over 48 KiB the program is valid up to the IR ceiling; its PTX declares one unsized extern
+    region at module scope (no static array) and assembles for sm_80 and sm_90."""
     program = _shared_program(ONE_OVER[case])
-    assert workgroup_bytes(program) > MAX_WORKGROUP_BYTES
-    assert [f.code for f in findings(program)] == ["workgroup_memory_too_large"]
+    total = workgroup_bytes(program)
+    assert P < total <= MAX_WORKGROUP_BYTES and dynamic_workgroup_bytes(program) == total
+    assert findings(program) == []
+    for sm in ("80", "90"):
+        ptx = emit_ptx(program, sm=sm)
+        head, _, body = ptx.partition(".visible .entry")
+        assert EXTERN in head.splitlines() and ".shared .align" not in body
+        assert f"// {total} bytes of workgroup memory: dynamic shared memory" in head
+        for name, offset in workgroup_layout(program).offsets.items():
+            assert offset == 0 or f"+{offset}]" in body, name
+        assert assemble({case: ptx}, sm) == []
 
 
 @needs_ptxas
-def test_ptxas_agrees_one_padded_word_over_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The layout matches the hardware: the program the validator refuses, ptxas refuses too."""
+def test_a_coarsened_kernel_over_48_kib_rezeroes_the_dynamic_region_and_assembles() -> None:
+    program = _shared_program(ONE_OVER["64 KiB"])
+    ptx = emit_ptx(program, sm="90", coarsen=4)
+    assert EXTERN in ptx and "coarsened x4" in ptx and SHARED_SYMBOL + "[" not in ptx.replace(EXTERN, "")
+    assert assemble({"coarsened": ptx}, "90") == [] and assemble({"coarsened": emit_ptx(program, sm="80", coarsen=4)},
+                                                                 "80") == []
+
+
+@pytest.mark.parametrize("sizes", [[(D.U8, MAX_WORKGROUP_BYTES + 1)], [(D.U8, 3), (D.U8, MAX_WORKGROUP_BYTES - 3)],
+                                   [(D.U32, 2**30)]])
+def test_workgroup_memory_over_the_ir_ceiling_is_a_validation_error(sizes: list[tuple[DataType, int]]) -> None:
+    program = _shared_program(sizes)
+    assert workgroup_bytes(program) > MAX_WORKGROUP_BYTES
+    found = findings(program)
+    assert [f.code for f in found] == ["workgroup_memory_too_large"]
+    with pytest.raises(ValidationError, match=r"workgroup_memory_too_large.*Fix: shrink"):
+        emit_ptx(program, sm="90")
+
+
+@needs_ptxas
+def test_ptxas_agrees_one_padded_word_over_48_kib_needs_dynamic_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layout matches the hardware: the first layout past 48 KiB is one ptxas refuses as a static array."""
     import vyre_cuda._codegen.module as module
 
-    monkeypatch.setattr(module, "_validate", lambda program: None)  # emit it anyway, as before the shared layout
+    monkeypatch.setattr(module, "dynamic_workgroup_bytes", lambda program: 0)  # force the static declaration
     failures = assemble({"over": emit_ptx(_shared_program(ONE_OVER["padding pushes it over"]), sm="90")}, "90")
     assert failures and "0xc004" in failures[0]
 

@@ -11,7 +11,7 @@ from conftest import check, random_array
 
 from vyre.driver.config import DispatchConfig
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
-from vyre.ir.layout import MAX_WORKGROUP_BYTES, workgroup_bytes
+from vyre.ir.layout import PORTABLE_WORKGROUP_BYTES, workgroup_bytes
 
 pytestmark = pytest.mark.gpu
 
@@ -22,7 +22,7 @@ GRID = 5
 
 def _full_shared_program() -> Program:
     """Two u8 tiles whose padded layout is exactly 48 KiB; every byte is written from the input, then read."""
-    sizes = (3, MAX_WORKGROUP_BYTES - 4)
+    sizes = (3, PORTABLE_WORKGROUP_BYTES - 4)
     lid, wid, gid = Expr.local_id(0), Expr.workgroup_id(0), Expr.invocation_id(0)
     body: list[Node] = []
     for t, n in enumerate(sizes):
@@ -41,7 +41,7 @@ def _full_shared_program() -> Program:
 
 def test_exactly_48_kib_of_workgroup_memory_runs_and_matches_the_oracle(backend, rng) -> None:
     program = _full_shared_program()
-    assert workgroup_bytes(program) == MAX_WORKGROUP_BYTES
+    assert workgroup_bytes(program) == PORTABLE_WORKGROUP_BYTES
     inp = random_array(rng, U32, GRID * WG + 17)
     check(backend, program, [inp], DispatchConfig(grid=(GRID, 1, 1)))
 

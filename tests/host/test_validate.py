@@ -76,7 +76,7 @@ TRIGGERS = {
     "negative_count": lambda: prog(buffers=(BufferDecl.read("a", 0, D.U32, -5),)),
     "count_too_large": lambda: prog(buffers=(BufferDecl.output("a", 0, D.U32, 2**32),)),
     "count_required": lambda: prog(buffers=(BufferDecl.output("a", 0, D.U32, 0),)),
-    "workgroup_memory_too_large": lambda: prog(buffers=(BufferDecl.workgroup("big", 13000, D.F32),)),
+    "workgroup_memory_too_large": lambda: prog(buffers=(BufferDecl.workgroup("big", 60000, D.F32),)),
     "workgroup_size_invalid": lambda: prog(wg=(0, 1, 1)),
     "workgroup_size_too_large": lambda: prog(wg=(64, 64, 1)),
     "nesting_too_deep": lambda: prog(deep_blocks(200)),

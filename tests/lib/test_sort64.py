@@ -128,16 +128,49 @@ def test_sort_raises_when_lookback_gives_up(rng, monkeypatch):
 
 
 def test_workgroup_memory_fits():
-    """The wide tiles stay within the 48 KiB of workgroup memory a program may declare (the IR
-    refuses more), with 8-byte values too."""
+    """The wide tiles stay within the 48 KiB of workgroup memory every device runs (more needs a
+    device that opts in to it), with 8-byte values too."""
     from vyre.ir import DataType
-    from vyre.ir.layout import MAX_WORKGROUP_BYTES, workgroup_layout
+    from vyre.ir.layout import PORTABLE_WORKGROUP_BYTES, workgroup_layout
 
     for values, value_raw in [("none", DataType.U32), ("iota", DataType.U32), ("load", DataType.U32),
                               ("load", DataType.U64)]:
         items = K.onesweep_items(DataType.U64, values)
         program = K.radix_onesweep(8, None, None, values, items, 0, 1, raw=DataType.U64, value_raw=value_raw)
-        assert workgroup_layout(program).total <= MAX_WORKGROUP_BYTES
+        assert workgroup_layout(program).total <= PORTABLE_WORKGROUP_BYTES
+
+
+@pytest.mark.parametrize("items", [20, 24])
+def test_wider_keys_only_tiles_sort_on_the_oracle(rng, monkeypatch, items):
+    """With ``ONESWEEP_WIDE_ITEMS`` at 20 and 24 (over 48 KiB of workgroup memory) the oracle sorts
+    64-bit keys exactly, over several tiles and a partial last one."""
+    monkeypatch.setattr(K, "ONESWEEP_WIDE_ITEMS", items)
+    for dtype in (np.uint64, np.float64):
+        be = RecordingBackend()
+        keys = _keys(rng, dtype, 3 * WG * items + 5)
+        E.assert_same_bits(lib.sort(keys, backend=be), keys[_numpy_sort(keys)])
+        assert any("onesweep64" in name for name in be.names[-1])
+
+
+@needs_ptxas
+@pytest.mark.parametrize("items", [20, 24])
+def test_wider_keys_only_tiles_take_dynamic_workgroup_memory_and_assemble(items):
+    """Keys-only tiles of 20 and 24 keys per invocation (57,380 and 67,620 bytes of workgroup
+    memory) validate, declare dynamic shared memory and pass ptxas for sm_80 and sm_90."""
+    from vyre.ir import DataType
+    from vyre.ir.layout import PORTABLE_WORKGROUP_BYTES, dynamic_workgroup_bytes
+    from vyre.ir.validate import validate
+    from vyre_cuda import emit_ptx
+
+    programs = {f"shift{shift}": K.radix_onesweep(shift, DataType.I64 if shift == 0 else None, None, "none", items,
+                                                  0, 1, raw=DataType.U64) for shift in (0, 8, 56)}
+    for program in programs.values():
+        validate(program)
+        assert dynamic_workgroup_bytes(program) > PORTABLE_WORKGROUP_BYTES
+    for sm in ("80", "90"):
+        ptx = {name: emit_ptx(program, sm=sm) for name, program in programs.items()}
+        assert all(".extern .shared .align 16 .b8 vyre_smem[];" in text for text in ptx.values())
+        assert assemble(ptx, sm) == []
 
 
 @needs_ptxas

@@ -43,7 +43,7 @@ COARSEN_SETTINGS = (None, "0", "4", "2")
 COARSEN_ENV = "VYRE_CUDA_COARSEN"
 JUNK = 0xA5  # the byte that dirty memory and poisoned outputs hold
 _DIRTY_WORDS = (60, 300, 1500, 9000, 70000)  # output sizes: one per size class of the pools
-_WORKGROUP_WORDS = 12288  # 48 KiB, the most static workgroup memory a kernel may declare
+_WORKGROUP_WORDS = 12288  # 48 KiB, the most workgroup memory every device runs (static shared memory)
 _DIRTY_THREADS = 256
 DIRTY_GRID = DispatchConfig(grid=(1024, 1, 1))  # reaches every multiprocessor several times over
 

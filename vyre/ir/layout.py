@@ -16,8 +16,11 @@ from vyre.ir.program import BufferDecl, Program
 
 #: every workgroup buffer starts on (and the total is padded to) this many bytes
 WORKGROUP_ALIGN = 4
-#: static workgroup (shared) memory per workgroup: 48 KiB on every CUDA target (ptxas: 0xc000)
-MAX_WORKGROUP_BYTES = 48 * 1024
+#: workgroup memory every device runs: static shared memory on every CUDA target (ptxas: 0xc000)
+PORTABLE_WORKGROUP_BYTES = 48 * 1024
+#: the most workgroup memory a program may declare: the largest per-block opt-in of any CUDA device
+#: (227 KiB on sm_90 and sm_100; 163 KiB on sm_80, 99 KiB on sm_86/sm_89, 48 KiB before sm_70 opt-in)
+MAX_WORKGROUP_BYTES = 227 * 1024
 #: bytes of kernel parameter space each bound buffer (and the parameter block) takes: a 64-bit pointer
 PARAM_POINTER_BYTES = 8
 #: kernel parameter space on CUDA targets with PTX ISA 8.1 or newer (measured with ptxas: 0x7ffc)
@@ -60,6 +63,14 @@ def workgroup_bytes(buffers: Program | Iterable[BufferDecl]) -> int:
     return workgroup_layout(buffers).total
 
 
+def dynamic_workgroup_bytes(buffers: Program | Iterable[BufferDecl]) -> int:
+    """Workgroup bytes a launch must request as dynamic shared memory: the padded total when it is
+    over ``PORTABLE_WORKGROUP_BYTES`` (the kernel then declares one ``.extern .shared`` region and
+    opts in to the size at load), else 0 (a static ``.shared`` array, as every program at or below it)."""
+    total = workgroup_bytes(buffers)
+    return total if total > PORTABLE_WORKGROUP_BYTES else 0
+
+
 def param_bytes(bound_buffers: int) -> int:
     """Kernel parameter space of a program with ``bound_buffers`` non-workgroup buffers."""
     return (bound_buffers + 1) * PARAM_POINTER_BYTES
@@ -67,5 +78,6 @@ def param_bytes(bound_buffers: int) -> int:
 
 __all__ = [
     "MAX_BINDING", "MAX_BOUND_BUFFERS", "MAX_PARAM_BYTES", "MAX_WORKGROUP_BYTES", "PARAM_POINTER_BYTES",
-    "WORKGROUP_ALIGN", "WorkgroupLayout", "param_bytes", "workgroup_bytes", "workgroup_layout",
+    "PORTABLE_WORKGROUP_BYTES", "WORKGROUP_ALIGN", "WorkgroupLayout", "dynamic_workgroup_bytes", "param_bytes",
+    "workgroup_bytes", "workgroup_layout",
 ]

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 from vyre.driver.errors import Finding, ValidationError
 from vyre.ir.expr import Expr, name_of
-from vyre.ir.layout import MAX_BINDING, MAX_BOUND_BUFFERS, MAX_PARAM_BYTES, MAX_WORKGROUP_BYTES, workgroup_bytes
+from vyre.ir.layout import (
+    MAX_BINDING,
+    MAX_BOUND_BUFFERS,
+    MAX_PARAM_BYTES,
+    MAX_WORKGROUP_BYTES,
+    PORTABLE_WORKGROUP_BYTES,
+    workgroup_bytes,
+)
 from vyre.ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from vyre.ir.op import Op
 from vyre.ir.program import Access, BufferDecl, Program
@@ -166,7 +173,8 @@ class _Validator:
         if shared_bytes > MAX_WORKGROUP_BYTES:
             self.add("workgroup_memory_too_large",
                      f"workgroup buffers use {shared_bytes} bytes (each starts on a 4-byte boundary), "
-                     f"over the limit {MAX_WORKGROUP_BYTES}",
+                     f"over the limit {MAX_WORKGROUP_BYTES} (the most any device gives a workgroup; "
+                     f"over {PORTABLE_WORKGROUP_BYTES} runs only where the backend's device opts in to it)",
                      "shrink the workgroup buffers or use a smaller element type", "buffers")
         bound = sum(not b.is_workgroup for b in well_formed)
         if bound > MAX_BOUND_BUFFERS:

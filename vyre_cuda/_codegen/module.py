@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.expand import expand_calls
-from vyre.ir.layout import param_bytes
+from vyre.ir.layout import dynamic_workgroup_bytes, param_bytes
 from vyre.ir.op import Op
 from vyre.ir.program import Program
 from vyre.ir.types import DataType
@@ -51,6 +51,21 @@ def grid_dependency(sm: str) -> list[str]:
     if sm_number(sm) < GRID_DEPENDENCY_SM:
         return []
     return ["\tgriddepcontrol.launch_dependents;", "\tgriddepcontrol.wait;"]
+
+
+def shared_declaration(shared_bytes: int, dynamic_bytes: int) -> list[str]:
+    """Module-scope lines declaring workgroup memory as dynamic shared memory, or none.
+
+    Static ``.shared`` arrays stop at 48 KiB (``PORTABLE_WORKGROUP_BYTES``); a program with more
+    declares one unsized ``.extern .shared`` region, every workgroup buffer at its layout offset
+    as before, and each launch passes ``dynamic_bytes`` (the loader opts the kernel in to them).
+    At or below 48 KiB the static array stays inside the entry, so that PTX (and the cubins
+    cached by its text) does not change.
+    """
+    if not dynamic_bytes:
+        return []
+    return [f"// {shared_bytes} bytes of workgroup memory: dynamic shared memory, passed by each launch",
+            f".extern .shared .align 16 .b8 {SHARED_SYMBOL}[];", ""]
 
 
 def _validate(program: Program) -> None:
@@ -140,13 +155,14 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
         f".target sm_{sm}",
         ".address_size 64",
         "",
+        *shared_declaration(buffers.shared_bytes, dynamic_workgroup_bytes(program)),
         f".visible .entry {entry_name(program)}(",
         params,
         ")",
         "{",
         *(f"\t{d}" for d in b.regs.declarations()),
     ]
-    if buffers.shared_bytes:
+    if buffers.shared_bytes and not dynamic_workgroup_bytes(program):
         lines.append(f"\t.shared .align 16 .b8 {SHARED_SYMBOL}[{buffers.shared_bytes}];")
     lines += [*b.prologue, *grid_dependency(sm), *code, "\tret;", "}", ""]
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from vyre.driver.config import DispatchConfig, default_elements, effective_workgroup
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
+from vyre.ir.layout import dynamic_workgroup_bytes
 from vyre.ir.program import BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre.ir.validate import validate
@@ -48,13 +49,14 @@ class PreparedProgram:
     block: tuple[int, int, int]
     kernel: Any  # vyre_cuda._runtime.loader.LoadedKernel
     bound: tuple[BufferDecl, ...]  # kernel ABI order (binding order)
-    shared_bytes: int
+    shared_bytes: int  # workgroup memory per workgroup: static, or dynamic (then ``dynamic_bytes`` too)
     plan: LaunchPlan  # the default plan that dispatch / dispatch_resident rebind each call
     emit: Callable[[], str]  # emits the kernel's PTX (again)
     emitted: str | None = None  # the PTX, when it was emitted to prepare the program
     emit_ns: int = 0  # validation and code generation (validation alone on a program index hit)
     load_ns: int = 0
     coarsen: int = 1  # logical workgroups along x per hardware workgroup (codegen.coarsen)
+    dynamic_bytes: int = 0  # dynamic shared memory every launch passes (``layout.dynamic_workgroup_bytes``)
 
     @property
     def ptx(self) -> str:
@@ -151,20 +153,24 @@ class ProgramCache:
         t1 = time.perf_counter_ns()
         self._check_capabilities(program)
         check_workgroup_memory(program, rt.limits)
-        check_geometry(name, (1, 1, 1), block, 0, rt.limits)
+        dynamic = dynamic_workgroup_bytes(program)
+        check_geometry(name, (1, 1, 1), block, dynamic, rt.limits)
         if kernel is None:
             assert ptx is not None  # emitted above: only a warm start (a kernel found) has no PTX
             with nvtx_range("vyre.cuda.compile", entry), cuda_errors(f"loading the kernel of program {name}"):
                 kernel = rt.modules.load(ptx, entry)
             if index is not None:
                 rt.modules.remember(index, kernel)
+        if dynamic:
+            kernel = rt.modules.allow_dynamic(kernel, dynamic)
         t2 = time.perf_counter_ns()
-        check_geometry(name, (1, 1, 1), block, kernel.shared_bytes, rt.limits, kernel.max_threads)
+        shared = kernel.shared_bytes + dynamic
+        check_geometry(name, (1, 1, 1), block, shared, rt.limits, kernel.max_threads)
         bound = program.bound_buffers
-        plan = LaunchPlan(kernel.ptr, (0, 0, 0), block, 0, len(bound) + 1, name)
-        prep = PreparedProgram(program, name, block, kernel, bound, kernel.shared_bytes, plan,
+        plan = LaunchPlan(kernel.ptr, (0, 0, 0), block, dynamic, len(bound) + 1, name)
+        prep = PreparedProgram(program, name, block, kernel, bound, shared, plan,
                                functools.partial(self._emit, program, config, coarsen), ptx, t1 - t0, t2 - t1,
-                               coarsen)
+                               coarsen, dynamic)
         plan.params = rt.param_block(prep.nwords)
         return prep
 
@@ -191,7 +197,7 @@ class ProgramCache:
             if len(buffers) != len(prepared.bound):
                 raise InvalidProgram(f"program {prepared.name} binds {len(prepared.bound)} buffers, got {len(buffers)}",
                                      "pass one buffer per bound buffer, in binding order.")
-            plan = LaunchPlan(prepared.kernel.ptr, prepared.launch_grid(grid), prepared.block, 0,
+            plan = LaunchPlan(prepared.kernel.ptr, prepared.launch_grid(grid), prepared.block, prepared.dynamic_bytes,
                               len(prepared.bound) + 1, prepared.name)
             plan.params = self.runtime.param_block(prepared.nwords)
             self.update_plan(plan, prepared, counts, grid, elements, config, stream)
@@ -215,8 +221,8 @@ class ProgramCache:
         rt = self.runtime
         check_geometry(prepared.name, grid, prepared.block, prepared.shared_bytes, rt.limits)
         if config is not None and config.cooperative:
-            check_cooperative(prepared.name, prepared.kernel.ptr, grid, prepared.block, 0, rt.limits,
-                              rt.info.cooperative_launch)
+            check_cooperative(prepared.name, prepared.kernel.ptr, grid, prepared.block, prepared.dynamic_bytes,
+                              rt.limits, rt.info.cooperative_launch)
 
     def close_plan(self, plan: LaunchPlan) -> None:
         """Give a plan's parameter block back (the plan may not be launched afterwards)."""

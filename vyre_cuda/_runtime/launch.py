@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram
-from vyre.ir.layout import workgroup_bytes
+from vyre.ir.layout import PORTABLE_WORKGROUP_BYTES, dynamic_workgroup_bytes, workgroup_bytes
 from vyre.ir.program import Program
 from vyre_cuda._runtime import driver, settings
 from vyre_cuda._runtime.errors import cuda_errors, device_lost, translate
@@ -73,13 +73,21 @@ class DeviceLimits:
 
 
 def check_workgroup_memory(program: Program, limits: DeviceLimits) -> int:
-    """The program's workgroup-buffer bytes, or ``InvalidProgram`` if the device cannot hold them."""
+    """The program's workgroup-buffer bytes, or ``InvalidProgram`` if the device cannot hold them.
+
+    Up to 48 KiB is static shared memory (``limits.max_shared_per_block``); more is dynamic shared
+    memory, up to the device's opt-in maximum (``cudaDevAttrMaxSharedMemoryPerBlockOptin``).
+    """
     need = workgroup_bytes(program)
-    if need > limits.max_shared_per_block:
+    dynamic = dynamic_workgroup_bytes(program)
+    limit = limits.max_shared_per_block_optin if dynamic else limits.max_shared_per_block
+    if need > limit:
+        kind = "opt-in (dynamic)" if dynamic else "static"
         raise InvalidProgram(
             f"program {program.name or '<unnamed>'} declares {need} bytes of workgroup buffers, over the "
-            f"device's {limits.max_shared_per_block} bytes of static shared memory per workgroup",
-            "shrink the workgroup buffers (or split the work across more workgroups).")
+            f"device's {limit} bytes of {kind} shared memory per workgroup",
+            f"declare at most {limit} bytes of workgroup buffers for this device (every device runs "
+            f"{PORTABLE_WORKGROUP_BYTES}): shrink them or split the work across more workgroups.")
     return need
 
 

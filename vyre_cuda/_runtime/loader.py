@@ -19,6 +19,10 @@ same pair the emitter is given). Every kernel the backend launches is loaded by 
 (``_runtime.program_index``) that names the cubin an earlier process linked; ``remember`` writes
 such an entry after a load.
 
+``allow_dynamic(kernel, nbytes)`` opts a kernel in to launches with more than 48 KiB of dynamic
+shared memory (the kernels of programs with that much workgroup memory:
+``vyre.ir.layout.dynamic_workgroup_bytes``), once per function.
+
 ``VYRE_CUDA_LOADER=cupy`` loads cubins through ``cupy.RawModule(path=...)`` instead (the path
 of earlier versions, kept for comparison). Every path handed to the driver is a ``private_file``
 copy of the bytes in hand (verified ones, for a cached cubin) in a 0o700 directory of this
@@ -38,7 +42,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +58,8 @@ from vyre_cuda._runtime.program_index import INDEX_SUFFIX, module_key_of
 ENV_DUMP_DIR = settings.PTX_DUMP_DIR
 PTXAS_LINES = 20
 _KEY_SCHEMA = "vyre-cuda-module/1"
+#: ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``: the dynamic shared memory a launch may pass
+MAX_DYNAMIC_SHARED_ATTRIBUTE = 8
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class LoadedKernel:
     cubin_cached: bool  # True when the module came from a cubin cached by an earlier process
     max_threads: int | None = None  # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (None: unknown)
     shared_bytes: int = 0  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES (static shared memory)
+    dynamic_bytes: int = 0  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as set by ``allow_dynamic``
+    entry: str = ""  # the kernel's name in its module
 
 
 def module_key(ptx: str, device: DeviceInfo) -> str:
@@ -132,6 +140,25 @@ class ModuleCache:
         self._count("cuda_index_hits" if kernel is not None else "cuda_index_misses")
         return kernel
 
+    def allow_dynamic(self, kernel: LoadedKernel, nbytes: int) -> LoadedKernel:
+        """``kernel`` opted in to launches with ``nbytes`` of dynamic shared memory (more than the
+        48 KiB a launch may pass by default): ``cuFuncSetAttribute`` once per function, recorded in
+        the returned kernel (which replaces ``kernel`` in the cache). The caller checks ``nbytes``
+        against the device's opt-in maximum first."""
+        if nbytes <= kernel.dynamic_bytes:
+            return kernel
+        with self._key_lock(kernel.key):
+            current = self._kernels.get((kernel.key, kernel.entry), kernel)
+            if nbytes <= current.dynamic_bytes:
+                return current
+            cupy = import_cupy()
+            with cuda_errors(f"allowing {nbytes} bytes of dynamic shared memory"), cupy.cuda.Device(self.device.index):
+                cupy.cuda.driver.funcSetAttribute(kernel.ptr, MAX_DYNAMIC_SHARED_ATTRIBUTE, int(nbytes))
+            updated = replace(current, dynamic_bytes=int(nbytes))
+            with self._lock:
+                self._kernels[(kernel.key, kernel.entry)] = updated
+            return updated
+
     def remember(self, index: str, kernel: LoadedKernel) -> None:
         """Write the program index entry ``index`` -> ``kernel``'s cubin (when there is a disk cache)."""
         if self.disk is not None:
@@ -168,7 +195,7 @@ class ModuleCache:
         with cuda_errors(f"finding kernel {entry!r} in its module"), cupy.cuda.Device(self.device.index):
             function = module.get_function(entry)
             ptr = int(function.kernel.ptr if hasattr(function, "kernel") else function.ptr)
-            kernel = LoadedKernel(key, module, function, ptr, cubin_cached, *_attributes(cupy, ptr))
+            kernel = LoadedKernel(key, module, function, ptr, cubin_cached, *_attributes(cupy, ptr), entry=entry)
         with self._lock:
             self._kernels[(key, entry)] = kernel
         return kernel

@@ -1,0 +1,70 @@
+"""Programs with at most 48 KiB of workgroup memory keep their PTX byte for byte.
+
+Cached cubins and program index entries are keyed on the PTX text, so dynamic shared memory
+(programs over 48 KiB) must not change the text of any other program. The hashes are of the
+PTX emitted before dynamic shared memory existed, for a sample of library kernels (the 64-bit
+keys-only onesweep passes at 16 keys per invocation, the digit histograms and scans) and a
+program holding exactly 48 KiB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre.lib._sort import onesweep as K
+from vyre_cuda import emit_ptx
+
+U64, F64, I64, U32, U8 = DataType.U64, DataType.F64, DataType.I64, DataType.U32, DataType.U8
+
+
+def _full_48_kib() -> Program:
+    """Two u8 tiles padded to exactly 48 KiB, each read back."""
+    gid = Expr.invocation_id(0)
+    body = [Node.store("t1", gid, Expr.u32(7)), Node.barrier(),
+            Node.store("out", gid, Expr.add(Expr.load("t1", Expr.u32(49147)), Expr.load("t0", Expr.u32(2))))]
+    return Program([BufferDecl.output("out", 0, U32, 256), BufferDecl.workgroup("t0", 3, U8),
+                    BufferDecl.workgroup("t1", 48 * 1024 - 4, U8)], (256, 1, 1), body, name="full_48_kib")
+
+
+def sample() -> dict[str, Program]:
+    """Programs whose PTX must not change (names are stable across versions)."""
+    return {
+        "onesweep_u64_first": K.radix_onesweep(0, I64, None, "none", 16, 0, 1, raw=U64),
+        "onesweep_u64_mid": K.radix_onesweep(24, None, None, "none", 16, 0, 1, raw=U64),
+        "onesweep_u64_last": K.radix_onesweep(56, None, F64, "none", 16, 0, 1, raw=U64),
+        "onesweep_u64_iota": K.radix_onesweep(8, None, None, "iota", 8, 0, 1, raw=U64),
+        "histograms_u64": K.radix_histograms(U64, K.HISTOGRAM_ITEMS, 0, 1),
+        "digit_starts_8": K.radix_digit_starts(8),
+        "full_48_kib": _full_48_kib(),
+    }
+
+
+def digest(program: Program, sm: str) -> str:
+    return hashlib.sha256(emit_ptx(program, sm=sm).encode()).hexdigest()[:16]
+
+
+EXPECTED: dict[tuple[str, str], str] = {
+    ("onesweep_u64_first", "80"): "2f38be8a5b4c8eae",
+    ("onesweep_u64_first", "90"): "ff74a95aba0b3396",
+    ("onesweep_u64_mid", "80"): "2f1a12c08e2327a0",
+    ("onesweep_u64_mid", "90"): "f836f86b01e41c91",
+    ("onesweep_u64_last", "80"): "3ab96f65e1f7160d",
+    ("onesweep_u64_last", "90"): "b7c9f7f31855c486",
+    ("onesweep_u64_iota", "80"): "e309076f7a98d198",
+    ("onesweep_u64_iota", "90"): "ab54c7a75b5caa30",
+    ("histograms_u64", "80"): "c03032e3dd1641f6",
+    ("histograms_u64", "90"): "90d5a7af6d8e4e93",
+    ("digit_starts_8", "80"): "69efad2ea4d4a374",
+    ("digit_starts_8", "90"): "623de8e4c86253b3",
+    ("full_48_kib", "80"): "e085b0d6ba346e87",
+    ("full_48_kib", "90"): "ec12e6b3c3971e27",
+}
+
+
+@pytest.mark.parametrize(("name", "sm"), sorted(EXPECTED))
+def test_ptx_of_programs_within_48_kib_is_unchanged(name: str, sm: str) -> None:
+    program = sample()[name]
+    assert digest(program, sm) == EXPECTED[(name, sm)], f"the PTX of {name} for sm_{sm} changed"
