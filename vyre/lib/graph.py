@@ -167,6 +167,7 @@ class ResidentSet:
     def __init__(self, backend: Any) -> None:
         self.backend = backend
         self.handles: list[Any] = []
+        self._roles: dict[str, Any] = {}  # role -> the handle ``borrow`` re-points per call
 
     def upload(self, array: np.ndarray) -> Any:
         """A new handle holding ``array``'s bytes (at least 4 bytes, so empty arrays get a handle too)."""
@@ -191,12 +192,23 @@ class ResidentSet:
         self.handles.append(handle)
         return handle
 
+    def borrow(self, role: str, array: Any) -> Any:
+        """The handle of ``role`` pointed at the device ``array`` (``backend.borrow``): one handle per
+        role, re-pointed on every call and freed with the set (``ScratchCache.borrow``'s contract)."""
+        old = self._roles.get(role)
+        handle = self.backend.borrow(old, array)
+        if handle is not old:
+            self.handles.append(handle)
+            self._roles[role] = handle
+        return handle
+
     def adopt(self, *handles: object) -> None:
         """Free ``handles`` (made elsewhere, e.g. by a library call) with the rest."""
         self.handles.extend(handles)
 
     def close(self) -> None:
         handles, self.handles = self.handles, []
+        self._roles.clear()
         for handle in handles:
             self.backend.free_resident(handle)
 
@@ -457,7 +469,6 @@ class Graph(DeviceArrays):
         self.n, self.m = ptr.size - 1, idx.size
         self.undirected = undirected
         self._scratch: dict[str, object] = {}
-        self._out: Any = None  # a borrowed handle over the last result array (re-pointed per result)
         self._copied = False  # a result was copied on a caller's stream since the last ordering
         super().__init__(backend, [ptr, idx], in_place=True, shared=shared)
         self.like = tuple(given for given, checked in ((indptr, ptr), (indices, idx))
@@ -524,13 +535,7 @@ class Graph(DeviceArrays):
         raw = raw_backend(be)
         out = raw.new_array(self.like, U32, count, None)
         if count:
-            if self.shared is not None:
-                target = self.shared.borrow("graph.result", out)
-            else:
-                target = be.borrow(self._out, out)
-                if target is not self._out:
-                    self._res.adopt(target)
-                    self._out = target
+            target = (self.shared if self.shared is not None else self._res).borrow("graph.result", out)
             be.enqueue_sequence([(copy_program(), [handle, target], _elements_config(count))],
                                 stream=raw.stream_for(None, self.like))
             self._copied = True

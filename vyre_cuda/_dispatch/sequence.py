@@ -431,14 +431,13 @@ class SequenceDispatcher:
         rt = self.runtime
         for handle, raw, data in writes:
             buf = rt.resident.resolve(handle)
-            if not buf.borrowed:  # only words nobody else writes (parameter blocks) may be skipped
-                last = self.written.get(id(buf))
-                if last is not None and last[0] is buf and (last[1] is raw or last[1] == raw):
-                    continue  # these bytes went into this very buffer before: checked then
-                check_byte_range(handle, 0, len(raw), "write")
+            owned = not buf.borrowed  # only words nobody else writes (parameter blocks) may be skipped
+            last = self.written.get(id(buf)) if owned else None
+            if last is not None and last[0] is buf and (last[1] is raw or last[1] == raw):
+                continue  # these bytes went into this very buffer before: checked then
+            check_byte_range(handle, 0, len(raw), "write")
+            if owned:
                 self.written[id(buf)] = (buf, raw)
-            else:
-                check_byte_range(handle, 0, len(raw), "write")
             host = rt.ring.put(data, stream)
             with cuda_errors("writing parameter words"):
                 rt.cuda.memcpyAsync(buf.ptr, host, len(raw), H2D, stream.ptr)
