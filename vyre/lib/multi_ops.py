@@ -2,8 +2,9 @@
 
 Each takes a host array (split into one contiguous part per device, results assembled on the
 host) or a ``Sharded`` value / list of per-device arrays (results stay on the devices, in the
-same form), and runs the one-device ``vyre.lib`` function on every part at once, one thread per
-device, with ``backend=`` that device's backend:
+same form), and runs the one-device ``vyre.lib`` function on every part at once (one thread per
+device, or for ``reduce`` and ``histogram`` on device parts launched in turn, see below), with
+``backend=`` that device's backend:
 
 - ``reduce``: per-device reductions, the partials combined (see below).
 - ``histogram``: per-device counts, summed (u32, wrapping like the device).
