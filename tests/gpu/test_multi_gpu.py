@@ -399,3 +399,146 @@ def test_compiled_call_on_new_shards_equals_numpy(rng) -> None:
         a, x = random_array(rng, U32, n), random_array(rng, U32, n)
         (got,) = call([multi.shard(a, ids), multi.shard(x, ids)])
         assert np.array_equal(got.gather(), run(program, [a, x])[0])
+
+
+# ---- multi.histogram / multi.reduce: partials combined on the first device ------------------------------------------
+def _values(rng, n: int, dtype: type, bins: int) -> np.ndarray:
+    """Mostly values in ``[0, bins)``, the rest edges of the type and of the bins (-1, bins, min, max)."""
+    info = np.iinfo(dtype)
+    edges = np.array([0, 1, -1, bins - 1, bins, info.min, info.max], np.int64)
+    edges = edges[(edges >= info.min) & (edges <= info.max)]
+    return np.where(rng.random(n) < 0.75, rng.integers(0, max(bins, 1), n), rng.choice(edges, n)).astype(dtype)
+
+
+def _counts(x: np.ndarray, bins: int) -> np.ndarray:
+    wide = x.astype(np.int64)
+    return np.bincount(wide[(wide >= 0) & (wide < bins)], minlength=bins).astype(np.uint32)
+
+
+def _d2h(ids: list[str]) -> list[int]:
+    """Bytes each device's backend has copied to the host so far."""
+    return [b.metrics()["cuda_d2h_bytes"] for b in multi.backends_for(ids)]
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32])
+@pytest.mark.parametrize("n", [0, 1, 1000, (1 << 22) + 3])
+@pytest.mark.parametrize("bins", [1, 256, 5000])
+def test_multi_histogram_of_a_host_array_downloads_only_the_final_counts(rng, dtype: type, n: int, bins: int) -> None:
+    ids = [d.id for d in GPUS]
+    x = _values(rng, n, dtype, bins)
+    before = _d2h(ids)
+    got = multi.histogram(x, bins, devices=ids)
+    moved = [after - b for after, b in zip(_d2h(ids), before)]
+    assert isinstance(got, np.ndarray) and got.dtype == np.uint32 and np.array_equal(got, _counts(x, bins))
+    assert moved == [4 * bins] + [0] * (len(ids) - 1)  # no device's partial counts went to the host
+
+
+@pytest.mark.parametrize("n", [0, 1, 300, (1 << 22) + 3])
+def test_multi_histogram_of_sharded_values_stays_on_the_first_device(rng, n: int) -> None:
+    import cupy
+
+    ids = [d.id for d in GPUS]
+    for dtype in (np.uint32, np.int32):
+        for bins in (0, 1, 256, 5000):
+            x = _values(rng, n, dtype, bins)
+            sx = multi.shard(x, ids)
+            before = _d2h(ids)
+            got = multi.histogram(sx, bins)
+            assert _d2h(ids) == before
+            assert isinstance(got, cupy.ndarray) and got.device.id == GPUS[0].index and got.dtype == np.uint32
+            assert np.array_equal(got.get(), _counts(x, bins))
+
+
+def test_multi_histogram_follows_each_device_current_stream() -> None:
+    """Parts made on each device's own non-blocking stream, the histogram called with no wait, its
+    result read on the first device's stream: every device's counts arrive in full."""
+    import cupy
+
+    from vyre.lib.multi_ops import bounds
+
+    n, bins, golden = (1 << 25) + 11, 4096, np.uint32(2654435761)
+    streams = []
+    try:
+        parts = []
+        for d, (lo, hi) in zip(GPUS, bounds(n, len(GPUS), 256)):
+            with cupy.cuda.Device(d.index):
+                streams.append(cupy.cuda.Stream(non_blocking=True))
+                streams[-1].use()
+                i = cupy.arange(lo, hi, dtype=cupy.uint32)
+                parts.append((i * golden) >> cupy.uint32(20))
+        counts = multi.histogram(multi.Sharded(parts), bins)
+        with cupy.cuda.Device(GPUS[0].index):
+            got = counts.get()  # on the first device's current stream
+    finally:
+        for d in GPUS:
+            with cupy.cuda.Device(d.index):
+                cupy.cuda.Device(d.index).synchronize()
+                cupy.cuda.Stream.null.use()
+    i = np.arange(n, dtype=np.uint32)
+    assert np.array_equal(got, np.bincount((i * golden) >> np.uint32(20), minlength=bins))
+
+
+def test_multi_histogram_of_torch_tensors_per_device(rng) -> None:
+    torch = pytest.importorskip("torch")
+    from vyre.lib.multi_ops import bounds
+
+    n, bins = 100_003, 300
+    x = _values(rng, n, np.int32, bins)
+    parts = [torch.from_numpy(x[lo:hi].copy()).to(f"cuda:{d.index}")
+             for d, (lo, hi) in zip(GPUS, bounds(n, len(GPUS), 256))]
+    got = multi.histogram(parts, bins)
+    assert got.device.id == GPUS[0].index
+    assert np.array_equal(got.get(), _counts(x, bins))
+
+
+def test_combine_on_the_first_device_wraps_and_skips_nan(rng) -> None:
+    import cupy
+
+    from vyre.lib.sharded import device_ops
+
+    ids = [d.id for d in GPUS]
+    ops = device_ops(multi.backends_for(ids)[0])
+    devices = [d.index for d in GPUS]
+    cases = {
+        "add": [np.array([0xFFFFFFFF, 1, 0x80000000, 7], np.uint32)] + [rng.integers(0, 2**32, 4, np.uint32)
+                                                                       for _ in devices[1:]],
+        "minimum": [_values(rng, 5, np.int32, 9) for _ in devices],
+        "bitwise_xor": [_values(rng, 5, np.uint32, 9) for _ in devices],
+        "fmin": [np.array([np.nan, 1.5, -0.0, np.nan], np.float32)] + [np.array([2.0, np.nan, 0.0, np.nan], np.float32)
+                                                                       for _ in devices[1:]],
+    }
+    for name, rows in cases.items():
+        pieces = []
+        for d, row in zip(devices, rows):
+            with cupy.cuda.Device(d):
+                pieces.append(cupy.asarray(row))
+        got = ops.combine_on(pieces, devices, name)
+        with cupy.cuda.Device(devices[0]):
+            host = got.get()
+        assert got.device.id == devices[0]
+        want = getattr(np, name).reduce(np.stack(rows), axis=0, dtype=rows[0].dtype)  # wrapping, like the device
+        assert host.dtype == rows[0].dtype and np.array_equal(host, want, equal_nan=True), name
+
+
+@pytest.mark.parametrize("op", ["add", "min", "max", "or", "and", "xor"])
+def test_multi_reduce_combines_partials_on_the_first_device(rng, op: str) -> None:
+    from vyre.lib.multi_devices import UFUNCS
+
+    ids = [d.id for d in GPUS]
+    for dtype in (np.uint32, np.int32):
+        x = _values(rng, (1 << 20) + 3, dtype, 1000)
+        want = UFUNCS[op].reduce(x, dtype=dtype)
+        before = _d2h(ids)
+        got = multi.reduce(x, op, devices=ids)
+        moved = [after - b for after, b in zip(_d2h(ids), before)]
+        assert isinstance(got, np.generic) and got.dtype == dtype and got == want
+        assert moved == [4] + [0] * (len(ids) - 1)  # only the combined value crossed
+        assert multi.reduce(multi.shard(x, ids), op) == want
+
+
+def test_multi_reduce_float_min_max_skip_a_device_of_nans(rng) -> None:
+    ids = [d.id for d in GPUS]
+    x = rng.standard_normal(1 << 20).astype(np.float32)
+    x[: x.size // len(ids)] = np.nan  # the first device's part is all NaN
+    assert multi.reduce(x, "min", devices=ids) == np.nanmin(x)
+    assert multi.reduce(multi.shard(x, ids), "max") == np.nanmax(x)

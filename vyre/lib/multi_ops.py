@@ -2,10 +2,11 @@
 
 Each takes a host array (split into one contiguous part per device, results assembled on the
 host) or a ``Sharded`` value / list of per-device arrays (results stay on the devices, in the
-same form), and runs the one-device ``vyre.lib`` function on every part at once, one thread per
-device, with ``backend=`` that device's backend:
+same form), and runs the one-device ``vyre.lib`` function on every part at once (one thread per
+device, or for ``reduce`` and ``histogram`` on device parts launched in turn, see below), with
+``backend=`` that device's backend:
 
-- ``reduce``: per-device reductions, the partials combined on the host (a handful of values).
+- ``reduce``: per-device reductions, the partials combined (see below).
 - ``histogram``: per-device counts, summed (u32, wrapping like the device).
 - ``inclusive_scan``: per-device scans, an exclusive scan of the device totals on the host, then
   each device combines its carry into its part.
@@ -13,6 +14,13 @@ device, with ``backend=`` that device's backend:
   one piece per destination (keys in ``[splitter[j-1], splitter[j])``), the pieces move by peer
   copies, each device sorts what it received with ``vyre.lib.sort``. Device ``j`` ends with the
   j-th range of the sorted keys (parts of unequal length).
+
+Partials (``reduce``, ``histogram``) are combined on a device when every part is a device array
+(``cuda``; a host input is first copied to the devices, as ``sort`` does): every device's call is
+queued in turn from the calling thread with no host wait, then the other devices' partials go
+to the first device by peer copies and are combined there (``device_arrays.combine_on``); only
+the final result crosses to the host, and only for a host input. Parts that are numpy arrays
+(backends without devices: the oracle) have their partials combined on the host with numpy.
 
 Integer results equal numpy's exactly; float32 sums combine partials in another order than one
 device does.
@@ -80,6 +88,39 @@ class _Split:
         """``call(part, backend)`` per device, at once, each with its part's device current."""
         return _each(self.pairs(), lambda bp: _on_device_of(bp[1], lambda: call(bp[1], bp[0])))
 
+    def to_devices(self) -> None:
+        """A host input's parts onto their devices, through each backend's pinned chunk ring
+        (they stay numpy on backends without devices)."""
+        if self.on_host:
+            self.parts = _each(self.pairs(), lambda bp: put(*bp))
+
+    def partials(self, call: Any) -> list[Any]:
+        """``call(part, backend)`` per device. When every part is a device array: in turn from the
+        calling thread with the part's device current, each call queued on that device's current
+        stream with no host wait (so the devices run at once); else one thread per device."""
+        if not all(is_device_array(p) for p in self.parts):
+            return self.each(call)
+        return [_on_device_of(part, lambda part=part, backend=backend: call(part, backend))
+                for backend, part in self.pairs()]
+
+    def combine(self, partials: Sequence[Any], ufunc: np.ufunc) -> Any:
+        """Equal-shaped per-device partials combined elementwise with ``ufunc``: on the first
+        device when all are device arrays (peer copies, then the ufunc there: a device array of
+        that device, no host wait), else on the host with numpy (integers wrap)."""
+        if all(is_device_array(p) for p in partials):
+            return device_ops(self.backends[0]).combine_on(list(partials), [device_index(p) for p in partials],
+                                                           ufunc.__name__)
+        stacked = np.stack([to_host(p) for p in partials])
+        return ufunc.reduce(stacked, axis=0, dtype=stacked.dtype)
+
+    def fetch(self, value: Any) -> np.ndarray:
+        """A combined value as a host array (a device one downloaded through the first backend)."""
+        if not is_device_array(value):
+            return np.asarray(value)
+        out = np.empty(int(value.shape[0]), np.dtype(str(value.dtype)))
+        fetch_into(self.backends[0], value, out)
+        return out
+
     def result(self, parts: Sequence[Any]) -> Any:
         """Per-device results as the input came: one host array, a ``Sharded`` or a list."""
         if self.on_host:
@@ -126,19 +167,23 @@ def shard(x: object, devices: Sequence[object] | None = None, *, align: int = 25
 def reduce(x: object, op: str = "add", *, devices: Sequence[object] | None = None) -> np.generic:
     """``op`` over every element (as ``vyre.lib.reduce``), a numpy scalar."""
     split = _Split(x, devices, "multi.reduce")
-    partials = split.each(lambda part, backend: to_host(_scan.reduce(part, op, backend=backend)).reshape(1))
-    stacked = np.concatenate(partials)
-    ufunc = {"min": np.fmin, "max": np.fmax}.get(op, UFUNCS[op]) if stacked.dtype.kind == "f" else UFUNCS[op]
-    return ufunc.reduce(stacked, dtype=stacked.dtype)
+    split.to_devices()
+    partials = split.partials(lambda part, backend: _scan.reduce(part, op, backend=backend).reshape(1))
+    dtype = np.dtype(str(partials[0].dtype).replace("torch.", ""))
+    ufunc = {"min": np.fmin, "max": np.fmax}.get(op, UFUNCS[op]) if dtype.kind == "f" else UFUNCS[op]
+    return split.fetch(split.combine(partials, ufunc))[0]
 
 
 def histogram(x: object, bins: int, *, devices: Sequence[object] | None = None) -> Any:
     """u32 counts of each value in ``[0, bins)`` (as ``vyre.lib.histogram``): numpy for a host
-    input, an array of the first device for a sharded one."""
+    input, an array of the first device for a sharded one (CuPy on ``cuda``)."""
     split = _Split(x, devices, "multi.histogram")
-    partials = split.each(lambda part, backend: to_host(_histogram.histogram(part, bins, backend=backend)))
-    counts = np.add.reduce(np.stack(partials), axis=0, dtype=np.uint32)
-    return counts if split.on_host else put(split.backends[0], counts)
+    split.to_devices()
+    counts = split.combine(split.partials(lambda part, backend: _histogram.histogram(part, bins, backend=backend)),
+                           np.add)
+    if split.on_host:
+        return split.fetch(counts)
+    return counts if is_device_array(counts) else put(split.backends[0], counts)
 
 
 def inclusive_scan(x: object, op: str = "add", *, devices: Sequence[object] | None = None) -> Any:
@@ -167,8 +212,7 @@ def sort(x: object, *, devices: Sequence[object] | None = None) -> Any:
     input; for a sharded input a sharded result whose part ``j`` is the j-th range of the sorted
     keys, on device ``j`` (the parts' lengths follow the data)."""
     split = _Split(x, devices, "multi.sort")
-    if split.on_host:  # the parts go to their devices through each backend's pinned chunk ring
-        split.parts = _each(split.pairs(), lambda bp: put(*bp))
+    split.to_devices()
     if len(split.parts) == 1:
         return split.result(split.each(lambda part, backend: _sort.sort(part, backend=backend)))
     splitters = _splitters(split.parts)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from vyre_cuda._runtime.arrays import stream_pointer
+
 
 def as_cupy(a: Any, index: int | None = None) -> Any:
     """A CuPy view of a device array (torch tensors and other ``__cuda_array_interface__`` arrays)."""
@@ -73,6 +75,53 @@ def concat_on(device: int, pieces: Sequence[Any]) -> Any:
             off += nbytes
         stream.synchronize()
     return out
+
+
+def combine_on(pieces: Sequence[Any], devices: Sequence[int], ufunc_name: str) -> Any:
+    """Equal-length device arrays (CuPy, torch, ...), ``pieces[k]`` on device ``devices[k]``,
+    combined elementwise with CuPy's ufunc ``ufunc_name`` (``add``, ``minimum``, ...) into a new
+    CuPy array on ``devices[0]``, queued on that device's current CuPy stream with no host wait.
+
+    Each piece is read after the work queued before the call on its device's current stream
+    (CuPy's, or torch's for a torch tensor: where a ``vyre.lib`` call on it ran) through an event
+    the combining stream waits for; the other pieces reach the first device by peer copies
+    (``enable_peer_access``) and are combined there, in order. Every piece's stream then waits for
+    the combine, so memory freed after the call is not reused before the copies read it."""
+    import cupy
+
+    first = devices[0]
+    producers = [(d, run_on(d, lambda p=p: stream_pointer(None, [p]))) for p, d in zip(pieces, devices)]
+    combining = (first, run_on(first, lambda: cupy.cuda.get_current_stream().ptr))
+    for d in devices[1:]:
+        enable_peer_access(first, d)
+    for producer in producers:
+        _wait(combining, producer)
+    with cupy.cuda.Device(first):
+        out = as_cupy(pieces[0], first).copy()
+        ufunc = getattr(cupy, ufunc_name)
+        for p, d in zip(pieces[1:], devices[1:]):
+            here = cupy.empty_like(out)
+            if out.nbytes:
+                cupy.cuda.runtime.memcpyPeerAsync(here.data.ptr, first, as_cupy(p, d).data.ptr, d, int(out.nbytes),
+                                                  combining[1])
+            ufunc(out, here, out=out)
+    for producer in producers:
+        _wait(producer, combining)
+    return out
+
+
+def _wait(waiter: tuple[int, int], producer: tuple[int, int]) -> None:
+    """Stream ``waiter`` waits for the work queued so far on stream ``producer``, each given as
+    ``(device, stream handle)`` (0: that device's legacy default stream); no host wait."""
+    import cupy
+
+    if waiter == producer:
+        return
+    with cupy.cuda.Device(producer[0]):
+        event = cupy.cuda.Event(disable_timing=True)
+        cupy.cuda.runtime.eventRecord(event.ptr, producer[1])
+    with cupy.cuda.Device(waiter[0]):
+        cupy.cuda.runtime.streamWaitEvent(waiter[1], event.ptr, 0)
 
 
 _PEERS: set[tuple[int, int]] = set()  # (device, peer) pairs already asked for
