@@ -50,7 +50,7 @@ _UNSUPPORTED = {
     "Delete": ("`del` is not supported", "names end with their block; just stop using it"),
     "ClassDef": ("classes are not supported in kernels", "define classes outside the kernel"),
 }
-#: the deepest chain of @vyre.func helpers calling helpers that a kernel may inline
+#: the deepest chain of @vyre.func helpers calling helpers (or themselves) that a kernel may inline
 MAX_INLINE_DEPTH = 32
 
 
@@ -688,8 +688,10 @@ class Lowering(ExprLowering):
 
     def inline(self, node: ast.Call, func: Any, stmt: ast.AST) -> Value | None:
         """Inline a ``@vyre.func`` call: bind arguments once, emit its statements, return its value."""
-        if func in self.inlining:
-            raise self.error(node, f"{func.name}() calls itself", "helpers cannot recurse: write a loop")
+        if len(self.inlining) >= MAX_INLINE_DEPTH and func in self.inlining:
+            raise self.error(node, f"{func.name}() calls itself more than {MAX_INLINE_DEPTH} deep",
+                             "end the recursion with a compile-time `if` on a Const parameter (`if levels == 1: "
+                             "... else: f(levels - 1)`), or write a loop", "nesting_too_deep")
         if len(self.inlining) >= MAX_INLINE_DEPTH:
             chain = " -> ".join(f.name for f in self.inlining[:3])
             raise self.error(node, f"helpers nest deeper than {MAX_INLINE_DEPTH} calls ({chain} -> ...)",
