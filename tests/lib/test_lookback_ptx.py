@@ -7,13 +7,11 @@ measurements use, and a transform; a recorded run checks that the grid covers th
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
-from pathlib import Path
 
 import pytest
 
+from tests.lib.ptx_hashes import SMS, changed, recorded
 from tests.lib.test_plan import RecordingBackend
 from vyre import lib
 from vyre.ir import DataType, Expr, Program
@@ -23,9 +21,7 @@ from vyre.lib.monoid import OPS, Monoid
 from vyre.lib.transform import element, fused
 
 pytest.importorskip("vyre_cuda")
-from vyre_cuda import emit_ptx  # noqa: E402
 
-SMS = ("80", "90")
 MONOIDS = tuple(Monoid(op, t) for op, t in itertools.product(OPS, (DataType.U32, DataType.I32)))
 COUNT = Monoid("add", U32)
 #: transform_inclusive_scan of u8 data: the transform rewrites the loads of x
@@ -60,12 +56,7 @@ def cases() -> dict[str, Program]:
     return out
 
 
-def digest(program: Program, sm: str) -> str:
-    return hashlib.sha256(emit_ptx(program, sm=sm).encode()).hexdigest()[:16]
-
-
-#: ``"<case> sm_<sm>"``: the first 16 hex digits of the sha256 of the builder version's PTX
-EXPECTED: dict[str, str] = json.loads((Path(__file__).parent / "lookback_ptx.json").read_text())
+EXPECTED = recorded("lookback_ptx")
 CASES = cases()
 
 
@@ -75,8 +66,8 @@ def test_the_grid_is_the_recorded_one() -> None:
 
 
 def test_lookback_ptx_is_the_builders_byte_for_byte() -> None:
-    changed = [key for key in sorted(EXPECTED) if digest(CASES[key.split()[0]], key[-2:]) != EXPECTED[key]]
-    assert not changed, f"the PTX of {len(changed)} look-back scans changed: {changed[:8]}"
+    different = changed(CASES, EXPECTED)
+    assert not different, f"the PTX of {len(different)} look-back scans changed: {different[:8]}"
 
 
 def test_every_lookback_scan_the_library_runs_is_checked(rng) -> None:
