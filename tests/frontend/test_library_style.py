@@ -20,7 +20,7 @@ import vyre
 from vyre.errors import ValidationError
 from vyre.frontend.annotations import BufferSpec
 from vyre.ir import DataType, Expr
-from vyre.ir.node import Assign, Block, Let
+from vyre.ir.node import Assign, Block, Let, Loop
 from vyre.ir.op import Op
 from vyre.ir.program import Access
 from vyre.ir.walk import iter_nodes, iter_subexprs, node_exprs
@@ -225,8 +225,8 @@ def nest(out: vyre.InOut[vyre.u32], levels: vyre.Const[int], trips: vyre.Const[i
 
 
 def _loop_depth(nodes) -> int:
-    return max((1 + _loop_depth(n.body) if hasattr(n, "var") else _loop_depth(getattr(n, "body", ()))
-                for n in nodes), default=0)
+    """How deep loops nest in ``nodes``, loop directly inside loop."""
+    return max((1 + _loop_depth(n.body) for n in nodes if isinstance(n, Loop)), default=0)
 
 
 @pytest.mark.parametrize("levels, trips", [(1, 5), (3, 2), (6, 3)])

@@ -118,6 +118,7 @@ class Lowering(ExprLowering):
         self.taken: set[str] | None = None  # every identifier in the sources, collected at the first fresh()
         self.next_suffix: dict[str, int] = {}  # base -> the first suffix fresh() has not tried yet
         self.sources: dict[int, tuple[ast.AST, Any]] = {id(fndef): (fndef, code)}  # (definition, code or None)
+        self.assigned: dict[int, set[str]] = {}  # id of a helper's definition -> the names it assigns
         names = options.names
         self.frame = _Frame(source, namespace, lambda n: names.get(n, n), is_helper=False)
         self.lines = LineMap(source, source.line(fndef))
@@ -711,7 +712,9 @@ class Lowering(ExprLowering):
                 self._take_identifiers(fndef, code)
         namespace = namespace_of(func.fn)
         frame = _Frame(source, namespace, self.fresh, is_helper=True)
-        assigned = _assigned_names(fndef)
+        assigned = self.assigned.get(id(fndef))
+        if assigned is None:  # once per helper and kernel: a helper may be inlined hundreds of times
+            assigned = self.assigned[id(fndef)] = _assigned_names(fndef)
         aliased: set[str] = set()  # parameters that are the caller's variables themselves
         for param, arg in zip(params, node.args):
             spec = annotation_value(param.annotation, namespace, source) if param.annotation is not None else None
