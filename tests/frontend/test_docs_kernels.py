@@ -17,7 +17,8 @@ def _python_blocks(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(("doc", "index"),
-                         [("docs/kernels.md", 0), ("docs/kernels.md", 2), ("README.md", 0), ("README.md", 1)])
+                         [("docs/kernels.md", 0), ("docs/kernels.md", 2), ("docs/kernels.md", 4), ("README.md", 0),
+                          ("README.md", 1)])
 def test_sample_runs(doc, index, tmp_path, capsys):
     blocks = _python_blocks(ROOT / doc)
     prelude = "import numpy as np\nimport vyre\n" if doc == "README.md" and index == 1 else ""

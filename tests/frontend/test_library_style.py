@@ -20,7 +20,7 @@ import vyre
 from vyre.errors import ValidationError
 from vyre.frontend.annotations import BufferSpec
 from vyre.ir import DataType, Expr
-from vyre.ir.node import Assign, Block, Let
+from vyre.ir.node import Assign, Block, Let, Loop
 from vyre.ir.op import Op
 from vyre.ir.program import Access
 from vyre.ir.walk import iter_nodes, iter_subexprs, node_exprs
@@ -203,3 +203,35 @@ def test_a_parameter_annotated_none_is_left_out(oracle):
     np.testing.assert_array_equal(out, 2 * x)
     with pytest.raises(ValidationError, match="not a buffer"):
         without.bind(True)  # the left-out name is None: indexing it is refused
+
+
+# ---- a helper calling itself, ended by a compile-time if: loops nested as deep as a Const asks ------------
+@vyre.func
+def nested_count(count: Any, levels: Annotated[int, vyre.Const[int]], trips: Annotated[int, vyre.Const[int]]):
+    """``levels`` loops of ``trips`` each, nested; the innermost body counts its runs in ``count[0]``."""
+    for _ in range(vyre.u32(trips)):
+        if levels == 1:
+            count[0] = count[0] + 1
+        else:
+            nested_count(count, levels - 1, trips)
+
+
+@vyre.kernel(workgroup_size=1)
+def nest(out: vyre.InOut[vyre.u32], levels: vyre.Const[int], trips: vyre.Const[int]):
+    count = vyre.registers(vyre.u32, 1)
+    count[0] = 0
+    nested_count(count, levels, trips)
+    out[0] = count[0]
+
+
+def _loop_depth(nodes) -> int:
+    """How deep loops nest in ``nodes``, loop directly inside loop."""
+    return max((1 + _loop_depth(n.body) for n in nodes if isinstance(n, Loop)), default=0)
+
+
+@pytest.mark.parametrize("levels, trips", [(1, 5), (3, 2), (6, 3)])
+def test_a_helper_may_call_itself_until_a_const_ends_it(oracle, levels, trips):
+    program = nest.bind(levels, trips).program
+    assert _loop_depth(program.body) == levels  # one rolled loop per level
+    (out,) = nest(np.zeros(1, np.uint32), levels, trips, backend=oracle, grid=(1, 1, 1))
+    assert out[0] == trips**levels

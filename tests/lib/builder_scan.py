@@ -1,13 +1,69 @@
 """The builder-written segment scan as it was before the library wrote it as a ``@vk.kernel``
-(``vyre.lib._scan.kernels.scan_segments``, the scans' downsweep): kept only as the oracle of
-``test_kernels_front.py``, which checks that both emit byte-identical PTX."""
+(``vyre.lib._scan.kernels.scan_segments``, the scans' downsweep), with the builder pieces it was
+made of: kept only as the oracle of ``test_kernels_front.py``, which checks that both emit
+byte-identical PTX."""
 
 from __future__ import annotations
 
 from vyre.ir import BufferDecl, Expr, Node, Program
-from vyre.lib._scan.kernels import scan_start, scan_tail_buffers, segment, warp_rounds, warp_striped
-from vyre.lib.blocks import WARPS, WG, WG_SIZE, fold_warp_totals, lane, load_param, u, var, warp, wid
+from vyre.lib._scan.kernels import segment
+from vyre.lib.blocks import (
+    WARPS,
+    WG,
+    WG_SIZE,
+    fold_warp_totals,
+    lane,
+    load_param,
+    params,
+    typed_params,
+    u,
+    var,
+    warp,
+    warp_inclusive_scan,
+    wid,
+)
 from vyre.lib.monoid import Monoid
+
+
+def warp_striped(base: Expr, k: int, items: int) -> Expr:
+    """Element ``k`` of this invocation in a tile at ``base``: warp ``v`` owns the ``32*items``
+    consecutive elements from ``v*32*items``, round ``k`` its 32 elements from ``k*32``."""
+    return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(u(k * 32), lane())))
+
+
+def warp_rounds(m: Monoid, items: int, inclusive: bool, values: list[Expr]) -> tuple[list[Node], list[Expr], Expr]:
+    """Scan a warp's ``32*items`` consecutive elements (``values[k]``: lane ``l``'s element
+    ``k*32 + l``) round by round: a shuffle scan each, with the warp's running total.
+
+    Returns the nodes, each element's result inside the warp (inclusive, or exclusive: the
+    inclusive one of the previous lane, so no op needs an inverse) and the warp's total.
+    """
+    nodes: list[Node] = []
+    before = m.pad()  # the warp's rounds before round k
+    outs: list[Expr] = []
+    for k, value in enumerate(values):
+        scan_nodes, scanned = warp_inclusive_scan(m, value, f"s{k}_")
+        nodes += scan_nodes
+        nodes.append(Node.let(f"r{k}", m.combine(before, scanned) if k else scanned))
+        if not inclusive:
+            earlier = Expr.subgroup_shuffle(var(f"r{k}"), Expr.sub(lane(), u(1)))
+            nodes.append(Node.let(f"e{k}", Expr.select(Expr.eq(lane(), u(0)), before, earlier)))
+        nodes.append(Node.let(f"h{k}", Expr.subgroup_shuffle(var(f"r{k}"), u(31))))
+        before = var(f"h{k}")
+        outs.append(var(f"r{k}") if inclusive else var(f"e{k}"))
+    return nodes, outs, before
+
+
+def scan_start(m: Monoid, init_word: int | None, carry: Expr) -> Expr:
+    """``init op carry`` (``init``: word ``init_word`` of the ``init`` uniform buffer), or ``carry``."""
+    return carry if init_word is None else m.combine(Expr.load("init", u(init_word)), carry)
+
+
+def scan_tail_buffers(m: Monoid, buffers: list[BufferDecl], init_word: int | None) -> list[BufferDecl]:
+    buffers.append(params(len(buffers)))
+    if init_word is not None:
+        buffers.append(typed_params("init", len(buffers), m.dtype))
+    return buffers
 
 
 def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, span_word: int,

@@ -50,7 +50,7 @@ _UNSUPPORTED = {
     "Delete": ("`del` is not supported", "names end with their block; just stop using it"),
     "ClassDef": ("classes are not supported in kernels", "define classes outside the kernel"),
 }
-#: the deepest chain of @vyre.func helpers calling helpers that a kernel may inline
+#: the deepest chain of @vyre.func helpers calling helpers (or themselves) that a kernel may inline
 MAX_INLINE_DEPTH = 32
 
 
@@ -118,6 +118,7 @@ class Lowering(ExprLowering):
         self.taken: set[str] | None = None  # every identifier in the sources, collected at the first fresh()
         self.next_suffix: dict[str, int] = {}  # base -> the first suffix fresh() has not tried yet
         self.sources: dict[int, tuple[ast.AST, Any]] = {id(fndef): (fndef, code)}  # (definition, code or None)
+        self.assigned: dict[int, set[str]] = {}  # id of a helper's definition -> the names it assigns
         names = options.names
         self.frame = _Frame(source, namespace, lambda n: names.get(n, n), is_helper=False)
         self.lines = LineMap(source, source.line(fndef))
@@ -688,8 +689,10 @@ class Lowering(ExprLowering):
 
     def inline(self, node: ast.Call, func: Any, stmt: ast.AST) -> Value | None:
         """Inline a ``@vyre.func`` call: bind arguments once, emit its statements, return its value."""
-        if func in self.inlining:
-            raise self.error(node, f"{func.name}() calls itself", "helpers cannot recurse: write a loop")
+        if len(self.inlining) >= MAX_INLINE_DEPTH and func in self.inlining:
+            raise self.error(node, f"{func.name}() calls itself more than {MAX_INLINE_DEPTH} deep",
+                             "end the recursion with a compile-time `if` on a Const parameter (`if levels == 1: "
+                             "... else: f(levels - 1)`), or write a loop", "nesting_too_deep")
         if len(self.inlining) >= MAX_INLINE_DEPTH:
             chain = " -> ".join(f.name for f in self.inlining[:3])
             raise self.error(node, f"helpers nest deeper than {MAX_INLINE_DEPTH} calls ({chain} -> ...)",
@@ -709,7 +712,9 @@ class Lowering(ExprLowering):
                 self._take_identifiers(fndef, code)
         namespace = namespace_of(func.fn)
         frame = _Frame(source, namespace, self.fresh, is_helper=True)
-        assigned = _assigned_names(fndef)
+        assigned = self.assigned.get(id(fndef))
+        if assigned is None:  # once per helper and kernel: a helper may be inlined hundreds of times
+            assigned = self.assigned[id(fndef)] = _assigned_names(fndef)
         aliased: set[str] = set()  # parameters that are the caller's variables themselves
         for param, arg in zip(params, node.args):
             spec = annotation_value(param.annotation, namespace, source) if param.annotation is not None else None

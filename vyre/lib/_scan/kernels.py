@@ -1,8 +1,8 @@
 """The programs of the scans and reductions: tile and segment reductions, the segmented scan's
 downsweep and the segmented reduction, written as ``@vk.kernel`` functions (a cached factory per
-monoid, whose ``Const`` parameters are the items per invocation and the params words); the
-builder pieces the single-pass scan (``lookback``) and the sorts still use (``segment``,
-``warp_rounds`` ...).
+monoid, whose ``Const`` parameters are the items per invocation and the params words), with the
+``@vk.func`` pieces the single-pass scan (``lookback``) shares (``striped``, ``striped_value``);
+``segment`` is the builder piece the segmented sort still uses.
 
 Each program function is cached, so the same variant is the same ``Program``. Word numbers are
 compile-time constants chosen by the topology (``vyre.lib._scan.topology``).
@@ -17,7 +17,7 @@ from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BufferSpec
 from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
-from vyre.ir import BufferDecl, Expr, Node, Program
+from vyre.ir import Expr, Node, Program
 from vyre.ir.program import Access
 from vyre.lib.blocks import (
     PARAM_WORDS,
@@ -27,14 +27,9 @@ from vyre.lib.blocks import (
     block_reduce,
     fold_warps_to,
     identity,
-    lane,
     load_param,
-    params,
-    typed_params,
     u,
     var,
-    warp,
-    warp_inclusive_scan,
     warp_inclusive_scan_of,
     warp_reducer,
     wid,
@@ -164,51 +159,11 @@ def reduce_segments(m: Monoid, items: int, n_word: int, span_word: int) -> Progr
     return _reduce_segments(m).bind(items, n_word, span_word).program
 
 
-def warp_striped(base: Expr, k: int, items: int) -> Expr:
-    """Element ``k`` of this invocation in a tile at ``base``: warp ``v`` owns the ``32*items``
-    consecutive elements from ``v*32*items``, round ``k`` its 32 elements from ``k*32``."""
-    return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(u(k * 32), lane())))
-
-
-def warp_rounds(m: Monoid, items: int, inclusive: bool, values: list[Expr]) -> tuple[list[Node], list[Expr], Expr]:
-    """Scan a warp's ``32*items`` consecutive elements (``values[k]``: lane ``l``'s element
-    ``k*32 + l``) round by round: a shuffle scan each, with the warp's running total.
-
-    Returns the nodes, each element's result inside the warp (inclusive, or exclusive: the
-    inclusive one of the previous lane, so no op needs an inverse) and the warp's total.
-    """
-    nodes: list[Node] = []
-    before = m.pad()  # the warp's rounds before round k
-    outs: list[Expr] = []
-    for k, value in enumerate(values):
-        scan_nodes, scanned = warp_inclusive_scan(m, value, f"s{k}_")
-        nodes += scan_nodes
-        nodes.append(Node.let(f"r{k}", m.combine(before, scanned) if k else scanned))
-        if not inclusive:
-            earlier = Expr.subgroup_shuffle(var(f"r{k}"), Expr.sub(lane(), u(1)))
-            nodes.append(Node.let(f"e{k}", Expr.select(Expr.eq(lane(), u(0)), before, earlier)))
-        nodes.append(Node.let(f"h{k}", Expr.subgroup_shuffle(var(f"r{k}"), u(31))))
-        before = var(f"h{k}")
-        outs.append(var(f"r{k}") if inclusive else var(f"e{k}"))
-    return nodes, outs, before
-
-
-def scan_start(m: Monoid, init_word: int | None, carry: Expr) -> Expr:
-    """``init op carry`` (``init``: word ``init_word`` of the ``init`` uniform buffer), or ``carry``."""
-    return carry if init_word is None else m.combine(Expr.load("init", u(init_word)), carry)
-
-
-def scan_tail_buffers(m: Monoid, buffers: list[BufferDecl], init_word: int | None) -> list[BufferDecl]:
-    buffers.append(params(len(buffers)))
-    if init_word is not None:
-        buffers.append(typed_params("init", len(buffers), m.dtype))
-    return buffers
-
-
 @vk.func
 def striped(base: Any, offset: Annotated[int, vk.Const[int]], k: Annotated[int, vk.Const[int]],
             items: Annotated[int, vk.Const[int]]):
-    """``warp_striped``: element ``k`` of this invocation in the tile at ``base + offset``."""
+    """Element ``k`` of this invocation in the tile at ``base + offset``: warp ``v`` owns the
+    ``32*items`` consecutive elements from ``v*32*items``, round ``k`` its 32 elements from ``k*32``."""
     return (base + offset if offset != 0 else base) + (
         (vk.lid() >> 5) * (32 * items) + (k * 32 + vk.subgroup_local_id()))
 

@@ -1,12 +1,21 @@
-"""The single-pass scan (decoupled look-back): U32 and I32 scans of more than one workgroup's tile."""
+"""The single-pass scan (decoupled look-back): U32 and I32 scans of more than one workgroup's tile,
+written as a ``@vk.kernel`` (a cached factory per monoid, inclusive or exclusive, with or without
+an init value, whose ``Const`` parameters are the items per invocation, the params words, the
+wait's spin and the look-back's width)."""
 
 from __future__ import annotations
 
 from functools import cache
+from typing import Annotated, Any
 
-from vyre.ir import AtomicOp, BufferDecl, Expr, Node, Program
-from vyre.lib._scan.kernels import scan_start, scan_tail_buffers, warp_rounds, warp_striped
-from vyre.lib.blocks import U32, WARPS, WG, WG_SIZE, bounded_wait, fold_warp_totals, lane, lid, load_param, u, var, warp
+from vyre.frontend import lang as vk
+from vyre.frontend.annotations import BufferSpec
+from vyre.frontend.kernel import Kernel
+from vyre.frontend.template import KernelTemplate
+from vyre.ir import Program
+from vyre.ir.program import Access
+from vyre.lib._scan.kernels import striped, striped_value
+from vyre.lib.blocks import PARAM_WORDS, PARAMS, WARPS, WG, fold_warps_to, identity, warp_inclusive_scan_of
 from vyre.lib.monoid import Monoid
 
 # The ``state`` buffer of ``scan_lookback``: word 0 hands out tile numbers; tile ``t``'s 32-bit
@@ -19,54 +28,129 @@ SCAN_LOOKBACK_ITEMS = 32  # elements per invocation of the single-pass scan (til
 SCAN_LOOKBACK_WIDTH = 4  # tiles whose totals one look-back trip reads together
 
 
-def _state_word(tile: Expr, half: int) -> Expr:
-    return Expr.add(u(SCAN_STATE_HEAD + half), Expr.mul(tile, u(2)))
+@vk.func
+def state_word(tile: Any, half: Annotated[int, vk.Const[int]]):
+    """The ``state`` word of tile ``tile``'s total holding its low (``half`` 0) or high 16 bits."""
+    return (SCAN_STATE_HEAD + half) + tile * 2
 
 
-def _publish_total(m: Monoid, flag: Expr, value: Expr, name: str) -> list[Node]:
-    """Publish ``value`` as tile ``tile``'s total with ``flag``: two relaxed exchanges, low half first."""
-    bits = value if m.dtype is U32 else Expr.cast(U32, value)
-    halves = (Expr.bitand(bits, u(0xFFFF)), Expr.shr(bits, u(16)))
-    return [Node.let(f"{name}{h}", Expr.atomic(AtomicOp.EXCHANGE, "state", _state_word(var("tile"), h),
-                                                   Expr.bitor(Expr.shl(flag, u(16)), halves[h]), relaxed=True))
-            for h in (0, 1)]
+@vk.func
+def state_word_below(below: Any, k: Annotated[int, vk.Const[int]], half: Annotated[int, vk.Const[int]]):
+    """``state_word`` of tile ``below - k`` (tile 0 past the bottom: read, never taken)."""
+    return (SCAN_STATE_HEAD + half) + vk.select(below >= k, below - k, 0) * 2
 
 
-def _scan_look_back(m: Monoid, n: Expr, items: int, spin: tuple[int, int], width: int) -> list[Node]:
-    """Bind ``prefix``: the combination of every tile below ``tile`` (one invocation; commutative ops only).
-
-    ``below`` is the nearest tile not yet taken. Each trip reads the totals of ``below`` and
-    the ``width - 1`` tiles under it at once (one memory latency) and takes them nearest first,
-    up to the first one not published yet (read again next trip: a word of the other half
-    or flag, torn by a later publish, counts as not published) or holding an inclusive prefix
-    (done). If the wait runs out, the invocation folds the input of tiles ``0 .. below``
-    itself (and counts it in ``state[1]``), so the result never depends on another workgroup.
-    """
-    step: list[Node] = [Node.let("go", Expr.bool(True))]
+@vk.func
+def look_back_trip(state: Any, done: Any, below: Any, prefix: Any, m: Any, width: Annotated[int, vk.Const[int]]):
+    """One trip of the look-back: read the totals of tile ``below[0]`` and the ``width - 1`` tiles
+    under it at once (one memory latency), then take them nearest first, up to the first one not
+    published yet (read again next trip: a word of the other half or flag, torn by a later
+    publish, counts as not published) or holding an inclusive prefix (then ``done[0]``)."""
+    go = True
+    lo = vk.registers(vk.u32, width)
+    hi = vk.registers(vk.u32, width)
     for k in range(width):
-        at = Expr.select(Expr.ge(var("below"), u(k)), Expr.sub(var("below"), u(k)), u(0))
-        step += [Node.let(f"lo{k}", Expr.atomic(AtomicOp.OR, "state", _state_word(at, 0), u(0), relaxed=True)),
-                 Node.let(f"hi{k}", Expr.atomic(AtomicOp.OR, "state", _state_word(at, 1), u(0), relaxed=True))]
+        lo[k] = vk.atomic_or_relaxed(state, state_word_below(below[0], k, 0), 0)
+        hi[k] = vk.atomic_or_relaxed(state, state_word_below(below[0], k, 1), 0)
     for k in range(width):
-        flag = Expr.shr(var(f"lo{k}"), u(16))
-        value = Expr.bitor(Expr.bitand(var(f"lo{k}"), u(0xFFFF)), Expr.shl(var(f"hi{k}"), u(16)))
-        typed = value if m.dtype is U32 else Expr.cast(m.dtype, value)
-        ready = Expr.and_(Expr.ne(flag, u(0)), Expr.eq(flag, Expr.shr(var(f"hi{k}"), u(16))))
-        step += [Node.let(f"took{k}", Expr.and_(var("go"), ready)),
-                 Node.let(f"last{k}", Expr.eq(flag, u(SCAN_PREFIX))),
-                 Node.if_(var(f"took{k}"), [Node.assign("prefix", m.combine(typed, var("prefix"))),
-                                             Node.assign("below", Expr.sub(var("below"), u(1))),
-                                             Node.assign("done", var(f"last{k}"))]),
-                 Node.assign("go", Expr.and_(var(f"took{k}"), Expr.not_(var(f"last{k}"))))]
-    fold = Expr.load("x", var("j"))
-    nothing_below = Expr.or_(Expr.eq(var("tile"), u(0)), Expr.ge(var("tb"), n))  # tiles past n need no prefix
-    return [Node.let("done", nothing_below),
-            Node.let("prefix", m.pad()), Node.let("below", Expr.sub(var("tile"), u(1))),
-            bounded_wait("done", *spin, step, "spin"),
-            Node.if_(Expr.not_(var("done")), [
-                Node.loop("j", u(0), Expr.mul(Expr.add(var("below"), u(1)), u(WG * items)),
-                          [Node.assign("prefix", m.combine(fold, var("prefix")))]),
-                Node.let("gave_up", Expr.atomic(AtomicOp.ADD, "state", u(1), u(1), relaxed=True))])]
+        took = go and ((lo[k] >> 16) != 0 and (lo[k] >> 16) == (hi[k] >> 16))
+        last = (lo[k] >> 16) == SCAN_PREFIX
+        if took:
+            prefix[0] = m.apply(m.element((lo[k] & 0xFFFF) | (hi[k] << 16)), prefix[0])
+            below[0] = below[0] - 1
+            done[0] = last
+        go = took and not last
+
+
+@vk.func
+def spin_wait(state: Any, done: Any, below: Any, prefix: Any, m: Any, levels: Annotated[int, vk.Const[int]],
+              trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
+    """``look_back_trip`` until ``done[0]``, at most ``trips ** levels`` times: ``levels`` nested
+    loops of ``trips`` (loops have no ``break``), each trip guarded by ``if not done[0]``, so a
+    backend may leave the loops once it holds (``vyre.lib.blocks.bounded_wait``'s shape)."""
+    for _ in range(vk.u32(trips)):
+        if not done[0]:
+            if levels == 1:
+                look_back_trip(state, done, below, prefix, m, width)
+            else:
+                spin_wait(state, done, below, prefix, m, levels - 1, trips, width)
+
+
+@cache
+def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool) -> Kernel | KernelTemplate:
+    """The single-pass scan of ``m``; its Const parameters: ``inclusive``, ``has_init``, items per
+    invocation, the params word of n, the ``init`` word, the wait's levels and trips, the width."""
+    values, outs = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
+    inits = BufferSpec(Access.UNIFORM, m.dtype, PARAM_WORDS * 4 // m.dtype.size) if has_init else None
+    kind = "inclusive" if inclusive else "exclusive"
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_scan_lookback_{kind}_{m.op}_{m.dtype.value}")
+    def scan(x: Annotated[vk.In[vk.u32], values], out: Annotated[vk.InOut[vk.u32], outs], state: vk.InOut[vk.u32],
+             params: Annotated[vk.Uniform[vk.u32], PARAMS], init: Annotated[vk.Uniform[vk.u32], inits],
+             inclusive: vk.Const[bool], has_init: vk.Const[bool], items: vk.Const[int], n_word: vk.Const[int],
+             init_word: vk.Const[int], levels: vk.Const[int], trips: vk.Const[int], width: vk.Const[int]):
+        sums = vk.shared(m.element, WARPS)
+        tile_id = vk.shared(vk.u32, 1)
+        tile_prefix = vk.shared(m.element, 1)
+        v = vk.registers(m.element, items)
+        r = vk.registers(m.element, items)  # round k's inclusive result in the warp, the warp's total after it
+        h = vk.registers(m.element, items)
+        w = vk.registers(m.element, 2)  # the earlier warps' total, the tile's
+        done = vk.registers(vk.boolean, 1)  # the look-back's state (invocation 0)
+        below = vk.registers(vk.u32, 1)
+        prefix = vk.registers(m.element, 1)
+        if vk.lid() == 0:  # tiles are numbered in the order they start: every lower tile has started
+            tile_id[0] = vk.atomic_add_relaxed(state, 0, 1)
+        vk.barrier()
+        tile = tile_id[0]
+        tb = tile * (items * WG)
+        for k in range(items):
+            v[k] = striped_value(x, params, n_word, m, tb, 0, k, items)
+        for k in range(items):  # each warp scans its 32*items elements round by round
+            scanned = warp_inclusive_scan_of(v[k], m)
+            r[k] = m.apply(h[k - 1], scanned) if k != 0 else scanned
+            h[k] = vk.subgroup_shuffle(r[k], 31)
+        if vk.subgroup_local_id() == 0:
+            sums[vk.lid() >> 5] = h[items - 1]
+        vk.barrier()
+        fold_warps_to(w, sums, m, 0, WARPS)
+        if vk.lid() == 0:
+            # the tile's own total (tile 0: an inclusive prefix), two relaxed exchanges, low half first
+            vk.atomic_exchange_relaxed(state, state_word(tile, 0), (vk.select(tile == 0, SCAN_PREFIX, SCAN_AGGREGATE)
+                                                                    << 16) | (vk.u32(w[1]) & 0xFFFF))
+            vk.atomic_exchange_relaxed(state, state_word(tile, 1), (vk.select(tile == 0, SCAN_PREFIX, SCAN_AGGREGATE)
+                                                                    << 16) | (vk.u32(w[1]) >> 16))
+            done[0] = tile == 0 or tb >= params[n_word]  # tiles past n need no prefix
+            prefix[0] = identity(m)
+            below[0] = tile - 1  # the nearest tile not yet taken
+            spin_wait(state, done, below, prefix, m, levels, trips, width)
+            if not done[0]:  # the wait ran out: fold the input of tiles 0 .. below (and count it)
+                for j in range((below[0] + 1) * (items * WG)):
+                    prefix[0] = m.apply(x[j], prefix[0])
+                vk.atomic_add_relaxed(state, 1, 1)
+            if not tile == 0:  # the tile's inclusive prefix
+                vk.atomic_exchange_relaxed(state, state_word(tile, 0),
+                                           (SCAN_PREFIX << 16) | (vk.u32(m.apply(prefix[0], w[1])) & 0xFFFF))
+                vk.atomic_exchange_relaxed(state, state_word(tile, 1),
+                                           (SCAN_PREFIX << 16) | (vk.u32(m.apply(prefix[0], w[1])) >> 16))
+            tile_prefix[0] = prefix[0]
+        vk.barrier()
+        tile_start = m.apply(init[init_word], tile_prefix[0]) if has_init else tile_prefix[0]
+        wbase = m.apply(tile_start, w[0])
+        # exclusive: element i gets element i-1's inclusive result, so each one is stored one place on
+        # (no shuffle to the next lane) and the tile's first element gets the tile's start
+        for k in range(items):
+            if inclusive:
+                if striped(tb, 0, k, items) < params[n_word]:
+                    out[striped(tb, 0, k, items)] = m.apply(wbase, r[k])
+            else:
+                if striped(tb, 0, k, items) + 1 < min(params[n_word], tb + items * WG):
+                    out[striped(tb, 0, k, items) + 1] = m.apply(wbase, r[k])
+        if not inclusive:
+            if vk.lid() == 0 and tb < params[n_word]:
+                out[tb] = tile_start
+
+    return scan
 
 
 @cache
@@ -76,50 +160,14 @@ def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word
     (commutative ops of integer types: the order in which tile totals meet may vary).
 
     Invocation 0 takes the tile number from ``state[0]``, so every lower tile has started. The
-    warps scan their stretches of the tile (``warp_rounds``) and meet in workgroup memory;
+    warps scan their stretches of the tile round by round and meet in workgroup memory;
     invocation 0 publishes the tile's total (tile 0: as an inclusive prefix), looks back for
-    the combination of every lower tile (``_scan_look_back``) and publishes the tile's
-    inclusive prefix; after a barrier every element gets ``init op prefix op`` its place in the
-    tile (exclusive: each inclusive result is stored one place on, and the tile's first
-    element gets ``init op prefix``). ``state`` starts zeroed.
+    the combination of every lower tile (``spin_wait`` of ``look_back_trip``; if the wait runs
+    out it folds the input below itself, and counts that in ``state[1]``, so the result never
+    depends on another workgroup) and publishes the tile's inclusive prefix; after a barrier
+    every element gets ``init op prefix op`` its place in the tile (exclusive: each inclusive
+    result is stored one place on, and the tile's first element gets ``init op prefix``).
+    ``state`` starts zeroed.
     """
-    n, tile = load_param(n_word), WG * items
-    body: list[Node] = [
-        Node.if_(Expr.eq(lid(), u(0)), Node.store("tile_id", u(0), Expr.atomic(AtomicOp.ADD, "state", u(0), u(1),
-                                                                                 relaxed=True))),
-        Node.barrier(), Node.let("tile", Expr.load("tile_id", u(0))), Node.let("tb", Expr.mul(var("tile"), u(tile)))]
-    for k in range(items):
-        index = warp_striped(var("tb"), k, items)
-        body.append(Node.let(f"v{k}", Expr.select(Expr.lt(index, n), Expr.load("x", index), m.pad())))
-    nodes, outs, total = warp_rounds(m, items, True, [var(f"v{k}") for k in range(items)])
-    body += nodes
-    body.append(Node.if_(Expr.eq(lane(), u(0)), Node.store("sums", warp(), total)))
-    body.append(Node.barrier())
-    body += fold_warp_totals(m, "sums", warp(), "wp", "wt")
-    first = Expr.eq(var("tile"), u(0))
-    body.append(Node.if_(Expr.eq(lid(), u(0)), [
-        *_publish_total(m, Expr.select(first, u(SCAN_PREFIX), u(SCAN_AGGREGATE)), var("wt"), "aggregate"),
-        *_scan_look_back(m, n, items, spin, width),
-        Node.if_(Expr.not_(first), _publish_total(m, u(SCAN_PREFIX), m.combine(var("prefix"), var("wt")), "inclusive")),
-        Node.store("tile_prefix", u(0), var("prefix"))]))
-    body.append(Node.barrier())
-    body.append(Node.let("tile_start", scan_start(m, init_word, Expr.load("tile_prefix", u(0)))))
-    body.append(Node.let("wbase", m.combine(var("tile_start"), var("wp"))))
-    # exclusive: element i gets element i-1's inclusive result, so each one is stored one place on
-    # (no shuffle to the next lane) and the tile's first element gets the tile's start
-    end = n if inclusive else Expr.min(n, Expr.add(var("tb"), u(tile)))
-    for k, value in enumerate(outs):
-        index = warp_striped(var("tb"), k, items)
-        if not inclusive:
-            index = Expr.add(index, u(1))
-        body.append(Node.if_(Expr.lt(index, end), Node.store("out", index, m.combine(var("wbase"), value))))
-    if not inclusive:
-        body.append(Node.if_(Expr.and_(Expr.eq(lid(), u(0)), Expr.lt(var("tb"), n)),
-                             Node.store("out", var("tb"), var("tile_start"))))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("out", 1, m.dtype),
-               BufferDecl.read_write("state", 2, U32)]
-    buffers = scan_tail_buffers(m, buffers, init_word)
-    buffers += [BufferDecl.workgroup("sums", WARPS, m.dtype), BufferDecl.workgroup("tile_id", 1, U32),
-                BufferDecl.workgroup("tile_prefix", 1, m.dtype)]
-    kind = "inclusive" if inclusive else "exclusive"
-    return Program(buffers, WG_SIZE, body, name=f"lib_scan_lookback_{kind}_{m.op}_{m.dtype.value}")
+    kernel = _scan_lookback(m, inclusive, init_word is not None)
+    return kernel.bind(inclusive, init_word is not None, items, n_word, init_word or 0, *spin, width).program
