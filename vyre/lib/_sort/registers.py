@@ -3,8 +3,9 @@ memory once, into ``k0 .. k{items-1}``, and the early counts, the ranking and th
 take it from there (``onesweep.ONESWEEP_KEYS_IN_REGISTERS``).
 
 Key ``j`` of an invocation is element ``tiles.tile_element(seg_base, j, items)`` (warp, round, lane:
-the order the ranking needs for a stable sort); every loop over the keys is written out, since
-registers cannot be indexed.
+the order the ranking needs for a stable sort). Registers cannot be indexed, so the loads and
+counts are written out for every key, and the ranking and place steps either are too or take
+``rounds`` keys per loop iteration and rotate the registers (``_over_keys``).
 """
 
 from __future__ import annotations
