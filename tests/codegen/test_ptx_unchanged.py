@@ -3,8 +3,8 @@
 Cached cubins and program index entries are keyed on the PTX text, so dynamic shared memory
 (programs over 48 KiB) must not change the text of any other program. The hashes are of the
 PTX emitted before dynamic shared memory existed, for a sample of library kernels (the 64-bit
-keys-only onesweep passes at 16 keys per invocation, the digit histograms and scans) and a
-program holding exactly 48 KiB.
+keys-only onesweep passes at 16 keys per invocation, in the form that reads each key three times,
+``registers=False``; the digit histograms and scans) and a program holding exactly 48 KiB.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ def _full_48_kib() -> Program:
 def sample() -> dict[str, Program]:
     """Programs whose PTX must not change (names are stable across versions)."""
     return {
-        "onesweep_u64_first": K.radix_onesweep(0, I64, None, "none", 16, 0, 1, raw=U64),
-        "onesweep_u64_mid": K.radix_onesweep(24, None, None, "none", 16, 0, 1, raw=U64),
-        "onesweep_u64_last": K.radix_onesweep(56, None, F64, "none", 16, 0, 1, raw=U64),
-        "onesweep_u64_iota": K.radix_onesweep(8, None, None, "iota", 8, 0, 1, raw=U64),
+        "onesweep_u64_first": K.radix_onesweep(0, I64, None, "none", 16, 0, 1, raw=U64, registers=False),
+        "onesweep_u64_mid": K.radix_onesweep(24, None, None, "none", 16, 0, 1, raw=U64, registers=False),
+        "onesweep_u64_last": K.radix_onesweep(56, None, F64, "none", 16, 0, 1, raw=U64, registers=False),
+        "onesweep_u64_iota": K.radix_onesweep(8, None, None, "iota", 8, 0, 1, raw=U64, registers=False),
         "histograms_u64": K.radix_histograms(U64, K.HISTOGRAM_ITEMS, 0, 1),
         "digit_starts_8": K.radix_digit_starts(8),
         "full_48_kib": _full_48_kib(),

@@ -3,10 +3,12 @@ starts, and one pass per kernel with decoupled look-back over tiles."""
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.lib._histogram.kernels import merge_bins
+from vyre.lib._sort import registers as registers_tile
 from vyre.lib._sort.kernels import SORT_ITEMS
 from vyre.lib._sort.tiles import (
     RADIX_BITS,
@@ -39,6 +41,11 @@ ONESWEEP_VALUE_ITEMS = 16  # with values (tile 4096; 47 KB of workgroup memory, 
 ONESWEEP_WIDE_ITEMS = 16  # 64-bit keys alone (tile 4096; 46 KB of workgroup memory)
 ONESWEEP_WIDE_VALUE_ITEMS = 8  # 64-bit keys with values or indices (tile 2048; 34 KB, 42 KB with 8-byte values)
 HISTOGRAM_ITEMS = 8  # keys per invocation and round of the digit histograms (all loaded first)
+ONESWEEP_KEYS_IN_REGISTERS = True  # a pass reads each key once, into registers (``registers``), not three times
+ONESWEEP_REGISTER_ROUNDS = 4  # keys in registers: keys ranked (and placed) per loop iteration (its gcd with the
+# items; 0: all, written out: 16 keys of 64 bits take 64-72 registers, 24 of 32 bits pass 4096 PTX instructions)
+ONESWEEP_RANKS_IN_REGISTERS = False  # keys in registers: the ranks too, not in the ``ranks`` workgroup buffer
+# (measured with ptxas: 56-96 registers at 16 keys per invocation, so 3 or fewer workgroups per SM)
 
 
 def lookback_starts(passes: int) -> int:
@@ -113,7 +120,12 @@ def _early_counts(key_in: DataType | None, shift: int, items: int, raw: DataType
     count of digit ``t``): its keys below ``limit`` are read (coalesced, ``EARLY_BATCH`` in flight)
     and counted with relaxed workgroup atomics into ``hist`` (without a test per key in a whole
     tile). Publishing these counts first, not after the long ranking step, is what keeps later
-    tiles' look-backs from waiting."""
+    tiles' look-backs from waiting. ``EARLY_BATCH`` must divide ``items``: a whole tile's batches
+    are not tested against ``limit``, so a last batch past the tile would count the next tile's keys."""
+    if items % EARLY_BATCH:
+        raise ValueError(f"a single-pass radix tile's items ({items}) must be a multiple of EARLY_BATCH "
+                         f"({EARLY_BATCH}), or its early counts would count keys of the next tile")
+
     def index(k: int) -> Expr:
         key = Expr.add(Expr.mul(var("eb"), u(EARLY_BATCH)), u(k))
         return Expr.add(var("seg_base"), Expr.add(Expr.mul(key, u(WG)), lid()))
@@ -126,8 +138,20 @@ def _early_counts(key_in: DataType | None, shift: int, items: int, raw: DataType
     digits = [digit_of(sort_key(key_in, var(f"e{k}")), shift, raw) for k in range(EARLY_BATCH)]
     batch.append(Node.if_(var("whole"), [counted(k) for k in range(EARLY_BATCH)],
                           [Node.if_(Expr.lt(index(k), var("limit")), counted(k)) for k in range(EARLY_BATCH)]))
-    return [Node.loop("eb", u(0), u(-(-items // EARLY_BATCH)), batch), Node.barrier(),  # past the tile: past limit
+    return [Node.loop("eb", u(0), u(items // EARLY_BATCH), batch), Node.barrier(),
             Node.let("own", Expr.load("hist", lid()))]
+
+
+def _register_counts(key_in: DataType | None, shift: int, items: int, raw: DataType = U32) -> list[Node]:
+    """``_early_counts`` from the keys in registers: load the tile's keys once (``registers_tile.load_keys``)
+    and count every key's digit, binding ``own``. Keys past ``n`` (the all-ones key) are counted as
+    digit 255 and taken off that count (``tile - valid`` of them), so no key is tested."""
+    radix = 1 << RADIX_BITS
+    past = Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(WG * items), var("valid")), u(0))
+    counted = [Node.let(f"eo{j}", Expr.atomic(AtomicOp.ADD, "hist", digit, u(1), relaxed=True))
+               for j, digit in enumerate(registers_tile.key_digits(shift, items, raw))]
+    return [*registers_tile.load_keys(key_in, items, raw), *counted, Node.barrier(),
+            Node.let("own", Expr.sub(Expr.load("hist", lid()), past))]
 
 
 def _lookback_word(t: Expr) -> Expr:
@@ -145,7 +169,7 @@ def _publish(pass_: int, region_word: int, head: int = LOOKBACK_HEAD) -> list[No
 
 
 def _look_back(pass_: int, spin: tuple[int, int], width: int, starts: int = LOOKBACK_STARTS) -> list[Node]:
-    """Invocation ``t``'s look-back for digit ``t`` (the ``lookback`` nodes of ``tiles._digit_slots``),
+    """Invocation ``t``'s look-back for digit ``t`` (the ``lookback`` nodes of ``tiles.digit_slots``),
     after ``_publish``: binds ``run``. ``word`` is digit ``t``'s word of the nearest tile not yet
     taken; each trip reads it and the words of the ``width - 1`` tiles below at once (one memory
     latency, not ``width``) and takes them nearest first, up to the first one not yet published
@@ -182,7 +206,8 @@ def _look_back(pass_: int, spin: tuple[int, int], width: int, starts: int = LOOK
 @cache
 def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
                    n_word: int, region_word: int, spin: tuple[int, int] = SPIN,
-                   width: int = LOOKBACK_WIDTH, raw: DataType = U32, value_raw: DataType = U32) -> Program:
+                   width: int = LOOKBACK_WIDTH, raw: DataType = U32, value_raw: DataType = U32,
+                   registers: bool = ONESWEEP_KEYS_IN_REGISTERS) -> Program:
     """One stable pass of LSD radix sort, one tile per workgroup, with decoupled look-back (Onesweep).
 
     Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
@@ -201,6 +226,9 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
 
     ``raw``: the keys' bits, U32 or U64 (64-bit keys: eight passes, shifts 0 to 56, and the
     ``lookback`` head of eight passes); ``value_raw``: the bits of loaded values (U32 or U64).
+    ``registers``: read each key once, into registers, for the counts, ranking and place step
+    (``vyre.lib._sort.registers``); else read the tile three times (the counts, the ranking and
+    the place step each load it).
     """
     pass_, tile = shift // RADIX_BITS, WG * items
     passes = radix_passes(raw)
@@ -214,11 +242,18 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), u(tile)))),
             Node.let("whole", Expr.eq(var("limit"), Expr.add(var("seg_base"), u(tile)))),  # all but the last tile
             Node.store("lookback", Expr.add(other, Expr.add(Expr.mul(var("tile"), u(1 << RADIX_BITS)), lid())), u(0))]
-    body += [*_early_counts(key_in, shift, items, raw), *_publish(pass_, region_word, lookback_head(passes))]
-    body += radix_tiles(shift, key_in, key_out, values, items, u(1),
-                         _look_back(pass_, spin, width, lookback_starts(passes)), raw)
+    publish = _publish(pass_, region_word, lookback_head(passes))
+    look_back = _look_back(pass_, spin, width, lookback_starts(passes))
+    if registers:
+        body += [*_register_counts(key_in, shift, items, raw), *publish,
+                 *registers_tile.radix_tile(shift, key_out, values, items, look_back,
+                                            math.gcd(ONESWEEP_REGISTER_ROUNDS, items), ONESWEEP_RANKS_IN_REGISTERS,
+                                            raw)]
+    else:
+        body += [*_early_counts(key_in, shift, items, raw), *publish,
+                 *radix_tiles(shift, key_in, key_out, values, items, u(1), look_back, raw)]
     buffers = radix_buffers(BufferDecl.read_write("lookback", 1, U32), values, items, 1, ("status",), raw,
-                             value_raw)
+                             value_raw, ranks=not (registers and ONESWEEP_RANKS_IN_REGISTERS))
     buffers += [BufferDecl.workgroup("tile_id", 1, U32), BufferDecl.workgroup("hist", 1 << RADIX_BITS, U32)]
     wide = "" if raw is U32 else f"{8 * raw.size}"
     return Program(buffers, WG_SIZE, body, name=f"lib_radix_onesweep{wide}_{shift}")

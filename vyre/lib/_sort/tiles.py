@@ -58,12 +58,20 @@ def tile_bits(key_type: DataType | None, items: int, n: Expr, limit: Expr, prefi
     return [*nodes, Node.if_(whole, plain, checked)]
 
 
-def peer_mask(digit: Expr, prefix: str) -> tuple[list[Node], Expr]:
-    """Lanes of this subgroup holding the same digit: a u32 lane mask, from one ballot per digit bit."""
+def peer_mask(digit: Expr, prefix: str, bound: bool = False) -> tuple[list[Node], Expr]:
+    """Lanes of this subgroup holding the same digit: a u32 lane mask, from one ballot per digit bit.
+    ``bound``: each bit's test and ballot bound once (PTX of one ballot per bit, not three tests
+    and two ballots, which ptxas merges: the same machine code in fewer PTX instructions)."""
     nodes = [Node.let(f"{prefix}m", u(0xFFFFFFFF))]
     for bit in range(RADIX_BITS):
         has = Expr.ne(Expr.bitand(digit, u(1 << bit)), u(0))
+        if bound:
+            nodes.append(Node.let(f"{prefix}h{bit}", has))
+            has = var(f"{prefix}h{bit}")
         votes = Expr.subgroup_ballot(has)
+        if bound:
+            nodes.append(Node.let(f"{prefix}v{bit}", votes))
+            votes = var(f"{prefix}v{bit}")
         same = Expr.select(has, votes, Expr.bitnot(votes))
         nodes.append(Node.assign(f"{prefix}m", Expr.bitand(var(f"{prefix}m"), same)))
     return nodes, var(f"{prefix}m")
@@ -74,7 +82,7 @@ def radix_passes(raw: DataType) -> int:
     return 8 * raw.size // RADIX_BITS
 
 
-def _digit_slots(radix: int, half: int, lookback: list[Node] | None) -> list[Node]:
+def digit_slots(radix: int, half: int, lookback: list[Node] | None) -> list[Node]:
     """Step 2 of a radix tile: invocation ``t`` turns the warps' counters of digit ``t`` (in the
     current half of ``counts``; ``half`` words per half, 0 when there is one) into the tile slots
     where each warp's keys of digit ``t`` start and stores ``shift[t]`` (tile slot to output
@@ -102,25 +110,96 @@ def _digit_slots(radix: int, half: int, lookback: list[Node] | None) -> list[Nod
     return [*step, Node.barrier()]
 
 
+def check_rounds(items: int) -> None:
+    """Refuse ``items`` keys per invocation that ``SORT_ROUNDS`` (the rounds written out per loop
+    iteration of the place and write steps) does not divide."""
+    if items % SORT_ROUNDS:
+        raise ValueError(f"a radix tile's items ({items}) must be a multiple of SORT_ROUNDS ({SORT_ROUNDS})")
+
+
+def tile_element(base: Expr, j: Expr, items: int) -> Expr:
+    """Round ``j`` of this invocation in the tile at ``base``: warp ``v`` owns the ``32 * items``
+    elements from ``v * 32 * items`` and takes them 32 at a time, so element order is warp, round, lane."""
+    return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(Expr.mul(j, u(32)), lane())))
+
+
+def _counter(half: Expr, digit: Expr) -> Expr:
+    """This warp's counter of ``digit`` in the ``counts`` half from ``half``."""
+    return Expr.add(half, Expr.add(Expr.mul(warp(), u(1 << RADIX_BITS)), digit))
+
+
+def rank_key(p: str, key: Expr, shift: int, half: Expr, raw: DataType = U32, bound: bool = False
+             ) -> tuple[list[Node], Expr]:
+    """Step 1 for one round: the warp's lanes holding the sort key ``key``'s digit at ``shift`` find
+    each other (8 ballots; ``bound``: see ``peer_mask``) and add their number to the warp's counter
+    of that digit; returns the nodes (binding names from ``p``) and the key's rank among the warp's
+    equal digits."""
+    lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
+    nodes = [Node.let(f"{p}d", digit_of(key, shift, raw))]
+    peer_nodes, peers = peer_mask(var(f"{p}d"), p, bound)
+    cell = _counter(half, var(f"{p}d"))
+    nodes += peer_nodes
+    nodes += [Node.let(f"{p}old", Expr.load("counts", cell)),
+              Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers)))]
+    return nodes, Expr.add(var(f"{p}old"), Expr.popcount(Expr.bitand(peers, lower_lanes)))
+
+
+def place_key(tag: str, key: Expr, rank: Expr, value: Expr | None, shift: int, half: Expr,
+              raw: DataType = U32) -> list[Node]:
+    """Step 3 for one key: store the sort key ``key`` (and ``value``) at its tile slot, the warp's
+    slot of its digit (step 2) plus ``rank`` (binds ``pk{tag}``, ``ps{tag}``)."""
+    cell = _counter(half, digit_of(var(f"pk{tag}"), shift, raw))
+    nodes = [Node.let(f"pk{tag}", key), Node.let(f"ps{tag}", Expr.add(Expr.load("counts", cell), rank)),
+             Node.store("sorted_keys", var(f"ps{tag}"), var(f"pk{tag}"))]
+    if value is not None:
+        nodes.append(Node.store("sorted_vals", var(f"ps{tag}"), value))
+    return nodes
+
+
+def write_tile(shift: int, key_out: DataType | None, moves_values: bool, items: int, whole: bool,
+               raw: DataType = U32) -> Node:
+    """Step 4: invocation ``t`` reads slots ``j*WG + t`` of the placed tile and writes each to
+    ``slot + shift[digit]`` (values too); slots at or past ``valid`` are not written. ``whole``:
+    in a whole tile (``var("whole")``) without that test per slot."""
+    def write(checked: bool) -> list[Node]:
+        nodes: list[Node] = []
+        for r in range(SORT_ROUNDS):
+            slot = Expr.add(Expr.mul(_round_of("h", r), u(WG)), lid())
+            pos = Expr.add(slot, Expr.load("shift", digit_of(var(f"o{r}"), shift, raw)))
+            if checked:
+                pos = Expr.select(Expr.lt(slot, var("valid")), pos, u(0xFFFFFFFF))
+            nodes += [Node.assign(f"o{r}", Expr.load("sorted_keys", slot)), Node.assign(f"pos{r}", pos),
+                      Node.store("keys_out", var(f"pos{r}"),
+                                 var(f"o{r}") if key_out is None else from_key(key_out, var(f"o{r}")))]
+            if moves_values:
+                nodes.append(Node.store("vals_out", var(f"pos{r}"), Expr.load("sorted_vals", slot)))
+        return nodes
+
+    written = [Node.let(f"{v}{r}", _literal(raw)(0) if v == "o" else u(0)) for r in range(SORT_ROUNDS)
+               for v in ("o", "pos")]
+    written += [Node.if_(var("whole"), write(False), write(True))] if whole else write(True)
+    return Node.loop("h", u(0), u(items // SORT_ROUNDS), written)
+
+
+def _round_of(loop_var: str, r: int) -> Expr:
+    """Round ``r`` of loop iteration ``loop_var`` (``SORT_ROUNDS`` rounds per iteration)."""
+    return Expr.add(Expr.mul(var(loop_var), u(SORT_ROUNDS)), u(r))
+
+
 def radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
                  tiles: Expr, lookback: list[Node] | None, raw: DataType = U32) -> list[Node]:
     """Steps 1-4 of ``radix_scatter`` over ``tiles`` tiles from ``seg_base``. The caller binds
     ``n``, ``seg_base``, ``limit`` (no key at or past it is read) and, without ``lookback``,
-    ``run``. With ``lookback`` (see ``_digit_slots``) the workgroup ranks one tile, so its
+    ``run``. With ``lookback`` (see ``digit_slots``) the workgroup ranks one tile, so its
     counters have one half. ``raw``: the keys' bits (U32 or U64)."""
-    if items % SORT_ROUNDS:
-        raise ValueError(f"a radix tile's items ({items}) must be a multiple of SORT_ROUNDS ({SORT_ROUNDS})")
+    check_rounds(items)
     radix, tile, loops = 1 << RADIX_BITS, WG * items, items // SORT_ROUNDS
     half = WARPS * radix if lookback is None else 0
     moves_values = values != "none"
     n = var("n")
-    lower_lanes = Expr.sub(Expr.shl(u(1), lane()), u(1))
 
     def element(base: Expr, j: Expr) -> Expr:  # round j of this invocation in the tile at base
-        return Expr.add(base, Expr.add(Expr.mul(warp(), u(32 * items)), Expr.add(Expr.mul(j, u(32)), lane())))
-
-    def round_of(loop_var: str, r: int) -> Expr:  # round r of loop iteration loop_var
-        return Expr.add(Expr.mul(var(loop_var), u(SORT_ROUNDS)), u(r))
+        return tile_element(base, j, items)
 
     def group(q: Expr, prefix: str, declare: bool = True) -> list[Node]:  # loop iteration q of the segment
         if lookback is None:
@@ -140,64 +219,36 @@ def radix_tiles(shift: int, key_in: DataType | None, key_out: DataType | None, v
     rank += [Node.assign(f"a{r}", var(f"b{r}")) for r in range(SORT_ROUNDS)]
     rank += group(Expr.add(q, u(2)), "b", declare=False)
     for r in range(SORT_ROUNDS):
-        p = f"r{r}"
-        rank.append(Node.let(f"{p}d", digit_of(sort_key(key_in, var(f"cur{r}")), shift, raw)))
-        peer_nodes, peers = peer_mask(var(f"{p}d"), p)
-        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), var(f"{p}d")))
-        rank += peer_nodes
-        rank += [Node.let(f"{p}old", Expr.load("counts", cell)),
-                 Node.store("counts", cell, Expr.add(var(f"{p}old"), Expr.popcount(peers))),
-                 Node.store("ranks", Expr.add(Expr.mul(round_of("g", r), u(WG)), lid()),
-                            Expr.add(var(f"{p}old"), Expr.popcount(Expr.bitand(peers, lower_lanes))))]
+        nodes, ranked = rank_key(f"r{r}", sort_key(key_in, var(f"cur{r}")), shift, var("half"), raw)
+        rank += [*nodes, Node.store("ranks", Expr.add(Expr.mul(_round_of("g", r), u(WG)), lid()), ranked)]
     step: list[Node] = [Node.let("tb", Expr.add(var("seg_base"), Expr.mul(var("t"), u(tile)))),
                         Node.let("valid", Expr.sub(Expr.min(n, Expr.add(var("tb"), u(tile))), Expr.min(n, var("tb")))),
                         Node.let("half", Expr.mul(Expr.bitand(var("t"), u(1)), u(half))),
                         Node.loop("g", u(0), u(loops), rank), Node.barrier()]
-    step += _digit_slots(radix, half, lookback)
+    step += digit_slots(radix, half, lookback)
     # step 3: keys read again (they were just read, so from cache) and placed at their slots, values too
     def placed(r: int) -> Expr:  # the element of round r of loop iteration h
-        return element(var("tb"), round_of("h", r))
+        return element(var("tb"), _round_of("h", r))
 
     place = tile_bits(key_in, SORT_ROUNDS, n, n, "p", placed, raw=raw)  # a whole-tile branch here measured slower
     if values == "load":
         place += [Node.let(f"pv{r}", Expr.load("vals", placed(r))) for r in range(SORT_ROUNDS)]
     for r in range(SORT_ROUNDS):
-        key = sort_key(key_in, var(f"p{r}"))
-        cell = Expr.add(var("half"), Expr.add(Expr.mul(warp(), u(radix)), digit_of(var(f"pk{r}"), shift, raw)))
-        place += [Node.let(f"pk{r}", key),
-                  Node.let(f"ps{r}", Expr.add(Expr.load("counts", cell),
-                                              Expr.load("ranks", Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())))),
-                  Node.store("sorted_keys", var(f"ps{r}"), var(f"pk{r}"))]
-        if moves_values:
-            value = var(f"pv{r}") if values == "load" else placed(r)
-            place.append(Node.store("sorted_vals", var(f"ps{r}"), value))
+        value = (var(f"pv{r}") if values == "load" else placed(r)) if moves_values else None
+        place += place_key(f"{r}", sort_key(key_in, var(f"p{r}")),
+                           Expr.load("ranks", Expr.add(Expr.mul(_round_of("h", r), u(WG)), lid())), value, shift,
+                           var("half"), raw)
     step += [Node.loop("h", u(0), u(loops), place), Node.barrier()]
-    def write(checked: bool) -> list[Node]:  # step 4; unchecked only in a whole tile
-        nodes: list[Node] = []
-        for r in range(SORT_ROUNDS):
-            slot = Expr.add(Expr.mul(round_of("h", r), u(WG)), lid())
-            pos = Expr.add(slot, Expr.load("shift", digit_of(var(f"o{r}"), shift, raw)))
-            if checked:
-                pos = Expr.select(Expr.lt(slot, var("valid")), pos, u(0xFFFFFFFF))
-            nodes += [Node.assign(f"o{r}", Expr.load("sorted_keys", slot)), Node.assign(f"pos{r}", pos),
-                      Node.store("keys_out", var(f"pos{r}"),
-                                 var(f"o{r}") if key_out is None else from_key(key_out, var(f"o{r}")))]
-            if moves_values:
-                nodes.append(Node.store("vals_out", var(f"pos{r}"), Expr.load("sorted_vals", slot)))
-        return nodes
-
-    written = [Node.let(f"{v}{r}", _literal(raw)(0) if v == "o" else u(0)) for r in range(SORT_ROUNDS)
-               for v in ("o", "pos")]
-    written += write(True) if lookback is None else [Node.if_(var("whole"), write(False), write(True))]
-    step.append(Node.loop("h", u(0), u(loops), written))
+    step.append(write_tile(shift, key_out, moves_values, items, lookback is not None, raw))
     return [*body, Node.loop("t", u(0), tiles, step)]
 
 
 def radix_buffers(second: BufferDecl, values: str, items: int, halves: int, more: tuple[str, ...] = (),
-                   raw: DataType = U32, value_raw: DataType = U32) -> list[BufferDecl]:
+                   raw: DataType = U32, value_raw: DataType = U32, ranks: bool = True) -> list[BufferDecl]:
     """The buffers of a radix scatter: keys, ``second`` (binding 1), keys_out, values, params, the
     u32 ``read_write`` buffers named in ``more``, then workgroup memory. ``raw``/``value_raw``:
-    the bits of keys and of loaded values (U32 or U64)."""
+    the bits of keys and of loaded values (U32 or U64); ``ranks=False``: no ``ranks`` buffer (the
+    ranks stay in registers)."""
     radix, tile = 1 << RADIX_BITS, WG * items
     value_raw = value_raw if values == "load" else U32  # "iota": u32 indices
     buffers = [BufferDecl.read("keys", 0, raw), second, BufferDecl.read_write("keys_out", 2, raw)]
@@ -209,7 +260,8 @@ def radix_buffers(second: BufferDecl, values: str, items: int, halves: int, more
     buffers += [BufferDecl.read_write(name, len(buffers) + j, U32) for j, name in enumerate(more)]
     buffers += [BufferDecl.workgroup("counts", halves * WARPS * radix, DataType.U16),
                 BufferDecl.workgroup("shift", radix, U32), BufferDecl.workgroup("sums", WARPS, U32),
-                BufferDecl.workgroup("ranks", tile, DataType.U16), BufferDecl.workgroup("sorted_keys", tile, raw)]
+                *([BufferDecl.workgroup("ranks", tile, DataType.U16)] if ranks else []),
+                BufferDecl.workgroup("sorted_keys", tile, raw)]
     if values != "none":
         buffers.append(BufferDecl.workgroup("sorted_vals", tile, value_raw))
     return buffers

@@ -136,7 +136,7 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
                 moves: list[Resident]) -> None:
         plan.step(onesweep.radix_onesweep(shift, key_in, key_out, mode, items, n_word, region_word, raw=raw,
-                                   value_raw=value_raw),
+                                          value_raw=value_raw, registers=onesweep.ONESWEEP_KEYS_IN_REGISTERS),
                   [src_k, lookback, *moves, plan.params, status], tiles)
 
     return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter, value_raw.size)
