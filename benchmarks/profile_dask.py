@@ -1,0 +1,234 @@
+"""Where a ``vyre.dask.map_blocks`` block's worker time goes, on oracle workers (no GPU needed).
+
+``python benchmarks/profile_dask.py [--blocks 200] [--block 1024] [--reps 5] [--profile]``
+
+On ``vyre.dask.local_cluster(2, backend="reference")`` with x and y placed by ``vdask.persist``,
+each repetition times (results persisted on the workers, medians printed):
+
+- ``numpy``: ``dask.array.map_blocks(np.bitwise_xor, x, y)``, the floor of Dask's own per-task cost;
+- ``vyre``: ``vdask.map_blocks(xor, x, y)``;
+- on the workers, the task function itself (``vyre``'s part: argument handling, program lookup,
+  backend lookup, the dispatch) and the dispatch alone, summed over the blocks;
+- in this process, the same blocks dispatched directly on a reference backend.
+
+Worker time per block = wall seconds x workers / blocks. The part that is neither the numpy floor
+nor the task function is what vyre adds to Dask's own per-task work (graph size, serialisation).
+``--profile`` prints the workers' cProfile of the vyre run's task functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_scale import values, xor_program  # noqa: E402
+from vyre.ir import Program  # noqa: E402
+
+
+def renamed(program: Program, name: str) -> Program:
+    """``program`` under another name: other Dask keys, so no repetition reuses another's results."""
+    return Program(program.buffers, program.workgroup_size, program.body, name=name)
+
+
+def _instrument() -> None:
+    """Wrap this worker's task function and the backend's dispatch with timers (and a profiler)."""
+    import cProfile
+
+    import vyre.dask as vdask
+
+    state = vdask.__dict__.setdefault("_prof_state", {"task": 0.0, "dispatch": 0.0, "n": 0,
+                                                      "profile": cProfile.Profile(), "on": False})
+    if "_prof_orig" in vdask.__dict__:
+        return
+    runs = getattr(vdask, "BlockRun", None)  # the task's callable (older versions: the function _run_block)
+    original = vdask.__dict__["_prof_orig"] = runs.__call__ if runs is not None else vdask.__dict__["_run_block"]
+    backend = vdask.worker_backend("reference")
+
+    class Timed:
+        """The worker's backend with its ``dispatch`` timed."""
+
+        def __getattr__(self, name: str):
+            return getattr(backend, name)
+
+        def dispatch(self, *args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return backend.dispatch(*args, **kwargs)
+            finally:
+                state["dispatch"] += time.perf_counter() - began
+
+    vdask._backends[""] = vdask._backends["reference"] = Timed()  # map_blocks' backend=None is ""
+
+    def timed_task(*args, **kwargs):
+        began = time.perf_counter()
+        try:
+            if state["on"]:
+                return state["profile"].runcall(original, *args, **kwargs)
+            return original(*args, **kwargs)
+        finally:
+            state["task"] += time.perf_counter() - began
+            state["n"] += 1
+
+    if runs is not None:
+        runs.__call__ = timed_task
+    else:
+        vdask.__dict__["_run_block"] = timed_task
+
+
+def _take(profile: bool = False) -> dict:
+    """This worker's timers since the last call (and reset them)."""
+    import vyre.dask as vdask
+
+    state = vdask.__dict__["_prof_state"]
+    out = {k: state[k] for k in ("task", "dispatch", "n")}
+    state.update(task=0.0, dispatch=0.0, n=0, on=profile)
+    return out
+
+
+def _stats(sort: str = "cumulative") -> str:
+    import io
+    import pstats
+
+    import vyre.dask as vdask
+
+    state = vdask.__dict__["_prof_state"]
+    buf = io.StringIO()
+    pstats.Stats(state["profile"], stream=buf).sort_stats(sort).print_stats(25)
+    return buf.getvalue()
+
+
+def _in_process(work, blocks: int, keep: bool) -> float:
+    """ms per block of ``work(k)`` for every block k in this process, its results kept (as Dask
+    keeps a persisted block: new memory for each) or dropped (the allocator hands the same pages back)."""
+    kept = []
+    began = time.perf_counter()
+    for k in range(blocks):
+        out = work(k)
+        if keep:
+            kept.append(out)
+    return (time.perf_counter() - began) / blocks * 1e3
+
+
+def _task_bytes(array) -> int:
+    """Pickled bytes of the task of ``array``'s first block (what the scheduler sends a worker for it)."""
+    import pickle
+
+    return len(pickle.dumps(dict(array.__dask_graph__())[array.__dask_keys__()[0]]))
+
+
+def measure(blocks: int, block: int, reps: int, workers: int, profile: bool = False) -> dict:
+    """Medians (ms of worker time per block) of every row the module docstring lists, with each rep's values."""
+    import dask.array as da
+    from distributed import Client, wait
+
+    import vyre
+    import vyre.dask as vdask
+
+    n = blocks * block
+    a, b = values(0, n, 4), values(0, n, 5)
+    program = xor_program()
+    backend = vyre.acquire("reference")
+    rows: dict[str, list[float]] = {}
+
+    def add(name: str, value: float) -> None:
+        rows.setdefault(name, []).append(value)
+
+    cluster = vdask.local_cluster(workers, backend="reference")
+    try:
+        with Client(cluster) as client:
+            client.run(_instrument)
+            x, y = vdask.persist(da.from_array(a, chunks=block), da.from_array(b, chunks=block))
+            wait(vdask.map_blocks(program, y, x).persist())  # warm: modules, programs
+            wait(da.map_blocks(np.bitwise_xor, y, x, dtype=np.uint32).persist())
+            held = {*x.__dask_keys__(), *y.__dask_keys__()}
+            for rep in range(reps):
+                for kind in ("numpy", "vyre"):
+                    timed = (da.map_blocks(np.bitwise_xor, x, y, dtype=np.uint32, token=f"np-{rep}") if kind == "numpy"
+                             else vdask.map_blocks(renamed(program, f"xor_{rep}"), x, y))
+                    add(f"tasks_per_block_{kind}", sum(k not in held for k in dict(timed.__dask_graph__())) / blocks)
+                    add(f"task_bytes_{kind}", _task_bytes(timed))
+                    client.run(_take, profile and kind == "vyre" and rep == reps - 1)
+                    began = time.perf_counter()
+                    result = timed.persist()
+                    add(f"submit_{kind}", (time.perf_counter() - began) * workers / blocks * 1e3)
+                    wait(result)
+                    add(kind, (time.perf_counter() - began) * workers / blocks * 1e3)
+                    taken = client.run(_take)
+                    if kind == "vyre":
+                        assert sum(t["n"] for t in taken.values()) == blocks, taken
+                        task = sum(t["task"] for t in taken.values()) / blocks * 1e3
+                        dispatch = sum(t["dispatch"] for t in taken.values()) / blocks * 1e3
+                        add("task", task)
+                        add("dispatch", dispatch)
+                        add("own", task - dispatch)
+                        add("around", rows["vyre"][-1] - task)
+                        add("around_minus_numpy", rows["vyre"][-1] - task - rows["numpy"][-1])
+                        assert np.array_equal(result.compute(), a ^ b)
+                    del result
+                for keep in (False, True):
+                    name = "_kept" if keep else ""
+                    add(f"direct{name}", _in_process(lambda k: backend.dispatch(
+                        program, [a[k * block:(k + 1) * block], b[k * block:(k + 1) * block]])[0], blocks, keep))
+                    add(f"numpy_direct{name}", _in_process(lambda k: np.bitwise_xor(
+                        a[k * block:(k + 1) * block], b[k * block:(k + 1) * block]), blocks, keep))
+            where = set(client.run(lambda: vdask.__file__).values())
+            stats = client.run(_stats) if profile else {}
+    finally:
+        cluster.close()
+    return {"workers": workers, "blocks": blocks, "block": block, "reps": reps, "worker_vyre": sorted(where),
+            "median": {k: statistics.median(v) for k, v in rows.items()}, "all": rows, "profiles": stats}
+
+
+def report(result: dict) -> None:
+    med, rows = result["median"], result["all"]
+
+    def line(label: str, key: str) -> None:
+        print(f"  {label:<52} {med[key]:8.3f}   ({' '.join(f'{v:.2f}' for v in rows[key])})")
+
+    print(f"{result['workers']} oracle workers ({', '.join(result['worker_vyre'])}), {result['blocks']} blocks of "
+          f"{result['block']} u32, {result['reps']} reps; medians, ms of worker time per block (each rep's value):")
+    line("numpy map_blocks (Dask's own floor)", "numpy")
+    line("vyre map_blocks", "vyre")
+    line("  task function on the worker", "task")
+    line("    the dispatch in it", "dispatch")
+    line("    vyre's own per-task Python (task - dispatch)", "own")
+    line("  Dask around the task (vyre - task)", "around")
+    line("  ... minus the numpy floor, paired per rep", "around_minus_numpy")
+    line("persist() in the client, numpy", "submit_numpy")
+    line("persist() in the client, vyre", "submit_vyre")
+    line("same dispatches in this process, results dropped", "direct")
+    line("same dispatches in this process, results kept", "direct_kept")
+    line("numpy xor in this process, results dropped", "numpy_direct")
+    line("numpy xor in this process, results kept", "numpy_direct_kept")
+    print(f"  tasks per block: numpy {med['tasks_per_block_numpy']:.2f}, vyre {med['tasks_per_block_vyre']:.2f}; "
+          f"pickled task bytes: numpy {med['task_bytes_numpy']:.0f}, vyre {med['task_bytes_vyre']:.0f}")
+    for worker, text in result["profiles"].items():
+        print(f"---- cProfile of the task function on {worker}\n{text}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=200)
+    parser.add_argument("--block", type=int, default=1 << 10, help="elements per block")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--profile", action="store_true", help="print the workers' cProfile of the task function")
+    parser.add_argument("--json", help="also write the result here")
+    args = parser.parse_args()
+    result = measure(args.blocks, args.block, args.reps, args.workers, args.profile)
+    report(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
