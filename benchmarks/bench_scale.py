@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -455,7 +456,7 @@ def dask_overhead(workers: int, blocks: int, block: int, backend: str | None, *,
             "numpy_ms_per_block": numpy_seconds / blocks * 1e3, "numpy_equals": numpy_equals}
 
 
-def _persisted(array) -> tuple[float, object]:
+def _persisted(array) -> tuple[float, Any]:
     """Seconds from ``persist()`` until every block is in memory on the workers, and the persisted array."""
     from distributed import wait
 

@@ -43,7 +43,7 @@ from vyre.settings import BACKEND
 FIX_INSTALL = "install the extra: pip install 'vyre-cuda[dask]'."
 OPS = ("add", "min", "max", "or", "and", "xor")
 _backends: dict[str, Any] = {}
-_programs: dict[str, Program] = {}  # digest of the wire form -> the decoded program (per worker process)
+_programs: dict[bytes, Program] = {}  # the wire header (its body's digest) -> the decoded program (per process)
 _lock = threading.Lock()
 _WG = 256
 WORKER_THREADS = 2  # local_cluster's default threads per worker
