@@ -45,7 +45,8 @@ def _instrument() -> None:
 
     import vyre.dask as vdask
 
-    state = vdask.__dict__.setdefault("_prof_state", {"task": 0.0, "dispatch": 0.0, "n": 0,
+    state = vdask.__dict__.setdefault("_prof_state", {"task": 0.0, "dispatch": 0.0, "task_cpu": 0.0,
+                                                      "dispatch_cpu": 0.0, "n": 0,
                                                       "profile": cProfile.Profile(), "on": False})
     if "_prof_orig" in vdask.__dict__:
         return
@@ -60,22 +61,24 @@ def _instrument() -> None:
             return getattr(backend, name)
 
         def dispatch(self, *args, **kwargs):
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             try:
                 return backend.dispatch(*args, **kwargs)
             finally:
                 state["dispatch"] += time.perf_counter() - began
+                state["dispatch_cpu"] += time.thread_time() - cpu
 
     vdask._backends[""] = vdask._backends["reference"] = Timed()  # map_blocks' backend=None is ""
 
     def timed_task(*args, **kwargs):
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
         try:
             if state["on"]:
                 return state["profile"].runcall(original, *args, **kwargs)
             return original(*args, **kwargs)
         finally:
             state["task"] += time.perf_counter() - began
+            state["task_cpu"] += time.thread_time() - cpu
             state["n"] += 1
 
     if runs is not None:
@@ -89,8 +92,9 @@ def _take(profile: bool = False) -> dict:
     import vyre.dask as vdask
 
     state = vdask.__dict__["_prof_state"]
-    out = {k: state[k] for k in ("task", "dispatch", "n")}
-    state.update(task=0.0, dispatch=0.0, n=0, on=profile)
+    out = {k: state[k] for k in ("task", "dispatch", "task_cpu", "dispatch_cpu", "n")}
+    out["cpu"] = time.process_time()  # the whole worker process: its threads, its event loop
+    state.update(task=0.0, dispatch=0.0, task_cpu=0.0, dispatch_cpu=0.0, n=0, on=profile)
     return out
 
 
@@ -156,19 +160,26 @@ def measure(blocks: int, block: int, reps: int, workers: int, profile: bool = Fa
                              else vdask.map_blocks(renamed(program, f"xor_{rep}"), x, y))
                     add(f"tasks_per_block_{kind}", sum(k not in held for k in dict(timed.__dask_graph__())) / blocks)
                     add(f"task_bytes_{kind}", _task_bytes(timed))
-                    client.run(_take, profile and kind == "vyre" and rep == reps - 1)
+                    cpu = client.run(_take, profile and kind == "vyre" and rep == reps - 1)
+                    here = time.process_time()  # this process: the client and, in a LocalCluster, the scheduler
                     began = time.perf_counter()
                     result = timed.persist()
                     add(f"submit_{kind}", (time.perf_counter() - began) * workers / blocks * 1e3)
                     wait(result)
                     add(kind, (time.perf_counter() - began) * workers / blocks * 1e3)
+                    add(f"scheduler_cpu_{kind}", (time.process_time() - here) / blocks * 1e3)
                     taken = client.run(_take)
+                    add(f"worker_cpu_{kind}", sum(t["cpu"] - cpu[w]["cpu"] for w, t in taken.items()) / blocks * 1e3)
                     if kind == "vyre":
                         assert sum(t["n"] for t in taken.values()) == blocks, taken
                         task = sum(t["task"] for t in taken.values()) / blocks * 1e3
                         dispatch = sum(t["dispatch"] for t in taken.values()) / blocks * 1e3
                         add("task", task)
                         add("dispatch", dispatch)
+                        add("task_cpu", sum(t["task_cpu"] for t in taken.values()) / blocks * 1e3)
+                        add("dispatch_cpu", sum(t["dispatch_cpu"] for t in taken.values()) / blocks * 1e3)
+                        add("own_cpu", rows["task_cpu"][-1] - rows["dispatch_cpu"][-1])
+                        add("worker_dask_cpu_vyre", rows["worker_cpu_vyre"][-1] - rows["task_cpu"][-1])
                         add("own", task - dispatch)
                         add("around", rows["vyre"][-1] - task)
                         add("around_minus_numpy", rows["vyre"][-1] - task - rows["numpy"][-1])
@@ -203,6 +214,15 @@ def report(result: dict) -> None:
     line("    vyre's own per-task Python (task - dispatch)", "own")
     line("  Dask around the task (vyre - task)", "around")
     line("  ... minus the numpy floor, paired per rep", "around_minus_numpy")
+    print("  CPU time (less sensitive to other load on the machine), ms per block:")
+    line("worker processes, numpy map_blocks", "worker_cpu_numpy")
+    line("worker processes, vyre map_blocks", "worker_cpu_vyre")
+    line("  task function (thread CPU)", "task_cpu")
+    line("    the dispatch in it", "dispatch_cpu")
+    line("    vyre's own per-task Python", "own_cpu")
+    line("  the workers' Dask part (worker CPU - task CPU)", "worker_dask_cpu_vyre")
+    line("client + scheduler process, numpy", "scheduler_cpu_numpy")
+    line("client + scheduler process, vyre", "scheduler_cpu_vyre")
     line("persist() in the client, numpy", "submit_numpy")
     line("persist() in the client, vyre", "submit_vyre")
     line("same dispatches in this process, results dropped", "direct")
