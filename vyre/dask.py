@@ -131,7 +131,8 @@ class BlockRun:
         return "vyre.dask.BlockRun", self.wire[:HEADER_SIZE], self.output_index, self.config, self.backend
 
     def __repr__(self) -> str:
-        return f"BlockRun({self.wire[8:HEADER_SIZE].hex()[:16]}, output_index={self.output_index})"
+        digest = self.wire[HEADER_SIZE - 32:HEADER_SIZE]  # the header ends with the body's 32-byte digest
+        return f"BlockRun({digest.hex()[:16]}, output_index={self.output_index})"
 
 
 def _block_input(block: Any, decl: BufferDecl) -> Any:
