@@ -1,19 +1,22 @@
 """Where a ``vyre.dask.map_blocks`` block's worker time goes, on oracle workers (no GPU needed).
 
-``python benchmarks/profile_dask.py [--blocks 200] [--block 1024] [--reps 5] [--profile]``
+``python benchmarks/profile_dask.py [--blocks 200] [--block 1024] [--reps 5] [--profile] [--json PATH]``
 
 On ``vyre.dask.local_cluster(2, backend="reference")`` with x and y placed by ``vdask.persist``,
-each repetition times (results persisted on the workers, medians printed):
+each repetition runs, results persisted on the workers (medians printed, each rep's values after):
 
 - ``numpy``: ``dask.array.map_blocks(np.bitwise_xor, x, y)``, the floor of Dask's own per-task cost;
-- ``vyre``: ``vdask.map_blocks(xor, x, y)``;
-- on the workers, the task function itself (``vyre``'s part: argument handling, program lookup,
-  backend lookup, the dispatch) and the dispatch alone, summed over the blocks;
-- in this process, the same blocks dispatched directly on a reference backend.
+- ``vyre``: ``vdask.map_blocks(xor, x, y)``; on the workers, the task function (``BlockRun``:
+  program lookup, backend lookup, inputs, the dispatch) and the dispatch inside it, in wall time
+  (which includes waiting for the backend while the worker's other thread dispatches) and in
+  thread CPU time; vyre's own per-task Python is the task function less the dispatch;
+- the CPU time of the worker processes (everything: threads, event loop, (de)serialisation) and
+  of this process (the client and, in a ``LocalCluster``, the scheduler) while each run lasts;
+- in this process, the same dispatches and numpy calls, their results dropped or kept.
 
-Worker time per block = wall seconds x workers / blocks. The part that is neither the numpy floor
-nor the task function is what vyre adds to Dask's own per-task work (graph size, serialisation).
-``--profile`` prints the workers' cProfile of the vyre run's task functions.
+Worker time per block = wall seconds x workers / blocks. On a machine shared with other work the
+wall-clock rows move with its load; the CPU rows much less. ``--profile`` prints the workers'
+cProfile of the task function (its two threads interleave in one profile).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import json
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -47,7 +51,8 @@ def _instrument() -> None:
 
     state = vdask.__dict__.setdefault("_prof_state", {"task": 0.0, "dispatch": 0.0, "task_cpu": 0.0,
                                                       "dispatch_cpu": 0.0, "n": 0,
-                                                      "profile": cProfile.Profile(), "on": False})
+                                                      "profile": cProfile.Profile(), "on": False,
+                                                      "lock": threading.Lock()})
     if "_prof_orig" in vdask.__dict__:
         return
     runs = getattr(vdask, "BlockRun", None)  # the task's callable (older versions: the function _run_block)
@@ -65,8 +70,7 @@ def _instrument() -> None:
             try:
                 return backend.dispatch(*args, **kwargs)
             finally:
-                state["dispatch"] += time.perf_counter() - began
-                state["dispatch_cpu"] += time.thread_time() - cpu
+                _count(state, dispatch=time.perf_counter() - began, dispatch_cpu=time.thread_time() - cpu)
 
     vdask._backends[""] = vdask._backends["reference"] = Timed()  # map_blocks' backend=None is ""
 
@@ -77,9 +81,7 @@ def _instrument() -> None:
                 return state["profile"].runcall(original, *args, **kwargs)
             return original(*args, **kwargs)
         finally:
-            state["task"] += time.perf_counter() - began
-            state["task_cpu"] += time.thread_time() - cpu
-            state["n"] += 1
+            _count(state, task=time.perf_counter() - began, task_cpu=time.thread_time() - cpu, n=1)
 
     if runs is not None:
         runs.__call__ = timed_task
@@ -87,14 +89,22 @@ def _instrument() -> None:
         vdask.__dict__["_run_block"] = timed_task
 
 
+def _count(state: dict, **amounts: float) -> None:
+    """Add to the worker's timers (its two threads both add)."""
+    with state["lock"]:
+        for key, amount in amounts.items():
+            state[key] += amount
+
+
 def _take(profile: bool = False) -> dict:
     """This worker's timers since the last call (and reset them)."""
     import vyre.dask as vdask
 
     state = vdask.__dict__["_prof_state"]
-    out = {k: state[k] for k in ("task", "dispatch", "task_cpu", "dispatch_cpu", "n")}
-    out["cpu"] = time.process_time()  # the whole worker process: its threads, its event loop
-    state.update(task=0.0, dispatch=0.0, task_cpu=0.0, dispatch_cpu=0.0, n=0, on=profile)
+    with state["lock"]:
+        out = {k: state[k] for k in ("task", "dispatch", "task_cpu", "dispatch_cpu", "n")}
+        out["cpu"] = time.process_time()  # the whole worker process: its threads, its event loop
+        state.update(task=0.0, dispatch=0.0, task_cpu=0.0, dispatch_cpu=0.0, n=0, on=profile)
     return out
 
 
