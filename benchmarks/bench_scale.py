@@ -23,7 +23,10 @@ it runs the same code on two oracle backends at toy sizes (a smoke test, not a m
    persisted there: the clock sees dispatches, not the transfer of 800 MiB to the client); overhead
    per block = worker time per block minus the same blocks dispatched in this process, printed with
    its breakdown (tasks per block, bytes moved between workers, the workers' own time per block).
-   Results checked against numpy after the clock.
+   Then the same against the in-process dispatches with their results kept (a persisted block is
+   new memory, touched for the first time), and Dask's own floor: ``dask.array.map_blocks`` of
+   ``np.bitwise_xor`` on the same placed inputs, less the same numpy calls in this process; vyre's
+   part is what remains beyond that floor. Results checked against numpy after the clock.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -408,7 +412,9 @@ def dask_overhead(workers: int, blocks: int, block: int, backend: str | None, *,
     """Worker time per block of ``vyre.dask.map_blocks`` over inputs persisted as docs/scale.md says
     (``vdask.persist``: block i of x and y on one worker), with the breakdown: tasks per block in the
     graph, blocks whose inputs share a worker, bytes moved between workers and the workers' own
-    compute time per block while the clock ran."""
+    compute time per block while the clock ran; then Dask's own floor on the same inputs:
+    ``dask.array.map_blocks(np.bitwise_xor, x, y)`` timed the same way (warmed on other keys just
+    before, results kept on the workers, so both runs write their results to memory never touched)."""
     import dask.array as da
     from distributed import Client, get_task_stream, wait
 
@@ -432,21 +438,32 @@ def dask_overhead(workers: int, blocks: int, block: int, backend: str | None, *,
             tasks = sum(1 for key in dict(timed.__dask_graph__()) if key not in held)
             moved = _bytes_between_workers(client)
             with get_task_stream(client) as stream:
-                began = time.perf_counter()
-                result = timed.persist()  # results stay on the workers
-                wait(result)
-                seconds = time.perf_counter() - began
+                seconds, result = _persisted(timed)  # results stay on the workers
             moved = _bytes_between_workers(client) - moved
             compute = sum(s["stop"] - s["start"] for t in stream.data for s in t["startstops"]
                           if s["action"] == "compute")
+            wait(da.map_blocks(np.bitwise_xor, y, x, dtype=np.uint32).persist())
+            numpy_seconds, numpy_result = _persisted(da.map_blocks(np.bitwise_xor, x, y, dtype=np.uint32))
             out = result.compute()
+            numpy_equals = bool(np.array_equal(numpy_result.compute(), out))
     finally:
         cluster.close()
     return {"workers": workers, "blocks": blocks, "block_elements": block, "seconds": seconds,
             "ms_per_block": seconds / blocks * 1e3, "threads_per_worker": threads, "colocated": colocate,
             "tasks_per_block": tasks / blocks,
             "blocks_with_inputs_together": together, "bytes_between_workers": moved,
-            "worker_compute_ms_per_block": compute / blocks * 1e3, "equals_numpy": bool(np.array_equal(out, a ^ b))}
+            "worker_compute_ms_per_block": compute / blocks * 1e3, "equals_numpy": bool(np.array_equal(out, a ^ b)),
+            "numpy_ms_per_block": numpy_seconds / blocks * 1e3, "numpy_equals": numpy_equals}
+
+
+def _persisted(array) -> tuple[float, Any]:
+    """Seconds from ``persist()`` until every block is in memory on the workers, and the persisted array."""
+    from distributed import wait
+
+    began = time.perf_counter()
+    result = array.persist()
+    wait(result)
+    return time.perf_counter() - began, result
 
 
 def _blocks_together(client, *arrays) -> int:
@@ -471,14 +488,30 @@ def _start_backend(backend: str | None) -> str:
     return vdask.worker_backend(backend).id
 
 
-def direct_ms_per_block(backend, blocks: int, block: int) -> float:
+def direct_ms_per_block(backend, blocks: int, block: int, *, keep: bool = False) -> float:
     """The same XOR dispatched in this process over the same ``blocks`` distinct blocks a worker gets
-    (not one block again and again, whose bytes would stay in the host's caches)."""
+    (not one block again and again, whose bytes would stay in the host's caches). ``keep``: every
+    result is kept until the end, as Dask keeps a persisted block, so each lands in memory never
+    touched before (dropped, the allocator hands the last result's pages to the next)."""
     a, b = values(0, blocks * block, 4), values(0, blocks * block, 5)
     backend.dispatch(xor_program(), [a[:block], b[:block]])
+    return _per_block(lambda k: backend.dispatch(xor_program(), [a[k:k + block], b[k:k + block]])[0], blocks, block,
+                      keep)
+
+
+def numpy_ms_per_block(blocks: int, block: int) -> float:
+    """``np.bitwise_xor`` of the same blocks in this process, results kept (the floor's in-process twin)."""
+    a, b = values(0, blocks * block, 4), values(0, blocks * block, 5)
+    return _per_block(lambda k: np.bitwise_xor(a[k:k + block], b[k:k + block]), blocks, block, True)
+
+
+def _per_block(work, blocks: int, block: int, keep: bool) -> float:
+    kept = []
     began = time.perf_counter()
     for k in range(0, blocks * block, block):
-        backend.dispatch(xor_program(), [a[k:k + block], b[k:k + block]])
+        out = work(k)
+        if keep:
+            kept.append(out)
     return (time.perf_counter() - began) / blocks * 1e3
 
 
@@ -524,13 +557,22 @@ def main() -> None:
     result["lib"] = [row for k in counts[1:] for row in lib_calls(backends[:k], ids[:k], lib_per_gpu, bool(gpus))]
     if not args.no_dask and len(backends) >= 2:
         direct = direct_ms_per_block(backends[0], blocks, block)
+        kept = direct_ms_per_block(backends[0], blocks, block, keep=True)
+        numpy_kept = numpy_ms_per_block(blocks, block)
         result["dask"] = [dict(dask_overhead(w, blocks, block, backend_id, threads=args.dask_threads),
-                               direct_ms_per_block=direct)
+                               direct_ms_per_block=direct, direct_kept_ms_per_block=kept,
+                               numpy_direct_kept_ms_per_block=numpy_kept)
                           for w in counts]
         for row in result["dask"]:
             # worker time per block beyond the dispatch itself: Dask's bookkeeping around each task, and
             # the block's own run on the worker beyond the same dispatch in this process
-            row["overhead_ms_per_block"] = row["ms_per_block"] * row["workers"] - direct
+            worker_ms = row["ms_per_block"] * row["workers"]
+            row["overhead_ms_per_block"] = worker_ms - direct
+            # the same against dispatches whose results are kept (each in fresh memory, as on the workers)
+            row["overhead_kept_ms_per_block"] = worker_ms - kept
+            # Dask's own: the numpy floor's worker time beyond the same numpy calls in this process
+            row["dask_floor_ms_per_block"] = row["numpy_ms_per_block"] * row["workers"] - numpy_kept
+            row["vyre_beyond_floor_ms_per_block"] = row["overhead_kept_ms_per_block"] - row["dask_floor_ms_per_block"]
             row["speedup"] = result["dask"][0]["seconds"] / row["seconds"]
     report(result)
     path = Path(args.json or Path(os.environ.get("OUT", ".")) / "bench_scale.json")
@@ -639,6 +681,11 @@ def report(result: dict) -> None:
               f"{row['blocks']} blocks with x and y on one worker, {row['bytes_between_workers']} bytes moved between "
               f"workers; block run on the worker {row['worker_compute_ms_per_block']:.3f} ms "
               f"(Dask around it: {row['ms_per_block'] * row['workers'] - row['worker_compute_ms_per_block']:.3f} ms)")
+        print(f"  results kept in-process: dispatch {row['direct_kept_ms_per_block']:.3f} ms/block, overhead "
+              f"{row['overhead_kept_ms_per_block']:.3f} ms/block; Dask's floor (numpy map_blocks "
+              f"{row['numpy_ms_per_block'] * row['workers']:.3f} ms/block of worker time, numpy in-process "
+              f"{row['numpy_direct_kept_ms_per_block']:.3f}): {row['dask_floor_ms_per_block']:.3f} ms/block; "
+              f"vyre beyond it: {row['vyre_beyond_floor_ms_per_block']:.3f} ms/block, equals: {row['numpy_equals']}")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ not import Dask. Every block runs on the backend of the worker process that hold
 once per process (``vyre.acquire()``, which honours ``VYRE_BACKEND``; ``local_cluster`` gives each
 worker process one GPU: ``dask_cuda.LocalCUDACluster`` when dask-cuda is installed, else a
 ``LocalCluster`` with ``CUDA_VISIBLE_DEVICES`` per worker, or the CPU oracle when there is no GPU).
-Programs travel as their wire form with a digest and are decoded once per worker process
-(``decoded_programs``), so a block costs a dispatch, not a decode or a compile.
+Programs travel as their wire form (whose header carries its digest) in a ``BlockRun``, the one
+callable of every block's task, and are decoded once per worker process (``decoded_programs``), so
+a block costs two dictionary reads and a dispatch, not a decode or a compile.
 
 - ``map_blocks(program, *arrays)``: one dispatch per block; the program sees the block's own
   indices and lengths, as a numpy function does under ``dask.array.map_blocks``. CuPy-backed
@@ -25,7 +26,6 @@ Programs travel as their wire form with a digest and are decoded once per worker
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import threading
 from typing import Any
@@ -36,13 +36,14 @@ from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import BackendUnavailable, InvalidProgram
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.program import Access
+from vyre.ir.wire import HEADER_SIZE
 from vyre.lib.multi import UFUNCS, as_program
 from vyre.settings import BACKEND
 
 FIX_INSTALL = "install the extra: pip install 'vyre-cuda[dask]'."
 OPS = ("add", "min", "max", "or", "and", "xor")
 _backends: dict[str, Any] = {}
-_programs: dict[str, Program] = {}  # digest of the wire form -> the decoded program (per worker process)
+_programs: dict[bytes, Program] = {}  # the wire header (its body's digest) -> the decoded program (per process)
 _lock = threading.Lock()
 _WG = 256
 WORKER_THREADS = 2  # local_cluster's default threads per worker
@@ -58,8 +59,13 @@ def _dask_array() -> Any:
 
 # ---- the worker side --------------------------------------------------------------------------------------
 def worker_backend(backend: str | None = None) -> Any:
-    """This process's backend for ``backend`` (an id, else ``VYRE_BACKEND``, else the best; oracle allowed)."""
+    """This process's backend for ``backend`` (an id, else ``VYRE_BACKEND``, else the best; oracle allowed).
+
+    A block finds it with one dictionary read; the lock is taken only to start it."""
     key = backend or ""
+    found = _backends.get(key)
+    if found is not None:
+        return found
     with _lock:
         found = _backends.get(key)
         if found is None:
@@ -69,15 +75,17 @@ def worker_backend(backend: str | None = None) -> Any:
         return found
 
 
-def _program(digest: str, wire: bytes) -> Program:
-    """The decoded program of ``wire`` (hashes of Python values differ between processes, so
-    programs travel as wire bytes), decoded once per process and found by its digest after."""
-    program = _programs.get(digest)
+def program_of(wire: bytes) -> Program:
+    """The decoded program of ``wire`` (programs travel as wire bytes: hashes of Python values differ
+    between processes). Decoded once per process, then found by the wire's header, which carries
+    the digest of its body: one dictionary read per block, however long the program."""
+    key = wire[:HEADER_SIZE]
+    program = _programs.get(key)
     if program is None:
         with _lock:
-            program = _programs.get(digest)
+            program = _programs.get(key)
             if program is None:
-                program = _programs[digest] = Program.from_wire(wire)
+                program = _programs[key] = Program.from_wire(wire)  # checks the body against the digest
     return program
 
 
@@ -97,11 +105,34 @@ def _contiguous(block: Any) -> Any:
     return np.ascontiguousarray(block)
 
 
-def _run_block(*blocks: Any, program: tuple[str, bytes], output_index: int, config: DispatchConfig | None,
-               backend: str | None) -> Any:
-    decoded = _program(*program)
-    inputs = [_block_input(b, decl) for b, decl in zip(blocks, decoded.inputs)]
-    return worker_backend(backend).dispatch(decoded, inputs, config)[output_index]
+class BlockRun:
+    """What one ``map_blocks`` call runs on each block; Dask's task for block i is ``BlockRun(...)(x_i, ...)``.
+
+    It holds only what a worker needs to find its program: the program's wire form (pickled into
+    each task as Dask pickles any small task argument; decoded once per worker process, after which
+    a block finds the program by the wire's header), the output's index, the dispatch config and
+    the backend id. A block then costs two dictionary reads, its inputs made contiguous (nothing
+    copied that already is) and the dispatch; the backend's caches hold the compiled module."""
+
+    __slots__ = ("backend", "config", "output_index", "wire")
+
+    def __init__(self, wire: bytes, output_index: int, config: DispatchConfig | None, backend: str | None) -> None:
+        self.wire, self.output_index, self.config, self.backend = wire, output_index, config, backend
+
+    def __call__(self, *blocks: Any) -> Any:
+        program = program_of(self.wire)
+        inputs = [_block_input(b, decl) for b, decl in zip(blocks, program.inputs)]
+        return worker_backend(self.backend).dispatch(program, inputs, self.config)[self.output_index]
+
+    def __reduce__(self) -> tuple:
+        return BlockRun, (self.wire, self.output_index, self.config, self.backend)
+
+    def __dask_tokenize__(self) -> tuple:
+        return "vyre.dask.BlockRun", self.wire[:HEADER_SIZE], self.output_index, self.config, self.backend
+
+    def __repr__(self) -> str:
+        digest = self.wire[HEADER_SIZE - 32:HEADER_SIZE]  # the header ends with the body's 32-byte digest
+        return f"BlockRun({digest.hex()[:16]}, output_index={self.output_index})"
 
 
 def _block_input(block: Any, decl: BufferDecl) -> Any:
@@ -113,11 +144,6 @@ def _block_input(block: Any, decl: BufferDecl) -> Any:
     if is_device_block(block) and decl.access is Access.READ_WRITE:
         return block.copy(order="C")
     return _contiguous(block)
-
-
-def _wire(program: Program) -> tuple[str, bytes]:
-    wire = program.to_wire()
-    return hashlib.blake2b(wire, digest_size=16).hexdigest(), wire
 
 
 def _meta(arrays: list, dtype: np.dtype, shape: tuple[int, ...] = (0,)) -> Any:
@@ -180,9 +206,8 @@ def map_blocks(kernel_or_program: object, *args: Any, output: str | None = None,
             raise InvalidProgram(f"read_write buffer {decl.name!r} must be a dask array to be split into blocks",
                                  f"pass {decl.name!r} as a dask array (dask.array.from_array(x)).")
         out_chunks = chunks
-    return da.map_blocks(_run_block, *args, program=_wire(program), output_index=index, config=config,
-                         backend=backend, dtype=decl.dtype.np_dtype, chunks=out_chunks,
-                         meta=_meta(arrays, decl.dtype.np_dtype))
+    return da.map_blocks(BlockRun(program.to_wire(), index, config, backend), *args, token="vyre_block",
+                         dtype=decl.dtype.np_dtype, chunks=out_chunks, meta=_meta(arrays, decl.dtype.np_dtype))
 
 
 def _packed_scalars(kernel_or_program: object, args: tuple) -> tuple:
@@ -527,5 +552,5 @@ def _dask_cuda_cluster() -> Any:
     return LocalCUDACluster
 
 
-__all__ = ["OPS", "WORKER_THREADS", "decoded_programs", "histogram", "identity", "inclusive_scan", "local_cluster",
-           "map_blocks", "persist", "reduce", "worker_backend", "worker_environments"]
+__all__ = ["OPS", "WORKER_THREADS", "BlockRun", "decoded_programs", "histogram", "identity", "inclusive_scan",
+           "local_cluster", "map_blocks", "persist", "program_of", "reduce", "worker_backend", "worker_environments"]

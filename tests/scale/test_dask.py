@@ -7,6 +7,7 @@ One cluster from ``vyre.dask.local_cluster(2)`` serves the module; one test also
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 
@@ -82,6 +83,67 @@ def test_programs_are_decoded_once_per_worker_not_per_block(client, rng) -> None
     after = client.run(vdask.decoded_programs)
     assert all(after[w] - before[w] <= 1 for w in after)  # 40 blocks, at most one decode per worker
     assert sum(after[w] - before[w] for w in after) >= 1
+
+
+def test_a_graph_again_decodes_nothing(client, rng) -> None:
+    program = Program(xor_key().buffers, (64, 1, 1), xor_key().body, name=f"xor_key_{rng.integers(1 << 30)}")
+    before = client.run(vdask.decoded_programs)
+    for _ in range(2):  # two graphs of one program: each worker decodes it once, for both
+        a, b = data(rng, 20 * 257), data(rng, 20 * 257)
+        out = vdask.map_blocks(program, da.from_array(a, chunks=257), da.from_array(b, chunks=257),
+                               np.zeros(1, np.uint32)).compute()
+        assert np.array_equal(out, a ^ b)
+    after = client.run(vdask.decoded_programs)
+    assert all(after[w] - before[w] <= 1 for w in after)
+
+
+def test_a_block_finds_its_program_by_the_wire_header(rng) -> None:
+    """Every task unpickles its own ``BlockRun``; all of them share one decoded program per process."""
+    program = Program(xor_key().buffers, (64, 1, 1), xor_key().body, name=f"xor_key_{rng.integers(1 << 30)}")
+    run = vdask.BlockRun(program.to_wire(), 0, None, "reference")
+    before = vdask.decoded_programs()
+    key = np.zeros(1, np.uint32)
+    for copy in [pickle.loads(pickle.dumps(run)) for _ in range(5)]:  # as the tasks of five blocks get it
+        a, b = data(rng, 300), data(rng, 300)
+        assert np.array_equal(copy(a, b, key), a ^ b)
+        assert vdask.program_of(copy.wire) is vdask.program_of(run.wire)
+    assert vdask.decoded_programs() - before == 1
+    assert vdask.program_of(run.wire) == program
+
+
+def test_a_block_task_carries_the_wire_form_and_little_else(rng) -> None:
+    """A task is numpy's task for the same blocks plus the program's wire form: no per-task keywords,
+    no second digest, no decoded program."""
+    x, y = da.from_array(data(rng, 4 * 256), chunks=256), da.from_array(data(rng, 4 * 256), chunks=256)
+    out = vdask.map_blocks(xor_key(), x, y, np.zeros(1, np.uint32))
+    floor = da.map_blocks(np.bitwise_xor, x, y, np.zeros(1, np.uint32), dtype=np.uint32, name=out.name)
+
+    def task_bytes(array) -> int:
+        return len(pickle.dumps(dict(array.__dask_graph__())[array.__dask_keys__()[0]]))
+
+    assert task_bytes(out) <= task_bytes(floor) + len(xor_key().to_wire()) + 50  # BlockRun: a class and 3 fields
+    assert b"vyre.ir" not in pickle.dumps(dict(out.__dask_graph__())[out.__dask_keys__()[0]])
+
+
+def test_map_blocks_adds_one_layer_of_one_task_per_block(rng) -> None:
+    x, y = da.from_array(data(rng, 10 * 100 + 1), chunks=100), da.from_array(data(rng, 10 * 100 + 1), chunks=100)
+    out = vdask.map_blocks(xor_key(), x, y, np.zeros(1, np.uint32))
+    layers = out.__dask_graph__().layers
+    assert set(layers) == {out.name, *x.__dask_graph__().layers, *y.__dask_graph__().layers}
+    assert len(layers[out.name]) == out.numblocks[0] == 11
+
+
+def test_a_started_backend_is_found_without_the_lock(rng) -> None:
+    """A block's backend lookup does not wait behind another thread decoding a program or starting a backend."""
+    import threading
+
+    vdask.worker_backend("reference")
+    found: list = []
+    with vdask._lock:  # another thread holds it (a decode in progress)
+        lookup = threading.Thread(target=lambda: found.append(vdask.worker_backend("reference")), daemon=True)
+        lookup.start()
+        lookup.join(timeout=10)
+        assert found, "the lookup of a started backend waited for the lock"
 
 
 def test_local_cluster_uses_no_private_dask_api() -> None:
