@@ -4,7 +4,9 @@ Cached cubins and program index entries are keyed on the PTX text, so dynamic sh
 (programs over 48 KiB) must not change the text of any other program. The hashes are of the
 PTX emitted before dynamic shared memory existed, for a sample of library kernels (the 64-bit
 keys-only onesweep passes at 16 keys per invocation, in the form that reads each key three times,
-``registers=False``; the digit histograms and scans) and a program holding exactly 48 KiB.
+``registers=False``; the digit histograms and scans) and a program holding exactly 48 KiB. A segment scan with a host ``init`` (a parameter word) keeps its
+PTX too: the variants that read ``init`` from a caller's device array are separate programs (the
+look-back scan's host-``init`` variants are pinned in tests/lib/test_lookback_ptx.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import hashlib
 import pytest
 
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre.lib._scan import kernels as scan_kernels
 from vyre.lib._sort import onesweep as K
+from vyre.lib.monoid import monoid
 from vyre_cuda import emit_ptx
 
 U64, F64, I64, U32, U8 = DataType.U64, DataType.F64, DataType.I64, DataType.U32, DataType.U8
@@ -39,6 +43,8 @@ def sample() -> dict[str, Program]:
         "histograms_u64": K.radix_histograms(U64, K.HISTOGRAM_ITEMS, 0, 1),
         "digit_starts_8": K.radix_digit_starts(8),
         "full_48_kib": _full_48_kib(),
+        "scan_segments_f32_add_init": scan_kernels.scan_segments(monoid("add", DataType.F32), scan_kernels.SCAN_ITEMS,
+                                                                 True, True, 1, 2, 4),
     }
 
 
@@ -61,6 +67,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("digit_starts_8", "90"): "623de8e4c86253b3",
     ("full_48_kib", "80"): "e085b0d6ba346e87",
     ("full_48_kib", "90"): "ec12e6b3c3971e27",
+    ("scan_segments_f32_add_init", "80"): "1b64759f704eb745",
+    ("scan_segments_f32_add_init", "90"): "b5a3e2fd06c3c27f",
 }
 
 

@@ -77,10 +77,13 @@ def _scan(a: Array, op: str, inclusive: bool, init: object, t: Transform | None,
     out_type = a.dtype if t is None else t.out_type
     m = monoid(op, out_type)
     np_out = out_type.np_dtype
-    call = Call(backend, scratch, a, stream=stream)
+    bound = _init_array(init, out_type)
+    call = Call(backend, scratch, a, bound, stream=stream)
     if a.n == 0:
         return call.empty(np_out)
-    if init is None:
+    if bound is not None:
+        start = None
+    elif init is None:
         start = None if inclusive else as_scalar(m.empty_value(), out_type, "init")
     else:
         start = as_scalar(init, out_type, "init")
@@ -90,12 +93,26 @@ def _scan(a: Array, op: str, inclusive: bool, init: object, t: Transform | None,
         src = call.upload(plan, "x", a)
         out = call.result(plan, "scan.out", a.n, np_out)
         init_word = None if start is None else plan.typed_word("scan.init", start, out_type)
-        topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word, transform=t)
+        init_buffer = None if bound is None else call.upload(plan, "scan.init", bound)
+        topo.scan(plan, m, src, out, a.n, capacity(a.n), inclusive, init_word, transform=t, init_buffer=init_buffer)
         call.run(plan)
         return call.output(out, np_out, a.n)
 
-    key = ("scan", op, inclusive, None if start is None else start.tobytes()) + (() if t is None else (t,))
+    start_key = "array" if bound is not None else None if start is None else start.tobytes()
+    key = ("scan", op, inclusive, start_key) + (() if t is None else (t,))
     return call.fast(key, build, lambda outs: outs[0])
+
+
+def _init_array(init: object, out_type: DataType) -> Array | None:
+    """A scan's ``init`` given as a 1-element device array or ``ResidentArray`` of the result type
+    (read where it lives, in the scan's stream order), or None for a host value."""
+    if device_array_info(init) is None and not isinstance(init, ResidentArray):
+        return None
+    array = as_array(init, "init", (out_type,))
+    if array.n != 1:
+        raise InvalidProgram(f"init is an array of {array.n} elements, not one value",
+                             f"pass one {out_type.np_dtype} value: a host scalar or a 1-element device array.")
+    return array
 
 
 @library_call

@@ -176,16 +176,29 @@ def striped_value(x: Any, params: Any, n_word: Annotated[int, vk.Const[int]], m:
     return vk.select(striped(base, offset, k, items) < params[n_word], x[striped(base, offset, k, items)], identity(m))
 
 
+def init_spec(m: Monoid, has_init: bool, init_bound: bool) -> BufferSpec | None:
+    """The ``init`` parameter of a scan kernel: none, a typed view of the parameter words (a host
+    ``init``; the kernel reads its ``init_word``), or with ``init_bound`` a bound buffer of ``m``'s
+    type (a caller's 1-element device array; ``init_word`` is 0)."""
+    if not has_init:
+        return None
+    if init_bound:
+        return BufferSpec(Access.READ, m.dtype)
+    return BufferSpec(Access.UNIFORM, m.dtype, PARAM_WORDS * 4 // m.dtype.size)
+
+
 @cache
-def _scan_segments(m: Monoid, inclusive: bool, has_carry: bool, has_init: bool) -> Kernel | KernelTemplate:
+def _scan_segments(m: Monoid, inclusive: bool, has_carry: bool, has_init: bool,
+                   init_bound: bool = False) -> Kernel | KernelTemplate:
     """The segment scan of ``m``; its Const parameters: ``inclusive``, ``has_carry``, ``has_init``,
-    items per invocation, the params words of n and span, and the ``init`` word."""
+    items per invocation, the params words of n and span, and the ``init`` word (``init_spec``)."""
     values, outs = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
     carries = BufferSpec(Access.READ, m.dtype) if has_carry else None
-    inits = BufferSpec(Access.UNIFORM, m.dtype, PARAM_WORDS * 4 // m.dtype.size) if has_init else None
+    inits = init_spec(m, has_init, init_bound)
     kind = "inclusive" if inclusive else "exclusive"
+    suffix = "_init_buffer" if init_bound else ""
 
-    @vk.kernel(workgroup_size=WG, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}")
+    @vk.kernel(workgroup_size=WG, name=f"lib_scan_{kind}_{m.op}_{m.dtype.value}{suffix}")
     def scan(x: Annotated[vk.In[vk.u32], values], out: Annotated[vk.InOut[vk.u32], outs],
              carry: Annotated[vk.In[vk.u32], carries], params: Annotated[vk.Uniform[vk.u32], PARAMS],
              init: Annotated[vk.Uniform[vk.u32], inits], inclusive: vk.Const[bool], has_carry: vk.Const[bool],
@@ -237,16 +250,17 @@ def _scan_segments(m: Monoid, inclusive: bool, has_carry: bool, has_init: bool) 
 
 @cache
 def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_word: int, span_word: int,
-                  init_word: int | None) -> Program:
+                  init_word: int | None, init_bound: bool = False) -> Program:
     """Scan workgroup ``w``'s segment of ``x`` into ``out``, starting from ``init op carry[w]`` (the downsweep).
 
     The workgroup walks its tiles in order with a running carry. Each warp owns a contiguous
     stretch of the tile and scans it round by round; one barrier passes the warp totals through
     workgroup memory (two halves by tile parity, so the next tile needs no second barrier). The
     next tile's loads are issued before the current tile is scanned, so they are in flight while
-    it is scanned and written.
+    it is scanned and written. ``init``: element ``init_word`` of the parameter words (a host
+    value), or with ``init_bound`` element 0 of a bound buffer (a caller's device array).
     """
-    kernel = _scan_segments(m, inclusive, has_carry, init_word is not None)
+    kernel = _scan_segments(m, inclusive, has_carry, init_word is not None, init_bound)
     return kernel.bind(inclusive, has_carry, init_word is not None, items, n_word, span_word, init_word or 0).program
 
 

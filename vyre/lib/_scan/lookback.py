@@ -14,8 +14,8 @@ from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
 from vyre.ir import Program
 from vyre.ir.program import Access
-from vyre.lib._scan.kernels import striped, striped_value
-from vyre.lib.blocks import PARAM_WORDS, PARAMS, WARPS, WG, fold_warps_to, identity, warp_inclusive_scan_of
+from vyre.lib._scan.kernels import init_spec, striped, striped_value
+from vyre.lib.blocks import PARAMS, WARPS, WG, fold_warps_to, identity, warp_inclusive_scan_of
 from vyre.lib.monoid import Monoid
 
 # The ``state`` buffer of ``scan_lookback``: word 0 hands out tile numbers; tile ``t``'s 32-bit
@@ -77,14 +77,16 @@ def spin_wait(state: Any, done: Any, below: Any, prefix: Any, m: Any, levels: An
 
 
 @cache
-def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool) -> Kernel | KernelTemplate:
+def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool, init_bound: bool = False) -> Kernel | KernelTemplate:
     """The single-pass scan of ``m``; its Const parameters: ``inclusive``, ``has_init``, items per
-    invocation, the params word of n, the ``init`` word, the wait's levels and trips, the width."""
+    invocation, the params word of n, the ``init`` word, the wait's levels and trips, the width.
+    ``init`` (``init_spec``): the parameter words, or with ``init_bound`` a bound buffer."""
     values, outs = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
-    inits = BufferSpec(Access.UNIFORM, m.dtype, PARAM_WORDS * 4 // m.dtype.size) if has_init else None
+    inits = init_spec(m, has_init, init_bound)
     kind = "inclusive" if inclusive else "exclusive"
+    suffix = "_init_buffer" if init_bound else ""
 
-    @vk.kernel(workgroup_size=WG, name=f"lib_scan_lookback_{kind}_{m.op}_{m.dtype.value}")
+    @vk.kernel(workgroup_size=WG, name=f"lib_scan_lookback_{kind}_{m.op}_{m.dtype.value}{suffix}")
     def scan(x: Annotated[vk.In[vk.u32], values], out: Annotated[vk.InOut[vk.u32], outs], state: vk.InOut[vk.u32],
              params: Annotated[vk.Uniform[vk.u32], PARAMS], init: Annotated[vk.Uniform[vk.u32], inits],
              inclusive: vk.Const[bool], has_init: vk.Const[bool], items: vk.Const[int], n_word: vk.Const[int],
@@ -155,7 +157,8 @@ def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool) -> Kernel | Kerne
 
 @cache
 def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word: int | None,
-                  spin: tuple[int, int] = SCAN_SPIN, width: int = SCAN_LOOKBACK_WIDTH) -> Program:
+                  spin: tuple[int, int] = SCAN_SPIN, width: int = SCAN_LOOKBACK_WIDTH,
+                  init_bound: bool = False) -> Program:
     """Single-pass scan of ``x`` into ``out`` with decoupled look-back, one tile per workgroup
     (commutative ops of integer types: the order in which tile totals meet may vary).
 
@@ -167,7 +170,8 @@ def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word
     depends on another workgroup) and publishes the tile's inclusive prefix; after a barrier
     every element gets ``init op prefix op`` its place in the tile (exclusive: each inclusive
     result is stored one place on, and the tile's first element gets ``init op prefix``).
-    ``state`` starts zeroed.
+    ``state`` starts zeroed. ``init``: element ``init_word`` of the parameter words (a host
+    value), or with ``init_bound`` element 0 of a bound buffer (a caller's device array).
     """
-    kernel = _scan_lookback(m, inclusive, init_word is not None)
+    kernel = _scan_lookback(m, inclusive, init_word is not None, init_bound)
     return kernel.bind(inclusive, init_word is not None, items, n_word, init_word or 0, *spin, width).program

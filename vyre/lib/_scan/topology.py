@@ -35,7 +35,8 @@ def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT, mos
 
 
 def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, inclusive: bool,
-         init_word: int | None = None, role: str = "scan", transform: Transform | None = None) -> None:
+         init_word: int | None = None, role: str = "scan", transform: Transform | None = None,
+         init_buffer: Resident | None = None) -> None:
     """Scan ``n`` elements of ``src`` into ``dst``.
 
     Classes up to ``SCAN_SINGLE`` elements: one launch of the down kernel on one workgroup.
@@ -46,22 +47,29 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
     ``SCAN_GROUPS`` contiguous segments, three launches: **up** reduces each workgroup's segment
     into ``partial[w]``, **spine** scans the partials exclusively, **down** scans each segment
     tile by tile from its carry. ``transform``: applied to each element of ``src`` where a kernel
-    loads it (``transform_*_scan``; ``m`` is over its result type).
+    loads it (``transform_*_scan``; ``m`` is over its result type). The scan starts from ``init``:
+    params word ``init_word`` (a host value), or element 0 of ``init_buffer`` (a bound 1-element
+    buffer: a caller's device array; the kernels' variants that read it), or nothing.
     """
+    bound = init_buffer is not None
+    if bound:
+        assert init_word is None, "init comes from init_word or init_buffer, not both"
+        init_word = 0
     n_word = plan.word(f"{role}.n", n)
-    handles_tail = [plan.params] + ([plan.params] if init_word is not None else [])
+    handles_tail = [plan.params] + ([] if init_word is None else [init_buffer if bound else plan.params])
     if cap <= SCAN_SINGLE:
         span_word = plan.word(f"{role}.span", cap)
-        plan.step(fused(K.scan_segments(m, K.SCAN_ITEMS, inclusive, False, n_word, span_word, init_word), transform),
-                  [src, dst, *handles_tail], 1)
+        plan.step(fused(K.scan_segments(m, K.SCAN_ITEMS, inclusive, False, n_word, span_word, init_word, bound),
+                        transform), [src, dst, *handles_tail], 1)
         return
     if m.dtype in (DataType.U32, DataType.I32):
         tiles = ceil_div(cap, LOOKBACK_TILE)
         state = plan.buffer(f"{role}.state", lookback.SCAN_STATE_HEAD + 2 * tiles)
         used = plan.word(f"{role}.state_words", lookback.SCAN_STATE_HEAD + 2 * ceil_div(n, LOOKBACK_TILE))
         plan.step(zero_fill(used), [state, plan.params], ceil_div(lookback.SCAN_STATE_HEAD + 2 * tiles, WG))
-        plan.step(fused(lookback.scan_lookback(m, lookback.SCAN_LOOKBACK_ITEMS, inclusive, n_word, init_word),
-                        transform), [src, dst, state, *handles_tail], tiles)
+        program = lookback.scan_lookback(m, lookback.SCAN_LOOKBACK_ITEMS, inclusive, n_word, init_word,
+                                         init_bound=bound)
+        plan.step(fused(program, transform), [src, dst, state, *handles_tail], tiles)
         return
     groups, span_word, used = segments(plan, role, n, cap)
     partial = plan.buffer(f"{role}.partial", groups, m.dtype.size)
@@ -69,8 +77,8 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
     plan.step(fused(K.reduce_segments(m, K.REDUCE_ITEMS, n_word, span_word), transform),
               [src, partial, plan.params], groups)
     scan(plan, m, partial, carry, used, capacity(groups), False, None, f"{role}.spine")
-    plan.step(fused(K.scan_segments(m, K.SCAN_ITEMS, inclusive, True, n_word, span_word, init_word), transform),
-              [src, dst, carry, *handles_tail], groups)
+    plan.step(fused(K.scan_segments(m, K.SCAN_ITEMS, inclusive, True, n_word, span_word, init_word, bound),
+                    transform), [src, dst, carry, *handles_tail], groups)
 
 
 REDUCE_TILE = WG * K.REDUCE_ITEMS
