@@ -3,13 +3,13 @@
 Each takes a host array (split into one contiguous part per device, results assembled on the
 host) or a ``Sharded`` value / list of per-device arrays (results stay on the devices, in the
 same form), and runs the one-device ``vyre.lib`` function on every part at once (one thread per
-device, or for ``reduce`` and ``histogram`` on device parts launched in turn, see below), with
+device, or on device parts launched in turn from the calling thread, see below), with
 ``backend=`` that device's backend:
 
 - ``reduce``: per-device reductions, the partials combined (see below).
 - ``histogram``: per-device counts, summed (u32, wrapping like the device).
-- ``inclusive_scan``: per-device scans, an exclusive scan of the device totals on the host, then
-  each device combines its carry into its part.
+- ``inclusive_scan``: per-device totals, each device's carry (the totals before it) combined,
+  then each device scans its part starting from its carry (below).
 - ``sort``: sample sort: splitters from a sample of every part, each device cuts its part into
   one piece per destination (keys in ``[splitter[j-1], splitter[j])``), the pieces move by peer
   copies, each device sorts what it received with ``vyre.lib.sort``. Device ``j`` ends with the
@@ -19,8 +19,12 @@ Partials (``reduce``, ``histogram``) are combined on a device when every part is
 (``cuda``; a host input is first copied to the devices, as ``sort`` does): every device's call is
 queued in turn from the calling thread with no host wait, then the other devices' partials go
 to the first device by peer copies and are combined there (``device_arrays.combine_on``); only
-the final result crosses to the host, and only for a host input. Parts that are numpy arrays
-(backends without devices: the oracle) have their partials combined on the host with numpy.
+the final result crosses to the host, and only for a host input. ``inclusive_scan`` passes its
+carries the same way: device k's carry is made on device k from the totals of the devices before
+it (peer copies, ordered through events, on the stream its scan runs on) and its scan reads it
+there (``init=`` a device array), so no device waits on the host. Parts that are numpy arrays
+(backends without devices: the oracle) have their partials and carries combined on the host with
+numpy.
 
 Integer results equal numpy's exactly; float32 sums combine partials in another order than one
 device does.
@@ -84,9 +88,15 @@ class _Split:
     def pairs(self) -> list[tuple[Any, Any]]:
         return list(zip(self.backends, self.parts))
 
-    def each(self, call: Any) -> list[Any]:
-        """``call(part, backend)`` per device, at once, each with its part's device current."""
-        return _each(self.pairs(), lambda bp: _on_device_of(bp[1], lambda: call(bp[1], bp[0])))
+    @property
+    def on_devices(self) -> bool:
+        """Every part is a device array: the calls are queued in turn and combined on the devices."""
+        return all(is_device_array(p) for p in self.parts)
+
+    def each(self, call: Any, *per_part: Sequence[Any]) -> list[Any]:
+        """``call(part, backend, *extras)`` per device (``extras``: that part's item of each of
+        ``per_part``), at once, each with its part's device current."""
+        return _each(_rows(self, per_part), lambda row: _on_device_of(row[1], lambda: call(row[1], row[0], *row[2:])))
 
     def to_devices(self) -> None:
         """A host input's parts onto their devices, through each backend's pinned chunk ring
@@ -94,14 +104,14 @@ class _Split:
         if self.on_host:
             self.parts = _each(self.pairs(), lambda bp: put(*bp))
 
-    def partials(self, call: Any) -> list[Any]:
-        """``call(part, backend)`` per device. When every part is a device array: in turn from the
-        calling thread with the part's device current, each call queued on that device's current
-        stream with no host wait (so the devices run at once); else one thread per device."""
-        if not all(is_device_array(p) for p in self.parts):
-            return self.each(call)
-        return [_on_device_of(part, lambda part=part, backend=backend: call(part, backend))
-                for backend, part in self.pairs()]
+    def partials(self, call: Any, *per_part: Sequence[Any]) -> list[Any]:
+        """``call(part, backend, *extras)`` per device (as ``each``). When every part is a device
+        array: in turn from the calling thread with the part's device current, each call queued on
+        that device's current stream with no host wait (so the devices run at once); else one
+        thread per device."""
+        if not self.on_devices:
+            return self.each(call, *per_part)
+        return [_on_device_of(row[1], lambda row=row: call(row[1], row[0], *row[2:])) for row in _rows(self, per_part)]
 
     def combine(self, partials: Sequence[Any], ufunc: np.ufunc) -> Any:
         """Equal-shaped per-device partials combined elementwise with ``ufunc``: on the first
@@ -112,6 +122,29 @@ class _Split:
                                                            ufunc.__name__)
         stacked = np.stack([to_host(p) for p in partials])
         return ufunc.reduce(stacked, axis=0, dtype=stacked.dtype)
+
+    def carries(self, totals: Sequence[Any], ufunc: np.ufunc) -> list[Any]:
+        """Per part, the totals of the parts before it combined in order with ``ufunc`` (None for
+        a part with none before it; a None total, an empty part's, is skipped). On the devices
+        when every part is a device array: part k's carry is a device array of its device, made
+        there by peer copies and the ufunc on the stream its calls run on (``combine_on``), with
+        no host wait; else a numpy scalar."""
+        carries: list[Any] = []
+        before: list[Any] = []
+        for part, total in zip(self.parts, totals, strict=True):
+            carries.append(self._carry(before, part, ufunc) if before else None)
+            if total is not None:
+                before.append(total)
+        return carries
+
+    def _carry(self, totals: list[Any], part: Any, ufunc: np.ufunc) -> Any:
+        if self.on_devices:
+            return device_ops(self.backends[0]).combine_on(totals, [device_index(t) for t in totals], ufunc.__name__,
+                                                           to=device_index(part), like=part)
+        running = to_host(totals[0])  # 1-element arrays: integers wrap silently, as on the device
+        for total in totals[1:]:
+            running = ufunc(running, to_host(total))
+        return running[0]
 
     def fetch(self, value: Any) -> np.ndarray:
         """A combined value as a host array (a device one downloaded through the first backend)."""
@@ -130,6 +163,11 @@ class _Split:
                   lambda k: fetch_into(self.backends[k], parts[k], out[offsets[k]:offsets[k + 1]]))
             return out
         return same_kind(Sharded(parts, self.sharded.devices), self.as_list)
+
+
+def _rows(split: _Split, per_part: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """``(backend, part, *extras)`` per device: ``extras`` that part's item of each of ``per_part``."""
+    return list(zip(split.backends, split.parts, *per_part))
 
 
 def _on_device_of(part: Any, work: Any) -> Any:
@@ -189,21 +227,19 @@ def histogram(x: object, bins: int, *, devices: Sequence[object] | None = None) 
 def inclusive_scan(x: object, op: str = "add", *, devices: Sequence[object] | None = None) -> Any:
     """``out[i] = x[0] op ... op x[i]`` (as ``vyre.lib.inclusive_scan``), in the input's form.
 
-    Every device reduces its part; the host scans those few totals into each part's carry; every
-    device then scans its part with its carry folded in (``init=``): no extra pass over the data."""
+    Every device but the last reduces its part; each device's carry is the combination of the
+    totals before it (``_Split.carries``: on that device for device parts); every device then
+    scans its part with its carry folded in (``init=``, a device array for device parts): no
+    extra pass over the data and, for device parts, no host wait."""
     split = _Split(x, devices, "multi.inclusive_scan")
+    split.to_devices()
     ufunc = UFUNCS[op]
-    totals = split.each(lambda part, backend: to_host(_scan.reduce(part, op, backend=backend)).reshape(1)
-                        if int(part.shape[0]) else None)
-    carries: list[Any] = []
-    running = None
-    for total in totals:
-        carries.append(None if running is None else running[0])
-        if total is not None:
-            running = total if running is None else ufunc(running, total)
-    scans = _each(list(range(len(split.parts))), lambda k: _on_device_of(
-        split.parts[k], lambda: _scan.inclusive_scan(split.parts[k], op, init=carries[k],
-                                                          backend=split.backends[k])))
+    needed = [k < len(split.parts) - 1 for k in range(len(split.parts))]  # the last part's total: unused
+    totals = split.partials(lambda part, backend, need: _scan.reduce(part, op, backend=backend).reshape(1)
+                            if need and int(part.shape[0]) else None, needed)
+    carries = split.carries(totals, ufunc)  # every carry queued before any scan: no device waits on another's scan
+    scans = split.partials(lambda part, backend, carry: _scan.inclusive_scan(part, op, init=carry, backend=backend),
+                           carries)
     return split.result(scans)
 
 

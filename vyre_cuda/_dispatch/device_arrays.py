@@ -77,37 +77,54 @@ def concat_on(device: int, pieces: Sequence[Any]) -> Any:
     return out
 
 
-def combine_on(pieces: Sequence[Any], devices: Sequence[int], ufunc_name: str) -> Any:
+def combine_on(pieces: Sequence[Any], devices: Sequence[int], ufunc_name: str, to: int | None = None,
+               like: Any = None) -> Any:
     """Equal-length device arrays (CuPy, torch, ...), ``pieces[k]`` on device ``devices[k]``,
-    combined elementwise with CuPy's ufunc ``ufunc_name`` (``add``, ``minimum``, ...) into a new
-    CuPy array on ``devices[0]``, queued on that device's current CuPy stream with no host wait.
+    combined elementwise in order with CuPy's ufunc ``ufunc_name`` (``add``, ``minimum``, ...)
+    into a new CuPy array on device ``to`` (default ``devices[0]``), queued with no host wait on
+    the stream a library call on ``like`` (an array of that device) runs on, else on that
+    device's current CuPy stream.
 
     Each piece is read after the work queued before the call on its device's current stream
     (CuPy's, or torch's for a torch tensor: where a ``vyre.lib`` call on it ran) through an event
-    the combining stream waits for; the other pieces reach the first device by peer copies
-    (``enable_peer_access``) and are combined there, in order. Every piece's stream then waits for
-    the combine, so memory freed after the call is not reused before the copies read it."""
+    the combining stream waits for; pieces of other devices reach ``to`` by peer copies
+    (``enable_peer_access``) and are combined there. Every piece's stream then waits for the
+    combine, so memory freed after the call is not reused before the copies read it."""
     import cupy
 
-    first = devices[0]
+    target = devices[0] if to is None else to
     producers = [(d, run_on(d, lambda p=p: stream_pointer(None, [p]))) for p, d in zip(pieces, devices)]
-    combining = (first, run_on(first, lambda: cupy.cuda.get_current_stream().ptr))
-    for d in devices[1:]:
-        enable_peer_access(first, d)
+    combining = (target, run_on(target, lambda: stream_pointer(None, [] if like is None else [like])))
+    for d in devices:
+        enable_peer_access(target, d)
     for producer in producers:
         _wait(combining, producer)
-    with cupy.cuda.Device(first):
-        out = as_cupy(pieces[0], first).copy()
-        ufunc = getattr(cupy, ufunc_name)
-        for p, d in zip(pieces[1:], devices[1:]):
-            here = cupy.empty_like(out)
-            if out.nbytes:
-                cupy.cuda.runtime.memcpyPeerAsync(here.data.ptr, first, as_cupy(p, d).data.ptr, d, int(out.nbytes),
-                                                  combining[1])
-            ufunc(out, here, out=out)
+    with cupy.cuda.Device(target), _current(combining[1]):
+        ufunc, out = getattr(cupy, ufunc_name), None
+        for p, d in zip(pieces, devices):
+            piece = as_cupy(p, d)
+            if d == target:
+                here = piece if out is not None else piece.copy()
+            else:
+                here = cupy.empty(piece.shape, piece.dtype)
+                if piece.nbytes:
+                    cupy.cuda.runtime.memcpyPeerAsync(here.data.ptr, target, piece.data.ptr, d, int(piece.nbytes),
+                                                      combining[1])
+            out = here if out is None else ufunc(out, here, out=out)
     for producer in producers:
         _wait(producer, combining)
     return out
+
+
+def _current(handle: int) -> Any:
+    """A context making stream ``handle`` CuPy's current stream (of the current device)."""
+    import contextlib
+
+    import cupy
+
+    if handle == cupy.cuda.get_current_stream().ptr:
+        return contextlib.nullcontext()
+    return cupy.cuda.Stream.null if handle == 0 else cupy.cuda.ExternalStream(handle)
 
 
 def _wait(waiter: tuple[int, int], producer: tuple[int, int]) -> None:
