@@ -542,3 +542,133 @@ def test_multi_reduce_float_min_max_skip_a_device_of_nans(rng) -> None:
     x[: x.size // len(ids)] = np.nan  # the first device's part is all NaN
     assert multi.reduce(x, "min", devices=ids) == np.nanmin(x)
     assert multi.reduce(multi.shard(x, ids), "max") == np.nanmax(x)
+
+
+# ---- multi.inclusive_scan: carries combined on the devices ----------------------------------------------------------
+def _scan(x: np.ndarray, op: str) -> np.ndarray:
+    from vyre.lib.multi_devices import UFUNCS
+
+    return UFUNCS[op].accumulate(x, dtype=x.dtype) if x.size else x.copy()
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, (1 << 22) + 3])
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32])
+def test_multi_scan_of_sharded_values_never_crosses_to_the_host(rng, n: int, dtype: type) -> None:
+    import cupy
+
+    ids = [d.id for d in GPUS]
+    for op in ("add", "min", "max", "or", "and", "xor"):
+        x = _values(rng, n, dtype, 1000)
+        sx = multi.shard(x, ids)
+        before = _d2h(ids)
+        got = multi.inclusive_scan(sx, op)
+        assert _d2h(ids) == before, op  # no total or carry went through the host
+        assert isinstance(got, multi.Sharded) and got.sizes == sx.sizes
+        assert all(isinstance(p, cupy.ndarray) and p.device.id == d.index for p, d in zip(got.parts, GPUS))
+        assert np.array_equal(got.gather(), _scan(x, op)), op
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, (1 << 22) + 3])
+def test_multi_scan_of_a_host_array_downloads_only_the_result(rng, n: int) -> None:
+    from vyre.lib.multi_ops import bounds
+
+    ids = [d.id for d in GPUS]
+    for dtype, op in ((np.uint32, "add"), (np.int32, "max"), (np.uint32, "xor")):
+        x = _values(rng, n, dtype, 1 << 16)
+        before = _d2h(ids)
+        got = multi.inclusive_scan(x, op, devices=ids)
+        moved = [after - b for after, b in zip(_d2h(ids), before)]
+        assert isinstance(got, np.ndarray) and got.dtype == dtype and np.array_equal(got, _scan(x, op)), op
+        assert moved == [4 * (hi - lo) for lo, hi in bounds(n, len(ids), 1)], op  # each device: its part only
+
+
+def test_multi_scan_with_empty_parts_and_a_list_of_parts(rng) -> None:
+    import cupy
+
+    x = _values(rng, 300_001, np.uint32, 1 << 20)
+    for cut in (0, 1, 150_000, x.size - 1, x.size):  # the first or the last part empty, or one element
+        pieces = [x[:cut]] + [x[cut:]] + [x[:0]] * (len(GPUS) - 2)
+        parts = []
+        for d, piece in zip(GPUS, pieces):
+            with cupy.cuda.Device(d.index):
+                parts.append(cupy.asarray(piece))
+        got = multi.inclusive_scan(parts, "add")
+        assert isinstance(got, list) and [int(p.size) for p in got] == [p.size for p in pieces]
+        host = []
+        for d, p in zip(GPUS, got):
+            with cupy.cuda.Device(d.index):
+                host.append(p.get())
+        assert np.array_equal(np.concatenate(host), np.cumsum(x, dtype=np.uint32)), cut
+
+
+def test_multi_scan_follows_each_device_current_stream() -> None:
+    """Parts made on each device's own non-blocking stream, the scan called with no wait, each
+    result read on its device's stream: every carry arrives before the scan that reads it."""
+    import cupy
+
+    from vyre.lib.multi_ops import bounds
+
+    n, golden = (1 << 25) + 11, np.uint32(2654435761)
+    streams, host = [], []
+    try:
+        parts = []
+        for d, (lo, hi) in zip(GPUS, bounds(n, len(GPUS), 256)):
+            with cupy.cuda.Device(d.index):
+                streams.append(cupy.cuda.Stream(non_blocking=True))
+                streams[-1].use()
+                i = cupy.arange(lo, hi, dtype=cupy.uint32)
+                parts.append(i * golden)
+        scanned = multi.inclusive_scan(multi.Sharded(parts), "add")
+        for d, p in zip(GPUS, scanned.parts):
+            with cupy.cuda.Device(d.index):
+                host.append(p.get())  # on that device's current stream
+    finally:
+        for d in GPUS:
+            with cupy.cuda.Device(d.index):
+                cupy.cuda.Device(d.index).synchronize()
+                cupy.cuda.Stream.null.use()
+    i = np.arange(n, dtype=np.uint32)
+    assert np.array_equal(np.concatenate(host), np.cumsum(i * golden, dtype=np.uint32))
+
+
+def test_multi_scan_of_torch_tensors_per_device(rng) -> None:
+    """torch parts: totals, carries and scans ordered on torch's streams; the results torch tensors."""
+    torch = pytest.importorskip("torch")
+    from vyre.lib.multi_ops import bounds
+
+    n = (1 << 20) + 7
+    x = _values(rng, n, np.int32, 1 << 20)
+    parts = [torch.from_numpy(x[lo:hi].copy()).to(f"cuda:{d.index}")
+             for d, (lo, hi) in zip(GPUS, bounds(n, len(GPUS), 256))]
+    for op in ("add", "min", "xor"):
+        got = multi.inclusive_scan(parts, op)
+        assert all(isinstance(p, torch.Tensor) and p.device.index == d.index for p, d in zip(got, GPUS))
+        assert np.array_equal(np.concatenate([p.cpu().numpy() for p in got]), _scan(x, op)), op
+
+
+def test_combine_on_another_device_and_stream(rng) -> None:
+    """``combine_on(..., to=, like=)``: the pieces of every device combined in order on the last
+    device, on the stream of ``like`` (a non-blocking stream there), read on that stream."""
+    import cupy
+
+    from vyre.lib.sharded import device_ops
+
+    ids = [d.id for d in GPUS]
+    ops = device_ops(multi.backends_for(ids)[0])
+    devices = [d.index for d in GPUS]
+    rows = [np.array([0xFFFFFFFF, 5, 0x80000000], np.uint32)] + [rng.integers(0, 2**32, 3, np.uint32)
+                                                                  for _ in devices[1:]]
+    pieces = []
+    for d, row in zip(devices, rows):
+        with cupy.cuda.Device(d):
+            pieces.append(cupy.asarray(row))
+    last = devices[-1]
+    with cupy.cuda.Device(last):
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            like = cupy.zeros(1, np.uint32)
+            got = ops.combine_on(pieces, devices, "add", to=last, like=like)
+            host = got.get()
+        stream.synchronize()
+    assert got.device.id == last
+    assert np.array_equal(host, np.add.reduce(np.stack(rows), axis=0, dtype=np.uint32))

@@ -76,7 +76,10 @@ def test_host_carries_wrap_without_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         carries = split.carries(totals, np.add)
-    assert carries == [None, 0xFFFFFFFF, 0xFFFFFFFF, 1]
+    assert carries == [None, 0xFFFFFFFF, 0xFFFFFFFF, 1]  # every part holds an element
     assert all(c is None or c.dtype == np.uint32 for c in carries)
+    gapped = _Split(Sharded([np.ones(2, np.uint32), np.zeros(0, np.uint32), np.ones(1, np.uint32)], oracles(3)),
+                    None, "multi.inclusive_scan")
+    assert gapped.carries([np.array([2], np.uint32), None, None], np.add) == [None, None, 2]  # an empty part: none
     x = np.array([0xFFFFFFFF, 0xFFFFFFFF, 3, 0x80000000], np.uint32)
     assert np.array_equal(multi.inclusive_scan(x, devices=oracles(4)), np.cumsum(x, dtype=np.uint32))

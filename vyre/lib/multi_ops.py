@@ -125,14 +125,14 @@ class _Split:
 
     def carries(self, totals: Sequence[Any], ufunc: np.ufunc) -> list[Any]:
         """Per part, the totals of the parts before it combined in order with ``ufunc`` (None for
-        a part with none before it; a None total, an empty part's, is skipped). On the devices
+        an empty part or one with none before it; a None total, an empty part's, is skipped). On the devices
         when every part is a device array: part k's carry is a device array of its device, made
         there by peer copies and the ufunc on the stream its calls run on (``combine_on``), with
         no host wait; else a numpy scalar."""
         carries: list[Any] = []
         before: list[Any] = []
         for part, total in zip(self.parts, totals, strict=True):
-            carries.append(self._carry(before, part, ufunc) if before else None)
+            carries.append(self._carry(before, part, ufunc) if before and int(part.shape[0]) else None)
             if total is not None:
                 before.append(total)
         return carries
