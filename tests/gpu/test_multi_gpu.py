@@ -672,3 +672,18 @@ def test_combine_on_another_device_and_stream(rng) -> None:
         stream.synchronize()
     assert got.device.id == last
     assert np.array_equal(host, np.add.reduce(np.stack(rows), axis=0, dtype=np.uint32))
+
+
+def test_a_scan_init_on_another_device_is_refused() -> None:
+    import cupy
+
+    from vyre import lib
+    from vyre.driver.errors import InvalidProgram
+
+    backend = multi.backends_for([GPUS[0].id])[0]
+    with cupy.cuda.Device(GPUS[0].index):
+        x = cupy.arange(1000, dtype=cupy.uint32)
+    with cupy.cuda.Device(GPUS[1].index):
+        init = cupy.ones(1, cupy.uint32)
+    with pytest.raises(InvalidProgram, match="Fix:"):
+        lib.inclusive_scan(x, init=init, backend=backend)
