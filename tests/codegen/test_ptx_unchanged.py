@@ -4,9 +4,10 @@ Cached cubins and program index entries are keyed on the PTX text, so dynamic sh
 (programs over 48 KiB) must not change the text of any other program. The hashes are of the
 PTX emitted before dynamic shared memory existed, for a sample of library kernels (the 64-bit
 keys-only onesweep passes at 16 keys per invocation, in the form that reads each key three times,
-``registers=False``; the digit histograms and scans) and a program holding exactly 48 KiB. A segment scan with a host ``init`` (a parameter word) keeps its
-PTX too: the variants that read ``init`` from a caller's device array are separate programs (the
-look-back scan's host-``init`` variants are pinned in tests/lib/test_lookback_ptx.py).
+``registers=False``; the digit histograms and scans) and a program holding exactly 48 KiB.
+A segment scan with a host ``init`` (a parameter word) keeps its PTX too: the variants that read
+``init`` from a caller's device array are separate programs (the look-back scan's host-``init``
+variants are pinned in tests/lib/test_lookback_ptx.py).
 """
 
 from __future__ import annotations
