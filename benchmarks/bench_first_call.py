@@ -1,0 +1,103 @@
+"""First call of ``vyre.lib`` functions in a fresh process: the host time spent lowering their
+``@vk.kernel`` programs, which no cubin cache saves.
+
+Run anywhere: ``python benchmarks/bench_first_call.py [--backend ID] [--repeat N] [--json PATH]
+[--base DIR]``. Each function runs in ``N`` fresh processes (default 5), each of which imports
+``vyre.lib``, then times ``fn(x)`` twice on ``x = np.arange(5000, dtype=np.uint32)`` with the
+backend ``ID`` (default ``reference``: the CPU oracle). The first call lowers (or reads from the
+specialisation cache, ``docs/kernels.md``) every program the call needs; the second reuses them.
+The table gives the median of each. ``VYRE_SPEC_CACHE=0`` in the environment measures a cold
+lowering; by default the script runs every function once beforehand so that the cache is warm,
+as it is for a user after the first run. ``--base DIR`` also measures another checkout (put on
+``PYTHONPATH``), e.g. the commit before a change, in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CALLS = {
+    "inclusive_scan": "lib.inclusive_scan(x)",
+    "exclusive_scan": "lib.exclusive_scan(x)",
+    "reduce": "lib.reduce(x)",
+    "select_if": "lib.select_if(x, 100, 4000)",
+    "histogram": "lib.histogram(x % 64, 64)",
+    "sort": "lib.sort(x[::-1].copy())",
+    "unique": "lib.unique(x % 100)",
+    "run_length_encode": "lib.run_length_encode(x // 7)",
+    "segmented_reduce": "lib.segmented_reduce(x, np.arange(0, 5000, 50, dtype=np.uint32))",
+}
+
+CHILD = """
+import time, sys
+import numpy as np
+import vyre
+from vyre import lib
+vyre.default_backend()  # started before timing: plugin loading is not the call's cost
+x = np.arange(5000, dtype=np.uint32)
+out = []
+for _ in range(2):
+    t0 = time.perf_counter()
+    {call}
+    out.append(time.perf_counter() - t0)
+print(out[0] * 1e3, out[1] * 1e3)
+"""
+
+
+def first_second(root: Path, backend: str, call: str, env: dict[str, str]) -> tuple[float, float]:
+    """(first, second) call time in ms of ``call`` in a fresh process importing vyre from ``root``."""
+    env = {**env, "PYTHONPATH": str(root), "VYRE_BACKEND": backend}
+    code = CHILD.format(backend=backend, call=call)
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
+                         check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{call} failed in {root}:\n{out.stderr}")
+    first, second = out.stdout.split()[-2:]
+    return float(first), float(second)
+
+
+def measure(root: Path, backend: str, repeat: int, env: dict[str, str], names: list[str]
+            ) -> dict[str, tuple[float, float]]:
+    """Median (first, second) per function."""
+    result = {}
+    for name in names:
+        call = CALLS[name]
+        runs = [first_second(root, backend, call, env) for _ in range(repeat)]
+        result[name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", default="reference")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--base", type=Path, help="another checkout to measure the same way")
+    parser.add_argument("--only", nargs="*", choices=sorted(CALLS), help="measure just these functions")
+    args = parser.parse_args()
+    env = dict(os.environ)
+    roots = {"this": ROOT, **({"base": args.base.resolve()} if args.base else {})}
+    names = args.only or list(CALLS)
+    for root in roots.values():  # warm whatever caches a first run fills (cubins, specialisations)
+        for name in names:
+            first_second(root, args.backend, CALLS[name], env)
+    results = {label: measure(root, args.backend, args.repeat, env, names) for label, root in roots.items()}
+    header = "function".ljust(20) + "".join(f"{label + ' first':>14}{label + ' second':>14}" for label in results)
+    print(header)
+    for name in names:
+        print(name.ljust(20) + "".join(f"{r[name][0]:14.1f}{r[name][1]:14.1f}" for r in results.values()))
+    if args.json:
+        args.json.write_text(json.dumps({label: {n: {"first_ms": f, "second_ms": s} for n, (f, s) in r.items()}
+                                         for label, r in results.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
