@@ -9,7 +9,9 @@ specialisation cache, ``docs/kernels.md``) every program the call needs; the sec
 The table gives the median of each. ``VYRE_SPEC_CACHE=0`` in the environment measures a cold
 lowering; by default the script runs every function once beforehand so that the cache is warm,
 as it is for a user after the first run. ``--base DIR`` also measures another checkout (put on
-``PYTHONPATH``), e.g. the commit before a change, in the same run.
+``PYTHONPATH``), e.g. the commit before a change, in the same run; the checkouts take turns.
+Bytecode is cached under a temporary ``PYTHONPYCACHEPREFIX`` (even with
+``PYTHONDONTWRITEBYTECODE`` set), as an installed package has its ``.pyc`` files.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,15 +67,17 @@ def first_second(root: Path, backend: str, call: str, env: dict[str, str]) -> tu
     return float(first), float(second)
 
 
-def measure(root: Path, backend: str, repeat: int, env: dict[str, str], names: list[str]
-            ) -> dict[str, tuple[float, float]]:
-    """Median (first, second) per function."""
-    result = {}
-    for name in names:
-        call = CALLS[name]
-        runs = [first_second(root, backend, call, env) for _ in range(repeat)]
-        result[name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
-    return result
+def measure(roots: dict[str, Path], backend: str, repeat: int, env: dict[str, str], names: list[str]
+            ) -> dict[str, dict[str, tuple[float, float]]]:
+    """Median (first, second) per checkout and function; the checkouts take turns, so a change in
+    the machine's load hits them alike."""
+    runs: dict[str, dict[str, list[tuple[float, float]]]] = {label: {n: [] for n in names} for label in roots}
+    for _ in range(repeat):
+        for name in names:
+            for label, root in roots.items():
+                runs[label][name].append(first_second(root, backend, CALLS[name], env))
+    return {label: {n: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+                    for n, rs in by_name.items()} for label, by_name in runs.items()}
 
 
 def main() -> None:
@@ -84,12 +89,14 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", choices=sorted(CALLS), help="measure just these functions")
     args = parser.parse_args()
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="vyre-bench-pyc-")
     roots = {"this": ROOT, **({"base": args.base.resolve()} if args.base else {})}
     names = args.only or list(CALLS)
     for root in roots.values():  # warm whatever caches a first run fills (cubins, specialisations)
         for name in names:
             first_second(root, args.backend, CALLS[name], env)
-    results = {label: measure(root, args.backend, args.repeat, env, names) for label, root in roots.items()}
+    results = measure(roots, args.backend, args.repeat, env, names)
     header = "function".ljust(20) + "".join(f"{label + ' first':>14}{label + ' second':>14}" for label in results)
     print(header)
     for name in names:

@@ -12,10 +12,11 @@ never cached: their sources are not fingerprinted.
 
 Trust: the directory (``VYRE_SPEC_CACHE_DIR``) and each entry are used only when this user alone can
 write them (``vyre.driver.cache_fs``, as for the kernel cache); an entry is read through one
-``O_NOFOLLOW`` descriptor, decoded by ``Program.from_wire`` (size, magic, digest, bounds) and
-validated. A file that fails any of it is a miss, is removed, and the program is lowered and
-written again. ``VYRE_SPEC_CACHE=0`` turns the cache off. A failed write (read-only or full disk)
-is silently skipped: the cache only saves time.
+``O_NOFOLLOW`` descriptor, decoded by ``vyre.ir.wire.from_wire`` (size, magic, digest, bounds;
+not the canonical re-encoding, which the validator makes redundant here) and validated. An entry
+that fails any of it is a miss: the program is lowered and the entry written over (one that does
+not decode is removed at once). ``VYRE_SPEC_CACHE=0`` turns the cache off. A failed write
+(read-only or full disk) is silently skipped: the cache only saves time.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from vyre import settings
 from vyre.driver.cache_fs import UntrustedCache, open_private_dir, trust_problem
 from vyre.driver.errors import ValidationError
 from vyre.ir.program import Program
+from vyre.ir.wire import from_wire
 from vyre.version import __version__
 
 #: bump when the key's layout or the meaning of an entry changes
@@ -201,7 +203,7 @@ def _read(root: Path, name: str) -> Program | None:
             os.close(fd)
         try:
             if data is not None and len(data) == st.st_size:
-                return Program.from_wire(data)
+                return from_wire(data, canonical=False)  # validated next, by the caller
         except ValidationError:
             pass
         _unlink(dir_fd, name)
