@@ -419,9 +419,9 @@ def from_wire(data: bytes, *, canonical: bool = True) -> Program:
     if not canonical:
         return program
     try:
-        canonical = _encode_body(program)
+        again = _encode_body(program)
     except ValidationError as err:  # decoded, but not a well-formed program
         raise _error("wire_value", err.findings[0].message) from None
-    if canonical != body:
+    if again != body:
         raise _error("wire_noncanonical", "the body is not in canonical form (string table order, varints)")
     return program
