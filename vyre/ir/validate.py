@@ -420,7 +420,11 @@ class _Validator:
         return self._type_of(e, child_types, path)
 
     def _type_of(self, e: Expr, child_types: list[DataType], path: str) -> DataType | None:
-        """Type ``e`` with ExprTyper on a shallow copy whose operands are typed placeholders."""
+        """Type ``e`` with ExprTyper on a shallow copy whose operands are typed placeholders (common
+        well-typed ops directly from their operands' types: ``ExprTyper.quick_type``)."""
+        quick = self.typer.quick_type(e, child_types)
+        if quick is not None:
+            return quick
         while len(self._placeholders) < len(child_types):
             self._placeholders.append(Expr.var(f"\0{len(self._placeholders)}"))
         holders = tuple(self._placeholders[: len(child_types)])
