@@ -2,13 +2,13 @@
 ``@vk.kernel`` programs, which no cubin cache saves.
 
 Run anywhere: ``python benchmarks/bench_first_call.py [--backend ID] [--repeat N] [--json PATH]
-[--base DIR]``. Each function runs in ``N`` fresh processes (default 5), each of which imports
+[--base [LABEL=]DIR ...]``. Each function runs in ``N`` fresh processes (default 5), each of which imports
 ``vyre.lib``, then times ``fn(x)`` twice on ``x = np.arange(5000, dtype=np.uint32)`` with the
 backend ``ID`` (default ``reference``: the CPU oracle). The first call lowers (or reads from the
 specialisation cache, ``docs/kernels.md``) every program the call needs; the second reuses them.
 The table gives the median of each. ``VYRE_SPEC_CACHE=0`` in the environment measures a cold
 lowering; by default the script runs every function once beforehand so that the cache is warm,
-as it is for a user after the first run. ``--base DIR`` also measures another checkout (put on
+as it is for a user after the first run. ``--base [LABEL=]DIR`` (repeatable) also measures another checkout (put on
 ``PYTHONPATH``), e.g. the commit before a change, in the same run; the checkouts take turns.
 Bytecode is cached under a temporary ``PYTHONPYCACHEPREFIX`` (even with
 ``PYTHONDONTWRITEBYTECODE`` set), as an installed package has its ``.pyc`` files.
@@ -85,22 +85,26 @@ def main() -> None:
     parser.add_argument("--backend", default="reference")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--base", type=Path, help="another checkout to measure the same way")
+    parser.add_argument("--base", action="append", default=[], metavar="[LABEL=]DIR",
+                        help="another checkout to measure the same way (repeatable)")
     parser.add_argument("--only", nargs="*", choices=sorted(CALLS), help="measure just these functions")
     args = parser.parse_args()
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="vyre-bench-pyc-")
-    roots = {"this": ROOT, **({"base": args.base.resolve()} if args.base else {})}
+    roots = {"this": ROOT}
+    for i, base in enumerate(args.base):
+        label, _, path = base.rpartition("=") if "=" in base else (f"base{i + 1 if i else ''}", "", base)
+        roots[label] = Path(path).resolve()
     names = args.only or list(CALLS)
     for root in roots.values():  # warm whatever caches a first run fills (cubins, specialisations)
         for name in names:
             first_second(root, args.backend, CALLS[name], env)
     results = measure(roots, args.backend, args.repeat, env, names)
-    header = "function".ljust(20) + "".join(f"{label + ' first':>14}{label + ' second':>14}" for label in results)
+    header = "function".ljust(20) + "".join(f"{label + ' first':>18}{label + ' second':>18}" for label in results)
     print(header)
     for name in names:
-        print(name.ljust(20) + "".join(f"{r[name][0]:14.1f}{r[name][1]:14.1f}" for r in results.values()))
+        print(name.ljust(20) + "".join(f"{r[name][0]:18.1f}{r[name][1]:18.1f}" for r in results.values()))
     if args.json:
         args.json.write_text(json.dumps({label: {n: {"first_ms": f, "second_ms": s} for n, (f, s) in r.items()}
                                          for label, r in results.items()}, indent=1))
