@@ -75,8 +75,8 @@ def findings(program: Program) -> list[Finding]:
     validator = _Validator(program)
     found = validator.run()
     if not found and not validator.calls:
-        if len(_known_valid) >= MAX_KNOWN_VALID:
-            del _known_valid[next(iter(_known_valid))]
+        while len(_known_valid) >= max(MAX_KNOWN_VALID, 1):
+            del _known_valid[next(iter(_known_valid))]  # the oldest
         _known_valid[id(program)] = program
     return found
 
