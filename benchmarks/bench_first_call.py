@@ -101,10 +101,12 @@ def main() -> None:
         for name in names:
             first_second(root, args.backend, CALLS[name], env)
     results = measure(roots, args.backend, args.repeat, env, names)
-    header = "function".ljust(20) + "".join(f"{label + ' first':>18}{label + ' second':>18}" for label in results)
-    print(header)
+    width = {label: max(12, len(label) + 9) for label in results}
+    print("function".ljust(20) + "".join(f"{label + ' first':>{width[label]}}{label + ' second':>{width[label]}}"
+                                         for label in results))
     for name in names:
-        print(name.ljust(20) + "".join(f"{r[name][0]:18.1f}{r[name][1]:18.1f}" for r in results.values()))
+        print(name.ljust(20) + "".join(f"{r[name][0]:{width[label]}.1f}{r[name][1]:{width[label]}.1f}"
+                                       for label, r in results.items()))
     if args.json:
         args.json.write_text(json.dumps({label: {n: {"first_ms": f, "second_ms": s} for n, (f, s) in r.items()}
                                          for label, r in results.items()}, indent=1))
