@@ -9,6 +9,9 @@ fill device memory on purpose and assume the card is theirs, and many host tests
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -27,3 +30,19 @@ def _cuda_device_visible() -> bool:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: 0 (no workers: one process) when a CUDA device is visible, else xdist's default."""
     return 0 if _cuda_device_visible() else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The specialisation cache of ``vyre.lib``'s kernels goes to a directory of this run (the
+    subprocesses of tests inherit it), not to the user's cache, unless the caller names one."""
+    if "VYRE_SPEC_CACHE_DIR" not in os.environ:
+        os.environ["VYRE_SPEC_CACHE_DIR"] = _made_here[0] = tempfile.mkdtemp(prefix="vyre-spec-test-")
+
+
+_made_here: list[str] = [""]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the specialisation cache directory ``pytest_configure`` made."""
+    if _made_here[0]:
+        shutil.rmtree(_made_here[0], ignore_errors=True)

@@ -8,6 +8,8 @@ are in ``vyre_cuda._runtime.settings``; docs/troubleshooting.md has the table of
 | ``VYRE_PLUGIN_TIMEOUT_S`` | seconds a plugin's factory or registration may take (default 30, also for a bad value) |
 | ``VYRE_DEBUG`` | the ``vyre`` command prints the traceback of an internal error (any value but ``0``) |
 | ``VYRE_ONESWEEP_LIMIT`` | sorts of fewer keys run in one pass (default ``2**30``; ``0``: always over segments) |
+| ``VYRE_SPEC_CACHE`` | ``0``: the specialisation cache (``vyre.frontend.spec_cache``) neither reads nor writes |
+| ``VYRE_SPEC_CACHE_DIR`` | its directory (default ``$XDG_CACHE_HOME/vyre/<version>/specialisations``) |
 
 ``set_variable`` / ``variable`` set and read any one of them (the fuzzer switches the cuda backend's
 ``VYRE_CUDA_COARSEN`` between cases with them).
@@ -16,6 +18,8 @@ are in ``vyre_cuda._runtime.settings``; docs/troubleshooting.md has the table of
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 from vyre.driver.errors import InvalidSetting
 
@@ -24,6 +28,8 @@ DISABLE_PLUGINS = "VYRE_DISABLE_PLUGINS"
 PLUGIN_TIMEOUT = "VYRE_PLUGIN_TIMEOUT_S"
 DEBUG = "VYRE_DEBUG"
 ONESWEEP_LIMIT = "VYRE_ONESWEEP_LIMIT"
+SPEC_CACHE = "VYRE_SPEC_CACHE"
+SPEC_CACHE_DIR = "VYRE_SPEC_CACHE_DIR"
 
 
 def variable(name: str) -> str | None:
@@ -71,3 +77,25 @@ def onesweep_limit(default: int) -> int:
     if not (value.isascii() and value.isdigit()):
         raise InvalidSetting(ONESWEEP_LIMIT, value, "a key count in ASCII digits (0: always sort over segments)")
     return int(value)
+
+
+def spec_cache_enabled() -> bool:
+    """``VYRE_SPEC_CACHE`` is not ``0`` (unset: on)."""
+    return os.environ.get(SPEC_CACHE, "1").strip() != "0"
+
+
+def spec_cache_dir(version: str) -> Path:
+    """``VYRE_SPEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/vyre/<version>/specialisations`` (XDG default
+    ``~/.cache``; without a home directory, a per-user directory in the temporary directory)."""
+    explicit = os.environ.get(SPEC_CACHE_DIR, "")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        base = Path(xdg)
+    else:
+        try:
+            base = Path.home() / ".cache"
+        except RuntimeError:
+            base = Path(tempfile.gettempdir()) / f"vyre-{os.getuid()}"
+    return base / "vyre" / version.replace(os.sep, "_") / "specialisations"

@@ -25,6 +25,7 @@ from vyre.driver.errors import Finding, InvalidProgram, ValidationError
 from vyre.frontend.lower import Lowering, Options, with_output_counts
 from vyre.frontend.names import chain_lookup, enclosing_locals, namespace_of, static_value
 from vyre.frontend.source import SourceFile, function_source
+from vyre.frontend.spec_cache import KernelKey, kernel_key
 from vyre.frontend.template import KernelTemplate, const_params
 from vyre.ir.program import Access, Program
 from vyre.ir.types import DataType
@@ -83,9 +84,11 @@ def func(fn: Callable[..., Any]) -> Func:
 class Kernel:
     """A validated program made from a Python function; call it to dispatch."""
 
-    def __init__(self, program: Program, source: SourceFile | None = None) -> None:
+    def __init__(self, program: Program, source: SourceFile | None = None,
+                 consts: Mapping[str, Any] | None = None) -> None:
         self.program = program
         self.source = source
+        self.consts = dict(consts or {})  # the vyre.Const values it was lowered with
         self._sized_later = tuple(b.name for b in program.buffers if b.access is Access.OUTPUT and b.count == 0)
         self._scalars = tuple((i, _PACKERS[b.dtype], b.name, b.dtype) for i, b in enumerate(program.inputs)
                               if b.access is Access.UNIFORM and b.count == 1 and b.dtype in _PACKERS)
@@ -290,8 +293,10 @@ def kernel(fn: Callable[..., Any] | None = None, *, workgroup_size: int | tuple[
         try:
             source, fndef = function_source(f)
             options = _options(f.__name__, workgroup_size, name, names, bindings, source, fndef)
-            namespace = namespace_of(f, enclosing_locals(f, caller))
-            return _kernel_or_template(source, fndef, namespace, options, f.__code__)
+            enclosing = enclosing_locals(f, caller)
+            namespace = namespace_of(f, enclosing)
+            key = kernel_key(f, fndef, enclosing, options)
+            return _kernel_or_template(source, fndef, namespace, options, f.__code__, key)
         except ValidationError as exc:
             raise exc.with_traceback(None) from None  # the finding names the user's line: skip our frames
 
@@ -330,13 +335,13 @@ def kernel_from_source(text: str, filename: str = "<kernel>", namespace: Mapping
 
 
 def _kernel_or_template(source: SourceFile, fndef: ast.FunctionDef, namespace: Callable[[str], Any],
-                        options: Options, code: Any = None) -> Kernel | KernelTemplate:
-    """The lowered ``Kernel``, or with ``vyre.Const`` parameters a template lowering it per value."""
+                        options: Options, code: Any = None, key: KernelKey | None = None) -> Kernel | KernelTemplate:
+    """The lowered ``Kernel``, or with ``vyre.Const`` parameters a template lowering it per value;
+    with a ``key`` (a kernel of the vyre package) the programs go through the specialisation cache."""
     params = const_params(fndef, namespace, source)
-    if not params:
-        return Kernel(Lowering(source, fndef, namespace, options, code).program(), source)
 
-    def build(values: Mapping[str, Any]) -> Kernel:
-        return Kernel(Lowering(source, fndef, namespace, options, code, values).program(), source)
+    def lower(values: Mapping[str, Any]) -> Program:
+        return Lowering(source, fndef, namespace, options, code, values).program()
 
-    return KernelTemplate(build, params, options.name)
+    template = KernelTemplate(lower, params, options.name, source, key)
+    return template if params else template.bind()

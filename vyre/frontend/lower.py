@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from vyre.driver.errors import ValidationError, VyreError
+from vyre.driver.errors import Finding, ValidationError, VyreError
 from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
 from vyre.frontend.consts import MAX_UNROLL, ConstSpec, Scalar, StaticError, fold, static_eval
 from vyre.frontend.exprs import EXPANSION_BUDGET, ExprLowering, cast_name
@@ -148,9 +148,7 @@ class Lowering(ExprLowering):
         return program
 
     def _validate(self, program: Program) -> None:
-        sized_later = {b.name for b in program.buffers if b.access is Access.OUTPUT and b.count == 0}
-        checked = with_output_counts(program, dict.fromkeys(sized_later, 1)) if sized_later else program
-        found = findings(checked)
+        found = kernel_findings(program)
         if found:
             raise ValidationError(self.lines.place(program, tuple(found)))
 
@@ -807,6 +805,12 @@ def _has_effect(e: Expr) -> bool:
     return False
 
 
+def kernel_findings(program: Program) -> list[Finding]:
+    """The validator's findings for a kernel's program, its ``Out[T]`` outputs sized later counted as 1."""
+    sized_later = {b.name for b in program.buffers if b.access is Access.OUTPUT and b.count == 0}
+    return findings(with_output_counts(program, dict.fromkeys(sized_later, 1)) if sized_later else program)
+
+
 def with_output_counts(program: Program, counts: Mapping[str, int]) -> Program:
     """``program`` with the named ``Out[T]`` outputs (count 0) given element counts."""
     buffers = [BufferDecl(b.name, b.binding, b.dtype, counts[b.name], b.access) if b.name in counts else b
@@ -814,4 +818,4 @@ def with_output_counts(program: Program, counts: Mapping[str, int]) -> Program:
     return Program(buffers, program.workgroup_size, program.body, program.name)
 
 
-__all__ = ["Lowering", "Options", "cast_name", "with_output_counts"]
+__all__ = ["Lowering", "Options", "cast_name", "kernel_findings", "with_output_counts"]

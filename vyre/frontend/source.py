@@ -54,10 +54,20 @@ def function_source(fn: object) -> tuple[SourceFile, ast.FunctionDef]:
 
 
 _TREES: dict[str, tuple[list[str], dict[int, ast.FunctionDef]]] = {}
+_BLOCKS: dict[tuple[str, int], tuple[list[str], ast.FunctionDef]] = {}
+_DEF = ("def ", "async def ")
 
 
 def _find_def(filename: str, lines: list[str], first_line: int) -> ast.FunctionDef | None:
-    """The ``def`` starting (with its decorators) at ``first_line``; one parse per file version."""
+    """The ``def`` starting (with its decorators) at ``first_line``: its own lines parsed (once per
+    file version), else the file's whole syntax tree (one parse per file version)."""
+    block = _BLOCKS.get((filename, first_line))
+    if block is not None and block[0] is lines:
+        return block[1]
+    fndef = _parse_block(filename, lines, first_line)
+    if fndef is not None:
+        _BLOCKS[filename, first_line] = (lines, fndef)
+        return fndef
     cached = _TREES.get(filename)
     if cached is None or cached[0] is not lines:
         try:
@@ -68,6 +78,36 @@ def _find_def(filename: str, lines: list[str], first_line: int) -> ast.FunctionD
         _collect_defs(tree.body, defs)
         cached = _TREES[filename] = (lines, defs)
     return cached[1].get(first_line)
+
+
+def _parse_block(filename: str, lines: list[str], first_line: int) -> ast.FunctionDef | None:
+    """The function whose decorators or ``def`` start at ``first_line``, parsed from its own lines:
+    from there to the first code line indented no deeper, after the ``def`` line. A cut inside a
+    string or bracket is a ``SyntaxError``, so None means "parse the whole file" and a result is the
+    function exactly (line numbers are the file's)."""
+    if not 1 <= first_line <= len(lines):
+        return None
+    head = lines[first_line - 1]
+    indent = len(head) - len(head.lstrip())
+    end, seen_def = first_line, head.lstrip().startswith(_DEF)  # lines[end]: the line after the head
+    while end < len(lines):
+        line = lines[end]
+        text = line.lstrip()
+        if text and not text.startswith("#") and len(line) - len(text) <= indent:
+            if seen_def or not text.startswith(("@", *_DEF)):
+                break
+            seen_def = text.startswith(_DEF)
+        end += 1
+    text = "".join(lines[first_line - 1:end])
+    try:  # an indented def is parsed as the body of ``if 1:`` (its text, strings included, unchanged)
+        tree = ast.parse(f"if 1:\n{text}" if indent else text, filename)
+    except SyntaxError:
+        return None
+    body = tree.body[0].body if indent and isinstance(tree.body[0], ast.If) else tree.body
+    if len(tree.body) != 1 or len(body) != 1 or not isinstance(body[0], ast.FunctionDef):
+        return None
+    ast.increment_lineno(body[0], first_line - (2 if indent else 1))
+    return body[0]
 
 
 def _collect_defs(body: Sequence[ast.AST], defs: dict[int, ast.FunctionDef]) -> None:

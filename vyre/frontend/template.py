@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 from vyre.driver.errors import InvalidProgram, ValidationError
 from vyre.frontend.annotations import BufferSpec
 from vyre.frontend.consts import ConstSpec, Scalar
+from vyre.frontend.lower import kernel_findings
 from vyre.frontend.names import annotation_value
 from vyre.frontend.source import SourceFile
-from vyre.ir.program import Access
+from vyre.frontend.spec_cache import KernelKey
+from vyre.ir.program import Access, Program
 
 if TYPE_CHECKING:
     from vyre.frontend.kernel import Kernel
@@ -50,13 +52,15 @@ class KernelTemplate:
     #: specialisations kept; past this many the oldest is dropped (and lowered again if used again)
     MAX_SPECIALISATIONS = 256
 
-    def __init__(self, build: Callable[[Mapping[str, Scalar]], Kernel], params: tuple[ConstParam, ...],
-                 name: str | None) -> None:
-        self._build = build
+    def __init__(self, lower: Callable[[Mapping[str, Scalar]], Program], params: tuple[ConstParam, ...],
+                 name: str | None, source: SourceFile | None = None, key: KernelKey | None = None) -> None:
+        self.lower = lower  # the program for the Const values, lowered afresh (no cache)
         self.params = params
         self.name = name
+        self.source = source
+        self.key = key  # the specialisation cache's key (a kernel of the vyre package), else None
         self._positions = frozenset(p.position for p in params)
-        self._last = max(self._positions)
+        self._last = max(self._positions, default=-1)
         self._kernels: dict[tuple[object, ...], Kernel] = {}
 
     def __repr__(self) -> str:
@@ -90,6 +94,13 @@ class KernelTemplate:
                                  f"pass exactly the Const parameters: {', '.join(p.name for p in self.params)}.")
         return self._kernel(tuple(by_name[p.name] for p in self.params))
 
+    def program_for(self, values: Mapping[str, Scalar]) -> Program:
+        """The program for these (checked) Const values: from the specialisation cache when it has a
+        sound entry, else lowered (and stored there)."""
+        if self.key is None:
+            return self.lower(values)
+        return self.key.program(values, lambda: self.lower(values), lambda p: not kernel_findings(p))
+
     def __call__(self, *inputs: Any, **options: Any) -> list[Any]:
         """Dispatch: the Const values sit at their parameters' positions among the inputs."""
         if len(inputs) <= self._last:
@@ -105,8 +116,11 @@ class KernelTemplate:
         key = tuple(v.hex() if isinstance(v, float) else v for v in checked)  # 0.0 and -0.0 differ, NaN is NaN
         kernel = self._kernels.get(key)
         if kernel is None:
+            from vyre.frontend.kernel import Kernel  # noqa: PLC0415 - kernel.py imports this module
+
+            consts = dict(zip((p.name for p in self.params), checked))
             try:
-                kernel = self._build(dict(zip((p.name for p in self.params), checked)))
+                kernel = Kernel(self.program_for(consts), self.source, consts)
             except ValidationError as exc:
                 raise exc.with_traceback(None) from None  # the finding names the user's line: skip our frames
             if len(self._kernels) >= self.MAX_SPECIALISATIONS:

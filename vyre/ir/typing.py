@@ -24,6 +24,7 @@ from vyre.ir.types import DataType
 BINARY_TYPES: dict[Op, tuple[DataType, ...]] = {op: OPS[op].operands for op in BINARY_OPS}
 #: ops whose result is BOOL whatever the operand type
 COMPARE_OPS = tuple(op for op in BINARY_OPS if OPS[op].result is Result.BOOL)
+_COMPARE = frozenset(COMPARE_OPS)
 #: float ops with exact (correctly rounded or rounding-free) results: on F32 and F64
 EXACT_FLOAT_UNARY = tuple(op for op in UNARY_OPS if OPS[op].operands == FLOAT and OPS[op].result is Result.OPERAND
                           and not OPS[op].approximate)
@@ -115,6 +116,27 @@ class ExprTyper:
         if op == Op.CALL:
             return self._call(e, scope)
         raise IRTypeError("unknown_op", f"unknown expression op {op!r}", "use the Expr constructors")
+
+    def quick_type(self, e: Expr, operand_types: list[DataType]) -> DataType | None:
+        """The type of ``e`` from its operands' types when ``e`` is a common op (binary, load,
+        select, literal) whose every rule holds; None otherwise, and ``type_of`` decides (and
+        names any problem). Lets the validator type a tree bottom-up without re-walking it."""
+        op = e.op
+        allowed = BINARY_TYPES.get(op)
+        if allowed is not None:
+            a, b = operand_types
+            if a in allowed and (b is U32 if op in SHIFT_OPS else b is a):
+                return BOOL if op in _COMPARE else a
+            return None
+        if op == Op.LOAD:
+            buf = self._buffers.get(e.name) if type(e.name) is str else None
+            return buf.dtype.arith if buf is not None and operand_types[0] is U32 else None
+        if op == Op.SELECT:
+            c, a, b = operand_types
+            return a if c is BOOL and a is b else None
+        if op == Op.LIT and not operand_types:
+            return dtype_of(e)
+        return None
 
     # ---- helpers ------------------------------------------------------------------------------
     def _buffer(self, name: str):

@@ -3,6 +3,11 @@
 ``validate(program)`` raises ``ValidationError`` whose ``findings`` list each problem with a
 stable code (catalogued in docs/semantics.md, "Validator codes"), a message, a ``Fix:`` sentence
 and a path such as ``body[2].then[0].value``. ``findings(program)`` returns the same list.
+
+A program is immutable, so one found valid stays valid: the last ``MAX_KNOWN_VALID`` such program
+objects are remembered by identity (and held, so an id is not reused) and not walked again, which
+spares a ``@vyre.kernel`` program the second walk when a backend validates it at dispatch. Programs
+that call registered ops are not remembered: their validity depends on the op registry.
 """
 
 from __future__ import annotations
@@ -48,6 +53,11 @@ _NEEDS_COUNT = (Access.OUTPUT, Access.UNIFORM, Access.WORKGROUP)
 _READ_ONLY = (Access.READ, Access.UNIFORM)
 
 
+#: how many valid program objects ``findings`` remembers (by identity)
+MAX_KNOWN_VALID = 512
+_known_valid: dict[int, Program] = {}
+
+
 def validate(program: Program) -> None:
     """Raise ``ValidationError`` listing every finding when ``program`` breaks a rule."""
     found = findings(program)
@@ -60,7 +70,15 @@ def findings(program: Program) -> list[Finding]:
     if not isinstance(program, Program):
         return [Finding("not_a_program", f"expected a Program, got {type(program).__name__}",
                         "build the program with vyre.ir.Program(buffers, workgroup_size, body)")]
-    return _Validator(program).run()
+    if _known_valid.get(id(program)) is program:
+        return []
+    validator = _Validator(program)
+    found = validator.run()
+    if not found and not validator.calls:
+        while len(_known_valid) >= max(MAX_KNOWN_VALID, 1):
+            del _known_valid[next(iter(_known_valid))]  # the oldest
+        _known_valid[id(program)] = program
+    return found
 
 
 class _TooLarge(Exception):
@@ -94,6 +112,7 @@ class _Validator:
         self.events: list = []
         self.nodes = 0
         self.subgroup_path: str | None = None
+        self.calls = False  # the program calls a registered op
         self._placeholders: list[Expr] = []
 
     def add(self, code: str, message: str, fix: str, path: str = "") -> None:
@@ -378,6 +397,8 @@ class _Validator:
             info.source = True
         if op in _SUBGROUP_OPS and self.subgroup_path is None:
             self.subgroup_path = path
+        if op == Op.CALL:
+            self.calls = True
         if op in SUBGROUP_COLLECTIVES:
             events.append(SyncOp(op, ctx, path))
         elif op == Op.ATOMIC and e.name in self.buffers and self.buffers[e.name].access in _READ_ONLY:
@@ -399,7 +420,11 @@ class _Validator:
         return self._type_of(e, child_types, path)
 
     def _type_of(self, e: Expr, child_types: list[DataType], path: str) -> DataType | None:
-        """Type ``e`` with ExprTyper on a shallow copy whose operands are typed placeholders."""
+        """Type ``e`` with ExprTyper on a shallow copy whose operands are typed placeholders (common
+        well-typed ops directly from their operands' types: ``ExprTyper.quick_type``)."""
+        quick = self.typer.quick_type(e, child_types)
+        if quick is not None:
+            return quick
         while len(self._placeholders) < len(child_types):
             self._placeholders.append(Expr.var(f"\0{len(self._placeholders)}"))
         holders = tuple(self._placeholders[: len(child_types)])

@@ -388,8 +388,12 @@ class _Decoder:
         return self.strings[index]
 
 
-def from_wire(data: bytes) -> Program:
-    """Decode wire bytes; any malformed input raises ``ValidationError`` (codes ``wire_*``)."""
+def from_wire(data: bytes, *, canonical: bool = True) -> Program:
+    """Decode wire bytes; any malformed input raises ``ValidationError`` (codes ``wire_*``).
+
+    ``canonical=False`` skips re-encoding the program to prove the body canonical (one program, one
+    byte string, and well formed): only for a reader that validates the program before any use and
+    never compares bytes (the specialisation cache, ``vyre.frontend.spec_cache``)."""
     try:
         view = memoryview(data).cast("B")
     except TypeError:
@@ -412,10 +416,12 @@ def from_wire(data: bytes) -> Program:
     if hashlib.blake2b(body, digest_size=32).digest() != digest:
         raise _error("wire_digest", "the body does not match its BLAKE2b digest (corrupted or altered)")
     program = _Decoder(body, DTYPES[:READABLE_VERSIONS[version]]).program()
+    if not canonical:
+        return program
     try:
-        canonical = _encode_body(program)
+        again = _encode_body(program)
     except ValidationError as err:  # decoded, but not a well-formed program
         raise _error("wire_value", err.findings[0].message) from None
-    if canonical != body:
+    if again != body:
         raise _error("wire_noncanonical", "the body is not in canonical form (string table order, varints)")
     return program
