@@ -19,7 +19,7 @@ import hashlib, numpy as np, cupy
 from vyre import lib
 x = cupy.asarray(np.random.default_rng(3).integers(0, 1000, (1 << 20) + 5).astype(np.uint32))
 outs = [lib.inclusive_scan(x), lib.exclusive_scan(x, "max", 7), lib.select_if(x, 10, 500),
-        lib.unique(x), lib.run_length_encode(x // 50)[0], cupy.asarray(lib.reduce(x))]
+        *lib.unique(x), lib.run_length_encode(x // 50)[0], cupy.asarray(lib.reduce(x))]
 h = x.get()
 assert (outs[0].get() == np.cumsum(h, dtype=np.uint32)).all()
 print(hashlib.sha256(b"".join(cupy.asnumpy(o).tobytes() for o in outs)).hexdigest())

@@ -36,8 +36,8 @@ def _kind(t: type) -> str | None:
 
 def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any]] | None:
     """The key of a call's arguments (``stream=`` aside) and its device arrays, or None when one is
-    not describable: scalars by type and value, CuPy arrays and CUDA torch tensors by type, shape
-    and dtype (contiguous ones only; never by address or contents)."""
+    not describable: scalars by type and value, CuPy arrays and CUDA torch tensors by type, shape,
+    dtype and device (contiguous ones only; never by address or contents)."""
     parts: list[object] = []
     arrays: list[Any] = []
     for name, value in (*enumerate(args), *kwargs.items()):
@@ -46,9 +46,11 @@ def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any]] | N
         if kind == "cupy":
             if not value.flags.c_contiguous:
                 return None
+            device = value.device.id
         elif kind == "torch":
             if not (value.is_cuda and value.is_contiguous()):
                 return None
+            device = value.device.index
         elif name == "stream":
             continue
         elif isinstance(value, _SCALARS):  # floats by repr: -0.0 is not 0.0, and NaN equals NaN
@@ -56,7 +58,7 @@ def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any]] | N
             continue
         else:
             return None
-        parts.append((name, t, value.shape, value.dtype))
+        parts.append((name, t, value.shape, value.dtype, device))  # another device: the full path checks it
         arrays.append(value)
     return tuple(parts), arrays
 
