@@ -90,12 +90,16 @@ def spec_cache_dir(version: str) -> Path:
     explicit = os.environ.get(SPEC_CACHE_DIR, "")
     if explicit:
         return Path(explicit).expanduser()
+    return user_cache_base("vyre") / "vyre" / version.replace(os.sep, "_") / "specialisations"
+
+
+def user_cache_base(name: str) -> Path:
+    """``$XDG_CACHE_HOME`` when absolute, else ``~/.cache``; without a home directory (some
+    containers), a per-user directory ``<name>-<uid>`` in the temporary directory."""
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     if os.path.isabs(xdg):
-        base = Path(xdg)
-    else:
-        try:
-            base = Path.home() / ".cache"
-        except RuntimeError:
-            base = Path(tempfile.gettempdir()) / f"vyre-{os.getuid()}"
-    return base / "vyre" / version.replace(os.sep, "_") / "specialisations"
+        return Path(xdg)
+    try:
+        return Path.home() / ".cache"
+    except RuntimeError:
+        return Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from vyre.driver.cache_fs import TreeWalk
 from vyre_cuda._runtime import cache as cache_mod
 from vyre_cuda._runtime.cache import DiskCache, configure_driver_jit_cache, private_file
-from vyre_cuda._runtime.cache_fs import TreeWalk
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
@@ -68,7 +68,7 @@ def test_a_deep_driver_jit_tree_does_not_crash_info_clear_or_doctor(tmp_path: Pa
     root = tmp_path / "cache"
     out = run_limited(f"""
         from vyre_cuda._runtime.cache import DiskCache
-        from vyre_cuda._runtime import cache_fs
+        from vyre.driver import cache_fs
         import argparse, io, contextlib
         from vyre_cuda import cli
         root = {str(root)!r}

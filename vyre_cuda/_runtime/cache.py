@@ -51,8 +51,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, TypedDict
 
-from vyre_cuda._runtime import settings
-from vyre_cuda._runtime.cache_fs import (
+from vyre.driver.cache_fs import (
     TreeWalk,
     UntrustedCache,
     open_private_dir,
@@ -61,6 +60,8 @@ from vyre_cuda._runtime.cache_fs import (
     tree_problems,
     trust_problem,
 )
+from vyre.settings import user_cache_base
+from vyre_cuda._runtime import settings
 from vyre_cuda._runtime.settings import parse_size
 
 ENV_DIR = settings.CACHE_DIR
@@ -102,15 +103,7 @@ def default_cache_dir() -> Path:
     explicit = settings.cache_dir()
     if explicit is not None:
         return explicit
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(xdg):
-        base = Path(xdg)
-    else:
-        try:
-            base = Path.home() / ".cache"
-        except RuntimeError:  # no home directory (some containers): a per-user directory in TMPDIR
-            base = Path(tempfile.gettempdir()) / f"vyre-cuda-{os.getuid()}"
-    return base / "vyre-cuda" / cache_version()
+    return user_cache_base("vyre-cuda") / "vyre-cuda" / cache_version()
 
 
 def max_bytes_from_env() -> int:

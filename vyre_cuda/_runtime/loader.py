@@ -46,11 +46,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vyre.driver.cache_fs import open_private_dir
 from vyre.driver.errors import DispatchFailed, KernelCompileFailed, VyreError
 from vyre_cuda._codegen.versions import ptx_version_for_driver
 from vyre_cuda._runtime import settings
 from vyre_cuda._runtime.cache import DiskCache, cache_version, private_file, write_atomic
-from vyre_cuda._runtime.cache_fs import open_private_dir
 from vyre_cuda._runtime.device import DeviceInfo, import_cupy
 from vyre_cuda._runtime.errors import cuda_errors, translate
 from vyre_cuda._runtime.program_index import INDEX_SUFFIX, module_key_of
