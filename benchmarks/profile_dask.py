@@ -1,8 +1,10 @@
-"""Where a ``vyre.dask.map_blocks`` block's worker time goes, on oracle workers (no GPU needed).
+"""Where a ``vyre.dask.map_blocks`` block's worker time goes, on oracle workers (no GPU needed) or GPU workers.
 
-``python benchmarks/profile_dask.py [--blocks 200] [--block 1024] [--reps 5] [--profile] [--json PATH]``
+``python benchmarks/profile_dask.py [--blocks 200] [--block 1024] [--reps 5] [--profile] [--json PATH]
+[--backend reference|cuda]``
 
-On ``vyre.dask.local_cluster(2, backend="reference")`` with x and y placed by ``vdask.persist``,
+On ``vyre.dask.local_cluster(2, backend="reference")`` (``--backend cuda``: one worker per GPU) with x
+and y placed by ``vdask.persist``,
 each repetition runs, results persisted on the workers (medians printed, each rep's values after):
 
 - ``numpy``: ``dask.array.map_blocks(np.bitwise_xor, x, y)``, the floor of Dask's own per-task cost;
@@ -34,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_scale import values, xor_program  # noqa: E402
+from benchmarks.bench_scale import block_arrays, values, xor_program  # noqa: E402
 from vyre.ir import Program  # noqa: E402
 
 
@@ -43,7 +45,7 @@ def renamed(program: Program, name: str) -> Program:
     return Program(program.buffers, program.workgroup_size, program.body, name=name)
 
 
-def _instrument() -> None:
+def _instrument(backend_id: str = "reference") -> None:
     """Wrap this worker's task function and the backend's dispatch with timers (and a profiler)."""
     import cProfile
 
@@ -52,12 +54,13 @@ def _instrument() -> None:
     state = vdask.__dict__.setdefault("_prof_state", {"task": 0.0, "dispatch": 0.0, "task_cpu": 0.0,
                                                       "dispatch_cpu": 0.0, "n": 0,
                                                       "profile": cProfile.Profile(), "on": False,
-                                                      "lock": threading.Lock()})
+                                                      "lock": threading.Lock(),
+                                                      "profiling": threading.Lock()})
     if "_prof_orig" in vdask.__dict__:
         return
     runs = getattr(vdask, "BlockRun", None)  # the task's callable (older versions: the function _run_block)
     original = vdask.__dict__["_prof_orig"] = runs.__call__ if runs is not None else vdask.__dict__["_run_block"]
-    backend = vdask.worker_backend("reference")
+    backend = vdask.worker_backend(backend_id)
 
     class Timed:
         """The worker's backend with its ``dispatch`` timed."""
@@ -72,13 +75,16 @@ def _instrument() -> None:
             finally:
                 _count(state, dispatch=time.perf_counter() - began, dispatch_cpu=time.thread_time() - cpu)
 
-    vdask._backends[""] = vdask._backends["reference"] = Timed()  # map_blocks' backend=None is ""
+    vdask._backends[""] = vdask._backends[backend_id] = Timed()  # map_blocks' backend=None is ""
 
     def timed_task(*args, **kwargs):
         began, cpu = time.perf_counter(), time.thread_time()
         try:
-            if state["on"]:
-                return state["profile"].runcall(original, *args, **kwargs)
+            if state["on"] and state["profiling"].acquire(blocking=False):  # one thread at a time (3.12+)
+                try:
+                    return state["profile"].runcall(original, *args, **kwargs)
+                finally:
+                    state["profiling"].release()
             return original(*args, **kwargs)
         finally:
             _count(state, task=time.perf_counter() - began, task_cpu=time.thread_time() - cpu, n=1)
@@ -139,7 +145,8 @@ def _task_bytes(array) -> int:
     return len(pickle.dumps(dict(array.__dask_graph__())[array.__dask_keys__()[0]]))
 
 
-def measure(blocks: int, block: int, reps: int, workers: int, profile: bool = False) -> dict:
+def measure(blocks: int, block: int, reps: int, workers: int, profile: bool = False,
+            backend_id: str = "reference") -> dict:
     """Medians (ms of worker time per block) of every row the module docstring lists, with each rep's values."""
     import dask.array as da
     from distributed import Client, wait
@@ -150,20 +157,22 @@ def measure(blocks: int, block: int, reps: int, workers: int, profile: bool = Fa
     n = blocks * block
     a, b = values(0, n, 4), values(0, n, 5)
     program = xor_program()
-    backend = vyre.acquire("reference")
+    backend = vyre.acquire(backend_id)
     rows: dict[str, list[float]] = {}
 
     def add(name: str, value: float) -> None:
         rows.setdefault(name, []).append(value)
 
-    cluster = vdask.local_cluster(workers, backend="reference")
+    cluster = vdask.local_cluster(workers, backend=backend_id)
     try:
         with Client(cluster) as client:
-            client.run(_instrument)
+            client.run(_instrument, backend_id)
             x, y = vdask.persist(da.from_array(a, chunks=block), da.from_array(b, chunks=block))
             wait(vdask.map_blocks(program, y, x).persist())  # warm: modules, programs
             wait(da.map_blocks(np.bitwise_xor, y, x, dtype=np.uint32).persist())
             held = {*x.__dask_keys__(), *y.__dask_keys__()}
+            ab, bb = block_arrays(blocks, block, 4), block_arrays(blocks, block, 5)  # as a worker holds them
+            _in_process(lambda k: backend.dispatch(program, [ab[k], bb[k]])[0], blocks, False)  # warm, as x, y are
             for rep in range(reps):
                 for kind in ("numpy", "vyre"):
                     timed = (da.map_blocks(np.bitwise_xor, x, y, dtype=np.uint32, token=f"np-{rep}") if kind == "numpy"
@@ -197,15 +206,15 @@ def measure(blocks: int, block: int, reps: int, workers: int, profile: bool = Fa
                     del result
                 for keep in (False, True):
                     name = "_kept" if keep else ""
-                    add(f"direct{name}", _in_process(lambda k: backend.dispatch(
-                        program, [a[k * block:(k + 1) * block], b[k * block:(k + 1) * block]])[0], blocks, keep))
-                    add(f"numpy_direct{name}", _in_process(lambda k: np.bitwise_xor(
-                        a[k * block:(k + 1) * block], b[k * block:(k + 1) * block]), blocks, keep))
+                    add(f"direct{name}", _in_process(lambda k: backend.dispatch(program, [ab[k], bb[k]])[0],
+                                                     blocks, keep))
+                    add(f"numpy_direct{name}", _in_process(lambda k: np.bitwise_xor(ab[k], bb[k]), blocks, keep))
             where = set(client.run(lambda: vdask.__file__).values())
             stats = client.run(_stats) if profile else {}
     finally:
         cluster.close()
-    return {"workers": workers, "blocks": blocks, "block": block, "reps": reps, "worker_vyre": sorted(where),
+    return {"backend": backend_id, "workers": workers, "blocks": blocks, "block": block, "reps": reps,
+            "worker_vyre": sorted(where),
             "median": {k: statistics.median(v) for k, v in rows.items()}, "all": rows, "profiles": stats}
 
 
@@ -215,7 +224,8 @@ def report(result: dict) -> None:
     def line(label: str, key: str) -> None:
         print(f"  {label:<52} {med[key]:8.3f}   ({' '.join(f'{v:.2f}' for v in rows[key])})")
 
-    print(f"{result['workers']} oracle workers ({', '.join(result['worker_vyre'])}), {result['blocks']} blocks of "
+    print(f"{result['workers']} {result['backend']} workers ({', '.join(result['worker_vyre'])}), "
+          f"{result['blocks']} blocks of "
           f"{result['block']} u32, {result['reps']} reps; medians, ms of worker time per block (each rep's value):")
     line("numpy map_blocks (Dask's own floor)", "numpy")
     line("vyre map_blocks", "vyre")
@@ -253,8 +263,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="print the workers' cProfile of the task function")
     parser.add_argument("--json", help="also write the result here")
+    parser.add_argument("--backend", default="reference", choices=("reference", "cuda"),
+                        help="the workers' backend (cuda: one worker per visible GPU, at most --workers)")
     args = parser.parse_args()
-    result = measure(args.blocks, args.block, args.reps, args.workers, args.profile)
+    result = measure(args.blocks, args.block, args.reps, args.workers, args.profile, args.backend)
     report(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")

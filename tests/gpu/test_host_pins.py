@@ -11,7 +11,7 @@ import pytest
 
 from tests.gpu.test_staging_gpu import mix_expected, mix_program
 from vyre import DispatchConfig
-from vyre_cuda._runtime.host_pins import DIRECT_MIN, PINS, HostPins
+from vyre_cuda._runtime.host_pins import DIRECT_MIN, MEMORY_TYPE_HOST, PAGE, PINS, RESULT_PIN_MIN, HostPins
 
 pytestmark = pytest.mark.gpu
 
@@ -20,6 +20,12 @@ N = DIRECT_MIN // 4 + 3  # u32 elements: just past the direct threshold, an odd 
 
 def words(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.integers(0, 2**32, n, dtype=np.uint32)
+
+
+def locked(a: np.ndarray) -> int:
+    """The bytes a registration of ``a`` page-locks: the whole pages inside its memory."""
+    start, end = a.ctypes.data, a.ctypes.data + a.nbytes
+    return end // PAGE * PAGE - -(-start // PAGE) * PAGE
 
 
 def test_large_dispatch_goes_direct_both_ways_and_is_exact(backend, rng) -> None:
@@ -31,7 +37,7 @@ def test_large_dispatch_goes_direct_both_ways_and_is_exact(backend, rng) -> None
     assert all(np.array_equal(g, w) for g, w in zip(got, mix_expected(a, x)))
     assert after["cuda_direct_bytes"] - before["cuda_direct_bytes"] == 4 * 4 * N  # a, x in; x, o out
     assert after["cuda_h2d_bytes"] - before["cuda_h2d_bytes"] == 2 * 4 * N
-    assert all(PINS.address(g) is not None for g in got)  # the results are pinned: fed back in, no registration
+    assert all(PINS.address(g) is not None for g in got)  # page-locked by their download: fed back in, no registration
 
 
 def test_results_fed_back_in_need_no_registration(backend, rng) -> None:
@@ -50,10 +56,10 @@ def test_a_registration_ends_with_its_array(backend, rng) -> None:
     try:
         pinned = PINS.pinned
         backend.upload_resident(handle, a)
-        assert PINS.pinned == pinned + a.nbytes
+        assert PINS.pinned == pinned + locked(a)
         assert np.array_equal(backend.download_resident(handle).view(np.uint32), a)
         backend.download_resident(handle, 0, 4)  # the upload has run
-        pinned, nbytes = PINS.pinned, a.nbytes
+        pinned, nbytes = PINS.pinned, locked(a)
         del a
         gc.collect()  # may also collect arrays of earlier tests: at least this one's bytes are unpinned
         assert PINS.pinned <= pinned - nbytes
@@ -70,7 +76,7 @@ def test_a_view_registers_its_owner_once(backend, rng) -> None:
             part = big[k * N:(k + 1) * N]
             backend.upload_resident(handle, part)
             assert np.array_equal(backend.download_resident(handle).view(np.uint32), part)
-        assert PINS.pinned == pinned + big.nbytes
+        assert PINS.pinned == pinned + locked(big)
         out = np.empty(3 * N, np.uint32)
         backend.residents.download_into(handle, out[N:2 * N])  # into a registered view's middle
         assert np.array_equal(out[N:2 * N], big[2 * N:])
@@ -109,13 +115,48 @@ def test_the_limit_unpins_the_oldest_and_zero_turns_it_off(backend, rng) -> None
         for arr in arrays:
             assert pins.address(arr) is not None
             assert pins.pinned <= pins.limit
-        assert pins.pinned == 2 * arrays[0].nbytes
+        assert pins.pinned == locked(arrays[1]) + locked(arrays[2])
         assert pins.address(arrays[2]) is not None  # the newest is still registered
     finally:
         pins.release()
     assert pins.pinned == 0
     assert HostPins(limit=0).address(arrays[0]) is None
     assert HostPins(limit=0).pinned_empty(N, np.uint32).base is None  # plain numpy memory
+
+
+def test_mid_size_results_are_numpy_memory_registered_as_they_download(backend, rng) -> None:
+    """A result of DIRECT_MIN to RESULT_PIN_MIN bytes is a plain numpy array (no pinned pool block
+    per kept result), page-locked by its own download (one DMA); a larger one is a pool block."""
+    a, x = words(rng, N), words(rng, N)
+    before = backend.metrics()
+    x2, o = backend.dispatch(mix_program(N), [a, x], DispatchConfig(elements=N))
+    after = backend.metrics()
+    assert N * 4 < RESULT_PIN_MIN and x2.flags.owndata and o.flags.owndata
+    assert after["cuda_direct_bytes"] - before["cuda_direct_bytes"] == 4 * 4 * N
+    assert all(np.array_equal(g, w) for g, w in zip((x2, o), mix_expected(a, x)))
+    assert PINS.pinned_empty(RESULT_PIN_MIN // 4, np.uint32).base is not None  # a pool block
+
+
+def test_only_whole_pages_inside_an_array_are_registered(backend, rng) -> None:
+    """A heap array shares its first and last page with other memory: those are not page-locked
+    (a neighbour may register them), and their bytes cross through a pinned chunk, exactly."""
+    from cupy.cuda import runtime
+
+    for extra in (0, 1, 5, 1023):  # array ends at every kind of offset into its last page
+        a = words(rng, N + extra)
+        span = PINS.address(a)
+        assert span is not None and span.ptr == a.ctypes.data
+        assert span.head < PAGE and span.tail < PAGE and (span.ptr + span.head) % PAGE == 0
+        assert (span.ptr + a.nbytes - span.tail) % PAGE == 0
+        if span.head:
+            assert runtime.pointerGetAttributes(span.ptr).type != MEMORY_TYPE_HOST
+        handle = backend.allocate_resident(a.nbytes)
+        try:
+            backend.upload_resident(handle, a)
+            got = backend.download_resident(handle).view(np.uint32)  # a new array: registered, then one DMA
+            assert np.array_equal(got, a)
+        finally:
+            backend.free_resident(handle)
 
 
 def test_small_arrays_are_staged(backend, rng) -> None:

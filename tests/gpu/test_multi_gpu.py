@@ -674,9 +674,10 @@ def test_combine_on_another_device_and_stream(rng) -> None:
     assert np.array_equal(host, np.add.reduce(np.stack(rows), axis=0, dtype=np.uint32))
 
 
-@pytest.mark.xfail(strict=True, reason="known gap, found on 2 H200s: a scan's 1-element init= on another device "
-                   "than x is not refused (the result's correctness and how the init is read are not yet known)")
 def test_a_scan_init_on_another_device_is_refused() -> None:
+    """A device array on another GPU than the backend's is refused before CuPy sees it: ``cupy.asarray``
+    copies an array of another device to the current one, which made the check pass while the
+    kernel read the other device's pointer (an illegal address on 2 H100s)."""
     import cupy
 
     from vyre import lib
@@ -691,8 +692,6 @@ def test_a_scan_init_on_another_device_is_refused() -> None:
         lib.inclusive_scan(x, init=init, backend=backend)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap, found on 2 H200s: a scan's 1-element init= on another device "
-                   "than x is not refused (the result's correctness and how the init is read are not yet known)")
 def test_a_repeated_call_with_an_array_moved_to_another_device_is_refused() -> None:
     """A loop's repeated library call skips the argument checks only while every array is on the
     device the compiled call was made for: the same shapes and dtypes on another device are checked

@@ -64,6 +64,7 @@ def device_array(data: object, what: str, device_id: int) -> Any | None:
         return None
     import cupy
 
+    _check_device(_device_of(data), what, device_id)  # before CuPy sees it: cupy.asarray copies across devices
     try:
         with cuda_errors(f"importing the device array for {what}"):
             if is_bfloat16(data):
@@ -75,13 +76,28 @@ def device_array(data: object, what: str, device_id: int) -> Any | None:
         reason = getattr(exc, "message", exc)
         raise InvalidProgram(f"{what} is a device array whose memory CUDA does not recognise ({reason})",
                              "pass an array allocated by CUDA on this device (CuPy, PyTorch, JAX).") from exc
-    if arr.device.id != device_id:
-        raise InvalidProgram(f"{what} is on CUDA device {arr.device.id}, the backend runs on device {device_id}",
-                             f"move the array to device {device_id} (or acquire 'cuda:{arr.device.id}').")
+    _check_device(arr.device.id, what, device_id)
     if not arr.flags.c_contiguous:
         raise InvalidProgram(f"{what} is a non-contiguous device array",
                              "pass a contiguous array (cupy.ascontiguousarray(x) or tensor.contiguous()).")
     return arr
+
+
+def _device_of(data: Any) -> int | None:
+    """The CUDA device ordinal of a CuPy array or torch tensor, read without importing it (None for
+    other kinds: CuPy wraps their memory where it is, so its view tells)."""
+    kind = device_kind(data)
+    if kind == "cupy":
+        return int(data.device.id)
+    if kind == "torch":
+        return int(data.device.index)
+    return None
+
+
+def _check_device(device: int | None, what: str, device_id: int) -> None:
+    if device is not None and device != device_id:
+        raise InvalidProgram(f"{what} is on CUDA device {device}, the backend runs on device {device_id}",
+                             f"move the array to device {device_id} (or acquire 'cuda:{device}').")
 
 
 def order_after_producers(stream: Any) -> None:

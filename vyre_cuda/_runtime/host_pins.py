@@ -6,9 +6,10 @@ tops out near half of a PCIe 5 link. Copies from page-locked memory run at the l
 ``HostPins.address`` gives the device-visible address of a host array's bytes when DMA can use
 them directly:
 
-- memory that is pinned already: results this backend returned (``pinned_empty``: numpy arrays
-  over a pinned pool, so a result fed back in costs no registration) and CuPy pinned memory;
-- a large numpy array that owns its memory (``DIRECT_MIN`` bytes and more, any view into it):
+- memory that is pinned already: large results this backend returned (``pinned_empty``, from
+  ``RESULT_PIN_MIN`` bytes: numpy arrays over a pinned pool, so a result fed back in costs no
+  registration) and CuPy pinned memory;
+- a numpy array that owns its memory (``DIRECT_MIN`` bytes and more, any view into it):
   the owner's whole buffer is registered with ``cudaHostRegister`` (portable: every device DMAs
   from it) the first time it is seen (about as long as staging it once), and unregistered when
   the owner is collected, or earlier when the pinned total would pass ``VYRE_CUDA_HOST_PIN_LIMIT``
@@ -21,11 +22,12 @@ resized is a new buffer and misses the cache.
 
 from __future__ import annotations
 
+import mmap
 import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -33,11 +35,26 @@ from numpy.typing import DTypeLike
 from vyre.reference.limits import physical_memory
 from vyre_cuda._runtime import settings
 
-DIRECT_MIN = 64 << 20  # bytes: larger host transfers DMA in place (glibc mmaps these, so no page is shared)
+DIRECT_MIN = 4 << 20  # bytes: larger host arrays DMA in place (a 4 MiB Dask block: 0.83 ms a dispatch, not 2.7)
+RESULT_PIN_MIN = 64 << 20  # bytes: larger results come back in pinned memory (a pool block); smaller ones are
+# staged into plain numpy memory (measured: pinned 4 MiB results kept by the caller cost a new pinned block each)
 OWNER_SPAN = 16  # register an owner at most this many times larger than the part being copied
 PORTABLE = 1  # cudaHostRegisterPortable: pinned for every device's context
 FREE_BLOCKS = 8  # pinned result blocks the pool may keep unused before it gives them all back
 MEMORY_TYPE_HOST = 1  # cudaMemoryTypeHost: page-locked host memory
+PAGE = mmap.PAGESIZE  # registrations cover whole pages
+
+
+class Span(NamedTuple):
+    """Where a direct copy of a host array's bytes goes: ``ptr`` is the array's address, ``pin`` the
+    registration to mark with ``HostPins.used`` (None: pinned by its allocator); the first ``head``
+    and last ``tail`` bytes lie on pages the array shares with other memory, which are not
+    registered, so they go through a pinned chunk (less than a page each)."""
+
+    ptr: int
+    pin: Any
+    head: int
+    tail: int
 
 
 @dataclass(eq=False)
@@ -86,16 +103,15 @@ class HostPins:
             self.limit = physical_memory() // 4 if configured is None else configured
         return self.limit
 
-    def address(self, data: np.ndarray | memoryview) -> tuple[int, _Pin | None] | None:
-        """``(address, pin)`` when copies may DMA straight from/to ``data`` (``pin`` is the
-        registration to mark with ``used``, None for memory pinned by its allocator), else None."""
+    def address(self, data: np.ndarray | memoryview) -> Span | None:
+        """The ``Span`` of ``data`` when copies may DMA straight from/to it, else None."""
         nbytes = data.nbytes
         if nbytes < DIRECT_MIN or not self._limit():
             return None
         owner = _owner(data)
         ptr = _address(data)
         if _pinned_allocation(owner):
-            return ptr, None
+            return Span(ptr, None, 0, 0)
         if not isinstance(owner, np.ndarray) or not owner.flags.owndata or owner.nbytes > OWNER_SPAN * nbytes:
             return None
         base = int(owner.ctypes.data)
@@ -105,9 +121,12 @@ class HostPins:
             pin = self._pins.get((base, owner.nbytes))
             if pin is not None and pin.owner() is owner:
                 self._pins.move_to_end((base, owner.nbytes))
-                return ptr, pin
-            pin = self._register(owner, base)
-            return None if pin is None else (ptr, pin)
+            else:
+                pin = self._register(owner, base)
+                if pin is None:
+                    return None
+        head = max(0, min(nbytes, pin.ptr - ptr))
+        return Span(ptr, pin, head, max(0, min(nbytes - head, ptr + nbytes - pin.ptr - pin.nbytes)))
 
     def used(self, pin: _Pin | None, event: Any) -> None:
         """Record that a copy enqueued before ``event`` reads or writes ``pin``'s memory."""
@@ -117,10 +136,16 @@ class HostPins:
                 pin.uses.append(event)
 
     def _register(self, owner: np.ndarray, base: int) -> _Pin | None:
+        """Page-lock the whole pages inside ``owner``'s memory: a page it shares with other memory (a
+        neighbour in the heap, which may be registered in turn) is left out, so two arrays never
+        claim one page."""
         from cupy.cuda import runtime
 
-        nbytes = owner.nbytes
-        key = (base, nbytes)
+        key = (base, owner.nbytes)
+        first, end = -(-base // PAGE) * PAGE, (base + owner.nbytes) // PAGE * PAGE
+        if end - first < DIRECT_MIN // 2:
+            return None
+        base, nbytes = first, end - first
         refused = self._refused.get(key)
         if refused is not None and refused() is owner:
             return None
@@ -167,7 +192,7 @@ class HostPins:
         result dropped by the caller is reused by the next one of its size)."""
         dtype = np.dtype(dtype)
         nbytes = count * dtype.itemsize
-        if nbytes < DIRECT_MIN or not self._limit():
+        if nbytes < RESULT_PIN_MIN or not self._limit():
             return np.empty(count, dtype)
         import cupy
 
