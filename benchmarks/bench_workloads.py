@@ -3,6 +3,10 @@ a hand-written CuPy version of the same algorithm, in one run on one card.
 
 Run on a GPU machine: ``python benchmarks/bench_workloads.py [--scale 22] [--edge-factor 8] [--only graph]``.
 Prints a table headed by the card's name and writes ``$OUT/bench_workloads.json`` (or ``--json PATH``).
+The default run ends with the target rows of ``benchmarks/workload_targets.py`` (fixed inputs, each
+row next to its target; JSON keys ``targets`` and ``target_sizes``); ``--targets`` (or ``--issue``)
+runs those alone, ``--quick`` with one timed call each, ``--toy --backend reference`` at toy sizes
+on the CPU oracle.
 
 - BFS and connected components on an R-MAT graph (``2**scale`` vertices, ``edge_factor * 2**scale``
   edges stored both ways): scipy.sparse.csgraph on the host (its BFS timed as the

@@ -355,7 +355,8 @@ def first_call(backend_id: str, n: int, m: int) -> dict:
         "    pairs = datalog.transitive_closure(n, src, dst, backend=backend)[0].size\n"
         "    out.append(time.perf_counter() - start)\n"
         "print(json.dumps({'first_s': out[0], 'second_s': out[1], 'pairs': int(pairs)}))\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    path = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     runs = []
     for _ in range(2):
         start = time.perf_counter()
