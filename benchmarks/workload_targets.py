@@ -477,6 +477,8 @@ def verdict(row: dict) -> str:
 
 def print_rows(result: dict[str, list[dict]]) -> None:
     """The section's table: time (and rate), next to the target."""
+    print("# graphs: median over the roots (and calls); GTEPS as Graph500 counts it: input edge tuples in the "
+          "reached component, each undirected edge once, harmonic mean over the roots")
     print(f"{'input':14} {'workload':20} {'path':40} {'ms':>10} {'rate':>16}  target")
     for r in result["graphs"]:
         rate = f"{r['gteps']:.3g} GTEPS" if "gteps" in r else ""
