@@ -3,6 +3,10 @@ a hand-written CuPy version of the same algorithm, in one run on one card.
 
 Run on a GPU machine: ``python benchmarks/bench_workloads.py [--scale 22] [--edge-factor 8] [--only graph]``.
 Prints a table headed by the card's name and writes ``$OUT/bench_workloads.json`` (or ``--json PATH``).
+The default run ends with the target rows of ``benchmarks/workload_targets.py`` (fixed inputs, each
+row next to its target; JSON keys ``targets`` and ``target_sizes``); ``--targets`` (or ``--issue``)
+runs those alone, ``--quick`` with one timed call each, ``--toy --backend reference`` at toy sizes
+on the CPU oracle.
 
 - BFS and connected components on an R-MAT graph (``2**scale`` vertices, ``edge_factor * 2**scale``
   edges stored both ways): scipy.sparse.csgraph on the host (its BFS timed as the
@@ -30,6 +34,7 @@ Prints a table headed by the card's name and writes ``$OUT/bench_workloads.json`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -217,6 +222,17 @@ def scipy_levels(matrix, source: int) -> np.ndarray:
     return levels
 
 
+def scipy_labels(matrix) -> np.ndarray:
+    """Each vertex's component as the smallest vertex id in it (vyre's labels), from scipy's components."""
+    from scipy.sparse.csgraph import connected_components as scipy_cc
+
+    n = matrix.shape[0]
+    _, comp = scipy_cc(matrix, directed=False)
+    smallest = np.full(comp.max() + 1, n, dtype=np.int64)
+    np.minimum.at(smallest, comp, np.arange(n))
+    return smallest[comp].astype(np.uint32)
+
+
 def rmat_csr(scale: int, edge_factor: int) -> tuple[np.ndarray, np.ndarray, int]:
     """The benchmark graph: R-MAT edges stored both ways as CSR, and the search's source vertex."""
     n = 1 << scale
@@ -237,10 +253,7 @@ def bench_graph(backend, scale: int, edge_factor: int, reps: int) -> list[dict]:
     n, m = indptr.size - 1, indices.size
     matrix = csr_matrix((np.ones(m, dtype=np.int8), indices, indptr), shape=(n, n))
 
-    _, comp = scipy_cc(matrix, directed=False)
-    smallest = np.full(comp.max() + 1, n, dtype=np.int64)
-    np.minimum.at(smallest, comp, np.arange(n))
-    expected_cc = smallest[comp].astype(np.uint32)
+    expected_cc = scipy_labels(matrix)
     expected_levels = scipy_levels(matrix, source)
     reached = int((expected_levels != graph.UNREACHED).sum())
     traversed = int(np.diff(indptr)[expected_levels != graph.UNREACHED].sum())
@@ -375,11 +388,20 @@ def networkx_closure_s(n: int, src: np.ndarray, dst: np.ndarray, pairs: int) -> 
     return seconds
 
 
+CLOSURE_SIZES = ((2000, 2700), (4000, 6000), (6000, 9000))
+
+
+def closure_graphs(sizes: tuple[tuple[int, int], ...] = CLOSURE_SIZES) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """The transitive-closure benchmark's random directed graphs ``(n, src, dst)``, one per ``(n, m)``, drawn
+    in turn from one seeded generator (so each size is the same graph in every run and section)."""
+    rng = np.random.default_rng(2)
+    return [(n, rng.integers(0, n, m).astype(np.uint32), rng.integers(0, n, m).astype(np.uint32)) for n, m in sizes]
+
+
 def bench_closure(backend) -> list[dict]:
     rows = []
-    rng = np.random.default_rng(2)
-    for n, m, with_numpy in ((2000, 2700, True), (4000, 6000, False), (6000, 9000, False)):
-        src, dst = rng.integers(0, n, m).astype(np.uint32), rng.integers(0, n, m).astype(np.uint32)
+    for n, src, dst in closure_graphs():
+        m, with_numpy = src.size, n == CLOSURE_SIZES[0][0]
 
         def closure(n: int = n, src: np.ndarray = src, dst: np.ndarray = dst) -> object:
             return datalog.transitive_closure(n, src, dst, backend=backend)
@@ -434,9 +456,11 @@ def python_closure(eclass, op, offsets, lens, children) -> np.ndarray:
             return np.array([find(c) for c in range(classes)], dtype=np.uint32)
 
 
-def bench_egraph(backend) -> list[dict]:
+def egraph_columns(nodes_log2: int = 20) -> tuple[np.ndarray, ...]:
+    """A random e-graph of ``2**nodes_log2`` e-nodes over a quarter as many e-classes:
+    ``(eclass, op, offsets, lens, children)``."""
     rng = np.random.default_rng(3)
-    nodes, classes = 1 << 20, 1 << 18
+    nodes, classes = 1 << nodes_log2, 1 << (nodes_log2 - 2)
     eclass = rng.integers(0, classes, nodes).astype(np.uint32)
     lens = rng.integers(0, 3, nodes).astype(np.uint32)
     # leaves are distinct constants (their own op); inner nodes use 8 operators over random children,
@@ -445,7 +469,12 @@ def bench_egraph(backend) -> list[dict]:
     offsets = np.zeros(nodes, np.uint32)
     offsets[1:] = np.cumsum(lens)[:-1]
     children = rng.integers(0, classes, int(lens.sum())).astype(np.uint32)
-    cols = (eclass, op, offsets, lens, children)
+    return eclass, op, offsets, lens, children
+
+
+def bench_egraph(backend) -> list[dict]:
+    cols = egraph_columns()
+    nodes = cols[0].size
     start = time.perf_counter()
     want_pairs = python_pairs(*cols)
     t_py_pairs = time.perf_counter() - start
@@ -462,12 +491,22 @@ def bench_egraph(backend) -> list[dict]:
              "x_python": t_py_closure / t_closure}]
 
 
+def haystack(size: int) -> np.ndarray:
+    """The text benchmarks' haystack: random bytes of 16 values (a 4-byte needle matches every 65,536 bytes)."""
+    return np.random.default_rng(4).integers(0, 16, size, dtype=np.uint8)
+
+
+def cut_needles(hay: np.ndarray, count: int) -> list[bytes]:
+    """``count`` needles of 4 to 32 bytes cut from ``hay`` at random places (so each occurs)."""
+    rng = np.random.default_rng(29)
+    return [bytes(hay[at:at + int(rng.integers(4, 33))]) for at in rng.integers(0, hay.size - 32, count)]
+
+
 def bench_text(backend) -> list[dict]:
     import cupy
 
     size = 1 << 30
-    rng = np.random.default_rng(4)
-    hay = rng.integers(0, 16, size, dtype=np.uint8)   # 16 symbols: a 4-byte needle matches every 65,536 bytes
+    hay = haystack(size)
     needle = bytes(hay[12345:12349])
     start = time.perf_counter()
     view = np.lib.stride_tricks.sliding_window_view(hay, len(needle))
@@ -493,8 +532,7 @@ def bench_text_many(backend, hay: np.ndarray, device) -> list[dict]:
     against them."""
     import cupy
 
-    rng = np.random.default_rng(29)
-    needles = [bytes(hay[at:at + int(rng.integers(4, 33))]) for at in rng.integers(0, hay.size - 32, 1000)]
+    needles = cut_needles(hay, 1000)
 
     def one_by_one() -> list:
         return [text.find_all(device, needle, backend=backend) for needle in needles]
@@ -520,7 +558,7 @@ def draw(result: dict, png: Path) -> None:
     import matplotlib.pyplot as plt
 
     bars: list[tuple[str, float, str]] = []
-    for r in result["graph"]:
+    for r in result.get("graph", []):
         if r["path"] != "scipy":
             bars.append((f"{r['workload']}\n{r['path']}", r["x_scipy"], "scipy"))
     for r in result.get("closure", []):
@@ -545,7 +583,10 @@ def draw(result: dict, png: Path) -> None:
     print(f"wrote {png}")
 
 
-def card_name() -> str:
+def card_name(backend: object = None) -> str:
+    """The card's name, or the oracle's for a backend that binds no device arrays."""
+    if backend is not None and not graph.binds(backend):
+        return f"CPU oracle ({getattr(backend, 'id', 'reference')})"
     import cupy
 
     return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
@@ -558,13 +599,41 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--only", choices=("all", "graph", "text"), default="all",
                         help="graph: BFS and components only; text: find_all and find_all_many only")
+    parser.add_argument("--targets", "--issue", dest="targets", action="store_true",
+                        help="only the target rows (benchmarks/workload_targets.py), on their fixed inputs")
+    parser.add_argument("--quick", action="store_true",
+                        help="target rows with one timed call each and the e-graph checked against vyre's sorted "
+                             "path instead of Python (about 2 minutes on an H100)")
+    parser.add_argument("--toy", action="store_true",
+                        help="target rows at toy sizes (with --backend reference, on the CPU oracle)")
+    parser.add_argument("--backend", default="cuda", help="backend id (default cuda)")
     add_chart_arguments(parser, ROOT / "docs" / "workloads.png")
     args = parser.parse_args()
     if redraw_if_asked(args, draw):
         return
     import vyre
 
-    backend = vyre.acquire("cuda")
+    backend = vyre.acquire(args.backend)
+    result: dict = {"card": card_name(backend), "graph": [], "bfs_levels": []}
+    if not args.targets:
+        result |= measure(backend, args)
+    if args.targets or args.only == "all":
+        from benchmarks import workload_targets as targets
+
+        sizes = targets.TOY if args.toy else targets.QUICK if args.quick else targets.FULL
+        result["targets"] = targets.run(backend, args.backend, sizes)
+        result["target_sizes"] = {"name": "toy" if args.toy else "quick" if args.quick else "full",
+                                  **dataclasses.asdict(sizes)}
+        print(f"# {result['card']}: the target rows ({result['target_sizes']['name']} run)")
+        targets.print_rows(result["targets"])
+    path = args.json or os.path.join(os.environ.get("OUT", "."), "bench_workloads.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {path}")
+
+
+def measure(backend: object, args: argparse.Namespace) -> dict:
+    """The comparison rows (graphs against scipy and hand-written CuPy; closure, e-graphs, text), printed."""
     rows, levels = ([], []) if args.only == "text" else bench_graph(backend, args.scale, args.edge_factor, args.reps)
     if args.only == "all":
         others = {"closure": bench_closure(backend), "egraph": bench_egraph(backend), "text": bench_text(backend)}
@@ -580,10 +649,7 @@ def main() -> None:
         print(f"# {name}")
         for r in items:
             print("  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
-    path = args.json or os.path.join(os.environ.get("OUT", "."), "bench_workloads.json")
-    with open(path, "w") as f:
-        json.dump({"card": card_name(), "graph": rows, "bfs_levels": levels, **others}, f, indent=1)
-    print(f"wrote {path}")
+    return {"graph": rows, "bfs_levels": levels, **others}
 
 
 if __name__ == "__main__":
