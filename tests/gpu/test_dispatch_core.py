@@ -49,7 +49,7 @@ def test_output_fills_only_where_they_matter(backend, rng, shape: str, n: int) -
             backend.upload_resident(h, data)
         backend.dispatch_resident(program, handles)
         assert np.array_equal(backend.download_resident(handles[2]).view(np.uint32), expected)
-        assert (backend.residents.last.zero == ()) == (shape != "partial")
+        assert (backend.residents.last.kernel.zero == ()) == (shape != "partial")
         backend.upload_resident(handles[2], poisoned(n, U32))
         pipeline.dispatch_resident(handles)
         pipeline.dispatch_resident(handles)  # the pre-packed fast path

@@ -376,21 +376,6 @@ def test_fault_kernels_are_valid_ptx(kind: str, tmp_path: Path) -> None:
         fault_ptx("melt", "90", "8.0")
 
 
-def test_launch_plan_configuration_token_is_cleared_by_every_change() -> None:
-    from vyre_cuda.testing import LaunchPlan
-
-    plan = LaunchPlan(0x1000, (4, 1, 1), (64, 1, 1), 0, 2, "p", mode="cupy")
-    for change in (lambda: plan.set_grid((8, 1, 1)), lambda: plan.bind_values((1, 2)),
-                   lambda: setattr(plan, "cooperative", True)):
-        plan.configured = token = object()
-        change()
-        assert plan.configured is None, token
-    plan.configured = token
-    plan.bind_values((1, 2))  # unchanged: still configured
-    plan.cooperative = True
-    assert plan.configured is token and plan.cooperative
-
-
 # ---- vyre bench ------------------------------------------------------------------------------------------
 def test_bench_verb_is_registered() -> None:
     args = parse("bench", "--quick", "--json", "out.json")

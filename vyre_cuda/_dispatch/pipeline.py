@@ -6,11 +6,14 @@
   the launch, outside any graph; with graphs on, the zero fills and the launch are captured once
   per (classes, grid, coarsening factor) and replayed. One synchronisation per call. The kernel
   variant (coarsened along x or not, ``backend.for_grid``) is chosen per call from its grid; each
-  buffer set keeps one launch plan per variant.
+  buffer set keeps one ``BoundKernel`` per variant (own plan and parameter block, bound to the
+  set's buffers once, its zero fills re-sized per call: ``BoundKernel.size``), launched by
+  ``BoundKernel.enqueue`` (eager, or recorded into the graph).
 - ``dispatch_batch(list_of_inputs)``: the same for many inputs, with one synchronisation.
 - ``dispatch_resident(handles)``: a ``ResidentBinding`` made on the first call with these handles
   (own launch plan and parameter block, arguments packed once, buffers pinned); later calls with
-  the same handles are the zero fills of ``output`` buffers and one ``cuLaunchKernel``.
+  the same handles are the zero fills of ``output`` buffers and one ``cuLaunchKernel``
+  (``BoundKernel.relauncher``, the prebound launch the dispatcher's memos use too).
 
 Results are bit-identical to ``backend.dispatch`` / ``backend.dispatch_resident``: same kernel,
 same parameter words, same zero fills (only the ``output`` buffers ``_codegen.written`` cannot prove
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,14 +33,13 @@ import numpy as np
 from vyre.driver.backend import CompiledPipeline, Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.ir.program import BufferDecl, Program
-from vyre_cuda._dispatch.bound import BoundKernel
+from vyre_cuda._dispatch.bound import BoundKernel, Relaunch
 from vyre_cuda._dispatch.context import DeviceContext
 from vyre_cuda._dispatch.graphs import GraphCache, GraphKey, graphs_enabled, pin, unpin
 from vyre_cuda._dispatch.inplace import takes
 from vyre_cuda._dispatch.staging import Source, aligned, check_inputs, copy_in, copy_out, host_bytes_of
 from vyre_cuda._runtime.arrays import order_after_producers
 from vyre_cuda._runtime.errors import cuda_errors
-from vyre_cuda._runtime.launch import record_launch, zero_fills
 from vyre_cuda._runtime.pools import StagingSlot, capacity_class
 from vyre_cuda._runtime.profiler import nvtx_range
 
@@ -114,60 +116,14 @@ class ResidentBinding(BoundKernel):
             backend.close_plan(self.plan)
 
 
-def fast_launcher(runtime: Any, binding: ResidentBinding) -> Callable[[Sequence[Resident]], bool]:
-    """A closure relaunching ``binding`` when called with the same handles; False means "slow path".
-
-    Everything is bound once, so a call is a handle comparison, a generation check, the zero fills
-    (if any), one launch and one counter increment. The pool's generation moves with every free and
-    when the runtime closes, is lost or has a test fault armed, so only then are the bound buffers
-    and the runtime's state looked at. The caller holds the runtime's lock. Debug syncs
-    (``VYRE_CUDA_SYNC_EACH``) and empty grids always take the slow path.
-    """
-    if runtime.sync_each or binding.plan.empty:
-        return _never
-    expect_list, expect_tuple = list(binding.handles), binding.handles
-    resident, buffers, zero, memset = runtime.resident, binding.buffers, binding.zero, runtime.memset
-    plan, stream_ptr, name = binding.plan, runtime.stream_ptr, binding.prepared.name
-    launch, args = plan.prebound(stream_ptr)
-    seen = resident.generation
-
-    def relaunch(handles: Sequence[Resident]) -> bool:
-        nonlocal seen
-        if handles != expect_list and tuple(handles) != expect_tuple:
-            return False
-        if resident.generation != seen:  # a free, a shutdown, a lost device or an armed test fault
-            if runtime.closed or runtime.fault is not None:
-                return False
-            for buf in buffers:
-                if buf.retired:
-                    return False
-            seen = resident.generation
-        if zero:
-            zero_fills(memset, zero, stream_ptr, name)
-        try:
-            failed = launch(*args)
-        except Exception:  # noqa: BLE001 - relaunched below, which retries or raises the vyre error
-            failed = True
-        if failed:
-            plan.launch(stream_ptr)
-        runtime.launches += 1
-        return True
-
-    return relaunch
-
-
-def _never(_: Sequence[Resident]) -> bool:
-    return False
-
-
 # ---- device buffers owned by a pipeline ---------------------------------------------------------------
 @dataclass(eq=False)
 class _SlotSet:
-    """Device buffers for one tuple of capacity classes, and the launch plans bound to them."""
+    """Device buffers for one tuple of capacity classes, and the kernels bound to them."""
 
     classes: tuple[int, ...]
     buffers: dict[str, Any]  # bound buffer name -> DeviceBuffer
-    plans: dict[int, Any] = field(default_factory=dict)  # coarsening factor -> LaunchPlan (own parameter block)
+    kernels: dict[int, BoundKernel] = field(default_factory=dict)  # coarsening factor -> kernel (own plan)
 
 
 @dataclass(eq=False)
@@ -191,7 +147,7 @@ class _Resources:
     graphs: GraphCache
     slots: OrderedDict = field(default_factory=OrderedDict)
     resident: ResidentBinding | None = None
-    fast: Callable[[Sequence[Resident]], bool] | None = None  # relaunches ``resident``
+    fast: Relaunch | None = None  # ``resident.relauncher``
 
     def drop_resident(self) -> None:
         self.fast = None
@@ -202,8 +158,8 @@ class _Resources:
     def drop_slots(self, slots: _SlotSet) -> None:
         self.graphs.evict_if(lambda key, _: key[0] == slots.classes)
         self.backend.runtime.transient.recycle(list(slots.buffers.values()))
-        for plan in slots.plans.values():
-            self.backend.close_plan(plan)
+        for kernel in slots.kernels.values():
+            self.backend.close_plan(kernel.plan)
 
     def release(self) -> None:
         with self.backend.lock:
@@ -251,7 +207,7 @@ class CudaPipeline(CompiledPipeline):
         if binding is None or not binding.matches(self.program, handles, self.config):
             res.drop_resident()
             binding = res.resident = ResidentBinding(self.backend, self.program, handles, self.config)
-            res.fast = fast_launcher(rt, binding)
+            res.fast = binding.relauncher(binding.handles, binding.live)
         binding.enqueue()
 
     # ---- host/device inputs --------------------------------------------------------------------------
@@ -312,11 +268,10 @@ class CudaPipeline(CompiledPipeline):
         slots = self._slots(call)
         for src in call.sources:
             off = copy_in(rt, src, slots.buffers[src.decl.name].ptr, stage, self.stage.ptr, off)
-        plan = self._plan(slots, call)
-        self.backend.update_plan(plan, call.prepared, call.counts, call.grid, None, self.config)
-        zero = tuple((slots.buffers[b.name].ptr, call.counts[b.name] * b.dtype.size)
-                     for b in call.prepared.zero_fills(call.grid, call.counts))
-        self._launch(slots, plan, zero, (call.grid, call.prepared.coarsen), graphs)
+        kernel = self._kernel(slots, call)
+        self.backend.update_plan(kernel.plan, call.prepared, call.counts, call.grid, None, self.config)
+        kernel.size(call.grid, call.counts)
+        self._launch(slots, kernel, (call.grid, call.prepared.coarsen), graphs)
         outputs = []
         for b in self.program.outputs:
             nbytes = call.counts[b.name] * b.dtype.size
@@ -324,20 +279,19 @@ class CudaPipeline(CompiledPipeline):
             off = copy_out(rt, slots.buffers[b.name].ptr, nbytes, self.stage.ptr, off)
         return outputs, off
 
-    def _launch(self, slots: _SlotSet, plan: Any, zero: tuple[tuple[int, int], ...], shape: tuple, graphs: bool
-                ) -> None:
-        """Zero fills and the launch, eager or as a graph keyed by (classes, logical grid, factor, zero fills)."""
-        rt = self.runtime
-        if not graphs or (plan.empty and not zero):
-            rt.run(plan, zero, self.prepared.name)
+    def _launch(self, slots: _SlotSet, kernel: BoundKernel, shape: tuple, graphs: bool) -> None:
+        """``kernel.enqueue``, eager or as a graph keyed by (classes, logical grid, factor, zero
+        fills): the key holds everything the recording reads, so a replayed recording is this call's."""
+        zero = kernel.zero
+        if not graphs or (kernel.plan.empty and not zero):
+            kernel.enqueue()
             return
-        memset = rt.memset
 
         def record(stream_ptr: int) -> None:
-            record_launch(memset, plan, zero, stream_ptr)
+            kernel.enqueue(stream_ptr, capturing=True)
 
-        pinned = (*slots.buffers.values(), plan.params.buffer)
-        self.resources.graphs.run((slots.classes, *shape, zero), rt.stream, record, pinned)
+        pinned = (*slots.buffers.values(), kernel.plan.params.buffer)
+        self.resources.graphs.run((slots.classes, *shape, zero), self.runtime.stream, record, pinned)
 
     def _slots(self, call: _Call) -> _SlotSet:
         """The buffer set for ``call``'s capacity classes (taken from the transient pool once)."""
@@ -351,7 +305,7 @@ class CudaPipeline(CompiledPipeline):
         try:
             for b, cap in zip(self.prepared.bound, call.classes):
                 slots.buffers[b.name] = transient.acquire(cap)
-            self._plan(slots, call)
+            self._kernel(slots, call)
         except BaseException:
             transient.recycle(list(slots.buffers.values()))
             raise
@@ -360,14 +314,16 @@ class CudaPipeline(CompiledPipeline):
             res.drop_slots(res.slots.popitem(last=False)[1])
         return slots
 
-    def _plan(self, slots: _SlotSet, call: _Call) -> Any:
-        """The launch plan of ``slots`` for ``call``'s kernel variant (made on first use)."""
-        plan = slots.plans.get(call.prepared.coarsen)
-        if plan is None:
+    def _kernel(self, slots: _SlotSet, call: _Call) -> BoundKernel:
+        """``call``'s kernel variant bound to ``slots`` (made on first use; re-sized per call)."""
+        kernel = slots.kernels.get(call.prepared.coarsen)
+        if kernel is None:
             bound = [slots.buffers[b.name] for b in call.prepared.bound]
             plan = self.backend.plan_for(call.prepared, bound, call.counts, call.grid, config=self.config)
-            slots.plans[call.prepared.coarsen] = plan
-        return plan
+            kernel = BoundKernel(self.runtime, call.prepared, plan, call.grid, call.counts)
+            kernel.point([buf.ptr for buf in bound])
+            slots.kernels[call.prepared.coarsen] = kernel
+        return kernel
 
     def _count_wait(self) -> None:
         self.runtime.telemetry.add("cuda_sync_points")

@@ -50,7 +50,7 @@ class PreparedProgram:
     kernel: Any  # vyre_cuda._runtime.loader.LoadedKernel
     bound: tuple[BufferDecl, ...]  # kernel ABI order (binding order)
     shared_bytes: int  # workgroup memory per workgroup: static, or dynamic (then ``dynamic_bytes`` too)
-    plan: LaunchPlan  # the default plan that dispatch / dispatch_resident rebind each call
+    plan: LaunchPlan  # the default plan that the host dispatcher rebinds each call
     emit: Callable[[], str]  # emits the kernel's PTX (again)
     emitted: str | None = None  # the PTX, when it was emitted to prepare the program
     emit_ns: int = 0  # validation and code generation (validation alone on a program index hit)

@@ -3,13 +3,14 @@
 ``allocate_resident`` / ``upload_resident`` (host data, or device arrays device to device) /
 ``download_resident`` (``download_into``: into the caller's host array) / ``free_resident`` /
 ``view`` manage the ``Resident`` handles of the
-runtime's ``ResidentPool``. ``dispatch_resident`` is the hot path: a repeated call with the same
-program, config and handles reuses its ``_ResidentMemo`` after identity checks only, rewrites the
-program's default launch plan only when something else configured it last, and runs the one
-zero-and-launch step (``DeviceRuntime.run``; ``output`` buffers the kernel writes whole are not
-zeroed, ``_codegen.written``). A new call, or one after a handle was freed (the pool's
-``generation`` moved), takes the checked path. ``resident_layout`` gives pipelines and sequences
-the checked layout of a resident dispatch. Host bytes travel through the runtime's pinned chunk
+runtime's ``ResidentPool``. ``dispatch_resident`` is the hot path: each (program, config, handles)
+has a ``_ResidentMemo`` holding a ``BoundKernel`` (``_dispatch.bound``: its own launch plan and
+parameter block, the zero fills of the ``output`` buffers the kernel may not write whole,
+``_codegen.written``, the handles' pointers), so a repeated call is identity checks and the
+kernel's prebound relauncher (``BoundKernel.relauncher``: zero fills, one launch). The first
+call, one after a handle was freed (the pool's ``generation`` moved), debug syncs and empty grids
+take the checked path, whose launch is ``BoundKernel.enqueue``. ``resident_layout`` gives
+pipelines and sequences the checked layout of a resident dispatch. Host bytes travel through the runtime's pinned chunk
 ring (``PinnedStaging``: the host copy of one chunk overlaps the DMA of the one before);
 ``to_device`` / ``to_host`` move a host array into a new CuPy array on this device and back the
 same way.
@@ -29,34 +30,45 @@ from vyre.driver.errors import InvalidProgram
 from vyre.driver.inputs import check_byte_length, host_bytes, resident_decls
 from vyre.driver.resident_args import check_allocation, check_byte_range, download_size
 from vyre.ir.program import Program
+from vyre_cuda._dispatch.bound import BoundKernel, Relaunch
 from vyre_cuda._dispatch.prepared import MEMO_CAP, PreparedProgram, ProgramCache
 from vyre_cuda._runtime.arrays import device_array, is_device_array, order_after_producers
 from vyre_cuda._runtime.context import DeviceRuntime
 from vyre_cuda._runtime.errors import cuda_errors
-from vyre_cuda._runtime.launch import LaunchPlan
 from vyre_cuda._runtime.pools import D2D, DeviceBuffer
+
+
+def _never_yet(_: Sequence[Resident]) -> bool:
+    """The relauncher of a memo with no kernel yet: the checked path binds one."""
+    return False
+
+
+def _recheck() -> bool:
+    """A memo's handles after the pool's generation moved: take the checked path (it re-resolves them)."""
+    return False
 
 
 @dataclass(eq=False)
 class _ResidentMemo:
     """What a repeated ``dispatch_resident`` with the same program, config and handles reuses.
 
-    Valid while ``generation`` equals the resident pool's (no handle was freed since, the backend
-    is open); the launch plan is reconfigured only when someone else configured it last."""
+    The checked layout (``resident_layout`` reads it too) and, from the first dispatch on, ``kernel``:
+    a ``BoundKernel`` (own launch plan and parameter block, written once: resident counts are
+    fixed by the handles; zero fills; the handles' pointers) with ``relaunch``, its prebound
+    relauncher. Valid while ``generation`` equals the resident pool's (no handle was freed since,
+    the backend is open): ``relaunch`` says False once it moved, and the checked path re-resolves
+    the handles and re-points the kernel."""
 
     program: Program
     config: DispatchConfig | None
     handles: tuple[Resident, ...]
-    prepared: PreparedProgram
+    prepared: PreparedProgram  # the kernel variant that runs ``grid``
     order: tuple[int, ...]  # handle index of each bound buffer
-    zero_index: tuple[tuple[int, int], ...]  # (handle index, bytes) of output buffers to zero
+    counts: dict[str, int]  # elements of each buffer
     grid: tuple[int, int, int]  # logical
-    words: tuple[int, ...]
-    cooperative: bool = False
-    launch: tuple[int, int, int] = (0, 0, 0)  # the hardware grid (prepared.launch_grid(grid))
-    generation: int = -1  # ResidentPool.generation when the pointers below were resolved
-    values: tuple[int, ...] = ()  # launch slots: bound buffer pointers, then the parameter block
-    zero: tuple[tuple[int, int], ...] = ()  # (pointer, bytes) to zero before each launch
+    generation: int = -1  # ResidentPool.generation when the kernel was last pointed
+    kernel: BoundKernel | None = None  # made by the first dispatch (``resident_layout`` alone needs none)
+    relaunch: Relaunch = _never_yet  # ``kernel.relauncher``: the launch of a repeated call
 
 
 class ResidentDispatcher:
@@ -241,50 +253,52 @@ class ResidentDispatcher:
     def resident_layout(self, prepared: PreparedProgram, handles: Sequence[Resident],
                         config: DispatchConfig | None) -> tuple[list[DeviceBuffer], dict[str, int], tuple]:
         """Checked buffers (binding order), element counts and grid of a resident dispatch."""
-        memo = self._memo_for(prepared.program, tuple(handles), config)
+        memo = self._layout(prepared.program, tuple(handles), config)
         bufs = [self.runtime.resident.resolve(h) for h in handles]
-        counts = dict(zip((b.name for b in prepared.bound), memo.words[1:1 + len(prepared.bound)]))
+        counts = {b.name: memo.counts[b.name] for b in prepared.bound}
         return [bufs[i] for i in memo.order], counts, memo.grid
 
     def dispatch_resident(self, program: Program, handles: Sequence[Resident],
                           config: DispatchConfig | None = None) -> None:
-        """Run ``program`` on resident buffers (one handle per declared buffer); results stay on the device."""
+        """Run ``program`` on resident buffers (one handle per declared buffer); results stay on the device.
+
+        A repeated call is the memo's relauncher (``BoundKernel.relauncher``: handle identity and
+        pool generation checks, zero fills, one prebound launch); anything else takes the checked
+        path (``_launch``)."""
         rt = self.runtime
         with rt.lock:
             memo = self.last  # the same call as last time: identity checks only (handles compare by identity)
-            if (memo is None or memo.program is not program or memo.config is not config
-                    or (handles != memo.handles and tuple(handles) != memo.handles)):
-                memo = self.memo.get((id(program), id(config), *map(id, handles)))  # the memo keeps them alive
-            if memo is None or memo.generation != rt.resident.generation:
-                memo = self._checked(program, handles, config, memo)
+            if memo is not None and memo.program is program and memo.config is config and memo.relaunch(handles):
+                return
+            memo = self.memo.get((id(program), id(config), *map(id, handles)))  # the memo keeps them alive
+            if memo is None or not memo.relaunch(handles):
+                memo = self._launch(program, handles, config, memo)
             self.last = memo
-            plan = memo.prepared.plan
-            if plan.configured is not memo or plan.params.last is not memo.words:
-                self._configure(plan, memo)
-            rt.run(plan, memo.zero, memo.prepared.name)
 
-    def _checked(self, program: Program, handles: Sequence[Resident], config: DispatchConfig | None,
-                 memo: _ResidentMemo | None) -> _ResidentMemo:
-        """The slow path of ``dispatch_resident``: open check, handle checks."""
-        self.runtime.check_open()
-        self.runtime.use_device()
+    def _launch(self, program: Program, handles: Sequence[Resident], config: DispatchConfig | None,
+                memo: _ResidentMemo | None) -> _ResidentMemo:
+        """The checked path of ``dispatch_resident``: open check, handle checks (a memo made, or its
+        kernel re-pointed after a free), the counted launch (``BoundKernel.enqueue``: an armed
+        fault, ``VYRE_CUDA_SYNC_EACH``, an empty grid), then a new relauncher."""
+        rt = self.runtime
+        rt.check_open()
+        rt.use_device()
         if memo is None:
-            return self._memo_for(program, tuple(handles), config)
-        self._refresh(memo)
-        memo.prepared.plan.configured = None  # rebind the refreshed pointers
+            memo = self._layout(program, tuple(handles), config)
+            if len(self.memo) >= MEMO_CAP:
+                self._drop_all()
+            self.memo[(id(program), id(config), *map(id, memo.handles))] = memo
+        if memo.kernel is None:
+            memo.kernel = self._bind(memo)
+        elif memo.generation != rt.resident.generation:
+            self._refresh(memo)
+        memo.kernel.enqueue()
+        memo.relaunch = memo.kernel.relauncher(memo.handles, _recheck)
         return memo
 
-    def _configure(self, plan: LaunchPlan, memo: _ResidentMemo) -> None:
-        """Point the program's default plan at the memo's grid, parameter words and buffers."""
-        if plan.grid != memo.launch:
-            plan.set_grid(memo.launch)
-        plan.cooperative = memo.cooperative
-        plan.params.write(memo.words, self.runtime.stream)
-        plan.bind_values(memo.values)
-        plan.configured = memo
-
-    def _memo_for(self, program: Program, handles: tuple[Resident, ...],
-                  config: DispatchConfig | None) -> _ResidentMemo:
+    def _layout(self, program: Program, handles: tuple[Resident, ...],
+                config: DispatchConfig | None) -> _ResidentMemo:
+        """A new memo of ``(program, handles, config)`` with its checked layout (no kernel yet)."""
         rt = self.runtime
         rt.check_open()
         prep = self.programs.prepared(program, config)
@@ -297,27 +311,45 @@ class ResidentDispatcher:
         self.programs.check_launch(prep, grid, config)
         prep = self.programs.for_grid(prep, grid, config)
         index = {b.name: i for i, b in enumerate(decls)}
-        zero = tuple((index[b.name], counts[b.name] * b.dtype.size) for b in prep.zero_fills(grid, counts))
-        memo = _ResidentMemo(program, config, handles, prep, tuple(index[b.name] for b in prep.bound), zero,
-                             grid, prep.words(counts, prep.elements(config, counts), grid),
-                             bool(config is not None and config.cooperative), prep.launch_grid(grid))
-        self._refresh(memo)
-        if len(self.memo) >= MEMO_CAP:
-            self.memo.clear()
-        self.memo[(id(program), id(config), *map(id, handles))] = memo
-        return memo
+        return _ResidentMemo(program, config, handles, prep, tuple(index[b.name] for b in prep.bound), counts, grid)
+
+    def _bind(self, memo: _ResidentMemo) -> BoundKernel:
+        """The memo's kernel: its own plan (parameter block written once), pointed at the handles."""
+        rt = self.runtime
+        bufs = [rt.resident.resolve(h) for h in memo.handles]
+        bound = [bufs[i] for i in memo.order]
+        plan = self.programs.plan_for(memo.prepared, bound, memo.counts, memo.grid, config=memo.config)
+        kernel = BoundKernel(rt, memo.prepared, plan, memo.grid, memo.counts)
+        kernel.point([buf.ptr for buf in bound])
+        memo.generation = rt.resident.generation
+        return kernel
 
     def _refresh(self, memo: _ResidentMemo) -> None:
         """Resolve the memo's handles again (one was freed since): InvalidHandle if any is gone."""
         rt = self.runtime
-        rt.check_open()
         bufs = [rt.resident.resolve(h) for h in memo.handles]
-        memo.values = (*(bufs[i].ptr for i in memo.order), memo.prepared.plan.params.ptr)
-        memo.zero = tuple((bufs[i].ptr, nbytes) for i, nbytes in memo.zero_index)
+        assert memo.kernel is not None, "only a bound memo is refreshed"
+        memo.kernel.point([bufs[i].ptr for i in memo.order])
         memo.generation = rt.resident.generation
 
+    def _drop_all(self) -> None:
+        """Drop every memo and give their plans' parameter blocks back, once the stream is past
+        their last launches (a block may next be written on a caller's stream)."""
+        kernels = [m.kernel for m in self.memo.values() if m.kernel is not None]
+        self.memo.clear()
+        self.last = None
+        if not kernels:
+            return
+        rt = self.runtime
+        if not rt.closed:
+            with cuda_errors("waiting for the backend's stream before reusing parameter blocks"):
+                rt.stream.synchronize()
+            rt.telemetry.add("cuda_sync_points")
+        for kernel in kernels:
+            self.programs.close_plan(kernel.plan)
+
     def forget(self) -> None:
-        """Drop every memo (they hold programs, handles and pointers)."""
+        """Drop every memo (they hold programs, handles, pointers and parameter blocks)."""
         self.memo.clear()
         self.last = None
 

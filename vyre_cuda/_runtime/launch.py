@@ -8,9 +8,7 @@
   through CuPy's compiled ``cupy.cuda.driver.launchKernel`` (the default and the fastest;
   ``VYRE_CUDA_LAUNCH`` picks a ctypes path instead, see ``LAUNCH_MODES``) with an argument tuple
   built once per grid, stream and mode.
-  A plan whose grid has a zero axis is ``empty``: callers skip the launch. ``configured`` is a
-  token its owner may set after configuring grid and arguments; ``set_grid``, ``bind_values``
-  and setting ``cooperative`` clear it.
+  A plan whose grid has a zero axis is ``empty``: callers skip the launch.
 - ``launch_programmatic(stream_ptr)`` is the same launch through ``cuLaunchKernelEx`` (called
   through ``cuda.bindings``: ``_runtime.driver``) with programmatic stream serialization: the
   kernel may start while the previous kernel of the stream still runs, and waits for it with
@@ -206,8 +204,8 @@ def launch_error(rc: int, name: str) -> Exception:
 class LaunchPlan:
     """One kernel launch with its arguments packed once (see the module docstring)."""
 
-    __slots__ = ("kernel_ptr", "grid", "block", "shared_bytes", "name", "nargs", "empty", "mode", "configured",
-                 "_slots", "_argv", "argv_ptr", "_fn", "_bound", "params", "_head", "_chead", "_stream", "_call",
+    __slots__ = ("kernel_ptr", "grid", "block", "shared_bytes", "name", "nargs", "empty", "mode", "_slots",
+                 "_argv", "argv_ptr", "_fn", "_bound", "params", "_head", "_chead", "_stream", "_call",
                  "_call_fn", "_cooperative")
 
     def __init__(self, kernel_ptr: int, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
@@ -231,7 +229,6 @@ class LaunchPlan:
         self._call_fn: Any = None
         self.params: ParamBlock | None = None  # the plan's own parameter block, when it has one
         self._cooperative = False
-        self.configured: object = None
         self.set_grid(grid)
 
     @property
@@ -245,7 +242,6 @@ class LaunchPlan:
         if value != self._cooperative:
             self._cooperative = value
             self._stream = -1
-            self.configured = None
 
     def set_grid(self, grid: Sequence[int]) -> None:
         """Change the grid (callers check it with ``check_geometry`` first)."""
@@ -255,7 +251,6 @@ class LaunchPlan:
         u = ctypes.c_uint
         self._chead = (ctypes.c_void_p(self.kernel_ptr), *(u(v) for v in self._head[1:]))
         self._stream = -1
-        self.configured = None
 
     def bind(self, pointers: Sequence[int], param_block_ptr: int) -> None:
         """Point the argument slots at ``pointers`` (binding order) and the parameter block."""
@@ -270,7 +265,6 @@ class LaunchPlan:
                              "Fix: pass one pointer per bound buffer plus the parameter block.")
         self._slots[:] = values
         self._bound = values
-        self.configured = None
 
     def launch(self, stream_ptr: int) -> None:
         """Enqueue the kernel on ``stream_ptr``: one driver call."""
