@@ -186,6 +186,29 @@ def test_recycled_results_replay_the_graph(backend, rng):
     backend.free_resident(handle)
 
 
+def test_resident_offsets_of_a_backend_that_is_not_the_default(backend, rng):
+    """``segmented_reduce`` and a scan ``init=`` given as ``ResidentArray``s of the call's own backend
+    (the array names no backend): the argument checks must not ask the default backend about the
+    handle (they did, through ``__cuda_array_interface__``: "belongs to another backend instance")."""
+    x = E.data(rng, np.uint32, 5000)
+    offsets = np.array([0, 7, 7, 4000, 5000], np.uint32)
+
+    def resident(a: np.ndarray) -> lib.ResidentArray:
+        handle = backend.allocate_resident(a.nbytes)
+        backend.upload_resident(handle, a)
+        return lib.ResidentArray(handle, a.dtype, a.size)
+
+    rx, ro, rinit = resident(x), resident(offsets), resident(np.array([9], np.uint32))
+    out = lib.segmented_reduce(rx, ro, backend=backend)
+    got = backend.download_resident(out.handle, 0, 4 * 4).view(np.uint32)
+    E.assert_same(got, np.array([x[a:b].sum(dtype=np.uint32) for a, b in zip(offsets[:-1], offsets[1:])], np.uint32))
+    scan = lib.inclusive_scan(rx, init=rinit, backend=backend)
+    E.assert_same(backend.download_resident(scan.handle, 0, x.nbytes).view(np.uint32),
+                  np.cumsum(x, dtype=np.uint32) + np.uint32(9))
+    for handle in (rx.handle, ro.handle, rinit.handle, out.handle, scan.handle):
+        backend.free_resident(handle)
+
+
 @pytest.mark.parametrize("spin, width, n", [(lookback.SCAN_SPIN, lookback.SCAN_LOOKBACK_WIDTH, 2**20 + 3),
                                            (lookback.SCAN_SPIN, 1, 2**20 + 3),
                                            ((1, 0), lookback.SCAN_LOOKBACK_WIDTH,

@@ -161,7 +161,10 @@ def as_scalar(value: object, dtype: DataType, name: str) -> Any:
 
 def device_array_info(x: object) -> tuple[np.dtype, int, bool] | None:
     """``(dtype, elements, C-contiguous)`` of a device array (CuPy and torch read directly, others
-    through ``__cuda_array_interface__``); None for anything else."""
+    through ``__cuda_array_interface__``); None for anything else, ``ResidentArray`` included (its
+    interface would ask the default backend, not the one the call runs on)."""
+    if isinstance(x, ResidentArray):
+        return None
     module = type(x).__module__.partition(".")[0]
     if module == "cupy" and hasattr(x, "flags"):
         return x.dtype, x.size, x.flags.c_contiguous  # type: ignore[attr-defined]
