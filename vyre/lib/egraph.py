@@ -16,10 +16,11 @@ equal children:
 4. only the counted prefix of the slab is used: the pairs are sorted and deduplicated on the device
    (``vyre.lib.datalog``'s operators) and read back.
 
-``congruence_closure`` runs rounds on the device (``dispatch_until``): canonicalise every e-class
-id through a union-find, insert every e-node into a hash table keyed by its operator and canonical
-children, hook the classes of equal e-nodes (the larger root under the smaller), jump to roots;
-until a round changes nothing. It returns each e-class's canonical id (the smallest id of its
+``congruence_closure`` runs rounds of two steps on the device (``dispatch_until``): insert every
+e-node into a hash table keyed by its operator and canonical children (read through a union-find),
+hooking the classes of equal e-nodes (the larger root under the smaller); jump every id to its root
+and empty the table; until a round changes nothing. ``method="legacy"`` is the earlier five-step
+round with a smaller table, kept for comparison. It returns each e-class's canonical id (the smallest id of its
 merged set). ``sorted_congruence_closure`` gets the same result from rounds of
 ``structural_equivalence`` (the fallback when the hash table clusters).
 """
