@@ -74,8 +74,8 @@ def test_congruence_closure_matches_python(oracle, seed):
         assert g.sorted_congruence_closure().tolist() == want and g.path == "sorted"
 
 
-def _hash(op: int, children: list[int]) -> int:
-    """egraph's signature hash of an e-node, in Python."""
+def _slot_hash(op: int, children: list[int]) -> int:
+    """The hash path's table hash of an e-node, in Python (egraph's mix, then MurmurHash3's finaliser)."""
     def mix(h: int, value: int) -> int:
         h = ((h ^ value) * 0x9E3779B1) & 0xFFFFFFFF
         return ((h << 13) | (h >> 19)) & 0xFFFFFFFF
@@ -83,14 +83,17 @@ def _hash(op: int, children: list[int]) -> int:
     h = mix(mix(0x811C9DC5, op), len(children))
     for c in children:
         h = mix(h, c)
-    return h
+    h = ((h ^ (h >> 16)) * 0x85EBCA6B) & 0xFFFFFFFF
+    h = ((h ^ (h >> 13)) * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
 
 
 def test_congruence_closure_takes_the_sorted_path_when_the_table_clusters(oracle):
-    # 40 distinct leaves whose hashes share a slot of the 128-slot table: an e-node probes past 32
-    # occupied slots, the overflow word is set, and the exact sorted path answers
-    ops = [op for op in range(1, 200_000) if _hash(op, []) & 127 == 0][:40]
-    assert len(ops) == 40
+    # 66 distinct leaves whose hashes share a slot of the 512-slot table (4 slots per e-node, 90
+    # e-nodes): an e-node probes past 64 taken slots, the overflow word is set, and the exact
+    # sorted path answers
+    ops = [op for op in range(1, 200_000) if _slot_hash(op, []) & 511 == 0][:66]
+    assert len(ops) == 66
     leaves = ops + ops[:8] + list(range(200_001, 200_017))   # 8 leaves repeated in other classes: merged
     n = len(leaves)
     cols = (np.arange(n, dtype=np.uint32), np.array(leaves, np.uint32), np.zeros(n, np.uint32),

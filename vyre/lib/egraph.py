@@ -16,16 +16,18 @@ equal children:
 4. only the counted prefix of the slab is used: the pairs are sorted and deduplicated on the device
    (``vyre.lib.datalog``'s operators) and read back.
 
-``congruence_closure`` runs rounds on the device (``dispatch_until``): canonicalise every e-class
-id through a union-find, insert every e-node into a hash table keyed by its operator and canonical
-children, hook the classes of equal e-nodes (the larger root under the smaller), jump to roots;
-until a round changes nothing. It returns each e-class's canonical id (the smallest id of its
+``congruence_closure`` runs rounds of two steps on the device (``dispatch_until``): insert every
+e-node into a hash table keyed by its operator and canonical children (read through a union-find),
+hooking the classes of equal e-nodes (the larger root under the smaller); jump every id to its root
+and empty the table; until a round changes nothing. ``method="legacy"`` is the earlier five-step
+round with a smaller table, kept for comparison. It returns each e-class's canonical id (the smallest id of its
 merged set). ``sorted_congruence_closure`` gets the same result from rounds of
 ``structural_equivalence`` (the fallback when the hash table clusters).
 """
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 from typing import Any
 
@@ -220,6 +222,118 @@ def congruence_round_program() -> Program:
     )
 
 
+_SLOTS_PER_NODE = 4  # hash-table slots per e-node: at load <= 1/4 the longest run of taken slots stays short
+_MAX_PROBES = 64     # probes per e-node and round (2^20 e-nodes: runs of at most ~16); past them, the sorted path
+_HOPS = 64           # parent hops per id and jump
+
+
+def _finalise(h: Expr) -> Expr:
+    """MurmurHash3's 32-bit finaliser: every input bit reaches the low bits the table mask keeps."""
+    h = Expr.mul(Expr.bitxor(h, Expr.shr(h, Expr.u32(16))), Expr.u32(0x85EBCA6B))
+    h = Expr.mul(Expr.bitxor(h, Expr.shr(h, Expr.u32(13))), Expr.u32(0xC2B2AE35))
+    return Expr.bitxor(h, Expr.shr(h, Expr.u32(16)))
+
+
+_CLOSURE_STATE = (BufferDecl.read_write("parent", 5, U32), BufferDecl.read_write("table", 6, U32),
+                  BufferDecl.read_write("flag", 7, U32, 1), BufferDecl.read_write("overflow", 8, U32, 1))
+
+
+@cache
+def closure_init_program() -> Program:
+    """``parent[i] = i``, every table slot empty, ``overflow = 0``: one invocation per id or slot."""
+    i = Expr.invocation_id(0)
+    return Program(
+        [BufferDecl.read_write("parent", 0, U32), BufferDecl.read_write("table", 1, U32),
+         BufferDecl.read_write("overflow", 2, U32, 1)], (_WG, 1, 1),
+        [Node.if_(Expr.lt(i, Expr.buf_len("parent")), [Node.store("parent", i, i)]),
+         Node.if_(Expr.lt(i, Expr.buf_len("table")), [Node.store("table", i, Expr.u32(EMPTY))]),
+         Node.if_(Expr.eq(i, Expr.u32(0)), [Node.store("overflow", Expr.u32(0), Expr.u32(0))])],
+        name="egraph_closure_init",
+    )
+
+
+@cache
+def closure_insert_program() -> Program:
+    """One invocation per e-node: insert it into the hash table keyed by its operator and canonical
+    children (``parent`` of each child, read here), linear probing with a compare-exchange that claims
+    an empty slot, and stop. An e-node that meets one with equal operator and canonical children in
+    another class hooks the two classes (the larger root under the smaller, atomic min), raises the
+    flag and stops; one that finds neither within ``_MAX_PROBES`` probes raises ``overflow``.
+
+    Hooks of this round may change ``parent`` while others read it: equal canonical ids still mean
+    equal classes (classes only merge), so every hook is sound; a meeting missed this way happens in
+    a later round, and the last round (no hook, nothing moved) reads a ``parent`` that stays put.
+    """
+    r = Expr.invocation_id(0)
+    mask = Expr.buf_len("table") - 1
+    s, k = V("s"), V("k")
+    kid = Expr.load("parent", Expr.load("children", Expr.load("offsets", r) + k))
+    other_kid = Expr.load("parent", Expr.load("children", Expr.load("offsets", s) + k))
+    pa, pb = V("pa"), V("pb")
+    meet = [
+        Node.let("same", Expr.and_(Expr.eq(Expr.load("op", s), Expr.load("op", r)),
+                                   Expr.eq(Expr.load("lens", s), Expr.load("lens", r)))),
+        Node.loop("k", Expr.u32(0), Expr.load("lens", r), [
+            Node.if_(V("same"), [Node.assign("same", Expr.eq(other_kid, kid))]),
+        ]),
+        Node.if_(V("same"), [
+            Node.let("pa", Expr.load("parent", Expr.load("parent", Expr.load("eclass", r)))),
+            Node.let("pb", Expr.load("parent", Expr.load("parent", Expr.load("eclass", s)))),
+            Node.if_(Expr.ne(pa, pb), [
+                Node.let("old", Expr.atomic(AtomicOp.MIN, "parent", Expr.max(pa, pb), Expr.min(pa, pb),
+                                            relaxed=True)),
+                Node.store("flag", Expr.u32(0), Expr.u32(1)),
+            ]),
+            Node.return_(),
+        ]),
+        Node.assign("slot", (V("slot") + 1) & mask),
+    ]
+    return Program(
+        [*_COLUMNS, *_CLOSURE_STATE], (_WG, 1, 1),
+        [Node.if_(Expr.lt(r, Expr.buf_len("op")), [
+            Node.let("h", _mix(_mix(Expr.u32(0x811C9DC5), Expr.load("op", r)), Expr.load("lens", r))),
+            Node.loop("k", Expr.u32(0), Expr.load("lens", r), [Node.assign("h", _mix(V("h"), kid))]),
+            Node.let("slot", _finalise(V("h")) & mask),
+            Node.loop("probe", Expr.u32(0), Expr.u32(_MAX_PROBES), [
+                Node.let("s", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "table", V("slot"), r,
+                                          expected=Expr.u32(EMPTY), relaxed=True)),
+                Node.if_(Expr.eq(s, Expr.u32(EMPTY)), [Node.return_()], meet),
+            ]),
+            Node.store("overflow", Expr.u32(0), Expr.u32(1)),
+        ])],
+        name="egraph_closure_insert",
+    )
+
+
+@cache
+def closure_jump_program() -> Program:
+    """Every id follows parent pointers (up to ``_HOPS``) and stores where it got, raising the flag
+    when it moved; every table slot is emptied for the next round. One invocation per id or slot."""
+    i = Expr.invocation_id(0)
+    p = V("p")
+    return Program(
+        [BufferDecl.read_write("parent", 0, U32), BufferDecl.read_write("table", 1, U32),
+         BufferDecl.read_write("flag", 2, U32, 1)], (_WG, 1, 1),
+        [Node.if_(Expr.lt(i, Expr.buf_len("table")), [Node.store("table", i, Expr.u32(EMPTY))]),
+         Node.if_(Expr.lt(i, Expr.buf_len("parent")), [
+             Node.let("start", Expr.load("parent", i)),
+             Node.let("p", V("start")),
+             Node.let("done", Expr.bool(False)),
+             Node.loop("hop", Expr.u32(0), Expr.u32(_HOPS), [
+                 Node.if_(Expr.not_(V("done")), [
+                     Node.let("pp", Expr.load("parent", p)),
+                     Node.if_(Expr.eq(V("pp"), p), [Node.assign("done", Expr.bool(True))], [Node.assign("p", V("pp"))]),
+                 ]),
+             ]),
+             Node.if_(Expr.ne(p, V("start")), [
+                 Node.store("parent", i, p),
+                 Node.store("flag", Expr.u32(0), Expr.u32(1)),
+             ]),
+         ])],
+        name="egraph_closure_jump",
+    )
+
+
 class EGraph(graph.DeviceArrays):
     """The columns of an e-graph resident on one backend; ``close()`` frees them."""
 
@@ -244,7 +358,14 @@ class EGraph(graph.DeviceArrays):
                                  "number e-classes densely from 0 (np.unique(ids, return_inverse=True) does it).")
         super().__init__(backend, cols)
         self.eclass, self.op, self.offsets, self.lens, self.children = self.handles
-        self.path = ""  # which congruence_closure path ran last: "hash" (on the device) or "sorted"
+        self.path = ""  # which congruence_closure path ran last: "hash", "legacy" or "sorted"
+        self._state: tuple[Any, Any, Any, Any] | None = None  # the hash path's buffers, kept between calls
+        self._lock = threading.Lock()  # one hash closure at a time uses them
+
+    def close(self) -> None:
+        """Free the columns and the hash path's buffers."""
+        self._state = None
+        super().close()
 
     def pairs(self, eclass: Any = None, children: Any = None) -> datalog.Relation:
         """The sorted, distinct pairs of e-classes with structurally equal e-nodes (a ``Relation``).
@@ -287,20 +408,65 @@ class EGraph(graph.DeviceArrays):
                 finally:
                     empty.close()
 
-    def congruence_closure(self, max_rounds: int | None = None) -> np.ndarray:
+    def congruence_closure(self, max_rounds: int | None = None, *, method: str = "hash") -> np.ndarray:
         """Canonical e-class of every e-class id (the smallest id of its congruence class), u32.
 
-        Rounds on the device (``dispatch_until``): canonicalise the e-class ids and children, insert
-        every e-node into a hash table of operator and canonical children, hook the classes of equal
-        e-nodes, jump to roots; until a round changes nothing. The labels and one overflow word are
-        read back. ``max_rounds`` (or an e-node that found no slot in the table, which the overflow
-        word reports) takes the sorted path instead (``sorted_congruence_closure``).
+        ``method="hash"``: rounds on the device (``dispatch_until``) of two steps, insert every
+        e-node into a hash table of operator and canonical children (hooking the classes of equal
+        e-nodes), then jump every id to its root and empty the table; until a round changes nothing.
+        Its buffers are made on the first call and kept, so later calls replay the same device loop;
+        the labels and the overflow word come back in one read. ``"legacy"`` is the earlier hash
+        path (five steps a round, a table of ``2n`` slots and 32 probes, which overflows from about
+        2^18 e-nodes), kept to compare the two; ``"sorted"``, ``max_rounds``, or an e-node that found
+        no slot in the table (the overflow word) take the sorted path (``sorted_congruence_closure``).
         """
-        be, n, classes = self.backend, self.n, self.classes
-        if n == 0:
-            return np.arange(classes, dtype=np.uint32)
-        if max_rounds is not None:
+        if method not in ("hash", "legacy", "sorted"):
+            raise InvalidProgram(f"unknown congruence closure method {method!r}",
+                                 'pass method="hash" (the default), "legacy" or "sorted".')
+        if self.n == 0:
+            return np.arange(self.classes, dtype=np.uint32)
+        if max_rounds is not None or method == "sorted":
             return self.sorted_congruence_closure(max_rounds)
+        if method == "hash":
+            with self._lock:
+                labels = self._hash_closure()
+        else:
+            labels = self._legacy_hash_closure()
+        if labels is None:
+            return self.sorted_congruence_closure(None)
+        self.path = method
+        return labels
+
+    def _closure_state(self) -> tuple[Any, Any, Any, Any]:
+        """``parent``, ``table``, ``flag`` and ``overflow``: made on the first call, freed by ``close``."""
+        if self._state is None:
+            slots = capacity(_SLOTS_PER_NODE * self.n)
+            self._state = (self._res.alloc(4 * self.classes), self._res.alloc(4 * slots),
+                           self._res.alloc(4), self._res.alloc(4))
+        return self._state
+
+    def _hash_closure(self) -> np.ndarray | None:
+        """The labels of the hash path, or None when an e-node found no slot (overflow)."""
+        be, classes = self.backend, self.classes
+        parent, table, flag, overflow = self._closure_state()
+        slots = capacity(_SLOTS_PER_NODE * self.n)
+        both = DispatchConfig(elements=max(classes, slots))
+        be.dispatch_sequence([(closure_init_program(), [parent, table, overflow], both)])
+        rounds = [(closure_insert_program(), [*self.handles, parent, table, flag, overflow],
+                   DispatchConfig(elements=self.n)),
+                  (closure_jump_program(), [parent, table, flag], both)]
+        while be.dispatch_until(rounds, flag, _MERGE_PASSES) == _MERGE_PASSES:
+            (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])  # every flagged round lowers a parent id
+            if int(np.asarray(word).view(np.uint32)[0]) == 0:
+                break
+        word, labels = be.dispatch_sequence([], reads=[(overflow, 0, 4), (parent, 0, 4 * classes)])
+        if int(np.asarray(word).view(np.uint32)[0]):
+            return None
+        return np.asarray(labels).view(np.uint32).copy()
+
+    def _legacy_hash_closure(self) -> np.ndarray | None:
+        """The earlier hash path (five steps a round, buffers made per call), or None on overflow."""
+        be, n, classes = self.backend, self.n, self.classes
         with graph.ResidentSet(be) as res:
             parent = res.upload(np.arange(classes, dtype=np.uint32))
             flag, overflow = res.alloc(4), res.upload(np.zeros(1, np.uint32))
@@ -322,8 +488,7 @@ class EGraph(graph.DeviceArrays):
                     break
             (word,) = be.dispatch_sequence([], reads=[(overflow, 0, 4)])
             if int(np.asarray(word).view(np.uint32)[0]):
-                return self.sorted_congruence_closure(None)
-            self.path = "hash"
+                return None
             return graph.read_u32(be, parent, classes)
 
     def sorted_congruence_closure(self, max_rounds: int | None = None) -> np.ndarray:
