@@ -12,6 +12,7 @@ from scipy.sparse.csgraph import connected_components as scipy_components
 import vyre
 from tests.codegen.codegen_support import assemble_all_targets, emit_for_targets, needs_ptxas
 from vyre.driver.errors import InvalidProgram
+from vyre.ir import Program
 from vyre.ir.validate import validate
 from vyre.lib import graph
 from vyre.lib import graph_cc as cc
@@ -189,12 +190,12 @@ def test_an_unknown_method_is_an_error_with_a_fix(oracle):
         graph.connected_components(indptr, indices, backend=oracle, method="bfs")
 
 
-def afforest_programs() -> dict[str, object]:
+def afforest_programs() -> dict[str, Program]:
     programs = [cc.afforest_init_program(), cc.afforest_link_program(0), cc.afforest_link_program(1),
                 cc.afforest_compress_program(False), cc.afforest_compress_program(True), cc.afforest_count_program(),
                 cc.afforest_finish_program(), cc.afforest_finish_big_program(1024),
                 cc.afforest_finish_big_program(132 * 2048)]
-    return {p.name: p for p in programs}
+    return {str(p.name): p for p in programs}
 
 
 @needs_ptxas

@@ -11,10 +11,13 @@ neighbour ids ``>= n`` are ignored.
   graph is undirected. Only the levels are read back. The oracle searches on the host instead
   (``ReferenceBackend.host_bfs``, on by default: its per-level interpretation would take minutes on
   long searches), giving the same levels; with ``host_bfs`` off it interprets the IR programs.
-- ``connected_components``: hooking and pointer jumping (Shiloach-Vishkin style, as in ECL-CC and
-  Afforest): each sweep hooks the larger of two different roots of every edge under the smaller
-  one, then every vertex jumps to its root. Sweeps loop on the device with ``dispatch_until`` until
-  nothing is left; the labels are then each component's smallest vertex.
+- ``connected_components``: union-find that hooks the larger of two different roots under the
+  smaller (the programs are in ``graph_cc``). ``method="afforest"`` (default): each vertex links
+  two sampled neighbours, a device-side vote over 1,024 vertices picks the giant component, and
+  (on graphs stored both ways) only the vertices outside it link the rest of their neighbours;
+  ``method="sweep"`` (ECL-CC): every edge is hooked, then every vertex jumps to its root. The last
+  steps loop on the device with ``dispatch_until`` until nothing is left; the labels are then each
+  component's smallest vertex.
 """
 
 from __future__ import annotations
