@@ -273,15 +273,16 @@ def afforest_compress_program(reset: bool) -> Program:
 @cache
 def afforest_count_program() -> Program:
     """``SAMPLES`` invocations: each takes a vertex by hashing its id, and votes for that vertex's
-    ``parent`` in an open-addressing table (compare-exchange on the key, then an atomic count);
-    the word ``BEST`` keeps the largest ``count << 11 | slot`` (atomic max), so
+    root (``_find``) in an open-addressing table (compare-exchange on the key, then an atomic
+    count); the word ``BEST`` keeps the largest ``count << 11 | slot`` (atomic max), so
     ``table[BEST & (TABLE_SLOTS - 1)]`` is the most frequent root of the sample."""
     s = Expr.invocation_id(0)
     return Program(
-        [BufferDecl.read("parent", 0, U32), BufferDecl.read_write("table", 1, U32, TABLE_WORDS)],
+        [BufferDecl.read_write("parent", 0, U32), BufferDecl.read_write("table", 1, U32, TABLE_WORDS)],
         (_WG, 1, 1),
         [Node.if_(Expr.lt(s, Expr.u32(SAMPLES)), [
-            Node.let("label", Expr.load("parent", (s * _HASH) % _n())),
+            Node.let("v", (s * _HASH) % _n()),
+            *_find("label", V("v")),
             Node.let("slot", (V("label") * _HASH) >> (32 - _SLOT_BITS)),
             Node.let("placed", Expr.bool(False)),
             Node.loop("probe", Expr.u32(0), Expr.u32(_PROBES), [
@@ -302,17 +303,17 @@ def afforest_count_program() -> Program:
     )
 
 
-def _giant_member(p: Expr) -> Expr:
-    """Whether a vertex whose parent is ``p`` is in the voted root ``c``'s set: ``p`` is ``c`` or
-    ``c``'s parent (both in that set; ``parent[x]`` never leaves its set). Needs ``c``, ``cc``."""
-    return Expr.and_(Expr.lt(V("c"), _n()), Expr.or_(Expr.eq(p, V("c")), Expr.eq(p, V("cc"))))
-
-
-def _voted() -> list[Node]:
-    """``c``: the voted root (``EMPTY`` when nothing voted); ``cc``: its parent now."""
+def _in_giant(v: Expr) -> list[Node]:
+    """``giant``: whether ``v`` is in the voted root ``c``'s set, found by climbing from ``v`` to
+    ``r`` (its root, or an ancestor after ``_FIND_HOPS``): ``r`` is ``c`` or ``c``'s parent (an
+    ancestor never leaves its set; ``c`` may have been hooked under a smaller root since the vote).
+    """
     return [
-        Node.let("c", Expr.load("table", _table(BEST) & (TABLE_SLOTS - 1))),
+        Node.let("c", Expr.load("table", _table(BEST) & (TABLE_SLOTS - 1))),  # EMPTY when nothing voted
         Node.let("cc", Expr.load("parent", Expr.min(V("c"), _n() - 1))),
+        *_find("r", v),
+        Node.let("giant", Expr.and_(Expr.lt(V("c"), _n()),
+                                    Expr.or_(Expr.eq(V("r"), V("c")), Expr.eq(V("r"), V("cc"))))),
     ]
 
 
@@ -342,9 +343,9 @@ def afforest_finish_program() -> Program:
         FINISH_BUFFERS, (_WG, 1, 1),
         [Node.if_(Expr.lt(v, _n()), [
             Node.let("v", v),
-            *_voted(),
+            *_in_giant(V("v")),
             _skipped(),
-            Node.if_(Expr.not_(_giant_member(Expr.load("parent", V("v")))), [
+            Node.if_(Expr.not_(V("giant")), [
                 Node.let("end", Expr.load("indptr", V("v") + 1)),
                 Node.let("begin", Expr.min(Expr.load("indptr", V("v")) + V("skipped"), V("end"))),
                 Node.if_(Expr.le(V("end") - V("begin"), Expr.u32(SMALL)), [
