@@ -148,23 +148,30 @@ def test_one_way_edges_are_not_skipped(oracle):
         assert np.array_equal(labels, np.zeros(n, np.uint32)), method
 
 
+PROGRAMS = (cc.cc_hook_program, cc.jump_program, cc.afforest_link_program, cc.afforest_compress_program,
+            cc.afforest_count_program, cc.afforest_finish_program, cc.afforest_finish_big_program)
+
+
 @pytest.fixture
-def one_try(monkeypatch: pytest.MonkeyPatch):
-    """Hooks that give up after one compare-exchange: the lanes of the oracle's vectors contend, so
-    sampled links give up (the finish then relinks every neighbour) and finishes take more iterations."""
-    programs = (cc.cc_hook_program, cc.afforest_link_program, cc.afforest_finish_program,
-                cc.afforest_finish_big_program)
-    monkeypatch.setattr(cc, "_HOOK_TRIES", 1)
-    for program in programs:
-        program.cache_clear()
-    yield
+def knobs(monkeypatch: pytest.MonkeyPatch):
+    """Set ``graph_cc``'s constants (``knobs(_HOOK_TRIES=1)``) for the programs built in the test."""
+    def set_knobs(**values: int) -> None:
+        for name, value in values.items():
+            monkeypatch.setattr(cc, name, value)
+        for program in PROGRAMS:
+            program.cache_clear()
+
+    yield set_knobs
     monkeypatch.undo()
-    for program in programs:
+    for program in PROGRAMS:
         program.cache_clear()
 
 
 @pytest.mark.parametrize("name", ["grid_16x16", "rmat9", "stars", "forest"])
-def test_links_that_give_up_are_finished_later(oracle, one_try, name):
+def test_links_that_give_up_are_finished_later(oracle, knobs, name):
+    # hooks that give up after one compare-exchange: the lanes of the oracle's vectors contend, so
+    # sampled links give up (the finish then relinks every neighbour) and finishes take more iterations
+    knobs(_HOOK_TRIES=1)
     n, src, dst = SHAPES[name]
     indptr, indices = symmetric(n, src, dst)
     want = smallest_labels(indptr, indices)
@@ -174,6 +181,19 @@ def test_links_that_give_up_are_finished_later(oracle, one_try, name):
         if name == "grid_16x16":
             assert table[cc.REDO] == 1  # a sampled link gave up: the finish linked every neighbour
         assert np.array_equal(g.connected_components(method="sweep"), want)
+
+
+@pytest.mark.parametrize("name", ["path_odd", "grid_16x16", "rmat9", "forest"])
+def test_trees_left_deep_after_sampling(oracle, knobs, name):
+    # finds of 2 hops and compressions of one halving: the vote sees a forest that is not flat, and
+    # the finish and compression loop several times; the labels must not change
+    knobs(_FIND_HOPS=2, _COMPRESS_HALVINGS=1, _JUMP_HOPS=2)
+    n, src, dst = SHAPES[name]
+    indptr, indices = symmetric(n, src, dst)
+    want = smallest_labels(indptr, indices)
+    with graph.Graph(indptr, indices, backend=oracle, undirected=True) as g:
+        for method in METHODS:
+            assert np.array_equal(g.connected_components(method=method), want), method
 
 
 @pytest.mark.parametrize("method", METHODS)
