@@ -485,10 +485,10 @@ def print_rows(result: dict[str, list[dict]]) -> None:
     """The section's table: time (and rate), next to the target."""
     print("# graphs: median over the roots (and calls); GTEPS as Graph500 counts it: input edge tuples in the "
           "reached component, each undirected edge once, harmonic mean over the roots")
-    print(f"{'input':14} {'workload':20} {'path':40} {'ms':>10} {'rate':>16}  target")
+    print(f"{'input':14} {'workload':20} {'path':54} {'ms':>10} {'rate':>16}  target")
     for r in result["graphs"]:
         rate = f"{r['gteps']:.3g} GTEPS" if "gteps" in r else ""
-        print(f"{r['graph']:14} {r['workload']:20} {r['path']:40} {r['seconds'] * 1e3:10.3f} {rate:>16}  {verdict(r)}")
+        print(f"{r['graph']:14} {r['workload']:20} {r['path']:54} {r['seconds'] * 1e3:10.3f} {rate:>16}  {verdict(r)}")
         if "levels" in r:
             print(f"{'':14} {'':20} roots {r['roots']}: ms {[round(t * 1e3, 3) for t in r['per_root_s']]}, "
                   f"levels {r['levels']}, edge tuples traversed {r['traversed_tuples']}")
@@ -496,11 +496,11 @@ def print_rows(result: dict[str, list[dict]]) -> None:
         what = f"{r['vertices']}/{r['edges']}" if "edges" in r else str(r["vertices"])
         rate = f"{r['pairs_per_s'] / 1e6:.3g} M pairs/s" if "pairs_per_s" in r else ""
         path = r.get("path", "fresh process, 2nd run" if r["workload"] == "first_call" else "")
-        print(f"{what:14} {r['workload']:20} {path:40} {r['seconds'] * 1e3:10.3f} {rate:>16}  {verdict(r)}"
+        print(f"{what:14} {r['workload']:20} {path:54} {r['seconds'] * 1e3:10.3f} {rate:>16}  {verdict(r)}"
               f"  ({r['pairs']:,} pairs)")
     for r in result["egraph"]:
-        print(f"{r['enodes']:<14} {r['workload']:20} {'vyre (EGraph, ' + r['path'] + ' path)':40} "
+        print(f"{r['enodes']:<14} {r['workload']:20} {'vyre (EGraph, ' + r['path'] + ' path)':54} "
               f"{r['seconds'] * 1e3:10.3f} {'':>16}  {verdict(r)}  (plain call {r['plain_call_s'] * 1e3:.3f} ms)")
     for r in result["text"]:
-        print(f"{r['bytes']:<14} {r['workload']:20} {r['path']:40} {r['seconds'] * 1e3:10.3f} "
+        print(f"{r['bytes']:<14} {r['workload']:20} {r['path']:54} {r['seconds'] * 1e3:10.3f} "
               f"{r['gb_per_s']:11.3g} GB/s  {verdict(r)}  ({r['matches']:,} matches)")
