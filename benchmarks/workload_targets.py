@@ -8,7 +8,8 @@ the CPU oracle. Every result is checked before its time is reported.
   Graph500 initiator A=0.57, B=0.19, C=0.19), every edge stored both ways, and a 2048 x 2048 grid
   (4 neighbours; 4,095 BFS levels from a corner). BFS from 8 roots (Graph500: random vertices with
   an edge other than a self loop, fixed seed; on the grid the corner and 7 random roots) and
-  connected components, on a ``graph.Graph`` of device arrays (CuPy on ``cuda``; numpy on the
+  connected components (Afforest, the default, and ``method="sweep"`` on the same graph, so both
+  are compared in one run), on a ``graph.Graph`` of device arrays (CuPy on ``cuda``; numpy on the
   oracle, which binds none) with results left where they are: each call timed to a device
   synchronize, nothing downloaded; and the plain call from numpy (upload, search, download). BFS
   levels pass the Graph500 checks (``check_levels``), components must equal scipy's partition.
@@ -252,18 +253,23 @@ def graph_rows(backend: Any, dev: Device, g: BenchGraph, reps: int) -> list[dict
                 "traversed_tuples": tuples, "check": "graph500",
                 "gteps": len(per_root) / sum(t / e for t, e in zip(per_root, tuples) if e) / 1e9}
 
-    def cc_row(path: str, run: Callable[[], Any], sync: Callable[[], None], reps: int) -> dict:
+    def cc_row(path: str, run: Callable[[], Any], sync: Callable[[], None], reps: int,
+               method: str = "afforest") -> dict:
         check_cc(run(), path)  # the warm-up call
         sync()
         times, labels = timed(run, sync, reps)
         check_cc(labels, path)
-        return {"workload": "components", "path": path, "seconds": statistics.median(times), "check": judge}
+        return {"workload": "components", "path": path, "method": method, "seconds": statistics.median(times),
+                "check": judge}
 
     resident = f"vyre ({dev.kind} arrays in and out, Graph)"
     rows = []
     with graph.Graph(g.indptr, g.indices, backend=backend, undirected=True) as on_device:
         rows.append(bfs_row(resident, on_device.bfs, dev.sync, reps))
         rows.append(cc_row(resident, on_device.connected_components, dev.sync, reps))
+        # the ECL-CC sweep (every edge hooked) next to the default Afforest, on the same graph
+        rows.append(cc_row(f"{resident}, method='sweep'",
+                           lambda: on_device.connected_components(method="sweep"), dev.sync, reps, "sweep"))
     plain = "vyre (numpy in and out, plain call)"
     ptr, idx = g.host_indptr, g.host_indices
     rows.append(bfs_row(plain, lambda root: graph.bfs(ptr, idx, root, backend=backend, undirected=True),
@@ -484,10 +490,10 @@ def print_rows(result: dict[str, list[dict]]) -> None:
     """The section's table: time (and rate), next to the target."""
     print("# graphs: median over the roots (and calls); GTEPS as Graph500 counts it: input edge tuples in the "
           "reached component, each undirected edge once, harmonic mean over the roots")
-    print(f"{'input':14} {'workload':20} {'path':40} {'ms':>10} {'rate':>16}  target")
+    print(f"{'input':14} {'workload':20} {'path':54} {'ms':>10} {'rate':>16}  target")
     for r in result["graphs"]:
         rate = f"{r['gteps']:.3g} GTEPS" if "gteps" in r else ""
-        print(f"{r['graph']:14} {r['workload']:20} {r['path']:40} {r['seconds'] * 1e3:10.3f} {rate:>16}  {verdict(r)}")
+        print(f"{r['graph']:14} {r['workload']:20} {r['path']:54} {r['seconds'] * 1e3:10.3f} {rate:>16}  {verdict(r)}")
         if "levels" in r:
             print(f"{'':14} {'':20} roots {r['roots']}: ms {[round(t * 1e3, 3) for t in r['per_root_s']]}, "
                   f"levels {r['levels']}, edge tuples traversed {r['traversed_tuples']}")
@@ -495,12 +501,12 @@ def print_rows(result: dict[str, list[dict]]) -> None:
         what = f"{r['vertices']}/{r['edges']}" if "edges" in r else str(r["vertices"])
         rate = f"{r['pairs_per_s'] / 1e6:.3g} M pairs/s" if "pairs_per_s" in r else ""
         path = r.get("path", "fresh process, 2nd run" if r["workload"] == "first_call" else "")
-        print(f"{what:14} {r['workload']:20} {path:40} {r['seconds'] * 1e3:10.3f} {rate:>16}  {verdict(r)}"
+        print(f"{what:14} {r['workload']:20} {path:54} {r['seconds'] * 1e3:10.3f} {rate:>16}  {verdict(r)}"
               f"  ({r['pairs']:,} pairs)")
     for r in result["egraph"]:
-        print(f"{r['enodes']:<14} {r['workload']:20} {'vyre (EGraph, ' + r['path'] + ' path)':40} "
+        print(f"{r['enodes']:<14} {r['workload']:20} {'vyre (EGraph, ' + r['path'] + ' path)':54} "
               f"{r['seconds'] * 1e3:10.3f} {'':>16}  {verdict(r)}  (plain call {r['plain_call_s'] * 1e3:.3f} ms; "
               f"method='legacy' {r['legacy_s'] * 1e3:.3f} ms, {r['legacy_path']} path)")
     for r in result["text"]:
-        print(f"{r['bytes']:<14} {r['workload']:20} {r['path']:40} {r['seconds'] * 1e3:10.3f} "
+        print(f"{r['bytes']:<14} {r['workload']:20} {r['path']:54} {r['seconds'] * 1e3:10.3f} "
               f"{r['gb_per_s']:11.3g} GB/s  {verdict(r)}  ({r['matches']:,} matches)")

@@ -42,6 +42,9 @@ def test_the_section_runs_at_toy_size_on_the_oracle(tmp_path: Path) -> None:
     got = {(r["graph"], r["workload"], r["path"].split(",")[0]) for r in rows["graphs"]}
     assert got == {(g, w, p) for g in names for w in ("bfs", "components")
                    for p in ("vyre (numpy arrays in and out", "vyre (numpy in and out")}
+    for name in names:  # components on the resident graph by both methods, the plain call by the default
+        assert sorted(r["method"] for r in rows["graphs"] if r["graph"] == name and r["workload"] == "components") \
+            == ["afforest", "afforest", "sweep"]
     for r in rows["graphs"]:
         assert r["seconds"] > 0
         if r["workload"] == "bfs":

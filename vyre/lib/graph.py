@@ -11,10 +11,13 @@ neighbour ids ``>= n`` are ignored.
   graph is undirected. Only the levels are read back. The oracle searches on the host instead
   (``ReferenceBackend.host_bfs``, on by default: its per-level interpretation would take minutes on
   long searches), giving the same levels; with ``host_bfs`` off it interprets the IR programs.
-- ``connected_components``: hooking and pointer jumping (Shiloach-Vishkin style, as in ECL-CC and
-  Afforest): each sweep hooks the larger of two different roots of every edge under the smaller
-  one, then every vertex jumps to its root. Sweeps loop on the device with ``dispatch_until`` until
-  nothing is left; the labels are then each component's smallest vertex.
+- ``connected_components``: union-find that hooks the larger of two different roots under the
+  smaller (the programs are in ``graph_cc``). ``method="afforest"`` (default): each vertex links
+  two sampled neighbours, a device-side vote over 1,024 vertices picks the giant component, and
+  (on graphs stored both ways) only the vertices outside it link the rest of their neighbours;
+  ``method="sweep"`` (ECL-CC): every edge is hooked, then every vertex jumps to its root. The last
+  steps loop on the device with ``dispatch_until`` until nothing is left; the labels are then each
+  component's smallest vertex.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ import numpy as np
 
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
-from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre.lib import graph_cc as cc
 from vyre.lib import graph_kernels as kernels
+from vyre.lib.graph_cc import jump_program as jump_program  # egraph's compression
 from vyre.lib.plan import capacity
 from vyre.lib.scratch import ScratchCache, raw_backend, scratch_for
 
@@ -47,6 +52,7 @@ def backend_or_default(backend: object | None) -> Any:
     return resolve_backend(backend)
 
 
+CC_METHODS = ("afforest", "sweep")  # Graph.connected_components' methods (graph_cc has their programs)
 MAX_IDS = 1 << 30  # vertices of from_edges, e-class ids of egraph: arrays of this many ids are made on the host
 
 
@@ -314,133 +320,6 @@ def clear_program() -> Program:
                    [Node.store("flag", Expr.u32(0), Expr.u32(0))], name="clear_flag")
 
 
-# ---- connected components ------------------------------------------------------------------------
-_FIND_HOPS = 32
-_HOOK_TRIES = 16
-_JUMP_HOPS = 64
-
-
-@cache
-def cc_init_program() -> Program:
-    """``parent[v]`` = the smaller of ``v`` and its first neighbour (Afforest/ECL-CC's cheap first link)."""
-    v = Expr.invocation_id(0)
-    return Program(
-        [BufferDecl.read("indptr", 0, U32), BufferDecl.read("indices", 1, U32),
-         BufferDecl.read_write("parent", 2, U32)],
-        (_WG, 1, 1),
-        [Node.if_(Expr.lt(v, Expr.buf_len("parent")), [
-            Node.let("start", Expr.load("indptr", v)),
-            Node.let("first", v),
-            Node.if_(Expr.lt(V("start"), Expr.load("indptr", v + 1)),
-                     [Node.assign("first", Expr.min(v, Expr.load("indices", V("start"))))]),
-            Node.store("parent", v, V("first")),
-        ])],
-        name="cc_init",
-    )
-
-
-def _climb(name: str, prev: str, hops: int) -> list[Node]:
-    """Up to ``hops`` steps from ``name`` towards its root, each nested in the last (so it stops early)."""
-    if hops == 0:
-        return []
-    up = f"{name}_up{hops}"
-    return [
-        Node.let(up, Expr.load("parent", V(name))),
-        Node.if_(Expr.lt(V(up), V(name)), [
-            Node.store("parent", V(prev), V(up)),
-            Node.assign(prev, V(name)), Node.assign(name, V(up)),
-            *_climb(name, prev, hops - 1),
-        ]),
-    ]
-
-
-def _find(name: str, vertex: Expr) -> list[Node]:
-    """``name`` = the root above ``vertex`` (or an ancestor, after ``_FIND_HOPS`` hops), halving the path.
-
-    Every vertex passed links its child to its grandparent: ``parent[x] <= x`` always, so a plain
-    store of an ancestor is safe next to the hooks, which only ever change roots.
-    """
-    return [Node.let(name, Expr.load("parent", vertex)), Node.let(f"{name}_prev", vertex),
-            *_climb(name, f"{name}_prev", _FIND_HOPS)]
-
-
-def _hook(tries: int) -> list[Node]:
-    """Hook the larger of the roots ``a``, ``b`` under the smaller (compare-exchange); when another
-    hook got there first, climb to what it found and try again, nested up to ``tries`` times; flag
-    the edge if its ends are still apart then."""
-    if tries == 0:
-        return [Node.store("flag", Expr.u32(0), Expr.u32(1))]
-    hi, lo, old = f"hi{tries}", f"lo{tries}", f"old{tries}"
-    return [
-        Node.let(hi, Expr.max(V("a"), V("b"))),
-        Node.let(lo, Expr.min(V("a"), V("b"))),
-        Node.let(old, Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "parent", V(hi), V(lo), expected=V(hi), relaxed=True)),
-        Node.if_(Expr.ne(V(old), V(hi)), [
-            Node.assign("a", V(old)), Node.assign("b", V(lo)),
-            Node.if_(Expr.ne(V("a"), V("b")), _hook(tries - 1)),
-        ]),
-    ]
-
-
-@cache
-def cc_hook_program(once: bool) -> Program:
-    """Union the two ends of every edge (ECL-CC): find both roots, then hook the larger under the smaller.
-
-    Up to ``_HOOK_TRIES`` compare-exchanges; an edge whose ends are still apart then sets the flag
-    (a later sweep finishes it). ``once``: each edge is stored both ways, so only ``v < u`` runs.
-    """
-    e = Expr.invocation_id(0)
-    wanted = Expr.lt(V("u"), Expr.buf_len("parent"))
-    if once:
-        wanted = Expr.and_(wanted, Expr.lt(V("v"), V("u")))
-    return Program(
-        [BufferDecl.read("sources", 0, U32), BufferDecl.read("indices", 1, U32),
-         BufferDecl.read_write("parent", 2, U32), BufferDecl.read_write("flag", 3, U32, 1)],
-        (_WG, 1, 1),
-        [Node.if_(Expr.lt(e, Expr.buf_len("indices")), [
-            Node.let("v", Expr.load("sources", e)),
-            Node.let("u", Expr.load("indices", e)),
-            Node.if_(wanted, [
-                *_find("a", V("v")),
-                *_find("b", V("u")),
-                Node.if_(Expr.ne(V("a"), V("b")), _hook(_HOOK_TRIES)),
-            ]),
-        ])],
-        name="cc_hook_once" if once else "cc_hook",
-    )
-
-
-@cache
-def jump_program(flag_unfinished_only: bool = False) -> Program:
-    """Every vertex follows parent pointers (up to ``_JUMP_HOPS`` hops) and stores what it reached.
-
-    The flag is set when a vertex moved (default: iterate until nothing moves) or, with
-    ``flag_unfinished_only``, only when one did not reach its root within the hops.
-    """
-    v = Expr.invocation_id(0)
-    p = V("p")
-    flagged = Expr.not_(V("done")) if flag_unfinished_only else Expr.ne(p, V("start"))
-    return Program(
-        [BufferDecl.read_write("parent", 0, U32), BufferDecl.read_write("flag", 1, U32, 1)],
-        (_WG, 1, 1),
-        [Node.if_(Expr.lt(v, Expr.buf_len("parent")), [
-            Node.let("start", Expr.load("parent", v)),
-            Node.let("p", V("start")),
-            Node.let("done", Expr.bool(False)),
-            Node.loop("hop", Expr.u32(0), Expr.u32(_JUMP_HOPS), [
-                Node.if_(Expr.not_(V("done")), [
-                    Node.let("pp", Expr.load("parent", p)),
-                    Node.if_(Expr.eq(V("pp"), p), [Node.assign("done", Expr.bool(True))],
-                             [Node.assign("p", V("pp"))]),
-                ]),
-            ]),
-            Node.if_(Expr.ne(p, V("start")), [Node.store("parent", v, p)]),
-            Node.if_(flagged, [Node.store("flag", Expr.u32(0), Expr.u32(1))]),
-        ])],
-        name="cc_compress" if flag_unfinished_only else "cc_jump",
-    )
-
-
 def device_lanes(backend: Any, n: int) -> int:
     """Invocations of a BFS step's fixed grid: as many as the device holds at once (2048 per SM), or 1024
     where the backend gives no SM count (the oracle, which runs lanes as numpy vectors); fewer for a
@@ -573,35 +452,69 @@ class Graph(DeviceArrays):
                                                  _elements_config(self.n << shift))])
         return self._scratch["sources"]
 
-    def connected_components(self, max_iterations: int | None = None) -> Any:
+    def connected_components(self, max_iterations: int | None = None, method: str = "afforest") -> Any:
         """Smallest vertex id of each vertex's component (edges taken as undirected), as u32 (numpy,
         or an array of the caller's kind for a graph given as device arrays).
 
-        One sweep usually finishes: a first link per vertex, one union per edge, one compression.
-        The sweeps loop on the device (``dispatch_until``: a flag set by a union that gave up after
-        its retries or a vertex too far from its root runs another); only the labels are read back.
-        ``max_iterations`` caps the sweeps (then the result may be partial).
+        ``method="afforest"`` (the default): each vertex links its first ``SAMPLE_ROUNDS`` neighbours,
+        the most frequent root of a fixed sample of vertices is taken as the giant component, and
+        on an ``undirected`` graph only the vertices outside it link their other neighbours (a
+        one-way graph unions every edge instead). ``method="sweep"``: a first link per vertex, then
+        one union per edge and one compression. Either loops on the device (``dispatch_until``: a
+        flag set by a union that gave up after its retries or a vertex too far from its root runs
+        another iteration; one usually finishes); only the labels are read back.
+        ``max_iterations`` caps the iterations (then the result may be partial).
         """
+        if method not in CC_METHODS:
+            raise InvalidProgram(f"connected_components method {method!r} is not one of {CC_METHODS}",
+                                 "pass method='afforest' (the default) or method='sweep'.")
         n, be = self.n, self.backend
         if n == 0:
             return self.result(None, 0)
         every_vertex = _elements_config(n)
+        ptr, idx = self.indptr_handle, self.indices_handle
         parent, flag = self.scratch("parent", 4 * n), self.scratch("flag", 4)
         self.after_caller()
-        be.dispatch_sequence([(cc_init_program(), [self.indptr_handle, self.indices_handle, parent], every_vertex)])
+        first_links = (cc.cc_init_program(), [ptr, idx, parent], every_vertex)
         if self.m == 0 or max_iterations == 0:
+            be.dispatch_sequence([first_links])
             return self.result(parent, n)
-        sweep = [(cc_hook_program(self.undirected), [self.edge_sources(), self.indices_handle, parent, flag],
-                  _elements_config(self.m)),
-                 (jump_program(True), [parent, flag], every_vertex)]
+        if method == "sweep":
+            start = [first_links]
+            loop = [(cc.cc_hook_program(self.undirected), [self.edge_sources(), idx, parent, flag],
+                     _elements_config(self.m)),
+                    (jump_program(True), [parent, flag], every_vertex)]
+        else:
+            start, loop = self._afforest(parent, flag)
+        be.dispatch_sequence(start)
         limit = max_iterations if max_iterations is not None else n + 64
-        sweeps = be.dispatch_until(sweep, flag, limit)
-        if sweeps == limit and max_iterations is None:  # the flag says whether the last sweep finished
+        iterations = be.dispatch_until(loop, flag, limit)
+        if iterations == limit and max_iterations is None:  # the flag says whether the last one finished
             (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])
             if _word(word):
-                raise InvalidProgram(f"connected_components did not converge in {limit} sweeps",
+                raise InvalidProgram(f"connected_components did not converge in {limit} iterations",
                                      "report this graph as a bug; it should never happen.")
         return self.result(parent, n)
+
+    def _afforest(self, parent: Any, flag: Any) -> tuple[list[tuple], list[tuple]]:
+        """Afforest's steps (``graph_cc``): the sampling, run once, and the finish, looped."""
+        n = self.n
+        every_vertex = _elements_config(n)
+        ptr, idx = self.indptr_handle, self.indices_handle
+        table = self.scratch("cc_table", 4 * cc.TABLE_WORDS)
+        start = [(cc.afforest_init_program(), [ptr, idx, parent, table], _elements_config(max(n, cc.TABLE_WORDS)))]
+        for r in range(cc.SAMPLE_ROUNDS):
+            start += [(cc.afforest_link_program(r), [ptr, idx, parent, table], every_vertex),
+                      (cc.afforest_compress_program(False), [parent, flag], every_vertex)]
+        if not self.undirected:  # a one-way edge's other end may be skipped: union every edge
+            edges = self.edge_sources()
+            return start, [(cc.cc_hook_program(False), [edges, idx, parent, flag], _elements_config(self.m)),
+                           (cc.afforest_compress_program(False), [parent, flag], every_vertex)]
+        start.append((cc.afforest_count_program(), [parent, table], _elements_config(cc.SAMPLES)))
+        finish = [ptr, idx, parent, table, self.scratch("cc_big", 4 * n), flag]
+        return start, [(cc.afforest_finish_program(), finish, every_vertex),
+                       (cc.afforest_finish_big_program(self._lanes), finish, _elements_config(self._lanes)),
+                       (cc.afforest_compress_program(True), [parent, flag, table], every_vertex)]
 
     def bfs(self, source: int, alpha: float = 14.0, beta: float = 24.0,
             trace: list[tuple[str, int, int, float]] | None = None) -> Any:
@@ -676,14 +589,15 @@ def one_call(indptr: object, indices: object, backend: object | None, undirected
 
 
 def connected_components(indptr: object, indices: object, *, backend: object | None = None,
-                         undirected: bool = False, max_iterations: int | None = None) -> Any:
+                         undirected: bool = False, max_iterations: int | None = None,
+                         method: str = "afforest") -> Any:
     """Label each vertex with the smallest vertex id of its (undirected) component, as u32.
 
     ``undirected=True`` says every edge is stored both ways, so each is looked at once. Device
     arrays are read in place and give a result of their kind (``Graph``).
     """
     with one_call(indptr, indices, backend, undirected) as g:
-        return g.connected_components(max_iterations)
+        return g.connected_components(max_iterations, method)
 
 
 def bfs(indptr: object, indices: object, source: int, *, backend: object | None = None,

@@ -70,7 +70,7 @@ def _half(following: bool) -> Expr:
     return Expr.select(odd, Expr.u32(0), n) if following else Expr.select(odd, n, Expr.u32(0))
 
 
-def _strided(lanes: int, count: Expr, body: list[Node]) -> list[Node]:
+def strided(lanes: int, count: Expr, body: list[Node]) -> list[Node]:
     """Run ``body`` for each ``item < count`` this invocation owns (``gid, gid + lanes, ...``).
 
     The trip count is the same for every invocation (``count`` is uniform), so subgroup operations
@@ -134,7 +134,7 @@ def top_down_program(lanes: int) -> Program:
     return Program(
         STEP_BUFFERS, (WG, 1, 1),
         [Node.let("total", total),
-         *_strided(lanes, V("total"), [
+         *strided(lanes, V("total"), [
              Node.if_(Expr.lt(V("item"), V("total")), [
                  Node.let("v", Expr.load("frontiers", _half(False) + (V("item") >> shift))),
                  *strided_edges(V("v"), V("item") & ((Expr.u32(1) << shift) - 1), shift, claim),
@@ -183,7 +183,7 @@ def bottom_up_program(lanes: int) -> Program:
                        V("item")),
         ]),
     ]
-    return Program(STEP_BUFFERS, (WG, 1, 1), _strided(lanes, count, body),
+    return Program(STEP_BUFFERS, (WG, 1, 1), strided(lanes, count, body),
                    name=f"bfs_bottom_up_g{lanes}")
 
 
