@@ -221,6 +221,23 @@ def block_reduce(value: Any, sums: Any, m: Any, warp_total: Any):
     return fold_warps(sums, m, WARPS)
 
 
+@vk.func
+def exclusive_block_scan(value: Any, sums: Any, w: Any, m: Any):
+    """``block_scan`` of one item per invocation, exclusive, from the identity: ``value`` of the
+    invocations before this one combined (``sums`` holds ``WARPS`` values of ``m``'s type, ``w``
+    is two registers of it: ``fold_warps_to``'s; ``w[1]`` is then the workgroup's total)."""
+    own = value  # the invocation's items folded (``block_scan``'s running value): one item
+    scanned = warp_inclusive_scan_of(own, m)
+    earlier = vk.select(vk.subgroup_local_id() == 0, identity(m),
+                        vk.subgroup_shuffle(scanned, vk.subgroup_local_id() - 1))
+    if vk.subgroup_local_id() == 31:
+        sums[vk.lid() >> 5] = scanned
+    vk.barrier()
+    fold_warps_to(w, sums, m, 0, WARPS)
+    start = m.apply(m.apply(identity(m), w[0]), earlier)
+    return start
+
+
 def bounded_wait(done: str, levels: int, width: int, body: list[Node], prefix: str) -> Node:
     """Run ``body`` until the BOOL variable ``done`` holds, at most ``width ** levels`` times.
 

@@ -1,5 +1,6 @@
 """Order-preserving unsigned keys of integer and float bit patterns, as IR (used by sort and
-run-length encoding): u32 keys of U32, I32 and F32, u64 keys of U64, I64 and F64.
+run-length encoding): u32 keys of U32, I32 and F32, u64 keys of U64, I64 and F64; the same as
+``@vk.func`` helpers for kernels written with the front end (``read_key``, ``read_raw``).
 
 Float keys give the total order of ``vyre.lib.sort``: -inf < ... < -0.0 < +0.0 < ... < +inf < NaN,
 with every NaN mapped to one key (the largest), so NaNs sort last and compare equal.
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated, Any
 
+from vyre.frontend import lang as vk
 from vyre.ir import DataType, Expr
 
 KEY_TYPES = (DataType.U32, DataType.I32, DataType.F32)
@@ -42,11 +45,12 @@ class KeyBits:
     magnitude: int
     inf: int
     ones: int
+    sign: int
 
 
 def key_bits(dtype: DataType) -> KeyBits:
-    _, _, magnitude, inf, ones = _constants(dtype)
-    return KeyBits(magnitude, inf, ones)
+    _, sign, magnitude, inf, ones = _constants(dtype)
+    return KeyBits(magnitude, inf, ones, sign)
 
 
 def is_nan_bits(bits: Expr, dtype: DataType = DataType.F32) -> Expr:
@@ -83,3 +87,44 @@ def equality_key(dtype: DataType, bits: Expr) -> Expr:
         lit, _, _, _, ones = _constants(dtype)
         return Expr.select(is_nan_bits(bits, dtype), lit(ones), bits)
     return bits
+
+
+# ---- the same, as @vk.func helpers: a key kind (a Const) and the KeyBits of its width ----
+KEY_UNSIGNED, KEY_SIGNED, KEY_FLOAT = 0, 1, 2
+
+
+def key_kind(dtype: DataType | None) -> int:
+    """``dtype``'s kind of key (``KEY_UNSIGNED`` for None: bits that are keys already)."""
+    if dtype in (DataType.I32, DataType.I64):
+        return KEY_SIGNED
+    return KEY_FLOAT if dtype in _FLOATS else KEY_UNSIGNED
+
+
+@vk.func
+def element(x: Any, y: Any, i: Any):
+    """``x[i]`` (``y`` unused): a ``read`` of ``read_key``."""
+    return x[i]
+
+
+@vk.func
+def gathered(x: Any, y: Any, i: Any):
+    """``x[y[i]]``: a ``read`` of ``read_key``."""
+    return x[y[i]]
+
+
+@vk.func
+def read_key(read: Any, x: Any, y: Any, i: Any, kind: Annotated[int, vk.Const[int]], b: Any):
+    """``to_key`` of the raw bits ``read(x, y, i)`` (``b``: their KeyBits), read again at each use
+    as ``to_key``'s expression repeats its operand."""
+    return (read(x, y, i) if kind == KEY_UNSIGNED else read(x, y, i) ^ b.sign if kind == KEY_SIGNED else
+            vk.select((read(x, y, i) & b.magnitude) > b.inf, b.ones,
+                      vk.select((read(x, y, i) & b.sign) != 0, ~read(x, y, i), read(x, y, i) | b.sign)))
+
+
+@vk.func
+def read_raw(read: Any, x: Any, y: Any, i: Any, kind: Annotated[int, vk.Const[int]], b: Any):
+    """``from_key`` of ``read_key(...)``: the raw bits again, every float NaN made the one NaN."""
+    return (read_key(read, x, y, i, kind, b) if kind == KEY_UNSIGNED else
+            read_key(read, x, y, i, kind, b) ^ b.sign if kind == KEY_SIGNED else
+            vk.select((read_key(read, x, y, i, kind, b) & b.sign) != 0, read_key(read, x, y, i, kind, b) ^ b.sign,
+                      ~read_key(read, x, y, i, kind, b)))

@@ -8,12 +8,18 @@ programs are in ``onesweep``.
 from __future__ import annotations
 
 from functools import cache
+from typing import Annotated
 
+from vyre.frontend import lang as vk
+from vyre.frontend.annotations import BufferSpec
+from vyre.frontend.kernel import Kernel
+from vyre.frontend.template import KernelTemplate
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre.ir.program import Access
 from vyre.lib._scan.kernels import segment
 from vyre.lib._sort.tiles import RADIX_BITS, digit_of, peer_mask, radix_buffers, radix_tiles, sort_key, tile_bits
-from vyre.lib.blocks import U32, WARPS, WG, WG_SIZE, lid, load_param, params, u, var, warp, wid
-from vyre.lib.keys import from_key, to_key
+from vyre.lib.blocks import PARAMS, U32, WARPS, WG, WG_SIZE, lid, load_param, params, u, var, warp, wid
+from vyre.lib.keys import element, gathered, key_bits, key_kind, read_key, read_raw
 
 SORT_ITEMS = 24     # elements per invocation in the radix scatter of keys alone (tile 6144; 46 KB workgroup memory)
 SORT_VALUE_ITEMS = 12  # the same when values move (tile 3072; 40 KB)
@@ -94,30 +100,48 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
 
 
 @cache
-def split_keys(key_type: DataType, n_word: int) -> Program:
-    """``lo[i]``, ``hi[i]``: the low and high 32 bits of the u64 sort key of ``keys[i]`` (``i < n``)."""
-    i = Expr.invocation_id(0)
-    key = to_key(key_type, Expr.load("keys", var("i")))
-    body = [Node.let("i", i), Node.if_(Expr.lt(var("i"), load_param(n_word)), [
-        Node.let("key", key),
-        Node.store("lo", var("i"), Expr.cast(U32, var("key"))),
-        Node.store("hi", var("i"), Expr.cast(U32, Expr.shr(var("key"), u(32))))])]
-    buffers = [BufferDecl.read("keys", 0, DataType.U64), BufferDecl.read_write("lo", 1, U32),
-               BufferDecl.read_write("hi", 2, U32), params(3)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_split_keys_{key_type.value}")
+def _split_keys(key_type: DataType) -> Kernel | KernelTemplate:
+    """``split_keys`` of ``key_type``; its Const parameter is the params word of n."""
+    kind, b = key_kind(key_type), key_bits(key_type)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_split_keys_{key_type.value}")
+    def split(keys: vk.In[vk.u64], lo: vk.InOut[vk.u32], hi: vk.InOut[vk.u32],
+              params: Annotated[vk.Uniform[vk.u32], PARAMS], n_word: vk.Const[int]):
+        i = vk.gid()
+        if i < params[n_word]:
+            key = read_key(element, keys, keys, i, kind, b)
+            lo[i] = vk.u32(key)
+            hi[i] = vk.u32(key >> 32)
+
+    return split
 
 
 @cache
-def gather(element: DataType, key_type: DataType | None, n_word: int) -> Program:
-    """``out[i] = src[perm[i]]`` for ``i < n`` (``element``: U32 or U64 raw bits); with ``key_type``
+def split_keys(key_type: DataType, n_word: int) -> Program:
+    """``lo[i]``, ``hi[i]``: the low and high 32 bits of the u64 sort key of ``keys[i]`` (``i < n``)."""
+    return _split_keys(key_type).bind(n_word).program
+
+
+@cache
+def _gather(element_type: DataType, key_type: DataType | None) -> Kernel | KernelTemplate:
+    """``gather`` of ``element_type`` through ``key_type``'s keys; its Const parameter is the params word of n."""
+    src, out = BufferSpec(Access.READ, element_type), BufferSpec(Access.READ_WRITE, element_type)
+    kind, b = key_kind(key_type), key_bits(key_type or element_type)
+    suffix = "" if key_type is None else f"_{key_type.value}"
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_gather_{element_type.value}{suffix}")
+    def gather(x: Annotated[vk.In[vk.u32], src], perm: vk.In[vk.u32], y: Annotated[vk.InOut[vk.u32], out],
+               params: Annotated[vk.Uniform[vk.u32], PARAMS], n_word: vk.Const[int]):
+        i = vk.gid()
+        if i < params[n_word]:
+            y[i] = read_raw(gathered, x, perm, i, kind, b)
+
+    return gather
+
+
+@cache
+def gather(element_type: DataType, key_type: DataType | None, n_word: int) -> Program:
+    """``out[i] = src[perm[i]]`` for ``i < n`` (``element_type``: U32 or U64 raw bits); with ``key_type``
     (a 64-bit key type) the value goes through its sort key and back, so every NaN comes out as
     the one NaN the sort returns."""
-    value = Expr.load("src", Expr.load("perm", var("i")))
-    if key_type is not None:
-        value = from_key(key_type, to_key(key_type, value))
-    body = [Node.let("i", Expr.invocation_id(0)),
-            Node.if_(Expr.lt(var("i"), load_param(n_word)), Node.store("out", var("i"), value))]
-    buffers = [BufferDecl.read("src", 0, element), BufferDecl.read("perm", 1, U32),
-               BufferDecl.read_write("out", 2, element), params(3)]
-    suffix = "" if key_type is None else f"_{key_type.value}"
-    return Program(buffers, WG_SIZE, body, name=f"lib_gather_{element.value}{suffix}")
+    return _gather(element_type, key_type).bind(n_word).program

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import Annotated, Any
 
+from vyre.frontend import lang as vk
+from vyre.frontend.annotations import TYPE_NAMES, BufferSpec
+from vyre.frontend.kernel import Kernel
+from vyre.frontend.template import KernelTemplate
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+from vyre.ir.program import Access
 from vyre.lib._histogram.kernels import merge_bins
 from vyre.lib._sort import registers as registers_tile
 from vyre.lib._sort.kernels import SORT_ITEMS
 from vyre.lib._sort.tiles import (
+    RADIX,
     RADIX_BITS,
     RADIX_PASSES,
+    digit,
     digit_of,
     radix_buffers,
     radix_passes,
@@ -20,8 +28,20 @@ from vyre.lib._sort.tiles import (
     sort_key,
     tile_bits,
 )
-from vyre.lib.blocks import U32, WARPS, WG, WG_SIZE, block_scan, bounded_wait, lid, load_param, params, u, var, wid
-from vyre.lib.keys import raw_type, to_key
+from vyre.lib.blocks import (
+    PARAMS,
+    U32,
+    WARPS,
+    WG,
+    WG_SIZE,
+    bounded_wait,
+    exclusive_block_scan,
+    lid,
+    load_param,
+    u,
+    var,
+)
+from vyre.lib.keys import element, key_bits, key_kind, raw_type, read_key
 from vyre.lib.monoid import COUNT
 
 # The ``lookback`` buffer: words 0-3 count the tiles taken in each pass, words LOOKBACK_STARTS +
@@ -65,6 +85,48 @@ def onesweep_items(raw: DataType, values: str) -> int:
     return ONESWEEP_WIDE_ITEMS if values == "none" else ONESWEEP_WIDE_VALUE_ITEMS
 
 
+@vk.func
+def count_digits(local: Any, key: Any, passes: Annotated[int, vk.Const[int]], wide: Annotated[bool, vk.Const[bool]]):
+    """Count the digit of ``key`` of each of ``passes`` passes in ``local[256*p + digit]`` (a workgroup atomic each)."""
+    for p in range(passes):
+        vk.atomic_add_relaxed(local, p * RADIX + digit(key, p * RADIX_BITS, wide), 1)
+
+
+@cache
+def _radix_histograms(key_type: DataType) -> Kernel | KernelTemplate:
+    """``radix_histograms`` of ``key_type``; its Const parameters: items per invocation, the params
+    words of n and of the workgroup count."""
+    raw = raw_type(key_type)
+    keys_spec, bits, wide = BufferSpec(Access.READ, raw), TYPE_NAMES[raw], raw is not U32
+    passes, kind, b = radix_passes(raw), key_kind(key_type), key_bits(key_type)
+    starts = lookback_starts(passes)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_histograms_{key_type.value}")
+    def histograms(keys: Annotated[vk.In[vk.u32], keys_spec], lookback: vk.InOut[vk.u32],
+                   params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], n_word: vk.Const[int],
+                   blocks_word: vk.Const[int]):
+        local = vk.shared(vk.u32, passes * RADIX)
+        i = vk.registers(vk.u32, items)
+        key = vk.registers(bits, items)
+        for r in range((params[n_word] + (params[blocks_word] * (WG * items) - 1))
+                       // (params[blocks_word] * (WG * items))):
+            tb = (r * params[blocks_word] + vk.wid()) * (WG * items)
+            for k in range(items):  # all loaded before any is counted
+                i[k] = tb + (k * WG + vk.lid())
+                key[k] = read_key(element, keys, keys, i[k], kind, b)
+            if tb < params[n_word] - min(params[n_word], WG * items - 1):  # tb + tile <= n, without overflow
+                for k in range(items):
+                    count_digits(local, key[k], passes, wide)
+            else:
+                for k in range(items):
+                    if i[k] < params[n_word]:
+                        count_digits(local, key[k], passes, wide)
+        vk.barrier()
+        merge_bins(lookback, local, params, starts, passes * RADIX, 0, vk.u32)
+
+    return histograms
+
+
 @cache
 def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: int) -> Program:
     """The digit counts of all passes at once, into ``lookback[starts + 256*p + d]`` (zeroed;
@@ -75,41 +137,31 @@ def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: i
     memory with workgroup atomics, then merges with one global atomic per non-zero bin. A tile
     wholly below ``n`` counts its keys without a test per key.
     """
-    radix, tile, raw = 1 << RADIX_BITS, WG * items, raw_type(key_type)
-    passes = radix_passes(raw)
-    n, blocks = load_param(n_word), load_param(blocks_word)
-    rounds = Expr.div(Expr.add(n, Expr.sub(Expr.mul(blocks, u(tile)), u(1))), Expr.mul(blocks, u(tile)))
-    step: list[Node] = [Node.let("tb", Expr.mul(Expr.add(Expr.mul(var("r"), blocks), wid()), u(tile)))]
-    for k in range(items):
-        step += [Node.let(f"i{k}", Expr.add(var("tb"), Expr.add(u(k * WG), lid()))),
-                 Node.let(f"key{k}", to_key(key_type, Expr.load("keys", var(f"i{k}"))))]
-    def counted(k: int, tag: str) -> list[Node]:
-        return [Node.let(f"c{k}_{p}{tag}", Expr.atomic(AtomicOp.ADD, "local",
-                                                        u(p * radix) + digit_of(var(f"key{k}"), p * RADIX_BITS, raw),
-                                                        u(1), relaxed=True))
-                for p in range(passes)]
+    return _radix_histograms(key_type).bind(items, n_word, blocks_word).program
 
-    whole = Expr.lt(var("tb"), Expr.sub(n, Expr.min(n, u(tile - 1))))  # tb + tile <= n, without overflow
-    step.append(Node.if_(whole, [node for k in range(items) for node in counted(k, "w")],
-                         [Node.if_(Expr.lt(var(f"i{k}"), n), counted(k, "")) for k in range(items)]))
-    body = [Node.loop("r", u(0), rounds, step), Node.barrier(),
-            *merge_bins("lookback", lookback_starts(passes), u(passes * radix // WG))]
-    buffers = [BufferDecl.read("keys", 0, raw), BufferDecl.read_write("lookback", 1, U32), params(2),
-               BufferDecl.workgroup("local", passes * radix, U32)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_histograms_{key_type.value}")
+
+@cache
+def _radix_digit_starts(passes: int) -> Kernel:
+    """``radix_digit_starts`` of ``passes`` passes."""
+    suffix = "" if passes == RADIX_PASSES else f"_{passes}"
+    starts = lookback_starts(passes)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_digit_starts{suffix}")
+    def digit_starts(lookback: vk.InOut[vk.u32]):
+        sums = vk.shared(vk.u32, WARPS)
+        w = vk.registers(vk.u32, 2)
+        at = starts + (vk.wid() * RADIX + vk.lid())
+        count = lookback[at]
+        lookback[at] = exclusive_block_scan(count, sums, w, COUNT)
+
+    return digit_starts
 
 
 @cache
 def radix_digit_starts(passes: int = RADIX_PASSES) -> Program:
     """Workgroup ``p`` scans pass ``p``'s digit counts in place (exclusive): each digit's first
     output slot (one workgroup per pass, of ``passes``)."""
-    at = Expr.add(u(lookback_starts(passes)), Expr.add(Expr.mul(wid(), u(1 << RADIX_BITS)), lid()))
-    nodes, (start,) = block_scan(COUNT, [var("count")], u(0), False, "sums", "s")
-    body = [Node.let("at", at), Node.let("count", Expr.load("lookback", var("at"))), *nodes,
-            Node.store("lookback", var("at"), start)]
-    buffers = [BufferDecl.read_write("lookback", 0, U32), BufferDecl.workgroup("sums", WARPS, U32)]
-    suffix = "" if passes == RADIX_PASSES else f"_{passes}"
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_digit_starts{suffix}")
+    return _radix_digit_starts(passes).program
 
 
 EARLY_BATCH = 4  # keys loaded together by the early digit counts

@@ -7,7 +7,9 @@ placing and writing of a tile (``radix_tiles``) with its buffers (``radix_buffer
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Annotated, Any
 
+from vyre.frontend import lang as vk
 from vyre.ir import BufferDecl, DataType, Expr, Node
 from vyre.lib.blocks import U32, WARPS, WG, block_scan, lane, lid, params, u, var, warp
 from vyre.lib.keys import from_key, to_key
@@ -16,6 +18,8 @@ from vyre.lib.monoid import COUNT
 SORT_ROUNDS = 4     # rounds per loop iteration of the radix scatter (written out)
 RADIX_BITS = 8
 RADIX_PASSES = 32 // RADIX_BITS
+RADIX = 1 << RADIX_BITS
+RADIX_MASK = RADIX - 1
 
 
 def _literal(raw: DataType) -> Callable[[int], Expr]:
@@ -27,6 +31,12 @@ def digit_of(key: Expr, shift: int, raw: DataType = U32) -> Expr:
     if raw is U32:
         return Expr.bitand(Expr.shr(key, u(shift)), u((1 << RADIX_BITS) - 1))
     return Expr.bitand(Expr.cast(U32, Expr.shr(key, u(shift))), u((1 << RADIX_BITS) - 1))
+
+
+@vk.func
+def digit(key: Any, shift: Annotated[int, vk.Const[int]], wide: Annotated[bool, vk.Const[bool]]):
+    """``digit_of`` in a kernel: the 8-bit digit of ``key`` (64 bits when ``wide``) at ``shift``, as U32."""
+    return (vk.u32(key >> shift) if wide else key >> shift) & RADIX_MASK
 
 
 def sort_key(dtype: DataType | None, bits: Expr) -> Expr:
