@@ -1,6 +1,6 @@
 """Order-preserving unsigned keys of integer and float bit patterns, as IR (used by sort and
 run-length encoding): u32 keys of U32, I32 and F32, u64 keys of U64, I64 and F64; the same as
-``@vk.func`` helpers for kernels written with the front end (``read_key``, ``read_raw``).
+``@vk.func`` helpers for kernels written with the front end (``key_of``, ``raw_of``).
 
 Float keys give the total order of ``vyre.lib.sort``: -inf < ... < -0.0 < +0.0 < ... < +inf < NaN,
 with every NaN mapped to one key (the largest), so NaNs sort last and compare equal.
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from vyre.frontend import lang as vk
+from vyre.frontend.annotations import BY_EXPRESSION
 from vyre.ir import DataType, Expr
 
 KEY_TYPES = (DataType.U32, DataType.I32, DataType.F32)
@@ -101,30 +102,15 @@ def key_kind(dtype: DataType | None) -> int:
 
 
 @vk.func
-def element(x: Any, y: Any, i: Any):
-    """``x[i]`` (``y`` unused): a ``read`` of ``read_key``."""
-    return x[i]
+def key_of(bits: Annotated[Any, BY_EXPRESSION], kind: Annotated[int, vk.Const[int]], b: Any):
+    """``to_key`` in a kernel: the key of the raw bits ``bits`` (``b``: their KeyBits), whose
+    expression is repeated at each use as ``to_key``'s is."""
+    return (bits if kind == KEY_UNSIGNED else bits ^ b.sign if kind == KEY_SIGNED else
+            vk.select((bits & b.magnitude) > b.inf, b.ones, vk.select((bits & b.sign) != 0, ~bits, bits | b.sign)))
 
 
 @vk.func
-def gathered(x: Any, y: Any, i: Any):
-    """``x[y[i]]``: a ``read`` of ``read_key``."""
-    return x[y[i]]
-
-
-@vk.func
-def read_key(read: Any, x: Any, y: Any, i: Any, kind: Annotated[int, vk.Const[int]], b: Any):
-    """``to_key`` of the raw bits ``read(x, y, i)`` (``b``: their KeyBits), read again at each use
-    as ``to_key``'s expression repeats its operand."""
-    return (read(x, y, i) if kind == KEY_UNSIGNED else read(x, y, i) ^ b.sign if kind == KEY_SIGNED else
-            vk.select((read(x, y, i) & b.magnitude) > b.inf, b.ones,
-                      vk.select((read(x, y, i) & b.sign) != 0, ~read(x, y, i), read(x, y, i) | b.sign)))
-
-
-@vk.func
-def read_raw(read: Any, x: Any, y: Any, i: Any, kind: Annotated[int, vk.Const[int]], b: Any):
-    """``from_key`` of ``read_key(...)``: the raw bits again, every float NaN made the one NaN."""
-    return (read_key(read, x, y, i, kind, b) if kind == KEY_UNSIGNED else
-            read_key(read, x, y, i, kind, b) ^ b.sign if kind == KEY_SIGNED else
-            vk.select((read_key(read, x, y, i, kind, b) & b.sign) != 0, read_key(read, x, y, i, kind, b) ^ b.sign,
-                      ~read_key(read, x, y, i, kind, b)))
+def raw_of(key: Annotated[Any, BY_EXPRESSION], kind: Annotated[int, vk.Const[int]], b: Any):
+    """``from_key`` in a kernel: the raw bits of ``key`` (every float NaN comes back as the one NaN)."""
+    return (key if kind == KEY_UNSIGNED else key ^ b.sign if kind == KEY_SIGNED else
+            vk.select((key & b.sign) != 0, key ^ b.sign, ~key))

@@ -19,7 +19,7 @@ from vyre.ir.program import Access
 from vyre.lib._scan.kernels import segment
 from vyre.lib._sort.tiles import RADIX_BITS, digit_of, peer_mask, radix_buffers, radix_tiles, sort_key, tile_bits
 from vyre.lib.blocks import PARAMS, U32, WARPS, WG, WG_SIZE, lid, load_param, params, u, var, warp, wid
-from vyre.lib.keys import element, gathered, key_bits, key_kind, read_key, read_raw
+from vyre.lib.keys import key_bits, key_kind, key_of, raw_of
 
 SORT_ITEMS = 24     # elements per invocation in the radix scatter of keys alone (tile 6144; 46 KB workgroup memory)
 SORT_VALUE_ITEMS = 12  # the same when values move (tile 3072; 40 KB)
@@ -109,7 +109,7 @@ def _split_keys(key_type: DataType) -> Kernel | KernelTemplate:
               params: Annotated[vk.Uniform[vk.u32], PARAMS], n_word: vk.Const[int]):
         i = vk.gid()
         if i < params[n_word]:
-            key = read_key(element, keys, keys, i, kind, b)
+            key = key_of(keys[i], kind, b)
             lo[i] = vk.u32(key)
             hi[i] = vk.u32(key >> 32)
 
@@ -134,7 +134,7 @@ def _gather(element_type: DataType, key_type: DataType | None) -> Kernel | Kerne
                params: Annotated[vk.Uniform[vk.u32], PARAMS], n_word: vk.Const[int]):
         i = vk.gid()
         if i < params[n_word]:
-            y[i] = read_raw(gathered, x, perm, i, kind, b)
+            y[i] = raw_of(key_of(x[perm[i]], kind, b), kind, b)
 
     return gather
 

@@ -41,7 +41,7 @@ from vyre.lib.blocks import (
     u,
     var,
 )
-from vyre.lib.keys import element, key_bits, key_kind, raw_type, read_key
+from vyre.lib.keys import key_bits, key_kind, key_of, raw_type
 from vyre.lib.monoid import COUNT
 
 # The ``lookback`` buffer: words 0-3 count the tiles taken in each pass, words LOOKBACK_STARTS +
@@ -113,7 +113,7 @@ def _radix_histograms(key_type: DataType) -> Kernel | KernelTemplate:
             tb = (r * params[blocks_word] + vk.wid()) * (WG * items)
             for k in range(items):  # all loaded before any is counted
                 i[k] = tb + (k * WG + vk.lid())
-                key[k] = read_key(element, keys, keys, i[k], kind, b)
+                key[k] = key_of(keys[i[k]], kind, b)
             if tb < params[n_word] - min(params[n_word], WG * items - 1):  # tb + tile <= n, without overflow
                 for k in range(items):
                     count_digits(local, key[k], passes, wide)
