@@ -8,22 +8,72 @@ programs are in ``onesweep``.
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated
+from typing import Annotated, Any
 
 from vyre.frontend import lang as vk
-from vyre.frontend.annotations import BufferSpec
+from vyre.frontend.annotations import BY_EXPRESSION, BufferSpec
 from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
 from vyre.ir.program import Access
 from vyre.lib._scan.kernels import segment
-from vyre.lib._sort.tiles import RADIX_BITS, digit_of, peer_mask, radix_buffers, radix_tiles, sort_key, tile_bits
-from vyre.lib.blocks import PARAMS, U32, WARPS, WG, WG_SIZE, lid, load_param, params, u, var, warp, wid
+from vyre.lib._sort.tiles import (
+    RADIX,
+    RADIX_BITS,
+    RADIX_MASK,
+    bits_or_past,
+    digit,
+    past_bits,
+    peers_of,
+    radix_buffers,
+    radix_tiles,
+)
+from vyre.lib.blocks import PARAMS, U32, WARPS, WG, WG_SIZE, lid, load_param, var, wid
 from vyre.lib.keys import key_bits, key_kind, key_of, raw_of
 
 SORT_ITEMS = 24     # elements per invocation in the radix scatter of keys alone (tile 6144; 46 KB workgroup memory)
 SORT_VALUE_ITEMS = 12  # the same when values move (tile 3072; 40 KB)
 COUNT_ITEMS = 8     # elements per invocation in the radix digit counts (tile 2048, all loaded first)
+
+
+@vk.func
+def with_warp_counts(total: Annotated[Any, BY_EXPRESSION], local: Any, warps: Annotated[int, vk.Const[int]]):
+    """``total`` plus the ``warps`` warps' counters of digit ``t`` (``local[v*256 + t]``)."""
+    count = total
+    for v in range(warps):
+        count = count + local[v * RADIX + vk.lid()]
+    return count
+
+
+@cache
+def _radix_counts(shift: int, key_type: DataType | None) -> Kernel | KernelTemplate:
+    """``radix_counts`` at ``shift`` of ``key_type`` keys; its Const parameters: items per
+    invocation, the params words of n, span and groups."""
+    kind, b, past = key_kind(key_type), key_bits(key_type or U32), past_bits(key_type)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_counts_{shift}")
+    def counts(keys: vk.In[vk.u32], hist: vk.InOut[vk.u32], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+               items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int], groups_word: vk.Const[int]):
+        local = vk.shared(vk.u32, WARPS * RADIX)
+        bits = vk.registers(vk.u32, items)
+        n = params[n_word]
+        size = vk.select(vk.wid() * params[span_word] < n, min(params[span_word], n - vk.wid() * params[span_word]), 0)
+        tiles = (size + (WG * items - 1)) // (WG * items)
+        for t in range(tiles):
+            tb = vk.wid() * params[span_word] + t * (WG * items)
+            for k in range(items):  # all loaded first
+                bits[k] = bits_or_past(keys, tb + (k * WG + vk.lid()), n, n, past)
+            for k in range(items):
+                d = digit(key_of(bits[k], kind, b), shift, False)
+                peers = peers_of(d, RADIX_BITS)
+                old = local[(vk.lid() >> 5) * RADIX + d]
+                local[(vk.lid() >> 5) * RADIX + d] = old + vk.popcount(peers)
+        vk.barrier()
+        # keys past n counted as digit 255, taken off
+        hist[vk.lid() * params[groups_word] + vk.wid()] = with_warp_counts(
+            vk.select(vk.lid() == RADIX_MASK, 0 - (tiles * (WG * items) - size), 0), local, WARPS)
+
+    return counts
 
 
 @cache
@@ -36,28 +86,7 @@ def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int,
     scatter's ranking (no atomics). Keys past ``n`` count as digit 255 and are taken off at the
     end. A workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
     """
-    radix, tile, span = 1 << RADIX_BITS, WG * items, load_param(span_word)
-    n, base0 = var("n"), Expr.mul(wid(), span)
-    body: list[Node] = [Node.let("n", load_param(n_word)),
-                        Node.let("size", Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))),
-                        Node.let("tiles", Expr.div(Expr.add(var("size"), u(tile - 1)), u(tile)))]
-    step = [Node.let("tb", Expr.add(base0, Expr.mul(var("t"), u(tile))))]
-    step += tile_bits(key_type, items, n, n, "bits", lambda k: Expr.add(var("tb"), Expr.add(u(k * WG), lid())))
-    for k in range(items):
-        step.append(Node.let(f"d{k}", digit_of(sort_key(key_type, var(f"bits{k}")), shift)))
-        nodes, peers = peer_mask(var(f"d{k}"), f"k{k}")
-        cell = Expr.add(Expr.mul(warp(), u(radix)), var(f"d{k}"))
-        step += nodes + [Node.let(f"k{k}old", Expr.load("local", cell)),
-                         Node.store("local", cell, Expr.add(var(f"k{k}old"), Expr.popcount(peers)))]
-    past = Expr.sub(Expr.mul(var("tiles"), u(tile)), var("size"))  # keys past n, counted as digit 255
-    body += [Node.loop("t", u(0), var("tiles"), step), Node.barrier(),
-             Node.let("total", Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(0), past), u(0)))]
-    for v in range(WARPS):
-        body.append(Node.assign("total", Expr.add(var("total"), Expr.load("local", u(v * radix) + lid()))))
-    body.append(Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()), var("total")))
-    buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), params(2),
-               BufferDecl.workgroup("local", WARPS * radix, U32)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
+    return _radix_counts(shift, key_type).bind(items, n_word, span_word, groups_word).program
 
 
 @cache

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from vyre.frontend import lang as vk
+from vyre.frontend.annotations import BY_EXPRESSION
 from vyre.ir import BufferDecl, DataType, Expr, Node
 from vyre.lib.blocks import U32, WARPS, WG, block_scan, lane, lid, params, u, var, warp
 from vyre.lib.keys import from_key, to_key
@@ -34,9 +35,35 @@ def digit_of(key: Expr, shift: int, raw: DataType = U32) -> Expr:
 
 
 @vk.func
-def digit(key: Any, shift: Annotated[int, vk.Const[int]], wide: Annotated[bool, vk.Const[bool]]):
+def digit(key: Annotated[Any, BY_EXPRESSION], shift: Annotated[int, vk.Const[int]],
+          wide: Annotated[bool, vk.Const[bool]]):
     """``digit_of`` in a kernel: the 8-bit digit of ``key`` (64 bits when ``wide``) at ``shift``, as U32."""
     return (vk.u32(key >> shift) if wide else key >> shift) & RADIX_MASK
+
+
+def past_bits(key_type: DataType | None, raw: DataType = U32) -> int:
+    """The raw bits ``tile_bits`` gives an element at or past ``n``: their sort key is all ones."""
+    ones = (1 << 8 * raw.size) - 1
+    return ones if key_type in (None, U32, DataType.U64) else ones >> 1  # signed max; a float NaN
+
+
+@vk.func
+def bits_or_past(keys: Any, i: Annotated[Any, BY_EXPRESSION], n: Annotated[Any, BY_EXPRESSION],
+                 limit: Annotated[Any, BY_EXPRESSION], past: Any):
+    """``tile_bits``' element in a kernel: the raw bits of ``keys[i]``, or ``past`` at or past ``n``
+    (not read at or past ``limit``)."""
+    return vk.select(i < n, keys[vk.select(i < limit, i, 0xFFFFFFFF)], past)
+
+
+@vk.func
+def peers_of(d: Any, bits: Annotated[int, vk.Const[int]]):
+    """``peer_mask`` in a kernel: the lanes of this subgroup whose digit ``d`` is the same (one
+    ballot per digit bit, of ``bits``)."""
+    m = 0xFFFFFFFF
+    for bit in range(bits):
+        m = m & vk.select((d & (1 << bit)) != 0, vk.subgroup_ballot((d & (1 << bit)) != 0),
+                          ~vk.subgroup_ballot((d & (1 << bit)) != 0))
+    return m
 
 
 def sort_key(dtype: DataType | None, bits: Expr) -> Expr:
@@ -53,8 +80,7 @@ def tile_bits(key_type: DataType | None, items: int, n: Expr, limit: Expr, prefi
     ``whole``: a condition, the same for the whole workgroup, under which every element is below
     ``n`` and ``limit``; then the elements are read without those two tests per element (a radix
     tile is whole but for the last one). ``declare=False`` assigns variables declared already."""
-    ones, lit = (1 << 8 * raw.size) - 1, _literal(raw)
-    past = ones if key_type in (None, U32, DataType.U64) else ones >> 1  # signed max; a float NaN
+    past, lit = past_bits(key_type, raw), _literal(raw)
     bind = Node.let if declare and whole is None else Node.assign
     checked = []
     for k in range(items):
