@@ -14,21 +14,27 @@ from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BY_EXPRESSION, BufferSpec
 from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
-from vyre.ir import BufferDecl, DataType, Expr, Node, Program
+from vyre.ir import DataType, Program
 from vyre.ir.program import Access
-from vyre.lib._scan.kernels import segment
 from vyre.lib._sort.tiles import (
+    COUNTERS,
     RADIX,
     RADIX_BITS,
     RADIX_MASK,
+    SORT_ROUNDS,
     bits_or_past,
+    check_rounds,
     digit,
+    element_at,
     past_bits,
     peers_of,
-    radix_buffers,
-    radix_tiles,
+    rank_of,
+    round_slot,
+    tile_count,
+    tile_slots,
+    write_key,
 )
-from vyre.lib.blocks import PARAMS, U32, WARPS, WG, WG_SIZE, lid, load_param, var, wid
+from vyre.lib.blocks import PARAMS, U32, WARPS, WG
 from vyre.lib.keys import key_bits, key_kind, key_of, raw_of
 
 SORT_ITEMS = 24     # elements per invocation in the radix scatter of keys alone (tile 6144; 46 KB workgroup memory)
@@ -89,6 +95,102 @@ def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int,
     return _radix_counts(shift, key_type).bind(items, n_word, span_word, groups_word).program
 
 
+@vk.func
+def group_bits(keys: Any, seg_base: Any, q: Annotated[Any, BY_EXPRESSION], r: Annotated[int, vk.Const[int]],
+               items: Annotated[int, vk.Const[int]], rounds: Annotated[int, vk.Const[int]],
+               n: Any, limit: Any, past: Any):
+    """The raw bits of round ``r`` of loop iteration ``q`` of the segment at ``seg_base`` (``items //
+    rounds`` iterations per tile; ``bits_or_past``)."""
+    return bits_or_past(keys, element_at(seg_base + q // (items // rounds) * (WG * items),
+                                         q % (items // rounds) * rounds + r, items), n, limit, past)
+
+
+@cache
+def _radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None, values: str
+                   ) -> Kernel | KernelTemplate:
+    """``radix_scatter`` at ``shift``; its Const parameters: items per invocation, rounds per loop
+    iteration, whether values are loaded and moved, the params words of n, span and groups."""
+    vals = BufferSpec(Access.READ, U32) if values == "load" else None
+    vals_out = BufferSpec(Access.READ_WRITE, U32) if values != "none" else None
+    kin, bin_, past = key_kind(key_in), key_bits(key_in or U32), past_bits(key_in)
+    kout, bout = key_kind(key_out), key_bits(key_out or U32)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_scatter_{shift}", names={"shifts": "shift"})
+    def scatter(keys: vk.In[vk.u32], offsets: vk.In[vk.u32], keys_out: vk.InOut[vk.u32],
+                vals: Annotated[vk.In[vk.u32], vals], vals_out: Annotated[vk.InOut[vk.u32], vals_out],
+                params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], rounds: vk.Const[int],
+                loads: vk.Const[bool], moves: vk.Const[bool], n_word: vk.Const[int], span_word: vk.Const[int],
+                groups_word: vk.Const[int]):
+        counts = vk.shared(vk.u16, 2 * COUNTERS)  # two halves, by tile parity
+        shifts = vk.shared(vk.u32, RADIX)
+        sums = vk.shared(vk.u32, WARPS)
+        ranks = vk.shared(vk.u16, WG * items)
+        sorted_keys = vk.shared(vk.u32, WG * items)
+        if moves:
+            sorted_vals = vk.shared(vk.u32, WG * items)
+        a = vk.registers(vk.u32, rounds)  # the keys of the next loop iteration, and of the one after
+        b = vk.registers(vk.u32, rounds)
+        cur = vk.registers(vk.u32, rounds)
+        p = vk.registers(vk.u32, rounds)
+        pv = vk.registers(vk.u32, rounds)
+        o = vk.registers(vk.u32, rounds)
+        pos = vk.registers(vk.u32, rounds)
+        run = vk.registers(vk.u32, 1)
+        w = vk.registers(vk.u32, 2)
+        n = params[n_word]
+        seg_base = vk.wid() * params[span_word]
+        if seg_base >= n:
+            return
+        seg_tiles = (min(params[span_word], n - seg_base) + (WG * items - 1)) // (WG * items)
+        run[0] = offsets[vk.lid() * params[groups_word] + vk.wid()]
+        limit = min(n, seg_base + params[span_word])
+        for r in range(rounds):
+            a[r] = group_bits(keys, seg_base, vk.u32(0), r, items, rounds, n, limit, past)
+        for r in range(rounds):
+            b[r] = group_bits(keys, seg_base, vk.u32(1), r, items, rounds, n, limit, past)
+        for t in range(seg_tiles):
+            tb = seg_base + t * (WG * items)
+            valid = min(n, tb + WG * items) - min(n, tb)
+            half = (t & 1) * COUNTERS
+            for g in range(vk.u32(items // rounds)):  # step 1: rank; loads run two loop iterations ahead
+                for r in range(rounds):
+                    cur[r] = a[r]
+                for r in range(rounds):
+                    a[r] = b[r]
+                for r in range(rounds):
+                    b[r] = group_bits(keys, seg_base, t * (items // rounds) + g + 2, r, items, rounds, n, limit, past)
+                for r in range(rounds):
+                    ranks[round_slot(g, r, rounds)] = rank_of(counts, key_of(cur[r], kin, bin_), shift, half, False)
+            vk.barrier()
+            total = tile_count(counts, half, True, WARPS)  # step 2
+            tile_slots(counts, shifts, sums, w, run, total, half, True, WARPS)
+            for h in range(vk.u32(items // rounds)):  # step 3: keys read again (from cache), placed
+                for r in range(rounds):
+                    p[r] = bits_or_past(keys, element_at(tb, h * rounds + r, items), n, n, past)
+                if loads:
+                    for r in range(rounds):
+                        pv[r] = vals[element_at(tb, h * rounds + r, items)]
+                for r in range(rounds):
+                    k = key_of(p[r], kin, bin_)
+                    s = counts[half + ((vk.lid() >> 5) * RADIX + digit(k, shift, False))] + ranks[
+                        round_slot(h, r, rounds)]
+                    sorted_keys[s] = k
+                    if moves:
+                        sorted_vals[s] = pv[r] if loads else element_at(tb, h * rounds + r, items)
+            vk.barrier()
+            for h in range(vk.u32(items // rounds)):  # step 4: written out
+                for r in range(rounds):
+                    o[r] = 0
+                    pos[r] = 0
+                for r in range(rounds):
+                    write_key(sorted_keys, shifts, keys_out, o, pos, h, r, rounds, valid, True, shift, False, kout,
+                              bout)
+                    if moves:
+                        vals_out[pos[r]] = sorted_vals[round_slot(h, r, rounds)]
+
+    return scatter
+
+
 @cache
 def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
                   n_word: int, span_word: int, groups_word: int) -> Program:
@@ -119,13 +221,9 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     ``"iota"`` (the value is the index: argsort); ``key_in``/``key_out`` transform raw keys on
     the first pass and back on the last.
     """
-    n = var("n")
-    body = [Node.let("n", load_param(n_word)), *segment(n, span_word, WG * items)]
-    body += [Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()))),
-             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), load_param(span_word))))]
-    body += radix_tiles(shift, key_in, key_out, values, items, var("seg_tiles"), None)
-    buffers = radix_buffers(BufferDecl.read("offsets", 1, U32), values, items, 2)
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_scatter_{shift}")
+    check_rounds(items)
+    kernel = _radix_scatter(shift, key_in, key_out, values)
+    return kernel.bind(items, SORT_ROUNDS, values == "load", values != "none", n_word, span_word, groups_word).program
 
 
 @cache

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BY_EXPRESSION
 from vyre.ir import BufferDecl, DataType, Expr, Node
-from vyre.lib.blocks import U32, WARPS, WG, block_scan, lane, lid, params, u, var, warp
-from vyre.lib.keys import from_key, to_key
+from vyre.lib.blocks import U32, WARPS, WG, block_scan, exclusive_block_scan, lane, lid, params, u, var, warp
+from vyre.lib.keys import from_key, raw_of, to_key
 from vyre.lib.monoid import COUNT
 
 SORT_ROUNDS = 4     # rounds per loop iteration of the radix scatter (written out)
@@ -21,6 +21,7 @@ RADIX_BITS = 8
 RADIX_PASSES = 32 // RADIX_BITS
 RADIX = 1 << RADIX_BITS
 RADIX_MASK = RADIX - 1
+COUNTERS = WARPS * RADIX  # one half of a tile's digit counters: every warp's, of every digit
 
 
 def _literal(raw: DataType) -> Callable[[int], Expr]:
@@ -64,6 +65,80 @@ def peers_of(d: Any, bits: Annotated[int, vk.Const[int]]):
         m = m & vk.select((d & (1 << bit)) != 0, vk.subgroup_ballot((d & (1 << bit)) != 0),
                           ~vk.subgroup_ballot((d & (1 << bit)) != 0))
     return m
+
+
+@vk.func
+def element_at(base: Annotated[Any, BY_EXPRESSION], j: Annotated[Any, BY_EXPRESSION],
+               items: Annotated[int, vk.Const[int]]):
+    """``tile_element`` in a kernel: round ``j`` of this invocation in the tile at ``base``."""
+    return base + ((vk.lid() >> 5) * (32 * items) + (j * 32 + vk.subgroup_local_id()))
+
+
+@vk.func
+def round_slot(h: Any, r: Annotated[int, vk.Const[int]], rounds: Annotated[int, vk.Const[int]]):
+    """The tile slot of round ``r`` of loop iteration ``h`` (``rounds`` per iteration) of this invocation."""
+    return (h * rounds + r) * WG + vk.lid()
+
+
+@vk.func
+def rank_of(counts: Any, key: Annotated[Any, BY_EXPRESSION], shift: Annotated[int, vk.Const[int]],
+            half: Annotated[Any, BY_EXPRESSION], wide: Annotated[bool, vk.Const[bool]]):
+    """``rank_key`` in a kernel (ballots not bound): count the warp's lanes whose digit of ``key``
+    is this one's in the warp's counter of that digit; the key's rank among them."""
+    d = digit(key, shift, wide)
+    peers = peers_of(d, RADIX_BITS)
+    old = counts[half + ((vk.lid() >> 5) * RADIX + d)]
+    counts[half + ((vk.lid() >> 5) * RADIX + d)] = old + vk.popcount(peers)
+    return old + vk.popcount(peers & ((1 << vk.subgroup_local_id()) - 1))
+
+
+@vk.func
+def tile_count(counts: Any, half: Annotated[Any, BY_EXPRESSION], halves: Annotated[bool, vk.Const[bool]],
+               warps: Annotated[int, vk.Const[int]]):
+    """Step 2's count of digit ``t`` in the tile: the ``warps`` warps' counters in the current half
+    of ``counts`` (from ``half``); with ``halves``, the other half's counters zeroed."""
+    total = 0
+    for v in range(warps):
+        total = total + counts[half + (v * RADIX + vk.lid())]
+        if halves:
+            counts[COUNTERS - half + (v * RADIX + vk.lid())] = 0
+    return total
+
+
+@vk.func
+def tile_slots(counts: Any, shifts: Any, sums: Any, w: Any, run: Any, total: Any,
+               half: Annotated[Any, BY_EXPRESSION], running: Annotated[bool, vk.Const[bool]],
+               warps: Annotated[int, vk.Const[int]]):
+    """The rest of step 2 (``digit_slots``): a workgroup scan over digits gives where digit ``t``
+    starts in the tile; ``shifts[t]`` moves a tile slot to its output position (from ``run[0]``,
+    which goes on by ``total`` when ``running``); each warp's counter becomes its first slot."""
+    start = exclusive_block_scan(total, sums, w, COUNT)
+    slot = start
+    shifts[vk.lid()] = run[0] - slot
+    if running:
+        run[0] = run[0] + total
+    for v in range(warps):  # read again rather than held in registers across the scan
+        c = counts[half + (v * RADIX + vk.lid())]
+        counts[half + (v * RADIX + vk.lid())] = slot
+        slot = slot + c
+    vk.barrier()
+
+
+@vk.func
+def write_key(sorted_keys: Any, shifts: Any, keys_out: Any, o: Any, pos: Any, h: Any,
+              r: Annotated[int, vk.Const[int]], rounds: Annotated[int, vk.Const[int]], valid: Any,
+              checked: Annotated[bool, vk.Const[bool]], shift: Annotated[int, vk.Const[int]],
+              wide: Annotated[bool, vk.Const[bool]], kind: Annotated[int, vk.Const[int]], b: Any):
+    """Step 4 for round ``r``: read slot ``round_slot(h, r)`` of the placed tile into ``o[r]`` and
+    write it (its raw bits: ``kind``, ``b``) to ``slot + shifts[digit]``, ``pos[r]``; ``checked``:
+    not at or past ``valid``."""
+    o[r] = sorted_keys[round_slot(h, r, rounds)]
+    if checked:
+        pos[r] = vk.select(round_slot(h, r, rounds) < valid,
+                           round_slot(h, r, rounds) + shifts[digit(o[r], shift, wide)], 0xFFFFFFFF)
+    else:
+        pos[r] = round_slot(h, r, rounds) + shifts[digit(o[r], shift, wide)]
+    keys_out[pos[r]] = raw_of(o[r], kind, b)
 
 
 def sort_key(dtype: DataType | None, bits: Expr) -> Expr:
