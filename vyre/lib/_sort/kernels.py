@@ -25,14 +25,14 @@ from vyre.lib._sort.tiles import (
     bits_or_past,
     check_rounds,
     digit,
-    element_at,
+    load_group,
     past_bits,
     peers_of,
-    rank_of,
-    round_slot,
+    place_tile,
+    rank_tile,
     tile_count,
     tile_slots,
-    write_key,
+    write_out,
 )
 from vyre.lib.blocks import PARAMS, U32, WARPS, WG
 from vyre.lib.keys import key_bits, key_kind, key_of, raw_of
@@ -71,7 +71,7 @@ def _radix_counts(shift: int, key_type: DataType | None) -> Kernel | KernelTempl
                 bits[k] = bits_or_past(keys, tb + (k * WG + vk.lid()), n, n, past)
             for k in range(items):
                 d = digit(key_of(bits[k], kind, b), shift, False)
-                peers = peers_of(d, RADIX_BITS)
+                peers = peers_of(d, RADIX_BITS, False)
                 old = local[(vk.lid() >> 5) * RADIX + d]
                 local[(vk.lid() >> 5) * RADIX + d] = old + vk.popcount(peers)
         vk.barrier()
@@ -93,16 +93,6 @@ def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int,
     end. A workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
     """
     return _radix_counts(shift, key_type).bind(items, n_word, span_word, groups_word).program
-
-
-@vk.func
-def group_bits(keys: Any, seg_base: Any, q: Annotated[Any, BY_EXPRESSION], r: Annotated[int, vk.Const[int]],
-               items: Annotated[int, vk.Const[int]], rounds: Annotated[int, vk.Const[int]],
-               n: Any, limit: Any, past: Any):
-    """The raw bits of round ``r`` of loop iteration ``q`` of the segment at ``seg_base`` (``items //
-    rounds`` iterations per tile; ``bits_or_past``)."""
-    return bits_or_past(keys, element_at(seg_base + q // (items // rounds) * (WG * items),
-                                         q % (items // rounds) * rounds + r, items), n, limit, past)
 
 
 @cache
@@ -144,49 +134,21 @@ def _radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None
         seg_tiles = (min(params[span_word], n - seg_base) + (WG * items - 1)) // (WG * items)
         run[0] = offsets[vk.lid() * params[groups_word] + vk.wid()]
         limit = min(n, seg_base + params[span_word])
-        for r in range(rounds):
-            a[r] = group_bits(keys, seg_base, vk.u32(0), r, items, rounds, n, limit, past)
-        for r in range(rounds):
-            b[r] = group_bits(keys, seg_base, vk.u32(1), r, items, rounds, n, limit, past)
+        load_group(keys, a, seg_base, vk.u32(0), n, limit, False, past, items, rounds, False, True)
+        load_group(keys, b, seg_base, vk.u32(1), n, limit, False, past, items, rounds, False, True)
         for t in range(seg_tiles):
             tb = seg_base + t * (WG * items)
             valid = min(n, tb + WG * items) - min(n, tb)
             half = (t & 1) * COUNTERS
-            for g in range(vk.u32(items // rounds)):  # step 1: rank; loads run two loop iterations ahead
-                for r in range(rounds):
-                    cur[r] = a[r]
-                for r in range(rounds):
-                    a[r] = b[r]
-                for r in range(rounds):
-                    b[r] = group_bits(keys, seg_base, t * (items // rounds) + g + 2, r, items, rounds, n, limit, past)
-                for r in range(rounds):
-                    ranks[round_slot(g, r, rounds)] = rank_of(counts, key_of(cur[r], kin, bin_), shift, half, False)
-            vk.barrier()
+            rank_tile(keys, counts, ranks, a, b, cur, seg_base, t, n, limit, False, past, half, kin, bin_, shift, items,
+                      rounds, False)
             total = tile_count(counts, half, True, WARPS)  # step 2
             tile_slots(counts, shifts, sums, w, run, total, half, True, WARPS)
-            for h in range(vk.u32(items // rounds)):  # step 3: keys read again (from cache), placed
-                for r in range(rounds):
-                    p[r] = bits_or_past(keys, element_at(tb, h * rounds + r, items), n, n, past)
-                if loads:
-                    for r in range(rounds):
-                        pv[r] = vals[element_at(tb, h * rounds + r, items)]
-                for r in range(rounds):
-                    k = key_of(p[r], kin, bin_)
-                    s = counts[half + ((vk.lid() >> 5) * RADIX + digit(k, shift, False))] + ranks[
-                        round_slot(h, r, rounds)]
-                    sorted_keys[s] = k
-                    if moves:
-                        sorted_vals[s] = pv[r] if loads else element_at(tb, h * rounds + r, items)
-            vk.barrier()
-            for h in range(vk.u32(items // rounds)):  # step 4: written out
-                for r in range(rounds):
-                    o[r] = 0
-                    pos[r] = 0
-                for r in range(rounds):
-                    write_key(sorted_keys, shifts, keys_out, o, pos, h, r, rounds, valid, True, shift, False, kout,
-                              bout)
-                    if moves:
-                        vals_out[pos[r]] = sorted_vals[round_slot(h, r, rounds)]
+            # (sorted_keys stands for sorted_vals where values do not move: not used there)
+            place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals if moves else sorted_keys, p, pv, tb, n,
+                       past, half, kin, bin_, shift, items, rounds, loads, moves)
+            write_out(sorted_keys, sorted_vals if moves else sorted_keys, shifts, keys_out, vals_out, o, pos, valid,
+                       False, False, shift, False, kout, bout, items, rounds, moves)
 
     return scatter
 

@@ -13,7 +13,7 @@ from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BY_EXPRESSION
 from vyre.ir import BufferDecl, DataType, Expr, Node
 from vyre.lib.blocks import U32, WARPS, WG, block_scan, exclusive_block_scan, lane, lid, params, u, var, warp
-from vyre.lib.keys import from_key, raw_of, to_key
+from vyre.lib.keys import from_key, key_of, raw_of, to_key
 from vyre.lib.monoid import COUNT
 
 SORT_ROUNDS = 4     # rounds per loop iteration of the radix scatter (written out)
@@ -57,13 +57,18 @@ def bits_or_past(keys: Any, i: Annotated[Any, BY_EXPRESSION], n: Annotated[Any, 
 
 
 @vk.func
-def peers_of(d: Any, bits: Annotated[int, vk.Const[int]]):
+def peers_of(d: Any, bits: Annotated[int, vk.Const[int]], bound: Annotated[bool, vk.Const[bool]]):
     """``peer_mask`` in a kernel: the lanes of this subgroup whose digit ``d`` is the same (one
-    ballot per digit bit, of ``bits``)."""
+    ballot per digit bit, of ``bits``; ``bound``: each bit's test and ballot bound once)."""
     m = 0xFFFFFFFF
     for bit in range(bits):
-        m = m & vk.select((d & (1 << bit)) != 0, vk.subgroup_ballot((d & (1 << bit)) != 0),
-                          ~vk.subgroup_ballot((d & (1 << bit)) != 0))
+        if bound:
+            has = (d & (1 << bit)) != 0
+            votes = vk.subgroup_ballot(has)
+            m = m & vk.select(has, votes, ~votes)
+        else:
+            m = m & vk.select((d & (1 << bit)) != 0, vk.subgroup_ballot((d & (1 << bit)) != 0),
+                              ~vk.subgroup_ballot((d & (1 << bit)) != 0))
     return m
 
 
@@ -82,11 +87,12 @@ def round_slot(h: Any, r: Annotated[int, vk.Const[int]], rounds: Annotated[int, 
 
 @vk.func
 def rank_of(counts: Any, key: Annotated[Any, BY_EXPRESSION], shift: Annotated[int, vk.Const[int]],
-            half: Annotated[Any, BY_EXPRESSION], wide: Annotated[bool, vk.Const[bool]]):
-    """``rank_key`` in a kernel (ballots not bound): count the warp's lanes whose digit of ``key``
-    is this one's in the warp's counter of that digit; the key's rank among them."""
+            half: Annotated[Any, BY_EXPRESSION], wide: Annotated[bool, vk.Const[bool]],
+            bound: Annotated[bool, vk.Const[bool]]):
+    """``rank_key`` in a kernel: count the warp's lanes whose digit of ``key`` is this one's in the
+    warp's counter of that digit (from ``half``); the key's rank among them."""
     d = digit(key, shift, wide)
-    peers = peers_of(d, RADIX_BITS)
+    peers = peers_of(d, RADIX_BITS, bound)
     old = counts[half + ((vk.lid() >> 5) * RADIX + d)]
     counts[half + ((vk.lid() >> 5) * RADIX + d)] = old + vk.popcount(peers)
     return old + vk.popcount(peers & ((1 << vk.subgroup_local_id()) - 1))
@@ -139,6 +145,112 @@ def write_key(sorted_keys: Any, shifts: Any, keys_out: Any, o: Any, pos: Any, h:
     else:
         pos[r] = round_slot(h, r, rounds) + shifts[digit(o[r], shift, wide)]
     keys_out[pos[r]] = raw_of(o[r], kind, b)
+
+
+@vk.func
+def load_group(keys: Any, dst: Any, seg_base: Any, q: Annotated[Any, BY_EXPRESSION], n: Any, limit: Any,
+               whole: Annotated[Any, BY_EXPRESSION], past: Any, items: Annotated[int, vk.Const[int]],
+               rounds: Annotated[int, vk.Const[int]], one_tile: Annotated[bool, vk.Const[bool]],
+               declare: Annotated[bool, vk.Const[bool]]):
+    """``dst[r]``: the raw bits of round ``r`` of loop iteration ``q`` (``bits_or_past``). Over a
+    segment (``seg_base``, ``items // rounds`` iterations per tile), or with ``one_tile`` the tile
+    at ``seg_base``, whose iterations past it (loaded ahead) are not read, and which a ``whole``
+    tile reads without tests (then ``declare``: the registers are declared first)."""
+    if one_tile:
+        if declare:
+            for r in range(rounds):
+                dst[r] = past
+        if whole and q < items // rounds:
+            for r in range(rounds):
+                dst[r] = keys[element_at(seg_base, q * rounds + r, items)]
+        else:
+            for r in range(rounds):
+                dst[r] = bits_or_past(keys, element_at(seg_base, q * rounds + r, items), n,
+                                      vk.select(q < items // rounds, limit, 0), past)
+    else:
+        for r in range(rounds):
+            dst[r] = bits_or_past(keys, element_at(seg_base + q // (items // rounds) * (WG * items),
+                                                   q % (items // rounds) * rounds + r, items), n, limit, past)
+
+
+@vk.func
+def rank_tile(keys: Any, counts: Any, ranks: Any, a: Any, b: Any, cur: Any, seg_base: Any, t: Any, n: Any,
+              limit: Any, whole: Annotated[Any, BY_EXPRESSION], past: Any, half: Any,
+              kind: Annotated[int, vk.Const[int]], bk: Any, shift: Annotated[int, vk.Const[int]],
+              items: Annotated[int, vk.Const[int]], rounds: Annotated[int, vk.Const[int]],
+              one_tile: Annotated[bool, vk.Const[bool]]):
+    """Step 1 of tile ``t``: rank its keys (sort keys of kind ``kind``, ``bk``), ``rounds`` per loop
+    iteration, the ranks into ``ranks``; the raw bits of the next two iterations wait in ``a`` and
+    ``b`` (``load_group``), so loads run two iterations ahead."""
+    for g in range(vk.u32(items // rounds)):
+        for r in range(rounds):
+            cur[r] = a[r]
+        for r in range(rounds):
+            a[r] = b[r]
+        load_group(keys, b, seg_base, t * (items // rounds) + g + 2, n, limit, whole, past, items, rounds, one_tile,
+                   False)
+        for r in range(rounds):
+            ranks[round_slot(g, r, rounds)] = rank_of(counts, key_of(cur[r], kind, bk), shift, half, False, False)
+    vk.barrier()
+
+
+@vk.func
+def place_tile(keys: Any, vals: Any, counts: Any, ranks: Any, sorted_keys: Any, sorted_vals: Any, p: Any, pv: Any,
+               tb: Any, n: Any, past: Any, half: Any, kind: Annotated[int, vk.Const[int]], bk: Any,
+               shift: Annotated[int, vk.Const[int]], items: Annotated[int, vk.Const[int]],
+               rounds: Annotated[int, vk.Const[int]], loads: Annotated[bool, vk.Const[bool]],
+               moves: Annotated[bool, vk.Const[bool]]):
+    """Step 3 of the tile at ``tb``: its keys read again (just read, so from cache) and values
+    (loaded, or the index) stored at their tile slots, ``rounds`` per loop iteration."""
+    for h in range(vk.u32(items // rounds)):
+        for r in range(rounds):  # a whole-tile branch here measured slower
+            p[r] = bits_or_past(keys, element_at(tb, h * rounds + r, items), n, n, past)
+        if loads:
+            for r in range(rounds):
+                pv[r] = vals[element_at(tb, h * rounds + r, items)]
+        for r in range(rounds):
+            k = key_of(p[r], kind, bk)
+            s = counts[half + ((vk.lid() >> 5) * RADIX + digit(k, shift, False))] + ranks[round_slot(h, r, rounds)]
+            sorted_keys[s] = k
+            if moves:
+                sorted_vals[s] = pv[r] if loads else element_at(tb, h * rounds + r, items)
+    vk.barrier()
+
+
+@vk.func
+def write_rounds(sorted_keys: Any, sorted_vals: Any, shifts: Any, keys_out: Any, vals_out: Any, o: Any, pos: Any,
+                 h: Any, valid: Any, checked: Annotated[bool, vk.Const[bool]], shift: Annotated[int, vk.Const[int]],
+                 wide: Annotated[bool, vk.Const[bool]], kind: Annotated[int, vk.Const[int]], b: Any,
+                 rounds: Annotated[int, vk.Const[int]], moves: Annotated[bool, vk.Const[bool]]):
+    """Step 4 for loop iteration ``h``: ``write_key`` of each round, and its value."""
+    for r in range(rounds):
+        write_key(sorted_keys, shifts, keys_out, o, pos, h, r, rounds, valid, checked, shift, wide, kind, b)
+        if moves:
+            vals_out[pos[r]] = sorted_vals[round_slot(h, r, rounds)]
+
+
+@vk.func
+def write_out(sorted_keys: Any, sorted_vals: Any, shifts: Any, keys_out: Any, vals_out: Any, o: Any, pos: Any,
+               valid: Any, whole: Annotated[Any, BY_EXPRESSION], one_tile: Annotated[bool, vk.Const[bool]],
+               shift: Annotated[int, vk.Const[int]], wide: Annotated[bool, vk.Const[bool]],
+               kind: Annotated[int, vk.Const[int]], b: Any, items: Annotated[int, vk.Const[int]],
+               rounds: Annotated[int, vk.Const[int]], moves: Annotated[bool, vk.Const[bool]]):
+    """Step 4: invocation ``t`` writes slots ``j*WG + t`` of the placed tile to ``slot + shifts[digit]``
+    (values too), none at or past ``valid``; with ``one_tile``, a ``whole`` tile without that test."""
+    for h in range(vk.u32(items // rounds)):
+        for r in range(rounds):
+            o[r] = 0
+            pos[r] = 0
+        if one_tile:
+            if whole:
+                write_rounds(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, h, valid, False, shift,
+                             wide, kind, b, rounds, moves)
+            else:
+                write_rounds(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, h, valid, True, shift,
+                             wide, kind, b, rounds, moves)
+        else:
+            write_rounds(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, h, valid, True, shift, wide,
+                         kind, b, rounds, moves)
 
 
 def sort_key(dtype: DataType | None, bits: Expr) -> Expr:
