@@ -140,13 +140,13 @@ def _radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None
             tb = seg_base + t * (WG * items)
             valid = min(n, tb + WG * items) - min(n, tb)
             half = (t & 1) * COUNTERS
-            rank_tile(keys, counts, ranks, a, b, cur, seg_base, t, n, limit, False, past, half, kin, bin_, shift, items,
-                      rounds, False)
+            rank_tile(keys, counts, ranks, a, b, cur, seg_base, t, n, limit, False, past, half, kin, bin_, shift, False,
+                      items, rounds, False)
             total = tile_count(counts, half, True, WARPS)  # step 2
             tile_slots(counts, shifts, sums, w, run, total, half, True, WARPS)
             # (sorted_keys stands for sorted_vals where values do not move: not used there)
             place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals if moves else sorted_keys, p, pv, tb, n,
-                       past, half, kin, bin_, shift, items, rounds, loads, moves)
+                       past, half, kin, bin_, shift, False, items, rounds, loads, moves)
             write_out(sorted_keys, sorted_vals if moves else sorted_keys, shifts, keys_out, vals_out, o, pos, valid,
                        False, False, shift, False, kout, bout, items, rounds, moves)
 

@@ -177,8 +177,8 @@ def load_group(keys: Any, dst: Any, seg_base: Any, q: Annotated[Any, BY_EXPRESSI
 def rank_tile(keys: Any, counts: Any, ranks: Any, a: Any, b: Any, cur: Any, seg_base: Any, t: Any, n: Any,
               limit: Any, whole: Annotated[Any, BY_EXPRESSION], past: Any, half: Any,
               kind: Annotated[int, vk.Const[int]], bk: Any, shift: Annotated[int, vk.Const[int]],
-              items: Annotated[int, vk.Const[int]], rounds: Annotated[int, vk.Const[int]],
-              one_tile: Annotated[bool, vk.Const[bool]]):
+              wide: Annotated[bool, vk.Const[bool]], items: Annotated[int, vk.Const[int]],
+              rounds: Annotated[int, vk.Const[int]], one_tile: Annotated[bool, vk.Const[bool]]):
     """Step 1 of tile ``t``: rank its keys (sort keys of kind ``kind``, ``bk``), ``rounds`` per loop
     iteration, the ranks into ``ranks``; the raw bits of the next two iterations wait in ``a`` and
     ``b`` (``load_group``), so loads run two iterations ahead."""
@@ -190,14 +190,15 @@ def rank_tile(keys: Any, counts: Any, ranks: Any, a: Any, b: Any, cur: Any, seg_
         load_group(keys, b, seg_base, t * (items // rounds) + g + 2, n, limit, whole, past, items, rounds, one_tile,
                    False)
         for r in range(rounds):
-            ranks[round_slot(g, r, rounds)] = rank_of(counts, key_of(cur[r], kind, bk), shift, half, False, False)
+            ranks[round_slot(g, r, rounds)] = rank_of(counts, key_of(cur[r], kind, bk), shift, half, wide, False)
     vk.barrier()
 
 
 @vk.func
 def place_tile(keys: Any, vals: Any, counts: Any, ranks: Any, sorted_keys: Any, sorted_vals: Any, p: Any, pv: Any,
                tb: Any, n: Any, past: Any, half: Any, kind: Annotated[int, vk.Const[int]], bk: Any,
-               shift: Annotated[int, vk.Const[int]], items: Annotated[int, vk.Const[int]],
+               shift: Annotated[int, vk.Const[int]], wide: Annotated[bool, vk.Const[bool]],
+               items: Annotated[int, vk.Const[int]],
                rounds: Annotated[int, vk.Const[int]], loads: Annotated[bool, vk.Const[bool]],
                moves: Annotated[bool, vk.Const[bool]]):
     """Step 3 of the tile at ``tb``: its keys read again (just read, so from cache) and values
@@ -210,7 +211,7 @@ def place_tile(keys: Any, vals: Any, counts: Any, ranks: Any, sorted_keys: Any, 
                 pv[r] = vals[element_at(tb, h * rounds + r, items)]
         for r in range(rounds):
             k = key_of(p[r], kind, bk)
-            s = counts[half + ((vk.lid() >> 5) * RADIX + digit(k, shift, False))] + ranks[round_slot(h, r, rounds)]
+            s = counts[half + ((vk.lid() >> 5) * RADIX + digit(k, shift, wide))] + ranks[round_slot(h, r, rounds)]
             sorted_keys[s] = k
             if moves:
                 sorted_vals[s] = pv[r] if loads else element_at(tb, h * rounds + r, items)
