@@ -1,6 +1,6 @@
-"""Order-preserving unsigned keys of integer and float bit patterns, as IR (used by sort and
-run-length encoding): u32 keys of U32, I32 and F32, u64 keys of U64, I64 and F64; the same as
-``@vk.func`` helpers for kernels written with the front end (``key_of``, ``raw_of``).
+"""Order-preserving unsigned keys of integer and float bit patterns (used by sort and run-length
+encoding): u32 keys of U32, I32 and F32, u64 keys of U64, I64 and F64, as ``@vk.func`` helpers
+(``key_of``, ``raw_of``); the equality keys of run-length encoding as IR (``equality_key``).
 
 Float keys give the total order of ``vyre.lib.sort``: -inf < ... < -0.0 < +0.0 < ... < +inf < NaN,
 with every NaN mapped to one key (the largest), so NaNs sort last and compare equal.
@@ -59,29 +59,6 @@ def is_nan_bits(bits: Expr, dtype: DataType = DataType.F32) -> Expr:
     return Expr.gt(Expr.bitand(bits, lit(magnitude)), lit(inf))
 
 
-def to_key(dtype: DataType, bits: Expr) -> Expr:
-    """The key of a value given as its raw bits; unsigned order of keys = sort order."""
-    lit, sign, _, _, ones = _constants(dtype)
-    if dtype in (DataType.U32, DataType.U64):
-        return bits
-    if dtype in (DataType.I32, DataType.I64):
-        return Expr.bitxor(bits, lit(sign))
-    negative = Expr.ne(Expr.bitand(bits, lit(sign)), lit(0))
-    ordered = Expr.select(negative, Expr.bitnot(bits), Expr.bitor(bits, lit(sign)))
-    return Expr.select(is_nan_bits(bits, dtype), lit(ones), ordered)
-
-
-def from_key(dtype: DataType, key: Expr) -> Expr:
-    """Raw bits back from a key (every float NaN comes back as 0x7FFFFFFF, or 0x7FFFFFFFFFFFFFFF for F64)."""
-    lit, sign, _, _, _ = _constants(dtype)
-    if dtype in (DataType.U32, DataType.U64):
-        return key
-    if dtype in (DataType.I32, DataType.I64):
-        return Expr.bitxor(key, lit(sign))
-    positive = Expr.ne(Expr.bitand(key, lit(sign)), lit(0))
-    return Expr.select(positive, Expr.bitxor(key, lit(sign)), Expr.bitnot(key))
-
-
 def equality_key(dtype: DataType, bits: Expr) -> Expr:
     """Bits with every float NaN made one value: equal keys = the same run in run-length encoding."""
     if dtype in _FLOATS:
@@ -103,14 +80,14 @@ def key_kind(dtype: DataType | None) -> int:
 
 @vk.func
 def key_of(bits: Annotated[Any, BY_EXPRESSION], kind: Annotated[int, vk.Const[int]], b: Any):
-    """``to_key`` in a kernel: the key of the raw bits ``bits`` (``b``: their KeyBits), whose
-    expression is repeated at each use as ``to_key``'s is."""
+    """The key of a value given as its raw bits ``bits`` (``b``: their KeyBits); unsigned order of
+    keys = sort order. ``bits`` is passed by expression: written at each use."""
     return (bits if kind == KEY_UNSIGNED else bits ^ b.sign if kind == KEY_SIGNED else
             vk.select((bits & b.magnitude) > b.inf, b.ones, vk.select((bits & b.sign) != 0, ~bits, bits | b.sign)))
 
 
 @vk.func
 def raw_of(key: Annotated[Any, BY_EXPRESSION], kind: Annotated[int, vk.Const[int]], b: Any):
-    """``from_key`` in a kernel: the raw bits of ``key`` (every float NaN comes back as the one NaN)."""
+    """Raw bits back from a key (every float NaN comes back as 0x7FFFFFFF, or 0x7FFFFFFFFFFFFFFF for F64)."""
     return (key if kind == KEY_UNSIGNED else key ^ b.sign if kind == KEY_SIGNED else
             vk.select((key & b.sign) != 0, key ^ b.sign, ~key))

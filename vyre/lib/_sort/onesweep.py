@@ -219,7 +219,7 @@ def look_back_trip(lookback: Any, done: Any, prefix: Any, word: Any, width: Anno
 def wait_for_prefix(lookback: Any, done: Any, prefix: Any, word: Any, levels: Annotated[int, vk.Const[int]],
                     trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
     """``look_back_trip`` until ``done[0]``, at most ``trips ** levels`` times: ``levels`` nested
-    loops of ``trips`` (``vyre.lib.blocks.bounded_wait``'s shape)."""
+    loops of ``trips``, each trip guarded by ``if not done[0]`` (``lookback.spin_wait``'s shape)."""
     for _ in range(vk.u32(trips)):
         if not done[0]:
             if levels == 1:
@@ -391,7 +391,7 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     """One stable pass of LSD radix sort, one tile per workgroup, with decoupled look-back (Onesweep).
 
     Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
-    has started. First the tile's digits are counted (``_early_counts``) and invocation ``t``
+    has started. First the tile's digits are counted (``early_counts``) and invocation ``t``
     publishes the tile's count of digit ``t`` as ``count | FLAG_A`` (tile 0: ``count | FLAG_P``)
     with an atomic exchange. The tile is then ranked, placed and written as in ``radix_scatter``;
     between ranking and placing, invocation ``t`` looks back over lower tiles, last first, adding
