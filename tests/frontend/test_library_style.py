@@ -207,6 +207,35 @@ def test_a_parameter_annotated_none_is_left_out(oracle):
         without.bind(True)  # the left-out name is None: indexing it is refused
 
 
+@vyre.func
+def staged(x: Any, stage: Any, out: Any, staging: Annotated[bool, vyre.Const[bool]]):
+    if staging:
+        stage[vyre.lid()] = x[vyre.gid()]
+        vyre.barrier()
+        out[vyre.gid()] = stage[7 - vyre.lid()]
+    else:
+        out[vyre.gid()] = x[vyre.gid()]
+
+
+@vyre.kernel(workgroup_size=8)
+def maybe_staged(x: vyre.In[vyre.u32], out: vyre.Out[vyre.u32], staging: Annotated[bool, vyre.Const[bool]]):
+    if staging:
+        stage = vyre.shared(vyre.u32, 8)
+    else:
+        stage = None  # no buffer: the name is None, as a parameter left out
+    staged(x, stage, out, staging)
+
+
+def test_a_name_assigned_none_is_passed_on_as_a_left_out_parameter(oracle):
+    x = np.arange(8, dtype=np.uint32)
+    assert [b.name for b in maybe_staged.bind(False).program.buffers] == ["x", "out"]
+    assert [b.name for b in maybe_staged.bind(True).program.buffers] == ["x", "out", "stage"]
+    (plain,) = maybe_staged(x, False, backend=oracle, output_counts={"out": 8})
+    (reversed_,) = maybe_staged(x, True, backend=oracle, output_counts={"out": 8})
+    np.testing.assert_array_equal(plain, x)
+    np.testing.assert_array_equal(reversed_, x[::-1])
+
+
 # ---- a helper calling itself, ended by a compile-time if: loops nested as deep as a Const asks ------------
 @vyre.func
 def nested_count(count: Any, levels: Annotated[int, vyre.Const[int]], trips: Annotated[int, vyre.Const[int]]):

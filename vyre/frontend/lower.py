@@ -262,6 +262,9 @@ class Lowering(ExprLowering):
             raise self.error(stmt, f"cannot assign to parameter {name!r}",
                              f"store an element ({name}[i] = v) or use a new variable name")
         self._not_a_const(stmt, name)
+        if isinstance(value, ast.Constant) and value.value is None and frame.find(name) is None:
+            frame.objects[name] = PyObject(None)  # as a parameter left out (Annotated[T, None]) is
+            return
         if self._is_call_to(value, "shared"):
             self._shared(stmt, name, value)
             return

@@ -109,8 +109,8 @@ def _radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None
     def scatter(keys: vk.In[vk.u32], offsets: vk.In[vk.u32], keys_out: vk.InOut[vk.u32],
                 vals: Annotated[vk.In[vk.u32], vals], vals_out: Annotated[vk.InOut[vk.u32], vals_out],
                 params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], rounds: vk.Const[int],
-                loads: vk.Const[bool], moves: vk.Const[bool], n_word: vk.Const[int], span_word: vk.Const[int],
-                groups_word: vk.Const[int]):
+                loads: Annotated[bool, vk.Const[bool]], moves: Annotated[bool, vk.Const[bool]],
+                n_word: vk.Const[int], span_word: vk.Const[int], groups_word: vk.Const[int]):
         counts = vk.shared(vk.u16, 2 * COUNTERS)  # two halves, by tile parity
         shifts = vk.shared(vk.u32, RADIX)
         sums = vk.shared(vk.u32, WARPS)
@@ -118,6 +118,8 @@ def _radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None
         sorted_keys = vk.shared(vk.u32, WG * items)
         if moves:
             sorted_vals = vk.shared(vk.u32, WG * items)
+        else:
+            sorted_vals = None
         a = vk.registers(vk.u32, rounds)  # the keys of the next loop iteration, and of the one after
         b = vk.registers(vk.u32, rounds)
         cur = vk.registers(vk.u32, rounds)
@@ -144,10 +146,9 @@ def _radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None
                       items, rounds, False)
             total = tile_count(counts, half, True, WARPS)  # step 2
             tile_slots(counts, shifts, sums, w, run, total, half, True, WARPS)
-            # (sorted_keys stands for sorted_vals where values do not move: not used there)
-            place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals if moves else sorted_keys, p, pv, tb, n,
+            place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals, p, pv, tb, n,
                        past, half, kin, bin_, shift, False, items, rounds, loads, moves)
-            write_out(sorted_keys, sorted_vals if moves else sorted_keys, shifts, keys_out, vals_out, o, pos, valid,
+            write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid,
                        False, False, shift, False, kout, bout, items, rounds, moves)
 
     return scatter

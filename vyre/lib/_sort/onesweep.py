@@ -93,7 +93,8 @@ def _radix_histograms(key_type: DataType) -> Kernel | KernelTemplate:
     """``radix_histograms`` of ``key_type``; its Const parameters: items per invocation, the params
     words of n and of the workgroup count."""
     raw = raw_type(key_type)
-    keys_spec, bits, wide = BufferSpec(Access.READ, raw), TYPE_NAMES[raw], raw is not U32
+    keys_spec, wide = BufferSpec(Access.READ, raw), raw is not U32
+    bits: Any = TYPE_NAMES[raw]  # an element type (typed Any for type checkers, as Monoid.element is)
     passes, kind, b = radix_passes(raw), key_kind(key_type), key_bits(key_type)
     starts = lookback_starts(passes)
 
@@ -229,6 +230,13 @@ def wait_for_prefix(lookback: Any, done: Any, prefix: Any, word: Any, levels: An
 
 
 @vk.func
+def publish(lookback: Any, region: Any, tile: Any, own: Any):
+    """Invocation ``t`` publishes the tile's count of digit ``t`` (``own``): ``own | FLAG_A``, or
+    ``own | FLAG_P`` for tile 0, whose count is already an inclusive prefix."""
+    vk.atomic_exchange_relaxed(lookback, region + (tile * RADIX + vk.lid()), own | vk.select(tile == 0, FLAG_P, FLAG_A))
+
+
+@vk.func
 def look_back(lookback: Any, status: Any, region: Any, tile: Any, own: Any, run: Any, done: Any, prefix: Any,
               word: Any, start: Annotated[int, vk.Const[int]], levels: Annotated[int, vk.Const[int]],
               trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
@@ -260,7 +268,9 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
     head, start = lookback_head(passes), lookback_starts(passes) + pass_ * RADIX
     parity, other = pass_ % 2, (pass_ + 1) % 2
     value_raw = value_raw if values == "load" else U32  # "iota": u32 indices
-    bits, value_bits, wide, first = TYPE_NAMES[raw], TYPE_NAMES[value_raw], raw is not U32, key_in is not None
+    bits: Any = TYPE_NAMES[raw]  # element types (typed Any for type checkers, as Monoid.element is)
+    value_bits: Any = TYPE_NAMES[value_raw]
+    wide, first = raw is not U32, key_in is not None
     keys_in, keys_out_spec = BufferSpec(Access.READ, raw), BufferSpec(Access.READ_WRITE, raw)
     vals_in = BufferSpec(Access.READ, value_raw) if values == "load" else None
     vals_out_spec = BufferSpec(Access.READ_WRITE, value_raw) if values != "none" else None
@@ -273,17 +283,22 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                  keys_out: Annotated[vk.InOut[vk.u32], keys_out_spec], vals: Annotated[vk.In[vk.u32], vals_in],
                  vals_out: Annotated[vk.InOut[vk.u32], vals_out_spec], params: Annotated[vk.Uniform[vk.u32], PARAMS],
                  status: vk.InOut[vk.u32], items: vk.Const[int], rounds: vk.Const[int], key_rounds: vk.Const[int],
-                 loads: vk.Const[bool], moves: vk.Const[bool], in_registers: vk.Const[bool],
-                 ranks_in_registers: vk.Const[bool], batch: vk.Const[int], n_word: vk.Const[int],
-                 region_word: vk.Const[int], levels: vk.Const[int], trips: vk.Const[int], width: vk.Const[int]):
+                 loads: Annotated[bool, vk.Const[bool]], moves: Annotated[bool, vk.Const[bool]],
+                 in_registers: Annotated[bool, vk.Const[bool]], ranks_in_registers: Annotated[bool, vk.Const[bool]],
+                 batch: vk.Const[int], n_word: vk.Const[int], region_word: vk.Const[int], levels: vk.Const[int],
+                 trips: vk.Const[int], width: vk.Const[int]):
         counts = vk.shared(vk.u16, COUNTERS)  # one tile: one half of counters
         shifts = vk.shared(vk.u32, RADIX)
         sums = vk.shared(vk.u32, WARPS)
-        if not ranks_in_registers:
+        if ranks_in_registers:
+            ranks = None
+        else:
             ranks = vk.shared(vk.u16, WG * items)
         sorted_keys = vk.shared(bits, WG * items)
         if moves:
             sorted_vals = vk.shared(value_bits, WG * items)
+        else:
+            sorted_vals = None
         tile_id = vk.shared(vk.u32, 1)
         hist = vk.shared(vk.u32, RADIX)
         o = vk.registers(bits, rounds)
@@ -302,8 +317,12 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
         limit = min(n, seg_base + WG * items)
         whole = limit == seg_base + WG * items  # all but the last tile
         lookback[head + other * params[region_word] + (tile * RADIX + vk.lid())] = 0  # the next pass's region
-        if in_registers:
+        if in_registers:  # each key read once, into registers
             k = vk.registers(bits, items)
+            rk = vk.registers(vk.u32, items)
+            saved = vk.registers(bits, key_rounds)
+            saved_ranks = vk.registers(vk.u32, key_rounds)
+            pv = vk.registers(value_bits, key_rounds)
             kbase = element_at(seg_base, vk.u32(0), items)
             valid = min(n, seg_base + WG * items) - min(n, seg_base)
             load_keys(keys, k, kbase, n, limit, whole, past, kin, bin_, items, first)
@@ -312,30 +331,17 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
             vk.barrier()
             # keys past n (the all-ones key) counted as digit 255, taken off
             own = hist[vk.lid()] - vk.select(vk.lid() == RADIX_MASK, WG * items - valid, 0)
-        else:
-            e = vk.registers(bits, batch)
-            early_counts(keys, hist, e, seg_base, limit, whole, past, kin, bin_, shift, wide, items, batch)
-            own = hist[vk.lid()]
-        region = head + parity * params[region_word]
-        vk.atomic_exchange_relaxed(lookback, region + (tile * RADIX + vk.lid()),
-                                   own | vk.select(tile == 0, FLAG_P, FLAG_A))  # tile 0: an inclusive prefix
-        # (below, sorted_keys and counts stand for sorted_vals and ranks where those are not declared: not used)
-        if in_registers:
-            rk = vk.registers(vk.u32, items)
-            saved = vk.registers(bits, key_rounds)
-            saved_ranks = vk.registers(vk.u32, key_rounds)
-            pv = vk.registers(value_bits, key_rounds)
+            region = head + parity * params[region_word]
+            publish(lookback, region, tile, own)
             half = 0
             if ranks_in_registers:
                 for j in range(items):
                     rk[j] = 0
             if key_rounds == items:
-                rank_keys(counts, counts if ranks_in_registers else ranks, k, rk, vk.u32(0), shift, wide, key_rounds,
-                          ranks_in_registers)
+                rank_keys(counts, ranks, k, rk, vk.u32(0), shift, wide, key_rounds, ranks_in_registers)
             else:
                 for g in range(vk.u32(items // key_rounds)):
-                    rank_keys(counts, counts if ranks_in_registers else ranks, k, rk, g * key_rounds, shift, wide,
-                              key_rounds, ranks_in_registers)
+                    rank_keys(counts, ranks, k, rk, g * key_rounds, shift, wide, key_rounds, ranks_in_registers)
                     rotate(k, saved, items, key_rounds)
                     if ranks_in_registers:
                         rotate(rk, saved_ranks, items, key_rounds)
@@ -344,26 +350,29 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
             look_back(lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
             tile_slots(counts, shifts, sums, w, run, total, half, False, WARPS)
             if key_rounds == items:
-                place_keys(vals, counts, counts if ranks_in_registers else ranks, sorted_keys,
-                           sorted_vals if moves else sorted_keys, k, rk, pv, kbase, vk.u32(0), shift, wide, key_rounds,
-                           rounds, loads, moves, ranks_in_registers)
+                place_keys(vals, counts, ranks, sorted_keys, sorted_vals, k, rk, pv, kbase, vk.u32(0), shift, wide,
+                           key_rounds, rounds, loads, moves, ranks_in_registers)
             else:
                 for h in range(vk.u32(items // key_rounds)):
-                    place_keys(vals, counts, counts if ranks_in_registers else ranks, sorted_keys,
-                               sorted_vals if moves else sorted_keys, k, rk, pv, kbase, h * key_rounds, shift, wide,
-                               key_rounds, rounds, loads, moves, ranks_in_registers)
+                    place_keys(vals, counts, ranks, sorted_keys, sorted_vals, k, rk, pv, kbase, h * key_rounds, shift,
+                               wide, key_rounds, rounds, loads, moves, ranks_in_registers)
                     rotate(k, saved, items, key_rounds)
                     if ranks_in_registers:
                         rotate(rk, saved_ranks, items, key_rounds)
             vk.barrier()
-            write_out(sorted_keys, sorted_vals if moves else sorted_keys, shifts, keys_out, vals_out, o, pos, valid,
-                      whole, True, shift, wide, kout, bout, items, rounds, moves)
+            write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid, whole, True, shift, wide,
+                      kout, bout, items, rounds, moves)
         else:  # the tile read three times: counted, ranked, placed
+            e = vk.registers(bits, batch)
             a = vk.registers(bits, rounds)  # the keys of the next loop iteration, and of the one after
             b = vk.registers(bits, rounds)
             cur = vk.registers(bits, rounds)
             p = vk.registers(bits, rounds)
             pv = vk.registers(value_bits, rounds)
+            early_counts(keys, hist, e, seg_base, limit, whole, past, kin, bin_, shift, wide, items, batch)
+            own = hist[vk.lid()]
+            region = head + parity * params[region_word]
+            publish(lookback, region, tile, own)
             load_group(keys, a, seg_base, vk.u32(0), n, limit, whole, past, items, rounds, True, True)
             load_group(keys, b, seg_base, vk.u32(1), n, limit, whole, past, items, rounds, True, True)
             for t in range(vk.u32(1)):
@@ -375,10 +384,10 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                 total = tile_count(counts, half, False, WARPS)
                 look_back(lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
                 tile_slots(counts, shifts, sums, w, run, total, half, False, WARPS)
-                place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals if moves else sorted_keys, p, pv, tb, n,
-                           past, half, kin, bin_, shift, wide, items, rounds, loads, moves)
-                write_out(sorted_keys, sorted_vals if moves else sorted_keys, shifts, keys_out, vals_out, o, pos, valid,
-                          whole, True, shift, wide, kout, bout, items, rounds, moves)
+                place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals, p, pv, tb, n, past, half, kin, bin_,
+                           shift, wide, items, rounds, loads, moves)
+                write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid, whole, True, shift,
+                          wide, kout, bout, items, rounds, moves)
 
     return onesweep
 
