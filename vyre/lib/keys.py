@@ -78,6 +78,12 @@ def key_kind(dtype: DataType | None) -> int:
     return KEY_FLOAT if dtype in _FLOATS else KEY_UNSIGNED
 
 
+def transformed(dtype: DataType | None) -> DataType | None:
+    """``dtype`` where its keys differ from its raw bits, else None (unsigned types): one kernel
+    factory argument per distinct kernel, so each kernel has one specialisation cache key."""
+    return None if key_kind(dtype) == KEY_UNSIGNED else dtype
+
+
 @vk.func
 def key_of(bits: Annotated[Any, BY_EXPRESSION], kind: Annotated[int, vk.Const[int]], b: Any):
     """The key of a value given as its raw bits ``bits`` (``b``: their KeyBits); unsigned order of

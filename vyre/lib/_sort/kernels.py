@@ -35,7 +35,7 @@ from vyre.lib._sort.tiles import (
     write_out,
 )
 from vyre.lib.blocks import PARAMS, U32, WARPS, WG
-from vyre.lib.keys import key_bits, key_kind, key_of, raw_of
+from vyre.lib.keys import key_bits, key_kind, key_of, raw_of, transformed
 
 SORT_ITEMS = 24     # elements per invocation in the radix scatter of keys alone (tile 6144; 46 KB workgroup memory)
 SORT_VALUE_ITEMS = 12  # the same when values move (tile 3072; 40 KB)
@@ -92,7 +92,7 @@ def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int,
     scatter's ranking (no atomics). Keys past ``n`` count as digit 255 and are taken off at the
     end. A workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
     """
-    return _radix_counts(shift, key_type).bind(items, n_word, span_word, groups_word).program
+    return _radix_counts(shift, transformed(key_type)).bind(items, n_word, span_word, groups_word).program
 
 
 @cache
@@ -185,7 +185,7 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     the first pass and back on the last.
     """
     check_rounds(items)
-    kernel = _radix_scatter(shift, key_in, key_out, values)
+    kernel = _radix_scatter(shift, transformed(key_in), transformed(key_out), values)  # one template per kernel
     return kernel.bind(items, SORT_ROUNDS, values == "load", values != "none", n_word, span_word, groups_word).program
 
 

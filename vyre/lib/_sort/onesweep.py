@@ -37,7 +37,7 @@ from vyre.lib._sort.tiles import (
     write_out,
 )
 from vyre.lib.blocks import PARAMS, U32, WARPS, WG, exclusive_block_scan
-from vyre.lib.keys import key_bits, key_kind, key_of, raw_type
+from vyre.lib.keys import key_bits, key_kind, key_of, raw_type, transformed
 from vyre.lib.monoid import COUNT
 
 # The ``lookback`` buffer: words 0-3 count the tiles taken in each pass, words LOOKBACK_STARTS +
@@ -267,7 +267,6 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
     pass_, passes = shift // RADIX_BITS, radix_passes(raw)
     head, start = lookback_head(passes), lookback_starts(passes) + pass_ * RADIX
     parity, other = pass_ % 2, (pass_ + 1) % 2
-    value_raw = value_raw if values == "load" else U32  # "iota": u32 indices
     bits: Any = TYPE_NAMES[raw]  # element types (typed Any for type checkers, as Monoid.element is)
     value_bits: Any = TYPE_NAMES[value_raw]
     wide, first = raw is not U32, key_in is not None
@@ -427,7 +426,9 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
         if items % EARLY_BATCH:
             raise ValueError(f"a single-pass radix tile's items ({items}) must be a multiple of EARLY_BATCH "
                              f"({EARLY_BATCH}), or its early counts would count keys of the next tile")
-    kernel = _radix_onesweep(shift, key_in, key_out, values, raw, value_raw)
+    # one template per kernel: the value bits only matter where values are loaded ("iota": u32 indices),
+    # the last pass's key type where it transforms keys (the first pass's always reads raw bits)
+    kernel = _radix_onesweep(shift, key_in, transformed(key_out), values, raw, value_raw if values == "load" else U32)
     return kernel.bind(items, SORT_ROUNDS, key_rounds, values == "load", values != "none", registers,
                        registers and ONESWEEP_RANKS_IN_REGISTERS, EARLY_BATCH, n_word, region_word, *spin,
                        width).program
