@@ -1,7 +1,8 @@
 """What the front end offers kernels written like ``vyre.lib``'s: integer arithmetic of Const values
 folded, helpers that take variables and Python objects as they are and hand back their own
 variable, compile-time ``a if c else b``, ``vyre.registers``, parameters left out with
-``Annotated[T, None]`` and names of a resolved branch that live on.
+``Annotated[T, None]``, names of a resolved branch that live on and helper parameters passed
+``BY_EXPRESSION``.
 
 Each kernel runs on the oracle (``vyre.reference``) against numpy; the IR is inspected to show
 the shape that makes the library's PTX the builder's, byte for byte (tests/lib/test_kernels_front.py).
@@ -18,6 +19,7 @@ import pytest
 
 import vyre
 from vyre.errors import ValidationError
+from vyre.frontend import BY_EXPRESSION, kernel_from_source
 from vyre.frontend.annotations import BufferSpec
 from vyre.ir import DataType, Expr
 from vyre.ir.node import Assign, Block, Let, Loop
@@ -205,6 +207,35 @@ def test_a_parameter_annotated_none_is_left_out(oracle):
         without.bind(True)  # the left-out name is None: indexing it is refused
 
 
+@vyre.func
+def staged(x: Any, stage: Any, out: Any, staging: Annotated[bool, vyre.Const[bool]]):
+    if staging:
+        stage[vyre.lid()] = x[vyre.gid()]
+        vyre.barrier()
+        out[vyre.gid()] = stage[7 - vyre.lid()]
+    else:
+        out[vyre.gid()] = x[vyre.gid()]
+
+
+@vyre.kernel(workgroup_size=8)
+def maybe_staged(x: vyre.In[vyre.u32], out: vyre.Out[vyre.u32], staging: Annotated[bool, vyre.Const[bool]]):
+    if staging:
+        stage = vyre.shared(vyre.u32, 8)
+    else:
+        stage = None  # no buffer: the name is None, as a parameter left out
+    staged(x, stage, out, staging)
+
+
+def test_a_name_assigned_none_is_passed_on_as_a_left_out_parameter(oracle):
+    x = np.arange(8, dtype=np.uint32)
+    assert [b.name for b in maybe_staged.bind(False).program.buffers] == ["x", "out"]
+    assert [b.name for b in maybe_staged.bind(True).program.buffers] == ["x", "out", "stage"]
+    (plain,) = maybe_staged(x, False, backend=oracle, output_counts={"out": 8})
+    (reversed_,) = maybe_staged(x, True, backend=oracle, output_counts={"out": 8})
+    np.testing.assert_array_equal(plain, x)
+    np.testing.assert_array_equal(reversed_, x[::-1])
+
+
 # ---- a helper calling itself, ended by a compile-time if: loops nested as deep as a Const asks ------------
 @vyre.func
 def nested_count(count: Any, levels: Annotated[int, vyre.Const[int]], trips: Annotated[int, vyre.Const[int]]):
@@ -235,3 +266,44 @@ def test_a_helper_may_call_itself_until_a_const_ends_it(oracle, levels, trips):
     assert _loop_depth(program.body) == levels  # one rolled loop per level
     (out,) = nest(np.zeros(1, np.uint32), levels, trips, backend=oracle, grid=(1, 1, 1))
     assert out[0] == trips**levels
+
+
+# ---- a helper parameter passed BY_EXPRESSION: the argument's expression at each use ------------------
+@vyre.func
+def twice_read(v: Annotated[Any, BY_EXPRESSION]):
+    return v + v
+
+
+@vyre.func
+def twice_bound(v: Any):
+    return v + v
+
+
+@vyre.kernel(workgroup_size=8)
+def by_expression(x: vyre.In[vyre.u32], out: vyre.Out[vyre.u32, 16]):
+    i = vyre.gid()
+    out[i] = twice_read(x[i] * 3)
+    out[i + 8] = twice_bound(x[i] * 3)
+
+
+def _loads(program, name: str) -> int:
+    return sum(1 for e in _literals_in_ops(program, Op.LOAD) if e.name == name)
+
+
+def test_a_parameter_passed_by_expression_repeats_its_expression(oracle):
+    # twice_read writes x[i] * 3 at both uses (two loads, no let); twice_bound binds it once (v_0)
+    assert _lets(by_expression.program) == ["i", "v_0"]
+    assert _loads(by_expression.program, "x") == 3
+    x = np.arange(8, dtype=np.uint32)
+    (out,) = by_expression(x, backend=oracle)
+    np.testing.assert_array_equal(out[:8], 6 * x)
+    np.testing.assert_array_equal(out[8:], 6 * x)
+
+
+def test_an_argument_with_an_effect_is_not_passed_by_expression():
+    source = (
+        "@vyre.kernel(workgroup_size=8)\n"
+        "def k(c: vyre.InOut[vyre.u32], out: vyre.Out[vyre.u32, 8]):\n"
+        "    out[vyre.gid()] = twice_read(vyre.atomic_add(c, 0, 1))\n")
+    with pytest.raises(ValidationError, match=r"passed BY_EXPRESSION.*side effect(?s:.*)Fix: bind it to a name"):
+        kernel_from_source(source, namespace={"twice_read": twice_read})

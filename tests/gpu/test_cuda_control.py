@@ -42,7 +42,7 @@ def test_control_flow(backend, rng) -> None:
 
 def guarded_loops(negated: bool, levels: int = 3, trips: int = 16) -> Program:
     """Nested loops each of whose one statement is ``if (not flag)`` (``if (go)`` unless
-    ``negated``), the shape of ``vyre.lib.blocks.bounded_wait``: the innermost body counts its
+    ``negated``), the shape of the sort's look-back wait (``onesweep.wait_for_prefix``): the innermost body counts its
     trips, folds relaxed atomic reads into ``acc`` (so it is not unrolled away) and turns the
     guard after ``a[i] & 63`` trips."""
     flag, acc, count = Expr.var("flag"), Expr.var("acc"), Expr.var("count")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tests.lib.builder_scan import segment
 from vyre.ir import BufferDecl, DataType, Expr, Node, Program
-from vyre.lib._scan.kernels import segment
 from vyre.lib._select.kernels import Predicate
 from vyre.lib.blocks import (
     U32,

@@ -5,8 +5,18 @@
 from __future__ import annotations
 
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
-from vyre.lib._histogram.kernels import merge_bins
 from vyre.lib.blocks import U32, WG, WG_SIZE, lid, load_param, params, u, var, wid
+
+
+def merge_bins(target: str, offset: int, rounds: Expr, count_type: DataType = U32) -> list[Node]:
+    """The builder's ``merge_bins``: add the workgroup's bins ``local[q*WG + t]`` (``q < rounds``)
+    into ``target[offset + bin]``, one global atomic per non-zero bin (of ``count_type``)."""
+    index = var("b") if offset == 0 else Expr.add(u(offset), var("b"))
+    count = var("c") if count_type is U32 else Expr.cast(count_type, var("c"))
+    merge = Node.if_(Expr.ne(var("c"), u(0)), Node.let("old2", Expr.atomic(AtomicOp.ADD, target, index, count,
+                                                                                          relaxed=True)))
+    return [Node.loop("q", u(0), rounds, [Node.let("b", Expr.add(Expr.mul(var("q"), u(WG)), lid())),
+                                          Node.let("c", Expr.load("local", var("b"))), merge])]
 
 
 def histogram_kernel(dtype: DataType, shared_bins: int, n_word: int, bins_word: int, blocks_word: int,

@@ -6,7 +6,6 @@ byte-identical PTX."""
 from __future__ import annotations
 
 from vyre.ir import BufferDecl, Expr, Node, Program
-from vyre.lib._scan.kernels import segment
 from vyre.lib.blocks import (
     WARPS,
     WG,
@@ -23,6 +22,16 @@ from vyre.lib.blocks import (
     wid,
 )
 from vyre.lib.monoid import Monoid
+
+
+def segment(n: Expr, span_word: int, tile: int) -> list[Node]:
+    """The builder's segment head: bind ``seg_base`` (workgroup ``w`` owns elements ``w*span ...
+    w*span + span - 1``, params ``span_word``) and ``seg_tiles`` (its tiles of ``tile`` elements
+    below ``n``); workgroups whose segment starts at or past ``n`` return."""
+    span = load_param(span_word)
+    size = Expr.min(span, Expr.sub(n, var("seg_base")))
+    return [Node.let("seg_base", Expr.mul(wid(), span)), Node.if_(Expr.ge(var("seg_base"), n), Node.return_()),
+            Node.let("seg_tiles", Expr.div(Expr.add(size, u(tile - 1)), u(tile)))]
 
 
 def warp_striped(base: Expr, k: int, items: int) -> Expr:

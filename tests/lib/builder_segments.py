@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from tests.lib.builder_compact import extra_uniforms, flag, pred_buffers
 from tests.lib.builder_reduce import block_reduce
+from tests.lib.builder_scan import segment
 from vyre.ir import BufferDecl, Expr, Node, Program
-from vyre.lib._scan.kernels import segment
 from vyre.lib._select.kernels import Predicate
 from vyre.lib.blocks import U32, WARPS, WG, WG_SIZE, lid, load_param, params, u, var, wid
 from vyre.lib.monoid import COUNT, Monoid

@@ -160,13 +160,16 @@ def test_early_counts_refuse_items_their_batch_does_not_divide(monkeypatch):
     K.radix_onesweep.__wrapped__(0, DataType.U32, None, "none", 12, 0, 1, registers=True)
 
 
-def test_register_tile_refuses_rounds_that_do_not_divide_items():
+def test_register_tile_refuses_rounds_that_do_not_divide_items(monkeypatch):
     from vyre.lib._sort import registers
 
     with pytest.raises(ValueError, match=r"rounds \(8\) must divide its items \(12\)"):
-        registers.radix_tile(0, None, "none", 12, [], 8, False)
+        registers.check_register_rounds(12, 8)
+    monkeypatch.setattr(K, "ONESWEEP_REGISTER_ROUNDS", 2)  # gcd(2, 8) = 2: not a multiple of SORT_ROUNDS
     with pytest.raises(ValueError, match="multiple of SORT_ROUNDS"):
-        registers.load_keys(None, 6)
+        K.radix_onesweep.__wrapped__(0, DataType.U32, None, "none", 8, 0, 1, registers=True)
+    with pytest.raises(ValueError, match="multiple of SORT_ROUNDS"):
+        K.radix_onesweep.__wrapped__(0, DataType.U32, None, "none", 6, 0, 1, registers=True)
 
 
 def test_register_ranks_drop_the_ranks_buffer(monkeypatch):

@@ -5,6 +5,7 @@ prints any ``Program`` back as such a function; ``kernel_from_source`` lowers ke
 """
 
 from vyre.frontend.annotations import (
+    BY_EXPRESSION,
     In,
     InOut,
     Out,
@@ -31,7 +32,7 @@ from vyre.frontend.printer import to_python
 from vyre.frontend.template import KernelTemplate
 
 __all__ = [
-    "INTRINSICS", "Const", "Func", "In", "InOut", "Intrinsic", "Kernel", "KernelTemplate", "Out",
+    "BY_EXPRESSION", "INTRINSICS", "Const", "Func", "In", "InOut", "Intrinsic", "Kernel", "KernelTemplate", "Out",
     "ScalarType", "Uniform", "bf16", "boolean",
     "f16", "f32", "f64", "func", "i8", "i16", "i32", "i64", "kernel", "kernel_from_source", "to_python", "u8", "u16",
     "u32", "u64",

@@ -118,6 +118,17 @@ class BufferKind:
         return BufferSpec(self.access, args[0].dtype, count)
 
 
+class ByExpression:
+    """``BY_EXPRESSION``: a ``@vyre.func`` parameter annotated ``Annotated[T, BY_EXPRESSION]`` takes
+    its argument's expression as it is, written in place of each use (as a builder reuses one
+    ``Expr``), not bound to a ``let`` once: its loads are repeated at each use."""
+
+    def __repr__(self) -> str:
+        return "BY_EXPRESSION"
+
+
+BY_EXPRESSION = ByExpression()
+
 In = BufferKind("In", Access.READ, needs_count=False)
 InOut = BufferKind("InOut", Access.READ_WRITE, needs_count=False)
 Out = BufferKind("Out", Access.OUTPUT, needs_count=False)

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from vyre.driver.errors import Finding, ValidationError, VyreError
-from vyre.frontend.annotations import SCALAR_PARAM_TYPES, BufferSpec, ScalarType
+from vyre.frontend.annotations import BY_EXPRESSION, SCALAR_PARAM_TYPES, BufferSpec, ScalarType
 from vyre.frontend.consts import MAX_UNROLL, ConstSpec, Scalar, StaticError, fold, static_eval
 from vyre.frontend.exprs import EXPANSION_BUDGET, ExprLowering, cast_name
 from vyre.frontend.intrinsics import Intrinsic
-from vyre.frontend.names import annotation_value, namespace_of, static_value
+from vyre.frontend.names import annotation_value, namespace_of, short_text, static_value
 from vyre.frontend.source import LineMap, SourceFile
 from vyre.frontend.values import BOOL, U32, Buffer, Number, Owned, PyObject, Typed, Untyped, Value
 from vyre.ir.expr import Expr, name_of
@@ -93,6 +93,7 @@ class _Frame:
     buffers: dict[str, BufferDecl] = field(default_factory=dict)
     numbers: dict[str, Number] = field(default_factory=dict)  # helper parameters bound to number literals
     objects: dict[str, PyObject] = field(default_factory=dict)  # helper parameters bound to functions and types
+    exprs: dict[str, Typed] = field(default_factory=dict)  # helper parameters passed BY_EXPRESSION
     registers: dict[str, Registers] = field(default_factory=dict)  # vyre.registers() arrays declared here
     consts: dict[str, tuple[Scalar, Value]] = field(default_factory=dict)  # compile-time values: Python, literal
     scalars: set[str] = field(default_factory=set)
@@ -261,6 +262,9 @@ class Lowering(ExprLowering):
             raise self.error(stmt, f"cannot assign to parameter {name!r}",
                              f"store an element ({name}[i] = v) or use a new variable name")
         self._not_a_const(stmt, name)
+        if isinstance(value, ast.Constant) and value.value is None and frame.find(name) is None:
+            frame.objects[name] = PyObject(None)  # as a parameter left out (Annotated[T, None]) is
+            return
         if self._is_call_to(value, "shared"):
             self._shared(stmt, name, value)
             return
@@ -432,7 +436,7 @@ class Lowering(ExprLowering):
         if name in frame.consts:
             return frame.consts[name][0], True
         if frame.find(name) is not None or name in frame.buffers or name in frame.ended or name in frame.objects \
-                or name in frame.registers:
+                or name in frame.registers or name in frame.exprs:
             return None
         if name in frame.numbers:
             return frame.numbers[name].value, False
@@ -596,6 +600,8 @@ class Lowering(ExprLowering):
             return Typed(Expr.var(var.ir), var.dtype)
         if name in frame.numbers:
             return frame.numbers[name]
+        if name in frame.exprs:
+            return frame.exprs[name]
         if name in frame.objects:
             return frame.objects[name]
         if name in frame.registers:
@@ -732,6 +738,11 @@ class Lowering(ExprLowering):
                 frame.numbers[param.arg] = v  # a literal has no effect: it stays untyped, typed where used
                 continue
             v = self.coerce(arg, v, want, f"argument {param.arg!r} of {func.name}()")
+            if spec is BY_EXPRESSION:
+                self._by_expression(arg, v, f"argument {param.arg!r} of {func.name}()")
+                frame.exprs[param.arg] = v
+                frame.types[param.arg] = v.dtype
+                continue
             if v.expr.op == Op.VAR and param.arg not in assigned:  # nothing can change it during the call
                 frame.scopes[0][param.arg] = _Var(name_of(v.expr), v.dtype, False)
                 frame.types[param.arg] = v.dtype
@@ -763,6 +774,13 @@ class Lowering(ExprLowering):
             self.inlining.pop()
             self.frame, self.source, self.site = saved
 
+
+    def _by_expression(self, arg: ast.expr, v: Typed, what: str) -> None:
+        """Refuse an argument passed ``BY_EXPRESSION`` that has an effect: it would run at each use."""
+        if _has_effect(v.expr):
+            raise self.error(arg, f"{what} is passed BY_EXPRESSION, and `{short_text(arg)}` has a side effect (an "
+                             "atomic or a call), which would run at each use",
+                             "bind it to a name first (v = ...) and pass the name", "side_effect_in_expression")
 
     def _const_argument(self, arg: ast.expr, spec: ConstSpec, what: str) -> Scalar:
         """The compile-time value passed to a helper's Const parameter (evaluated in the caller's frame)."""

@@ -107,35 +107,6 @@ def fold_warp_totals(m: Monoid, sums: str, upto: Expr | None, name: str, total: 
     return nodes
 
 
-def block_scan(m: Monoid, values: list[Expr], carry: Expr, inclusive: bool, sums: str, prefix: str
-               ) -> tuple[list[Node], list[Expr]]:
-    """Scan the blocked ``values`` of the whole workgroup, starting from ``carry``.
-
-    Each invocation folds its own items, the warps scan their invocations' totals with shuffles,
-    and ``sums`` (a workgroup buffer of ``WARPS`` elements) carries each warp's total to the
-    later warps. Returns one output per item: inclusive, or exclusive (the first item of the
-    tile gets ``carry``). The variable ``{prefix}all`` holds the workgroup's total (without
-    ``carry``), the same in every invocation.
-    """
-    nodes: list[Node] = []
-    running: list[Expr] = []
-    for k, v in enumerate(values):
-        nodes.append(Node.let(f"{prefix}r{k}", v if k == 0 else m.combine(running[-1], v)))
-        running.append(var(f"{prefix}r{k}"))
-    scan_nodes, inclusive_total = warp_inclusive_scan(m, running[-1], f"{prefix}s")
-    nodes += scan_nodes
-    earlier_lanes = Expr.subgroup_shuffle(inclusive_total, Expr.sub(lane(), u(1)))
-    nodes.append(Node.let(f"{prefix}e", Expr.select(Expr.eq(lane(), u(0)), m.pad(), earlier_lanes)))
-    nodes.append(Node.if_(Expr.eq(lane(), u(31)), Node.store(sums, warp(), inclusive_total)))
-    nodes.append(Node.barrier())
-    nodes += fold_warp_totals(m, sums, warp(), f"{prefix}w", f"{prefix}all")
-    nodes.append(Node.let(f"{prefix}p", m.combine(m.combine(carry, var(f"{prefix}w")), var(f"{prefix}e"))))
-    before = var(f"{prefix}p")
-    if inclusive:
-        return nodes, [m.combine(before, r) for r in running]
-    return nodes, [before] + [m.combine(before, r) for r in running[:-1]]
-
-
 # ---- the same, as @vk.func helpers: ``m`` is the Monoid, passed as it is (``m.apply``, ``m.element``) ----
 @vk.func
 def identity(m: Any):
@@ -221,20 +192,21 @@ def block_reduce(value: Any, sums: Any, m: Any, warp_total: Any):
     return fold_warps(sums, m, WARPS)
 
 
-def bounded_wait(done: str, levels: int, width: int, body: list[Node], prefix: str) -> Node:
-    """Run ``body`` until the BOOL variable ``done`` holds, at most ``width ** levels`` times.
-
-    Loops have no ``break``: ``levels`` nested loops of ``width`` trips, each trip guarded by
-    ``if (not done)``. Once ``done`` holds every later trip does nothing, so a backend may leave
-    the loops there (``cuda`` does: a loop whose one statement is such a guard stops at the first
-    trip that finds it false). The caller tells a wait that ran out from ``done`` still being
-    false afterwards.
-    """
-    node: Node = Node.if_(Expr.not_(var(done)), body)
-    for level in range(levels):
-        loop = Node.loop(f"{prefix}{level}", u(0), u(width), [node])
-        node = loop if level == levels - 1 else Node.if_(Expr.not_(var(done)), loop)  # the outermost needs no guard
-    return node
+@vk.func
+def exclusive_block_scan(value: Any, sums: Any, w: Any, m: Any):
+    """The workgroup's exclusive scan of one item per invocation, from the identity: ``value`` of the
+    invocations before this one combined (``sums`` holds ``WARPS`` values of ``m``'s type, ``w``
+    is two registers of it: ``fold_warps_to``'s; ``w[1]`` is then the workgroup's total)."""
+    own = value  # the invocation's items folded: one item
+    scanned = warp_inclusive_scan_of(own, m)
+    earlier = vk.select(vk.subgroup_local_id() == 0, identity(m),
+                        vk.subgroup_shuffle(scanned, vk.subgroup_local_id() - 1))
+    if vk.subgroup_local_id() == 31:
+        sums[vk.lid() >> 5] = scanned
+    vk.barrier()
+    fold_warps_to(w, sums, m, 0, WARPS)
+    start = m.apply(m.apply(identity(m), w[0]), earlier)
+    return start
 
 
 @cache

@@ -1,31 +1,33 @@
-"""The program of ``histogram`` (``@vk.kernel`` functions), and merging workgroup bins into global
-counts (a builder, shared with the radix sort's digit histograms)."""
+"""The program of ``histogram`` and merging workgroup bins into global counts (``merge_bins``,
+shared with the radix sort's digit histograms), as ``@vk.kernel``/``@vk.func`` functions."""
 
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated
+from typing import Annotated, Any
 
 from vyre.frontend import lang as vk
 from vyre.frontend.annotations import TYPE_NAMES, BufferSpec
 from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
-from vyre.ir import AtomicOp, DataType, Expr, Node, Program
+from vyre.ir import DataType, Program
 from vyre.ir.program import Access
-from vyre.lib.blocks import PARAMS, U32, WG, lid, u, var
+from vyre.lib.blocks import PARAMS, U32, WG
 
 WG_LAST = WG - 1  # a module-level number is a literal in a kernel; `WG - 1` there would be IR arithmetic
 
 
-def merge_bins(target: str, offset: int, rounds: Expr, count_type: DataType = U32) -> list[Node]:
-    """Add the workgroup's bins ``local[q*WG + t]`` (``q < rounds``) into ``target[offset + bin]``:
-    one global atomic per non-zero bin (of ``count_type``, U32 or U64)."""
-    index = var("b") if offset == 0 else Expr.add(u(offset), var("b"))
-    count = var("c") if count_type is U32 else Expr.cast(count_type, var("c"))
-    merge = Node.if_(Expr.ne(var("c"), u(0)), Node.let("old2", Expr.atomic(AtomicOp.ADD, target, index, count,
-                                                                                          relaxed=True)))
-    return [Node.loop("q", u(0), rounds, [Node.let("b", Expr.add(Expr.mul(var("q"), u(WG)), lid())),
-                                          Node.let("c", Expr.load("local", var("b"))), merge])]
+@vk.func
+def merge_bins(target: Any, local: Any, params: Any, offset: Annotated[int, vk.Const[int]],
+               bins: Annotated[int, vk.Const[int]], bins_word: Annotated[int, vk.Const[int]], count: Any):
+    """Add the workgroup's bins ``local[q*WG + t]`` into ``target[offset + bin]``: one global
+    atomic per non-zero bin, its count cast to ``count`` (a type: U32 or U64). ``bins`` bins (a
+    multiple of WG), or with ``bins == 0`` as many as the params word ``bins_word`` says."""
+    for q in range(vk.u32(bins // WG) if bins != 0 else (params[bins_word] + WG_LAST) // WG):  # a loop, not unrolled
+        b = q * WG + vk.lid()
+        c = local[b]
+        if c != 0:
+            vk.atomic_add_relaxed(target, offset + b if offset != 0 else b, count(c))
 
 
 @vk.func
@@ -71,11 +73,7 @@ def _histogram(dtype: DataType, count_type: DataType, shared_bins: int) -> Kerne
         local = vk.shared(vk.u32, shared_bins)
         count_values(x, local, params, n_word, bins_word, blocks_word, wide)
         vk.barrier()
-        for q in range((params[bins_word] + WG_LAST) // WG):
-            b = q * WG + vk.lid()
-            c = local[b]
-            if c != 0:
-                vk.atomic_add_relaxed(counts, b, count(c))
+        merge_bins(counts, local, params, 0, 0, bins_word, count)
 
     return shared
 

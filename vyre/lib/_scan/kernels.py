@@ -17,7 +17,7 @@ from vyre.frontend import lang as vk
 from vyre.frontend.annotations import BufferSpec
 from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
-from vyre.ir import Expr, Node, Program
+from vyre.ir import Program
 from vyre.ir.program import Access
 from vyre.lib.blocks import (
     PARAM_WORDS,
@@ -27,22 +27,13 @@ from vyre.lib.blocks import (
     block_reduce,
     fold_warps_to,
     identity,
-    load_param,
-    u,
-    var,
     warp_inclusive_scan_of,
     warp_reducer,
-    wid,
 )
 from vyre.lib.monoid import Monoid
 
 SCAN_ITEMS = 8      # elements per invocation in the scans' downsweep (tile 2048)
 REDUCE_ITEMS = 16   # elements per invocation in reductions and upsweeps (tile 4096)
-
-
-def _exit_past(base: Expr, n: Expr) -> Node:
-    """Workgroups whose tile starts at or past ``n`` have nothing to do (a uniform early return)."""
-    return Node.if_(Expr.ge(base, n), Node.return_())
 
 
 @vk.func
@@ -78,16 +69,6 @@ def _reduce_tiles(m: Monoid) -> Kernel | KernelTemplate:
 def reduce_tiles(m: Monoid, items: int, n_word: int) -> Program:
     """``partial[w] = x[w*T] op ... op x[w*T + T - 1]`` for each tile of ``T = WG*items`` elements."""
     return _reduce_tiles(m).bind(items, n_word).program
-
-
-def segment(n: Expr, span_word: int, tile: int) -> list[Node]:
-    """Bind ``seg_base`` (workgroup ``w`` owns elements ``w*span ... w*span + span - 1``, params
-    ``span_word``) and ``seg_tiles`` (its tiles of ``tile`` elements below ``n``); workgroups
-    whose segment starts at or past ``n`` return."""
-    span = load_param(span_word)
-    size = Expr.min(span, Expr.sub(n, var("seg_base")))
-    return [Node.let("seg_base", Expr.mul(wid(), span)), _exit_past(var("seg_base"), n),
-            Node.let("seg_tiles", Expr.div(Expr.add(size, u(tile - 1)), u(tile)))]
 
 
 @vk.func

@@ -67,7 +67,8 @@ def spin_wait(state: Any, done: Any, below: Any, prefix: Any, m: Any, levels: An
               trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
     """``look_back_trip`` until ``done[0]``, at most ``trips ** levels`` times: ``levels`` nested
     loops of ``trips`` (loops have no ``break``), each trip guarded by ``if not done[0]``, so a
-    backend may leave the loops once it holds (``vyre.lib.blocks.bounded_wait``'s shape)."""
+    backend may leave the loops once it holds: ``cuda`` stops a loop whose one statement is such a
+    guard at the first trip that finds it false."""
     for _ in range(vk.u32(trips)):
         if not done[0]:
             if levels == 1:

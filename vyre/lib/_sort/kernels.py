@@ -8,16 +8,78 @@ programs are in ``onesweep``.
 from __future__ import annotations
 
 from functools import cache
+from typing import Annotated, Any
 
-from vyre.ir import BufferDecl, DataType, Expr, Node, Program
-from vyre.lib._scan.kernels import segment
-from vyre.lib._sort.tiles import RADIX_BITS, digit_of, peer_mask, radix_buffers, radix_tiles, sort_key, tile_bits
-from vyre.lib.blocks import U32, WARPS, WG, WG_SIZE, lid, load_param, params, u, var, warp, wid
-from vyre.lib.keys import from_key, to_key
+from vyre.frontend import lang as vk
+from vyre.frontend.annotations import BY_EXPRESSION, BufferSpec
+from vyre.frontend.kernel import Kernel
+from vyre.frontend.template import KernelTemplate
+from vyre.ir import DataType, Program
+from vyre.ir.program import Access
+from vyre.lib._sort.tiles import (
+    COUNTERS,
+    RADIX,
+    RADIX_BITS,
+    RADIX_MASK,
+    SORT_ROUNDS,
+    bits_or_past,
+    check_rounds,
+    digit,
+    load_group,
+    past_bits,
+    peers_of,
+    place_tile,
+    rank_tile,
+    tile_count,
+    tile_slots,
+    write_out,
+)
+from vyre.lib.blocks import PARAMS, U32, WARPS, WG
+from vyre.lib.keys import key_bits, key_kind, key_of, raw_of, transformed
 
 SORT_ITEMS = 24     # elements per invocation in the radix scatter of keys alone (tile 6144; 46 KB workgroup memory)
 SORT_VALUE_ITEMS = 12  # the same when values move (tile 3072; 40 KB)
 COUNT_ITEMS = 8     # elements per invocation in the radix digit counts (tile 2048, all loaded first)
+
+
+@vk.func
+def with_warp_counts(total: Annotated[Any, BY_EXPRESSION], local: Any, warps: Annotated[int, vk.Const[int]]):
+    """``total`` plus the ``warps`` warps' counters of digit ``t`` (``local[v*256 + t]``)."""
+    count = total
+    for v in range(warps):
+        count = count + local[v * RADIX + vk.lid()]
+    return count
+
+
+@cache
+def _radix_counts(shift: int, key_type: DataType | None) -> Kernel | KernelTemplate:
+    """``radix_counts`` at ``shift`` of ``key_type`` keys; its Const parameters: items per
+    invocation, the params words of n, span and groups."""
+    kind, b, past = key_kind(key_type), key_bits(key_type or U32), past_bits(key_type)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_counts_{shift}")
+    def counts(keys: vk.In[vk.u32], hist: vk.InOut[vk.u32], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+               items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int], groups_word: vk.Const[int]):
+        local = vk.shared(vk.u32, WARPS * RADIX)
+        bits = vk.registers(vk.u32, items)
+        n = params[n_word]
+        size = vk.select(vk.wid() * params[span_word] < n, min(params[span_word], n - vk.wid() * params[span_word]), 0)
+        tiles = (size + (WG * items - 1)) // (WG * items)
+        for t in range(tiles):
+            tb = vk.wid() * params[span_word] + t * (WG * items)
+            for k in range(items):  # all loaded first
+                bits[k] = bits_or_past(keys, tb + (k * WG + vk.lid()), n, n, past)
+            for k in range(items):
+                d = digit(key_of(bits[k], kind, b), shift, False)
+                peers = peers_of(d, RADIX_BITS, False)
+                old = local[(vk.lid() >> 5) * RADIX + d]
+                local[(vk.lid() >> 5) * RADIX + d] = old + vk.popcount(peers)
+        vk.barrier()
+        # keys past n counted as digit 255, taken off
+        hist[vk.lid() * params[groups_word] + vk.wid()] = with_warp_counts(
+            vk.select(vk.lid() == RADIX_MASK, 0 - (tiles * (WG * items) - size), 0), local, WARPS)
+
+    return counts
 
 
 @cache
@@ -30,28 +92,66 @@ def radix_counts(shift: int, key_type: DataType | None, items: int, n_word: int,
     scatter's ranking (no atomics). Keys past ``n`` count as digit 255 and are taken off at the
     end. A workgroup whose segment is empty writes zeros, so one scan of ``hist`` gives every offset.
     """
-    radix, tile, span = 1 << RADIX_BITS, WG * items, load_param(span_word)
-    n, base0 = var("n"), Expr.mul(wid(), span)
-    body: list[Node] = [Node.let("n", load_param(n_word)),
-                        Node.let("size", Expr.select(Expr.lt(base0, n), Expr.min(span, Expr.sub(n, base0)), u(0))),
-                        Node.let("tiles", Expr.div(Expr.add(var("size"), u(tile - 1)), u(tile)))]
-    step = [Node.let("tb", Expr.add(base0, Expr.mul(var("t"), u(tile))))]
-    step += tile_bits(key_type, items, n, n, "bits", lambda k: Expr.add(var("tb"), Expr.add(u(k * WG), lid())))
-    for k in range(items):
-        step.append(Node.let(f"d{k}", digit_of(sort_key(key_type, var(f"bits{k}")), shift)))
-        nodes, peers = peer_mask(var(f"d{k}"), f"k{k}")
-        cell = Expr.add(Expr.mul(warp(), u(radix)), var(f"d{k}"))
-        step += nodes + [Node.let(f"k{k}old", Expr.load("local", cell)),
-                         Node.store("local", cell, Expr.add(var(f"k{k}old"), Expr.popcount(peers)))]
-    past = Expr.sub(Expr.mul(var("tiles"), u(tile)), var("size"))  # keys past n, counted as digit 255
-    body += [Node.loop("t", u(0), var("tiles"), step), Node.barrier(),
-             Node.let("total", Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(0), past), u(0)))]
-    for v in range(WARPS):
-        body.append(Node.assign("total", Expr.add(var("total"), Expr.load("local", u(v * radix) + lid()))))
-    body.append(Node.store("hist", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()), var("total")))
-    buffers = [BufferDecl.read("keys", 0, U32), BufferDecl.read_write("hist", 1, U32), params(2),
-               BufferDecl.workgroup("local", WARPS * radix, U32)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_counts_{shift}")
+    return _radix_counts(shift, transformed(key_type)).bind(items, n_word, span_word, groups_word).program
+
+
+@cache
+def _radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None, values: str
+                   ) -> Kernel | KernelTemplate:
+    """``radix_scatter`` at ``shift``; its Const parameters: items per invocation, rounds per loop
+    iteration, whether values are loaded and moved, the params words of n, span and groups."""
+    vals = BufferSpec(Access.READ, U32) if values == "load" else None
+    vals_out = BufferSpec(Access.READ_WRITE, U32) if values != "none" else None
+    kin, bin_, past = key_kind(key_in), key_bits(key_in or U32), past_bits(key_in)
+    kout, bout = key_kind(key_out), key_bits(key_out or U32)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_scatter_{shift}", names={"shifts": "shift"})
+    def scatter(keys: vk.In[vk.u32], offsets: vk.In[vk.u32], keys_out: vk.InOut[vk.u32],
+                vals: Annotated[vk.In[vk.u32], vals], vals_out: Annotated[vk.InOut[vk.u32], vals_out],
+                params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], rounds: vk.Const[int],
+                loads: Annotated[bool, vk.Const[bool]], moves: Annotated[bool, vk.Const[bool]],
+                n_word: vk.Const[int], span_word: vk.Const[int], groups_word: vk.Const[int]):
+        counts = vk.shared(vk.u16, 2 * COUNTERS)  # two halves, by tile parity
+        shifts = vk.shared(vk.u32, RADIX)
+        sums = vk.shared(vk.u32, WARPS)
+        ranks = vk.shared(vk.u16, WG * items)
+        sorted_keys = vk.shared(vk.u32, WG * items)
+        if moves:
+            sorted_vals = vk.shared(vk.u32, WG * items)
+        else:
+            sorted_vals = None
+        a = vk.registers(vk.u32, rounds)  # the keys of the next loop iteration, and of the one after
+        b = vk.registers(vk.u32, rounds)
+        cur = vk.registers(vk.u32, rounds)
+        p = vk.registers(vk.u32, rounds)
+        pv = vk.registers(vk.u32, rounds)
+        o = vk.registers(vk.u32, rounds)
+        pos = vk.registers(vk.u32, rounds)
+        run = vk.registers(vk.u32, 1)
+        w = vk.registers(vk.u32, 2)
+        n = params[n_word]
+        seg_base = vk.wid() * params[span_word]
+        if seg_base >= n:
+            return
+        seg_tiles = (min(params[span_word], n - seg_base) + (WG * items - 1)) // (WG * items)
+        run[0] = offsets[vk.lid() * params[groups_word] + vk.wid()]
+        limit = min(n, seg_base + params[span_word])
+        load_group(keys, a, seg_base, vk.u32(0), n, limit, False, past, items, rounds, False, True)
+        load_group(keys, b, seg_base, vk.u32(1), n, limit, False, past, items, rounds, False, True)
+        for t in range(seg_tiles):
+            tb = seg_base + t * (WG * items)
+            valid = min(n, tb + WG * items) - min(n, tb)
+            half = (t & 1) * COUNTERS
+            rank_tile(keys, counts, ranks, a, b, cur, seg_base, t, n, limit, False, past, half, kin, bin_, shift, False,
+                      items, rounds, False)
+            total = tile_count(counts, half, True, WARPS)  # step 2
+            tile_slots(counts, shifts, sums, w, run, total, half, True, WARPS)
+            place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals, p, pv, tb, n,
+                       past, half, kin, bin_, shift, False, items, rounds, loads, moves)
+            write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid,
+                       False, False, shift, False, kout, bout, items, rounds, moves)
+
+    return scatter
 
 
 @cache
@@ -84,40 +184,54 @@ def radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None,
     ``"iota"`` (the value is the index: argsort); ``key_in``/``key_out`` transform raw keys on
     the first pass and back on the last.
     """
-    n = var("n")
-    body = [Node.let("n", load_param(n_word)), *segment(n, span_word, WG * items)]
-    body += [Node.let("run", Expr.load("offsets", Expr.add(Expr.mul(lid(), load_param(groups_word)), wid()))),
-             Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), load_param(span_word))))]
-    body += radix_tiles(shift, key_in, key_out, values, items, var("seg_tiles"), None)
-    buffers = radix_buffers(BufferDecl.read("offsets", 1, U32), values, items, 2)
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_scatter_{shift}")
+    check_rounds(items)
+    kernel = _radix_scatter(shift, transformed(key_in), transformed(key_out), values)  # one template per kernel
+    return kernel.bind(items, SORT_ROUNDS, values == "load", values != "none", n_word, span_word, groups_word).program
+
+
+@cache
+def _split_keys(key_type: DataType) -> Kernel | KernelTemplate:
+    """``split_keys`` of ``key_type``; its Const parameter is the params word of n."""
+    kind, b = key_kind(key_type), key_bits(key_type)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_split_keys_{key_type.value}")
+    def split(keys: vk.In[vk.u64], lo: vk.InOut[vk.u32], hi: vk.InOut[vk.u32],
+              params: Annotated[vk.Uniform[vk.u32], PARAMS], n_word: vk.Const[int]):
+        i = vk.gid()
+        if i < params[n_word]:
+            key = key_of(keys[i], kind, b)
+            lo[i] = vk.u32(key)
+            hi[i] = vk.u32(key >> 32)
+
+    return split
 
 
 @cache
 def split_keys(key_type: DataType, n_word: int) -> Program:
     """``lo[i]``, ``hi[i]``: the low and high 32 bits of the u64 sort key of ``keys[i]`` (``i < n``)."""
-    i = Expr.invocation_id(0)
-    key = to_key(key_type, Expr.load("keys", var("i")))
-    body = [Node.let("i", i), Node.if_(Expr.lt(var("i"), load_param(n_word)), [
-        Node.let("key", key),
-        Node.store("lo", var("i"), Expr.cast(U32, var("key"))),
-        Node.store("hi", var("i"), Expr.cast(U32, Expr.shr(var("key"), u(32))))])]
-    buffers = [BufferDecl.read("keys", 0, DataType.U64), BufferDecl.read_write("lo", 1, U32),
-               BufferDecl.read_write("hi", 2, U32), params(3)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_split_keys_{key_type.value}")
+    return _split_keys(key_type).bind(n_word).program
 
 
 @cache
-def gather(element: DataType, key_type: DataType | None, n_word: int) -> Program:
-    """``out[i] = src[perm[i]]`` for ``i < n`` (``element``: U32 or U64 raw bits); with ``key_type``
+def _gather(element_type: DataType, key_type: DataType | None) -> Kernel | KernelTemplate:
+    """``gather`` of ``element_type`` through ``key_type``'s keys; its Const parameter is the params word of n."""
+    src, out = BufferSpec(Access.READ, element_type), BufferSpec(Access.READ_WRITE, element_type)
+    kind, b = key_kind(key_type), key_bits(key_type or element_type)
+    suffix = "" if key_type is None else f"_{key_type.value}"
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_gather_{element_type.value}{suffix}")
+    def gather(x: Annotated[vk.In[vk.u32], src], perm: vk.In[vk.u32], y: Annotated[vk.InOut[vk.u32], out],
+               params: Annotated[vk.Uniform[vk.u32], PARAMS], n_word: vk.Const[int]):
+        i = vk.gid()
+        if i < params[n_word]:
+            y[i] = raw_of(key_of(x[perm[i]], kind, b), kind, b)
+
+    return gather
+
+
+@cache
+def gather(element_type: DataType, key_type: DataType | None, n_word: int) -> Program:
+    """``out[i] = src[perm[i]]`` for ``i < n`` (``element_type``: U32 or U64 raw bits); with ``key_type``
     (a 64-bit key type) the value goes through its sort key and back, so every NaN comes out as
     the one NaN the sort returns."""
-    value = Expr.load("src", Expr.load("perm", var("i")))
-    if key_type is not None:
-        value = from_key(key_type, to_key(key_type, value))
-    body = [Node.let("i", Expr.invocation_id(0)),
-            Node.if_(Expr.lt(var("i"), load_param(n_word)), Node.store("out", var("i"), value))]
-    buffers = [BufferDecl.read("src", 0, element), BufferDecl.read("perm", 1, U32),
-               BufferDecl.read_write("out", 2, element), params(3)]
-    suffix = "" if key_type is None else f"_{key_type.value}"
-    return Program(buffers, WG_SIZE, body, name=f"lib_gather_{element.value}{suffix}")
+    return _gather(element_type, key_type).bind(n_word).program

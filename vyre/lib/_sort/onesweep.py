@@ -5,23 +5,39 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import Annotated, Any
 
-from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
+from vyre.frontend import lang as vk
+from vyre.frontend.annotations import TYPE_NAMES, BufferSpec
+from vyre.frontend.kernel import Kernel
+from vyre.frontend.template import KernelTemplate
+from vyre.ir import DataType, Program
+from vyre.ir.program import Access
 from vyre.lib._histogram.kernels import merge_bins
-from vyre.lib._sort import registers as registers_tile
 from vyre.lib._sort.kernels import SORT_ITEMS
+from vyre.lib._sort.registers import check_register_rounds, load_keys, place_keys, rank_keys, rotate
 from vyre.lib._sort.tiles import (
+    COUNTERS,
+    RADIX,
     RADIX_BITS,
+    RADIX_MASK,
     RADIX_PASSES,
-    digit_of,
-    radix_buffers,
+    SORT_ROUNDS,
+    bits_or_past,
+    check_rounds,
+    digit,
+    element_at,
+    load_group,
+    past_bits,
+    place_tile,
     radix_passes,
-    radix_tiles,
-    sort_key,
-    tile_bits,
+    rank_tile,
+    tile_count,
+    tile_slots,
+    write_out,
 )
-from vyre.lib.blocks import U32, WARPS, WG, WG_SIZE, block_scan, bounded_wait, lid, load_param, params, u, var, wid
-from vyre.lib.keys import raw_type, to_key
+from vyre.lib.blocks import PARAMS, U32, WARPS, WG, exclusive_block_scan
+from vyre.lib.keys import key_bits, key_kind, key_of, raw_type, transformed
 from vyre.lib.monoid import COUNT
 
 # The ``lookback`` buffer: words 0-3 count the tiles taken in each pass, words LOOKBACK_STARTS +
@@ -65,6 +81,49 @@ def onesweep_items(raw: DataType, values: str) -> int:
     return ONESWEEP_WIDE_ITEMS if values == "none" else ONESWEEP_WIDE_VALUE_ITEMS
 
 
+@vk.func
+def count_digits(local: Any, key: Any, passes: Annotated[int, vk.Const[int]], wide: Annotated[bool, vk.Const[bool]]):
+    """Count the digit of ``key`` of each of ``passes`` passes in ``local[256*p + digit]`` (a workgroup atomic each)."""
+    for p in range(passes):
+        vk.atomic_add_relaxed(local, p * RADIX + digit(key, p * RADIX_BITS, wide), 1)
+
+
+@cache
+def _radix_histograms(key_type: DataType) -> Kernel | KernelTemplate:
+    """``radix_histograms`` of ``key_type``; its Const parameters: items per invocation, the params
+    words of n and of the workgroup count."""
+    raw = raw_type(key_type)
+    keys_spec, wide = BufferSpec(Access.READ, raw), raw is not U32
+    bits: Any = TYPE_NAMES[raw]  # an element type (typed Any for type checkers, as Monoid.element is)
+    passes, kind, b = radix_passes(raw), key_kind(key_type), key_bits(key_type)
+    starts = lookback_starts(passes)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_histograms_{key_type.value}")
+    def histograms(keys: Annotated[vk.In[vk.u32], keys_spec], lookback: vk.InOut[vk.u32],
+                   params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], n_word: vk.Const[int],
+                   blocks_word: vk.Const[int]):
+        local = vk.shared(vk.u32, passes * RADIX)
+        i = vk.registers(vk.u32, items)
+        key = vk.registers(bits, items)
+        for r in range((params[n_word] + (params[blocks_word] * (WG * items) - 1))
+                       // (params[blocks_word] * (WG * items))):
+            tb = (r * params[blocks_word] + vk.wid()) * (WG * items)
+            for k in range(items):  # all loaded before any is counted
+                i[k] = tb + (k * WG + vk.lid())
+                key[k] = key_of(keys[i[k]], kind, b)
+            if tb < params[n_word] - min(params[n_word], WG * items - 1):  # tb + tile <= n, without overflow
+                for k in range(items):
+                    count_digits(local, key[k], passes, wide)
+            else:
+                for k in range(items):
+                    if i[k] < params[n_word]:
+                        count_digits(local, key[k], passes, wide)
+        vk.barrier()
+        merge_bins(lookback, local, params, starts, passes * RADIX, 0, vk.u32)
+
+    return histograms
+
+
 @cache
 def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: int) -> Program:
     """The digit counts of all passes at once, into ``lookback[starts + 256*p + d]`` (zeroed;
@@ -75,132 +134,261 @@ def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: i
     memory with workgroup atomics, then merges with one global atomic per non-zero bin. A tile
     wholly below ``n`` counts its keys without a test per key.
     """
-    radix, tile, raw = 1 << RADIX_BITS, WG * items, raw_type(key_type)
-    passes = radix_passes(raw)
-    n, blocks = load_param(n_word), load_param(blocks_word)
-    rounds = Expr.div(Expr.add(n, Expr.sub(Expr.mul(blocks, u(tile)), u(1))), Expr.mul(blocks, u(tile)))
-    step: list[Node] = [Node.let("tb", Expr.mul(Expr.add(Expr.mul(var("r"), blocks), wid()), u(tile)))]
-    for k in range(items):
-        step += [Node.let(f"i{k}", Expr.add(var("tb"), Expr.add(u(k * WG), lid()))),
-                 Node.let(f"key{k}", to_key(key_type, Expr.load("keys", var(f"i{k}"))))]
-    def counted(k: int, tag: str) -> list[Node]:
-        return [Node.let(f"c{k}_{p}{tag}", Expr.atomic(AtomicOp.ADD, "local",
-                                                        u(p * radix) + digit_of(var(f"key{k}"), p * RADIX_BITS, raw),
-                                                        u(1), relaxed=True))
-                for p in range(passes)]
+    return _radix_histograms(key_type).bind(items, n_word, blocks_word).program
 
-    whole = Expr.lt(var("tb"), Expr.sub(n, Expr.min(n, u(tile - 1))))  # tb + tile <= n, without overflow
-    step.append(Node.if_(whole, [node for k in range(items) for node in counted(k, "w")],
-                         [Node.if_(Expr.lt(var(f"i{k}"), n), counted(k, "")) for k in range(items)]))
-    body = [Node.loop("r", u(0), rounds, step), Node.barrier(),
-            *merge_bins("lookback", lookback_starts(passes), u(passes * radix // WG))]
-    buffers = [BufferDecl.read("keys", 0, raw), BufferDecl.read_write("lookback", 1, U32), params(2),
-               BufferDecl.workgroup("local", passes * radix, U32)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_histograms_{key_type.value}")
+
+@cache
+def _radix_digit_starts(passes: int) -> Kernel:
+    """``radix_digit_starts`` of ``passes`` passes."""
+    suffix = "" if passes == RADIX_PASSES else f"_{passes}"
+    starts = lookback_starts(passes)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_digit_starts{suffix}")
+    def digit_starts(lookback: vk.InOut[vk.u32]):
+        sums = vk.shared(vk.u32, WARPS)
+        w = vk.registers(vk.u32, 2)
+        at = starts + (vk.wid() * RADIX + vk.lid())
+        count = lookback[at]
+        lookback[at] = exclusive_block_scan(count, sums, w, COUNT)
+
+    return digit_starts
 
 
 @cache
 def radix_digit_starts(passes: int = RADIX_PASSES) -> Program:
     """Workgroup ``p`` scans pass ``p``'s digit counts in place (exclusive): each digit's first
     output slot (one workgroup per pass, of ``passes``)."""
-    at = Expr.add(u(lookback_starts(passes)), Expr.add(Expr.mul(wid(), u(1 << RADIX_BITS)), lid()))
-    nodes, (start,) = block_scan(COUNT, [var("count")], u(0), False, "sums", "s")
-    body = [Node.let("at", at), Node.let("count", Expr.load("lookback", var("at"))), *nodes,
-            Node.store("lookback", var("at"), start)]
-    buffers = [BufferDecl.read_write("lookback", 0, U32), BufferDecl.workgroup("sums", WARPS, U32)]
-    suffix = "" if passes == RADIX_PASSES else f"_{passes}"
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_digit_starts{suffix}")
+    return _radix_digit_starts(passes).program
 
 
 EARLY_BATCH = 4  # keys loaded together by the early digit counts
+FLAGS = FLAG_A | FLAG_P
+COUNT_BITS = FLAG_A - 1  # a published word's count
+NOWHERE = 1 << 31  # the output position of a digit whose look-back gave up: past every buffer
 
 
-def _early_counts(key_in: DataType | None, shift: int, items: int, raw: DataType = U32) -> list[Node]:
-    """The tile's count of each digit before it is ranked, binding ``own`` (invocation ``t``: the
-    count of digit ``t``): its keys below ``limit`` are read (coalesced, ``EARLY_BATCH`` in flight)
-    and counted with relaxed workgroup atomics into ``hist`` (without a test per key in a whole
-    tile). Publishing these counts first, not after the long ranking step, is what keeps later
-    tiles' look-backs from waiting. ``EARLY_BATCH`` must divide ``items``: a whole tile's batches
-    are not tested against ``limit``, so a last batch past the tile would count the next tile's keys."""
-    if items % EARLY_BATCH:
-        raise ValueError(f"a single-pass radix tile's items ({items}) must be a multiple of EARLY_BATCH "
-                         f"({EARLY_BATCH}), or its early counts would count keys of the next tile")
-
-    def index(k: int) -> Expr:
-        key = Expr.add(Expr.mul(var("eb"), u(EARLY_BATCH)), u(k))
-        return Expr.add(var("seg_base"), Expr.add(Expr.mul(key, u(WG)), lid()))
-
-    def counted(k: int) -> Node:
-        return Node.let(f"eo{k}", Expr.atomic(AtomicOp.ADD, "hist", digits[k], u(1), relaxed=True))
-
-    # n = limit: none past it counts
-    batch = tile_bits(key_in, EARLY_BATCH, var("limit"), var("limit"), "e", index, var("whole"), raw=raw)
-    digits = [digit_of(sort_key(key_in, var(f"e{k}")), shift, raw) for k in range(EARLY_BATCH)]
-    batch.append(Node.if_(var("whole"), [counted(k) for k in range(EARLY_BATCH)],
-                          [Node.if_(Expr.lt(index(k), var("limit")), counted(k)) for k in range(EARLY_BATCH)]))
-    return [Node.loop("eb", u(0), u(items // EARLY_BATCH), batch), Node.barrier(),
-            Node.let("own", Expr.load("hist", lid()))]
-
-
-def _register_counts(key_in: DataType | None, shift: int, items: int, raw: DataType = U32) -> list[Node]:
-    """``_early_counts`` from the keys in registers: load the tile's keys once (``registers_tile.load_keys``)
-    and count every key's digit, binding ``own``. Keys past ``n`` (the all-ones key) are counted as
-    digit 255 and taken off that count (``tile - valid`` of them), so no key is tested."""
-    radix = 1 << RADIX_BITS
-    past = Expr.select(Expr.eq(lid(), u(radix - 1)), Expr.sub(u(WG * items), var("valid")), u(0))
-    counted = [Node.let(f"eo{j}", Expr.atomic(AtomicOp.ADD, "hist", digit, u(1), relaxed=True))
-               for j, digit in enumerate(registers_tile.key_digits(shift, items, raw))]
-    return [*registers_tile.load_keys(key_in, items, raw), *counted, Node.barrier(),
-            Node.let("own", Expr.sub(Expr.load("hist", lid()), past))]
+@vk.func
+def early_counts(keys: Any, hist: Any, e: Any, seg_base: Any, limit: Any, whole: Any, past: Any,
+                 kind: Annotated[int, vk.Const[int]], b: Any, shift: Annotated[int, vk.Const[int]],
+                 wide: Annotated[bool, vk.Const[bool]], items: Annotated[int, vk.Const[int]],
+                 batch: Annotated[int, vk.Const[int]]):
+    """The tile's count of each digit before it is ranked, into ``hist``: its keys below ``limit``
+    are read (coalesced, ``batch`` in flight) and counted with relaxed workgroup atomics (without a
+    test per key in a whole tile). Publishing these counts first, not after the long ranking step,
+    is what keeps later tiles' look-backs from waiting."""
+    for eb in range(vk.u32(items // batch)):
+        for k in range(batch):
+            e[k] = past
+        if whole:
+            for k in range(batch):
+                e[k] = keys[seg_base + ((eb * batch + k) * WG + vk.lid())]
+        else:
+            for k in range(batch):  # n = limit: none past it counts
+                e[k] = bits_or_past(keys, seg_base + ((eb * batch + k) * WG + vk.lid()), limit, limit, past)
+        if whole:
+            for k in range(batch):
+                vk.atomic_add_relaxed(hist, digit(key_of(e[k], kind, b), shift, wide), 1)
+        else:
+            for k in range(batch):
+                if seg_base + ((eb * batch + k) * WG + vk.lid()) < limit:
+                    vk.atomic_add_relaxed(hist, digit(key_of(e[k], kind, b), shift, wide), 1)
+    vk.barrier()
 
 
-def _lookback_word(t: Expr) -> Expr:
-    """Digit ``lid()``'s word of tile ``t`` in this pass's region (``region`` bound by ``_publish``)."""
-    return Expr.add(var("region"), Expr.add(Expr.mul(t, u(1 << RADIX_BITS)), lid()))
+@vk.func
+def look_back_trip(lookback: Any, done: Any, prefix: Any, word: Any, width: Annotated[int, vk.Const[int]]):
+    """One trip of the look-back: read digit ``t``'s word of tile ``word[0]`` and of the ``width -
+    1`` tiles below at once (one memory latency, not ``width``), then take them nearest first, up
+    to the first one not yet published (read again next trip) or holding an inclusive prefix
+    (``done[0]``). Near tile 0 a trip also reads words below tile 0's (inside the buffer's head):
+    never taken, since tile 0 holds ``FLAG_P``."""
+    go = True
+    at = word[0]
+    seen = vk.registers(vk.u32, width)
+    for k in range(width):
+        seen[k] = vk.atomic_or_relaxed(lookback, at - k * RADIX, 0)  # an atomic read
+    for k in range(width):
+        took = go and (seen[k] & FLAGS) != 0
+        last = (seen[k] & FLAG_P) != 0
+        prefix[0] = prefix[0] + vk.select(took, seen[k] & COUNT_BITS, 0)
+        word[0] = vk.select(took, word[0] - RADIX, word[0])
+        done[0] = done[0] or (took and last)
+        go = took and not last
 
 
-def _publish(pass_: int, region_word: int, head: int = LOOKBACK_HEAD) -> list[Node]:
+@vk.func
+def wait_for_prefix(lookback: Any, done: Any, prefix: Any, word: Any, levels: Annotated[int, vk.Const[int]],
+                    trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
+    """``look_back_trip`` until ``done[0]``, at most ``trips ** levels`` times: ``levels`` nested
+    loops of ``trips``, each trip guarded by ``if not done[0]`` (``lookback.spin_wait``'s shape)."""
+    for _ in range(vk.u32(trips)):
+        if not done[0]:
+            if levels == 1:
+                look_back_trip(lookback, done, prefix, word, width)
+            else:
+                wait_for_prefix(lookback, done, prefix, word, levels - 1, trips, width)
+
+
+@vk.func
+def publish(lookback: Any, region: Any, tile: Any, own: Any):
     """Invocation ``t`` publishes the tile's count of digit ``t`` (``own``): ``own | FLAG_A``, or
     ``own | FLAG_P`` for tile 0, whose count is already an inclusive prefix."""
-    flag = Expr.select(Expr.eq(var("tile"), u(0)), u(FLAG_P), u(FLAG_A))
-    return [Node.let("region", Expr.add(u(head), Expr.mul(u(pass_ % 2), load_param(region_word)))),
-            Node.let("aggregate", Expr.atomic(AtomicOp.EXCHANGE, "lookback", _lookback_word(var("tile")),
-                                              Expr.bitor(var("own"), flag), relaxed=True))]
+    vk.atomic_exchange_relaxed(lookback, region + (tile * RADIX + vk.lid()), own | vk.select(tile == 0, FLAG_P, FLAG_A))
 
 
-def _look_back(pass_: int, spin: tuple[int, int], width: int, starts: int = LOOKBACK_STARTS) -> list[Node]:
-    """Invocation ``t``'s look-back for digit ``t`` (the ``lookback`` nodes of ``tiles.digit_slots``),
-    after ``_publish``: binds ``run``. ``word`` is digit ``t``'s word of the nearest tile not yet
-    taken; each trip reads it and the words of the ``width - 1`` tiles below at once (one memory
-    latency, not ``width``) and takes them nearest first, up to the first one not yet published
-    (read again next trip) or holding an inclusive prefix (done). Near tile 0 a trip also reads
-    words below tile 0's (inside the buffer's head): never taken, since tile 0 holds ``FLAG_P``."""
-    first = Expr.eq(var("tile"), u(0))
-    radix = 1 << RADIX_BITS
-    step: list[Node] = [Node.let("go", Expr.bool(True)), Node.let("at", var("word"))]
-    for k in range(width):
-        step.append(Node.let(f"seen{k}", Expr.atomic(AtomicOp.OR, "lookback", Expr.sub(var("at"), u(k * radix)),
-                                                     u(0), relaxed=True)))  # an atomic read
-    for k in range(width):
-        seen = var(f"seen{k}")
-        step += [Node.let(f"took{k}", Expr.and_(var("go"), Expr.ne(Expr.bitand(seen, u(FLAG_A | FLAG_P)), u(0)))),
-                 Node.let(f"last{k}", Expr.ne(Expr.bitand(seen, u(FLAG_P)), u(0))),
-                 Node.assign("prefix", Expr.add(var("prefix"), Expr.select(var(f"took{k}"),
-                                                                           Expr.bitand(seen, u(FLAG_A - 1)), u(0)))),
-                 Node.assign("word", Expr.select(var(f"took{k}"), Expr.sub(var("word"), u(radix)), var("word"))),
-                 Node.assign("done", Expr.or_(var("done"), Expr.and_(var(f"took{k}"), var(f"last{k}")))),
-                 Node.assign("go", Expr.and_(var(f"took{k}"), Expr.not_(var(f"last{k}"))))]
-    inclusive = Expr.bitor(Expr.add(var("prefix"), var("own")), u(FLAG_P))
-    start = Expr.load("lookback", Expr.add(u(starts + pass_ * (1 << RADIX_BITS)), lid()))
-    return [Node.let("done", first), Node.let("prefix", u(0)),
-            Node.let("word", Expr.sub(_lookback_word(var("tile")), u(radix))),
-            bounded_wait("done", *spin, step, "spin"),
-            Node.if_(var("done"),
-                     Node.if_(Expr.not_(first), Node.let("published", Expr.atomic(AtomicOp.EXCHANGE, "lookback",
-                                                                                   _lookback_word(var("tile")),
-                                                                                   inclusive, relaxed=True))),
-                     Node.let("gave_up", Expr.atomic(AtomicOp.ADD, "status", u(0), u(1), relaxed=True))),
-            Node.let("run", Expr.select(var("done"), Expr.add(start, var("prefix")), u(1 << 31)))]
+@vk.func
+def look_back(lookback: Any, status: Any, region: Any, tile: Any, own: Any, run: Any, done: Any, prefix: Any,
+              word: Any, start: Annotated[int, vk.Const[int]], levels: Annotated[int, vk.Const[int]],
+              trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
+    """Invocation ``t``'s look-back for digit ``t`` after the tile published its count ``own``:
+    the counts of lower tiles, last first, until one holds an inclusive prefix; then the tile
+    publishes its own inclusive prefix and ``run[0]`` is where its keys of digit ``t`` start
+    (``lookback[start + t]`` plus the prefix). If the wait runs out, ``status[0]`` counts the digit
+    and ``run[0]`` is ``NOWHERE``."""
+    done[0] = tile == 0
+    prefix[0] = 0
+    word[0] = region + (tile * RADIX + vk.lid()) - RADIX  # the nearest tile not yet taken
+    wait_for_prefix(lookback, done, prefix, word, levels, trips, width)
+    if done[0]:
+        if not tile == 0:
+            vk.atomic_exchange_relaxed(lookback, region + (tile * RADIX + vk.lid()), (prefix[0] + own) | FLAG_P)
+    else:
+        vk.atomic_add_relaxed(status, 0, 1)
+    run[0] = vk.select(done[0], lookback[start + vk.lid()] + prefix[0], NOWHERE)
+
+
+@cache
+def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, raw: DataType,
+                    value_raw: DataType) -> Kernel | KernelTemplate:
+    """``radix_onesweep`` at ``shift``; its Const parameters: items per invocation, rounds per loop
+    iteration (``SORT_ROUNDS``) and of the register tile, whether values are loaded and moved,
+    keys in registers and ranks too, the early counts' batch, the params words of n and region,
+    the wait's levels and trips and the look-back's width."""
+    pass_, passes = shift // RADIX_BITS, radix_passes(raw)
+    head, start = lookback_head(passes), lookback_starts(passes) + pass_ * RADIX
+    parity, other = pass_ % 2, (pass_ + 1) % 2
+    bits: Any = TYPE_NAMES[raw]  # element types (typed Any for type checkers, as Monoid.element is)
+    value_bits: Any = TYPE_NAMES[value_raw]
+    wide, first = raw is not U32, key_in is not None
+    keys_in, keys_out_spec = BufferSpec(Access.READ, raw), BufferSpec(Access.READ_WRITE, raw)
+    vals_in = BufferSpec(Access.READ, value_raw) if values == "load" else None
+    vals_out_spec = BufferSpec(Access.READ_WRITE, value_raw) if values != "none" else None
+    kin, bin_, past = key_kind(key_in), key_bits(key_in or raw), past_bits(key_in, raw)
+    kout, bout = key_kind(key_out), key_bits(key_out or raw)
+    suffix = "" if raw is U32 else f"{8 * raw.size}"
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_onesweep{suffix}_{shift}", names={"shifts": "shift"})
+    def onesweep(keys: Annotated[vk.In[vk.u32], keys_in], lookback: vk.InOut[vk.u32],
+                 keys_out: Annotated[vk.InOut[vk.u32], keys_out_spec], vals: Annotated[vk.In[vk.u32], vals_in],
+                 vals_out: Annotated[vk.InOut[vk.u32], vals_out_spec], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+                 status: vk.InOut[vk.u32], items: vk.Const[int], rounds: vk.Const[int], key_rounds: vk.Const[int],
+                 loads: Annotated[bool, vk.Const[bool]], moves: Annotated[bool, vk.Const[bool]],
+                 in_registers: Annotated[bool, vk.Const[bool]], ranks_in_registers: Annotated[bool, vk.Const[bool]],
+                 batch: vk.Const[int], n_word: vk.Const[int], region_word: vk.Const[int], levels: vk.Const[int],
+                 trips: vk.Const[int], width: vk.Const[int]):
+        counts = vk.shared(vk.u16, COUNTERS)  # one tile: one half of counters
+        shifts = vk.shared(vk.u32, RADIX)
+        sums = vk.shared(vk.u32, WARPS)
+        if ranks_in_registers:
+            ranks = None
+        else:
+            ranks = vk.shared(vk.u16, WG * items)
+        sorted_keys = vk.shared(bits, WG * items)
+        if moves:
+            sorted_vals = vk.shared(value_bits, WG * items)
+        else:
+            sorted_vals = None
+        tile_id = vk.shared(vk.u32, 1)
+        hist = vk.shared(vk.u32, RADIX)
+        o = vk.registers(bits, rounds)
+        pos = vk.registers(vk.u32, rounds)
+        run = vk.registers(vk.u32, 1)
+        w = vk.registers(vk.u32, 2)
+        done = vk.registers(vk.boolean, 1)  # the look-back's state
+        prefix = vk.registers(vk.u32, 1)
+        word = vk.registers(vk.u32, 1)
+        n = params[n_word]
+        if vk.lid() == 0:  # tiles are numbered in the order they start: every lower tile has started
+            tile_id[0] = vk.atomic_add_relaxed(lookback, pass_, 1)
+        vk.barrier()
+        tile = tile_id[0]
+        seg_base = tile * (WG * items)
+        limit = min(n, seg_base + WG * items)
+        whole = limit == seg_base + WG * items  # all but the last tile
+        lookback[head + other * params[region_word] + (tile * RADIX + vk.lid())] = 0  # the next pass's region
+        if in_registers:  # each key read once, into registers
+            k = vk.registers(bits, items)
+            rk = vk.registers(vk.u32, items)
+            saved = vk.registers(bits, key_rounds)
+            saved_ranks = vk.registers(vk.u32, key_rounds)
+            pv = vk.registers(value_bits, key_rounds)
+            kbase = element_at(seg_base, vk.u32(0), items)
+            valid = min(n, seg_base + WG * items) - min(n, seg_base)
+            load_keys(keys, k, kbase, n, limit, whole, past, kin, bin_, items, first)
+            for j in range(items):
+                vk.atomic_add_relaxed(hist, digit(k[j], shift, wide), 1)
+            vk.barrier()
+            # keys past n (the all-ones key) counted as digit 255, taken off
+            own = hist[vk.lid()] - vk.select(vk.lid() == RADIX_MASK, WG * items - valid, 0)
+            region = head + parity * params[region_word]
+            publish(lookback, region, tile, own)
+            half = 0
+            if ranks_in_registers:
+                for j in range(items):
+                    rk[j] = 0
+            if key_rounds == items:
+                rank_keys(counts, ranks, k, rk, vk.u32(0), shift, wide, key_rounds, ranks_in_registers)
+            else:
+                for g in range(vk.u32(items // key_rounds)):
+                    rank_keys(counts, ranks, k, rk, g * key_rounds, shift, wide, key_rounds, ranks_in_registers)
+                    rotate(k, saved, items, key_rounds)
+                    if ranks_in_registers:
+                        rotate(rk, saved_ranks, items, key_rounds)
+            vk.barrier()
+            total = tile_count(counts, half, False, WARPS)
+            look_back(lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
+            tile_slots(counts, shifts, sums, w, run, total, half, False, WARPS)
+            if key_rounds == items:
+                place_keys(vals, counts, ranks, sorted_keys, sorted_vals, k, rk, pv, kbase, vk.u32(0), shift, wide,
+                           key_rounds, rounds, loads, moves, ranks_in_registers)
+            else:
+                for h in range(vk.u32(items // key_rounds)):
+                    place_keys(vals, counts, ranks, sorted_keys, sorted_vals, k, rk, pv, kbase, h * key_rounds, shift,
+                               wide, key_rounds, rounds, loads, moves, ranks_in_registers)
+                    rotate(k, saved, items, key_rounds)
+                    if ranks_in_registers:
+                        rotate(rk, saved_ranks, items, key_rounds)
+            vk.barrier()
+            write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid, whole, True, shift, wide,
+                      kout, bout, items, rounds, moves)
+        else:  # the tile read three times: counted, ranked, placed
+            e = vk.registers(bits, batch)
+            a = vk.registers(bits, rounds)  # the keys of the next loop iteration, and of the one after
+            b = vk.registers(bits, rounds)
+            cur = vk.registers(bits, rounds)
+            p = vk.registers(bits, rounds)
+            pv = vk.registers(value_bits, rounds)
+            early_counts(keys, hist, e, seg_base, limit, whole, past, kin, bin_, shift, wide, items, batch)
+            own = hist[vk.lid()]
+            region = head + parity * params[region_word]
+            publish(lookback, region, tile, own)
+            load_group(keys, a, seg_base, vk.u32(0), n, limit, whole, past, items, rounds, True, True)
+            load_group(keys, b, seg_base, vk.u32(1), n, limit, whole, past, items, rounds, True, True)
+            for t in range(vk.u32(1)):
+                tb = seg_base + t * (WG * items)
+                valid = min(n, tb + WG * items) - min(n, tb)
+                half = (t & 1) * 0
+                rank_tile(keys, counts, ranks, a, b, cur, seg_base, t, n, limit, whole, past, half, kin, bin_, shift,
+                          wide, items, rounds, True)
+                total = tile_count(counts, half, False, WARPS)
+                look_back(lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
+                tile_slots(counts, shifts, sums, w, run, total, half, False, WARPS)
+                place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals, p, pv, tb, n, past, half, kin, bin_,
+                           shift, wide, items, rounds, loads, moves)
+                write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid, whole, True, shift,
+                          wide, kout, bout, items, rounds, moves)
+
+    return onesweep
 
 
 @cache
@@ -211,7 +399,7 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     """One stable pass of LSD radix sort, one tile per workgroup, with decoupled look-back (Onesweep).
 
     Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
-    has started. First the tile's digits are counted (``_early_counts``) and invocation ``t``
+    has started. First the tile's digits are counted (``early_counts``) and invocation ``t``
     publishes the tile's count of digit ``t`` as ``count | FLAG_A`` (tile 0: ``count | FLAG_P``)
     with an atomic exchange. The tile is then ranked, placed and written as in ``radix_scatter``;
     between ranking and placing, invocation ``t`` looks back over lower tiles, last first, adding
@@ -230,30 +418,17 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     (``vyre.lib._sort.registers``); else read the tile three times (the counts, the ranking and
     the place step each load it).
     """
-    pass_, tile = shift // RADIX_BITS, WG * items
-    passes = radix_passes(raw)
-    n = var("n")
-    other = Expr.add(u(lookback_head(passes)), Expr.mul(u((pass_ + 1) % 2), load_param(region_word)))
-    body = [Node.let("n", load_param(n_word)),
-            Node.if_(Expr.eq(lid(), u(0)), Node.store("tile_id", u(0), Expr.atomic(AtomicOp.ADD, "lookback",
-                                                                                     u(pass_), u(1), relaxed=True))),
-            Node.barrier(), Node.let("tile", Expr.load("tile_id", u(0))),
-            Node.let("seg_base", Expr.mul(var("tile"), u(tile))),
-            Node.let("limit", Expr.min(n, Expr.add(var("seg_base"), u(tile)))),
-            Node.let("whole", Expr.eq(var("limit"), Expr.add(var("seg_base"), u(tile)))),  # all but the last tile
-            Node.store("lookback", Expr.add(other, Expr.add(Expr.mul(var("tile"), u(1 << RADIX_BITS)), lid())), u(0))]
-    publish = _publish(pass_, region_word, lookback_head(passes))
-    look_back = _look_back(pass_, spin, width, lookback_starts(passes))
+    key_rounds = math.gcd(ONESWEEP_REGISTER_ROUNDS, items)
     if registers:
-        body += [*_register_counts(key_in, shift, items, raw), *publish,
-                 *registers_tile.radix_tile(shift, key_out, values, items, look_back,
-                                            math.gcd(ONESWEEP_REGISTER_ROUNDS, items), ONESWEEP_RANKS_IN_REGISTERS,
-                                            raw)]
+        check_register_rounds(items, key_rounds)
     else:
-        body += [*_early_counts(key_in, shift, items, raw), *publish,
-                 *radix_tiles(shift, key_in, key_out, values, items, u(1), look_back, raw)]
-    buffers = radix_buffers(BufferDecl.read_write("lookback", 1, U32), values, items, 1, ("status",), raw,
-                             value_raw, ranks=not (registers and ONESWEEP_RANKS_IN_REGISTERS))
-    buffers += [BufferDecl.workgroup("tile_id", 1, U32), BufferDecl.workgroup("hist", 1 << RADIX_BITS, U32)]
-    wide = "" if raw is U32 else f"{8 * raw.size}"
-    return Program(buffers, WG_SIZE, body, name=f"lib_radix_onesweep{wide}_{shift}")
+        check_rounds(items)
+        if items % EARLY_BATCH:
+            raise ValueError(f"a single-pass radix tile's items ({items}) must be a multiple of EARLY_BATCH "
+                             f"({EARLY_BATCH}), or its early counts would count keys of the next tile")
+    # one template per kernel: the value bits only matter where values are loaded ("iota": u32 indices),
+    # the last pass's key type where it transforms keys (the first pass's always reads raw bits)
+    kernel = _radix_onesweep(shift, key_in, transformed(key_out), values, raw, value_raw if values == "load" else U32)
+    return kernel.bind(items, SORT_ROUNDS, key_rounds, values == "load", values != "none", registers,
+                       registers and ONESWEEP_RANKS_IN_REGISTERS, EARLY_BATCH, n_word, region_word, *spin,
+                       width).program
