@@ -11,11 +11,13 @@ once per distinct tuple of constant values into such a ``Kernel``.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import struct
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -303,16 +305,24 @@ def kernel(fn: Callable[..., Any] | None = None, *, workgroup_size: int | tuple[
     return decorate(fn) if fn is not None else decorate
 
 
+@functools.cache
+def _kernel_names() -> SimpleNamespace:
+    """What ``vyre.`` names in kernel text: the kernel language (``vyre.frontend.lang``, whose names
+    the package re-exports) and ``DispatchConfig``, without importing the package root."""
+    from vyre.frontend import lang
+
+    names = {name: getattr(lang, name) for name in dir(lang) if not name.startswith("_")}
+    return SimpleNamespace(**names, DispatchConfig=DispatchConfig)
+
+
 def kernel_from_source(text: str, filename: str = "<kernel>", namespace: Mapping[str, Any] | None = None
                        ) -> Kernel | KernelTemplate:
     """The ``Kernel`` of the one ``@vyre.kernel(...)`` function in ``text`` (no code is executed); a
     ``KernelTemplate`` when it has ``vyre.Const`` parameters.
 
-    Free names resolve in ``namespace`` (default: just ``vyre``), then builtins.
+    Free names resolve in ``namespace`` (default: just ``vyre``, the kernel language's names), then builtins.
     """
-    import vyre
-
-    ns = {"vyre": vyre, **(namespace or {})}
+    ns = {"vyre": _kernel_names(), **(namespace or {})}
     source = SourceFile(filename)
     try:
         tree = ast.parse(text, filename)
