@@ -20,8 +20,7 @@ the CPU oracle. Every result is checked before its time is reported.
   checked exactly; the first ``transitive_closure`` call in a fresh process, twice (the second
   finds every disk cache warm).
 - E-graphs: congruence closure of 2**20 e-nodes on a resident ``egraph.EGraph`` (columns uploaded
-  once; labels downloaded), the same by ``method="legacy"`` (the earlier hash path, which falls
-  back to the sorted one at this size) and the plain call.
+  once; labels downloaded) and the plain call.
 - Text: ``text.find_all_many`` of 1,000 needles of 4 to 32 bytes over 1 GiB from a device array;
   a 16 MiB prefix is searched separately and checked against Python's ``bytes.find``, and the full
   run's matches inside the prefix must equal it.
@@ -422,14 +421,10 @@ def bench_egraph(backend: Any, sizes: Sizes) -> list[dict]:
         path = g.path
         resident, labels = timed(g.congruence_closure, nothing, sizes.reps)
         require(np.array_equal(labels, want), "congruence closure (timed) differs")
-        legacy, labels = timed(lambda: g.congruence_closure(method="legacy"), nothing, sizes.reps)
-        require(np.array_equal(labels, want), "congruence closure (legacy method) differs")
-        legacy_path = g.path
     plain, _ = timed(lambda: egraph.congruence_closure(*cols, backend=backend), nothing, sizes.reps)
     target = TARGETS.get(("congruence_closure", name))
     row = {"workload": "congruence_closure", "enodes": int(cols[0].size), "path": path, "check": judge,
-           "seconds": statistics.median(resident), "plain_call_s": statistics.median(plain),
-           "legacy_s": statistics.median(legacy), "legacy_path": legacy_path}
+           "seconds": statistics.median(resident), "plain_call_s": statistics.median(plain)}
     if target is not None:
         row |= {"target_s": target, "meets_target": row["seconds"] <= target}
     return [row]
@@ -505,8 +500,7 @@ def print_rows(result: dict[str, list[dict]]) -> None:
               f"  ({r['pairs']:,} pairs)")
     for r in result["egraph"]:
         print(f"{r['enodes']:<14} {r['workload']:20} {'vyre (EGraph, ' + r['path'] + ' path)':54} "
-              f"{r['seconds'] * 1e3:10.3f} {'':>16}  {verdict(r)}  (plain call {r['plain_call_s'] * 1e3:.3f} ms; "
-              f"method='legacy' {r['legacy_s'] * 1e3:.3f} ms, {r['legacy_path']} path)")
+              f"{r['seconds'] * 1e3:10.3f} {'':>16}  {verdict(r)}  (plain call {r['plain_call_s'] * 1e3:.3f} ms)")
     for r in result["text"]:
         print(f"{r['bytes']:<14} {r['workload']:20} {r['path']:54} {r['seconds'] * 1e3:10.3f} "
               f"{r['gb_per_s']:11.3g} GB/s  {verdict(r)}  ({r['matches']:,} matches)")

@@ -16,7 +16,7 @@ from test_egraph_closure import chains  # noqa: E402
 from vyre.lib import egraph  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-METHODS = ("hash", "legacy", "sorted")
+METHODS = ("hash", "sorted")
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +45,7 @@ def test_chains_of_100_on_every_method(backend, descending):
 def test_random_egraphs_equal_the_oracle(backend, oracle, nodes):
     cols = random_egraph(np.random.default_rng(nodes), nodes, max(nodes // 4, 1), 4, 2)
     want = labels(cols, oracle, "hash")
-    for method in ("hash", "legacy"):
-        assert np.array_equal(labels(cols, backend, method), want)
+    assert np.array_equal(labels(cols, backend, "hash"), want)
 
 
 def test_the_benchmark_egraph_takes_the_hash_path_and_repeats(backend):
@@ -57,4 +56,4 @@ def test_the_benchmark_egraph_takes_the_hash_path_and_repeats(backend):
         want = g.sorted_congruence_closure()
         for _ in range(3):  # the kept buffers and the captured loop start over on every call
             assert np.array_equal(g.congruence_closure(), want) and g.path == "hash"
-        assert np.array_equal(g.congruence_closure(method="legacy"), want)
+        assert np.array_equal(g.congruence_closure(method="sorted"), want)

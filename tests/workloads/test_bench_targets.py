@@ -61,7 +61,7 @@ def test_the_section_runs_at_toy_size_on_the_oracle(tmp_path: Path) -> None:
     assert len(first["runs"]) == 2 and first["pairs"] == closures[0]["pairs"]
     (closure,) = rows["egraph"]
     assert closure["path"] == "hash" and closure["check"] == "Python union-find"
-    assert closure["legacy_path"] == "legacy" and closure["legacy_s"] > 0  # no overflow at toy size
+    assert closure["path"] == "hash" and closure["plain_call_s"] > 0  # no overflow at toy size
     (many,) = rows["text"]
     assert many["bytes"] == toy.text_bytes and many["matches"] >= toy.needles
     assert "targets" in (ROOT / "benchmarks" / "bench_workloads.py").read_text()

@@ -1,4 +1,4 @@
-"""Congruence closure's paths (hash, legacy, sorted) on the oracle: deep chains, cycles, odd sizes,
+"""Congruence closure's paths (hash, sorted) on the oracle: deep chains, cycles, odd sizes,
 edge values, and the steps a call costs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from vyre.driver.errors import InvalidProgram
 from vyre.lib import egraph
 from vyre.reference.backend import ReferenceBackend
 
-METHODS = ("hash", "legacy", "sorted")
+METHODS = ("hash", "sorted")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def closure_of(cols: tuple[np.ndarray, ...], backend: object, method: str) -> li
 
 
 @pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("method", ["hash", "legacy"])
+@pytest.mark.parametrize("method", ["hash"])
 def test_chains_of_100_close_completely(oracle, method, descending):
     cols = chains(100, descending)
     got = closure_of(cols, oracle, method)
@@ -117,7 +117,7 @@ def test_the_benchmark_egraph(oracle):
     want = python_closure(*cols)
     with egraph.EGraph(*cols, backend=oracle) as g:
         assert g.congruence_closure().tolist() == want and g.path == "hash"
-        assert g.congruence_closure(method="legacy").tolist() == want
+        assert g.congruence_closure(method="sorted").tolist() == want
         assert g.congruence_closure().tolist() == want  # the kept buffers start over
 
 

@@ -19,9 +19,8 @@ equal children:
 ``congruence_closure`` runs rounds of two steps on the device (``dispatch_until``): insert every
 e-node into a hash table keyed by its operator and canonical children (read through a union-find),
 hooking the classes of equal e-nodes (the larger root under the smaller); jump every id to its root
-and empty the table; until a round changes nothing. ``method="legacy"`` is the earlier five-step
-round with a smaller table, kept for comparison. It returns each e-class's canonical id (the smallest id of its
-merged set). ``sorted_congruence_closure`` gets the same result from rounds of
+and empty the table; until a round changes nothing. It returns each e-class's canonical id (the
+smallest id of its merged set). ``sorted_congruence_closure`` gets the same result from rounds of
 ``structural_equivalence`` (the fallback when the hash table clusters).
 """
 
@@ -154,72 +153,6 @@ def union_program() -> Program:
 
 
 EMPTY = 0xFFFFFFFF
-_PROBES = 32  # hash-table probes per e-node and round; an e-node that finds no place sends the call to the sorted path
-
-
-@cache
-def clear_table_program() -> Program:
-    """Every slot of the hash table empty."""
-    i = Expr.invocation_id(0)
-    return Program([BufferDecl.read_write("table", 0, U32)], (_WG, 1, 1),
-                   [Node.if_(Expr.lt(i, Expr.buf_len("table")), [Node.store("table", i, Expr.u32(EMPTY))])],
-                   name="egraph_clear_table")
-
-
-@cache
-def congruence_round_program() -> Program:
-    """One invocation per e-node: insert it into a hash table keyed by its operator and canonical
-    children (linear probing, a compare-exchange claims an empty slot); when it meets an e-node with
-    equal operator and canonical children in another class, hook the two classes' roots (the larger
-    under the smaller, atomic min) and raise the flag. An e-node not placed within ``_PROBES`` probes
-    raises ``overflow``.
-    """
-    r = Expr.invocation_id(0)
-    mask = Expr.buf_len("table") - 1
-    s, k = V("s"), V("k")
-    child = Expr.load("children", Expr.load("offsets", r) + k)
-    other_child = Expr.load("children", Expr.load("offsets", s) + k)
-    meet = [
-        Node.let("same", Expr.and_(Expr.eq(Expr.load("op", s), Expr.load("op", r)),
-                                   Expr.eq(Expr.load("lens", s), Expr.load("lens", r)))),
-        Node.loop("k", Expr.u32(0), Expr.load("lens", r), [
-            Node.if_(V("same"), [Node.assign("same", Expr.eq(other_child, child))]),
-        ]),
-        Node.if_(V("same"), [
-            Node.assign("placed", Expr.bool(True)),
-            Node.let("pa", Expr.load("parent", Expr.load("eclass", r))),
-            Node.let("pb", Expr.load("parent", Expr.load("eclass", s))),
-            Node.if_(Expr.ne(V("pa"), V("pb")), [
-                Node.let("old", Expr.atomic(AtomicOp.MIN, "parent", Expr.max(V("pa"), V("pb")),
-                                            Expr.min(V("pa"), V("pb")), relaxed=True)),
-                Node.store("flag", Expr.u32(0), Expr.u32(1)),
-            ]),
-        ], [Node.assign("slot", (V("slot") + 1) & mask)]),
-    ]
-    return Program(
-        [BufferDecl.read("eclass", 0, U32), BufferDecl.read("op", 1, U32), BufferDecl.read("offsets", 2, U32),
-         BufferDecl.read("lens", 3, U32), BufferDecl.read("children", 4, U32),
-         BufferDecl.read_write("parent", 5, U32), BufferDecl.read_write("table", 6, U32),
-         BufferDecl.read_write("flag", 7, U32, 1), BufferDecl.read_write("overflow", 8, U32, 1)],
-        (_WG, 1, 1),
-        [Node.if_(Expr.lt(r, Expr.buf_len("op")), [
-            Node.let("h", _mix(_mix(Expr.u32(0x811C9DC5), Expr.load("op", r)), Expr.load("lens", r))),
-            Node.loop("c", Expr.u32(0), Expr.load("lens", r), [
-                Node.assign("h", _mix(V("h"), Expr.load("children", Expr.load("offsets", r) + V("c")))),
-            ]),
-            Node.let("slot", V("h") & mask),
-            Node.let("placed", Expr.bool(False)),
-            Node.loop("probe", Expr.u32(0), Expr.u32(_PROBES), [
-                Node.if_(Expr.not_(V("placed")), [
-                    Node.let("s", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "table", V("slot"), r,
-                                              expected=Expr.u32(EMPTY), relaxed=True)),
-                    Node.if_(Expr.eq(s, Expr.u32(EMPTY)), [Node.assign("placed", Expr.bool(True))], meet),
-                ]),
-            ]),
-            Node.if_(Expr.not_(V("placed")), [Node.store("overflow", Expr.u32(0), Expr.u32(1))]),
-        ])],
-        name="egraph_congruence_round",
-    )
 
 
 _SLOTS_PER_NODE = 4  # hash-table slots per e-node: at load <= 1/4 the longest run of taken slots stays short
@@ -358,7 +291,7 @@ class EGraph(graph.DeviceArrays):
                                  "number e-classes densely from 0 (np.unique(ids, return_inverse=True) does it).")
         super().__init__(backend, cols)
         self.eclass, self.op, self.offsets, self.lens, self.children = self.handles
-        self.path = ""  # which congruence_closure path ran last: "hash", "legacy" or "sorted"
+        self.path = ""  # which congruence_closure path ran last: "hash" or "sorted"
         self._state: tuple[Any, Any, Any, Any] | None = None  # the hash path's buffers, kept between calls
         self._lock = threading.Lock()  # one hash closure at a time uses them
 
@@ -415,23 +348,19 @@ class EGraph(graph.DeviceArrays):
         e-node into a hash table of operator and canonical children (hooking the classes of equal
         e-nodes), then jump every id to its root and empty the table; until a round changes nothing.
         Its buffers are made on the first call and kept, so later calls replay the same device loop;
-        the labels and the overflow word come back in one read. ``"legacy"`` is the earlier hash
-        path (five steps a round, a table of ``2n`` slots and 32 probes, which overflows from about
-        2^18 e-nodes), kept to compare the two; ``"sorted"``, ``max_rounds``, or an e-node that found
-        no slot in the table (the overflow word) take the sorted path (``sorted_congruence_closure``).
+        the labels and the overflow word come back in one read. ``"sorted"``, ``max_rounds``, or an
+        e-node that found no slot in the table (the overflow word) take the sorted path
+        (``sorted_congruence_closure``).
         """
-        if method not in ("hash", "legacy", "sorted"):
+        if method not in ("hash", "sorted"):
             raise InvalidProgram(f"unknown congruence closure method {method!r}",
-                                 'pass method="hash" (the default), "legacy" or "sorted".')
+                                 'pass method="hash" (the default) or "sorted".')
         if self.n == 0:
             return np.arange(self.classes, dtype=np.uint32)
         if max_rounds is not None or method == "sorted":
             return self.sorted_congruence_closure(max_rounds)
-        if method == "hash":
-            with self._lock:
-                labels = self._hash_closure()
-        else:
-            labels = self._legacy_hash_closure()
+        with self._lock:
+            labels = self._hash_closure()
         if labels is None:
             return self.sorted_congruence_closure(None)
         self.path = method
@@ -463,33 +392,6 @@ class EGraph(graph.DeviceArrays):
         if int(np.asarray(word).view(np.uint32)[0]):
             return None
         return np.asarray(labels).view(np.uint32).copy()
-
-    def _legacy_hash_closure(self) -> np.ndarray | None:
-        """The earlier hash path (five steps a round, buffers made per call), or None on overflow."""
-        be, n, classes = self.backend, self.n, self.classes
-        with graph.ResidentSet(be) as res:
-            parent = res.upload(np.arange(classes, dtype=np.uint32))
-            flag, overflow = res.alloc(4), res.upload(np.zeros(1, np.uint32))
-            kids = max(self.n_children, 1)
-            canon_eclass, canon_children = res.alloc(4 * n), res.alloc(4 * kids)
-            table = res.alloc(4 * capacity(2 * n))
-            each = DispatchConfig(elements=n)
-            round_steps = [
-                (canonical_program(), [self.eclass, parent, canon_eclass], each),
-                (canonical_program(), [self.children, parent, canon_children], DispatchConfig(elements=kids)),
-                (clear_table_program(), [table], DispatchConfig(elements=capacity(2 * n))),
-                (congruence_round_program(), [canon_eclass, self.op, self.offsets, self.lens, canon_children,
-                                              parent, table, flag, overflow], each),
-                (graph.jump_program(), [parent, flag], DispatchConfig(elements=classes)),
-            ]
-            while be.dispatch_until(round_steps, flag, _MERGE_PASSES) == _MERGE_PASSES:
-                (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])  # every flagged round lowers a parent id
-                if int(np.asarray(word).view(np.uint32)[0]) == 0:
-                    break
-            (word,) = be.dispatch_sequence([], reads=[(overflow, 0, 4)])
-            if int(np.asarray(word).view(np.uint32)[0]):
-                return None
-            return graph.read_u32(be, parent, classes)
 
     def sorted_congruence_closure(self, max_rounds: int | None = None) -> np.ndarray:
         """``congruence_closure`` by rounds of sorted structural equivalence (``pairs``) and unions, each
