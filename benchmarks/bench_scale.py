@@ -501,17 +501,19 @@ def direct_ms_per_block(backend, blocks: int, block: int, *, keep: bool = False)
     is kept until the end, as Dask keeps a persisted block, so each lands in memory never touched
     before (dropped, the allocator hands the last result's pages to the next)."""
     a, b = block_arrays(blocks, block, 4), block_arrays(blocks, block, 5)
-    _per_block(lambda k: backend.dispatch(xor_program(), [a[k], b[k]])[0], blocks, False)
-    return _per_block(lambda k: backend.dispatch(xor_program(), [a[k], b[k]])[0], blocks, keep)
+    ms_per_block(lambda k: backend.dispatch(xor_program(), [a[k], b[k]])[0], blocks, False)
+    return ms_per_block(lambda k: backend.dispatch(xor_program(), [a[k], b[k]])[0], blocks, keep)
 
 
 def numpy_ms_per_block(blocks: int, block: int) -> float:
     """``np.bitwise_xor`` of the same blocks in this process, results kept (the floor's in-process twin)."""
     a, b = block_arrays(blocks, block, 4), block_arrays(blocks, block, 5)
-    return _per_block(lambda k: np.bitwise_xor(a[k], b[k]), blocks, True)
+    return ms_per_block(lambda k: np.bitwise_xor(a[k], b[k]), blocks, True)
 
 
-def _per_block(work, blocks: int, keep: bool) -> float:
+def ms_per_block(work, blocks: int, keep: bool) -> float:
+    """ms per block of ``work(k)`` for every block k in this process, its results kept (as Dask
+    keeps a persisted block: new memory for each) or dropped (the allocator hands the same pages back)."""
     kept = []
     began = time.perf_counter()
     for k in range(blocks):

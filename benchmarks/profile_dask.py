@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_scale import block_arrays, values, xor_program  # noqa: E402
+from benchmarks.bench_scale import block_arrays, ms_per_block, values, xor_program  # noqa: E402
 from vyre.ir import Program  # noqa: E402
 
 
@@ -126,18 +126,6 @@ def _stats(sort: str = "cumulative") -> str:
     return buf.getvalue()
 
 
-def _in_process(work, blocks: int, keep: bool) -> float:
-    """ms per block of ``work(k)`` for every block k in this process, its results kept (as Dask
-    keeps a persisted block: new memory for each) or dropped (the allocator hands the same pages back)."""
-    kept = []
-    began = time.perf_counter()
-    for k in range(blocks):
-        out = work(k)
-        if keep:
-            kept.append(out)
-    return (time.perf_counter() - began) / blocks * 1e3
-
-
 def _task_bytes(array) -> int:
     """Pickled bytes of the task of ``array``'s first block (what the scheduler sends a worker for it)."""
     import pickle
@@ -172,7 +160,7 @@ def measure(blocks: int, block: int, reps: int, workers: int, profile: bool = Fa
             wait(da.map_blocks(np.bitwise_xor, y, x, dtype=np.uint32).persist())
             held = {*x.__dask_keys__(), *y.__dask_keys__()}
             ab, bb = block_arrays(blocks, block, 4), block_arrays(blocks, block, 5)  # as a worker holds them
-            _in_process(lambda k: backend.dispatch(program, [ab[k], bb[k]])[0], blocks, False)  # warm, as x, y are
+            ms_per_block(lambda k: backend.dispatch(program, [ab[k], bb[k]])[0], blocks, False)  # warm, as x, y are
             for rep in range(reps):
                 for kind in ("numpy", "vyre"):
                     timed = (da.map_blocks(np.bitwise_xor, x, y, dtype=np.uint32, token=f"np-{rep}") if kind == "numpy"
@@ -206,9 +194,9 @@ def measure(blocks: int, block: int, reps: int, workers: int, profile: bool = Fa
                     del result
                 for keep in (False, True):
                     name = "_kept" if keep else ""
-                    add(f"direct{name}", _in_process(lambda k: backend.dispatch(program, [ab[k], bb[k]])[0],
+                    add(f"direct{name}", ms_per_block(lambda k: backend.dispatch(program, [ab[k], bb[k]])[0],
                                                      blocks, keep))
-                    add(f"numpy_direct{name}", _in_process(lambda k: np.bitwise_xor(ab[k], bb[k]), blocks, keep))
+                    add(f"numpy_direct{name}", ms_per_block(lambda k: np.bitwise_xor(ab[k], bb[k]), blocks, keep))
             where = set(client.run(lambda: vdask.__file__).values())
             stats = client.run(_stats) if profile else {}
     finally:

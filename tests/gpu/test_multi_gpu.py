@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -449,31 +451,45 @@ def test_multi_histogram_of_sharded_values_stays_on_the_first_device(rng, n: int
             assert np.array_equal(got.get(), _counts(x, bins))
 
 
+def _parts_on_own_streams(n: int, make: Callable[[Any], Any]) -> tuple[list[Any], list[Any]]:
+    """``make(i)`` of each device's share of ``i = 0 .. n-1`` (CuPy u32), computed on a new non-blocking
+    stream made that device's current one (``_back_to_null_streams`` undoes it); the parts and the streams."""
+    import cupy
+
+    from vyre.lib.multi_ops import bounds
+
+    parts, streams = [], []
+    for d, (lo, hi) in zip(GPUS, bounds(n, len(GPUS), 256)):
+        with cupy.cuda.Device(d.index):
+            streams.append(cupy.cuda.Stream(non_blocking=True))
+            streams[-1].use()
+            parts.append(make(cupy.arange(lo, hi, dtype=cupy.uint32)))
+    return parts, streams
+
+
+def _back_to_null_streams() -> None:
+    """Wait for every device, then make each device's null stream current again."""
+    import cupy
+
+    for d in GPUS:
+        with cupy.cuda.Device(d.index):
+            cupy.cuda.Device(d.index).synchronize()
+            cupy.cuda.Stream.null.use()
+
+
 def test_multi_histogram_follows_each_device_current_stream() -> None:
     """Parts made on each device's own non-blocking stream, the histogram called with no wait, its
     result read on the first device's stream: every device's counts arrive in full."""
     import cupy
 
-    from vyre.lib.multi_ops import bounds
-
     n, bins, golden = (1 << 25) + 11, 4096, np.uint32(2654435761)
-    streams = []
     try:
-        parts = []
-        for d, (lo, hi) in zip(GPUS, bounds(n, len(GPUS), 256)):
-            with cupy.cuda.Device(d.index):
-                streams.append(cupy.cuda.Stream(non_blocking=True))
-                streams[-1].use()
-                i = cupy.arange(lo, hi, dtype=cupy.uint32)
-                parts.append((i * golden) >> cupy.uint32(20))
+        parts, _streams = _parts_on_own_streams(n, lambda i: (i * golden) >> cupy.uint32(20))
         counts = multi.histogram(multi.Sharded(parts), bins)
         with cupy.cuda.Device(GPUS[0].index):
             got = counts.get()  # on the first device's current stream
     finally:
-        for d in GPUS:
-            with cupy.cuda.Device(d.index):
-                cupy.cuda.Device(d.index).synchronize()
-                cupy.cuda.Stream.null.use()
+        _back_to_null_streams()
     i = np.arange(n, dtype=np.uint32)
     assert np.array_equal(got, np.bincount((i * golden) >> np.uint32(20), minlength=bins))
 
@@ -606,27 +622,16 @@ def test_multi_scan_follows_each_device_current_stream() -> None:
     result read on its device's stream: every carry arrives before the scan that reads it."""
     import cupy
 
-    from vyre.lib.multi_ops import bounds
-
     n, golden = (1 << 25) + 11, np.uint32(2654435761)
-    streams, host = [], []
+    host = []
     try:
-        parts = []
-        for d, (lo, hi) in zip(GPUS, bounds(n, len(GPUS), 256)):
-            with cupy.cuda.Device(d.index):
-                streams.append(cupy.cuda.Stream(non_blocking=True))
-                streams[-1].use()
-                i = cupy.arange(lo, hi, dtype=cupy.uint32)
-                parts.append(i * golden)
+        parts, _streams = _parts_on_own_streams(n, lambda i: i * golden)
         scanned = multi.inclusive_scan(multi.Sharded(parts), "add")
         for d, p in zip(GPUS, scanned.parts):
             with cupy.cuda.Device(d.index):
                 host.append(p.get())  # on that device's current stream
     finally:
-        for d in GPUS:
-            with cupy.cuda.Device(d.index):
-                cupy.cuda.Device(d.index).synchronize()
-                cupy.cuda.Stream.null.use()
+        _back_to_null_streams()
     i = np.arange(n, dtype=np.uint32)
     assert np.array_equal(np.concatenate(host), np.cumsum(i * golden, dtype=np.uint32))
 
