@@ -1,12 +1,13 @@
 """The 64-bit keys-only single-pass sort at several tile widths (keys per invocation), on one GPU.
 
 On a GPU machine: ``python3 benchmarks/sort_wide_items.py 16 20 24 [--log2n 27] [--reps 20]``.
-For each items value (``vyre.lib._sort.onesweep.ONESWEEP_WIDE_ITEMS`` patched, a fresh backend so
-no plan of another width is reused), ``lib.sort`` of 2^log2n random u64 keys on a
-``ResidentArray`` (results handed back with ``lib.recycle``) is first checked bit for bit against
-``cupy.sort``, then timed next to ``cupy.sort`` of the same keys (median ms from the call to a
-device synchronisation, after two warm-up calls; ``bench_lib.wall_ms``). Widths over 48 KiB of
-workgroup memory run on dynamic shared memory. Prints one markdown table.
+For each items value (``vyre.lib._sort.onesweep.ONESWEEP_WIDE_ITEMS`` and
+``ONESWEEP_WIDE_LARGE_ITEMS`` patched, a fresh backend so no plan of another width is reused),
+``lib.sort`` of 2^log2n random u64 keys on a ``ResidentArray`` (results handed back with
+``lib.recycle``) is first checked bit for bit against ``cupy.sort``, then timed next to
+``cupy.sort`` of the same keys (median ms from the call to a device synchronisation, after two
+warm-up calls; ``bench_lib.wall_ms``). Widths over 48 KiB of workgroup memory run on dynamic
+shared memory. Prints one markdown table.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def measure(items: int, keys: Any, reps: int) -> dict[str, float]:
     from vyre.lib import ResidentArray
     from vyre_cuda.backend import CudaBackend
 
-    onesweep.ONESWEEP_WIDE_ITEMS = items
+    onesweep.ONESWEEP_WIDE_ITEMS = onesweep.ONESWEEP_WIDE_LARGE_ITEMS = items
     backend = CudaBackend()
     try:
         handle = backend.allocate_resident(keys.nbytes)
@@ -73,16 +74,16 @@ def main() -> None:
 
     n = 1 << args.log2n
     keys = cupy.random.default_rng(2).integers(0, 2**62, n, dtype=cupy.int64).view(cupy.uint64)
-    default = onesweep.ONESWEEP_WIDE_ITEMS
+    default = onesweep.ONESWEEP_WIDE_ITEMS, onesweep.ONESWEEP_WIDE_LARGE_ITEMS
     print(f"2^{args.log2n} u64 keys, {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, "
-          f"ONESWEEP_WIDE_ITEMS = {default} in this tree")
+          f"ONESWEEP_WIDE_ITEMS, ONESWEEP_WIDE_LARGE_ITEMS = {default} in this tree")
     print("| items | tile keys | workgroup bytes | vyre ms | cupy.sort ms | vyre / cupy |")
     print("|---|---|---|---|---|---|")
     for items in args.items:
         ms = measure(items, keys, args.reps)
         print(f"| {items} | {WG * items} | {tile_bytes(items)} | {ms['vyre']:.2f} | {ms['cupy']:.2f} | "
               f"{ms['vyre'] / ms['cupy']:.3f} |", flush=True)
-    onesweep.ONESWEEP_WIDE_ITEMS = default
+    onesweep.ONESWEEP_WIDE_ITEMS, onesweep.ONESWEEP_WIDE_LARGE_ITEMS = default
 
 
 if __name__ == "__main__":

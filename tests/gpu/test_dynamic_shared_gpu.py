@@ -137,6 +137,7 @@ def test_onesweep_sort_with_wider_tiles_matches_numpy(rng, monkeypatch, items, d
     from vyre_cuda.backend import CudaBackend
 
     monkeypatch.setattr(onesweep, "ONESWEEP_WIDE_ITEMS", items)
+    monkeypatch.setattr(onesweep, "ONESWEEP_WIDE_LARGE_ITEMS", items)
     be = CudaBackend()
     try:
         for n in (1, 4097, (1 << 20) + 3, 1 << 23):

@@ -3,7 +3,9 @@ same PTX, byte for byte, as the builder-written program it replaced: ``EXPECTED`
 hashes of the builder version's PTX, recorded before the rewrite, for sm_80 and sm_90 and every
 variant the library runs (every U32/I32 monoid, inclusive and exclusive, with and without an
 init word, the u32 count scans on any params word), the spins, widths and items the tests and
-measurements use, and a transform; a recorded run checks that the grid covers the library's."""
+measurements use, and a transform; a recorded run checks that the grid covers the library's. The
+hashes were recorded again, once, when the emitter began making counter adds (the scan's tile
+counter) once per subgroup; any other change to the scan's PTX fails here."""
 
 from __future__ import annotations
 

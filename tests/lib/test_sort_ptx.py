@@ -3,7 +3,9 @@ passes with their digit histograms and starts, the gathers of sorts through indi
 same PTX, byte for byte, as the builder-written programs they replaced: ``sort_ptx.json`` holds
 the hashes of the builder versions' PTX, recorded before the rewrite, for sm_80 and sm_90, over
 every key type, values mode, shift, items value the plans use and a sample of params words; a
-recorded run checks that the library runs nothing else."""
+recorded run checks that the library runs nothing else. The hashes were recorded again, once, when
+the emitter began making counter adds (each pass's tile counter) once per subgroup; any other
+change to a sort program's PTX fails here."""
 
 from __future__ import annotations
 

@@ -131,10 +131,11 @@ def test_the_device_picks_the_lanes_per_vertex_like_the_host():
 
 
 def test_top_down_spreads_a_hub_over_many_invocations(oracle):
-    assert graph.lanes_shift(147, 266365 / 147) == 10  # a hub in a small frontier: 1024 per vertex
+    assert graph.lanes_shift(147, 266365 / 147) == 11  # hubs in a small frontier: 2048 per vertex
+    assert graph.lanes_shift(1, 21052.0) == 15  # one hub alone: 32768 invocations, an edge or none each
     assert graph.lanes_shift(1 << 20, 3.0) == 5  # low degrees: a subgroup per vertex
     assert graph.lanes_shift(1 << 27, 5000.0) == 3  # never a grid of 2**31 invocations
-    n = 3001  # a star searched from its hub, then from a leaf: top-down steps of 1024 and 32 lanes
+    n = 3001  # a star searched from its hub, then from a leaf: top-down steps of 4096 and 32 lanes
     indptr, indices = symmetric(n, np.zeros(n - 1, np.int64), np.arange(1, n))
     with graph.Graph(indptr, indices, backend=oracle, undirected=True) as g:
         for source in (0, 17):

@@ -449,6 +449,14 @@ for _op in UNARY_OPS:
     setattr(Expr, _op.value, _unary(_op))
 
 
+def is_counter_add(e: Expr) -> bool:
+    """A relaxed ADD of a literal at a literal index (a shared counter every invocation bumps by the
+    same amount: an append slot, a tally). Backends may combine the adds of invocations that run
+    together into one (the old value each gets is still that of some order of the separate adds)."""
+    return (e.op == Op.ATOMIC and e.value is AtomicOp.ADD_RELAXED and e.args[0].op == Op.LIT
+            and e.args[1].op == Op.LIT and e.args[1].value != 0)
+
+
 def name_of(e: Expr) -> str:
     """``e.name`` as type checkers should see it where ``e.op`` has a name (``var``, ``load``, ``buf_len``,
     ``atomic``, ``call``: the constructors set it, the validator checks it); the value itself, unchecked."""

@@ -284,11 +284,12 @@ def _word(data: np.ndarray) -> int:
 # ---- shared pieces -------------------------------------------------------------------------------
 V = Expr.var
 ONE_INVOCATION = DispatchConfig(grid=(1, 1, 1))
+LEVELS_PER_TEST = 2  # BFS levels in each iteration of the device loop (each iteration ends with a WHILE test)
 _LANES_SHIFTS = kernels.SHIFT_RANGE
 
 
 def lanes_shift(vertices: int, average_degree: float = 0.0) -> int:
-    """log2 of the invocations per vertex: about ``average_degree`` within 32..1024 (so a hub in a
+    """log2 of the invocations per vertex: about ``average_degree`` within 32..32768 (so a hub in a
     small frontier is spread over many invocations), fewer only if ``vertices`` times it would pass 2**31."""
     low, high = _LANES_SHIFTS
     shift = min(max((math.ceil(average_degree) - 1).bit_length(), low), high)
@@ -544,15 +545,14 @@ class Graph(DeviceArrays):
         step_handles = [self.indptr_handle, self.indices_handle, levels, frontiers, next_stats, ctl]
         decide = (decide_program, [levels, next_stats, ctl, flag], ONE_INVOCATION)
         lanes = _elements_config(self._lanes)
-        level = [(kernels.top_down_program(self._lanes), step_handles, lanes)]
-        if self.undirected:
-            level.append((kernels.bottom_up_program(self._lanes), step_handles, lanes))
-        level.append(decide)
+        level = [(kernels.level_program(self._lanes, self.undirected), step_handles, lanes), decide]
         start = [(kernels.init_program(), [self.indptr_handle, levels, frontiers, next_stats, ctl],
                   _elements_config(n)), decide]
         if trace is None:
             be.dispatch_sequence(start)
-            be.dispatch_until(level, flag, n + 1)  # at most n levels, each ending with a frontier
+            # two levels an iteration: one WHILE test for every two (a level after the last one finds
+            # an empty frontier and does nothing); at most n levels, each ending with a frontier
+            be.dispatch_until(level * LEVELS_PER_TEST, flag, n // LEVELS_PER_TEST + 2)
         else:
             (words,) = be.dispatch_sequence(start, reads=[(ctl, 0, 4 * kernels.CTL_WORDS)])
             while (words := np.asarray(words).view(np.uint32))[kernels.SIZE]:

@@ -1,9 +1,10 @@
 """The IR programs of a breadth-first search whose level loop runs on the device.
 
-One level is a fixed list of steps (``top_down``, ``bottom_up`` when the graph is undirected, then
-``decide``), so ``backend.dispatch_until`` can repeat it with no host work between levels. What the
-host used to decide per level lives in a small control buffer ``ctl`` that ``decide`` writes and the
-steps read (read-only there, so every invocation sees the same value):
+One level is two fixed steps (``level_program``: top-down, and bottom-up when the graph is
+undirected, in one kernel; then ``decide``), so ``backend.dispatch_until`` can repeat it with no
+host work between levels. What the host used to decide per level lives in a small control buffer
+``ctl`` that ``decide`` writes and the steps read (read-only there, so every invocation sees the
+same value):
 
 - ``ctl[LEVEL]``: the level being expanded (its vertices are the frontier);
 - ``ctl[MODE]``: ``TOP_DOWN`` or ``BOTTOM_UP`` (Beamer's rule, applied by ``decide``);
@@ -30,7 +31,8 @@ V = Expr.var
 LEVEL, MODE, SHIFT, UNVISITED, SIZE, EDGES = range(6)
 CTL_WORDS = 6
 TOP_DOWN, BOTTOM_UP = 0, 1
-SHIFT_RANGE = (5, 10)  # 32 to 1024 invocations share one frontier vertex's edge list
+SHIFT_RANGE = (5, 15)  # 32 to 32768 invocations share one frontier vertex's edge list (a Kronecker hub of
+# 21,052 edges alone in a frontier took 260 us over 1024, 21 edges each one after another)
 
 STEP_BUFFERS = (
     BufferDecl.read("indptr", 0, U32), BufferDecl.read("indices", 1, U32),
@@ -110,11 +112,14 @@ def init_program() -> Program:
     )
 
 
-@cache
-def top_down_program(lanes: int) -> Program:
+FOUND = "found_edges"  # each invocation's sum of the degrees it added to the next frontier
+
+
+def _top_down(lanes: int) -> list[Node]:
     """Top-down (when ``ctl[MODE]`` says so): ``2**ctl[SHIFT]`` invocations share each frontier vertex's
     edges; an unreached neighbour is claimed (compare-exchange on its level) by one of them, which
-    appends it to the next frontier and adds its degree to ``next_stats``."""
+    appends it to the next frontier (a counter add: ``cuda`` makes it once per subgroup, so a hub's
+    thousands of new neighbours do not queue on one word) and adds its degree to ``FOUND``."""
     shift = ctl(SHIFT)
     total = Expr.select(Expr.eq(ctl(MODE), Expr.u32(TOP_DOWN)), ctl(SIZE) << shift, Expr.u32(0))
     claim = [
@@ -126,30 +131,26 @@ def top_down_program(lanes: int) -> Program:
             Node.if_(Expr.eq(V("old"), Expr.u32(UNREACHED)), [
                 Node.let("at", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.u32(1), relaxed=True)),
                 Node.store("frontiers", _half(True) + V("at"), V("u")),
-                Node.let("added", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), degree(V("u")),
-                                              relaxed=True)),
+                Node.assign(FOUND, V(FOUND) + degree(V("u"))),
             ]),
         ]),
     ]
-    return Program(
-        STEP_BUFFERS, (WG, 1, 1),
-        [Node.let("total", total),
-         *strided(lanes, V("total"), [
-             Node.if_(Expr.lt(V("item"), V("total")), [
-                 Node.let("v", Expr.load("frontiers", _half(False) + (V("item") >> shift))),
-                 *strided_edges(V("v"), V("item") & ((Expr.u32(1) << shift) - 1), shift, claim),
-             ]),
-         ])],
-        name=f"bfs_top_down_g{lanes}",
-    )
+    return [
+        Node.let("total", total),
+        *strided(lanes, V("total"), [
+            Node.if_(Expr.lt(V("item"), V("total")), [
+                Node.let("v", Expr.load("frontiers", _half(False) + (V("item") >> shift))),
+                *strided_edges(V("v"), V("item") & ((Expr.u32(1) << shift) - 1), shift, claim),
+            ]),
+        ]),
+    ]
 
 
-@cache
-def bottom_up_program(lanes: int) -> Program:
+def _bottom_up(lanes: int) -> list[Node]:
     """Bottom-up (when ``ctl[MODE]`` says so; undirected graphs only): each unreached vertex looks for
     a neighbour in the current level. The vertices found are counted per subgroup (ballot, one atomic
-    per subgroup) and appended to the next frontier in lane order, so a later top-down step can use it.
-    """
+    per subgroup) and appended to the next frontier in lane order, so a later top-down step can use it;
+    their degrees go to ``FOUND``."""
     n = Expr.buf_len("levels")
     level = ctl(LEVEL)
     lane = Expr.subgroup_local_id()
@@ -168,14 +169,13 @@ def bottom_up_program(lanes: int) -> Program:
                          [Node.assign("found", Expr.bool(True))]),
             ]),
         ]),
-        Node.if_(V("found"), [Node.store("levels", V("item"), level + 1)]),
+        Node.if_(V("found"), [Node.store("levels", V("item"), level + 1),
+                              Node.assign(FOUND, V(FOUND) + (V("end") - V("start")))]),
         Node.let("ballot", Expr.subgroup_ballot(V("found"))),
-        Node.let("edges", Expr.subgroup_add(Expr.select(V("found"), V("end") - V("start"), Expr.u32(0)))),
         Node.let("base", Expr.u32(0)),
         Node.if_(Expr.and_(Expr.eq(lane, Expr.u32(0)), Expr.ne(V("ballot"), Expr.u32(0))), [
             Node.assign("base", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.popcount(V("ballot")),
                                             relaxed=True)),
-            Node.let("added", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), V("edges"), relaxed=True)),
         ]),
         Node.let("first", Expr.subgroup_shuffle(V("base"), Expr.u32(0))),
         Node.if_(V("found"), [
@@ -183,8 +183,27 @@ def bottom_up_program(lanes: int) -> Program:
                        V("item")),
         ]),
     ]
-    return Program(STEP_BUFFERS, (WG, 1, 1), strided(lanes, count, body),
-                   name=f"bfs_bottom_up_g{lanes}")
+    return strided(lanes, count, body)
+
+
+@cache
+def level_program(lanes: int, undirected: bool) -> Program:
+    """One level in one kernel: the top-down step, then (undirected graphs) the bottom-up step, each
+    doing nothing unless ``ctl[MODE]`` picks it; at the end each subgroup adds its degrees of the new
+    frontier to ``next_stats[1]`` with one atomic."""
+    steps = [Node.block(_top_down(lanes))]
+    if undirected:
+        steps.append(Node.block(_bottom_up(lanes)))
+    return Program(
+        STEP_BUFFERS, (WG, 1, 1),
+        [Node.let(FOUND, Expr.u32(0)),
+         *steps,
+         Node.let("edges", Expr.subgroup_add(V(FOUND))),
+         Node.if_(Expr.and_(Expr.eq(Expr.subgroup_local_id(), Expr.u32(0)), Expr.ne(V("edges"), Expr.u32(0))), [
+             Node.let("added", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(1), V("edges"), relaxed=True)),
+         ])],
+        name=f"bfs_level_{'u' if undirected else 'd'}_g{lanes}",
+    )
 
 
 @cache

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from vyre.driver.errors import InvalidProgram, UnsupportedFeature
-from vyre.ir.expr import Expr, dtype_of, is_atomic_read, name_of
+from vyre.ir.expr import Expr, dtype_of, is_atomic_read, is_counter_add, name_of
 from vyre.ir.op import OPS, Op, Result
 from vyre.ir.program import Access
 from vyre.ir.types import SIGN_TWIN, DataType
@@ -188,6 +188,8 @@ class ExprLowering:
     def _atomic(self, e: Expr, scope: Scope) -> Val:
         if is_atomic_read(e):  # its value is a literal: nothing else to evaluate
             return self.buffers.atomic_read(name_of(e), self.lower(e.args[0], scope).reg)
+        if is_counter_add(e) and self.buffers.aggregates(name_of(e)):
+            return self.buffers.counter_add(name_of(e), self.lower(e.args[0], scope).reg, int(e.args[1].value))
         regs = [self.lower(a, scope).reg for a in e.args]
         return self.buffers.atomic(e.value, name_of(e), regs[0], regs[1], regs[2] if len(regs) > 2 else None)
 

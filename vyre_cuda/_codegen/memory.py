@@ -42,6 +42,12 @@ _ATOMIC = {
 SHARED_SYMBOL = "vyre_smem"
 
 
+def counts_by_subgroup(d: BufferDecl) -> bool:
+    """Whether counter adds (``is_counter_add``) on ``d`` are made once per subgroup
+    (``Buffers.counter_add``): 32-bit global buffers."""
+    return not d.is_workgroup and d.dtype in (D.U32, D.I32)
+
+
 class Buffers:
     """Per-kernel view of the program's buffers for one ``Builder``."""
 
@@ -173,6 +179,30 @@ class Buffers:
         space = "shared" if d.is_workgroup else "global"
         b.ins(f"atom.{order}.{scope}.{space}.{name_}.{suffixes[d.dtype]} {old}, {addr}, {operands}", p)
         return Val(old, d.dtype)
+
+    def aggregates(self, name: str) -> bool:
+        """Whether ``counter_add`` serves counter adds on buffer ``name``."""
+        return counts_by_subgroup(self.decls[name])
+
+    def counter_add(self, name: str, index: str, value: int) -> Val:
+        """A relaxed add of the literal ``value`` at ``index`` (``is_counter_add``) made once per
+        subgroup: of the lanes running it together (``activemask``), the lowest adds ``value`` times
+        their count, and each lane gets the old word plus ``value`` times the lanes below it, the
+        results of the separate adds made in lane order (0 out of bounds). One atomic in place of
+        up to 32 on the same word: a hot append counter (a BFS frontier's) stops serialising."""
+        b, d = self.b, self.decls[name]
+        p, addr = self._guard_and_address(d, index)
+        mask = b.regs.new("r")
+        b.ins(f"activemask.b32 {mask}")
+        rank = b.op("popc.b32", "r", b.op("and.b32", "r", mask, b.op("mov.u32", "r", "%lanemask_lt")))
+        total = b.op("mul.lo.u32", "r", b.op("popc.b32", "r", mask), str(value))
+        lead = b.op("setp.eq.and.u32", "p", rank, "0", p)
+        old = b.op("mov.u32", "r", "0")
+        b.ins(f"atom.relaxed.gpu.global.add.u32 {old}, {addr}, {total}", lead)
+        first = b.op("bfind.shiftamt.u32", "r", b.op("brev.b32", "r", mask))  # the lowest lane in the mask
+        base = b.op("shfl.sync.idx.b32", "r", old, first, "0x1F", mask)
+        mine = b.op("mad.lo.u32", "r", rank, str(value), base)
+        return Val(b.op("selp.u32", "r", mine, "0", p), d.dtype)
 
     def atomic_read(self, name: str, index: str) -> Val:
         """A relaxed atomic read (``is_atomic_read``): ``ld.relaxed``, coherent at the scope that can

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.expand import expand_calls
+from vyre.ir.expr import is_counter_add, name_of
 from vyre.ir.layout import dynamic_workgroup_bytes, param_bytes
 from vyre.ir.op import Op
 from vyre.ir.program import Program
@@ -19,7 +20,7 @@ from vyre_cuda._codegen.coarsen import MAX_FACTOR, Coarsening, check_factor
 from vyre_cuda._codegen.exprs import ExprLowering
 from vyre_cuda._codegen.limits import check_kernel_size
 from vyre_cuda._codegen.lowerings import LoweringFn
-from vyre_cuda._codegen.memory import SHARED_SYMBOL, Buffers
+from vyre_cuda._codegen.memory import SHARED_SYMBOL, Buffers, counts_by_subgroup
 from vyre_cuda._codegen.names import sanitize
 from vyre_cuda._codegen.stmts import StmtLowering
 from vyre_cuda._codegen.versions import (
@@ -86,6 +87,9 @@ def features(program: Program) -> frozenset[str]:
         used.add("scoped_atomics")
     if any(e.op.startswith("subgroup_") for e in iter_all_exprs(program.body)):
         used.add("sync_warp_ops")
+    counters = {name_of(e) for e in iter_all_exprs(program.body) if is_counter_add(e)}
+    if any(b.name in counters and counts_by_subgroup(b) for b in program.buffers):
+        used.add("active_mask")
     if param_bytes(len(program.bound_buffers)) > SMALL_PARAM_BYTES:
         used.add("large_params")
     return frozenset(used)

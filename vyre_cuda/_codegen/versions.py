@@ -31,6 +31,7 @@ FEATURES: dict[str, tuple[str, int]] = {
     "bf16": ("7.0", 80),  # cvt.rn.bf16.f32
     "scoped_atomics": ("6.0", 70),  # atom.acq_rel.gpu, fence.sc
     "sync_warp_ops": ("6.0", 70),  # shfl.sync, vote.sync
+    "active_mask": ("6.2", 70),  # activemask (counter adds made once per subgroup: memory.counter_add)
 }
 
 

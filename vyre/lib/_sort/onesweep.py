@@ -12,6 +12,7 @@ from vyre.frontend.annotations import TYPE_NAMES, BufferSpec
 from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
 from vyre.ir import DataType, Program
+from vyre.ir.layout import PORTABLE_WORKGROUP_BYTES, workgroup_layout
 from vyre.ir.program import Access
 from vyre.lib._histogram.kernels import merge_bins
 from vyre.lib._sort.kernels import SORT_ITEMS
@@ -55,6 +56,9 @@ LOOKBACK_WIDTH = 2  # tiles whose words one look-back trip reads together (1 mea
 ONESWEEP_ITEMS = SORT_ITEMS
 ONESWEEP_VALUE_ITEMS = 16  # with values (tile 4096; 47 KB of workgroup memory, 4 workgroups per SM on an H100)
 ONESWEEP_WIDE_ITEMS = 16  # 64-bit keys alone (tile 4096; 46 KB of workgroup memory)
+ONESWEEP_WIDE_LARGE_ITEMS = 24  # 64-bit keys alone from WIDE_LARGE_FROM keys, where the device allows the
+# tile's 67,620 bytes of workgroup memory (tile 6144; at 2^27 keys on an H100: 8.6-9.0 ms against 9.7-10.0 at 16)
+WIDE_LARGE_FROM = 1 << 22  # below, 16 keys per invocation measured as fast or faster (2^20: 0.33 against 0.39 ms)
 ONESWEEP_WIDE_VALUE_ITEMS = 8  # 64-bit keys with values or indices (tile 2048; 34 KB, 42 KB with 8-byte values)
 HISTOGRAM_ITEMS = 8  # keys per invocation and round of the digit histograms (all loaded first)
 ONESWEEP_KEYS_IN_REGISTERS = True  # a pass reads each key once, into registers (``registers``), not three times
@@ -74,11 +78,23 @@ def lookback_head(passes: int) -> int:
     return lookback_starts(passes) + passes * (1 << RADIX_BITS)
 
 
-def onesweep_items(raw: DataType, values: str) -> int:
-    """Keys per invocation of a single-pass radix tile, by key bits and ``values`` mode."""
+def onesweep_items(raw: DataType, values: str, keys: int = 0, workgroup_bytes: int = PORTABLE_WORKGROUP_BYTES) -> int:
+    """Keys per invocation of a single-pass radix tile, by key bits and ``values`` mode; 64-bit keys
+    alone take ``ONESWEEP_WIDE_LARGE_ITEMS`` from ``WIDE_LARGE_FROM`` ``keys`` on a device whose
+    workgroups may hold that tile's memory (``workgroup_bytes``: the most one may opt in to)."""
     if raw is U32:
         return ONESWEEP_ITEMS if values == "none" else ONESWEEP_VALUE_ITEMS
-    return ONESWEEP_WIDE_ITEMS if values == "none" else ONESWEEP_WIDE_VALUE_ITEMS
+    if values != "none":
+        return ONESWEEP_WIDE_VALUE_ITEMS
+    if keys >= WIDE_LARGE_FROM and _wide_tile_bytes(ONESWEEP_WIDE_LARGE_ITEMS) <= workgroup_bytes:
+        return ONESWEEP_WIDE_LARGE_ITEMS
+    return ONESWEEP_WIDE_ITEMS
+
+
+@cache
+def _wide_tile_bytes(items: int) -> int:
+    """Workgroup memory of a 64-bit keys-only pass at ``items`` keys per invocation."""
+    return workgroup_layout(radix_onesweep(8, None, None, "none", items, 0, 1, raw=DataType.U64)).total
 
 
 @vk.func

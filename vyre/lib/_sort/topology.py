@@ -116,7 +116,8 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     """
     raw = raw_type(dtype)
     value_raw = raw_type(value_type) if value_type is not None and values_mode == "load" else DataType.U32
-    passes, items = radix_passes(raw), onesweep.onesweep_items(raw, values_mode)
+    limit = int(plan.backend.device_profile().get("shared_mem_per_block_optin", 0)) if raw.size == 8 else 0
+    passes, items = radix_passes(raw), onesweep.onesweep_items(raw, values_mode, cap, limit)
     tiles = ceil_div(cap, WG * items)
     region = tiles * RADIX
     head = onesweep.lookback_head(passes)
