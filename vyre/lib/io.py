@@ -463,7 +463,8 @@ class FastCall:
         handles themselves (kept, so none is mistaken for a new one): a handle cannot move, and a
         free anywhere makes ``replay`` refuse. Otherwise each role is aliased to this call's
         handle, which checks that it is live and long enough (``InvalidHandle`` if not, as the
-        full path raises). Result handles a refused call took are handed back."""
+        full path raises). Result handles a refused call took are handed back (freed on an error,
+        as a failed full call frees its results)."""
         scratch = call.scratch
         sources = [call.resident_input(index) for _, index, _ in self.inputs]
         issued = [scratch.issue(role, capacity(elements) * dtype.itemsize) for role, dtype, elements, _ in self.results]
@@ -471,7 +472,7 @@ class FastCall:
             out = self._enqueue_resident(scratch, sources, issued)
         except BaseException:
             for handle in issued:
-                scratch.recycle(handle)
+                scratch.backend.free_resident(handle)
             raise
         if not out:
             for handle in issued:
