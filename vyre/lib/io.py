@@ -546,9 +546,10 @@ def _call(impl: Callable[..., T], backend: Any, scratch: ScratchCache, args: tup
     form directly (``vyre.lib.repeat``); any other runs ``impl``, and is kept for next time when it
     ended in a compiled call on the caller's device arrays (``scratch.ran``, which ``Call.fast``
     sets and the wrapper clears after every call)."""
-    described = describe(args, kwargs) if scratch.abilities()[1] else None
+    binds, compiles = scratch.abilities()[1], scratch.compiles_resident()
+    described = describe(args, kwargs) if binds or compiles else None
     key = None
-    if described is not None and described[1] and (not described[2] or scratch.compiles_resident()):
+    if described is not None and described[1] and (compiles if described[2] else binds):
         parts, arrays, resident = described
         stream = None if resident else scratch.raw.stream_for(kwargs.get("stream"), arrays)
         key = (impl, parts, None if stream is None else stream.ptr)
