@@ -207,3 +207,20 @@ def test_release_scratch_between_repeats(backend, rng):
         assert lib.reduce(rx, "max", backend=backend) == x.max()
         if i == 3:
             lib.release_scratch(backend)
+
+
+def test_segmented_reduce_compiled_on_resident_and_cupy(backend, rng):
+    """``segmented_reduce`` runs compiled on resident values and offsets and on CuPy arrays: new
+    offsets of the same count in the same handle, and new CuPy arrays, give new results."""
+    cupy = pytest.importorskip("cupy")
+    x = rng.integers(0, 2**31, 100_000).astype(np.uint32)
+    rx, ro = _put(backend, x), _put(backend, np.zeros(65, np.uint32))
+    dx = cupy.asarray(x)
+    for i in range(5):
+        offsets = np.concatenate([[i], np.sort(rng.integers(i, x.size + 1, 63)), [x.size]]).astype(np.uint32)
+        backend.upload_resident(ro.handle, offsets)
+        want = E.segmented_reduce(x, offsets, "max")
+        out = lib.segmented_reduce(rx, ro, "max", backend=backend)
+        E.assert_same(_get(backend, out), want)
+        lib.recycle(out, backend=backend)
+        E.assert_same(cupy.asnumpy(lib.segmented_reduce(dx, cupy.asarray(offsets), "max", backend=backend)), want)

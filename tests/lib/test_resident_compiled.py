@@ -143,3 +143,20 @@ def test_mixed_resident_and_host_inputs_take_the_full_path(be, rng):
         scan = lib.inclusive_scan(rx, init=5, backend=be)
         E.assert_same(_get(be, scan), np.cumsum(x, dtype=np.uint32) + np.uint32(5))
     assert all(len(k[2]) == 1 for k in _resident_keys(be)), "only the scan (one resident array) compiled"
+
+
+def test_segmented_reduce_compiled_with_resident_offsets(be, rng):
+    """``segmented_reduce`` of resident values and offsets runs compiled: new offsets in the same
+    handle (other segment bounds, same count) change the result."""
+    x = E.data(rng, np.uint32, 5000)
+    rx = _put(be, x)
+    ro = _put(be, np.zeros(6, np.uint32))
+    for i in range(4):
+        offsets = np.sort(rng.integers(0, 5001, 6)).astype(np.uint32)
+        offsets[0] = i  # a first segment that starts late
+        offsets.sort()
+        be.upload_resident(ro.handle, offsets)
+        out = lib.segmented_reduce(rx, ro, "max", backend=be)
+        E.assert_same(_get(be, out), E.segmented_reduce(x, offsets, "max"))
+        lib.recycle(out, backend=be)
+    assert be.compiled == 1

@@ -9,7 +9,10 @@ the data (the compactions' exact sizes; ``count="device"`` avoids that wait too)
 without these methods says so with ``UnsupportedFeature``. A ``ResidentArray`` (a resident
 handle, an element type and a length) is read in place, and results come back as new
 ``ResidentArray``s the caller owns (free them with ``backend.free_resident``, or hand them back
-with ``recycle`` so later calls reuse them). Compacted results cross only their counted prefix.
+with ``recycle`` so later calls reuse them); on a backend that enqueues (``cuda``) the call runs
+on the backend's stream with no host wait unless it reads something back, and repeats of it run
+compiled over aliases of the handles (``FastCall``). Compacted results cross only their counted
+prefix.
 """
 
 from __future__ import annotations

@@ -169,14 +169,18 @@ def segmented_reduce(x: object, offsets: object, op: str = "add", *, stream: obj
     segments = max(o.n - 1, 0)
     if segments == 0:
         return call.empty(a.np_dtype)
-    plan = call.plan()
-    n_word, s_word = plan.word("seg.n", a.n), plan.word("seg.segments", segments)
-    src, offs = call.upload(plan, "x", a), call.upload(plan, "seg.offsets", o)
-    out = call.result(plan, "seg.out", segments, a.np_dtype)
-    plan.step(K.segmented_reduce_kernel(m, n_word, s_word), [src, offs, out, plan.params],
-              topo.segments_groups(capacity(segments)))
-    call.run(plan)
-    return call.output(out, a.np_dtype, segments)
+
+    def build() -> Any:
+        plan = call.plan()
+        n_word, s_word = plan.word("seg.n", a.n), plan.word("seg.segments", segments)
+        src, offs = call.upload(plan, "x", a), call.upload(plan, "seg.offsets", o)
+        out = call.result(plan, "seg.out", segments, a.np_dtype)
+        plan.step(K.segmented_reduce_kernel(m, n_word, s_word), [src, offs, out, plan.params],
+                  topo.segments_groups(capacity(segments)))
+        call.run(plan)
+        return call.output(out, a.np_dtype, segments)
+
+    return call.fast(("segmented_reduce", op), build, lambda outs: outs[0])
 
 
 def _checked_offsets(offsets: object, n: int) -> Array:
