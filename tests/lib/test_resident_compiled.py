@@ -160,3 +160,13 @@ def test_segmented_reduce_compiled_with_resident_offsets(be, rng):
         E.assert_same(_get(be, out), E.segmented_reduce(x, offsets, "max"))
         lib.recycle(out, backend=be)
     assert be.compiled == 1
+
+
+def test_empty_inputs_are_never_compiled(be, rng):
+    """An empty ``ResidentArray`` (no bytes to alias) takes the full path, call after call."""
+    rx = _put(be, E.data(rng, np.uint32, 100))
+    empty = ResidentArray(rx.handle, np.uint32, 0, be)
+    for _ in range(3):
+        assert lib.reduce(empty, backend=be) == 0
+        E.assert_same(_get(be, lib.histogram(empty, 8, backend=be)), np.zeros(8, np.uint32))
+    assert be.compiled == 0

@@ -231,10 +231,10 @@ class Call:
         self.recording: Recording | None = None  # set while ``fast`` compiles a device call
         self.resident = any(a.resident for a in given)
         self.on_device = not self.resident and any(a.on_device for a in given)
-        # ResidentArrays alone, on a backend that compiles them: the plan enqueues on the backend's
-        # stream, and ``fast`` compiles the call with the arrays aliased (``scratch.alias``)
+        # ResidentArrays alone (none empty), on a backend that compiles them: the plan enqueues on
+        # the backend's stream, and ``fast`` compiles the call with the arrays aliased (``scratch.alias``)
         self.enqueues = self.resident and scratch.compiles_resident()
-        self.compiles_resident = self.enqueues and all(a.resident for a in given)
+        self.compiles_resident = self.enqueues and all(a.resident and a.n for a in given)
         self._fresh: list[Resident] = []
         self._issued: dict[int, Resident] = {}  # id(alias) -> the issued result handle behind it
         self._arrays: dict[int, Any] = {}  # id(handle) -> the caller-kind array behind a result
