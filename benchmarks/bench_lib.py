@@ -19,6 +19,11 @@ squares, then ``lib.reduce``), CuPy's fused ``ReductionKernel``, CuPy's two pass
 ``fused_table`` prints those rows. The ``unique`` row also times ``vyre_key_range``: the sort-free
 ``unique(x, key_range=(0, 256))`` on the same resident keys (in the JSON and the printed lines).
 
+``--small`` (sizes default to 16 and 20) times instead the host cost of small calls: per primitive
+and implementation (vyre on ``ResidentArray``s, vyre on CuPy arrays, CuPy, torch), microseconds
+per call as "wall with a device sync each call / host time per call in a loop of ``LOOP`` calls
+without syncs", printed as one markdown table per size; JSON default ``$OUT/bench_lib_small.json``.
+
 ``--wide`` (sizes default to 27) times instead the sort of u64 keys: vyre on a ``ResidentArray``,
 on CuPy arrays, on numpy arrays (host in and out: adds both copies) and on torch tensors (int64:
 the keys are below 2^62, so the order is the same) against ``cupy.sort`` and ``torch.sort`` on the
@@ -77,6 +82,74 @@ def wall_ms(fn: Callable[[], object], reps: int) -> float:
         _sync()
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+LOOP = 200  # calls per host-time loop of ``--small``
+SMALL_ROWS = ("reduce", "inclusive_scan", "exclusive_scan", "histogram", "sort", "argsort", "segmented_reduce",
+              "run_length_encode", "select", "select_if", "unique", "transform_reduce")
+SMALL_IMPLS = ("vyre", "vyre_cupy", "cupy", "torch")  # vyre on ResidentArrays, vyre on CuPy arrays, baselines
+
+
+def host_us(fn: Callable[[], object], calls: int = LOOP) -> float:
+    """Microseconds of host time per call over ``calls`` calls with no synchronisation between them
+    (one sync before the loop and one after it, not timed)."""
+    fn()
+    _sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - t0
+    _sync()
+    return elapsed / calls * 1e6
+
+
+def run_small(sizes: list[int], reps: int) -> dict[str, Any]:
+    """``--small``: wall (a sync each call, median of ``reps``) and host loop microseconds per call."""
+    import cupy
+
+    from vyre import lib
+    from vyre_cuda.backend import CudaBackend
+
+    backend = CudaBackend()
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    report: dict[str, Any] = {"device": props["name"].decode(), "sizes": sizes, "loop": LOOP, "results": []}
+    for log2n in sizes:
+        for primitive, impls in workloads(backend, 1 << log2n).items():
+            if primitive not in SMALL_ROWS:
+                continue
+            for impl in SMALL_IMPLS:
+                fn = impls.get(impl)
+                if fn is None:
+                    continue
+                try:
+                    wall, host = wall_ms(fn, reps) * 1e3, host_us(fn)
+                except Exception as exc:  # noqa: BLE001 - a missing baseline must not stop the run
+                    print(f"2^{log2n} {primitive} {impl}: failed ({type(exc).__name__}: {exc})", flush=True)
+                    continue
+                report["results"].append({"primitive": primitive, "log2n": log2n, "impl": impl,
+                                          "wall_us": wall, "host_us": host})
+                print(f"2^{log2n} {primitive:18s} {impl:10s} {wall:8.1f} / {host:8.1f} us", flush=True)
+        lib.release_scratch(backend)
+    backend.shutdown()
+    return report
+
+
+def small_table(report: dict[str, Any]) -> str:
+    """Markdown per size: "wall with sync / host loop" microseconds per call of each implementation."""
+    by = {(r["log2n"], r["primitive"], r["impl"]): r for r in report["results"]}
+    out = []
+    for log2n in report["sizes"]:
+        out += [f"2^{log2n} ({report['device']}; us per call: wall with a sync each call / host time per call "
+                f"in a loop of {report['loop']} without syncs)", "",
+                "| primitive | vyre on ResidentArray | vyre on CuPy arrays | CuPy | torch |", "|---|---|---|---|---|"]
+        for p in SMALL_ROWS:
+            cells = []
+            for impl in SMALL_IMPLS:
+                r = by.get((log2n, p, impl))
+                cells.append(f"{r['wall_us']:.0f} / {r['host_us']:.0f}" if r else "-")
+            out.append(f"| {p} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
 
 
 def _recycle(backend: Any, result: object) -> None:
@@ -368,21 +441,28 @@ def main() -> None:
                         help="log2 of the element counts (default 20 24 28; 27 with --wide)")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--wide", action="store_true", help="time the sort of u64 keys instead")
+    parser.add_argument("--small", action="store_true",
+                        help="time the host cost of small calls instead (default sizes 16 20): wall / host loop us")
     add_chart_arguments(parser, ROOT / "docs" / "lib_bench.png")
     args = parser.parse_args()
     if redraw_if_asked(args, plot):
         print(table(json.loads(Path(args.chart).read_text())))
         print(f"chart: {args.png}")
         return
-    if args.wide:
+    if args.small:
+        report = run_small(args.sizes or [16, 20], max(args.reps, 50))
+    elif args.wide:
         report = run_wide(args.sizes or [27], args.reps)
     else:
         report = run(args.sizes or [20, 24, 28], args.reps)
-    name = "bench_lib_wide.json" if args.wide else "bench_lib.json"
+    name = "bench_lib_small.json" if args.small else "bench_lib_wide.json" if args.wide else "bench_lib.json"
     path = Path(args.json or Path(os.environ.get("OUT", ".")) / name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1))
-    print(wide_table(report) if args.wide else table(report) + "\n\n" + fused_table(report))
+    if args.small:
+        print(small_table(report))
+    else:
+        print(wide_table(report) if args.wide else table(report) + "\n\n" + fused_table(report))
     print(f"results: {path}")
 
 

@@ -221,6 +221,11 @@ class CudaBackend(Backend):
         """A resident handle over ``array``'s memory, no copy (re-pointed when ``handle`` is given)."""
         return self.inplace.borrow(handle, array)
 
+    def alias_resident(self, handle: Resident | None, source: Resident, nbytes: int) -> Resident:
+        """A borrowed handle over the first ``nbytes`` of resident ``source`` (re-pointed when ``handle``
+        is given): how ``vyre.lib`` binds ``ResidentArray``s into its compiled calls."""
+        return self.inplace.alias_resident(handle, source, nbytes)
+
     def new_array(self, like: Sequence[object], dtype: DataType, count: int, stream: Any) -> Any:
         """A new (uninitialised) array of the callers' kind (CuPy or torch), allocated in ``stream``'s
         order (None: the current stream's)."""

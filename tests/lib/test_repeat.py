@@ -46,3 +46,23 @@ def test_record_of_one_item_of_a_tuple_result():
     assert record(ran, second, (a,), {}).pick == 1
     assert record(ran, ran.result, (a,), {}).pick is None
     assert record(ran, (first, second), (a,), {}) is None  # an equal tuple the function made itself
+
+
+def test_resident_arrays_are_keyed_by_dtype_and_length_never_by_handle():
+    """Two ``ResidentArray``s of one dtype and length over different handles make one key (the
+    compiled call re-points at each); another length or dtype makes another; a resident array with
+    host data beside it is not described (the full path copies the host data)."""
+    from vyre.lib import ResidentArray
+    from vyre.reference import ReferenceBackend
+
+    be = ReferenceBackend()
+    a, b = be.allocate_resident(4096), be.allocate_resident(8192)
+    first = describe((ResidentArray(a, np.uint32, 1000), "add"), {})
+    assert first is not None and first[2] is True and len(first[1]) == 1
+    assert describe((ResidentArray(b, np.uint32, 1000), "add"), {})[0] == first[0]
+    assert describe((ResidentArray(b, np.uint32, 1001), "add"), {})[0] != first[0]
+    assert describe((ResidentArray(a, np.int32, 1000), "add"), {})[0] != first[0]
+    with_init = describe((ResidentArray(a, np.uint32, 10),), {"init": ResidentArray(b, np.uint32, 1)})
+    assert with_init is not None and with_init[2] and len(with_init[1]) == 2
+    assert describe((ResidentArray(a, np.uint32, 10), np.zeros(10, np.uint32)), {}) is None
+    assert describe((None, 1), {})[2] is False  # None is a plain value, not a ResidentArray

@@ -127,3 +127,37 @@ def test_device_protocols_are_absent_on_the_oracle(rng):
     assert not hasattr(out, "__cuda_array_interface__")
     with pytest.raises(AttributeError, match="reference.*Fix: "):
         out.__dlpack_device__()
+
+
+def test_repeated_resident_calls_follow_new_data_lengths_and_handles(backend, rng):
+    """A loop of equal calls on ``ResidentArray``s (the calls ``cuda`` runs compiled; the oracle runs
+    each in full): new contents in the same handle, other handles of the same length, another
+    length, recycled and kept results, a freed input. Every result is the oracle's."""
+    be = backend
+    kept = []
+    rx = _put(be, E.data(rng, np.uint32, 5000))
+    for i in range(6):
+        x = E.data(rng, np.uint32, 5000 if i < 4 else 3001)
+        if i == 2:
+            rx = _put(be, x)  # another handle, same length
+        elif i < 4:
+            be.upload_resident(rx.handle, x)  # new contents, same handle
+        else:
+            rx = ResidentArray(rx.handle, np.uint32, x.size)  # another length
+            be.upload_resident(rx.handle, x)
+        assert lib.reduce(rx, backend=be) == x.sum(dtype=np.uint32)
+        scan = lib.inclusive_scan(rx, backend=be)
+        E.assert_same(_get(be, scan), np.cumsum(x, dtype=np.uint32))
+        hist = lib.histogram(rx, 64, backend=be)
+        E.assert_same(_get(be, hist), np.bincount(x[x < 64], minlength=64).astype(np.uint32))
+        if i % 2:
+            lib.recycle(scan, hist, backend=be)
+        else:
+            kept.append((np.cumsum(x, dtype=np.uint32), scan))
+    for want, scan in kept:  # kept results are never written by later calls
+        E.assert_same(_get(be, scan), want)
+    be.free_resident(rx.handle)
+    with pytest.raises(InvalidHandle, match="Fix: "):
+        lib.reduce(rx, backend=be)
+    with pytest.raises(InvalidHandle, match="Fix: "):
+        lib.inclusive_scan(rx, backend=be)

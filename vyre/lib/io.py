@@ -9,7 +9,10 @@ the data (the compactions' exact sizes; ``count="device"`` avoids that wait too)
 without these methods says so with ``UnsupportedFeature``. A ``ResidentArray`` (a resident
 handle, an element type and a length) is read in place, and results come back as new
 ``ResidentArray``s the caller owns (free them with ``backend.free_resident``, or hand them back
-with ``recycle`` so later calls reuse them). Compacted results cross only their counted prefix.
+with ``recycle`` so later calls reuse them); on a backend that enqueues (``cuda``) the call runs
+on the backend's stream with no host wait unless it reads something back, and repeats of it run
+compiled over aliases of the handles (``FastCall``). Compacted results cross only their counted
+prefix.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram, UnsupportedFeature
 from vyre.ir import DataType
 from vyre.lib.plan import Plan, capacity
-from vyre.lib.repeat import Ran, Source, describe, record
+from vyre.lib.repeat import Ran, Source, describe, record, resident_type
 from vyre.lib.scratch import ScratchCache, resolve_backend, scratch_for
 
 MAX_ELEMENTS = 1 << 31
@@ -95,6 +98,9 @@ class ResidentArray:
         return backend.dlpack(self.handle, self.dtype, self.n, stream, **options)
 
 
+resident_type(ResidentArray)
+
+
 @dataclass
 class Array:
     """One input: its data (numpy, a device array or a handle), element type, length and where it lives."""
@@ -105,6 +111,7 @@ class Array:
     n: int
     on_device: bool
     resident: bool = False
+    source: Any = None  # the ``ResidentArray`` given (resident inputs)
 
     @property
     def nbytes(self) -> int:
@@ -140,7 +147,7 @@ def as_array(x: object, name: str, allowed: tuple[DataType, ...]) -> Array:
     if n >= MAX_ELEMENTS:
         raise InvalidProgram(f"{name!r} has {n} elements; vyre.lib takes fewer than 2**31",
                              "split the data into chunks and combine the results.")
-    return Array(data, dtype, np_dtype, n, on_device, resident)
+    return Array(data, dtype, np_dtype, n, on_device, resident, x if resident else None)
 
 
 def as_scalar(value: object, dtype: DataType, name: str) -> Any:
@@ -224,7 +231,12 @@ class Call:
         self.recording: Recording | None = None  # set while ``fast`` compiles a device call
         self.resident = any(a.resident for a in given)
         self.on_device = not self.resident and any(a.on_device for a in given)
+        # ResidentArrays alone (none empty), on a backend that compiles them: the plan enqueues on
+        # the backend's stream, and ``fast`` compiles the call with the arrays aliased (``scratch.alias``)
+        self.enqueues = self.resident and scratch.compiles_resident()
+        self.compiles_resident = self.enqueues and all(a.resident and a.n for a in given)
         self._fresh: list[Resident] = []
+        self._issued: dict[int, Resident] = {}  # id(alias) -> the issued result handle behind it
         self._arrays: dict[int, Any] = {}  # id(handle) -> the caller-kind array behind a result
         self._keep: list[Any] = []  # host inputs of a device call, copied to the device for it
         subgroups, binds = scratch.abilities()
@@ -241,17 +253,25 @@ class Call:
             self.alloc_stream = None if stream is None else self.stream  # no stream=: the call's is the current one
 
     def plan(self) -> Plan:
-        return Plan(self.backend, self.scratch, "params.device" if self.on_device else "params")
+        """A plan whose parameter words go through ``enqueue_sequence`` (device calls, and resident
+        calls on a backend that enqueues) or ``upload_resident``: one writer per parameter buffer."""
+        if self.on_device or self.enqueues:
+            return Plan(self.backend, self.scratch, "params.device", enqueue=self.enqueues)
+        return Plan(self.backend, self.scratch)
 
     def upload(self, plan: Plan, role: str, array: Array) -> Resident:
         """Where ``array`` is read: a resident one stays put, a device array is bound in place (no
         copy), host data goes into the scratch buffer ``role`` (sized by capacity class)."""
         if array.resident:
-            return array.data
+            if self.recording is None:
+                return array.data
+            handle = self.scratch.alias(role, array.data, array.nbytes)
+            self.recording.inputs.append((role, self._index(array), handle))
+            return handle
         if self.on_device:
             handle = self.scratch.borrow(role, self.device_data(array))
             if self.recording is not None:
-                self.recording.inputs.append((role, next(i for i, a in enumerate(self.given) if a is array), handle))
+                self.recording.inputs.append((role, self._index(array), handle))
             return handle
         handle = plan.buffer(role, array.n, array.np_dtype.itemsize)
         if array.n:
@@ -272,9 +292,18 @@ class Call:
             return handle
         if not self.resident:
             return plan.buffer(role, elements, np_dtype.itemsize)
-        handle = self.scratch.issue(role, capacity(elements) * np_dtype.itemsize)
+        nbytes = capacity(elements) * np_dtype.itemsize
+        handle = self.scratch.issue(role, nbytes)
         self._fresh.append(handle)
-        return handle
+        if self.recording is None:
+            return handle
+        alias = self.scratch.alias(role, handle, nbytes)
+        self._issued[id(alias)] = handle
+        self.recording.results.append((role, np_dtype, elements, alias))
+        return alias
+
+    def _index(self, array: Array) -> int:
+        return next(i for i, a in enumerate(self.given) if a is array)
 
     def run(self, plan: Plan, reads: Sequence[tuple[Resident, int, int]] = ()) -> list[np.ndarray]:
         """Run the plan (on the caller's stream for device calls: no wait unless ``reads``); on
@@ -292,7 +321,7 @@ class Call:
     def output(self, handle: Resident, np_dtype: np.dtype, count: int) -> Any:
         """The first ``count`` elements of ``handle``: numpy, the caller-kind array, or a ``ResidentArray``."""
         if self.resident:
-            return ResidentArray(handle, np_dtype, count, self.backend)
+            return ResidentArray(self._issued.get(id(handle), handle), np_dtype, count, self.backend)
         if self.on_device:
             array = self._arrays[id(handle)]
             return array if len(array) == count else array[:count]
@@ -313,6 +342,11 @@ class Call:
         """The device memory of the call's ``index``-th array (``device_data``)."""
         return self.device_data(self.given[index])
 
+    def resident_input(self, index: int) -> tuple[Resident, int]:
+        """The handle and byte length of the call's ``index``-th array (a ``ResidentArray``)."""
+        array = self.given[index]
+        return array.data, array.nbytes
+
     def device_data(self, array: Array) -> Any:
         """``array``'s device memory for a device call: the caller's array, or a host one copied over."""
         if array.on_device:
@@ -322,23 +356,28 @@ class Call:
         return data
 
     def fast(self, key: tuple, build: Callable[[], Any], shape: Callable[[list[Any]], Any]) -> Any:
-        """A device call through its compiled form (``FastCall``), made by recording ``build()`` the
-        first time ``key`` (the call's static arguments) meets these input types, sizes, result
-        kind and stream; ``shape`` makes the return value from the result arrays. Other calls run
-        ``build()``."""
-        if not self.on_device or not hasattr(self.backend, "compile_caller_sequence"):
+        """A device or ``ResidentArray`` call through its compiled form (``FastCall``), made by
+        recording ``build()`` the first time ``key`` (the call's static arguments) meets these
+        input types and sizes (and, for device arrays, result kind and stream; resident calls run
+        on the backend's stream); ``shape`` makes the return value from the result arrays (or
+        ``ResidentArray``s). ``build()`` returns what ``shape`` would. Other calls run ``build()``."""
+        if self.compiles_resident:
+            full: tuple = ("resident", key, tuple((a.np_dtype, a.n) for a in self.given))
+        elif self.on_device and hasattr(self.backend, "compile_caller_sequence"):
+            full = (key, self.stream.ptr, tuple(map(type, self.like)),
+                    tuple((a.np_dtype, a.n, a.on_device) for a in self.given))
+        else:
             return build()
-        full = (key, self.stream.ptr, tuple(map(type, self.like)),
-                tuple((a.np_dtype, a.n, a.on_device) for a in self.given))
         entry = self.scratch.fast.get(full)
         if entry is not None:
             out = entry.run(self, shape)
             if out is not None:
-                if all(a.on_device for a in self.given):  # what a repeat of this call runs (``library_call``)
-                    self.scratch.ran = Ran(entry, shape, out, tuple(a.data for a in self.given))
+                if self.compiles_resident or all(a.on_device for a in self.given):  # what a repeat runs
+                    data = tuple(a.source if a.resident else a.data for a in self.given)
+                    self.scratch.ran = Ran(entry, shape, out, data)
                 return out
             self.scratch.drop_fast(full)
-        self.recording = rec = Recording()
+        self.recording = rec = Recording(resident=self.compiles_resident)
         try:
             result = build()
         finally:
@@ -369,15 +408,17 @@ class Recording:
     """What a device call did the first time: its input and result roles and its plan."""
 
     inputs: list = field(default_factory=list)  # (role, index into Call.given, handle)
-    results: list = field(default_factory=list)  # (role, DataType, elements, handle)
+    results: list = field(default_factory=list)  # (role, DataType (resident: numpy dtype), elements, handle)
     arrays: list = field(default_factory=list)  # the result arrays made while recording
     plan: Plan | None = None
     reads: bool = False  # the call read something back (exact-size compactions): not compiled
+    resident: bool = False  # the call's arrays are ``ResidentArray``s (aliased, results issued)
 
 
 class FastCall:
-    """A device call compiled once: rebind the roles to this call's arrays, allocate the results,
-    enqueue the compiled steps (``backend.compile_caller_sequence``) with the same parameter words."""
+    """A device or ``ResidentArray`` call compiled once: rebind the roles to this call's arrays,
+    allocate the results (resident: issue result handles, recycled ones first), enqueue the
+    compiled steps (``backend.compile_caller_sequence``) with the same parameter words."""
 
     def __init__(self, rec: Recording, compiled: Any) -> None:
         plan = rec.plan
@@ -390,11 +431,14 @@ class FastCall:
         self.lane = not self.watch and hasattr(compiled, "replay")
         self.packed = compiled.pack(self.writes) if self.lane else ()
         self.last: tuple | None = None
+        self.resident = rec.resident
 
     def run(self, call: Call | Source, shape: Callable[[list[Any]], Any]) -> Any:
         """The call's result, or None when a role's handle changed (scratch released) or the
         compiled steps refuse (a freed handle): compile again. ``call`` is the ``Call``, or the
         ``Source`` of a repeated call (``vyre.lib.repeat``)."""
+        if self.resident:
+            return self._run_resident(call, shape)
         stream = call.stream
         inputs = [call.input_data(index) for _, index, _ in self.inputs]
         new_array, like, alloc = call.scratch.raw.new_array, call.like, call.alloc_stream
@@ -416,6 +460,47 @@ class FastCall:
             return None
         self.last = where
         return shape(arrays)
+
+    def _run_resident(self, call: Call | Source, shape: Callable[[list[Any]], Any]) -> Any:
+        """``run`` over ``ResidentArray``s on the backend's stream. The lane here compares the
+        handles themselves (kept, so none is mistaken for a new one): a handle cannot move, and a
+        free anywhere makes ``replay`` refuse. Otherwise each role is aliased to this call's
+        handle, which checks that it is live and long enough (``InvalidHandle`` if not, as the
+        full path raises). Result handles a refused call took are handed back (freed on an error,
+        as a failed full call frees its results)."""
+        scratch = call.scratch
+        sources = [call.resident_input(index) for _, index, _ in self.inputs]
+        issued = [scratch.issue(role, capacity(elements) * dtype.itemsize) for role, dtype, elements, _ in self.results]
+        try:
+            out = self._enqueue_resident(scratch, sources, issued)
+        except BaseException:
+            for handle in issued:
+                scratch.backend.free_resident(handle)
+            raise
+        if not out:
+            for handle in issued:
+                scratch.recycle(handle)
+            return None
+        backend = scratch.backend
+        return shape([ResidentArray(handle, dtype, elements, backend)
+                      for handle, (_, dtype, elements, _) in zip(issued, self.results, strict=True)])
+
+    def _enqueue_resident(self, scratch: ScratchCache, sources: list[tuple[Resident, int]],
+                          issued: list[Resident]) -> bool:
+        where = (*(handle for handle, _ in sources), *issued) if self.lane else None
+        if where is not None and where == self.last and self.compiled.replay(None, self.packed):
+            return True
+        alias = scratch.alias
+        for (role, _, handle), (source, nbytes) in zip(self.inputs, sources, strict=True):
+            if alias(role, source, nbytes) is not handle:
+                return False
+        for (role, dtype, elements, handle), result in zip(self.results, issued, strict=True):
+            if alias(role, result, capacity(elements) * dtype.itemsize) is not handle:
+                return False
+        if not self.compiled.enqueue(None, self.writes, self.watch):
+            return False
+        self.last = where
+        return True
 
     def close(self) -> None:
         self.compiled.close()
@@ -439,6 +524,15 @@ def recycle(*results: object, backend: Any = None) -> None:
                                      "once each; free other handles with backend.free_resident.")
 
 
+def take_value(result: ResidentArray) -> Any:
+    """The first element of a 1-element ``ResidentArray`` result as a numpy scalar (one wait for
+    the backend's stream), its handle handed back for the next call (``recycle``)."""
+    backend = resolve_backend(result.backend)
+    raw = backend.download_resident(result.handle, 0, result.dtype.itemsize)
+    scratch_for(backend).recycle(result.handle)
+    return raw.view(result.dtype)[0]
+
+
 def default_backend() -> Any:
     """``vyre.default_backend()``: the process's one default backend, shared with kernels and the workloads."""
     from vyre.driver.registry import default_backend as shared_backend
@@ -455,12 +549,13 @@ def _call(impl: Callable[..., T], backend: Any, scratch: ScratchCache, args: tup
     form directly (``vyre.lib.repeat``); any other runs ``impl``, and is kept for next time when it
     ended in a compiled call on the caller's device arrays (``scratch.ran``, which ``Call.fast``
     sets and the wrapper clears after every call)."""
-    described = describe(args, kwargs) if scratch.abilities()[1] else None
+    binds, compiles = scratch.abilities()[1], scratch.compiles_resident()
+    described = describe(args, kwargs) if binds or compiles else None
     key = None
-    if described is not None and described[1]:
-        parts, arrays = described
-        stream = scratch.raw.stream_for(kwargs.get("stream"), arrays)
-        key = (impl, parts, stream.ptr)
+    if described is not None and described[1] and (compiles if described[2] else binds):
+        parts, arrays, resident = described
+        stream = None if resident else scratch.raw.stream_for(kwargs.get("stream"), arrays)
+        key = (impl, parts, None if stream is None else stream.ptr)
         repeat = scratch.repeats.get(key)
         if repeat is not None:
             out = repeat.run(scratch, stream, args, kwargs)

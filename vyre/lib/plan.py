@@ -3,8 +3,10 @@
 ``Plan`` collects ``(program, handles, config)`` steps, the u32 parameter words they read and
 the scratch buffers they use; ``run`` uploads the parameter words and calls
 ``backend.dispatch_sequence`` once (one synchronisation; on ``cuda`` one captured graph per
-capacity class, replayed). Grids and buffer sizes come from the capacity class (the next power
-of two of the size), never from the exact size, which the kernels read from the parameters.
+capacity class, replayed), or enqueues them (``backend.enqueue_sequence``: on a caller's stream,
+or on the backend's for ``ResidentArray`` calls), waiting only for what it reads back. Grids
+and buffer sizes come from the capacity class (the next power of two of the size), never from
+the exact size, which the kernels read from the parameters.
 The topologies (the steps of each algorithm) live with their algorithm: ``vyre.lib._scan.topology``,
 ``_select.topology``, ``_histogram.topology``, ``_sort.topology`` and ``_runs.topology``.
 """
@@ -43,8 +45,8 @@ def ceil_div(a: int, b: int) -> int:
 class Plan:
     """Steps, parameter words and scratch buffers of one library call on one backend."""
 
-    def __init__(self, backend: Any, scratch: ScratchCache, params: str = "params") -> None:
-        self.backend, self.scratch = backend, scratch
+    def __init__(self, backend: Any, scratch: ScratchCache, params: str = "params", enqueue: bool = False) -> None:
+        self.backend, self.scratch, self.enqueue = backend, scratch, enqueue
         self.params = scratch.get(params, PARAM_WORDS * 4)
         self._words = np.zeros(PARAM_WORDS, dtype=np.uint32)
         self._names: dict[str, int] = {}
@@ -89,14 +91,20 @@ class Plan:
 
         With ``stream`` (a device-array call): the parameter words and steps are enqueued on it
         (``backend.enqueue_sequence``), the checks are watched without waiting, and only ``reads``
-        make the call wait."""
+        make the call wait. With ``enqueue`` (a ``ResidentArray`` call on a backend that enqueues):
+        the same on the backend's stream, the checks read back with ``reads``, and no wait when
+        there is nothing to read; unchanged parameter words are not written again."""
+        writes = [(self.params, self._words)]
         if stream is not None:
             watch = [(handle, 4 * word, fail) for handle, word, fail in self.checks]
-            return self.backend.enqueue_sequence(self.steps, stream=stream, writes=[(self.params, self._words)],
-                                                 reads=list(reads), watch=watch)
-        self.backend.upload_resident(self.params, self._words)
+            return self.backend.enqueue_sequence(self.steps, stream=stream, writes=writes, reads=list(reads),
+                                                 watch=watch)
         checks = [(handle, 4 * word, 4) for handle, word, _ in self.checks]
-        out = self.backend.dispatch_sequence(self.steps, list(reads) + checks)
+        if self.enqueue:
+            out = self.backend.enqueue_sequence(self.steps, writes=writes, reads=list(reads) + checks)
+        else:
+            self.backend.upload_resident(self.params, self._words)
+            out = self.backend.dispatch_sequence(self.steps, list(reads) + checks)
         for (_, _, fail), raw in zip(self.checks, out[len(reads):]):
             value = int(np.asarray(raw).view(np.uint32)[0])
             if value:

@@ -6,11 +6,13 @@ same kind, shape, dtype and layout, on the same stream. After such a call has ru
 its compiled form (``FastCall``), the function's wrapper (``library_call``) keeps a ``Repeat``
 under a key made of exactly those facts (``describe``); a later call with an equal key runs the
 compiled form directly with the new arrays, skipping the argument checks and plan lookups that
-gave the same answer last time. Anything the key cannot describe (host arrays, ``ResidentArray``s,
-non-contiguous arrays, objects other than plain scalars, strings and dtypes) takes the full path.
-The compiled form still checks what can change between equal keys (the arrays' addresses, freed
-handles) and refuses when it cannot run; the wrapper then drops the ``Repeat`` and takes the full
-path.
+gave the same answer last time. ``ResidentArray``s (all of a call's arrays, on a backend that
+compiles them: ``ScratchCache.compiles_resident``) are described by dtype and length, never by
+handle or contents, and run on the backend's stream. Anything the key cannot describe (host
+arrays, a mix of resident and device arrays, non-contiguous arrays, objects other than plain
+scalars, strings and dtypes) takes the full path. The compiled form still checks what can change
+between equal keys (the arrays' addresses, freed handles, a handle too short for the length) and
+refuses when it cannot run; the wrapper then drops the ``Repeat`` and takes the full path.
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ _DEVICE_MODULES = ("cupy", "torch")
 _KINDS: dict[type, str | None] = {}
 
 
+class _NoType:
+    """Stands for ``ResidentArray`` until ``vyre.lib.io`` names it (that module imports this one)."""
+
+
+_RESIDENT_TYPE: list[type] = [_NoType]
+
+
+def resident_type(t: type) -> None:
+    """Name the ``ResidentArray`` type ``describe`` recognises (called by ``vyre.lib.io``)."""
+    _RESIDENT_TYPE[0] = t
+
+
 def _kind(t: type) -> str | None:
     """``"cupy"`` (a CuPy array type), ``"torch"`` (a torch tensor type) or None, learnt once per type."""
     root = t.__module__.partition(".")[0]
@@ -34,14 +48,22 @@ def _kind(t: type) -> str | None:
     return _KINDS[t]
 
 
-def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any]] | None:
-    """The key of a call's arguments (``stream=`` aside) and its device arrays, or None when one is
-    not describable: scalars by type and value, CuPy arrays and CUDA torch tensors by type, shape,
-    dtype and device (contiguous ones only; never by address or contents)."""
+def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any], bool] | None:
+    """The key of a call's arguments (``stream=`` aside), its arrays and whether they are
+    ``ResidentArray``s, or None when one is not describable: scalars by type and value, CuPy
+    arrays and CUDA torch tensors by type, shape, dtype and device (contiguous ones only),
+    ``ResidentArray``s by dtype and length (never by address, handle or contents; not mixed with
+    device arrays)."""
     parts: list[object] = []
     arrays: list[Any] = []
+    resident = 0
     for name, value in (*enumerate(args), *kwargs.items()):
         t = type(value)
+        if t is _RESIDENT_TYPE[0]:
+            parts.append((name, t, value.dtype, value.n))
+            arrays.append(value)
+            resident += 1
+            continue
         kind = _KINDS[t] if t in _KINDS else _kind(t)
         if kind == "cupy":
             if not value.flags.c_contiguous:
@@ -60,7 +82,9 @@ def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any]] | N
             return None
         parts.append((name, t, value.shape, value.dtype, device))  # another device: the full path checks it
         arrays.append(value)
-    return tuple(parts), arrays
+    if resident and resident != len(arrays):
+        return None
+    return tuple(parts), arrays, bool(resident)
 
 
 @dataclass
@@ -74,7 +98,8 @@ class Ran:
 
 
 class Source:
-    """The arrays of a repeated call, where ``FastCall.run`` looks for them (as it does in a ``Call``)."""
+    """The arrays of a repeated call, where ``FastCall.run`` looks for them (as it does in a ``Call``);
+    ``stream`` None for ``ResidentArray``s (the backend's)."""
 
     __slots__ = ("stream", "data", "like", "alloc_stream", "scratch")
 
@@ -84,6 +109,11 @@ class Source:
 
     def input_data(self, index: int) -> Any:
         return self.data[index]
+
+    def resident_input(self, index: int) -> tuple[Any, int]:
+        """The handle and byte length of the ``index``-th ``ResidentArray``."""
+        array = self.data[index]
+        return array.handle, array.n * array.dtype.itemsize
 
 
 @dataclass

@@ -53,6 +53,7 @@ class ScratchCache:
         self._recycled: dict[tuple[str, int], list[Resident]] = {}
         self._borrowed: dict[str, Resident] = {}  # role -> a handle over the caller's array (``borrow``)
         self._abilities: tuple[bool, bool] | None = None
+        self._resident: bool | None = None
         self.fast: dict[tuple, Any] = {}  # compiled device calls (``vyre.lib.io.FastCall``) by call key
         self.repeats: OrderedDict[tuple, Any] = OrderedDict()  # ``vyre.lib.repeat.Repeat`` by call key
         self.ran: Any = None  # the compiled call the current library call ran (``vyre.lib.repeat.Ran``)
@@ -73,6 +74,22 @@ class ScratchCache:
             binds = all(hasattr(self.backend, name) for name in ("borrow", "enqueue_sequence", "new_array"))
             self._abilities = (supports is None or bool(supports()), binds)
         return self._abilities
+
+    def compiles_resident(self) -> bool:
+        """Whether ``ResidentArray`` calls run compiled here: the backend aliases resident handles
+        (``alias_resident``), compiles calls (``compile_caller_sequence``) and enqueues without a
+        wait (``enqueue_sequence``). Asked once."""
+        if self._resident is None:
+            names = ("alias_resident", "compile_caller_sequence", "enqueue_sequence")
+            self._resident = all(hasattr(self.backend, name) for name in names)
+        return self._resident
+
+    def alias(self, role: str, source: Resident, nbytes: int) -> Resident:
+        """The handle of ``role`` pointed at the first ``nbytes`` of resident ``source``
+        (``backend.alias_resident``): the same handle every call, as ``borrow`` gives."""
+        handle = self.backend.alias_resident(self._borrowed.get(role), source, nbytes)
+        self._borrowed[role] = handle
+        return handle
 
     def borrow(self, role: str, array: object) -> Resident:
         """The handle of ``role`` pointed at the caller's device ``array`` (``backend.borrow``): the

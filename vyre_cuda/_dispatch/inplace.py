@@ -35,6 +35,7 @@ from vyre.driver.backend import Resident
 from vyre.driver.config import DispatchConfig, resolve_grid
 from vyre.driver.errors import InvalidHandle, InvalidProgram
 from vyre.driver.inputs import as_bytes_view, buffer_counts, check_byte_length, check_input_count
+from vyre.driver.resident_args import check_byte_range
 from vyre.ir.program import Access, BufferDecl, Program
 from vyre.ir.types import DataType
 from vyre_cuda._dispatch.bound import BoundKernel
@@ -237,6 +238,24 @@ class InPlaceDispatcher:
                 except InvalidHandle:
                     pass  # freed by a shutdown or release_scratch: borrow anew
             return rt.resident.borrow(ptr, nbytes)
+
+    def alias_resident(self, handle: Resident | None, source: Resident, nbytes: int) -> Resident:
+        """``borrow`` over the first ``nbytes`` of the resident ``source``'s memory (a ``ResidentArray``
+        of ``vyre.lib``); ``InvalidHandle`` for a freed or foreign ``source``. Freeing the alias
+        leaves ``source`` alone; freeing ``source`` leaves the alias pointing at memory nobody owns,
+        so a caller checks ``source`` (this does) before each use."""
+        rt = self.runtime
+        with rt.lock:
+            rt.check_open()
+            buf = rt.resident.resolve(source)
+            check_byte_range(source, 0, nbytes, "alias")
+            if handle is not None:
+                try:
+                    rt.resident.repoint(handle, buf.ptr, nbytes)
+                    return handle
+                except InvalidHandle:
+                    pass  # freed by a shutdown or release_scratch: borrow anew
+            return rt.resident.borrow(buf.ptr, nbytes)
 
     def new_array(self, like: Sequence[object], dtype: DataType, count: int, stream: Any) -> Any:
         """A new array of ``count`` elements for a result: torch when any of ``like`` is a torch

@@ -746,11 +746,13 @@ class CallerSequence(CompiledSequence):
         """The last ``enqueue``'s graph replayed on ``stream`` with ``writes`` (``pack``ed), for a
         caller whose arrays are where that call's were (the caller checks with ``pointer``): no re-pointing, no
         body lookup. False (nothing enqueued) when there is no live graph of it, graphs are off,
-        a handle was freed or resized, or the backend closed: ``enqueue`` instead."""
+        a handle was freed or resized, or the backend closed: ``enqueue`` instead. ``stream`` None:
+        the backend's (``ResidentArray`` calls)."""
         rt, seq, body = self.runtime, self.sequences, self.last
         with rt.lock:
             if body is None or rt.closed or rt.resident.generation != self.seen or not graphs_enabled(rt):
                 return False
+            stream = rt.stream if stream is None else stream
             entry = body.graphs.get((1, self.overlap))
             if entry is None or not entry.alive:
                 return False
@@ -766,11 +768,13 @@ class CallerSequence(CompiledSequence):
     def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
                 watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> bool:
         """``enqueue_sequence`` of the bound steps on ``stream``; False (nothing enqueued) when a
-        handle was freed, a borrowed array changed size or the backend closed: compile again."""
+        handle was freed, a borrowed array changed size or the backend closed: compile again.
+        ``stream`` None: the backend's (``ResidentArray`` calls)."""
         rt, seq = self.runtime, self.sequences
         with rt.lock:
             if rt.closed or not self.bindings:
                 return False
+            stream = rt.stream if stream is None else stream
             if rt.resident.generation != self.seen:
                 if any(buf.retired for buf in self.buffers) or tuple(b.nbytes for b in self.borrowed) != self.sizes:
                     return False

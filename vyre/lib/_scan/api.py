@@ -13,7 +13,7 @@ from vyre.driver.errors import InvalidProgram
 from vyre.ir import DataType
 from vyre.lib._scan import kernels as K
 from vyre.lib._scan import topology as topo
-from vyre.lib.io import Array, Call, ResidentArray, as_array, as_scalar, device_array_info, library_call
+from vyre.lib.io import Array, Call, ResidentArray, as_array, as_scalar, device_array_info, library_call, take_value
 from vyre.lib.monoid import ELEMENT_TYPES, SCAN_TYPES, monoid
 from vyre.lib.plan import capacity
 from vyre.lib.transform import Transform, element_transform
@@ -50,7 +50,7 @@ def _reduce(a: Array, op: str, t: Transform | None, stream: object, backend: Any
     m = monoid(op, out_type)
     np_out = out_type.np_dtype
     call = Call(backend, scratch, a, stream=stream)
-    if call.on_device:
+    if call.on_device or (call.compiles_resident and a.n):
         def build() -> Any:
             plan = call.plan()
             out = call.result(plan, "reduce.out", 1, np_out)
@@ -59,10 +59,10 @@ def _reduce(a: Array, op: str, t: Transform | None, stream: object, backend: Any
             else:
                 topo.reduce(plan, m, call.upload(plan, "x", a), a.n, capacity(a.n), out, t)
                 call.run(plan)
-            return call.output(out, np_out, 1).reshape(())
+            return _one_value([call.output(out, np_out, 1)])
 
         key = ("reduce", op) if t is None else ("reduce", op, t)
-        return call.fast(key, build, lambda outs: outs[0].reshape(()))
+        return call.fast(key, build, _one_value)
     if a.n == 0:
         return m.numpy_empty()
     plan = call.plan()
@@ -70,6 +70,13 @@ def _reduce(a: Array, op: str, t: Transform | None, stream: object, backend: Any
     result = topo.reduce(plan, m, src, a.n, capacity(a.n), transform=t)
     (word,) = call.run(plan, [(result, 0, out_type.size)])
     return word.view(np_out)[0]
+
+
+def _one_value(outs: list[Any]) -> Any:
+    """A reduction's value: a 0-d array of a device call, or the numpy scalar a ``ResidentArray``
+    call returns (read back, the one wait, and its 1-element result handle recycled)."""
+    out = outs[0]
+    return out.reshape(()) if not isinstance(out, ResidentArray) else take_value(out)
 
 
 def _scan(a: Array, op: str, inclusive: bool, init: object, t: Transform | None, stream: object, backend: Any,
@@ -162,14 +169,18 @@ def segmented_reduce(x: object, offsets: object, op: str = "add", *, stream: obj
     segments = max(o.n - 1, 0)
     if segments == 0:
         return call.empty(a.np_dtype)
-    plan = call.plan()
-    n_word, s_word = plan.word("seg.n", a.n), plan.word("seg.segments", segments)
-    src, offs = call.upload(plan, "x", a), call.upload(plan, "seg.offsets", o)
-    out = call.result(plan, "seg.out", segments, a.np_dtype)
-    plan.step(K.segmented_reduce_kernel(m, n_word, s_word), [src, offs, out, plan.params],
-              topo.segments_groups(capacity(segments)))
-    call.run(plan)
-    return call.output(out, a.np_dtype, segments)
+
+    def build() -> Any:
+        plan = call.plan()
+        n_word, s_word = plan.word("seg.n", a.n), plan.word("seg.segments", segments)
+        src, offs = call.upload(plan, "x", a), call.upload(plan, "seg.offsets", o)
+        out = call.result(plan, "seg.out", segments, a.np_dtype)
+        plan.step(K.segmented_reduce_kernel(m, n_word, s_word), [src, offs, out, plan.params],
+                  topo.segments_groups(capacity(segments)))
+        call.run(plan)
+        return call.output(out, a.np_dtype, segments)
+
+    return call.fast(("segmented_reduce", op), build, lambda outs: outs[0])
 
 
 def _checked_offsets(offsets: object, n: int) -> Array:
