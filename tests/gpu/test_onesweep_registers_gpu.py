@@ -26,6 +26,8 @@ def variant(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     registers, rounds = VARIANTS[request.param]
     monkeypatch.setattr(onesweep, "ONESWEEP_KEYS_IN_REGISTERS", registers)
     monkeypatch.setattr(onesweep, "ONESWEEP_REGISTER_ROUNDS", rounds)
+    if rounds == 0:  # written out, 24 keys of 64 bits pass 4096 PTX instructions too (4957): 4096-key tiles
+        monkeypatch.setattr(onesweep, "ONESWEEP_WIDE_LARGE_ITEMS", onesweep.ONESWEEP_WIDE_ITEMS)
     onesweep.radix_onesweep.cache_clear()
     yield request.param
     onesweep.radix_onesweep.cache_clear()
