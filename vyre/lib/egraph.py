@@ -27,8 +27,8 @@ smallest id of its merged set). ``sorted_congruence_closure`` gets the same resu
 from __future__ import annotations
 
 import threading
-from functools import cache
 from collections.abc import Sequence
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,8 +37,8 @@ from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.lib import datalog, graph
-from vyre.lib.io import ResidentArray
 from vyre.lib.egraph_rules import Rule, Signature, parse_rule, term_columns
+from vyre.lib.io import ResidentArray
 from vyre.lib.plan import Plan, capacity
 
 if TYPE_CHECKING:
