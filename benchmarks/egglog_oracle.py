@@ -35,6 +35,28 @@ def random_terms(seed: int, count: int, depth: int) -> list[str]:
     return [random_term(rng, depth) for _ in range(count)]
 
 
+def terms_of_size(enodes: int, seed: int = 0, depth: int = 4) -> list[str]:
+    """Random terms (``random_term``) until their distinct subterms, the e-nodes of their e-graph,
+    number at least ``enodes``."""
+    from vyre.lib.egraph_rules import App, Signature, parse_term
+
+    sig, rng = Signature(SIGNATURE), np.random.default_rng(seed)
+    seen: set[App] = set()
+    terms: list[str] = []
+
+    def add(t: App) -> None:
+        if t not in seen:
+            seen.add(t)
+            for c in t.children:
+                if isinstance(c, App):
+                    add(c)
+
+    while len(seen) < enodes:
+        terms.append(random_term(rng, depth))
+        add(parse_term(terms[-1], sig))
+    return terms
+
+
 def _egglog_atom(atom: str) -> str:
     if atom.startswith("?"):
         return atom[1:]
@@ -76,8 +98,9 @@ class Egglog:
         for rule in rules:
             lhs, rhs = rule.split("=>")
             lines.append(f"(rewrite {to_egglog(lhs)} {to_egglog(rhs)})")
-        lines.extend(to_egglog(t) for t in terms)
         self.run_text("\n".join(lines))
+        for at in range(0, len(terms), 32):  # one long program text makes egglog's parser run out of memory
+            self.run_text("\n".join(to_egglog(t) for t in terms[at:at + 32]))
 
     def run_text(self, text: str) -> None:
         self.egraph.run_program(*self.egraph.parse_program(text))

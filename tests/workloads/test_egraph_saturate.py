@@ -11,9 +11,11 @@ from saturation_oracle import python_classes
 import vyre
 from benchmarks import egglog_oracle
 from benchmarks.egglog_oracle import COMM_ASSOC, SIGNATURE, random_terms
+from tests.codegen.codegen_support import assemble, needs_ptxas
 from vyre.driver.errors import InvalidProgram
 from vyre.lib import egraph
 from vyre.lib.egraph_rules import App, Signature, Var, parse_rule, parse_term
+from vyre.lib.egraph_saturate import match_program
 
 SIG = Signature(SIGNATURE)
 needs_egglog = pytest.mark.skipif(not egglog_oracle.available(), reason="egglog is not installed (pip install egglog)")
@@ -65,6 +67,12 @@ def test_deeper_patterns_match_the_python_egraph(oracle):
     rules = ("(* (+ ?a ?b) ?c) => (+ (* ?a ?c) (* ?b ?c))", "(+ (* ?a 2) (* ?b 2)) => (* (+ ?a ?b) 2)",
              "(+ ?a (+ ?b (+ ?c ?d))) => (+ (+ (+ ?a ?b) ?c) ?d)")
     assert vyre_classes(terms, rules, 2, oracle) == python_judge(terms, rules, 2)
+
+
+def test_leaf_and_nested_constant_patterns_match_the_python_egraph(oracle):
+    terms = [*random_terms(11, 5, 3), "(* (+ y z) (+ y 2))"]
+    rules = ("x => (+ x 0)", "(* (+ ?a ?b) (+ ?a 2)) => ?a", "(+ ?a 0) => (+ 0 ?a)", COMM_ASSOC[0])
+    assert vyre_classes(terms, rules, 3, oracle) == python_judge(terms, rules, 3)
 
 
 def test_one_iteration_by_hand(oracle):
@@ -169,3 +177,21 @@ def test_congruence_closure_with_unions(oracle):
             assert g.congruence_closure(method=method, unions=unions).tolist() == [0, 0, 2, 2]
         with pytest.raises(InvalidProgram, match="Fix"):
             g.congruence_closure(unions=(np.array([9], np.uint32), np.array([0], np.uint32)))
+
+
+def test_the_benchmark_row_runs_on_the_oracle(oracle):
+    from benchmarks.bench_workloads import bench_saturate
+
+    (row,) = bench_saturate(oracle, nodes_log2=8, iterations=2)
+    assert row["enodes"] >= 256 and row["classes"] > 0 and row["vyre_s"] > 0
+    assert ("x_egglog" in row) == egglog_oracle.available()
+
+
+@needs_ptxas
+def test_the_match_programs_assemble_for_sm90():
+    from vyre_cuda import emit_ptx
+
+    rules = [*COMM_ASSOC, *CONSTANTS, "(* (+ ?a ?b) (+ ?a 2)) => ?a", "x => (+ x 0)"]
+    programs = {f"rule{k}": match_program(parse_rule(r, SIG).lhs) for k, r in enumerate(rules)}
+    failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
+    assert not failures, "\n".join(failures)
