@@ -21,7 +21,12 @@ e-node into a hash table keyed by its operator and canonical children (read thro
 hooking the classes of equal e-nodes (the larger root under the smaller); jump every id to its root
 and empty the table; until a round changes nothing. It returns each e-class's canonical id (the
 smallest id of its merged set). ``sorted_congruence_closure`` gets the same result from rounds of
-``structural_equivalence`` (the fallback when the hash table clusters).
+``structural_equivalence`` (the fallback when the hash table clusters). Both take ``unions``, pairs
+of e-classes merged before the closure starts.
+
+``saturate`` (and ``EGraph.saturate``) runs rounds of equality saturation with rewrite rules of the
+language of ``vyre.lib.egraph_rules`` (``Signature``, ``parse_rule``, ``term_columns``), e-matching
+on the device (``vyre.lib.egraph_saturate``).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import numpy as np
 from vyre.driver.errors import InvalidProgram
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # eclass, op, offsets, lens, children
 
 
 class Signature:
@@ -198,7 +199,7 @@ def parse_term(text: str, signature: Signature) -> App:
     return term
 
 
-def term_columns(terms: Sequence[str | App], signature: Signature) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+def term_columns(terms: Sequence[str | App], signature: Signature) -> tuple[Columns, np.ndarray]:
     """E-graph columns ``(eclass, op, child_offsets, child_lens, children)`` of ``terms`` (each
     distinct subterm once, its own e-class), and the e-class of each term."""
     ids: dict[App, int] = {}

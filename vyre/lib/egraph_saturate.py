@@ -30,12 +30,11 @@ import numpy as np
 from vyre.driver.config import DispatchConfig
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.lib import egraph, graph
-from vyre.lib.egraph_rules import App, Rule, Signature, Var, parse_rules
+from vyre.lib.egraph_rules import App, Columns, Rule, Signature, Var, parse_rules
 
 U32 = DataType.U32
 V = Expr.var
 _WG = 256
-Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass
