@@ -195,3 +195,16 @@ def test_the_match_programs_assemble_for_sm90():
     programs = {f"rule{k}": match_program(parse_rule(r, SIG).lhs) for k, r in enumerate(rules)}
     failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
     assert not failures, "\n".join(failures)
+
+
+def test_columns_with_duplicate_enodes_saturate_like_hash_consed_ones(oracle):
+    terms = random_terms(5, 4, 3)
+    (eclass, op, offsets, lens, children), _ = egraph.term_columns(terms, SIG)
+    # every e-node twice, the copy in a class of its own whose children are the originals' classes
+    n = eclass.size
+    doubled = (np.concatenate([eclass, eclass + n]), np.concatenate([op, op]), np.concatenate([offsets, offsets]),
+               np.concatenate([lens, lens]), children)
+    want = egraph.saturate(eclass, op, offsets, lens, children, COMM_ASSOC, 3, signature=SIG, backend=oracle)
+    got = egraph.saturate(*doubled, COMM_ASSOC, 3, signature=SIG, backend=oracle)
+    assert got.history == want.history
+    assert np.array_equal(got.canonical[:n], want.canonical) and np.array_equal(got.canonical[n:], want.canonical)

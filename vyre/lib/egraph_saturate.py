@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from vyre.driver.config import DispatchConfig
+from vyre.driver.errors import InvalidProgram
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.lib import egraph, graph
 from vyre.lib.egraph_rules import App, Columns, Rule, Signature, Var, parse_rules
@@ -214,21 +215,17 @@ class _Growth:
         return (grown[0], grown[1], grown[2], grown[3], grown[4]), unions
 
 
-def _rebuild(backend: Any, cols: Columns, unions: tuple[np.ndarray, np.ndarray] | None,
-             classes: int) -> tuple[Columns, np.ndarray, np.ndarray]:
+def _rebuild(backend: Any, cols: Columns,
+             unions: tuple[np.ndarray, np.ndarray] | None) -> tuple[Columns, np.ndarray, np.ndarray]:
     """Congruence closure of ``cols`` (with ``unions``) on the device, then ``compact`` on the host."""
     with egraph.EGraph(*cols, backend=backend) as g:
         labels = g.congruence_closure(unions=unions)
-    if labels.size < classes:  # ids above every e-node's and child's (no e-node): each its own class
-        labels = np.concatenate([labels, np.arange(labels.size, classes, dtype=np.uint32)])
     return compact(cols, labels)
 
 
 def saturate(cols: Sequence[object], rules: Sequence[str | Rule], iterations: int, *,
              signature: Signature | None = None, backend: object | None = None) -> Saturation:
     """``iterations`` rounds of equality saturation of the e-graph ``cols`` (``EGraph.saturate``)."""
-    from vyre.driver.errors import InvalidProgram
-
     if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 0:
         raise InvalidProgram(f"iterations must be a non-negative int, got {iterations!r}",
                              "pass the number of match-apply-rebuild rounds, e.g. 4.")
@@ -239,7 +236,7 @@ def saturate(cols: Sequence[object], rules: Sequence[str | Rule], iterations: in
     if e.size == 0:
         with egraph.EGraph(e, o, off, ln, ch, backend=be):  # checks the columns
             return Saturation(0, (e, o, off, ln, ch), np.zeros(0, np.uint32), 0, [(0, 0, 0)])
-    current, starts, remap = _rebuild(be, (e, o, off, ln, ch), None, 0)
+    current, starts, remap = _rebuild(be, (e, o, off, ln, ch), None)
     out = Saturation(starts.size - 1, current, remap, 0, [(starts.size - 1, current[0].size, 0)])
     for _ in range(iterations):
         matches = find_matches(be, current, starts, parsed)
@@ -249,7 +246,7 @@ def saturate(cols: Sequence[object], rules: Sequence[str | Rule], iterations: in
         grown, unions = growth.columns(current)
         if grown[0].size == current[0].size and unions is None:
             break  # no match at all: nothing can change
-        new, starts, remap = _rebuild(be, grown, unions, growth.next)
+        new, starts, remap = _rebuild(be, grown, unions)
         still = all(np.array_equal(a, b) for a, b in zip(new, current, strict=True))
         out.classes, out.columns, out.canonical = starts.size - 1, new, remap[out.canonical]
         out.iterations += 1
