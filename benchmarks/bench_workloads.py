@@ -26,6 +26,8 @@ on the CPU oracle.
   semi-naive evaluator on the same graph, and vyre alone on a larger one.
 - Structural equivalence and congruence closure of a random e-graph of 2**20 e-nodes against a
   Python reference (grouping by operator and children; union-find).
+- Equality saturation (``egraph.saturate``, commutativity and associativity of + and *, 3
+  iterations) of random terms of about 2**16 e-nodes against egglog's ``run`` on the same terms.
 - ``text.find_all`` over 1 GiB of random bytes (data resident on the device and the plain call
   from host bytes) against numpy's vectorised comparison of shifted views; ``text.find_all_many``
   with 1,000 needles of 4 to 32 bytes over the same CuPy array, against 1,000 ``find_all`` calls.
@@ -491,6 +493,37 @@ def bench_egraph(backend) -> list[dict]:
              "x_python": t_py_closure / t_closure}]
 
 
+SATURATE_ITERATIONS = 3
+
+
+def bench_saturate(backend, nodes_log2: int = 16, iterations: int = SATURATE_ITERATIONS) -> list[dict]:
+    """``egraph.saturate`` with commutativity and associativity of + and * on random terms of about
+    2**nodes_log2 e-nodes, next to egglog's ``(run iterations)`` on the same terms (absent: no
+    column; the e-class count is then checked against vyre on the CPU oracle)."""
+    import vyre
+    from benchmarks import egglog_oracle as eo
+
+    terms = eo.terms_of_size(2**nodes_log2)
+    sig = egraph.Signature(eo.SIGNATURE)
+    cols, _ = egraph.term_columns(terms, sig)
+
+    def run(be: object = backend) -> egraph.Saturation:
+        return egraph.saturate(*cols, eo.COMM_ASSOC, iterations, signature=sig, backend=be)
+
+    row: dict = {"workload": "saturate", "enodes": cols[0].size, "iterations": iterations}
+    if eo.available():
+        row["egglog_s"], want = eo.egglog_seconds(terms, eo.COMM_ASSOC, iterations)
+    else:
+        with vyre.acquire("reference") as oracle:
+            want = run(oracle).classes
+    out = run()
+    assert out.classes == want, f"saturate: {out.classes} e-classes, the judge {want}"
+    row |= {"classes": out.classes, "enodes_after": out.columns[0].size, "vyre_s": wall_s(run, 3)}
+    if "egglog_s" in row:
+        row["x_egglog"] = row["egglog_s"] / row["vyre_s"]
+    return [row]
+
+
 def haystack(size: int) -> np.ndarray:
     """The text benchmarks' haystack: random bytes of 16 values (a 4-byte needle matches every 65,536 bytes)."""
     return np.random.default_rng(4).integers(0, 16, size, dtype=np.uint8)
@@ -566,6 +599,9 @@ def draw(result: dict, png: Path) -> None:
             bars.append((f"transitive_closure\n{r['pairs']} pairs", r["x_numpy"], "numpy semi-naive"))
     for r in result.get("egraph", []):
         bars.append((f"{r['workload']}\n{r['enodes']} e-nodes", r["x_python"], "Python"))
+    for r in result.get("saturate", []):
+        if "x_egglog" in r:
+            bars.append((f"saturate {r['iterations']} iterations\n{r['enodes']} e-nodes", r["x_egglog"], "egglog"))
     for r in result.get("text", []):
         if r["workload"] == "find_all" and r["path"] != "numpy":
             bars.append((f"find_all 1 GiB\n{r['path']}", r["x_numpy"], "numpy"))
@@ -636,7 +672,8 @@ def measure(backend: object, args: argparse.Namespace) -> dict:
     """The comparison rows (graphs against scipy and hand-written CuPy; closure, e-graphs, text), printed."""
     rows, levels = ([], []) if args.only == "text" else bench_graph(backend, args.scale, args.edge_factor, args.reps)
     if args.only == "all":
-        others = {"closure": bench_closure(backend), "egraph": bench_egraph(backend), "text": bench_text(backend)}
+        others = {"closure": bench_closure(backend), "egraph": bench_egraph(backend),
+                  "saturate": bench_saturate(backend), "text": bench_text(backend)}
     else:
         others = {"text": bench_text(backend)} if args.only == "text" else {}
     print(f"# {card_name()}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")

@@ -21,14 +21,20 @@ e-node into a hash table keyed by its operator and canonical children (read thro
 hooking the classes of equal e-nodes (the larger root under the smaller); jump every id to its root
 and empty the table; until a round changes nothing. It returns each e-class's canonical id (the
 smallest id of its merged set). ``sorted_congruence_closure`` gets the same result from rounds of
-``structural_equivalence`` (the fallback when the hash table clusters).
+``structural_equivalence`` (the fallback when the hash table clusters). Both take ``unions``, pairs
+of e-classes merged before the closure starts.
+
+``saturate`` (and ``EGraph.saturate``) runs rounds of equality saturation with rewrite rules of the
+language of ``vyre.lib.egraph_rules`` (``Signature``, ``parse_rule``, ``term_columns``), e-matching
+on the device (``vyre.lib.egraph_saturate``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,8 +42,15 @@ from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
 from vyre.lib import datalog, graph
+from vyre.lib.egraph_rules import Rule, Signature, parse_rule, term_columns
 from vyre.lib.io import ResidentArray
 from vyre.lib.plan import Plan, capacity
+
+if TYPE_CHECKING:
+    from vyre.lib.egraph_saturate import Saturation
+
+__all__ = ["EGraph", "Rule", "Signature", "congruence_closure", "parse_rule", "saturate", "structural_equivalence",
+           "term_columns"]
 
 U32 = DataType.U32
 _WG = 256
@@ -51,7 +64,7 @@ def _mix(h: Expr, value: Expr) -> Expr:
     return Expr.rotate_left(Expr.mul(Expr.bitxor(h, value), Expr.u32(_GOLDEN)), Expr.u32(13))
 
 
-_COLUMNS = (BufferDecl.read("eclass", 0, U32), BufferDecl.read("op", 1, U32), BufferDecl.read("offsets", 2, U32),
+COLUMNS = (BufferDecl.read("eclass", 0, U32), BufferDecl.read("op", 1, U32), BufferDecl.read("offsets", 2, U32),
             BufferDecl.read("lens", 3, U32), BufferDecl.read("children", 4, U32))
 
 
@@ -61,7 +74,7 @@ def signature_program() -> Program:
     r = Expr.invocation_id(0)
     h = Expr.var("h")
     return Program(
-        [*_COLUMNS, BufferDecl.read_write("sig", 5, U32), BufferDecl.read_write("rows", 6, U32)], (_WG, 1, 1),
+        [*COLUMNS, BufferDecl.read_write("sig", 5, U32), BufferDecl.read_write("rows", 6, U32)], (_WG, 1, 1),
         [Node.if_(Expr.lt(r, Expr.buf_len("op")), [
             Node.let("h", _mix(_mix(Expr.u32(0x811C9DC5), Expr.load("op", r)), Expr.load("lens", r))),
             Node.let("base", Expr.load("offsets", r)),
@@ -98,7 +111,7 @@ def bucket_pairs_program() -> Program:
         ]),
     ]
     return Program(
-        [*_COLUMNS, BufferDecl.read("rows", 5, U32), BufferDecl.read("starts", 6, U32),
+        [*COLUMNS, BufferDecl.read("rows", 5, U32), BufferDecl.read("starts", 6, U32),
          BufferDecl.read("sizes", 7, U32), BufferDecl.read("buckets", 8, U32, 1),
          BufferDecl.read_write("out_a", 9, U32), BufferDecl.read_write("out_b", 10, U32),
          BufferDecl.read_write("count", 11, U32, 1)],
@@ -222,7 +235,7 @@ def closure_insert_program() -> Program:
         Node.assign("slot", (V("slot") + 1) & mask),
     ]
     return Program(
-        [*_COLUMNS, *_CLOSURE_STATE], (_WG, 1, 1),
+        [*COLUMNS, *_CLOSURE_STATE], (_WG, 1, 1),
         [Node.if_(Expr.lt(r, Expr.buf_len("op")), [
             Node.let("h", _mix(_mix(Expr.u32(0x811C9DC5), Expr.load("op", r)), Expr.load("lens", r))),
             Node.loop("k", Expr.u32(0), Expr.load("lens", r), [Node.assign("h", _mix(V("h"), kid))]),
@@ -341,8 +354,12 @@ class EGraph(graph.DeviceArrays):
                 finally:
                     empty.close()
 
-    def congruence_closure(self, max_rounds: int | None = None, *, method: str = "hash") -> np.ndarray:
+    def congruence_closure(self, max_rounds: int | None = None, *, method: str = "hash",
+                           unions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Canonical e-class of every e-class id (the smallest id of its congruence class), u32.
+
+        ``unions = (a, b)``: e-class ids merged (``a[i]`` with ``b[i]``) before the closure starts,
+        on the device (hook and jump until every pair shares a root), as a rewrite's union does.
 
         ``method="hash"``: rounds on the device (``dispatch_until``) of two steps, insert every
         e-node into a hash table of operator and canonical children (hooking the classes of equal
@@ -355,14 +372,15 @@ class EGraph(graph.DeviceArrays):
         if method not in ("hash", "sorted"):
             raise InvalidProgram(f"unknown congruence closure method {method!r}",
                                  'pass method="hash" (the default) or "sorted".')
+        pairs = _union_pairs(unions, self.classes)
         if self.n == 0:
             return np.arange(self.classes, dtype=np.uint32)
         if max_rounds is not None or method == "sorted":
-            return self.sorted_congruence_closure(max_rounds)
+            return self.sorted_congruence_closure(max_rounds, unions=pairs)
         with self._lock:
-            labels = self._hash_closure()
+            labels = self._hash_closure(pairs)
         if labels is None:
-            return self.sorted_congruence_closure(None)
+            return self.sorted_congruence_closure(None, unions=pairs)
         self.path = method
         return labels
 
@@ -374,36 +392,55 @@ class EGraph(graph.DeviceArrays):
                            self._res.alloc(4), self._res.alloc(4))
         return self._state
 
-    def _hash_closure(self) -> np.ndarray | None:
+    def _hash_closure(self, unions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
         """The labels of the hash path, or None when an e-node found no slot (overflow)."""
         be, classes = self.backend, self.classes
         parent, table, flag, overflow = self._closure_state()
         slots = capacity(_SLOTS_PER_NODE * self.n)
         both = DispatchConfig(elements=max(classes, slots))
         be.dispatch_sequence([(closure_init_program(), [parent, table, overflow], both)])
+        if unions is not None:
+            _merge_unions(be, parent, flag, classes, unions)
         rounds = [(closure_insert_program(), [*self.handles, parent, table, flag, overflow],
                    DispatchConfig(elements=self.n)),
                   (closure_jump_program(), [parent, table, flag], both)]
-        while be.dispatch_until(rounds, flag, _MERGE_PASSES) == _MERGE_PASSES:
-            (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])  # every flagged round lowers a parent id
-            if int(np.asarray(word).view(np.uint32)[0]) == 0:
-                break
+        _loop_until_still(be, rounds, flag)
         word, labels = be.dispatch_sequence([], reads=[(overflow, 0, 4), (parent, 0, 4 * classes)])
         if int(np.asarray(word).view(np.uint32)[0]):
             return None
         return np.asarray(labels).view(np.uint32).copy()
 
-    def sorted_congruence_closure(self, max_rounds: int | None = None) -> np.ndarray:
+    def saturate(self, rules: Sequence[str | Rule], iterations: int, *,
+                 signature: Signature | None = None) -> Saturation:
+        """``iterations`` rounds of equality saturation (egglog's: match every rule, apply every
+        match, rebuild), e-matching on the device (``vyre.lib.egraph_saturate``). ``rules`` are
+        strings of the rule language (parsed against ``signature``) or ``Rule``s. Returns a
+        ``Saturation``: the e-class count, the new columns and each input id's new class; this
+        e-graph's columns stay as they are."""
+        from vyre.lib import egraph_saturate
+
+        sizes = (self.n, self.n, self.n, self.n, self.n_children)
+        words = self.backend.dispatch_sequence([], reads=[(h, 0, 4 * k) for h, k in zip(self.handles, sizes,
+                                                                                     strict=True) if k])
+        host = iter(np.asarray(w).view(np.uint32).copy() for w in words)
+        cols = [next(host) if k else np.zeros(0, np.uint32) for k in sizes]
+        return egraph_saturate.saturate(cols, rules, iterations, signature=signature, backend=self.backend)
+
+    def sorted_congruence_closure(self, max_rounds: int | None = None, *,
+                                  unions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """``congruence_closure`` by rounds of sorted structural equivalence (``pairs``) and unions, each
         round's pairs found through the host; ``max_rounds`` caps the rounds."""
         be, n, classes = self.backend, self.n, self.classes
         self.path = "sorted"
+        pairs = _union_pairs(unions, classes)
         if n == 0:
             return np.arange(classes, dtype=np.uint32)
         rounds = max_rounds if max_rounds is not None else classes + 1
         with graph.ResidentSet(be) as res:
             parent = res.upload(np.arange(classes, dtype=np.uint32))
             flag = res.alloc(4)
+            if pairs is not None:
+                _merge_unions(be, parent, flag, classes, pairs)
             kids = self.n_children
             canon_eclass, canon_children = res.alloc(4 * n), res.alloc(4 * max(kids, 1))
             for _ in range(rounds):
@@ -417,18 +454,46 @@ class EGraph(graph.DeviceArrays):
                     if rel.size == 0:
                         break
                     count = res.upload(np.array([rel.size], dtype=np.uint32))
-                    merge = [(union_program(), [rel.src, rel.dst, count, parent, flag],
-                              DispatchConfig(elements=rel.size)),
-                             (graph.jump_program(), [parent, flag], DispatchConfig(elements=classes))]
-                    # hook and jump until every pair shares a root, on the device; the flag is read only
-                    # if a whole batch of passes ran out (every flagged pass lowers some parent id)
-                    while be.dispatch_until(merge, flag, _MERGE_PASSES) == _MERGE_PASSES:
-                        (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])
-                        if int(np.asarray(word).view(np.uint32)[0]) == 0:
-                            break
+                    _merge(be, parent, flag, classes, rel.src, rel.dst, count, rel.size)
                 finally:
                     rel.close()
             return graph.read_u32(be, parent, classes)
+
+
+def _loop_until_still(be: Any, steps: list, flag: Any) -> None:
+    """``dispatch_until(steps, flag)`` until the flag stays clear; the flag is read only if a whole
+    batch of passes ran out (every flagged pass lowers some parent id)."""
+    while be.dispatch_until(steps, flag, _MERGE_PASSES) == _MERGE_PASSES:
+        (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])
+        if int(np.asarray(word).view(np.uint32)[0]) == 0:
+            break
+
+
+def _merge(be: Any, parent: Any, flag: Any, classes: int, a: Any, b: Any, count: Any, size: int) -> None:
+    """Hook and jump until every pair ``(a[i], b[i])``, ``i < size``, shares a root, on the device."""
+    _loop_until_still(be, [(union_program(), [a, b, count, parent, flag], DispatchConfig(elements=size)),
+                           (graph.jump_program(), [parent, flag], DispatchConfig(elements=classes))], flag)
+
+
+def _union_pairs(unions: tuple[np.ndarray, np.ndarray] | None, classes: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``unions`` as two checked u32 arrays of ids below ``classes``, or None when there are none."""
+    if unions is None:
+        return None
+    a, b = graph.u32_array("unions[0]", unions[0]), graph.u32_array("unions[1]", unions[1])
+    if a.size != b.size:
+        raise InvalidProgram(f"unions has {a.size} left ids but {b.size} right ids", "pass two arrays of equal length.")
+    if a.size and int(max(a.max(), b.max())) >= classes:
+        raise InvalidProgram(f"a union names e-class {int(max(a.max(), b.max()))}, but the e-graph's ids end "
+                             f"below {classes}", "union only e-classes that the columns hold.")
+    return (a, b) if a.size else None
+
+
+def _merge_unions(be: Any, parent: Any, flag: Any, classes: int, unions: tuple[np.ndarray, np.ndarray]) -> None:
+    """Merge the pairs of ``unions`` into ``parent`` (roots made by the loop)."""
+    with graph.ResidentSet(be) as res:
+        a, b = res.upload(unions[0]), res.upload(unions[1])
+        count = res.upload(np.array([unions[0].size], dtype=np.uint32))
+        _merge(be, parent, flag, classes, a, b, count, unions[0].size)
 
 
 def structural_equivalence(eclass: object, op: object, child_offsets: object, child_lens: object,
@@ -449,3 +514,13 @@ def congruence_closure(eclass: object, op: object, child_offsets: object, child_
     """Canonical e-class id of every e-class id ``0 .. max id`` after congruence closure (u32)."""
     with EGraph(eclass, op, child_offsets, child_lens, children, backend=backend) as g:
         return g.congruence_closure()
+
+
+def saturate(eclass: object, op: object, child_offsets: object, child_lens: object, children: object,
+             rules: Sequence[str | Rule], iterations: int, *, signature: Signature | None = None,
+             backend: Any = None) -> Saturation:
+    """``EGraph.saturate`` of the e-graph of these columns (see ``vyre.lib.egraph_saturate``)."""
+    from vyre.lib import egraph_saturate
+
+    return egraph_saturate.saturate((eclass, op, child_offsets, child_lens, children), rules, iterations,
+                                    signature=signature, backend=backend)
