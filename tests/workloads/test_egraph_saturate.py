@@ -208,3 +208,18 @@ def test_columns_with_duplicate_enodes_saturate_like_hash_consed_ones(oracle):
     got = egraph.saturate(*doubled, COMM_ASSOC, 3, signature=SIG, backend=oracle)
     assert got.history == want.history
     assert np.array_equal(got.canonical[:n], want.canonical) and np.array_equal(got.canonical[n:], want.canonical)
+
+
+def test_matches_come_back_sorted(oracle):
+    """Each rule's matches are in lexicographic row order, whatever order the slab's counter gave."""
+    from vyre.lib import egraph_saturate as es
+
+    terms = [*(f"(+ x{i % 5} (* x{(i * 3) % 5} x{i % 2}))" for i in range(40))]
+    sig = egraph.Signature(["+", "*", *(f"x{i}" for i in range(5))])
+    cols, _ = egraph.term_columns(terms, sig)
+    cols, starts, _ = es.compact(tuple(np.asarray(c) for c in cols), np.arange(int(cols[0].max()) + 1))
+    rules = [egraph.parse_rule(r, sig) for r in ("(+ ?a ?b) => (+ ?b ?a)", "(+ ?a (* ?b ?c)) => (* ?b (+ ?a ?c))")]
+    found = es.find_matches(oracle, cols, starts, rules)
+    assert [len(f) for f in found] == [10, 10]  # the 40 terms are 10 distinct ones (hash-consed)
+    for rows in found:
+        assert np.array_equal(rows, rows[np.lexsort(rows.T[::-1])])

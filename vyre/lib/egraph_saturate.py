@@ -11,7 +11,8 @@ e-nodes index every nested pattern reads).
   root's operator and arity binds its children; a child pattern that is an operator or a leaf
   loops over the e-nodes of the child's class (through ``starts``), nested as deep as the pattern;
   a variable seen before must name the same class. Each match appends ``(root class, the classes
-  of the variables)`` through an atomic counter into a slab, re-run larger if it overflowed.
+  of the variables)`` through an atomic counter into a slab, re-run larger if it overflowed; the
+  host sorts each rule's matches, so the result does not depend on the order the counter gave.
 - *apply*, on the host (numpy, one pass per rule): each match adds the right-hand side's e-nodes,
   fresh classes for the inner ones and the match's root class for the top one; a right-hand side
   that is a bare variable becomes a union of the root's class and the variable's.
@@ -137,7 +138,9 @@ def compact(cols: Columns, labels: np.ndarray) -> tuple[Columns, np.ndarray, np.
 
 
 def find_matches(backend: Any, cols: Columns, starts: np.ndarray, rules: Sequence[Rule]) -> list[np.ndarray]:
-    """Every match of every rule's left-hand side: per rule a ``(matches, 1 + variables)`` u32 array."""
+    """Every match of every rule's left-hand side: per rule a ``(matches, 1 + variables)`` u32 array,
+    rows in lexicographic order (so new e-classes are numbered alike on every backend, whatever
+    order the slab's atomic counter handed out)."""
     n = cols[0].size
     found: list[np.ndarray | None] = [None] * len(rules)
     room = [max(n, 16)] * len(rules)
@@ -157,7 +160,8 @@ def find_matches(backend: Any, cols: Columns, starts: np.ndarray, rules: Sequenc
             slab_words = backend.dispatch_sequence(
                 [], reads=[(slabs[k], 0, 4 * sizes[k] * (1 + len(rules[k].variables))) for k in fits]) if fits else []
             for k, w in zip(fits, slab_words, strict=True):
-                found[k] = np.asarray(w).view(np.uint32).reshape(sizes[k], 1 + len(rules[k].variables)).copy()
+                rows = np.asarray(w).view(np.uint32).reshape(sizes[k], 1 + len(rules[k].variables))
+                found[k] = rows[np.lexsort(rows.T[::-1])]  # the order the atomic counter gave them is not kept
             for k in todo:
                 if sizes[k] == 0:
                     found[k] = np.zeros((0, 1 + len(rules[k].variables)), np.uint32)
