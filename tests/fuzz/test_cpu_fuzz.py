@@ -156,9 +156,9 @@ CRAFTED_WIRES = crafted_wires()
 def test_wire_decoder_on_crafted_blobs() -> None:
     rng = random.Random(6)
     for data in CRAFTED_WIRES + [mutate_bytes(w, rng) for w in CRAFTED_WIRES for _ in range(3)]:
-        start = time.perf_counter()
+        start = time.process_time()  # the decoder's own CPU time: a loaded machine's stalls are not its
         program = outcome(from_wire, data)
-        assert time.perf_counter() - start < CRAFTED_SECONDS, len(data)
+        assert time.process_time() - start < CRAFTED_SECONDS, len(data)
         assert program is None or to_wire(program) == data
 
 
@@ -242,9 +242,9 @@ def test_text_parser_on_crafted_shapes() -> None:
     inputs = CRAFTED_TEXTS + [mutate_text(t, rng) for t in CRAFTED_TEXTS if len(t) < 200_000 for _ in range(3)]
     parsed = 0
     for text in inputs:
-        start = time.perf_counter()
+        start = time.process_time()
         program = outcome(parse, text)
-        assert time.perf_counter() - start < CRAFTED_SECONDS, text[:80]
+        assert time.process_time() - start < CRAFTED_SECONDS, text[:80]
         if program is not None:
             parsed += 1
             assert parse(to_text(program)) == program
