@@ -6,9 +6,9 @@ PTX emitted before dynamic shared memory existed, for a sample of library kernel
 keys-only onesweep passes at 16 keys per invocation, in the form that reads each key three times,
 ``registers=False``; the digit histograms and scans) and a program holding exactly 48 KiB.
 The onesweep passes' hashes were taken again when the emitter began making counter adds (their
-tile counter) once per subgroup. A segment scan with a host ``init`` (a parameter word) keeps its PTX too: the variants that read
-``init`` from a caller's device array are separate programs (the look-back scan's host-``init``
-variants are pinned in tests/lib/test_lookback_ptx.py).
+tile counter) once per subgroup. A segment scan with a host ``init`` (a parameter word) keeps its
+PTX too: the variants that read ``init`` from a caller's device array are separate programs (the
+look-back scan's host-``init`` variants are pinned in tests/lib/test_lookback_ptx.py).
 """
 
 from __future__ import annotations
