@@ -223,3 +223,13 @@ def test_matches_come_back_sorted(oracle):
     assert [len(f) for f in found] == [10, 10]  # the 40 terms are 10 distinct ones (hash-consed)
     for rows in found:
         assert np.array_equal(rows, rows[np.lexsort(rows.T[::-1])])
+
+
+def test_ids_with_gaps_keep_empty_canonical_ids(oracle):
+    """Input ids that hold no e-node and no child keep ``EMPTY`` as their canonical id over several
+    rounds (the second round indexed the round's remap with ``EMPTY`` before: an ``IndexError``)."""
+    cols = (np.array([0, 3, 5], np.uint32), np.array([SIG["x"], SIG["y"], SIG["+"]], np.uint32),
+            np.array([0, 0, 0], np.uint32), np.array([0, 0, 2], np.uint32), np.array([0, 3], np.uint32))
+    out = egraph.saturate(*cols, COMM_ASSOC, 3, signature=SIG, backend=oracle)
+    assert out.canonical.size == 6 and out.canonical[1] == egraph.EMPTY == out.canonical[4]
+    assert out.classes == 3  # x, y and the class of (+ x y) = (+ y x)

@@ -227,6 +227,14 @@ def _rebuild(backend: Any, cols: Columns,
     return compact(cols, labels)
 
 
+def _compose(remap: np.ndarray, canonical: np.ndarray) -> np.ndarray:
+    """``remap[canonical]``, ``EMPTY`` kept (an input id whose class held no e-node and no child)."""
+    out = np.full(canonical.size, egraph.EMPTY, np.uint32)
+    keep = canonical != egraph.EMPTY
+    out[keep] = remap[canonical[keep]]
+    return out
+
+
 def saturate(cols: Sequence[object], rules: Sequence[str | Rule], iterations: int, *,
              signature: Signature | None = None, backend: object | None = None) -> Saturation:
     """``iterations`` rounds of equality saturation of the e-graph ``cols`` (``EGraph.saturate``)."""
@@ -252,7 +260,7 @@ def saturate(cols: Sequence[object], rules: Sequence[str | Rule], iterations: in
             break  # no match at all: nothing can change
         new, starts, remap = _rebuild(be, grown, unions)
         still = all(np.array_equal(a, b) for a, b in zip(new, current, strict=True))
-        out.classes, out.columns, out.canonical = starts.size - 1, new, remap[out.canonical]
+        out.classes, out.columns, out.canonical = starts.size - 1, new, _compose(remap, out.canonical)
         out.iterations += 1
         out.history.append((out.classes, new[0].size, sum(m.shape[0] for m in matches)))
         current = new
