@@ -46,3 +46,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the specialisation cache directory ``pytest_configure`` made."""
     if _made_here[0]:
         shutil.rmtree(_made_here[0], ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    """The CPU oracle (``vyre.reference``), one per test module; a module that needs it set up
+    otherwise (BFS's IR level loop instead of the host search) defines its own."""
+    import vyre
+
+    with vyre.acquire("reference") as backend:
+        yield backend

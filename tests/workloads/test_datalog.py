@@ -7,17 +7,10 @@ import numpy as np
 import pytest
 from graphs import cases, counting_oracle
 
-import vyre
 from vyre.driver.errors import InvalidProgram
 from vyre.lib import datalog
 
 CASES = cases(seed=5)
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    with vyre.acquire("reference") as backend:
-        yield backend
 
 
 def closure_pairs(n: int, src, dst) -> list[tuple[int, int]]:

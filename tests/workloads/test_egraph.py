@@ -6,15 +6,8 @@ import numpy as np
 import pytest
 from graphs import counting_oracle
 
-import vyre
 from vyre.driver.errors import InvalidProgram
 from vyre.lib import egraph
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    with vyre.acquire("reference") as backend:
-        yield backend
 
 
 def random_egraph(rng: np.random.Generator, nodes: int, classes: int, ops: int, arity: int):

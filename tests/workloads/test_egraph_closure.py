@@ -7,19 +7,12 @@ import numpy as np
 import pytest
 from test_egraph import python_closure, random_egraph
 
-import vyre
 from tests.codegen.codegen_support import assemble, needs_ptxas
 from vyre.driver.errors import InvalidProgram
 from vyre.lib import egraph
 from vyre.reference.backend import ReferenceBackend
 
 METHODS = ("hash", "sorted")
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    with vyre.acquire("reference") as backend:
-        yield backend
 
 
 def columns(nodes: list[tuple[int, int, list[int]]]) -> tuple[np.ndarray, ...]:

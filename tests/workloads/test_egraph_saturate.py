@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from saturation_oracle import python_classes
 
-import vyre
 from benchmarks import egglog_oracle
 from benchmarks.egglog_oracle import COMM_ASSOC, SIGNATURE, random_terms
 from tests.codegen.codegen_support import assemble, needs_ptxas
@@ -20,12 +19,6 @@ from vyre.lib.egraph_saturate import match_program
 SIG = Signature(SIGNATURE)
 needs_egglog = pytest.mark.skipif(not egglog_oracle.available(), reason="egglog is not installed (pip install egglog)")
 CONSTANTS = ("(* ?a 1) => ?a", "(+ ?a 0) => ?a", "(* ?a 0) => 0", "(+ ?a ?a) => (* 2 ?a)")
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    with vyre.acquire("reference") as backend:
-        yield backend
 
 
 def vyre_classes(terms: list[str], rules: tuple[str, ...], iterations: int, backend: object) -> list[int]:

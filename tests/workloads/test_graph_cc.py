@@ -9,7 +9,6 @@ from graphs import csr, symmetric
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components as scipy_components
 
-import vyre
 from tests.codegen.codegen_support import assemble_all_targets, emit_for_targets, needs_ptxas
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import Program
@@ -18,12 +17,6 @@ from vyre.lib import graph
 from vyre.lib import graph_cc as cc
 
 METHODS = ("afforest", "sweep")
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    with vyre.acquire("reference") as backend:
-        yield backend
 
 
 def smallest_labels(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:

@@ -7,19 +7,12 @@ import re
 import numpy as np
 import pytest
 
-import vyre
 from vyre.driver.errors import InvalidProgram
 from vyre.lib import text
 
 
 def python_find_all(haystack: bytes, needle: bytes) -> list[int]:
     return [m.start() for m in re.finditer(b"(?=" + re.escape(needle) + b")", haystack)]
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    with vyre.acquire("reference") as backend:
-        yield backend
 
 
 CASES = [
