@@ -41,7 +41,7 @@ import numpy as np
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
-from vyre.lib import datalog, graph
+from vyre.lib import datalog, graph, graph_cc
 from vyre.lib.egraph_rules import Rule, Signature, parse_rule, term_columns
 from vyre.lib.io import ResidentArray
 from vyre.lib.plan import Plan, capacity
@@ -262,15 +262,7 @@ def closure_jump_program() -> Program:
          BufferDecl.read_write("flag", 2, U32, 1)], (_WG, 1, 1),
         [Node.if_(Expr.lt(i, Expr.buf_len("table")), [Node.store("table", i, Expr.u32(EMPTY))]),
          Node.if_(Expr.lt(i, Expr.buf_len("parent")), [
-             Node.let("start", Expr.load("parent", i)),
-             Node.let("p", V("start")),
-             Node.let("done", Expr.bool(False)),
-             Node.loop("hop", Expr.u32(0), Expr.u32(_HOPS), [
-                 Node.if_(Expr.not_(V("done")), [
-                     Node.let("pp", Expr.load("parent", p)),
-                     Node.if_(Expr.eq(V("pp"), p), [Node.assign("done", Expr.bool(True))], [Node.assign("p", V("pp"))]),
-                 ]),
-             ]),
+             *graph_cc.climb(i, _HOPS),
              Node.if_(Expr.ne(p, V("start")), [
                  Node.store("parent", i, p),
                  Node.store("flag", Expr.u32(0), Expr.u32(1)),

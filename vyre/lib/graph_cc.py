@@ -156,6 +156,23 @@ def cc_hook_program(once: bool) -> Program:
     )
 
 
+def climb(index: Expr, hops: int) -> list[Node]:
+    """Bind ``start`` = ``parent[index]``, then follow parent pointers from it for up to ``hops``
+    hops: ``p`` is where the climb stopped and ``done`` whether that is a root."""
+    p = V("p")
+    return [
+        Node.let("start", Expr.load("parent", index)),
+        Node.let("p", V("start")),
+        Node.let("done", Expr.bool(False)),
+        Node.loop("hop", Expr.u32(0), Expr.u32(hops), [
+            Node.if_(Expr.not_(V("done")), [
+                Node.let("pp", Expr.load("parent", p)),
+                Node.if_(Expr.eq(V("pp"), p), [Node.assign("done", Expr.bool(True))], [Node.assign("p", V("pp"))]),
+            ]),
+        ]),
+    ]
+
+
 @cache
 def jump_program(flag_unfinished_only: bool = False) -> Program:
     """Every vertex follows parent pointers (up to ``_JUMP_HOPS`` hops) and stores what it reached.
@@ -170,16 +187,7 @@ def jump_program(flag_unfinished_only: bool = False) -> Program:
         [BufferDecl.read_write("parent", 0, U32), BufferDecl.read_write("flag", 1, U32, 1)],
         (_WG, 1, 1),
         [Node.if_(Expr.lt(v, _n()), [
-            Node.let("start", Expr.load("parent", v)),
-            Node.let("p", V("start")),
-            Node.let("done", Expr.bool(False)),
-            Node.loop("hop", Expr.u32(0), Expr.u32(_JUMP_HOPS), [
-                Node.if_(Expr.not_(V("done")), [
-                    Node.let("pp", Expr.load("parent", p)),
-                    Node.if_(Expr.eq(V("pp"), p), [Node.assign("done", Expr.bool(True))],
-                             [Node.assign("p", V("pp"))]),
-                ]),
-            ]),
+            *climb(v, _JUMP_HOPS),
             Node.if_(Expr.ne(p, V("start")), [Node.store("parent", v, p)]),
             Node.if_(flagged, [Node.store("flag", Expr.u32(0), Expr.u32(1))]),
         ])],
