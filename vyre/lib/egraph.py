@@ -31,8 +31,9 @@ on the device (``vyre.lib.egraph_saturate``).
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -392,23 +393,66 @@ class EGraph(graph.DeviceArrays):
                            self._res.alloc(4), self._res.alloc(4))
         return self._state
 
-    def _hash_closure(self, unions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
-        """The labels of the hash path, or None when an e-node found no slot (overflow)."""
+    def _hash_rounds(self, merge: Callable[[Any, Any], None] | None) -> None:
+        """The hash path's device work: reset, ``merge(parent, flag)`` (the unions), the rounds."""
         be, classes = self.backend, self.classes
         parent, table, flag, overflow = self._closure_state()
         slots = capacity(_SLOTS_PER_NODE * self.n)
         both = DispatchConfig(elements=max(classes, slots))
         be.dispatch_sequence([(closure_init_program(), [parent, table, overflow], both)])
-        if unions is not None:
-            _merge_unions(be, parent, flag, classes, unions)
+        if merge is not None:
+            merge(parent, flag)
         rounds = [(closure_insert_program(), [*self.handles, parent, table, flag, overflow],
                    DispatchConfig(elements=self.n)),
                   (closure_jump_program(), [parent, table, flag], both)]
         _loop_until_still(be, rounds, flag)
+
+    def _hash_closure(self, unions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
+        """The labels of the hash path, or None when an e-node found no slot (overflow)."""
+        be, classes = self.backend, self.classes
+        self._hash_rounds(None if unions is None else lambda parent, flag: _merge_unions(
+            be, parent, flag, classes, unions))
+        parent, _, _, overflow = self._closure_state()
         word, labels = be.dispatch_sequence([], reads=[(overflow, 0, 4), (parent, 0, 4 * classes)])
         if int(np.asarray(word).view(np.uint32)[0]):
             return None
         return np.asarray(labels).view(np.uint32).copy()
+
+    @classmethod
+    def over(cls, backend: Any, handles: Sequence[Any], n: int, n_children: int, classes: int) -> EGraph:
+        """An e-graph over resident columns the caller made and keeps (not checked, copied or freed
+        here): ``n`` e-nodes, ``n_children`` child words, ids below ``classes``, every buffer but
+        ``children`` exactly ``n`` words long. ``close()`` frees only the closure's buffers."""
+        g = cls.__new__(cls)
+        g.backend, g._res, g.shared, g.bound = backend, graph.ResidentSet(backend), None, ()
+        g.handles = list(handles)
+        g.eclass, g.op, g.offsets, g.lens, g.children = g.handles
+        g.n, g.n_children, g.classes = n, n_children, classes
+        g.path, g._state, g._lock = "", None, threading.Lock()
+        return g
+
+    def resident_closure(self, unions: tuple[Any, Any, int] | None = None) -> Any:
+        """``congruence_closure`` (hash path) with its labels left on the device: a handle of
+        ``classes`` u32 labels, valid until ``close()``. ``unions = (a, b, count)``: resident pair
+        columns and their length. Only the overflow word is read; past an overflow the sorted path
+        runs (its labels uploaded)."""
+        be, classes = self.backend, self.classes
+        pairs = None if unions is None or unions[2] == 0 else unions
+        with graph.ResidentSet(be) as res, self._lock:
+            merge = None
+            if pairs is not None:
+                a, b, size = pairs
+                count = res.upload(np.array([size], np.uint32))
+                merge = functools.partial(_merge_resident, be, classes, a, b, count, size)
+            self._hash_rounds(merge)
+            parent, _, _, overflow = self._closure_state()
+            (word,) = be.dispatch_sequence([], reads=[(overflow, 0, 4)])
+            if not int(np.asarray(word).view(np.uint32)[0]):
+                self.path = "hash"
+                return parent
+        host = None if pairs is None else (graph.read_u32(be, pairs[0], pairs[2]).copy(),
+                                           graph.read_u32(be, pairs[1], pairs[2]).copy())
+        return self._res.upload(self.sorted_congruence_closure(None, unions=host))
 
     def saturate(self, rules: Sequence[str | Rule], iterations: int, *,
                  signature: Signature | None = None) -> Saturation:
@@ -473,6 +517,11 @@ def _merge(be: Any, parent: Any, flag: Any, classes: int, a: Any, b: Any, count:
     """Hook and jump until every pair ``(a[i], b[i])``, ``i < size``, shares a root, on the device."""
     _loop_until_still(be, [(union_program(), [a, b, count, parent, flag], DispatchConfig(elements=size)),
                            (graph.jump_program(), [parent, flag], DispatchConfig(elements=classes))], flag)
+
+
+def _merge_resident(be: Any, classes: int, a: Any, b: Any, count: Any, size: int, parent: Any, flag: Any) -> None:
+    """``_merge`` with the pairs first (``functools.partial`` of the resident unions)."""
+    _merge(be, parent, flag, classes, a, b, count, size)
 
 
 def _union_pairs(unions: tuple[np.ndarray, np.ndarray] | None, classes: int) -> tuple[np.ndarray, np.ndarray] | None:
