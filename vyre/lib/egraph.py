@@ -26,7 +26,8 @@ of e-classes merged before the closure starts.
 
 ``saturate`` (and ``EGraph.saturate``) runs rounds of equality saturation with rewrite rules of the
 language of ``vyre.lib.egraph_rules`` (``Signature``, ``parse_rule``, ``term_columns``), e-matching
-on the device (``vyre.lib.egraph_saturate``).
+on the device (``vyre.lib.egraph_saturate``), and applies the rewrites and compacts the e-graph
+on the device too (``vyre.lib.egraph_device``; ``device=False`` does those two on the host).
 """
 
 from __future__ import annotations
@@ -455,12 +456,13 @@ class EGraph(graph.DeviceArrays):
         return self._res.upload(self.sorted_congruence_closure(None, unions=host))
 
     def saturate(self, rules: Sequence[str | Rule], iterations: int, *,
-                 signature: Signature | None = None) -> Saturation:
+                 signature: Signature | None = None, device: bool = True) -> Saturation:
         """``iterations`` rounds of equality saturation (egglog's: match every rule, apply every
         match, rebuild), e-matching on the device (``vyre.lib.egraph_saturate``). ``rules`` are
         strings of the rule language (parsed against ``signature``) or ``Rule``s. Returns a
         ``Saturation``: the e-class count, the new columns and each input id's new class; this
-        e-graph's columns stay as they are."""
+        e-graph's columns stay as they are. ``device=False``: apply and compaction on the host
+        (numpy), the same result."""
         from vyre.lib import egraph_saturate
 
         sizes = (self.n, self.n, self.n, self.n, self.n_children)
@@ -468,7 +470,8 @@ class EGraph(graph.DeviceArrays):
                                                                                      strict=True) if k])
         host = iter(np.asarray(w).view(np.uint32).copy() for w in words)
         cols = [next(host) if k else np.zeros(0, np.uint32) for k in sizes]
-        return egraph_saturate.saturate(cols, rules, iterations, signature=signature, backend=self.backend)
+        return egraph_saturate.saturate(cols, rules, iterations, signature=signature, backend=self.backend,
+                                        device=device)
 
     def sorted_congruence_closure(self, max_rounds: int | None = None, *,
                                   unions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
@@ -567,9 +570,9 @@ def congruence_closure(eclass: object, op: object, child_offsets: object, child_
 
 def saturate(eclass: object, op: object, child_offsets: object, child_lens: object, children: object,
              rules: Sequence[str | Rule], iterations: int, *, signature: Signature | None = None,
-             backend: Any = None) -> Saturation:
+             backend: Any = None, device: bool = True) -> Saturation:
     """``EGraph.saturate`` of the e-graph of these columns (see ``vyre.lib.egraph_saturate``)."""
     from vyre.lib import egraph_saturate
 
     return egraph_saturate.saturate((eclass, op, child_offsets, child_lens, children), rules, iterations,
-                                    signature=signature, backend=backend)
+                                    signature=signature, backend=backend, device=device)
