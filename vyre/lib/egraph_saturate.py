@@ -2,21 +2,26 @@
 the e-graph rebuilt by ``EGraph.congruence_closure``.
 
 One iteration (egglog's): match every rule on the current e-graph, then apply every match, then
-rebuild. Between iterations the columns are kept on the host *compact*: canonical e-class ids
-numbered densely from 0, one e-node per distinct (operator, canonical children), rows sorted by
-e-class, so the e-nodes of class ``c`` are rows ``starts[c] .. starts[c + 1]`` (the e-class ->
-e-nodes index every nested pattern reads).
+rebuild. Between iterations the columns are kept *compact*: canonical e-class ids numbered densely
+from 0, one e-node per distinct (operator, canonical children), rows sorted by e-class, so the
+e-nodes of class ``c`` are rows ``starts[c] .. starts[c + 1]`` (the e-class -> e-nodes index every
+nested pattern reads).
 
 - *match*, one program per rule's left-hand side, one invocation per e-node: an e-node of the
   root's operator and arity binds its children; a child pattern that is an operator or a leaf
   loops over the e-nodes of the child's class (through ``starts``), nested as deep as the pattern;
   a variable seen before must name the same class. Each match appends ``(root class, the classes
-  of the variables)`` through an atomic counter into a slab, re-run larger if it overflowed; the
-  host sorts each rule's matches, so the result does not depend on the order the counter gave.
-- *apply*, on the host (numpy, one pass per rule): each match adds the right-hand side's e-nodes,
-  fresh classes for the inner ones and the match's root class for the top one; a right-hand side
-  that is a bare variable becomes a union of the root's class and the variable's.
+  of the variables)`` through an atomic counter into a slab, re-run larger if it overflowed; each
+  rule's matches are then sorted, so the result does not depend on the order the counter gave.
+- *apply*: each match adds the right-hand side's e-nodes, fresh classes for the inner ones and the
+  match's root class for the top one; a right-hand side that is a bare variable becomes a union
+  of the root's class and the variable's.
 - *rebuild*: ``congruence_closure(unions=...)`` on the grown columns, then the compaction above.
+
+``device=True`` (the default) sorts, applies and compacts on the device with the compact e-graph
+resident (``vyre.lib.egraph_device``); ``device=False`` reads the matches back and does those
+steps in numpy on the host (``find_matches``, ``_Growth``, ``compact``). Both number everything
+alike, so their results are equal bit for bit.
 """
 
 from __future__ import annotations
