@@ -691,8 +691,9 @@ def measure(backend: object, args: argparse.Namespace) -> dict:
         others = {"saturate": bench_saturate(backend, args.saturate_log2, reps=args.reps)}
     else:
         others = {"text": bench_text(backend)} if args.only == "text" else {}
-    print(f"# {card_name()}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")
-    print(f"{'workload':22} {'path':32} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
+    if rows:
+        print(f"# {card_name(backend)}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")
+        print(f"{'workload':22} {'path':32} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
     for r in rows:
         gteps = f"{r['gteps']:7.2f}" if "gteps" in r else ""
         print(f"{r['workload']:22} {r['path']:32} {r['seconds'] * 1e3:10.2f} {r['x_scipy']:9.1f} "
