@@ -138,3 +138,17 @@ def test_the_device_programs_assemble_for_sm90():
         programs[name] = getattr(egraph_device, f"{name}_program")()
     failures = assemble({name: emit_ptx(p, sm="90") for name, p in programs.items()}, "90")
     assert not failures, "\n".join(failures)
+
+
+def test_id_fields_take_a_few_widths():
+    assert [egraph_device.id_bits(c) for c in (1, 256, 257, 2**16 + 1, 2**21, 2**21 + 1, 2**30)] == [
+        8, 8, 16, 21, 21, 32, 32]
+
+
+def test_device_path_on_leaves_only(oracle):
+    """No child words at all (a 1-word placeholder column on the device) until a rule adds some."""
+    cols, _ = egraph.term_columns(["x", "y", "0"], SIG)
+    assert cols[4].size == 0
+    assert assert_same(cols, ("x => y",), 3, oracle).classes == 2
+    out = assert_same(cols, ("x => (+ x 0)", "y => 1"), 3, oracle)
+    assert out.columns[4].size > 0

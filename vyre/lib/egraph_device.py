@@ -92,6 +92,16 @@ def bits(largest: int) -> int:
     return max(1, int(largest).bit_length())
 
 
+_ID_BITS = (8, 16, 21, 32)  # e-class id fields take one of these widths: 3 fit a u64 up to 2**21 classes
+
+
+def id_bits(classes: int) -> int:
+    """Bits of a key field holding e-class ids below ``classes``, rounded up to one of a few widths
+    (so the key programs, compiled per packing, stay the same while the e-graph grows)."""
+    need = bits(classes - 1)
+    return next(b for b in _ID_BITS if b >= need)
+
+
 Key = tuple[tuple[int, int], ...]  # a sort key's fields, most significant first: (field, shift)
 
 
@@ -456,7 +466,7 @@ def grow(be: Any, res: graph.ResidentSet, cur: Compact, rules: Sequence[Rule],
         if size == 0:
             continue
         width = 1 + len(rule.variables)
-        perm = order(be, res, size, "matches", [slab], [bits(cur.classes - 1)] * width, width)
+        perm = order(be, res, size, "matches", [slab], [id_bits(cur.classes)] * width, width)
         params = res.upload(np.array([size, row, fresh, child, union], np.uint32))
         steps.append((apply_program(rule.rhs, rule.variables), [slab, perm, params, *cols, union_a, union_b], size))
         row, child, fresh = row + shape.rows * size, child + shape.words * size, fresh + shape.fresh * size
@@ -477,7 +487,7 @@ def compact(be: Any, g: egraph.EGraph, labels: Any, canonical: Any, canon_size: 
         rank = _scan(be, tmp, mark, classes)
         _run(be, [(rename_program(), [rank, sizes, ce, cc], max(n, kids))])
         rows = [ce, g.op, g.offsets, g.lens, cc]
-        ids = bits(classes - 1)
+        ids = id_bits(classes)
         perm = order(be, tmp, n, "rows", rows, [ids, bits(bounds.op), bits(bounds.arity)] + [ids] * bounds.arity)
         head, hl = tmp.alloc(4 * n), tmp.alloc(4 * n)
         _run(be, [(heads_program(), [*rows, perm, sizes, head, hl], n)])
