@@ -27,7 +27,9 @@ on the CPU oracle.
 - Structural equivalence and congruence closure of a random e-graph of 2**20 e-nodes against a
   Python reference (grouping by operator and children; union-find).
 - Equality saturation (``egraph.saturate``, commutativity and associativity of + and *, 3
-  iterations) of random terms of about 2**16 e-nodes against egglog's ``run`` on the same terms.
+  iterations) of random terms of about 2**16 e-nodes against egglog's ``run`` on the same terms;
+  vyre's two paths (apply and compaction on the device, and ``device=False`` on the host) both
+  timed. ``--only saturate`` runs this row alone (``--saturate-log2`` sets the size).
 - ``text.find_all`` over 1 GiB of random bytes (data resident on the device and the plain call
   from host bytes) against numpy's vectorised comparison of shifted views; ``text.find_all_many``
   with 1,000 needles of 4 to 32 bytes over the same CuPy array, against 1,000 ``find_all`` calls.
@@ -496,10 +498,12 @@ def bench_egraph(backend) -> list[dict]:
 SATURATE_ITERATIONS = 3
 
 
-def bench_saturate(backend, nodes_log2: int = 16, iterations: int = SATURATE_ITERATIONS) -> list[dict]:
+def bench_saturate(backend, nodes_log2: int = 16, iterations: int = SATURATE_ITERATIONS, reps: int = 3) -> list[dict]:
     """``egraph.saturate`` with commutativity and associativity of + and * on random terms of about
     2**nodes_log2 e-nodes, next to egglog's ``(run iterations)`` on the same terms (absent: no
-    column; the e-class count is then checked against vyre on the CPU oracle)."""
+    column; the e-class count is then checked against vyre on the CPU oracle). Both vyre paths are
+    timed: ``vyre_s`` (apply and compaction on the device, the default) and ``vyre_host_s``
+    (``device=False``: apply and compaction in numpy on the host); their results must be equal."""
     import vyre
     from benchmarks import egglog_oracle as eo
 
@@ -507,8 +511,8 @@ def bench_saturate(backend, nodes_log2: int = 16, iterations: int = SATURATE_ITE
     sig = egraph.Signature(eo.SIGNATURE)
     cols, _ = egraph.term_columns(terms, sig)
 
-    def run(be: object = backend) -> egraph.Saturation:
-        return egraph.saturate(*cols, eo.COMM_ASSOC, iterations, signature=sig, backend=be)
+    def run(be: object = backend, device: bool = True) -> egraph.Saturation:
+        return egraph.saturate(*cols, eo.COMM_ASSOC, iterations, signature=sig, backend=be, device=device)
 
     row: dict = {"workload": "saturate", "enodes": cols[0].size, "iterations": iterations}
     if eo.available():
@@ -516,9 +520,13 @@ def bench_saturate(backend, nodes_log2: int = 16, iterations: int = SATURATE_ITE
     else:
         with vyre.acquire("reference") as oracle:
             want = run(oracle).classes
-    out = run()
+    out, host = run(), run(device=False)
     assert out.classes == want, f"saturate: {out.classes} e-classes, the judge {want}"
-    row |= {"classes": out.classes, "enodes_after": out.columns[0].size, "vyre_s": wall_s(run, 3)}
+    assert out.history == host.history and np.array_equal(out.canonical, host.canonical), "device and host paths"
+    assert all(np.array_equal(a, b) for a, b in zip(out.columns, host.columns, strict=True)), "device and host columns"
+    row |= {"classes": out.classes, "enodes_after": out.columns[0].size, "vyre_s": wall_s(run, reps),
+            "vyre_host_s": wall_s(lambda: run(device=False), reps)}
+    row["x_host_path"] = row["vyre_host_s"] / row["vyre_s"]
     if "egglog_s" in row:
         row["x_egglog"] = row["egglog_s"] / row["vyre_s"]
     return [row]
@@ -633,8 +641,11 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=22)
     parser.add_argument("--edge-factor", type=int, default=8)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--only", choices=("all", "graph", "text"), default="all",
-                        help="graph: BFS and components only; text: find_all and find_all_many only")
+    parser.add_argument("--only", choices=("all", "graph", "text", "saturate"), default="all",
+                        help="graph: BFS and components only; text: find_all and find_all_many only; "
+                             "saturate: equality saturation only (both vyre paths and egglog)")
+    parser.add_argument("--saturate-log2", type=int, default=16,
+                        help="e-nodes (log2) of the saturate row's input terms (default 16)")
     parser.add_argument("--targets", "--issue", dest="targets", action="store_true",
                         help="only the target rows (benchmarks/workload_targets.py), on their fixed inputs")
     parser.add_argument("--quick", action="store_true",
@@ -670,14 +681,19 @@ def main() -> None:
 
 def measure(backend: object, args: argparse.Namespace) -> dict:
     """The comparison rows (graphs against scipy and hand-written CuPy; closure, e-graphs, text), printed."""
-    rows, levels = ([], []) if args.only == "text" else bench_graph(backend, args.scale, args.edge_factor, args.reps)
+    graphs = args.only in ("all", "graph")
+    rows, levels = bench_graph(backend, args.scale, args.edge_factor, args.reps) if graphs else ([], [])
     if args.only == "all":
         others = {"closure": bench_closure(backend), "egraph": bench_egraph(backend),
-                  "saturate": bench_saturate(backend), "text": bench_text(backend)}
+                  "saturate": bench_saturate(backend, args.saturate_log2, reps=args.reps),
+                  "text": bench_text(backend)}
+    elif args.only == "saturate":
+        others = {"saturate": bench_saturate(backend, args.saturate_log2, reps=args.reps)}
     else:
         others = {"text": bench_text(backend)} if args.only == "text" else {}
-    print(f"# {card_name()}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")
-    print(f"{'workload':22} {'path':32} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
+    if rows:
+        print(f"# {card_name(backend)}: R-MAT scale {args.scale}, edge factor {args.edge_factor} (stored both ways)")
+        print(f"{'workload':22} {'path':32} {'ms':>10} {'x scipy':>9} {'/ cupy':>8} {'GTEPS':>7}")
     for r in rows:
         gteps = f"{r['gteps']:7.2f}" if "gteps" in r else ""
         print(f"{r['workload']:22} {r['path']:32} {r['seconds'] * 1e3:10.2f} {r['x_scipy']:9.1f} "

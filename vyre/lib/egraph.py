@@ -26,13 +26,15 @@ of e-classes merged before the closure starts.
 
 ``saturate`` (and ``EGraph.saturate``) runs rounds of equality saturation with rewrite rules of the
 language of ``vyre.lib.egraph_rules`` (``Signature``, ``parse_rule``, ``term_columns``), e-matching
-on the device (``vyre.lib.egraph_saturate``).
+on the device (``vyre.lib.egraph_saturate``), and applies the rewrites and compacts the e-graph
+on the device too (``vyre.lib.egraph_device``; ``device=False`` does those two on the host).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -384,31 +386,75 @@ class EGraph(graph.DeviceArrays):
                            self._res.alloc(4), self._res.alloc(4))
         return self._state
 
-    def _hash_closure(self, unions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
-        """The labels of the hash path, or None when an e-node found no slot (overflow)."""
+    def _hash_rounds(self, merge: Callable[[Any, Any], None] | None) -> None:
+        """The hash path's device work: reset, ``merge(parent, flag)`` (the unions), the rounds."""
         be, classes = self.backend, self.classes
         parent, table, flag, overflow = self._closure_state()
         slots = capacity(_SLOTS_PER_NODE * self.n)
         both = DispatchConfig(elements=max(classes, slots))
         be.dispatch_sequence([(closure_init_program(), [parent, table, overflow], both)])
-        if unions is not None:
-            _merge_unions(be, parent, flag, classes, unions)
+        if merge is not None:
+            merge(parent, flag)
         rounds = [(closure_insert_program(), [*self.handles, parent, table, flag, overflow],
                    DispatchConfig(elements=self.n)),
                   (closure_jump_program(), [parent, table, flag], both)]
         _loop_until_still(be, rounds, flag)
+
+    def _hash_closure(self, unions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
+        """The labels of the hash path, or None when an e-node found no slot (overflow)."""
+        be, classes = self.backend, self.classes
+        self._hash_rounds(None if unions is None else lambda parent, flag: _merge_unions(
+            be, parent, flag, classes, unions))
+        parent, _, _, overflow = self._closure_state()
         word, labels = be.dispatch_sequence([], reads=[(overflow, 0, 4), (parent, 0, 4 * classes)])
         if int(np.asarray(word).view(np.uint32)[0]):
             return None
         return np.asarray(labels).view(np.uint32).copy()
 
+    @classmethod
+    def over(cls, backend: Any, handles: Sequence[Any], n: int, n_children: int, classes: int) -> EGraph:
+        """An e-graph over resident columns the caller made and keeps (not checked, copied or freed
+        here): ``n`` e-nodes, ``n_children`` child words, ids below ``classes``, every buffer but
+        ``children`` exactly ``n`` words long. ``close()`` frees only the closure's buffers."""
+        g = cls.__new__(cls)
+        g.backend, g._res, g.shared, g.bound = backend, graph.ResidentSet(backend), None, ()
+        g.handles = list(handles)
+        g.eclass, g.op, g.offsets, g.lens, g.children = g.handles
+        g.n, g.n_children, g.classes = n, n_children, classes
+        g.path, g._state, g._lock = "", None, threading.Lock()
+        return g
+
+    def resident_closure(self, unions: tuple[Any, Any, int] | None = None) -> Any:
+        """``congruence_closure`` (hash path) with its labels left on the device: a handle of
+        ``classes`` u32 labels, valid until ``close()``. ``unions = (a, b, count)``: resident pair
+        columns and their length. Only the overflow word is read; past an overflow the sorted path
+        runs (its labels uploaded)."""
+        be, classes = self.backend, self.classes
+        pairs = None if unions is None or unions[2] == 0 else unions
+        with graph.ResidentSet(be) as res, self._lock:
+            merge = None
+            if pairs is not None:
+                a, b, size = pairs
+                count = res.upload(np.array([size], np.uint32))
+                merge = functools.partial(_merge_resident, be, classes, a, b, count, size)
+            self._hash_rounds(merge)
+            parent, _, _, overflow = self._closure_state()
+            (word,) = be.dispatch_sequence([], reads=[(overflow, 0, 4)])
+            if not int(np.asarray(word).view(np.uint32)[0]):
+                self.path = "hash"
+                return parent
+        host = None if pairs is None else (graph.read_u32(be, pairs[0], pairs[2]).copy(),
+                                           graph.read_u32(be, pairs[1], pairs[2]).copy())
+        return self._res.upload(self.sorted_congruence_closure(None, unions=host))
+
     def saturate(self, rules: Sequence[str | Rule], iterations: int, *,
-                 signature: Signature | None = None) -> Saturation:
+                 signature: Signature | None = None, device: bool = True) -> Saturation:
         """``iterations`` rounds of equality saturation (egglog's: match every rule, apply every
         match, rebuild), e-matching on the device (``vyre.lib.egraph_saturate``). ``rules`` are
         strings of the rule language (parsed against ``signature``) or ``Rule``s. Returns a
         ``Saturation``: the e-class count, the new columns and each input id's new class; this
-        e-graph's columns stay as they are."""
+        e-graph's columns stay as they are. ``device=False``: apply and compaction on the host
+        (numpy), the same result."""
         from vyre.lib import egraph_saturate
 
         sizes = (self.n, self.n, self.n, self.n, self.n_children)
@@ -416,7 +462,8 @@ class EGraph(graph.DeviceArrays):
                                                                                      strict=True) if k])
         host = iter(np.asarray(w).view(np.uint32).copy() for w in words)
         cols = [next(host) if k else np.zeros(0, np.uint32) for k in sizes]
-        return egraph_saturate.saturate(cols, rules, iterations, signature=signature, backend=self.backend)
+        return egraph_saturate.saturate(cols, rules, iterations, signature=signature, backend=self.backend,
+                                        device=device)
 
     def sorted_congruence_closure(self, max_rounds: int | None = None, *,
                                   unions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
@@ -467,6 +514,11 @@ def _merge(be: Any, parent: Any, flag: Any, classes: int, a: Any, b: Any, count:
                            (graph.jump_program(), [parent, flag], DispatchConfig(elements=classes))], flag)
 
 
+def _merge_resident(be: Any, classes: int, a: Any, b: Any, count: Any, size: int, parent: Any, flag: Any) -> None:
+    """``_merge`` with the pairs first (``functools.partial`` of the resident unions)."""
+    _merge(be, parent, flag, classes, a, b, count, size)
+
+
 def _union_pairs(unions: tuple[np.ndarray, np.ndarray] | None, classes: int) -> tuple[np.ndarray, np.ndarray] | None:
     """``unions`` as two checked u32 arrays of ids below ``classes``, or None when there are none."""
     if unions is None:
@@ -510,9 +562,9 @@ def congruence_closure(eclass: object, op: object, child_offsets: object, child_
 
 def saturate(eclass: object, op: object, child_offsets: object, child_lens: object, children: object,
              rules: Sequence[str | Rule], iterations: int, *, signature: Signature | None = None,
-             backend: Any = None) -> Saturation:
+             backend: Any = None, device: bool = True) -> Saturation:
     """``EGraph.saturate`` of the e-graph of these columns (see ``vyre.lib.egraph_saturate``)."""
     from vyre.lib import egraph_saturate
 
     return egraph_saturate.saturate((eclass, op, child_offsets, child_lens, children), rules, iterations,
-                                    signature=signature, backend=backend)
+                                    signature=signature, backend=backend, device=device)

@@ -2,21 +2,26 @@
 the e-graph rebuilt by ``EGraph.congruence_closure``.
 
 One iteration (egglog's): match every rule on the current e-graph, then apply every match, then
-rebuild. Between iterations the columns are kept on the host *compact*: canonical e-class ids
-numbered densely from 0, one e-node per distinct (operator, canonical children), rows sorted by
-e-class, so the e-nodes of class ``c`` are rows ``starts[c] .. starts[c + 1]`` (the e-class ->
-e-nodes index every nested pattern reads).
+rebuild. Between iterations the columns are kept *compact*: canonical e-class ids numbered densely
+from 0, one e-node per distinct (operator, canonical children), rows sorted by e-class, so the
+e-nodes of class ``c`` are rows ``starts[c] .. starts[c + 1]`` (the e-class -> e-nodes index every
+nested pattern reads).
 
 - *match*, one program per rule's left-hand side, one invocation per e-node: an e-node of the
   root's operator and arity binds its children; a child pattern that is an operator or a leaf
   loops over the e-nodes of the child's class (through ``starts``), nested as deep as the pattern;
   a variable seen before must name the same class. Each match appends ``(root class, the classes
-  of the variables)`` through an atomic counter into a slab, re-run larger if it overflowed; the
-  host sorts each rule's matches, so the result does not depend on the order the counter gave.
-- *apply*, on the host (numpy, one pass per rule): each match adds the right-hand side's e-nodes,
-  fresh classes for the inner ones and the match's root class for the top one; a right-hand side
-  that is a bare variable becomes a union of the root's class and the variable's.
+  of the variables)`` through an atomic counter into a slab, re-run larger if it overflowed; each
+  rule's matches are then sorted, so the result does not depend on the order the counter gave.
+- *apply*: each match adds the right-hand side's e-nodes, fresh classes for the inner ones and the
+  match's root class for the top one; a right-hand side that is a bare variable becomes a union
+  of the root's class and the variable's.
 - *rebuild*: ``congruence_closure(unions=...)`` on the grown columns, then the compaction above.
+
+``device=True`` (the default) sorts, applies and compacts on the device with the compact e-graph
+resident (``vyre.lib.egraph_device``); ``device=False`` reads the matches back and does those
+steps in numpy on the host (``find_matches``, ``_Growth``, ``compact``). Both number everything
+alike, so their results are equal bit for bit.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
-from vyre.lib import egraph, graph
+from vyre.lib import egraph, egraph_device, graph
 from vyre.lib.egraph_rules import App, Columns, Rule, Signature, Var, parse_rules
 
 U32 = DataType.U32
@@ -137,36 +142,44 @@ def compact(cols: Columns, labels: np.ndarray) -> tuple[Columns, np.ndarray, np.
     return (new_eclass, op[keep], new_offsets, new_lens, new_children), starts, remap[labels]
 
 
+def match_slabs(backend: Any, res: graph.ResidentSet, handles: Sequence[Any], n: int,
+                rules: Sequence[Rule]) -> list[tuple[Any, int]]:
+    """Every match of every rule's left-hand side on the resident compact columns and ``starts``
+    (``handles``, ``n`` e-nodes): per rule a slab (in ``res``) holding its ``count`` matches of
+    ``1 + variables`` words, in the order the atomic counter gave them. A slab that overflowed (its
+    extra stores did nothing) is made again with room for its count and its rule run again."""
+    found: dict[int, tuple[Any, int]] = {}
+    room = [max(n, 16)] * len(rules)
+    while len(found) < len(rules):
+        todo = [k for k in range(len(rules)) if k not in found]
+        slabs = {k: res.alloc(4 * room[k] * (1 + len(rules[k].variables))) for k in todo}
+        counts = {k: res.upload(np.zeros(1, np.uint32)) for k in todo}
+        words = backend.dispatch_sequence(
+            [(match_program(rules[k].lhs), [*handles, slabs[k], counts[k]], DispatchConfig(elements=max(n, 1)))
+             for k in todo], reads=[(counts[k], 0, 4) for k in todo])
+        for k, w in zip(todo, words, strict=True):
+            size = int(np.asarray(w).view(np.uint32)[0])
+            if size <= room[k]:
+                found[k] = (slabs[k], size)
+            else:
+                room[k] = size
+    return [found[k] for k in range(len(rules))]
+
+
 def find_matches(backend: Any, cols: Columns, starts: np.ndarray, rules: Sequence[Rule]) -> list[np.ndarray]:
     """Every match of every rule's left-hand side: per rule a ``(matches, 1 + variables)`` u32 array,
     rows in lexicographic order (so new e-classes are numbered alike on every backend, whatever
     order the slab's atomic counter handed out)."""
-    n = cols[0].size
-    found: list[np.ndarray | None] = [None] * len(rules)
-    room = [max(n, 16)] * len(rules)
     with graph.ResidentSet(backend) as res:
-        handles = [res.upload(c) for c in (*cols, starts)]
-        while True:
-            todo = [k for k in range(len(rules)) if found[k] is None]
-            if not todo:
-                return [f for f in found if f is not None]
-            slabs = {k: res.alloc(4 * room[k] * (1 + len(rules[k].variables))) for k in todo}
-            counts = {k: res.upload(np.zeros(1, np.uint32)) for k in todo}
-            words = backend.dispatch_sequence(
-                [(match_program(rules[k].lhs), [*handles, slabs[k], counts[k]], DispatchConfig(elements=max(n, 1)))
-                 for k in todo], reads=[(counts[k], 0, 4) for k in todo])
-            sizes = {k: int(np.asarray(w).view(np.uint32)[0]) for k, w in zip(todo, words, strict=True)}
-            fits = [k for k in todo if sizes[k] <= room[k] and sizes[k]]
-            slab_words = backend.dispatch_sequence(
-                [], reads=[(slabs[k], 0, 4 * sizes[k] * (1 + len(rules[k].variables))) for k in fits]) if fits else []
-            for k, w in zip(fits, slab_words, strict=True):
-                rows = np.asarray(w).view(np.uint32).reshape(sizes[k], 1 + len(rules[k].variables))
-                found[k] = rows[np.lexsort(rows.T[::-1])]  # the order the atomic counter gave them is not kept
-            for k in todo:
-                if sizes[k] == 0:
-                    found[k] = np.zeros((0, 1 + len(rules[k].variables)), np.uint32)
-                elif sizes[k] > room[k]:
-                    room[k] = sizes[k]  # the slab overflowed (its extra stores did nothing): run again with room
+        slabs = match_slabs(backend, res, [res.upload(c) for c in (*cols, starts)], cols[0].size, rules)
+        widths = [1 + len(rule.variables) for rule in rules]
+        wanted = [(slab, 0, 4 * size * w) for (slab, size), w in zip(slabs, widths, strict=True) if size]
+        words = iter(backend.dispatch_sequence([], reads=wanted) if wanted else [])
+        found = []
+        for (_, size), w in zip(slabs, widths, strict=True):
+            rows = np.asarray(next(words)).view(np.uint32).reshape(size, w) if size else np.zeros((0, w), np.uint32)
+            found.append(rows[np.lexsort(rows.T[::-1])])  # the order the atomic counter gave them is not kept
+        return found
 
 
 class _Growth:
@@ -235,20 +248,9 @@ def _compose(remap: np.ndarray, canonical: np.ndarray) -> np.ndarray:
     return out
 
 
-def saturate(cols: Sequence[object], rules: Sequence[str | Rule], iterations: int, *,
-             signature: Signature | None = None, backend: object | None = None) -> Saturation:
-    """``iterations`` rounds of equality saturation of the e-graph ``cols`` (``EGraph.saturate``)."""
-    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 0:
-        raise InvalidProgram(f"iterations must be a non-negative int, got {iterations!r}",
-                             "pass the number of match-apply-rebuild rounds, e.g. 4.")
-    parsed = parse_rules(rules, signature)
-    be = graph.backend_or_default(backend)
-    e, o, off, ln, ch = (graph.host_copy(graph.u32_array(name, c)) for name, c in
-                         zip(("eclass", "op", "child_offsets", "child_lens", "children"), cols, strict=True))
-    if e.size == 0:
-        with egraph.EGraph(e, o, off, ln, ch, backend=be):  # checks the columns
-            return Saturation(0, (e, o, off, ln, ch), np.zeros(0, np.uint32), 0, [(0, 0, 0)])
-    current, starts, remap = _rebuild(be, (e, o, off, ln, ch), None)
+def _saturate_host(be: Any, cols: Columns, parsed: list[Rule], iterations: int) -> Saturation:
+    """The rounds with apply and compaction on the host (numpy), the columns uploaded every round."""
+    current, starts, remap = _rebuild(be, cols, None)
     out = Saturation(starts.size - 1, current, remap, 0, [(starts.size - 1, current[0].size, 0)])
     for _ in range(iterations):
         matches = find_matches(be, current, starts, parsed)
@@ -267,3 +269,49 @@ def saturate(cols: Sequence[object], rules: Sequence[str | Rule], iterations: in
         if still:
             break  # saturated: a further iteration finds the same matches and adds nothing new
     return out
+
+
+def _saturate_device(be: Any, cols: Columns, parsed: list[Rule], iterations: int) -> Saturation:
+    """The rounds with the compact e-graph resident (``vyre.lib.egraph_device``): the host reads
+    match counts, the closure's overflow word, the compaction's counts and a changed flag."""
+    current = egraph_device.first(be, cols, egraph_device.Bounds.of(parsed, cols[1], cols[3]))
+    try:
+        history = [(current.classes, current.n, 0)]
+        iterations_run = 0
+        for _ in range(iterations):
+            with graph.ResidentSet(be) as res:
+                slabs = match_slabs(be, res, [*current.cols, current.starts], current.n, parsed)
+                if not any(size for _, size in slabs):
+                    break  # no match at all: nothing can change
+                new = egraph_device.rebuild(be, current, parsed, slabs)
+            still = egraph_device.same(be, new, current)
+            current.close()
+            current = new
+            iterations_run += 1
+            history.append((current.classes, current.n, sum(size for _, size in slabs)))
+            if still:
+                break  # saturated: a further iteration finds the same matches and adds nothing new
+        columns, canonical = current.read()
+        return Saturation(current.classes, (columns[0], columns[1], columns[2], columns[3], columns[4]), canonical,
+                          iterations_run, history)
+    finally:
+        current.close()
+
+
+def saturate(cols: Sequence[object], rules: Sequence[str | Rule], iterations: int, *,
+             signature: Signature | None = None, backend: object | None = None, device: bool = True) -> Saturation:
+    """``iterations`` rounds of equality saturation of the e-graph ``cols`` (``EGraph.saturate``).
+    ``device=False`` applies the matches and compacts on the host (numpy), as before the device
+    path; both give the same result."""
+    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 0:
+        raise InvalidProgram(f"iterations must be a non-negative int, got {iterations!r}",
+                             "pass the number of match-apply-rebuild rounds, e.g. 4.")
+    parsed = parse_rules(rules, signature)
+    be = graph.backend_or_default(backend)
+    e, o, off, ln, ch = (graph.host_copy(graph.u32_array(name, c)) for name, c in
+                         zip(("eclass", "op", "child_offsets", "child_lens", "children"), cols, strict=True))
+    if e.size == 0:
+        with egraph.EGraph(e, o, off, ln, ch, backend=be):  # checks the columns
+            return Saturation(0, (e, o, off, ln, ch), np.zeros(0, np.uint32), 0, [(0, 0, 0)])
+    run = _saturate_device if device else _saturate_host
+    return run(be, (e, o, off, ln, ch), parsed, iterations)
