@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import vyre
 from benchmarks.egglog_oracle import COMM_ASSOC, SIGNATURE, random_terms
 from tests.codegen.codegen_support import assemble, needs_ptxas
 from vyre.lib import egraph, egraph_device, graph
@@ -24,12 +23,6 @@ RULE_SETS = {
     "leaves": ("x => (+ x 0)", "(* (+ ?a ?b) (+ ?a 2)) => ?a", "(+ ?a 0) => (+ 0 ?a)", COMM_ASSOC[0]),
     "repeated_subterms": ("(+ ?a ?b) => (* (+ ?b ?a) (+ ?b ?a))", "(* ?a ?a) => ?a", "(* ?a ?b) => 1"),
 }
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    with vyre.acquire("reference") as backend:
-        yield backend
 
 
 def assert_same(cols: tuple, rules: tuple[str, ...], iterations: int, backend: object) -> egraph.Saturation:
