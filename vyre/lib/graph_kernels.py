@@ -148,28 +148,6 @@ def _top_down(lanes: int) -> list[Node]:
     ]
 
 
-SCAN_CHUNK_SHIFT = 5  # a bottom-up vertex scans its edges in chunks of 2**5, stopping after the chunk that finds
-
-
-def first_edges(start: Expr, end: Expr, done: str, body: list[Node]) -> list[Node]:
-    """Run ``body`` (it sees ``e``) for the edges ``start, start + 1, ...`` before ``end`` until the
-    BOOL variable ``done`` holds. The IR has no ``break``: the edges go in chunks of
-    ``2**SCAN_CHUNK_SHIFT``, and a chunk after ``done`` costs one test, not one trip per edge (a
-    vertex of 10,000 edges that finds its parent in the first few used to spin 10,000 trips, and
-    its subgroup with it)."""
-    size = Expr.u32(1 << SCAN_CHUNK_SHIFT)
-    span = end - start
-    chunks = (span >> SCAN_CHUNK_SHIFT) + Expr.select(Expr.ne(span & (size - 1), Expr.u32(0)), Expr.u32(1), Expr.u32(0))
-    return [Node.loop("chunk", Expr.u32(0), chunks, [
-        Node.if_(Expr.not_(V(done)), [
-            Node.let("chunk_at", start + (V("chunk") << SCAN_CHUNK_SHIFT)),
-            Node.loop("e", V("chunk_at"), V("chunk_at") + Expr.min(size, end - V("chunk_at")), [
-                Node.if_(Expr.not_(V(done)), body),
-            ]),
-        ]),
-    ])]
-
-
 def _bottom_up(lanes: int) -> list[Node]:
     """Bottom-up (when ``ctl[MODE]`` says so; undirected graphs only): each unreached vertex looks for
     a neighbour in the current level. The vertices found are counted per subgroup (ballot, one atomic
@@ -186,10 +164,12 @@ def _bottom_up(lanes: int) -> list[Node]:
         Node.let("start", Expr.select(V("active"), Expr.load("indptr", V("at")), Expr.u32(0))),
         Node.let("end", Expr.select(V("active"), Expr.load("indptr", V("at") + 1), Expr.u32(0))),
         Node.let("found", Expr.bool(False)),
-        *first_edges(V("start"), V("end"), "found", [
-            Node.let("u", Expr.load("indices", V("e"))),
-            Node.if_(Expr.and_(Expr.lt(V("u"), n), Expr.eq(Expr.load("levels", V("u")), level)),
-                     [Node.assign("found", Expr.bool(True))]),
+        Node.loop("e", V("start"), V("end"), [
+            Node.if_(Expr.not_(V("found")), [
+                Node.let("u", Expr.load("indices", V("e"))),
+                Node.if_(Expr.and_(Expr.lt(V("u"), n), Expr.eq(Expr.load("levels", V("u")), level)),
+                         [Node.assign("found", Expr.bool(True))]),
+            ]),
         ]),
         Node.if_(V("found"), [Node.store("levels", V("item"), level + 1),
                               Node.assign(FOUND, V(FOUND) + (V("end") - V("start")))]),
