@@ -540,14 +540,13 @@ class Graph(DeviceArrays):
         levels, frontiers = self.scratch("levels", 4 * n), self.scratch("frontiers", 8 * n)
         next_stats, ctl = self.scratch("next_stats", 8), self.scratch("ctl", 4 * kernels.CTL_WORDS)
         flag, source_word = self.scratch("flag", 4), self.scratch("source", 4)
-        visited = self.scratch("visited", 4 * ((n + 31) // 32))
         self.after_caller()
-        step_handles = [self.indptr_handle, self.indices_handle, levels, frontiers, next_stats, ctl, visited]
+        step_handles = [self.indptr_handle, self.indices_handle, levels, frontiers, next_stats, ctl]
         decide = (decide_program, [levels, next_stats, ctl, flag], ONE_INVOCATION)
         lanes = _elements_config(self._lanes)
         level = [(kernels.level_program(self._lanes, self.undirected), step_handles, lanes), decide]
-        start = [(kernels.init_program(), [self.indptr_handle, levels, frontiers, next_stats, ctl, source_word,
-                                           visited], _elements_config(n)), decide]
+        start = [(kernels.init_program(), [self.indptr_handle, levels, frontiers, next_stats, ctl, source_word],
+                  _elements_config(n)), decide]
         reads = [] if trace is None else [(ctl, 0, 4 * kernels.CTL_WORDS)]
         enqueues = hasattr(raw_backend(be), "enqueue_until")
         if enqueues:  # the source goes in with the start (a word only the host writes): no wait until the result

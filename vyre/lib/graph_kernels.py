@@ -38,20 +38,11 @@ STEP_BUFFERS = (
     BufferDecl.read("indptr", 0, U32), BufferDecl.read("indices", 1, U32),
     BufferDecl.read_write("levels", 2, U32), BufferDecl.read_write("frontiers", 3, U32),
     BufferDecl.read_write("next_stats", 4, U32, 2), BufferDecl.read("ctl", 5, U32, CTL_WORDS),
-    BufferDecl.read_write("visited", 6, U32),
 )
 
 
 def ctl(word: int) -> Expr:
     return Expr.load("ctl", Expr.u32(word))
-
-
-def visited_bit(vertex: Expr) -> Expr:
-    """``vertex``'s bit of the ``visited`` bitmap (U32 0 or 1): set once the vertex has a level.
-
-    The bitmap (1 bit a vertex: 512 KiB at 2**22 vertices, where the levels take 16 MiB) is what
-    the steps test first; a set bit is confirmed on ``levels`` where the exact level matters."""
-    return (Expr.load("visited", vertex >> 5) >> (vertex & Expr.u32(31))) & Expr.u32(1)
 
 
 def degree(vertex: Expr) -> Expr:
@@ -95,9 +86,8 @@ def strided(lanes: int, count: Expr, body: list[Node]) -> list[Node]:
 
 @cache
 def init_program() -> Program:
-    """Levels all unreached but the source (``source[0]``, a word only the host writes), the
-    ``visited`` bitmap likewise; the source as the pending frontier (``frontiers[0]``). The grid
-    covers the levels (one invocation a vertex), so it covers the bitmap's words too.
+    """Levels all unreached but the source (``source[0]``, a word only the host writes); the source
+    as the pending frontier (``frontiers[0]``).
 
     ``ctl[LEVEL]`` starts at ``-1`` and the source's stats wait in ``next_stats``, so one ``decide``
     makes level 0 exactly as it makes every later level.
@@ -108,14 +98,10 @@ def init_program() -> Program:
     return Program(
         [BufferDecl.read("indptr", 0, U32), BufferDecl.read_write("levels", 1, U32),
          BufferDecl.read_write("frontiers", 2, U32), BufferDecl.read_write("next_stats", 3, U32, 2),
-         BufferDecl.read_write("ctl", 4, U32, CTL_WORDS), BufferDecl.read("source", 5, U32, 1),
-         BufferDecl.read_write("visited", 6, U32)],
+         BufferDecl.read_write("ctl", 4, U32, CTL_WORDS), BufferDecl.read("source", 5, U32, 1)],
         (WG, 1, 1),
         [Node.if_(Expr.lt(v, Expr.buf_len("levels")),
                   [Node.store("levels", v, Expr.select(Expr.eq(v, source), Expr.u32(0), Expr.u32(UNREACHED)))]),
-         Node.if_(Expr.lt(v, Expr.buf_len("visited")),  # every word written once: the source's bit alone set
-                  [Node.store("visited", v, Expr.select(Expr.eq(v, source >> 5), Expr.u32(1) << (source & Expr.u32(31)),
-                                                        Expr.u32(0)))]),
          Node.if_(Expr.eq(v, Expr.u32(0)), [
              Node.store("frontiers", Expr.u32(0), source),
              Node.store("next_stats", Expr.u32(0), Expr.u32(1)),
@@ -140,18 +126,14 @@ def _top_down(lanes: int) -> list[Node]:
     total = Expr.select(Expr.eq(ctl(MODE), Expr.u32(TOP_DOWN)), ctl(SIZE) << shift, Expr.u32(0))
     claim = [
         Node.let("u", Expr.load("indices", V("e"))),
-        Node.if_(Expr.lt(V("u"), Expr.buf_len("levels")), [
-            Node.if_(Expr.and_(Expr.eq(visited_bit(V("u")), Expr.u32(0)),
-                               Expr.eq(Expr.load("levels", V("u")), Expr.u32(UNREACHED))), [
-                Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "levels", V("u"), ctl(LEVEL) + 1,
-                                            expected=Expr.u32(UNREACHED), relaxed=True)),
-                Node.if_(Expr.eq(V("old"), Expr.u32(UNREACHED)), [
-                    Node.let("at", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.u32(1), relaxed=True)),
-                    Node.store("frontiers", _half(True) + V("at"), V("u")),
-                    Node.let("marked", Expr.atomic(AtomicOp.OR, "visited", V("u") >> 5,
-                                                   Expr.u32(1) << (V("u") & Expr.u32(31)), relaxed=True)),
-                    Node.assign(FOUND, V(FOUND) + degree(V("u"))),
-                ]),
+        Node.if_(Expr.and_(Expr.lt(V("u"), Expr.buf_len("levels")),
+                           Expr.eq(Expr.load("levels", V("u")), Expr.u32(UNREACHED))), [
+            Node.let("old", Expr.atomic(AtomicOp.COMPARE_EXCHANGE, "levels", V("u"), ctl(LEVEL) + 1,
+                                        expected=Expr.u32(UNREACHED), relaxed=True)),
+            Node.if_(Expr.eq(V("old"), Expr.u32(UNREACHED)), [
+                Node.let("at", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.u32(1), relaxed=True)),
+                Node.store("frontiers", _half(True) + V("at"), V("u")),
+                Node.assign(FOUND, V(FOUND) + degree(V("u"))),
             ]),
         ]),
     ]
@@ -185,13 +167,8 @@ def _bottom_up(lanes: int) -> list[Node]:
         Node.loop("e", V("start"), V("end"), [
             Node.if_(Expr.not_(V("found")), [
                 Node.let("u", Expr.load("indices", V("e"))),
-                # a neighbour with a level has this one (an unreached vertex's neighbours have none
-                # lower); the level confirms it against vertices this step is marking
-                Node.if_(Expr.lt(V("u"), n), [
-                    Node.if_(Expr.ne(visited_bit(V("u")), Expr.u32(0)), [
-                        Node.if_(Expr.eq(Expr.load("levels", V("u")), level), [Node.assign("found", Expr.bool(True))]),
-                    ]),
-                ]),
+                Node.if_(Expr.and_(Expr.lt(V("u"), n), Expr.eq(Expr.load("levels", V("u")), level)),
+                         [Node.assign("found", Expr.bool(True))]),
             ]),
         ]),
         Node.if_(V("found"), [Node.store("levels", V("item"), level + 1),
@@ -201,9 +178,6 @@ def _bottom_up(lanes: int) -> list[Node]:
         Node.if_(Expr.and_(Expr.eq(lane, Expr.u32(0)), Expr.ne(V("ballot"), Expr.u32(0))), [
             Node.assign("base", Expr.atomic(AtomicOp.ADD, "next_stats", Expr.u32(0), Expr.popcount(V("ballot")),
                                             relaxed=True)),
-            # a subgroup's 32 items are 32 consecutive vertices from a multiple of 32: its ballot is
-            # their visited word (no other step writes it this level)
-            Node.let("marked", Expr.atomic(AtomicOp.OR, "visited", V("item") >> 5, V("ballot"), relaxed=True)),
         ]),
         Node.let("first", Expr.subgroup_shuffle(V("base"), Expr.u32(0))),
         Node.if_(V("found"), [
