@@ -22,11 +22,12 @@ from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
 from vyre.ir import Program
 from vyre.ir.program import Access
+from vyre.lib._scan.kernels import REDUCE_ITEMS
 from vyre.lib.blocks import PARAMS, WARPS, WG, identity, warp_reducer
 from vyre.lib.monoid import Monoid
 from vyre.lib.plan import Plan, capacity, ceil_div
 
-ITEMS = 16            # loads in flight per lane in each round (the tile reduction's REDUCE_ITEMS)
+ITEMS = REDUCE_ITEMS  # loads in flight per lane in each round, as in the tile reduction
 ROUND = 32 * ITEMS    # elements a subgroup folds per round
 TILE = 4096           # elements of one partial of a long segment (8 rounds of one subgroup)
 LONG = 32768          # segments longer than this are split into tiles (64 rounds for one subgroup)
@@ -65,6 +66,7 @@ def fold_range(acc: Any, buf: Any, lo: Any, hi: Any, m: Any, items: Annotated[in
 
 @vk.func
 def is_long(begin: Any, end: Any):
+    """Whether the segment ``[begin, end)`` is split into tiles."""
     return end - begin > LONG
 
 
