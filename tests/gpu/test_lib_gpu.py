@@ -306,7 +306,7 @@ def test_segmented_reduce_2_28_one_segment_and_many(backend, rng):
     benchmark's shape), against numpy."""
     cupy = pytest.importorskip("cupy")
     n = 1 << 28
-    dx = cupy.random.default_rng(int(rng.integers(2**31))).integers(0, 2**32, n, dtype=cupy.uint64).astype(cupy.uint32)
+    dx = cupy.random.default_rng(int(rng.integers(2**31))).integers(0, 2**32, n, dtype=cupy.int64).astype(cupy.uint32)
     one = lib.segmented_reduce(dx, cupy.asarray(np.array([0, n], np.uint32)), backend=backend)
     assert int(one[0]) == int(dx.sum(dtype=cupy.uint32))
     offsets = cupy.arange(0, n + 1, 1024, dtype=cupy.uint32)
