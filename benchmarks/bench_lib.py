@@ -1,10 +1,10 @@
-"""``vyre.lib`` primitives against torch, CuPy and the copy bandwidth, at 2^20, 2^24 and 2^28 u32.
+"""``vyre.lib`` primitives against torch, CuPy and the copy and read bandwidths, at 2^20, 2^24 and 2^28 u32.
 
 On a GPU machine: ``python3 benchmarks/bench_lib.py [--sizes 20 24 28] [--json PATH]`` runs every
 primitive once per size (one run: every column of a table shares the card and clocks) and writes
 JSON (default ``$OUT/bench_lib.json`` or ``bench_lib.json``). Anywhere with matplotlib:
 ``python3 benchmarks/bench_lib.py --chart bench_lib.json --png docs/lib_bench.png`` draws the chart
-and prints the markdown table for docs/lib.md.
+and prints the markdown tables for docs/lib.md (the main one and the bandwidth shares).
 
 Each implementation is timed the same way: wall clock from the call to a full device
 synchronisation, median of ``--reps`` calls after two warm-up calls. vyre is timed twice:
@@ -12,6 +12,17 @@ synchronisation, median of ``--reps`` calls after two warm-up calls. vyre is tim
 between calls, so each call reuses the result handles and replays its captured graph) and
 ``vyre_cupy`` on CuPy arrays in and out (adds a device copy of the input into scratch and of
 the result out). Copy bandwidth: a device-to-device copy of the input (bytes read + written).
+Read bandwidth: a CuPy ``RawKernel`` that reads every byte of the input with 16-byte vector loads
+(grid-stride, four loads in flight per iteration) and writes one word per block (the XOR of what
+it read, checked against the input's, so the reads cannot be optimised away); bytes read.
+After the main table, ``bandwidth_table`` prints for ``reduce``, ``transform_reduce`` and
+``segmented_reduce`` the GB/s their bytes read imply as a share of the read bandwidth, and for
+the scans the GB/s of their bytes read + written as a share of the copy bandwidth.
+
+``sort_pairs`` sorts u32 keys with u32 values (``lib.sort(keys, values)``) against what a CuPy
+user writes (``idx = cupy.argsort(keys); keys[idx], values[idx]``) and ``torch.sort`` (sorted
+keys and their indices). ``segmented_reduce`` uses 1,024-element segments (CSR offsets from
+``linspace``); torch's ``segment_reduce`` sums the same data as float32.
 
 ``transform_reduce`` sums ``(x & 0xFFFF)**2`` (u32, wrapping) with the function applied on load
 (``@vyre.func`` ``low_square``), next to the two-pass form (a CuPy elementwise kernel writing the
@@ -48,13 +59,41 @@ sys.path.insert(0, str(ROOT))
 import vyre  # noqa: E402
 from vyre_cuda.bench import add_chart_arguments, redraw_if_asked  # noqa: E402
 
-PRIMITIVES = ("reduce", "inclusive_scan", "exclusive_scan", "select", "select_if", "histogram", "sort", "argsort",
-              "unique", "segmented_reduce", "run_length_encode", "transform_reduce")
+PRIMITIVES = ("reduce", "inclusive_scan", "exclusive_scan", "select", "select_if", "histogram", "sort", "sort_pairs",
+              "argsort", "unique", "segmented_reduce", "run_length_encode", "transform_reduce")
 FUSED_IMPLS = ("vyre", "vyre_cupy", "vyre_two_pass", "cupy", "cupy_two_pass", "torch")
 # bytes a primitive must move at least, per element (u32: read the input once, write the output once)
+SEGMENT = 1024  # elements per segment of the segmented_reduce rows
 MIN_BYTES = {"reduce": 4, "inclusive_scan": 8, "exclusive_scan": 8, "select": 5 + 2, "select_if": 4 + 2,
-             "histogram": 4, "sort": 8, "argsort": 8, "unique": 4, "segmented_reduce": 4 + 0.1,
+             "histogram": 4, "sort": 8, "sort_pairs": 16, "argsort": 8, "unique": 4,
+             "segmented_reduce": 4 + 8 / SEGMENT,  # the elements, an offset pair and a result per segment
              "run_length_encode": 4, "transform_reduce": 4}
+READ_BOUND = ("reduce", "transform_reduce", "segmented_reduce")  # compared with the read bandwidth
+COPY_BOUND = ("inclusive_scan", "exclusive_scan")  # compared with the copy bandwidth
+READ_SOURCE = r"""
+extern "C" __global__ void vyre_bench_read(const uint4* __restrict__ x, unsigned long long n4, unsigned int* out) {
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int acc = 0;
+    for (; i + 3 * stride < n4; i += 4 * stride) {
+        uint4 a = x[i], b = x[i + stride], c = x[i + 2 * stride], d = x[i + 3 * stride];
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    for (; i < n4; i += stride) {
+        uint4 a = x[i];
+        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+    for (int d = 16; d > 0; d >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, d);
+    __shared__ unsigned int warps[32];
+    if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int total = 0;
+        for (unsigned int w = 0; w < blockDim.x / 32; ++w) total ^= warps[w];
+        out[blockIdx.x] = total;
+    }
+}
+"""
 
 
 @vyre.func
@@ -176,7 +215,8 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
     small = (x & 255).astype(cupy.uint32)
     runs = (x >> 29).astype(cupy.uint32)  # 4 values: long-ish runs for RLE
     mask = (x & 1).astype(cupy.bool_)  # 1-byte flags for every implementation
-    offsets = cupy.linspace(0, n, n // 1024 + 1).astype(cupy.uint32)
+    offsets = cupy.linspace(0, n, n // SEGMENT + 1).astype(cupy.uint32)
+    values = cupy.arange(n, dtype=cupy.uint32)
 
     def resident(a: Any) -> ResidentArray:
         handle = backend.allocate_resident(a.nbytes)
@@ -184,7 +224,7 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
         return ResidentArray(handle, a.dtype.str, a.size)
 
     r = {name: resident(a) for name, a in
-         (("x", x), ("small", small), ("runs", runs), ("mask", mask), ("offsets", offsets))}
+         (("x", x), ("small", small), ("runs", runs), ("mask", mask), ("offsets", offsets), ("values", values))}
     lo, hi = 0, 2**30
 
     def vy(call: Callable[[], object]) -> Callable[[], object]:
@@ -209,6 +249,9 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
                       "cupy": lambda: cupy.bincount(small, minlength=256)},
         "sort": {"vyre": vy(lambda: lib.sort(r["x"], backend=backend)),
                  "vyre_cupy": lambda: lib.sort(x, backend=backend), "cupy": lambda: cupy.sort(x)},
+        "sort_pairs": {"vyre": vy(lambda: lib.sort(r["x"], r["values"], backend=backend)),
+                       "vyre_cupy": lambda: lib.sort(x, values, backend=backend),
+                       "cupy": lambda: _cupy_sort_pairs(x, values)},
         "argsort": {"vyre": vy(lambda: lib.argsort(r["x"], backend=backend)),
                     "vyre_cupy": lambda: lib.argsort(x, backend=backend), "cupy": lambda: cupy.argsort(x)},
         "unique": {"vyre": vy(lambda: lib.unique(r["small"], backend=backend)),
@@ -233,6 +276,7 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
             "exclusive_scan": lambda: torch.cumsum(tx, 0, dtype=torch.int32),
             "select": lambda: torch.masked_select(tx, tmask), "select_if": lambda: tx[(tx >= lo) & (tx < hi)],
             "histogram": lambda: torch.bincount(tsmall, minlength=256), "sort": lambda: torch.sort(tx),
+            "sort_pairs": lambda: torch.sort(tx),  # the sorted keys and their indices (int64)
             "argsort": lambda: torch.argsort(tx, stable=True),
             "unique": lambda: torch.unique(tsmall, return_counts=True),
             "segmented_reduce": lambda: torch.segment_reduce(tfloat, "sum", offsets=toff),
@@ -242,7 +286,37 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
         for name, fn in torch_impls.items():
             impls[name]["torch"] = fn
     impls["_copy"] = {"cupy": lambda: x.copy()}
+    impls["_read"] = {"cupy": _read_all(x)}
     return impls
+
+
+def _cupy_sort_pairs(keys: Any, values: Any) -> tuple[Any, Any]:
+    """A key-value sort as a CuPy user writes it: the keys' order, then both gathered by it."""
+    import cupy
+
+    idx = cupy.argsort(keys)
+    return keys[idx], values[idx]
+
+
+def _read_all(x: Any) -> Callable[[], object]:
+    """The read-bandwidth kernel over ``x`` (its size a multiple of 16 bytes), checked once: the
+    XOR of the words it writes is the XOR of ``x``'s words."""
+    import cupy
+
+    kernel = cupy.RawKernel(READ_SOURCE, "vyre_bench_read")
+    blocks = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"] * 8
+    out = cupy.empty(blocks, dtype=cupy.uint32)
+    words = x.view(cupy.uint32)
+    assert words.nbytes % 16 == 0, "the read kernel takes whole 16-byte vectors"
+
+    def read() -> object:
+        kernel((blocks,), (256,), (words, cupy.uint64(words.nbytes // 16), out))
+        return out
+
+    read()
+    if int(cupy.bitwise_xor.reduce(out)) != int(cupy.bitwise_xor.reduce(words)):
+        raise AssertionError("the read-bandwidth kernel did not read every word")
+    return read
 
 
 def _transform_reduce(backend: Any, x: Any, resident: Any, vy: Callable[[Callable[[], object]], Callable[[], object]]
@@ -359,7 +433,8 @@ def run(sizes: list[int], reps: int) -> dict[str, Any]:
 
     backend = CudaBackend()
     props = cupy.cuda.runtime.getDeviceProperties(0)
-    report: dict[str, Any] = {"device": props["name"].decode(), "sizes": sizes, "results": [], "copy_gbps": {}}
+    report: dict[str, Any] = {"device": props["name"].decode(), "sizes": sizes, "results": [], "copy_gbps": {},
+                              "read_gbps": {}}
     for log2n in sizes:
         n = 1 << log2n
         for primitive, impls in workloads(backend, n).items():
@@ -372,6 +447,10 @@ def run(sizes: list[int], reps: int) -> dict[str, Any]:
                 if primitive == "_copy":
                     report["copy_gbps"][str(log2n)] = 8 * n / ms / 1e6
                     print(f"2^{log2n} copy: {ms:.3f} ms, {8 * n / ms / 1e6:.0f} GB/s", flush=True)
+                    continue
+                if primitive == "_read":
+                    report["read_gbps"][str(log2n)] = 4 * n / ms / 1e6
+                    print(f"2^{log2n} read: {ms:.3f} ms, {4 * n / ms / 1e6:.0f} GB/s", flush=True)
                     continue
                 report["results"].append({"primitive": primitive, "log2n": log2n, "impl": impl, "ms": ms,
                                           "gelem_s": n / ms / 1e6})
@@ -406,6 +485,26 @@ def table(report: dict[str, Any]) -> str:
             via_cupy = f"{cupy_ms:.3f}" if cupy_ms else "-"
             rows.append(f"| 2^{log2n} | {p} | {ms:.3f} | {_ratio(by.get((log2n, p, 'torch')), ms)} | "
                         f"{_ratio(by.get((log2n, p, 'cupy')), ms)} | {via_cupy} | {bound} |")
+    return "\n".join(rows)
+
+
+def bandwidth_table(report: dict[str, Any]) -> str:
+    """Markdown: GB/s of vyre's bytes for the read-bound rows (bytes read, against the read
+    bandwidth) and the scans (bytes read + written, against the copy bandwidth). Reports from
+    before the read baseline have no ``read_gbps``: their read-bound shares show "-"."""
+    rows = ["| n | primitive | vyre ms | GB/s | baseline | baseline GB/s | share |", "|---|---|---|---|---|---|---|"]
+    by = {(r["log2n"], r["primitive"], r["impl"]): r["ms"] for r in report["results"]}
+    for log2n in report["sizes"]:
+        for p in READ_BOUND + COPY_BOUND:
+            ms = by.get((log2n, p, "vyre"))
+            if ms is None:
+                continue
+            kind = "read" if p in READ_BOUND else "copy"
+            base = report.get(f"{kind}_gbps", {}).get(str(log2n))
+            gbps = MIN_BYTES[p] * (1 << log2n) / ms / 1e6
+            share = f"{gbps / base:.0%}" if base else "-"
+            rows.append(f"| 2^{log2n} | {p} | {ms:.3f} | {gbps:.0f} | {kind} | "
+                        f"{f'{base:.0f}' if base else '-'} | {share} |")
     return "\n".join(rows)
 
 
@@ -446,7 +545,8 @@ def main() -> None:
     add_chart_arguments(parser, ROOT / "docs" / "lib_bench.png")
     args = parser.parse_args()
     if redraw_if_asked(args, plot):
-        print(table(json.loads(Path(args.chart).read_text())))
+        report = json.loads(Path(args.chart).read_text())
+        print(table(report) + "\n\n" + bandwidth_table(report))
         print(f"chart: {args.png}")
         return
     if args.small:
@@ -462,7 +562,8 @@ def main() -> None:
     if args.small:
         print(small_table(report))
     else:
-        print(wide_table(report) if args.wide else table(report) + "\n\n" + fused_table(report))
+        print(wide_table(report) if args.wide else
+              table(report) + "\n\n" + bandwidth_table(report) + "\n\n" + fused_table(report))
     print(f"results: {path}")
 
 

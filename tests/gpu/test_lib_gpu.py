@@ -250,3 +250,65 @@ def test_smoke_2_28(backend):
     assert int(ordered.sum(dtype=cupy.uint64)) & 0xFFFFFFFF == total
     del ordered
     lib.release_scratch(backend)
+
+
+SEGMENTED_TYPES = (np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64)
+
+
+def _segment_ops(dtype) -> tuple[str, ...]:
+    return ("add", "min", "max") if np.dtype(dtype).kind == "f" else ("add", "min", "max", "and", "or", "xor")
+
+
+@pytest.mark.parametrize("dtype", SEGMENTED_TYPES)
+@pytest.mark.parametrize("layout", list(E.segment_layouts(5 * E.SEGMENT_LONG + 1234)))
+def test_segmented_reduce_long_segments_match_the_oracle(backend, oracle, rng, dtype, layout):
+    """Segments split into tiles over many workgroups (heads, tails, tile edges), next to tiny and
+    empty ones: every op, bit for bit against the oracle and exactly against the model."""
+    n = 5 * E.SEGMENT_LONG + 1234
+    x = E.data(rng, dtype, n, finite=True)
+    offsets = E.segment_layouts(n)[layout].astype(np.uint32)
+    for op in _segment_ops(dtype):
+        got = lib.segmented_reduce(x, offsets, op, backend=backend)
+        E.assert_same_bits(got, lib.segmented_reduce(x, offsets, op, backend=oracle))
+        if not (op == "add" and dtype == np.float32):
+            E.assert_same_bits(got, E.segmented_reduce(x, offsets, op))
+
+
+def _sums_u32(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each segment's u32 sum (wrapping), from a 64-bit prefix sum: fast for millions of segments."""
+    prefix = np.concatenate([np.zeros(1, np.uint64), np.cumsum(x, dtype=np.uint64)])
+    return (prefix[offsets[1:]] - prefix[offsets[:-1]]).astype(np.uint32)
+
+
+@pytest.mark.parametrize("length", [0, 1, 3, 32, 1000, 2**15, 2**15 + 1, 2**20, N])
+def test_segmented_reduce_2_24_uniform_and_skewed(backend, rng, length):
+    """2**24 u32 elements in segments of one length (the rest in the last segment), then the same
+    with every other segment empty, and one segment of everything after a million empty ones."""
+    x = E.data(rng, np.uint32, N)
+    cuts = np.arange(0, N, length) if length else np.zeros(1 << 16, np.int64)
+    offsets = np.concatenate([cuts, [N]]).astype(np.uint32)
+    E.assert_same(lib.segmented_reduce(x, offsets, backend=backend), _sums_u32(x, offsets))
+    doubled = np.repeat(offsets, 2)[1:]
+    E.assert_same(lib.segmented_reduce(x, doubled, "xor", backend=backend), _xor_by_prefix(x, doubled))
+    late = np.concatenate([np.zeros(1 << 20, np.uint32), [N]]).astype(np.uint32)
+    got = lib.segmented_reduce(x, late, "max", backend=backend)
+    assert not got[:-1].any() and got[-1] == x.max()
+
+
+def _xor_by_prefix(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each segment's XOR, from a prefix XOR."""
+    prefix = np.concatenate([np.zeros(1, np.uint32), np.bitwise_xor.accumulate(x)])
+    return prefix[offsets[1:]] ^ prefix[offsets[:-1]]
+
+
+def test_segmented_reduce_2_28_one_segment_and_many(backend, rng):
+    """2**28 u32 elements: one segment (all of it split into tiles) and 2**18 of 1024 (the
+    benchmark's shape), against numpy."""
+    cupy = pytest.importorskip("cupy")
+    n = 1 << 28
+    dx = cupy.random.default_rng(int(rng.integers(2**31))).integers(0, 2**32, n, dtype=cupy.int64).astype(cupy.uint32)
+    one = lib.segmented_reduce(dx, cupy.asarray(np.array([0, n], np.uint32)), backend=backend)
+    assert int(one[0]) == int(dx.sum(dtype=cupy.uint32))
+    offsets = cupy.arange(0, n + 1, 1024, dtype=cupy.uint32)
+    got = lib.segmented_reduce(dx, offsets, "min", backend=backend)
+    assert bool(cupy.array_equal(got, dx.reshape(-1, 1024).min(axis=1)))

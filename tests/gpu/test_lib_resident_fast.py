@@ -224,3 +224,30 @@ def test_segmented_reduce_compiled_on_resident_and_cupy(backend, rng):
         E.assert_same(_get(backend, out), want)
         lib.recycle(out, backend=backend)
         E.assert_same(cupy.asnumpy(lib.segmented_reduce(dx, cupy.asarray(offsets), "max", backend=backend)), want)
+
+
+def test_segmented_reduce_compiled_from_short_to_long_segments(backend, rng):
+    """One compiled call (same dtype, lengths and handles) fed offsets that change from 1024-element
+    segments to one segment of everything after empty ones, to random cuts with a few long
+    segments, and back; each recycled result is poisoned before the next call. Every result is
+    exact and the graph is captured once."""
+    n = 1 << 22
+    segments = n // 1024
+    x = E.data(rng, np.uint32, n)
+    rx, ro = _put(backend, x), _put(backend, np.zeros(segments + 1, np.uint32))
+    few_long = np.sort(np.concatenate([rng.integers(0, n // 100, segments - 10), rng.integers(0, n + 1, 9)]))
+    layouts = [np.arange(0, n + 1, 1024), np.concatenate([np.zeros(segments, np.int64), [n]]),
+               np.concatenate([[0], few_long, [n]]), np.arange(0, n + 1, 1024)]
+    captures = None
+    for offsets in layouts:
+        offsets = offsets.astype(np.uint32)
+        backend.upload_resident(ro.handle, offsets)
+        out = lib.segmented_reduce(rx, ro, backend=backend)
+        prefix = np.concatenate([np.zeros(1, np.uint64), np.cumsum(x, dtype=np.uint64)])
+        E.assert_same(_get(backend, out), (prefix[offsets[1:]] - prefix[offsets[:-1]]).astype(np.uint32))
+        captures = captures or backend.metrics()["cuda_graph_captures"]
+        backend.upload_resident(out.handle, np.full(segments, 0xDEADBEEF, np.uint32))
+        lib.recycle(out, backend=backend)
+    assert backend.metrics()["cuda_graph_captures"] == captures
+    for handle in (rx.handle, ro.handle):
+        backend.free_resident(handle)

@@ -1,4 +1,4 @@
-"""The builder-written tile and segmented reductions (and their warp and workgroup steps) as they
+"""The builder-written tile reductions (and their warp and workgroup steps) as they
 were before the library wrote them as ``@vk.kernel`` functions (``vyre.lib._scan.kernels``): kept
 only as the oracle of ``test_kernels_front.py``, which checks that both emit byte-identical PTX."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from vyre.ir import BufferDecl, Expr, Node, Program
 from vyre.lib.blocks import (
-    U32,
     WARPS,
     WG,
     WG_SIZE,
@@ -62,33 +61,3 @@ def reduce_tiles(m: Monoid, items: int, n_word: int) -> Program:
     buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read_write("partial", 1, m.dtype), params(2),
                BufferDecl.workgroup("sums", WARPS, m.dtype)]
     return Program(buffers, WG_SIZE, body, name=f"lib_reduce_{m.op}_{m.dtype.value}")
-
-
-def segmented_reduce_kernel(m: Monoid, n_word: int, segments_word: int) -> Program:
-    """The builder's program of ``vyre.lib._scan.kernels.segmented_reduce_kernel`` (same arguments).
-
-    One subgroup per segment ``s``: ``out[s] = x[offsets[s]] op ... op x[offsets[s+1] - 1]``.
-
-    Offsets are clamped to ``[0, n]`` and an end below its start makes the segment empty, which
-    gives the op's empty value. Lanes fold strided elements in order, then a butterfly combines
-    the 32 lanes: a fixed order, so F32 results are the same on every backend.
-    """
-    n, segments = load_param(n_word), load_param(segments_word)
-    s = Expr.add(Expr.mul(wid(), u(WARPS)), warp())
-    ok = Expr.lt(var("s"), segments)
-    begin = Expr.select(ok, Expr.min(Expr.load("offsets", var("s")), n), u(0))
-    end = Expr.select(ok, Expr.min(Expr.max(Expr.load("offsets", Expr.add(var("s"), u(1))), var("begin")), n), u(0))
-    steps = Expr.div(Expr.add(Expr.sub(var("end"), var("begin")), u(31)), u(32))
-    index = Expr.add(Expr.add(var("begin"), Expr.mul(var("j"), u(32))), lane())
-    body: list[Node] = [
-        Node.let("s", s), Node.let("begin", begin), Node.let("end", end), Node.let("acc", m.pad()),
-        Node.loop("j", u(0), steps, [Node.let("i", index), Node.if_(
-            Expr.lt(var("i"), var("end")), Node.assign("acc", m.combine(var("acc"), Expr.load("x", var("i")))))]),
-    ]
-    nodes, total = warp_reduce(m, var("acc"), "w")
-    body += nodes
-    result = Expr.select(Expr.lt(var("begin"), var("end")), total, m.literal(m.empty_value()))
-    body.append(Node.if_(Expr.and_(ok, Expr.eq(lane(), u(0))), Node.store("out", var("s"), result)))
-    buffers = [BufferDecl.read("x", 0, m.dtype), BufferDecl.read("offsets", 1, U32),
-               BufferDecl.read_write("out", 2, m.dtype), params(3)]
-    return Program(buffers, WG_SIZE, body, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}")

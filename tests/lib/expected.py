@@ -161,8 +161,11 @@ def unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def segmented_reduce(x: np.ndarray, offsets: np.ndarray, op: str) -> np.ndarray:
-    one = warp_reduce if op == "add" and x.dtype == np.float64 else reduce
-    return np.array([one(x[offsets[s]:offsets[s + 1]], op) for s in range(len(offsets) - 1)], dtype=x.dtype)
+    """Each segment reduced; float64 sums in ``segmented_reduce``'s order (``segment_sum``)."""
+    bounds = [(int(offsets[s]), int(offsets[s + 1])) for s in range(len(offsets) - 1)]
+    if op == "add" and x.dtype == np.float64:
+        return np.array([segment_sum(x, b, e) for b, e in bounds], dtype=x.dtype)
+    return np.array([reduce(x[b:e], op) for b, e in bounds], dtype=x.dtype)
 
 
 def random_offsets(rng: np.random.Generator, n: int, segments: int) -> np.ndarray:
@@ -240,14 +243,52 @@ def tree_reduce(x: np.ndarray, items: int = 16) -> np.float64:
             return np.float64(x[0])
 
 
+SEGMENT_LONG, SEGMENT_TILE = 32768, 4096  # vyre.lib._scan.segmented's LONG and TILE
+
+
+def segment_layouts(n: int) -> dict[str, np.ndarray]:
+    """Offsets over ``n > 4 * SEGMENT_LONG`` elements that reach every path of ``segmented_reduce``:
+    long segments at and off tile edges, exactly ``SEGMENT_LONG`` and one more, one segment of
+    everything, tiny and empty neighbours, not starting at 0, not ending at ``n``."""
+    long, tile = SEGMENT_LONG, SEGMENT_TILE
+    a, b = tile + long, 3 * tile + 17 + 2 * long
+    return {
+        "one": np.array([0, n]),
+        "one_unaligned": np.array([7, n - 5]),
+        "edges": np.array([0, 0, 1, 3, tile, tile, a, a, b, b + long + 1, n - 2, n - 2, n]),
+        "tiny": np.concatenate([np.arange(0, 4000, 3), [long + 9000, n]]),
+        "mixed": np.array([5, 5, 5 + long + 3 * tile, 5 + long + 3 * tile, 2 * long + 64, n - 31, n]),
+    }
+
+
+def _lanes(x: np.ndarray) -> np.ndarray:
+    """``x`` dealt to 32 lanes in order (lane ``l`` gets elements ``l, l+32, ...``), padded with -0.0."""
+    rows = -(-x.size // 32)
+    return _padded(x, rows * 32).reshape(rows, 32).T
+
+
 @quiet
 def warp_reduce(x: np.ndarray, op: str = "add") -> np.float64:
-    """``segmented_reduce``'s float64 sum of one segment: lane ``l`` adds elements ``l, l+32, ...``
-    in order, then the butterfly; an empty segment gives +0.0."""
+    """``segmented_reduce``'s float64 sum of a segment of up to ``SEGMENT_LONG`` elements (and of
+    a long segment's tile): lane ``l`` adds elements ``l, l+32, ...`` in order, then the
+    butterfly; an empty segment gives +0.0."""
     if x.size == 0:
         return np.float64(0.0)
-    rows = -(-x.size // 32)
-    return np.float64(_butterfly(_in_order(_padded(x, rows * 32).reshape(rows, 32).T)))
+    return np.float64(_butterfly(_in_order(_lanes(x))))
+
+
+@quiet
+def segment_sum(x: np.ndarray, begin: int, end: int) -> np.float64:
+    """``segmented_reduce``'s float64 sum of ``x[begin:end]``. A segment longer than
+    ``SEGMENT_LONG``: each lane adds its share of the head (before the first whole 4096-element
+    tile of ``x``), then of the tiles' sums (each a ``warp_reduce``), then of the tail, in order;
+    then the butterfly."""
+    if end - begin <= SEGMENT_LONG:
+        return warp_reduce(x[begin:end])
+    first, last = -(-begin // SEGMENT_TILE), end // SEGMENT_TILE
+    tiles = np.array([warp_reduce(x[t * SEGMENT_TILE:(t + 1) * SEGMENT_TILE]) for t in range(first, last)])
+    pieces = (x[begin:first * SEGMENT_TILE], tiles, x[last * SEGMENT_TILE:end])
+    return np.float64(_butterfly(_in_order(np.concatenate([_lanes(p) for p in pieces], axis=1))))
 
 
 def _warp_scan(v: np.ndarray) -> np.ndarray:

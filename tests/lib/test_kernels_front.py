@@ -13,7 +13,6 @@ import pytest
 from tests.lib.builder_compact import compact_segments as built_compact_segments
 from tests.lib.builder_histogram import histogram_kernel as built_histogram
 from tests.lib.builder_reduce import reduce_tiles as built_reduce_tiles
-from tests.lib.builder_reduce import segmented_reduce_kernel as built_segmented_reduce
 from tests.lib.builder_scan import scan_segments as built_scan_segments
 from tests.lib.builder_segments import count_segments as built_count_segments
 from tests.lib.builder_segments import reduce_segments as built_reduce_segments
@@ -29,7 +28,6 @@ from vyre.lib._scan.kernels import (
     reduce_segments,
     reduce_tiles,
     scan_segments,
-    segmented_reduce_kernel,
 )
 from vyre.lib._select.api import FLAG_TYPES, VALUE_TYPES
 from vyre.lib._select.kernels import COMPACT_ITEMS, Predicate, compact_segments, count_segments
@@ -146,24 +144,6 @@ SEGMENT_CASES = [(reduce_segments(m, REDUCE_ITEMS, *w), built_reduce_segments(m,
                  for m, w in itertools.product(UPSWEEP_MONOIDS, UPSWEEP_WORDS)]
 SEGMENT_CASES += [(count_segments(p, REDUCE_ITEMS, *w), built_count_segments(p, REDUCE_ITEMS, *w))
                   for p, w in COUNT_PREDICATES]
-
-
-#: segmented_reduce's plan: n then the segment count
-SEGMENTED_CASES = [(segmented_reduce_kernel(m, 0, 1), built_segmented_reduce(m, 0, 1)) for m in MONOIDS]
-
-
-def test_segmented_reduce_ptx_is_the_builders_byte_for_byte() -> None:
-    assert not _different(SEGMENTED_CASES)
-
-
-def test_every_segmented_reduction_the_library_runs_is_checked(rng) -> None:
-    be = RecordingBackend()
-    for m in MONOIDS:
-        x = rng.integers(0, 100, 1000).astype(m.dtype.np_dtype)
-        lib.segmented_reduce(x, np.array([0, 5, 5, 1000], np.uint32), m.op, backend=be)
-    ran = _ran(be, "lib_segmented_reduce_")
-    assert len(ran) == 30
-    assert ran <= {front for front, _ in SEGMENTED_CASES}, sorted(p.name or "" for p in ran)
 
 
 #: transform_reduce and the transform_ scans apply a transform where these kernels load x

@@ -11,7 +11,7 @@ import numpy as np
 
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import DataType
-from vyre.lib._scan import kernels as K
+from vyre.lib._scan import segmented as seg
 from vyre.lib._scan import topology as topo
 from vyre.lib.io import Array, Call, ResidentArray, as_array, as_scalar, device_array_info, library_call, take_value
 from vyre.lib.monoid import ELEMENT_TYPES, SCAN_TYPES, monoid
@@ -172,11 +172,9 @@ def segmented_reduce(x: object, offsets: object, op: str = "add", *, stream: obj
 
     def build() -> Any:
         plan = call.plan()
-        n_word, s_word = plan.word("seg.n", a.n), plan.word("seg.segments", segments)
         src, offs = call.upload(plan, "x", a), call.upload(plan, "seg.offsets", o)
         out = call.result(plan, "seg.out", segments, a.np_dtype)
-        plan.step(K.segmented_reduce_kernel(m, n_word, s_word), [src, offs, out, plan.params],
-                  topo.segments_groups(capacity(segments)))
+        seg.segmented_reduce(plan, m, src, offs, out, a.n, segments)
         call.run(plan)
         return call.output(out, a.np_dtype, segments)
 

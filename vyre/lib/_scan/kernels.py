@@ -1,5 +1,5 @@
 """The programs of the scans and reductions: tile and segment reductions, the segmented scan's
-downsweep and the segmented reduction, written as ``@vk.kernel`` functions (a cached factory per
+downsweep, written as ``@vk.kernel`` functions (a cached factory per
 monoid, whose ``Const`` parameters are the items per invocation and the params words), with the
 ``@vk.func`` pieces the single-pass scan (``lookback``) shares (``striped``, ``striped_value``);
 ``segment`` is the builder piece the segmented sort still uses.
@@ -243,39 +243,3 @@ def scan_segments(m: Monoid, items: int, inclusive: bool, has_carry: bool, n_wor
     """
     kernel = _scan_segments(m, inclusive, has_carry, init_word is not None, init_bound)
     return kernel.bind(inclusive, has_carry, init_word is not None, items, n_word, span_word, init_word or 0).program
-
-
-@cache
-def _segmented_reduce(m: Monoid) -> Kernel | KernelTemplate:
-    """The segmented reduction of ``m``; its Const parameters are the params words of n and of the segment count."""
-    values, results = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
-    warp_total, empty = warp_reducer(m), m.empty_value()
-
-    @vk.kernel(workgroup_size=WG, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}")
-    def segmented_reduce(x: Annotated[vk.In[vk.u32], values], offsets: vk.In[vk.u32],
-                         out: Annotated[vk.InOut[vk.u32], results], params: Annotated[vk.Uniform[vk.u32], PARAMS],
-                         n_word: vk.Const[int], segments_word: vk.Const[int]):
-        s = vk.wid() * WARPS + (vk.lid() >> 5)  # one subgroup per segment
-        begin = vk.select(s < params[segments_word], min(offsets[s], params[n_word]), 0)
-        end = vk.select(s < params[segments_word], min(max(offsets[s + 1], begin), params[n_word]), 0)
-        acc = identity(m)
-        for j in range((end - begin + 31) // 32):  # lanes fold strided elements in order
-            i = begin + j * 32 + vk.subgroup_local_id()
-            if i < end:
-                acc = m.apply(acc, x[i])
-        total = warp_total(acc, m)
-        if s < params[segments_word] and vk.subgroup_local_id() == 0:
-            out[s] = vk.select(begin < end, total, m.element(empty))
-
-    return segmented_reduce
-
-
-@cache
-def segmented_reduce_kernel(m: Monoid, n_word: int, segments_word: int) -> Program:
-    """One subgroup per segment ``s``: ``out[s] = x[offsets[s]] op ... op x[offsets[s+1] - 1]``.
-
-    Offsets are clamped to ``[0, n]`` and an end below its start makes the segment empty, which
-    gives the op's empty value. Lanes fold strided elements in order, then a butterfly combines
-    the 32 lanes: a fixed order, so F32 results are the same on every backend.
-    """
-    return _segmented_reduce(m).bind(n_word, segments_word).program

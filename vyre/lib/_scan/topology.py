@@ -1,4 +1,4 @@
-"""The topologies of the scans and reductions: the segments of a size, scan, reduce, segmented reduce.
+"""The topologies of the scans and reductions: the segments of a size, scan, reduce.
 
 Grids and buffer sizes come from the capacity class, the exact size from the parameter words
 (``vyre.lib.plan``). ``segments`` is shared by compaction and the segmented radix sort.
@@ -10,7 +10,7 @@ from vyre.driver.backend import Resident
 from vyre.ir import DataType
 from vyre.lib._scan import kernels as K
 from vyre.lib._scan import lookback
-from vyre.lib.blocks import WARPS, WG, zero_fill
+from vyre.lib.blocks import WG, zero_fill
 from vyre.lib.monoid import Monoid
 from vyre.lib.plan import Plan, capacity, ceil_div
 from vyre.lib.transform import Transform, fused
@@ -100,6 +100,3 @@ def reduce(plan: Plan, m: Monoid, src: Resident, n: int, cap: int, dst: Resident
             return out
         src, n, cap, level, transform = out, ceil_div(n, REDUCE_TILE), tiles_cap, level + 1, None
 
-
-def segments_groups(segments_cap: int) -> int:
-    return ceil_div(segments_cap, WARPS)

@@ -1,0 +1,109 @@
+"""``segmented_reduce`` on the oracle: short segments on one subgroup each, segments longer than
+``LONG`` split into tiles (heads, tails, tile edges, empty and tiny neighbours), stale or
+adversarial scratch, and unchecked resident offsets (clamped, out of order)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.lib import expected as E
+from vyre import lib
+from vyre.lib import ResidentArray
+from vyre.lib._scan.segmented import LONG, TILE, TILES_PER_WARP, tile_groups
+from vyre.lib.blocks import WARPS
+from vyre.lib.plan import capacity, ceil_div
+from vyre.lib.scratch import scratch_for
+
+N = 5 * LONG + 1234  # capacity class 2^18: the split plan
+
+
+def _ops(dtype: np.dtype) -> tuple[str, ...]:
+    return ("add", "min", "max") if np.dtype(dtype).kind == "f" else ("add", "min", "max", "and", "or", "xor")
+
+
+def _check(got: np.ndarray, x: np.ndarray, offsets: np.ndarray, op: str) -> None:
+    """Exact against the model, except float32 sums (another order than numpy's)."""
+    want = E.segmented_reduce(x, offsets, op)
+    if op == "add" and x.dtype == np.float32:
+        for s in range(len(offsets) - 1):
+            part = x[offsets[s]:offsets[s + 1]]
+            E.assert_close_sum(got[s], part, np.float32(np.sum(part, dtype=np.float64)))
+        return
+    E.assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64])
+@pytest.mark.parametrize("layout", list(E.segment_layouts(N)))
+def test_long_and_short_segments(backend, rng, dtype, layout):
+    x = E.data(rng, dtype, N, finite=True)
+    offsets = E.segment_layouts(N)[layout].astype(np.uint32)
+    for op in _ops(dtype):
+        _check(lib.segmented_reduce(x, offsets, op, backend=backend), x, offsets, op)
+
+
+def test_random_segments_of_every_length(backend, rng):
+    """Lengths from 0 to several ``LONG``, on one backend, several times: what the last call left in
+    the scratch (tile owners, partials) never leaks into the next."""
+    for _ in range(3):
+        n = int(rng.integers(LONG + 1, 4 * LONG))
+        lengths = rng.choice([0, 1, 2, 3, 31, 1024, LONG, LONG + 1, 3 * LONG + 77], size=40)
+        offsets = np.minimum(np.concatenate([[0], np.cumsum(lengths)]), n).astype(np.uint32)
+        offsets[-1] = n
+        x = E.data(rng, np.float64, n, finite=True)
+        _check(lib.segmented_reduce(x, offsets, "add", backend=backend), x, offsets, "add")
+        y = E.data(rng, np.int32, n)
+        _check(lib.segmented_reduce(y, offsets, "max", backend=backend), y, offsets, "max")
+
+
+@pytest.mark.parametrize("poison", [0, 1, 2, 0xFFFFFFFF])
+def test_any_owner_word_is_harmless(backend, rng, poison):
+    """Owner words name segments that are long but do not hold the tile, or no segment at all;
+    partials hold garbage: the result is still exact."""
+    x = E.data(rng, np.uint32, N)
+    offsets = E.segment_layouts(N)["edges"].astype(np.uint32)
+    lib.segmented_reduce(x, offsets, backend=backend)  # the scratch exists now
+    cache = scratch_for(backend)
+    words = tile_groups(capacity(N)) * WARPS * TILES_PER_WARP
+    owner = cache.get("seg.owner", capacity(words) * 4)
+    backend.upload_resident(owner, np.full(capacity(words), poison, np.uint32))
+    partial = cache.get("seg.partial", capacity(ceil_div(capacity(N), TILE)) * 4)
+    backend.upload_resident(partial, np.full(capacity(ceil_div(capacity(N), TILE)), 0x5A5A5A5A, np.uint32))
+    _check(lib.segmented_reduce(x, offsets, backend=backend), x, offsets, "add")
+
+
+def _put(be, a: np.ndarray) -> ResidentArray:
+    handle = be.allocate_resident(max(a.nbytes, 4))
+    be.upload_resident(handle, a)
+    return ResidentArray(handle, a.dtype, a.size)
+
+
+def test_resident_offsets_are_clamped_and_may_overlap(backend, rng):
+    """Offsets on the device are not checked: each is clamped to ``[0, n]`` and an end below its
+    start makes the segment empty; long segments that overlap each get all their elements."""
+    x = E.data(rng, np.uint32, N)
+    raw = np.array([2**31 + 5, 100, 100 + 2 * LONG, 50, N + 7, LONG, 2**32 - 1], np.uint32)
+    got = lib.segmented_reduce(_put(backend, x), _put(backend, raw), backend=backend)
+    got = backend.download_resident(got.handle, 0, got.n * 4).view(np.uint32)
+    want = []
+    for s in range(len(raw) - 1):
+        begin = min(int(raw[s]), N)
+        end = min(max(int(raw[s + 1]), begin), N)
+        want.append(x[begin:end].sum(dtype=np.uint32))
+    E.assert_same(got, np.array(want, np.uint32))
+
+
+def test_small_classes_run_one_program(rng):
+    """Capacity classes up to ``LONG`` elements hold no long segment: one launch, no scratch."""
+    from tests.lib.test_plan import RecordingBackend
+
+    be = RecordingBackend()
+    x = E.data(rng, np.uint32, LONG)
+    lib.segmented_reduce(x, np.array([0, LONG]), backend=be)
+    names = [p.name for steps in be.sequences for p, _, _ in steps]
+    assert names == ["lib_segmented_reduce_add_u32"]
+    lib.segmented_reduce(E.data(rng, np.uint32, LONG + 1), np.array([0, LONG + 1]), backend=be)
+    names = [p.name for p, _, _ in be.sequences[-1]]
+    assert names == ["lib_segmented_reduce_mark", "lib_segmented_reduce_tiles_add_u32",
+                     "lib_segmented_reduce_add_u32_split"]
+    be.shutdown()
