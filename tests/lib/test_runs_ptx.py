@@ -1,8 +1,10 @@
-"""The programs of runs (``vyre.lib._runs.kernels``: run lengths and ``unique(key_range=...)``'s
-values, ``@vk.kernel`` functions) emit the same PTX, byte for byte, as the builder-written
-programs they replaced: ``runs_ptx.json`` holds the hashes of the builder versions' PTX, recorded
-before the rewrite, for sm_80 and sm_90 and the params words checked; a recorded run checks that
-the library runs nothing else."""
+"""The programs of runs emit the PTX recorded in ``runs_ptx.json`` (hashes for sm_80 and sm_90 and
+the params words checked): run lengths and ``unique(key_range=...)``'s values
+(``vyre.lib._runs.kernels``, the same PTX, byte for byte, as the builder-written programs they
+replaced, recorded before that rewrite), and the compaction that writes run lengths itself with
+its tail step (``vyre.lib._select.kernels.compact_run_lengths``, ``run_tail_lengths``: written
+with the front end, no builder twin; recorded when written). A recorded run checks that the
+library runs nothing else."""
 
 from __future__ import annotations
 
@@ -16,17 +18,30 @@ from tests.lib.test_plan import RecordingBackend
 from vyre import lib
 from vyre.ir import Program
 from vyre.lib._runs.kernels import offset_values, run_lengths
+from vyre.lib._scan.topology import SCAN_GROUPS
+from vyre.lib._select.api import VALUE_TYPES
+from vyre.lib._select.kernels import COMPACT_ITEMS, Predicate, compact_run_lengths, run_tail_lengths
 from vyre.lib.blocks import PARAM_WORDS
 
 pytest.importorskip("vyre_cuda")
 
 
+#: (n, span) params words of the compaction: run_length_encode's own plan, and unique's after its sort's
+RUN_WORDS = ((0, 1), (5, 6))
+
+
 def cases() -> dict[str, Program]:
     """Run lengths with n on any params word; the values of unique(key_range=) with bins and lo on
-    the first eight words."""
+    the first eight words; the compaction writing run lengths (every key type, one segment or
+    several) and its tail step on ``RUN_WORDS``."""
     out = {f"run_lengths_n{n}": run_lengths.__wrapped__(n) for n in range(PARAM_WORDS)}
     out |= {f"offset_values_bins{b}_lo{lo}": offset_values.__wrapped__(b, lo)
             for b, lo in itertools.product(range(8), repeat=2) if b != lo}
+    for t, has_carry, (n, span) in itertools.product(VALUE_TYPES, (False, True), RUN_WORDS):
+        name = f"rle_compact_{t.name.lower()}_carry{int(has_carry)}_n{n}_span{span}"
+        out[name] = compact_run_lengths.__wrapped__(Predicate("run_start", t), COMPACT_ITEMS, has_carry, n, span)
+    out |= {f"run_tail_lengths_n{n}_span{span}": run_tail_lengths.__wrapped__(SCAN_GROUPS, n, span)
+            for n, span in RUN_WORDS}
     return out
 
 
@@ -44,16 +59,19 @@ def test_runs_ptx_is_the_builders_byte_for_byte() -> None:
 
 
 def test_every_program_of_runs_the_library_runs_is_checked(rng) -> None:
-    """``run_length_encode``, ``unique`` and ``unique(key_range=)`` dispatch checked programs only."""
+    """``run_length_encode``, ``unique`` and ``unique(key_range=)`` dispatch checked programs only,
+    in one segment and in several."""
     be = RecordingBackend()
-    for dtype in (np.uint32, np.int32, np.float32, np.uint64):
-        x = np.repeat(rng.integers(0, 5, 300), rng.integers(1, 4, 300)).astype(dtype)
+    for dtype, n in itertools.product((np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64),
+                                      (300, 10000)):
+        x = np.repeat(rng.integers(0, 5, n), rng.integers(1, 4, n))[:n].astype(dtype)
         lib.run_length_encode(x, backend=be)
         lib.run_length_encode(x, count="device", backend=be)
         lib.unique(x, backend=be)
     lib.unique(rng.integers(0, 100, 3000).astype(np.uint32), key_range=(0, 100), backend=be)
     lib.unique(rng.integers(-50, 100, 3000).astype(np.int32), key_range=(-50, 100), backend=be)
-    ran = {p for steps in be.sequences for p, _, _ in steps
-           if p.name in ("lib_run_lengths", "lib_unique_range_values")}
-    assert {p.name for p in ran} == {"lib_run_lengths", "lib_unique_range_values"}
+    names = ("lib_rle_compact", "lib_rle_compact_64", "lib_run_tail_lengths", "lib_unique_range_values")
+    ran = {p for steps in be.sequences for p, _, _ in steps if p.name in (*names, "lib_run_lengths")}
+    assert {p.name for p in ran} == set(names)  # the two-pass run lengths only with FUSED = False
+    assert len(ran) >= 2 * 2 * 4 + 2 + 1  # 32-bit keys compare as u32 or f32 bits
     assert ran <= set(CASES.values()), sorted(p.name or "" for p in ran - set(CASES.values()))

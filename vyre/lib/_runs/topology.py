@@ -15,13 +15,20 @@ from vyre.lib.monoid import COUNT
 from vyre.lib.plan import Plan, capacity, ceil_div
 from vyre.lib.transform import element
 
+#: run lengths written by the compaction itself (``_select.kernels.compact_run_lengths``); False
+#: takes the two-pass form (run starts into scratch, then ``K.run_lengths``), kept to compare against
+FUSED = True
+
 
 def run_length(plan: Plan, dtype: DataType, src: Resident, values: Resident, lengths: Resident, n: int,
                cap: int, count: Resident | None = None) -> Resident:
-    """Run starts by compaction (first value of each run into ``values``), then ``lengths`` from
-    consecutive starts; returns the buffer whose first word is the number of runs (``count`` when given)."""
-    starts = plan.buffer("rle.starts", cap)
+    """Run starts by compaction (first value of each run into ``values``, its length into
+    ``lengths``); returns the buffer whose first word is the number of runs (``count`` when given)."""
     count = plan.buffer("rle.count", 1) if count is None else count
+    if FUSED:
+        compact(plan, Predicate("run_start", dtype), [src], values, None, count, n, cap, lengths)
+        return count
+    starts = plan.buffer("rle.starts", cap)
     compact(plan, Predicate("run_start", dtype), [src], values, starts, count, n, cap)
     plan.step(K.run_lengths(plan.word("rle.n", n)), [starts, count, lengths, plan.params], ceil_div(cap, WG))
     return count

@@ -21,6 +21,7 @@ from vyre.lib.keys import KeyBits, key_bits, raw_type
 from vyre.lib.monoid import COUNT, FLOAT_TYPES
 
 COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
+PENDING, FIRST_RUN = 0, 1  # the run-lengths downsweep's two held words (``compact_run_lengths``)
 
 
 @dataclass(frozen=True)
@@ -195,24 +196,32 @@ def tile_prefix(pe: Any, k: Annotated[int, vk.Const[int]]):
 
 
 @cache
-def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool) -> Kernel | KernelTemplate:
+def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_lengths: bool = False
+                      ) -> Kernel | KernelTemplate:
     """The downsweep of ``pred``, with ``carry`` and ``out_index`` or without; its Const
-    parameters: ``has_carry``, ``with_index``, items per invocation, n's and span's params words."""
+    parameters: ``has_carry``, ``with_index``, ``with_lengths``, items per invocation, n's and
+    span's params words. ``with_lengths`` (run starts only, see ``compact_run_lengths``): the
+    buffers ``lengths`` and, with ``has_carry``, ``firsts`` and ``lasts`` instead of ``out_index``."""
     value: Any = TYPE_NAMES[pred.value_type()]  # a vk type to the front end (type checkers see a ScalarType)
     xs, outs = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, pred.value_type())
     flag_values, limits = _predicate_buffers(pred)
     indices = BufferSpec(Access.READ_WRITE, U32) if with_index else None
+    runs = BufferSpec(Access.READ_WRITE, U32) if with_lengths else None
+    ends = BufferSpec(Access.READ_WRITE, U32) if with_lengths and has_carry else None
     total = BufferSpec(Access.READ_WRITE, U32)
     carries = BufferSpec(Access.READ, U32) if has_carry else None
     keep = keep_float_run_start if pred.kind == "run_start" and pred.dtype in FLOAT_TYPES else _KEEP[pred.kind]
+    name = "lib_rle_compact" + ("_64" if pred.dtype.size == 8 else "") if with_lengths else f"lib_compact_{pred.name()}"
 
-    @vk.kernel(workgroup_size=WG, name=f"lib_compact_{pred.name()}")
+    @vk.kernel(workgroup_size=WG, name=name)
     def compact(x: Annotated[vk.In[vk.u32], xs], flags: Annotated[vk.In[vk.u32], flag_values],
                 out: Annotated[vk.InOut[vk.u32], outs], out_index: Annotated[vk.InOut[vk.u32], indices],
+                lengths: Annotated[vk.InOut[vk.u32], runs], firsts: Annotated[vk.InOut[vk.u32], ends],
+                lasts: Annotated[vk.InOut[vk.u32], ends],
                 count: Annotated[vk.InOut[vk.u32], total], carry: Annotated[vk.In[vk.u32], carries],
                 params: Annotated[vk.Uniform[vk.u32], PARAMS], bounds: Annotated[vk.Uniform[vk.u32], limits],
-                has_carry: vk.Const[bool], with_index: vk.Const[bool], items: vk.Const[int], n_word: vk.Const[int],
-                span_word: vk.Const[int]):
+                has_carry: vk.Const[bool], with_index: vk.Const[bool], with_lengths: vk.Const[bool],
+                items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int]):
         counts = vk.shared(vk.u32, items * WARPS)  # kept elements per (round, warp) of a tile
         seg_base = vk.wid() * params[span_word]
         if seg_base >= params[n_word]:
@@ -225,6 +234,18 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool) -> Ker
         v = vk.registers(vk.u32, items)
         pc = vk.registers(vk.u32, 2)  # the tile's counts this lane holds, and their exclusive prefixes
         pe = vk.registers(vk.u32, 2)
+        if with_lengths:
+            starts = vk.shared(vk.u32, items * WG)  # the tile's run starts by rank in the tile
+            rank = vk.registers(vk.u32, items)  # element k*WG + t's rank among the tile's run starts
+            # [PENDING]: the start of the segment's latest run, whose end is not known yet;
+            # [FIRST_RUN]: the rank of the segment's first run
+            held = vk.registers(vk.u32, 2)
+            held[PENDING] = 0
+            held[FIRST_RUN] = carry_in
+        else:  # names the front end binds to nothing
+            starts = None
+            rank = None
+            held = None
         for t in range(seg_tiles):
             tb = seg_base + t * (items * WG)
             for k in range(items):
@@ -250,10 +271,33 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool) -> Ker
                     out[r] = xv[k]
                     if with_index:
                         out_index[r] = i[k]
+                    if with_lengths:
+                        starts[r - carry_in] = i[k]
+                if with_lengths:
+                    rank[k] = r - carry_in
+            if with_lengths:
+                vk.barrier()
+                for k in range(items):  # a run whose successor starts in this tile
+                    if f[k] and rank[k] + 1 < ptotal:
+                        lengths[carry_in + rank[k]] = starts[rank[k] + 1] - i[k]
+                if ptotal != 0:
+                    if vk.lid() == 0:
+                        if carry_in != held[FIRST_RUN]:
+                            lengths[carry_in - 1] = starts[0] - held[PENDING]  # the latest run ends here
+                        if has_carry:
+                            if carry_in == held[FIRST_RUN]:
+                                firsts[vk.wid()] = starts[0]  # the segment's first run start
+                    held[PENDING] = starts[ptotal - 1]
             carry_in += ptotal
             vk.barrier()
         if seg_base + params[span_word] >= params[n_word] and vk.lid() == 0:
             count[0] = carry_in  # the workgroup holding the last element writes the total
+            if with_lengths:
+                if carry_in != held[FIRST_RUN]:
+                    lengths[carry_in - 1] = params[n_word] - held[PENDING]  # the last run ends at n
+        if with_lengths and has_carry:
+            if seg_base + params[span_word] < params[n_word] and vk.lid() == 0 and carry_in != held[FIRST_RUN]:
+                lasts[vk.wid()] = held[PENDING]  # run_tail_lengths ends this run
 
     return compact
 
@@ -270,4 +314,52 @@ def compact_segments(pred: Predicate, items: int, has_carry: bool, with_index: b
     """
     if items * WARPS != 64:
         raise ValueError(f"compact_segments is written for {64 // WARPS} items per invocation, not {items}")
-    return _compact_segments(pred, has_carry, with_index).bind(has_carry, with_index, items, n_word, span_word).program
+    return _compact_segments(pred, has_carry, with_index).bind(has_carry, with_index, False, items, n_word,
+                                                                span_word).program
+
+
+@cache
+def compact_run_lengths(pred: Predicate, items: int, has_carry: bool, n_word: int, span_word: int) -> Program:
+    """``compact_segments`` of run starts writing each run's length (to ``lengths[rank]``) instead
+    of its start.
+
+    A tile's run starts go to workgroup memory by rank in the tile, so each knows where the next
+    one starts: the tile writes the length of every run but its last, whose start the workgroup
+    keeps and ends at the next tile's first start. The segment's last run ends at ``n`` in the
+    segment holding the last element; in the others (``has_carry``) the segment writes its first
+    and its last run start into ``firsts[w]`` and ``lasts[w]`` (when it has a run start) and
+    ``run_tail_lengths`` ends that run. Reads ``x`` once and writes 8 bytes per run (4 B keys) in
+    place of the 8 per run of starts plus a second pass over them.
+    """
+    if pred.kind != "run_start" or items * WARPS != 64:
+        raise ValueError(f"compact_run_lengths takes run starts and {64 // WARPS} items per invocation")
+    return _compact_segments(pred, has_carry, False, True).bind(has_carry, False, True, items, n_word,
+                                                                 span_word).program
+
+
+@vk.kernel(workgroup_size=WG, name="lib_run_tail_lengths")
+def _run_tail_lengths(partial: vk.In[vk.u32], carry: vk.In[vk.u32], firsts: vk.In[vk.u32], lasts: vk.In[vk.u32],
+                      lengths: vk.InOut[vk.u32], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+                      n_word: vk.Const[int], span_word: vk.Const[int], steps: vk.Const[int]):
+    w = vk.gid()
+    used = (params[n_word] + (params[span_word] - 1)) // params[span_word]
+    if w + 1 < used and partial[w] != 0:
+        after = carry[w] + partial[w]  # the rank of the next run
+        p = w  # the last segment whose carry is at most `after`: the one where that run starts
+        for s in range(steps):
+            if p + (1 << (steps - 1 - s)) < used:
+                if carry[p + (1 << (steps - 1 - s))] <= after:
+                    p += 1 << (steps - 1 - s)
+        nxt = params[n_word]  # p > w (carry[w + 1] == after); no run there: none after this one
+        if partial[p] != 0:
+            nxt = firsts[p]
+        lengths[after - 1] = nxt - lasts[w]
+
+
+@cache
+def run_tail_lengths(most: int, n_word: int, span_word: int) -> Program:
+    """The length of each segment's last run but the last segment's (``compact_run_lengths``):
+    from its start ``lasts[w]`` to the first start of the next segment holding one, found by a
+    binary search of the exclusive run counts ``carry`` over at most ``most`` segments (or to
+    ``n``). One invocation per segment."""
+    return _run_tail_lengths.bind(n_word, span_word, (most - 1).bit_length()).program

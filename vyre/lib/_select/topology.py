@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 from vyre.driver.backend import Resident
+from vyre.ir import Program
 from vyre.lib._scan.kernels import REDUCE_ITEMS
-from vyre.lib._scan.topology import SCAN_SINGLE, scan, segments
+from vyre.lib._scan.topology import SCAN_GROUPS, SCAN_SINGLE, scan, segments
 from vyre.lib._select import kernels as K
+from vyre.lib.blocks import WG
 from vyre.lib.monoid import COUNT
-from vyre.lib.plan import Plan, capacity
+from vyre.lib.plan import Plan, capacity, ceil_div
 
 
 def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident, out_index: Resident | None,
-            count: Resident, n: int, cap: int) -> None:
+            count: Resident, n: int, cap: int, lengths: Resident | None = None) -> None:
     """Stable compaction (``n >= 1``) in the scans' segments: count kept per segment, scan the
-    counts, then each workgroup compacts its segment tile by tile with a running count."""
+    counts, then each workgroup compacts its segment tile by tile with a running count.
+    ``lengths`` (run starts, no ``out_index``): each run's length into ``lengths[rank]``
+    (``K.compact_run_lengths``), then the lengths of the runs that cross segments (``K.run_tail_lengths``)."""
     n_word = plan.word("compact.n", n)
     extra = [plan.params] if pred.kind == "range" else []
-    outs = [out] + ([out_index] if out_index is not None else []) + [count]
     with_index = out_index is not None
     if cap <= SCAN_SINGLE:
         span_word = plan.word("compact.span", cap)
-        plan.step(K.compact_segments(pred, K.COMPACT_ITEMS, False, with_index, n_word, span_word),
-                  [*inputs, *outs, plan.params, *extra], 1)
+        plan.step(_downsweep(pred, False, with_index, lengths is not None, n_word, span_word),
+                  [*inputs, *_outputs(out, out_index, lengths, None), count, plan.params, *extra], 1)
         return
     groups, span_word, used = segments(plan, "compact", n, cap)
     partial = plan.buffer("compact.partial", groups)
@@ -29,5 +32,23 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
     plan.step(K.count_segments(pred, REDUCE_ITEMS, n_word, span_word), [*inputs, partial, plan.params, *extra],
               groups)
     scan(plan, COUNT, partial, carry, used, capacity(groups), False, role="compact.scan")
-    plan.step(K.compact_segments(pred, K.COMPACT_ITEMS, True, with_index, n_word, span_word),
-              [*inputs, *outs, carry, plan.params, *extra], groups)
+    ends = (plan.buffer("compact.firsts", groups), plan.buffer("compact.lasts", groups)) if lengths else None
+    plan.step(_downsweep(pred, True, with_index, lengths is not None, n_word, span_word),
+              [*inputs, *_outputs(out, out_index, lengths, ends), count, carry, plan.params, *extra], groups)
+    if lengths is not None and ends is not None:
+        plan.step(K.run_tail_lengths(SCAN_GROUPS, n_word, span_word), [partial, carry, *ends, lengths, plan.params],
+                  ceil_div(groups, WG))
+
+
+def _downsweep(pred: K.Predicate, has_carry: bool, with_index: bool, with_lengths: bool, n_word: int,
+               span_word: int) -> Program:
+    if with_lengths:
+        return K.compact_run_lengths(pred, K.COMPACT_ITEMS, has_carry, n_word, span_word)
+    return K.compact_segments(pred, K.COMPACT_ITEMS, has_carry, with_index, n_word, span_word)
+
+
+def _outputs(out: Resident, out_index: Resident | None, lengths: Resident | None,
+             ends: tuple[Resident, Resident] | None) -> list[Resident]:
+    """The downsweep's output buffers before ``count``, in its parameter order."""
+    return [out, *([out_index] if out_index is not None else []), *([lengths] if lengths is not None else []),
+            *(ends or ())]
