@@ -15,13 +15,16 @@ from vyre.lib.monoid import COUNT
 from vyre.lib.plan import Plan, capacity, ceil_div
 from vyre.lib.transform import element
 
+RUNS_ROLE = "rle.count"  # the scratch word ``run_length`` counts the runs into (no ``count`` given)
+DISTINCT_ROLE, TOTAL_ROLE = "urange.distinct", "urange.total"  # ``unique_in_range``'s two counts
+
 
 def run_length(plan: Plan, dtype: DataType, src: Resident, values: Resident, lengths: Resident, n: int,
                cap: int, count: Resident | None = None) -> Resident:
     """Run starts by compaction (first value of each run into ``values``), then ``lengths`` from
     consecutive starts; returns the buffer whose first word is the number of runs (``count`` when given)."""
     starts = plan.buffer("rle.starts", cap)
-    count = plan.buffer("rle.count", 1) if count is None else count
+    count = plan.buffer(RUNS_ROLE, 1) if count is None else count
     compact(plan, Predicate("run_start", dtype), [src], values, starts, count, n, cap)
     plan.step(K.run_lengths(plan.word("rle.n", n)), [starts, count, lengths, plan.params], ceil_div(cap, WG))
     return count
@@ -39,7 +42,7 @@ def unique_in_range(plan: Plan, dtype: DataType, src: Resident, n: int, lo: int,
     shift = element("minus_lo", dtype, U32, lambda v: Expr.sub(Expr.cast(U32, v), load_param(lo_word)))
     hist = plan.buffer("urange.counts", bins)
     histogram(plan, U32, src, hist, n, bins, U32, shift)
-    index, distinct = plan.buffer("urange.index", bins), plan.buffer("urange.distinct", 1)
+    index, distinct = plan.buffer("urange.index", bins), plan.buffer(DISTINCT_ROLE, 1)
     compact(plan, Predicate("flags", U32, U32), [hist, hist], counts, index, distinct, bins, cap)
     plan.step(K.offset_values(bins_word, lo_word), [index, values, plan.params], ceil_div(cap, WG))
-    return distinct, reduce(plan, COUNT, hist, bins, cap)
+    return distinct, reduce(plan, COUNT, hist, bins, cap, plan.buffer(TOTAL_ROLE, 1))
