@@ -204,3 +204,26 @@ def test_out_of_range_keys_raise_on_the_compiled_path(backend, rng):
         if i == 0:
             held = backend.metrics()["cuda_resident_bytes_in_use"]
     assert backend.metrics()["cuda_resident_bytes_in_use"] == held
+
+
+def test_torch_exact_calls_on_fresh_input(backend, rng):
+    """torch tensors (i32 keys, u8 flags): exact-size results are torch views of the counted
+    prefix; repeated calls over fresh tensors, each previous result poisoned, stay exact."""
+    torch = pytest.importorskip("torch")
+    n = (1 << 20) + 3
+    for _ in range(CALLS):
+        host = _inputs(rng, n)
+        x, small = host["x"].view(np.int32), host["small"].view(np.int32)
+        tx, tf, ts = (torch.as_tensor(a, device="cuda") for a in (x, host["flags"], small))
+        got = {"select": (lib.select(tx, tf, backend=backend),),
+               "select_if": (lib.select_if(tx, -1000, 2**30, backend=backend),),
+               "run_length_encode": lib.run_length_encode(ts, backend=backend),
+               "unique": lib.unique(ts, backend=backend)}
+        want = {"select": (x[host["flags"] != 0],), "select_if": (x[(x >= -1000) & (x < 2**30)],),
+                "run_length_encode": E.run_length_encode(small), "unique": E.unique(small)}
+        for name, outs in got.items():
+            for out, w in zip(outs, want[name], strict=True):
+                assert isinstance(out, torch.Tensor) and out.numel() == w.size, name
+                raw = out.view(torch.uint8)  # every dtype, u32 lengths included, as bytes
+                E.assert_same(raw.cpu().numpy().view(w.dtype), w)
+                raw.fill_(0xFF)
