@@ -26,6 +26,7 @@ class AliasingReference(ReferenceBackend):
     def __init__(self) -> None:
         super().__init__()
         self.compiled = 0  # compile_caller_sequence calls
+        self.waits = 0  # reads back to the host (each a wait for the device on cuda)
         self.aliases: set[int] = set()  # ids of alias handles (they own no bytes)
 
     def alias_resident(self, handle: Resident | None, source: Resident, nbytes: int) -> Resident:
@@ -47,12 +48,25 @@ class AliasingReference(ReferenceBackend):
                          watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray]:
         for handle, words in writes:
             self.upload_resident(handle, words)
-        out = self.dispatch_sequence(list(steps), [*reads, *((h, off, 4) for h, off, _ in watch)])
+        self.waits += bool(reads)  # watched words are read here, but cuda does not wait for them
+        out = super().dispatch_sequence(list(steps), [*reads, *((h, off, 4) for h, off, _ in watch)])
         for raw, (_, _, fail) in zip(out[len(reads):], watch):
             word = int(raw.view(np.uint32)[0])
             if word:
                 raise fail(word)
         return out[:len(reads)]
+
+    def dispatch_sequence(self, steps: Sequence[tuple], reads: Sequence[tuple] = ()) -> list[np.ndarray]:
+        self.waits += bool(reads)
+        return super().dispatch_sequence(steps, reads)
+
+    def download_resident(self, handle: Resident, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
+        self.waits += 1
+        return super().download_resident(handle, offset, nbytes)
+
+    def live_handles(self) -> int:
+        """Handles the oracle holds that own bytes (aliases aside)."""
+        return sum(1 for i in self._store._buffers if i not in self.aliases)
 
     def compile_caller_sequence(self, steps: Sequence[Any]) -> CompiledSteps:
         self.compiled += 1

@@ -19,6 +19,14 @@ def test_scalars_are_keyed_by_type_and_value():
     assert describe((np.dtype(np.uint32),), {}) == describe((np.dtype(np.uint32),), {})
 
 
+def test_tuples_of_plain_values_are_keyed_by_value_and_element_types():
+    assert describe((), {"key_range": (0, 256)}) == describe((), {"key_range": (0, 256)})
+    assert describe((), {"key_range": (0, 256)}) != describe((), {"key_range": (0, 257)})
+    assert describe(((1, 2),), {}) != describe(((True, 2),), {})  # equal tuples of other types
+    assert describe(((0.5, 1),), {}) is None  # floats inside a tuple: not described
+    assert describe((((1,),),), {}) is None  # nor nested tuples
+
+
 def test_stream_is_left_to_the_caller():
     assert describe((1,), {"stream": object()}) == describe((1,), {})
 

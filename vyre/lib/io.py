@@ -235,6 +235,9 @@ class Call:
         # the backend's stream, and ``fast`` compiles the call with the arrays aliased (``scratch.alias``)
         self.enqueues = self.resident and scratch.compiles_resident()
         self.compiles_resident = self.enqueues and all(a.resident and a.n for a in given)
+        # whether ``fast`` runs this call compiled: resident as above, or device arrays on a backend
+        # that compiles calls over them
+        self.compiles = self.compiles_resident or (self.on_device and hasattr(backend, "compile_caller_sequence"))
         self._fresh: list[Resident] = []
         self._issued: dict[int, Resident] = {}  # id(alias) -> the issued result handle behind it
         self._arrays: dict[int, Any] = {}  # id(handle) -> the caller-kind array behind a result
@@ -313,10 +316,14 @@ class Call:
         try:
             return plan.run(reads, self.stream)
         except BaseException:
-            for handle in self._fresh:
-                self.backend.free_resident(handle)
-            self._fresh.clear()
+            self.discard()
             raise
+
+    def discard(self) -> None:
+        """Free the result handles this call made for the caller (a failed call returns none)."""
+        for handle in self._fresh:
+            self.backend.free_resident(handle)
+        self._fresh.clear()
 
     def output(self, handle: Resident, np_dtype: np.dtype, count: int) -> Any:
         """The first ``count`` elements of ``handle``: numpy, the caller-kind array, or a ``ResidentArray``."""
@@ -355,15 +362,18 @@ class Call:
         self._keep.append(data)  # until the call returns: CuPy's pool reuses it in stream order
         return data
 
-    def fast(self, key: tuple, build: Callable[[], Any], shape: Callable[[list[Any]], Any]) -> Any:
+    def fast(self, key: tuple, build: Callable[[], Any], shape: Callable[[list[Any]], Any],
+             repeat: bool = True) -> Any:
         """A device or ``ResidentArray`` call through its compiled form (``FastCall``), made by
         recording ``build()`` the first time ``key`` (the call's static arguments) meets these
         input types and sizes (and, for device arrays, result kind and stream; resident calls run
         on the backend's stream); ``shape`` makes the return value from the result arrays (or
-        ``ResidentArray``s). ``build()`` returns what ``shape`` would. Other calls run ``build()``."""
+        ``ResidentArray``s). ``build()`` returns what ``shape`` would. Other calls run ``build()``.
+        ``repeat=False``: a loop may not run this call again without the function (its result is
+        one step of several, chosen by data read back)."""
         if self.compiles_resident:
             full: tuple = ("resident", key, tuple((a.np_dtype, a.n) for a in self.given))
-        elif self.on_device and hasattr(self.backend, "compile_caller_sequence"):
+        elif self.compiles:
             full = (key, self.stream.ptr, tuple(map(type, self.like)),
                     tuple((a.np_dtype, a.n, a.on_device) for a in self.given))
         else:
@@ -372,7 +382,7 @@ class Call:
         if entry is not None:
             out = entry.run(self, shape)
             if out is not None:
-                if self.compiles_resident or all(a.on_device for a in self.given):  # what a repeat runs
+                if repeat and (self.compiles_resident or all(a.on_device for a in self.given)):  # a repeat runs it
                     data = tuple(a.source if a.resident else a.data for a in self.given)
                     self.scratch.ran = Ran(entry, shape, out, data)
                 return out
@@ -385,6 +395,47 @@ class Call:
         if rec.plan is not None and not rec.reads:
             self.scratch.add_fast(full, FastCall(rec, self.backend.compile_caller_sequence(rec.plan.steps)))
         return result
+
+    def exact(self, key: tuple, build: Callable[[], tuple[Plan, list[tuple[Resident, np.dtype, int]]]],
+              counts: tuple[str, ...], finish: Callable[[Callable[[int, int], Any], list[int]], Any],
+              repeat: bool = True) -> Any:
+        """A call whose result sizes are counted on the device (exact-size compactions, ``unique``).
+
+        ``build()`` makes the plan and its full-length results ``(handle, dtype, elements)``;
+        ``counts`` names the 1-word scratch buffers (``plan.buffer(role, 1)``) the plan writes the
+        counts to; ``finish(take, words)`` makes the return value from the counts read back,
+        ``take(i, k)`` giving the first ``k`` elements of result ``i``. A compiled call (``fast``)
+        runs the steps into the full-length results, then reads the words (the one wait, on the
+        call's stream) and cuts the results to size without a copy (``cut``); ``finish`` must not
+        keep the call's arrays (a loop's repeat runs it again). Other calls read the words with the
+        plan's run. If ``finish`` raises, the results go back (resident ones to the pool)."""
+        if not self.compiles:
+            plan, results = build()
+            raws = self.run(plan, [(self.scratch.get(role, 4), 0, 4) for role in counts])
+            words = [int(np.asarray(raw).view(np.uint32)[0]) for raw in raws]
+            try:
+                return finish(lambda i, k: self.output(results[i][0], results[i][1], k), words)
+            except BaseException:
+                self.discard()
+                raise
+        backend, scratch, stream = self.backend, self.scratch, self.stream
+
+        def shape(outs: list[Any]) -> Any:
+            try:
+                words = read_words(backend, stream, [scratch.get(role, 4) for role in counts])
+                return finish(lambda i, k: cut(outs[i], k), words)
+            except BaseException:
+                for out in outs:
+                    if isinstance(out, ResidentArray):
+                        scratch.recycle(out.handle)
+                raise
+
+        def run_full() -> Any:
+            plan, results = build()
+            self.run(plan)
+            return shape([self.output(handle, np_dtype, n) for handle, np_dtype, n in results])
+
+        return self.fast(("exact", *key), run_full, shape, repeat)
 
     def zero_count(self) -> Any:
         """A 1-element u32 count of 0 of the call's kind (``count="device"`` of an empty input)."""
@@ -403,6 +454,21 @@ class Call:
         self.backend.enqueue_sequence([], stream=self.stream, writes=[(handle, value)])
 
 
+def read_words(backend: Any, stream: Any, handles: Sequence[Resident]) -> list[int]:
+    """The first u32 word of each handle, read after the work enqueued on ``stream`` (None: the
+    backend's): one wait."""
+    raws = backend.enqueue_sequence([], stream=stream, reads=[(handle, 0, 4) for handle in handles])
+    return [int(np.asarray(raw).view(np.uint32)[0]) for raw in raws]
+
+
+def cut(result: Any, count: int) -> Any:
+    """The first ``count`` elements of a full-length result, no copy: a ``ResidentArray`` of
+    ``count`` over the same handle, or a slice (a view) of a device array."""
+    if isinstance(result, ResidentArray):
+        return ResidentArray(result.handle, result.dtype, count, result.backend)
+    return result if len(result) == count else result[:count]
+
+
 @dataclass
 class Recording:
     """What a device call did the first time: its input and result roles and its plan."""
@@ -411,7 +477,7 @@ class Recording:
     results: list = field(default_factory=list)  # (role, DataType (resident: numpy dtype), elements, handle)
     arrays: list = field(default_factory=list)  # the result arrays made while recording
     plan: Plan | None = None
-    reads: bool = False  # the call read something back (exact-size compactions): not compiled
+    reads: bool = False  # the plan's run read something back: not compiled (``exact`` reads after the run)
     resident: bool = False  # the call's arrays are ``ResidentArray``s (aliased, results issued)
 
 

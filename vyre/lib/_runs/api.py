@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidProgram
 from vyre.ir import DataType
 from vyre.lib._runs import topology as topo
@@ -20,21 +22,43 @@ from vyre.lib.plan import Plan, capacity
 RANGE_TYPES = (DataType.U32, DataType.I32)  # the key types of unique(key_range=...)
 RANGE_MAX = 1 << 24  # bins at most: 64 MiB of u32 counts
 PROBE_MIN = 1 << 20  # unique() of at least this many device u32/i32 keys first checks for small keys (_small_keys)
+PROBE_ROLE = "unique.bits"  # the scratch word the probe ORs the keys into
 
 
-def _runs(call: Call, plan: Plan, dtype: Any, src: Any, n: int, np_dtype: np.dtype,
-          on_device: bool) -> tuple[Any, ...]:
-    """``(values, lengths)`` of the runs; with ``on_device`` (``count="device"``) full-length
-    results and a 1-element u32 count of runs, with no wait."""
-    values, lengths = call.result(plan, "rle.values", n, np_dtype), call.result(plan, "rle.lengths", n)
-    count = call.result(plan, "rle.count_out", 1) if on_device else None
-    count = topo.run_length(plan, dtype, src, values, lengths, n, capacity(n), count)
+def _runs(call: Call, key: tuple, prefix: Callable[[Plan], Resident], a: Array, on_device: bool,
+          repeat: bool = True) -> tuple[Any, ...]:
+    """``(values, lengths)`` of the runs of the keys ``prefix(plan)`` leaves (``a``'s, or sorted),
+    exact-size (``Call.exact``: the number of runs read back, the one wait); with ``on_device``
+    (``count="device"``) full-length results and a 1-element u32 count of runs, with no wait.
+    Both run compiled on device arrays and ``ResidentArray``s (``repeat``: as ``Call.fast`` takes it)."""
+    n, np_dtype = a.n, a.np_dtype
+
+    def steps(device_count: bool) -> tuple[Plan, Resident, Resident, Resident]:
+        plan = call.plan()
+        src = prefix(plan)
+        values, lengths = call.result(plan, "rle.values", n, np_dtype), call.result(plan, "rle.lengths", n)
+        count = call.result(plan, "rle.count_out", 1) if device_count else None
+        count = topo.run_length(plan, a.dtype, src, values, lengths, n, capacity(n), count)
+        return plan, values, lengths, count
+
     if on_device:
-        call.run(plan)
-        return call.output(values, np_dtype, n), call.output(lengths, U32, n), call.output(count, U32, 1)
-    (raw,) = call.run(plan, [(count, 0, 4)])
-    runs = int(raw.view(np.uint32)[0])
-    return call.output(values, np_dtype, runs), call.output(lengths, U32, runs)
+        def build() -> tuple[Any, ...]:
+            plan, values, lengths, count = steps(True)
+            call.run(plan)
+            return call.output(values, np_dtype, n), call.output(lengths, U32, n), call.output(count, U32, 1)
+
+        return call.fast((*key, "device"), build, tuple)
+
+    def build_exact() -> tuple[Plan, list]:
+        plan, values, lengths, _ = steps(False)
+        return plan, [(values, np_dtype, n), (lengths, U32, n)]
+
+    return call.exact(key, build_exact, (topo.RUNS_ROLE,), _take_runs, repeat)
+
+
+def _take_runs(take: Callable[[int, int], Any], words: list[int]) -> tuple[Any, Any]:
+    """The counted prefixes of the values and lengths (``words[0]``: how many)."""
+    return take(0, words[0]), take(1, words[0])
 
 
 def _no_runs(call: Call, np_dtype: np.dtype, on_device: bool) -> tuple[Any, ...]:
@@ -56,8 +80,7 @@ def run_length_encode(x: object, *, count: str = "exact", stream: object = None,
     call = Call(backend, scratch, a, stream=stream)
     if a.n == 0:
         return _no_runs(call, a.np_dtype, on_device)
-    plan = call.plan()
-    return _runs(call, plan, a.dtype, call.upload(plan, "x", a), a.n, a.np_dtype, on_device)
+    return _runs(call, ("rle",), lambda plan: call.upload(plan, "x", a), a, on_device)
 
 
 @library_call
@@ -85,24 +108,42 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
         return (call.empty(a.np_dtype), call.empty(U32)) if a.n == 0 else _unique_in_range(call, a, lo, bins)
     if a.n == 0:
         return _no_runs(call, a.np_dtype, on_device)
-    if not on_device and (a.on_device or a.resident) and a.dtype in RANGE_TYPES and a.n >= PROBE_MIN:
+    probe = not on_device and (a.on_device or a.resident) and a.dtype in RANGE_TYPES and a.n >= PROBE_MIN
+    if probe:
         bins = _small_keys(call, a)
         if bins is not None:  # every key in [0, bins): counted, not sorted (the same result)
-            return _unique_in_range(call, a, 0, bins)
-    plan = call.plan()
-    keys, _ = sort_topo.sort(plan, a.dtype, call.upload(plan, "x", a), None, None, "none", a.n, capacity(a.n))
-    return _runs(call, plan, a.dtype, keys, a.n, a.np_dtype, on_device)
+            return _unique_in_range(call, a, 0, bins, repeat=False)
+
+    def sorted_keys(plan: Plan) -> Resident:
+        keys, _ = sort_topo.sort(plan, a.dtype, call.upload(plan, "x", a), None, None, "none", a.n, capacity(a.n))
+        if keys is None:
+            raise AssertionError("a sort of keys alone left no keys")
+        return keys
+
+    return _runs(call, ("unique",), sorted_keys, a, on_device, repeat=not probe)  # a repeat would skip the probe
 
 
 def _small_keys(call: Call, a: Array) -> int | None:
     """``2**k`` when the OR of ``a``'s u32/i32 keys (one read of the keys, one word back) says every
-    key is in ``[0, 2**k)`` and ``2**k`` is at most ``n / 16`` bins (and ``RANGE_MAX``); else None."""
-    plan = call.plan()
-    word = scan_topo.reduce(plan, monoid("or", a.dtype), call.upload(plan, "x", a), a.n, capacity(a.n))
-    (raw,) = call.run(plan, [(word, 0, 4)])
-    bits = int(np.asarray(raw).view(np.uint32)[0])
+    key is in ``[0, 2**k)`` and ``2**k`` is at most ``n / 16`` bins (and ``RANGE_MAX``); else None.
+    Runs compiled on device arrays and ``ResidentArray``s (``Call.exact``, never repeated alone)."""
+    def build() -> tuple[Plan, list]:
+        plan = call.plan()
+        bits = plan.buffer(PROBE_ROLE, 1)
+        scan_topo.reduce(plan, monoid("or", a.dtype), call.upload(plan, "x", a), a.n, capacity(a.n), bits)
+        return plan, []
+
+    n = a.n
+    bins = call.exact(("unique.probe",), build, (PROBE_ROLE,), lambda _, words: _probe_bins(words[0], n),
+                      repeat=False)
+    return bins or None
+
+
+def _probe_bins(bits: int, n: int) -> int:
+    """The histogram bins of keys whose OR is ``bits``, or 0 when a sort is the better plan (not
+    None: a compiled call's None means it refused to run)."""
     bins = 1 << bits.bit_length()
-    return bins if bits < 1 << 31 and bins <= min(RANGE_MAX, a.n // 16) else None
+    return bins if bits < 1 << 31 and bins <= min(RANGE_MAX, n // 16) else 0
 
 
 def checked_range(key_range: object, a: Array) -> tuple[int, int]:
@@ -122,16 +163,25 @@ def checked_range(key_range: object, a: Array) -> tuple[int, int]:
     return lo, hi - lo
 
 
-def _unique_in_range(call: Call, a: Array, lo: int, bins: int) -> tuple[Any, Any]:
-    """``(values, counts)`` of ``a``'s keys, all in ``[lo, lo + bins)``; one read of the keys."""
-    plan = call.plan()
-    src = call.upload(plan, "x", a)
-    values, counts = call.result(plan, "urange.values", bins, a.np_dtype), call.result(plan, "urange.kept", bins)
-    distinct, total = topo.unique_in_range(plan, a.dtype, src, a.n, lo, bins, values, counts)
-    raw_distinct, raw_total = call.run(plan, [(distinct, 0, 4), (total, 0, 4)])
-    found = int(raw_total.view(np.uint32)[0])
-    if found != a.n:
-        raise InvalidProgram(f"{a.n - found} of the {a.n} keys are outside key_range=({lo}, {lo + bins})",
-                             "pass a key_range that bounds every key (lo <= x < hi), or call unique(x) without it.")
-    runs = int(raw_distinct.view(np.uint32)[0])
-    return call.output(values, a.np_dtype, runs), call.output(counts, U32, runs)
+def _unique_in_range(call: Call, a: Array, lo: int, bins: int, repeat: bool = True) -> tuple[Any, Any]:
+    """``(values, counts)`` of ``a``'s keys, all in ``[lo, lo + bins)``; one read of the keys, then
+    the number of distinct keys and the sum of the counts read back (``Call.exact``); a sum short
+    of ``n`` (a key out of range) raises ``InvalidProgram``."""
+    def build() -> tuple[Plan, list]:
+        plan = call.plan()
+        src = call.upload(plan, "x", a)
+        values, counts = call.result(plan, "urange.values", bins, a.np_dtype), call.result(plan, "urange.kept", bins)
+        topo.unique_in_range(plan, a.dtype, src, a.n, lo, bins, values, counts)
+        return plan, [(values, a.np_dtype, bins), (counts, U32, bins)]
+
+    n = a.n
+
+    def finish(take: Callable[[int, int], Any], words: list[int]) -> tuple[Any, Any]:
+        runs, found = words
+        if found != n:
+            raise InvalidProgram(f"{n - found} of the {n} keys are outside key_range=({lo}, {lo + bins})",
+                                 "pass a key_range that bounds every key (lo <= x < hi), or call unique(x) "
+                                 "without it.")
+        return take(0, runs), take(1, runs)
+
+    return call.exact(("unique.range", lo, bins), build, (topo.DISTINCT_ROLE, topo.TOTAL_ROLE), finish, repeat)

@@ -19,12 +19,15 @@ from vyre.lib.transform import element
 #: takes the two-pass form (run starts into scratch, then ``K.run_lengths``), kept to compare against
 FUSED = True
 
+RUNS_ROLE = "rle.count"  # the scratch word ``run_length`` counts the runs into (no ``count`` given)
+DISTINCT_ROLE, TOTAL_ROLE = "urange.distinct", "urange.total"  # ``unique_in_range``'s two counts
+
 
 def run_length(plan: Plan, dtype: DataType, src: Resident, values: Resident, lengths: Resident, n: int,
                cap: int, count: Resident | None = None) -> Resident:
     """Run starts by compaction (first value of each run into ``values``, its length into
     ``lengths``); returns the buffer whose first word is the number of runs (``count`` when given)."""
-    count = plan.buffer("rle.count", 1) if count is None else count
+    count = plan.buffer(RUNS_ROLE, 1) if count is None else count
     if FUSED:
         compact(plan, Predicate("run_start", dtype), [src], values, None, count, n, cap, lengths)
         return count
@@ -46,7 +49,7 @@ def unique_in_range(plan: Plan, dtype: DataType, src: Resident, n: int, lo: int,
     shift = element("minus_lo", dtype, U32, lambda v: Expr.sub(Expr.cast(U32, v), load_param(lo_word)))
     hist = plan.buffer("urange.counts", bins)
     histogram(plan, U32, src, hist, n, bins, U32, shift)
-    index, distinct = plan.buffer("urange.index", bins), plan.buffer("urange.distinct", 1)
+    index, distinct = plan.buffer("urange.index", bins), plan.buffer(DISTINCT_ROLE, 1)
     compact(plan, Predicate("flags", U32, U32), [hist, hist], counts, index, distinct, bins, cap)
     plan.step(K.offset_values(bins_word, lo_word), [index, values, plan.params], ceil_div(cap, WG))
-    return distinct, reduce(plan, COUNT, hist, bins, cap)
+    return distinct, reduce(plan, COUNT, hist, bins, cap, plan.buffer(TOTAL_ROLE, 1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,21 +15,36 @@ from vyre.lib.plan import Plan, capacity
 
 VALUE_TYPES = SCAN_TYPES
 FLAG_TYPES = ELEMENT_TYPES
+Prepare = Callable[[], tuple[Plan, K.Predicate]]  # a new plan (its predicate's words set) and the predicate
 
 
-def _compact(call: Call, plan: Plan, pred: K.Predicate, arrays: list[Array], on_device: bool) -> Any:
-    """The compaction's result: exact-size, or with ``on_device`` (``count="device"``) the
-    full-length result and a 1-element u32 count, with no wait."""
+def _compact(call: Call, key: tuple, prepare: Prepare, arrays: list[Array], on_device: bool) -> Any:
+    """The compaction's result: exact-size (``Call.exact``: the count read back, the one wait), or
+    with ``on_device`` (``count="device"``) the full-length result and a 1-element u32 count, with
+    no wait. Both run compiled on device arrays and ``ResidentArray``s."""
     a = arrays[0]
-    inputs = [call.upload(plan, f"select.in{i}", arr) for i, arr in enumerate(arrays)]
-    out = call.result(plan, "select.out", a.n, a.np_dtype)
-    count = call.result(plan, "select.count", 1) if on_device else plan.buffer("select.count", 1)
-    topo.compact(plan, pred, inputs, out, None, count, a.n, capacity(a.n))
+
+    def steps(device_count: bool) -> tuple[Plan, Any, Any]:
+        plan, pred = prepare()
+        inputs = [call.upload(plan, f"select.in{i}", arr) for i, arr in enumerate(arrays)]
+        out = call.result(plan, "select.out", a.n, a.np_dtype)
+        count = call.result(plan, "select.count", 1) if device_count else plan.buffer("select.count", 1)
+        topo.compact(plan, pred, inputs, out, None, count, a.n, capacity(a.n))
+        return plan, out, count
+
     if on_device:
-        call.run(plan)
-        return call.output(out, a.np_dtype, a.n), call.output(count, U32, 1)
-    (raw,) = call.run(plan, [(count, 0, 4)])
-    return call.output(out, a.np_dtype, int(raw.view(np.uint32)[0]))
+        def build() -> Any:
+            plan, out, count = steps(True)
+            call.run(plan)
+            return call.output(out, a.np_dtype, a.n), call.output(count, U32, 1)
+
+        return call.fast((*key, "device"), build, tuple)
+
+    def build_exact() -> tuple[Plan, list]:
+        plan, out, _ = steps(False)
+        return plan, [(out, a.np_dtype, a.n)]
+
+    return call.exact(key, build_exact, ("select.count",), lambda take, words: take(0, words[0]))
 
 
 def _empty_compaction(call: Call, np_dtype: np.dtype, on_device: bool) -> Any:
@@ -50,10 +66,11 @@ def select(x: object, flags: object, *, count: str = "exact", stream: object = N
     call = Call(backend, scratch, a, f, stream=stream)
     if a.n == 0:
         return _empty_compaction(call, a.np_dtype, on_device)
-    def build() -> Any:
-        return _compact(call, call.plan(), K.Predicate("flags", a.dtype, f.dtype), [a, f], on_device)
 
-    return call.fast(("select",), build, tuple) if on_device else build()
+    def prepare() -> tuple[Plan, K.Predicate]:
+        return call.plan(), K.Predicate("flags", a.dtype, f.dtype)
+
+    return _compact(call, ("select",), prepare, [a, f], on_device)
 
 
 @library_call
@@ -68,12 +85,11 @@ def select_if(x: object, lo: object, hi: object, *, count: str = "exact", stream
     if a.n == 0:
         return _empty_compaction(call, a.np_dtype, on_device)
 
-    def build() -> Any:
+    def prepare() -> tuple[Plan, K.Predicate]:
         plan = call.plan()
         lo_word = plan.typed_word("select.lo", lo_value, a.dtype)
         if plan.typed_word("select.hi", hi_value, a.dtype) != lo_word + 1:
             raise AssertionError("select_if needs lo and hi in consecutive parameter words")
-        return _compact(call, plan, K.Predicate("range", a.dtype, lo_word=lo_word), [a], on_device)
+        return plan, K.Predicate("range", a.dtype, lo_word=lo_word)
 
-    key = ("select_if", lo_value.tobytes(), hi_value.tobytes())
-    return call.fast(key, build, tuple) if on_device else build()
+    return _compact(call, ("select_if", lo_value.tobytes(), hi_value.tobytes()), prepare, [a], on_device)
