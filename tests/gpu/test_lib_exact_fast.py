@@ -36,12 +36,6 @@ def backend():
     be.shutdown()
 
 
-def _put(be, a: np.ndarray) -> lib.ResidentArray:
-    handle = be.allocate_resident(max(a.nbytes, 4))
-    be.upload_resident(handle, a)
-    return lib.ResidentArray(handle, a.dtype, a.size, be)
-
-
 def _inputs(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
     """x (u32), flags (u8), small (u32 keys below 256 in runs: many repeats, so probed at 2^20)."""
     return {"x": rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32),
@@ -93,7 +87,7 @@ def test_resident_exact_calls_on_fresh_input(backend, rng, name, n):
         if i in (0, 3):
             for old in r.values():
                 backend.free_resident(old.handle)
-            r = {k: _put(backend, v) for k, v in host.items()}
+            r = {k: E.put_resident(backend, v) for k, v in host.items()}
         else:
             for k, v in host.items():
                 backend.upload_resident(r[k].handle, v)
@@ -147,7 +141,7 @@ def test_resident_exact_loop_waits_once_replays_and_holds_no_more_memory(backend
     """A warm loop of resident ``select`` and ``run_length_encode`` that recycles its results:
     at most one sync a call, no new graph captures, and flat resident bytes."""
     host = _inputs(rng, 1 << 20)
-    r = {k: _put(backend, v) for k, v in host.items()}
+    r = {k: E.put_resident(backend, v) for k, v in host.items()}
     calls = (CASES["select"], CASES["run_length_encode"])
     for _ in range(6):
         for run, _ in calls:
@@ -169,7 +163,7 @@ def test_probed_unique_follows_keys_that_stop_being_small(backend, rng):
     """``unique`` of 2^20 keys probes every call: small keys are counted, keys past the range
     sorted, small ones counted again (no repeat skips the probe); resident and CuPy, all exact."""
     n = 1 << 20
-    rx = _put(backend, np.zeros(n, np.uint32))
+    rx = E.put_resident(backend, np.zeros(n, np.uint32))
     for top in (200, 200, 200, 2**31 + 9, 2**31 + 9, 70, 70):
         x = rng.integers(0, 200, n).astype(np.uint32)
         x[rng.integers(0, n)] = top
@@ -190,7 +184,7 @@ def test_out_of_range_keys_raise_on_the_compiled_path(backend, rng):
     x = rng.integers(0, 256, n).astype(np.uint32)
     bad = x.copy()
     bad[n - 1] = 256
-    rx = _put(backend, x)
+    rx = E.put_resident(backend, x)
     for i in range(4):
         backend.upload_resident(rx.handle, x)
         out = lib.unique(rx, key_range=(0, 256), backend=backend)

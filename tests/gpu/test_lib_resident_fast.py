@@ -29,16 +29,6 @@ def backend():
     be.shutdown()
 
 
-def _put(be, a: np.ndarray) -> lib.ResidentArray:
-    handle = be.allocate_resident(max(a.nbytes, 4))
-    be.upload_resident(handle, a)
-    return lib.ResidentArray(handle, a.dtype, a.size, be)
-
-
-def _get(be, r: lib.ResidentArray) -> np.ndarray:
-    return be.download_resident(r.handle, 0, r.n * r.dtype.itemsize).view(r.dtype)
-
-
 def _syncs(be) -> int:
     return be.metrics().get("cuda_sync_points", 0)
 
@@ -52,7 +42,7 @@ def _calls(be, rx, rv):
            "scan": lib.inclusive_scan(rx, backend=be), "xscan": lib.exclusive_scan(rx, backend=be),
            "hist": lib.histogram(rx, 64, backend=be), "sorted": lib.sort(rx, backend=be),
            "order": lib.argsort(rx, backend=be), "keys": keys, "values": values, "kept": kept, "count": count}
-    out = {k: (_get(be, v) if isinstance(v, lib.ResidentArray) else v) for k, v in got.items()}
+    out = {k: (E.get_resident(be, v) if isinstance(v, lib.ResidentArray) else v) for k, v in got.items()}
     return out, {k: v for k, v in got.items() if isinstance(v, lib.ResidentArray)}
 
 
@@ -85,7 +75,7 @@ def test_repeats_follow_new_contents_handles_and_lengths(backend, rng):
     kept results: each is exact, and the loop runs its repeats (``scratch.repeats``)."""
     scratch = scratch_for(backend)
     n = 70_001
-    rx, rv = _put(backend, np.zeros(n, np.uint32)), _put(backend, np.zeros(n, np.uint32))
+    rx, rv = E.put_resident(backend, np.zeros(n, np.uint32)), E.put_resident(backend, np.zeros(n, np.uint32))
     kept = []
     for i in range(10):
         if i == 7:
@@ -93,7 +83,7 @@ def test_repeats_follow_new_contents_handles_and_lengths(backend, rng):
         x = rng.integers(0, 2**31, n).astype(np.uint32)
         v = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
         if i in (4, 7):
-            rx, rv = _put(backend, x), _put(backend, v)  # other handles
+            rx, rv = E.put_resident(backend, x), E.put_resident(backend, v)  # other handles
         else:
             backend.upload_resident(rx.handle, x)
             backend.upload_resident(rv.handle, v)
@@ -109,14 +99,14 @@ def test_repeats_follow_new_contents_handles_and_lengths(backend, rng):
             assert scratch.repeats, "the third equal resident call should run its repeat"
     for results, want in kept:  # results kept by the caller are never written by later calls
         for name, r in results.items():
-            E.assert_same(_get(backend, r), want[name])
+            E.assert_same(E.get_resident(backend, r), want[name])
 
 
 def test_recycled_results_are_reused_without_new_captures(backend, rng):
     """A loop that recycles its results writes into the same handles and, once warm, replays its
     graph: no new captures, and a scan waits for nothing (no sync point) until it is read."""
     x = rng.integers(0, 2**31, 300_000).astype(np.uint32)
-    rx = _put(backend, x)
+    rx = E.put_resident(backend, x)
     for _ in range(5):  # record, then the sightings that capture the graph
         lib.recycle(lib.inclusive_scan(rx, backend=backend), backend=backend)
     first = lib.inclusive_scan(rx, backend=backend)
@@ -129,14 +119,14 @@ def test_recycled_results_are_reused_without_new_captures(backend, rng):
     assert _syncs(backend) == syncs, "a resident scan should not wait for the device"
     assert backend.metrics()["cuda_graph_captures"] == before["cuda_graph_captures"]
     out = lib.inclusive_scan(rx, backend=backend)
-    E.assert_same(_get(backend, out), np.cumsum(x, dtype=np.uint32))
+    E.assert_same(E.get_resident(backend, out), np.cumsum(x, dtype=np.uint32))
 
 
 def test_reduce_waits_once_and_recycles_its_value(backend, rng):
     """A resident ``reduce`` returns a host scalar: one wait per call, and its 1-element result
     handle goes back to the pool (the resident bytes stay flat over a loop)."""
     x = rng.integers(0, 2**31, 1 << 20).astype(np.uint32)
-    rx = _put(backend, x)
+    rx = E.put_resident(backend, x)
     for _ in range(4):
         lib.reduce(rx, backend=backend)
     held = backend.metrics()["cuda_resident_bytes_in_use"]
@@ -154,7 +144,7 @@ def test_freed_input_falls_back_and_raises(backend, rng):
     """A freed input of a repeated call raises ``InvalidHandle`` (as the full path does) and
     leaks no result handle; a live handle of the same length runs again."""
     x = rng.integers(0, 2**31, 20_000).astype(np.uint32)
-    rx = _put(backend, x)
+    rx = E.put_resident(backend, x)
     for _ in range(4):
         lib.recycle(lib.inclusive_scan(rx, backend=backend), backend=backend)
         lib.reduce(rx, backend=backend)
@@ -162,20 +152,21 @@ def test_freed_input_falls_back_and_raises(backend, rng):
     for fn in (lib.inclusive_scan, lib.reduce, lib.sort):
         with pytest.raises(InvalidHandle, match="Fix: "):
             fn(rx, backend=backend)
-    ry = _put(backend, x[::-1].copy())
+    ry = E.put_resident(backend, x[::-1].copy())
     for _ in range(3):
         assert lib.reduce(ry, backend=backend) == x.sum(dtype=np.uint32)
-        E.assert_same(_get(backend, lib.inclusive_scan(ry, backend=backend)), np.cumsum(x[::-1], dtype=np.uint32))
+        scan = lib.inclusive_scan(ry, backend=backend)
+        E.assert_same(E.get_resident(backend, scan), np.cumsum(x[::-1], dtype=np.uint32))
 
 
 def test_freed_result_and_reallocated_memory(backend, rng):
     """Results freed by the caller (not recycled): the next call gets new handles, possibly at the
     same addresses, and stays exact; handles of other sizes in between change nothing."""
     x = rng.integers(0, 2**31, 40_000).astype(np.uint32)
-    rx = _put(backend, x)
+    rx = E.put_resident(backend, x)
     for i in range(8):
         out = lib.inclusive_scan(rx, backend=backend)
-        E.assert_same(_get(backend, out), np.cumsum(x, dtype=np.uint32))
+        E.assert_same(E.get_resident(backend, out), np.cumsum(x, dtype=np.uint32))
         backend.free_resident(out.handle)
         if i % 2:
             junk = backend.allocate_resident(x.nbytes * 2)
@@ -188,11 +179,11 @@ def test_device_and_resident_calls_share_roles(backend, rng):
     cupy = pytest.importorskip("cupy")
     for i in range(6):
         x = rng.integers(0, 2**31, 10_000 + i).astype(np.uint32)
-        rx = _put(backend, x)
+        rx = E.put_resident(backend, x)
         d = cupy.asarray(x)
         assert lib.reduce(rx, backend=backend) == x.sum(dtype=np.uint32)
         assert int(lib.reduce(d, backend=backend)) == int(x.sum(dtype=np.uint32))
-        E.assert_same(_get(backend, lib.inclusive_scan(rx, backend=backend)), np.cumsum(x, dtype=np.uint32))
+        E.assert_same(E.get_resident(backend, lib.inclusive_scan(rx, backend=backend)), np.cumsum(x, dtype=np.uint32))
         E.assert_same(cupy.asnumpy(lib.inclusive_scan(d, backend=backend)), np.cumsum(x, dtype=np.uint32))
         backend.free_resident(rx.handle)
 
@@ -200,9 +191,9 @@ def test_device_and_resident_calls_share_roles(backend, rng):
 def test_release_scratch_between_repeats(backend, rng):
     """``release_scratch`` drops the compiled calls; the next resident call compiles again."""
     x = rng.integers(0, 2**31, 9_999).astype(np.uint32)
-    rx = _put(backend, x)
+    rx = E.put_resident(backend, x)
     for i in range(6):
-        E.assert_same(_get(backend, lib.exclusive_scan(rx, backend=backend)),
+        E.assert_same(E.get_resident(backend, lib.exclusive_scan(rx, backend=backend)),
                       np.concatenate([[0], np.cumsum(x, dtype=np.uint32)[:-1]]).astype(np.uint32))
         assert lib.reduce(rx, "max", backend=backend) == x.max()
         if i == 3:
@@ -214,14 +205,14 @@ def test_segmented_reduce_compiled_on_resident_and_cupy(backend, rng):
     offsets of the same count in the same handle, and new CuPy arrays, give new results."""
     cupy = pytest.importorskip("cupy")
     x = rng.integers(0, 2**31, 100_000).astype(np.uint32)
-    rx, ro = _put(backend, x), _put(backend, np.zeros(65, np.uint32))
+    rx, ro = E.put_resident(backend, x), E.put_resident(backend, np.zeros(65, np.uint32))
     dx = cupy.asarray(x)
     for i in range(5):
         offsets = np.concatenate([[i], np.sort(rng.integers(i, x.size + 1, 63)), [x.size]]).astype(np.uint32)
         backend.upload_resident(ro.handle, offsets)
         want = E.segmented_reduce(x, offsets, "max")
         out = lib.segmented_reduce(rx, ro, "max", backend=backend)
-        E.assert_same(_get(backend, out), want)
+        E.assert_same(E.get_resident(backend, out), want)
         lib.recycle(out, backend=backend)
         E.assert_same(cupy.asnumpy(lib.segmented_reduce(dx, cupy.asarray(offsets), "max", backend=backend)), want)
 
@@ -234,7 +225,7 @@ def test_segmented_reduce_compiled_from_short_to_long_segments(backend, rng):
     n = 1 << 22
     segments = n // 1024
     x = E.data(rng, np.uint32, n)
-    rx, ro = _put(backend, x), _put(backend, np.zeros(segments + 1, np.uint32))
+    rx, ro = E.put_resident(backend, x), E.put_resident(backend, np.zeros(segments + 1, np.uint32))
     few_long = np.sort(np.concatenate([rng.integers(0, n // 100, segments - 10), rng.integers(0, n + 1, 9)]))
     layouts = [np.arange(0, n + 1, 1024), np.concatenate([np.zeros(segments, np.int64), [n]]),
                np.concatenate([[0], few_long, [n]]), np.arange(0, n + 1, 1024)]
@@ -244,7 +235,7 @@ def test_segmented_reduce_compiled_from_short_to_long_segments(backend, rng):
         backend.upload_resident(ro.handle, offsets)
         out = lib.segmented_reduce(rx, ro, backend=backend)
         prefix = np.concatenate([np.zeros(1, np.uint64), np.cumsum(x, dtype=np.uint64)])
-        E.assert_same(_get(backend, out), (prefix[offsets[1:]] - prefix[offsets[:-1]]).astype(np.uint32))
+        E.assert_same(E.get_resident(backend, out), (prefix[offsets[1:]] - prefix[offsets[:-1]]).astype(np.uint32))
         captures = captures or backend.metrics()["cuda_graph_captures"]
         backend.upload_resident(out.handle, np.full(segments, 0xDEADBEEF, np.uint32))
         lib.recycle(out, backend=backend)

@@ -30,16 +30,6 @@ def _bench_input(rng: np.random.Generator, n: int) -> np.ndarray:
     return (rng.integers(0, 2**31, n, dtype=np.uint32) >> 29).astype(np.uint32)
 
 
-def _put(be, a: np.ndarray) -> lib.ResidentArray:
-    handle = be.allocate_resident(max(a.nbytes, 4))
-    be.upload_resident(handle, a)
-    return lib.ResidentArray(handle, a.dtype, a.size, be)
-
-
-def _get(be, r: lib.ResidentArray) -> np.ndarray:
-    return be.download_resident(r.handle, 0, r.n * r.dtype.itemsize).view(r.dtype)
-
-
 def _poison(be, r: lib.ResidentArray) -> None:
     be.upload_resident(r.handle, np.full(r.n * r.dtype.itemsize, POISON, np.uint8))
 
@@ -57,7 +47,7 @@ def test_host_arrays_match_numpy(backend, rng, dtype, n):
 @pytest.mark.parametrize("n", SIZES)
 def test_resident_results_over_poisoned_handles(backend, rng, n):
     """A call whose result handles hold poison (recycled) writes every value and length it returns."""
-    rx = _put(backend, _bench_input(rng, n))
+    rx = E.put_resident(backend, _bench_input(rng, n))
     values, lengths, runs = lib.run_length_encode(rx, count="device", backend=backend)
     for r in (values, lengths, runs):
         _poison(backend, r)
@@ -66,10 +56,10 @@ def test_resident_results_over_poisoned_handles(backend, rng, n):
         backend.upload_resident(rx.handle, x)
         values, lengths, runs = lib.run_length_encode(rx, count="device", backend=backend)
         want_values, want_lengths = E.run_length_encode(x)
-        k = int(_get(backend, runs)[0])
+        k = int(E.get_resident(backend, runs)[0])
         assert k == want_values.size
-        E.assert_same(_get(backend, values)[:k], want_values)
-        E.assert_same(_get(backend, lengths)[:k], want_lengths)
+        E.assert_same(E.get_resident(backend, values)[:k], want_values)
+        E.assert_same(E.get_resident(backend, lengths)[:k], want_lengths)
         lib.recycle(values, lengths, runs, backend=backend)
     backend.free_resident(rx.handle)
 

@@ -355,3 +355,17 @@ def _segment_fold(x: np.ndarray, items: int = 16) -> np.float64:
     tiles = -(-x.size // tile)
     per = _in_order(_padded(x, tiles * tile).reshape(tiles * items, WG).T)
     return np.float64(_block_sum(per))
+
+
+def put_resident(be: Any, a: np.ndarray) -> Any:
+    """``a`` uploaded into a new handle of ``be``, as a ``ResidentArray`` naming ``be``."""
+    from vyre.lib import ResidentArray
+
+    handle = be.allocate_resident(max(a.nbytes, 4))
+    be.upload_resident(handle, a)
+    return ResidentArray(handle, a.dtype, a.size, be)
+
+
+def get_resident(be: Any, r: Any) -> np.ndarray:
+    """The ``ResidentArray`` ``r``'s elements, downloaded from ``be``."""
+    return be.download_resident(r.handle, 0, r.n * r.dtype.itemsize).view(r.dtype)

@@ -24,16 +24,6 @@ def be():
     lib.release_scratch(backend)
 
 
-def _put(be, a: np.ndarray) -> ResidentArray:
-    handle = be.allocate_resident(max(a.nbytes, 4))
-    be.upload_resident(handle, a)
-    return ResidentArray(handle, a.dtype, a.size, be)
-
-
-def _get(be, r: ResidentArray) -> np.ndarray:
-    return be.download_resident(r.handle, 0, r.n * r.dtype.itemsize).view(r.dtype)
-
-
 def _resident_keys(be) -> list:
     return [k for k in scratch_for(be).fast if k[0] == "resident"]
 
@@ -44,22 +34,23 @@ def test_repeats_run_compiled_and_follow_contents_handles_and_lengths(be, rng):
     kept results all stay exact."""
     scratch = scratch_for(be)
     n = 3000
-    rx = _put(be, np.zeros(n, np.uint32))
+    rx = E.put_resident(be, np.zeros(n, np.uint32))
     kept = []
     for i in range(7):
         if i == 5:
             n = 1999  # another length: a key of its own
         x = E.data(rng, np.uint32, n)
         if i in (3, 5):
-            rx = _put(be, x)
+            rx = E.put_resident(be, x)
         else:
             be.upload_resident(rx.handle, x)
             rx = ResidentArray(rx.handle, np.uint32, n, be)
         assert lib.reduce(rx, "max", backend=be) == x.max()
         scan = lib.exclusive_scan(rx, backend=be)
-        E.assert_same(_get(be, scan), np.concatenate([[0], np.cumsum(x, dtype=np.uint32)[:-1]]).astype(np.uint32))
+        want = np.concatenate([[0], np.cumsum(x, dtype=np.uint32)[:-1]]).astype(np.uint32)
+        E.assert_same(E.get_resident(be, scan), want)
         hist = lib.histogram(rx, 32, backend=be)
-        E.assert_same(_get(be, hist), np.bincount(x[x < 32], minlength=32).astype(np.uint32))
+        E.assert_same(E.get_resident(be, hist), np.bincount(x[x < 32], minlength=32).astype(np.uint32))
         if i % 2:
             kept.append((np.bincount(x[x < 32], minlength=32).astype(np.uint32), hist))
             lib.recycle(scan, backend=be)
@@ -70,14 +61,14 @@ def test_repeats_run_compiled_and_follow_contents_handles_and_lengths(be, rng):
             assert len(scratch.repeats) == 3, "the third equal call found its repeat"
     assert be.compiled == 6, "the new length compiled each function once more, nothing else did"
     for want, hist in kept:
-        E.assert_same(_get(be, hist), want)
+        E.assert_same(E.get_resident(be, hist), want)
 
 
 def test_recycled_results_come_back_and_reduce_keeps_no_handle(be, rng):
     """Recycled results are issued again to the next compiled call; ``reduce`` hands its 1-element
     result handle back itself, so a loop of it holds no more bytes than its first call."""
     x = E.data(rng, np.uint32, 4097)
-    rx = _put(be, x)
+    rx = E.put_resident(be, x)
     first = lib.inclusive_scan(rx, backend=be)
     lib.recycle(first, backend=be)
     lib.reduce(rx, backend=be)
@@ -85,7 +76,7 @@ def test_recycled_results_come_back_and_reduce_keeps_no_handle(be, rng):
     for _ in range(4):
         out = lib.inclusive_scan(rx, backend=be)
         assert out.handle is first.handle
-        E.assert_same(_get(be, out), np.cumsum(x, dtype=np.uint32))
+        E.assert_same(E.get_resident(be, out), np.cumsum(x, dtype=np.uint32))
         lib.recycle(out, backend=be)
         assert lib.reduce(rx, backend=be) == x.sum(dtype=np.uint32)
     assert be.metrics()["reference_resident_bytes"] == held
@@ -96,15 +87,15 @@ def test_sort_pairs_and_device_counts_compiled(be, rng):
     map each recorded role to this call's handles."""
     for _ in range(4):
         x, v = E.data(rng, np.uint32, 2500), E.data(rng, np.uint32, 2500)
-        rx, rv = _put(be, x), _put(be, v)
+        rx, rv = E.put_resident(be, x), E.put_resident(be, v)
         keys, values = lib.sort(rx, rv, backend=be)
         order = np.argsort(x, kind="stable")
-        E.assert_same(_get(be, keys), x[order])
-        E.assert_same(_get(be, values), v[order])
+        E.assert_same(E.get_resident(be, keys), x[order])
+        E.assert_same(E.get_resident(be, values), v[order])
         kept, count = lib.select_if(rx, 0, 2**31, count="device", backend=be)
         want = x[x < 2**31]
-        assert int(_get(be, count)[0]) == want.size
-        E.assert_same(_get(be, kept)[:want.size], want)
+        assert int(E.get_resident(be, count)[0]) == want.size
+        E.assert_same(E.get_resident(be, kept)[:want.size], want)
         lib.recycle(keys, values, kept, count, backend=be)
         for r in (rx, rv):
             be.free_resident(r.handle)
@@ -115,7 +106,7 @@ def test_freed_input_raises_and_a_live_one_runs_again(be, rng):
     """A freed input of a repeated call raises ``InvalidHandle`` as the full path does, leaking no
     result handle; a live handle of the same length then runs compiled again."""
     x = E.data(rng, np.uint32, 3000)
-    rx = _put(be, x)
+    rx = E.put_resident(be, x)
     for _ in range(3):
         lib.recycle(lib.inclusive_scan(rx, backend=be), backend=be)
         lib.reduce(rx, backend=be)
@@ -125,23 +116,23 @@ def test_freed_input_raises_and_a_live_one_runs_again(be, rng):
         with pytest.raises(InvalidHandle, match="Fix: "):
             fn(rx, backend=be)
     assert be.metrics()["reference_resident_bytes"] <= held
-    ry = _put(be, x[::-1].copy())
+    ry = E.put_resident(be, x[::-1].copy())
     for _ in range(3):
         assert lib.reduce(ry, backend=be) == x.sum(dtype=np.uint32)
-        E.assert_same(_get(be, lib.inclusive_scan(ry, backend=be)), np.cumsum(x[::-1], dtype=np.uint32))
+        E.assert_same(E.get_resident(be, lib.inclusive_scan(ry, backend=be)), np.cumsum(x[::-1], dtype=np.uint32))
 
 
 def test_mixed_resident_and_host_inputs_take_the_full_path(be, rng):
     """A resident array with host data beside it (host offsets, a host ``init``) is not compiled:
     the host data is copied into scratch each call."""
     x = E.data(rng, np.uint32, 1000)
-    rx = _put(be, x)
+    rx = E.put_resident(be, x)
     offsets = np.array([0, 10, 10, 1000], np.uint32)
     for _ in range(3):
         out = lib.segmented_reduce(rx, offsets, backend=be)
-        E.assert_same(_get(be, out), E.segmented_reduce(x, offsets, "add"))
+        E.assert_same(E.get_resident(be, out), E.segmented_reduce(x, offsets, "add"))
         scan = lib.inclusive_scan(rx, init=5, backend=be)
-        E.assert_same(_get(be, scan), np.cumsum(x, dtype=np.uint32) + np.uint32(5))
+        E.assert_same(E.get_resident(be, scan), np.cumsum(x, dtype=np.uint32) + np.uint32(5))
     assert all(len(k[2]) == 1 for k in _resident_keys(be)), "only the scan (one resident array) compiled"
 
 
@@ -149,24 +140,24 @@ def test_segmented_reduce_compiled_with_resident_offsets(be, rng):
     """``segmented_reduce`` of resident values and offsets runs compiled: new offsets in the same
     handle (other segment bounds, same count) change the result."""
     x = E.data(rng, np.uint32, 5000)
-    rx = _put(be, x)
-    ro = _put(be, np.zeros(6, np.uint32))
+    rx = E.put_resident(be, x)
+    ro = E.put_resident(be, np.zeros(6, np.uint32))
     for i in range(4):
         offsets = np.sort(rng.integers(0, 5001, 6)).astype(np.uint32)
         offsets[0] = i  # a first segment that starts late
         offsets.sort()
         be.upload_resident(ro.handle, offsets)
         out = lib.segmented_reduce(rx, ro, "max", backend=be)
-        E.assert_same(_get(be, out), E.segmented_reduce(x, offsets, "max"))
+        E.assert_same(E.get_resident(be, out), E.segmented_reduce(x, offsets, "max"))
         lib.recycle(out, backend=be)
     assert be.compiled == 1
 
 
 def test_empty_inputs_are_never_compiled(be, rng):
     """An empty ``ResidentArray`` (no bytes to alias) takes the full path, call after call."""
-    rx = _put(be, E.data(rng, np.uint32, 100))
+    rx = E.put_resident(be, E.data(rng, np.uint32, 100))
     empty = ResidentArray(rx.handle, np.uint32, 0, be)
     for _ in range(3):
         assert lib.reduce(empty, backend=be) == 0
-        E.assert_same(_get(be, lib.histogram(empty, 8, backend=be)), np.zeros(8, np.uint32))
+        E.assert_same(E.get_resident(be, lib.histogram(empty, 8, backend=be)), np.zeros(8, np.uint32))
     assert be.compiled == 0

@@ -44,16 +44,6 @@ def plans(monkeypatch) -> list[int]:
     return built
 
 
-def _put(be, a: np.ndarray) -> ResidentArray:
-    handle = be.allocate_resident(max(a.nbytes, 4))
-    be.upload_resident(handle, a)
-    return ResidentArray(handle, a.dtype, a.size, be)
-
-
-def _get(be, r: ResidentArray) -> np.ndarray:
-    return be.download_resident(r.handle, 0, r.n * r.dtype.itemsize).view(r.dtype)
-
-
 def _poison(be, result: ResidentArray) -> None:
     """Fill a result's whole handle with ones (what a stale count would show)."""
     be.upload_resident(result.handle, np.full(result.handle.nbytes, 0xFF, np.uint8))
@@ -89,7 +79,7 @@ def _check(be, out: Any, want: tuple) -> None:
     assert len(got) == len(want)
     for r, w in zip(got, want, strict=True):
         assert isinstance(r, ResidentArray) and r.n == w.size
-        E.assert_same(_get(be, r), w)
+        E.assert_same(E.get_resident(be, r), w)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -100,11 +90,11 @@ def test_exact_calls_run_compiled_with_one_wait(be, plans, rng, name):
     run, want = CASES[name]
     n = 3001
     host = _inputs(rng, n)
-    r = {k: _put(be, v) for k, v in host.items()}
+    r = {k: E.put_resident(be, v) for k, v in host.items()}
     for i in range(6):
         host = _inputs(rng, n)
         if i == 3:  # other handles of the same length
-            r = {k: _put(be, v) for k, v in host.items()}
+            r = {k: E.put_resident(be, v) for k, v in host.items()}
         else:
             for k, v in host.items():
                 be.upload_resident(r[k].handle, v)
@@ -129,7 +119,7 @@ def test_probed_unique_runs_compiled_and_is_never_repeated_past_the_probe(be, pl
 
     monkeypatch.setattr(api, "PROBE_MIN", 4096)
     n = 8193
-    rx = _put(be, np.zeros(n, np.uint32))
+    rx = E.put_resident(be, np.zeros(n, np.uint32))
     for i, top in enumerate([200, 200, 200, 200, 2**31 + 5, 2**31 + 5, 100, 100]):
         x = rng.integers(0, 200, n).astype(np.uint32)
         x[rng.integers(0, n)] = top
@@ -150,7 +140,7 @@ def test_out_of_range_keys_still_raise_and_hand_back_their_results(be, rng):
     more handles than its first round."""
     n = 4099
     x = rng.integers(0, 64, n).astype(np.uint32)
-    rx = _put(be, x)
+    rx = E.put_resident(be, x)
     bad = x.copy()
     bad[n // 2] = 64
     for i in range(6):
@@ -171,7 +161,7 @@ def test_exact_loops_leak_no_handle(be, rng):
     frees them) holds no more handles after many calls than after the first round."""
     n = 2049
     host = _inputs(rng, n)
-    r = {k: _put(be, v) for k, v in host.items()}
+    r = {k: E.put_resident(be, v) for k, v in host.items()}
     live = 0
     for i in range(8):
         for run, want in CASES.values():
@@ -189,7 +179,7 @@ def test_device_counts_of_runs_run_compiled(be, plans, rng):
     """``run_length_encode`` and ``unique`` with ``count="device"`` run compiled too: full-length
     results and a count, no plan and no wait after the first call."""
     n = 3001
-    rx = _put(be, np.zeros(n, np.uint32))
+    rx = E.put_resident(be, np.zeros(n, np.uint32))
     for i in range(4):
         x = _inputs(rng, n)["small"]
         be.upload_resident(rx.handle, x)
@@ -199,9 +189,9 @@ def test_device_counts_of_runs_run_compiled(be, plans, rng):
             assert plans[0] == built and be.waits == waits
         for (values, counts, runs), (want_values, want_counts) in zip(outs, [E.run_length_encode(x), E.unique(x)],
                                                                        strict=True):
-            k = int(_get(be, runs)[0])
+            k = int(E.get_resident(be, runs)[0])
             assert values.n == counts.n == n and k == want_values.size
-            E.assert_same(_get(be, values)[:k], want_values)
-            E.assert_same(_get(be, counts)[:k], want_counts)
+            E.assert_same(E.get_resident(be, values)[:k], want_values)
+            E.assert_same(E.get_resident(be, counts)[:k], want_counts)
             lib.recycle(values, counts, runs, backend=be)
     assert be.compiled == 2
