@@ -56,6 +56,19 @@ def backend():
 
 
 @pytest.fixture
+def own_backend():
+    """A CUDA backend of the test's own, its library scratch released before it shuts down: for
+    tests that count one backend's handles, graphs and waits."""
+    from vyre import lib
+    from vyre_cuda.backend import CudaBackend
+
+    be = CudaBackend()
+    yield be
+    lib.release_scratch(be)
+    be.shutdown()
+
+
+@pytest.fixture
 def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     """A freshly seeded generator; the seed is reported with a failure (``VYRE_TEST_SEED`` replays)."""
     seed = int(os.environ.get("VYRE_TEST_SEED") or struct.unpack("<Q", os.urandom(8))[0] >> 1)

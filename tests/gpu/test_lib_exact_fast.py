@@ -27,13 +27,8 @@ CALLS = 5
 
 
 @pytest.fixture
-def backend():
-    from vyre_cuda.backend import CudaBackend
-
-    be = CudaBackend()
-    yield be
-    lib.release_scratch(be)
-    be.shutdown()
+def backend(own_backend):
+    return own_backend
 
 
 def _inputs(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:

@@ -20,13 +20,8 @@ pytest.importorskip("cupy")
 
 
 @pytest.fixture
-def backend():
-    from vyre_cuda.backend import CudaBackend
-
-    be = CudaBackend()
-    yield be
-    lib.release_scratch(be)
-    be.shutdown()
+def backend(own_backend):
+    return own_backend
 
 
 def _syncs(be) -> int:
