@@ -86,22 +86,24 @@ def strided(lanes: int, count: Expr, body: list[Node]) -> list[Node]:
 
 @cache
 def init_program() -> Program:
-    """Levels all unreached but the source (``frontiers[0]``); the source as the pending frontier.
+    """Levels all unreached but the source (``source[0]``, a word only the host writes); the source
+    as the pending frontier (``frontiers[0]``).
 
     ``ctl[LEVEL]`` starts at ``-1`` and the source's stats wait in ``next_stats``, so one ``decide``
     makes level 0 exactly as it makes every later level.
     """
     v = Expr.invocation_id(0)
-    source = Expr.load("frontiers", Expr.u32(0))
+    source = Expr.load("source", Expr.u32(0))
     edges_total = Expr.load("indptr", Expr.buf_len("indptr") - 1)
     return Program(
         [BufferDecl.read("indptr", 0, U32), BufferDecl.read_write("levels", 1, U32),
-         BufferDecl.read("frontiers", 2, U32), BufferDecl.read_write("next_stats", 3, U32, 2),
-         BufferDecl.read_write("ctl", 4, U32, CTL_WORDS)],
+         BufferDecl.read_write("frontiers", 2, U32), BufferDecl.read_write("next_stats", 3, U32, 2),
+         BufferDecl.read_write("ctl", 4, U32, CTL_WORDS), BufferDecl.read("source", 5, U32, 1)],
         (WG, 1, 1),
         [Node.if_(Expr.lt(v, Expr.buf_len("levels")),
                   [Node.store("levels", v, Expr.select(Expr.eq(v, source), Expr.u32(0), Expr.u32(UNREACHED)))]),
          Node.if_(Expr.eq(v, Expr.u32(0)), [
+             Node.store("frontiers", Expr.u32(0), source),
              Node.store("next_stats", Expr.u32(0), Expr.u32(1)),
              Node.store("next_stats", Expr.u32(1), degree(source)),
              *(Node.store("ctl", Expr.u32(w), Expr.u32(0)) for w in range(CTL_WORDS)),
