@@ -206,6 +206,11 @@ class CudaBackend(Backend):
     def dispatch_until(self, steps: Sequence[tuple], flag_handle: Resident, max_iterations: int) -> int:
         return self.sequences.dispatch_until(steps, flag_handle, max_iterations)
 
+    def enqueue_until(self, steps: Sequence[tuple], flag_handle: Resident, max_iterations: int) -> None:
+        """``dispatch_until`` with no host wait where the loop runs as a conditional graph (the
+        iteration count is not read back); otherwise ``dispatch_until``."""
+        self.sequences.enqueue_until(steps, flag_handle, max_iterations)
+
     def enqueue_sequence(self, steps: Sequence[object], *, stream: Any = None,
                          writes: Sequence[tuple[Resident, np.ndarray]] = (), reads: Sequence[tuple] = (),
                          watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray]:

@@ -170,3 +170,61 @@ def test_shutdown_releases_conditional_loop_graphs(monkeypatch, rng) -> None:
     assert be.sequences.control is None and be.heap.reserved == 0 and be.metrics()["cuda_param_blocks"] == 0
     gc.collect()
     cupy.cuda.runtime.deviceSynchronize()
+
+
+def enqueue_countdown(be, start: np.ndarray, max_iterations: int) -> np.ndarray:
+    """``run_countdown`` through ``enqueue_until`` (no count read); the counters after it."""
+    hc, flag = be.allocate_resident(start.nbytes), be.allocate_resident(4)
+    be.upload_resident(hc, start)
+    be.upload_resident(flag, np.array([0xDEADBEEF], np.uint32))
+    try:
+        assert be.enqueue_until([(COUNTDOWN, [hc, flag])], flag, max_iterations) is None
+        return be.download_resident(hc).view(np.uint32).copy()
+    finally:
+        be.free_resident(hc)
+        be.free_resident(flag)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("top", "cap"), [(0, 10), (1, 10), (63, 100), (300, 1000), (10, 5), (200, 65), (7, 0)])
+def test_enqueue_until_leaves_the_state_dispatch_until_leaves(backend, rng, monkeypatch, mode, top, cap) -> None:
+    """The loop without a count read ends where ``dispatch_until`` ends (the cap included), on the
+    conditional path with no host wait, and on the batched path (which waits) alike."""
+    monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", mode)
+    start = rng.integers(0, top + 1, 1000, dtype=np.uint32)
+    start[rng.integers(0, start.size)] = top
+    before = loops(backend)
+    got = enqueue_countdown(backend, start, cap)
+    if cap:
+        expect_path(backend, mode, before)
+    assert np.array_equal(got, run_countdown(ReferenceBackend(), start, cap)[1])
+
+
+def test_enqueue_until_does_not_wait(backend, monkeypatch) -> None:
+    """On the conditional path the loop is enqueued with no synchronisation when its graph's last
+    run has finished: the sync counter does not move until the result is read. A second loop
+    enqueued while the first still runs waits for it once (a graph is never run twice at once)."""
+    monkeypatch.delenv("VYRE_CUDA_CONDITIONAL", raising=False)
+    if backend.sequences.conditional_reason() is not None:
+        pytest.skip(backend.sequences.conditional_reason())
+    start = np.full(4096, 40, np.uint32)
+    hc, flag = backend.allocate_resident(start.nbytes), backend.allocate_resident(4)
+    steps = [(COUNTDOWN, [hc, flag])]
+    try:
+        backend.upload_resident(hc, start)
+        backend.enqueue_until(steps, flag, 100)  # builds the loop graph
+        assert not backend.download_resident(hc).view(np.uint32).any()
+        backend.upload_resident(hc, start)
+        syncs = backend.metrics()["cuda_sync_points"]
+        backend.enqueue_until(steps, flag, 100)
+        assert backend.metrics()["cuda_sync_points"] == syncs
+        assert not backend.download_resident(hc).view(np.uint32).any()
+        backend.upload_resident(hc, np.full(4096, 3000, np.uint32))  # 3,000 iterations: milliseconds
+        syncs = backend.metrics()["cuda_sync_points"]
+        backend.enqueue_until(steps, flag, 5000)
+        backend.enqueue_until(steps, flag, 5000)  # the first still runs: one wait, then one iteration
+        assert backend.metrics()["cuda_sync_points"] == syncs + 1
+        assert not backend.download_resident(hc).view(np.uint32).any()
+    finally:
+        backend.free_resident(hc)
+        backend.free_resident(flag)

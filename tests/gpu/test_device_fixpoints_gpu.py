@@ -56,6 +56,23 @@ def test_device_loop_bfs_on_graphs_larger_than_the_grid(backend, undirected):
             assert np.array_equal(g.bfs(source), graph.reference_levels(indptr, indices, source))
 
 
+def test_bfs_on_device_arrays_runs_without_a_host_wait(backend):
+    """A ``Graph`` over CuPy arrays enqueues the source, the search and the result copy with no
+    synchronisation; repeated and alternating sources (the source word is written only when it
+    changes) give the reference's levels."""
+    cupy = pytest.importorskip("cupy")
+    n, src, dst = cases(seed=4)["random"]
+    indptr, indices = symmetric(n, src, dst)
+    with graph.Graph(cupy.asarray(indptr), cupy.asarray(indices), backend=backend, undirected=True) as g:
+        g.bfs(0)
+        cupy.cuda.get_current_stream().synchronize()
+        for source in (0, 0, n - 1, 0, n // 2, n // 2):
+            syncs = backend.metrics()["cuda_sync_points"]
+            levels = g.bfs(source)
+            assert backend.metrics()["cuda_sync_points"] == syncs, source
+            assert np.array_equal(cupy.asnumpy(levels), graph.reference_levels(indptr, indices, source)), source
+
+
 def test_device_loop_bfs_on_a_long_path(backend):
     # 20,000 levels in one conditional-WHILE launch, from both ends and the middle
     n = 20_000

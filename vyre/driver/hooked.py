@@ -267,6 +267,9 @@ OBSERVED: dict[str, _Observed] = {
                                   "a caller's stream, no wait), observed as a dispatch."),
     "dispatch_repeated": _Observed(("prefix", "repeated", "count", "reads"), steps=("prefix", "repeated")),
     "dispatch_until": _Observed(("steps", "flag_handle", "max_iterations"), steps=("steps",)),
+    "enqueue_until": _Observed(("steps", "flag_handle", "max_iterations"), steps=("steps",),
+                               doc="The backend's ``enqueue_until`` (``dispatch_until`` without reading the "
+                               "iteration count: no wait), observed as a dispatch."),
 }
 _set_methods()
 

@@ -539,22 +539,28 @@ class Graph(DeviceArrays):
             return be.bfs_levels(self.indptr_handle, self.indices_handle, n, self.m, int(source))
         levels, frontiers = self.scratch("levels", 4 * n), self.scratch("frontiers", 8 * n)
         next_stats, ctl = self.scratch("next_stats", 8), self.scratch("ctl", 4 * kernels.CTL_WORDS)
-        flag = self.scratch("flag", 4)
+        flag, source_word = self.scratch("flag", 4), self.scratch("source", 4)
         self.after_caller()
-        be.upload_resident(frontiers, np.array([source], dtype=np.uint32))
         step_handles = [self.indptr_handle, self.indices_handle, levels, frontiers, next_stats, ctl]
         decide = (decide_program, [levels, next_stats, ctl, flag], ONE_INVOCATION)
         lanes = _elements_config(self._lanes)
         level = [(kernels.level_program(self._lanes, self.undirected), step_handles, lanes), decide]
-        start = [(kernels.init_program(), [self.indptr_handle, levels, frontiers, next_stats, ctl],
+        start = [(kernels.init_program(), [self.indptr_handle, levels, frontiers, next_stats, ctl, source_word],
                   _elements_config(n)), decide]
+        reads = [] if trace is None else [(ctl, 0, 4 * kernels.CTL_WORDS)]
+        enqueues = hasattr(raw_backend(be), "enqueue_until")
+        if enqueues:  # the source goes in with the start (a word only the host writes): no wait until the result
+            words = be.enqueue_sequence(start, writes=[(source_word, np.array([source], np.uint32))], reads=reads)
+        else:
+            be.upload_resident(source_word, np.array([source], dtype=np.uint32))
+            words = be.dispatch_sequence(start, reads=reads)
         if trace is None:
-            be.dispatch_sequence(start)
             # two levels an iteration: one WHILE test for every two (a level after the last one finds
             # an empty frontier and does nothing); at most n levels, each ending with a frontier
-            be.dispatch_until(level * LEVELS_PER_TEST, flag, n // LEVELS_PER_TEST + 2)
+            until = be.enqueue_until if enqueues else be.dispatch_until
+            until(level * LEVELS_PER_TEST, flag, n // LEVELS_PER_TEST + 2)
         else:
-            (words,) = be.dispatch_sequence(start, reads=[(ctl, 0, 4 * kernels.CTL_WORDS)])
+            (words,) = words
             while (words := np.asarray(words).view(np.uint32))[kernels.SIZE]:
                 started = time.perf_counter()
                 (after,) = be.dispatch_sequence(level, reads=[(ctl, 0, 4 * kernels.CTL_WORDS)])

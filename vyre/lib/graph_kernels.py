@@ -31,6 +31,8 @@ V = Expr.var
 LEVEL, MODE, SHIFT, UNVISITED, SIZE, EDGES = range(6)
 CTL_WORDS = 6
 TOP_DOWN, BOTTOM_UP = 0, 1
+CHUNK_SHIFT = 4
+CHUNK = 1 << CHUNK_SHIFT  # edges a bottom-up lane checks between two tests of whether it is done
 SHIFT_RANGE = (5, 15)  # 32 to 32768 invocations share one frontier vertex's edge list (a Kronecker hub of
 # 21,052 edges alone in a frontier took 260 us over 1024, 21 edges each one after another)
 
@@ -86,22 +88,24 @@ def strided(lanes: int, count: Expr, body: list[Node]) -> list[Node]:
 
 @cache
 def init_program() -> Program:
-    """Levels all unreached but the source (``frontiers[0]``); the source as the pending frontier.
+    """Levels all unreached but the source (``source[0]``, a word only the host writes); the source
+    as the pending frontier (``frontiers[0]``).
 
     ``ctl[LEVEL]`` starts at ``-1`` and the source's stats wait in ``next_stats``, so one ``decide``
     makes level 0 exactly as it makes every later level.
     """
     v = Expr.invocation_id(0)
-    source = Expr.load("frontiers", Expr.u32(0))
+    source = Expr.load("source", Expr.u32(0))
     edges_total = Expr.load("indptr", Expr.buf_len("indptr") - 1)
     return Program(
         [BufferDecl.read("indptr", 0, U32), BufferDecl.read_write("levels", 1, U32),
-         BufferDecl.read("frontiers", 2, U32), BufferDecl.read_write("next_stats", 3, U32, 2),
-         BufferDecl.read_write("ctl", 4, U32, CTL_WORDS)],
+         BufferDecl.read_write("frontiers", 2, U32), BufferDecl.read_write("next_stats", 3, U32, 2),
+         BufferDecl.read_write("ctl", 4, U32, CTL_WORDS), BufferDecl.read("source", 5, U32, 1)],
         (WG, 1, 1),
         [Node.if_(Expr.lt(v, Expr.buf_len("levels")),
                   [Node.store("levels", v, Expr.select(Expr.eq(v, source), Expr.u32(0), Expr.u32(UNREACHED)))]),
          Node.if_(Expr.eq(v, Expr.u32(0)), [
+             Node.store("frontiers", Expr.u32(0), source),
              Node.store("next_stats", Expr.u32(0), Expr.u32(1)),
              Node.store("next_stats", Expr.u32(1), degree(source)),
              *(Node.store("ctl", Expr.u32(w), Expr.u32(0)) for w in range(CTL_WORDS)),
@@ -162,11 +166,18 @@ def _bottom_up(lanes: int) -> list[Node]:
         Node.let("start", Expr.select(V("active"), Expr.load("indptr", V("at")), Expr.u32(0))),
         Node.let("end", Expr.select(V("active"), Expr.load("indptr", V("at") + 1), Expr.u32(0))),
         Node.let("found", Expr.bool(False)),
-        Node.loop("e", V("start"), V("end"), [
+        # chunks of CHUNK edges: a vertex that found its parent skips the rest a chunk at a time (a
+        # loop has no break, and a lane's loop keeps its whole subgroup until it ends)
+        Node.loop("chunk", Expr.u32(0), (V("end") - V("start") + (CHUNK - 1)) >> CHUNK_SHIFT, [
             Node.if_(Expr.not_(V("found")), [
-                Node.let("u", Expr.load("indices", V("e"))),
-                Node.if_(Expr.and_(Expr.lt(V("u"), n), Expr.eq(Expr.load("levels", V("u")), level)),
-                         [Node.assign("found", Expr.bool(True))]),
+                Node.loop("k", Expr.u32(0), Expr.u32(CHUNK), [
+                    Node.let("e", V("start") + (V("chunk") << CHUNK_SHIFT) + V("k")),
+                    Node.if_(Expr.and_(Expr.lt(V("e"), V("end")), Expr.not_(V("found"))), [
+                        Node.let("u", Expr.load("indices", V("e"))),
+                        Node.if_(Expr.and_(Expr.lt(V("u"), n), Expr.eq(Expr.load("levels", V("u")), level)),
+                                 [Node.assign("found", Expr.bool(True))]),
+                    ]),
+                ]),
             ]),
         ]),
         Node.if_(V("found"), [Node.store("levels", V("item"), level + 1),

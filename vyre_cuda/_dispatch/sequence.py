@@ -344,16 +344,10 @@ class SequenceDispatcher:
 
     def _until_on_device(self, entry: CapturedGraph, flag: Any, max_iterations: int) -> int:
         """Run the loop graph (cap: ``max_iterations``, in u32-sized parts); the iterations it took."""
-        rt, control = self.runtime, self.control_block()
         done = 0
         while done < max_iterations:
             cap = min(max_iterations - done, conditional.CAP_LIMIT)
-            control.invalidate()  # the kernel counted in word 0 since the last write
-            control.write((0, cap), rt.stream)
-            with cuda_errors("clearing the dispatch_until flag"):
-                rt.cuda.memsetAsync(flag.ptr, 0, 4, rt.stream_ptr)
-            self.graphs.replay(entry, rt.stream)
-            rt.telemetry.add("cuda_conditional_loops")
+            control = self._replay_loop(entry, flag, cap)
             count, word = (int(a.view(np.uint32)[0]) for a in
                            self.read_back([(control.ptr, 4), (flag.ptr, 4)], "dispatch_until"))
             if word == 0:
@@ -364,6 +358,21 @@ class SequenceDispatcher:
                                      "set VYRE_CUDA_CONDITIONAL=0 (the batched loop) and report the driver version.")
             done += cap
         return max_iterations
+
+    def _replay_loop(self, entry: CapturedGraph, flag: Any, cap: int) -> Any:
+        """Enqueue one run of the loop graph on the backend's stream: at most ``cap`` iterations, the
+        flag cleared first; returns the control block (word 0 counts the iterations)."""
+        rt, control = self.runtime, self.control_block()
+        loop = entry.graph
+        if isinstance(loop, conditional.WhileGraph) and loop.in_flight():
+            rt.wait(loop.finished, None, "the previous run of a dispatch_until loop")  # never two runs in flight
+        control.invalidate()  # the kernel counted in word 0 since the last write
+        control.write((0, cap), rt.stream)
+        with cuda_errors("clearing the dispatch_until flag"):
+            rt.cuda.memsetAsync(flag.ptr, 0, 4, rt.stream_ptr)
+        self.graphs.replay(entry, rt.stream)
+        rt.telemetry.add("cuda_conditional_loops")
+        return control
 
     # ---- reading back --------------------------------------------------------------------------------
     def read_ranges(self, reads: Sequence[tuple]) -> list[tuple[int, int]]:
@@ -505,16 +514,10 @@ class SequenceDispatcher:
 
     def dispatch_until(self, steps: Sequence[object], flag_handle: Resident, max_iterations: int) -> int:
         """Repeat ``steps`` until the flag's first u32 word stays zero; the iterations that took (<= max)."""
-        check_max_iterations(max_iterations)
         with self.runtime.lock, nvtx_range("vyre.cuda.sequence"):
-            self.open()
-            body = self.body(steps)
-            flag = self.runtime.resident.resolve(flag_handle)
-            check_flag(flag_handle)
-            self.order(self.runtime.stream)
+            body, flag, entry = self._loop(steps, flag_handle, max_iterations)
             if max_iterations == 0:
                 return 0
-            entry = self.while_graph(body, flag)
             if entry is not None:
                 return self._until_on_device(entry, flag, max_iterations)
             slots = self.flags()
@@ -529,6 +532,31 @@ class SequenceDispatcher:
                 done += n
                 batch = min(batch * 2, MAX_BATCH)
             return max_iterations
+
+    def enqueue_until(self, steps: Sequence[object], flag_handle: Resident, max_iterations: int) -> None:
+        """``dispatch_until`` with no host wait: the loop graph (conditional WHILE nodes) is enqueued on
+        the backend's stream and its iteration count is not read. Without conditional graphs, or past
+        one graph's cap (``conditional.CAP_LIMIT`` iterations), it is ``dispatch_until`` (it waits)."""
+        with self.runtime.lock, nvtx_range("vyre.cuda.sequence"):
+            _, flag, entry = self._loop(steps, flag_handle, max_iterations)
+            if max_iterations == 0:
+                return
+            if entry is not None and max_iterations <= conditional.CAP_LIMIT:
+                self._replay_loop(entry, flag, max_iterations)
+                return
+        self.dispatch_until(steps, flag_handle, max_iterations)
+
+    def _loop(self, steps: Sequence[object], flag_handle: Resident, max_iterations: int
+              ) -> tuple[Body, Any, CapturedGraph | None]:
+        """The checked loop of ``dispatch_until``/``enqueue_until``, ordered on the backend's stream:
+        its body, the flag's buffer and its conditional graph (None: the batched path)."""
+        check_max_iterations(max_iterations)
+        self.open()
+        body = self.body(steps)
+        flag = self.runtime.resident.resolve(flag_handle)
+        check_flag(flag_handle)
+        self.order(self.runtime.stream)
+        return body, flag, self.while_graph(body, flag) if max_iterations else None
 
     def close(self) -> None:
         """Drop every body, graph (conditional loop graphs freed) and binding; give the flag slots

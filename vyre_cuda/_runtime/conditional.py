@@ -77,6 +77,7 @@ class WhileGraph:
         if missing:
             raise RuntimeError(f"conditional graphs need cuda.bindings and libcuda: {'; '.join(missing)}")
         self.graph, self.exec = 0, 0
+        self.finished: Any = None  # a CuPy event recorded after the last launch (None: never launched)
         try:
             with driver.errors(_CONTEXT):
                 self.graph = driver.graph_create()
@@ -87,10 +88,23 @@ class WhileGraph:
             self.close()
             raise
 
+    def in_flight(self) -> bool:
+        """Whether the last launch may still be running (its event not yet reached)."""
+        return self.finished is not None and not self.finished.done
+
     def launch(self, stream: Any) -> None:
-        """Run the loop on ``stream`` (a CuPy stream): one driver call."""
+        """Run the loop on ``stream`` (a CuPy stream): one driver call, then an event record.
+
+        Callers wait for ``finished`` before launching again while ``in_flight()``: the executable
+        is never launched a second time while its previous run is in flight (compute-sanitizer's
+        memcheck reports illegal addresses in the body kernels of such a second launch)."""
+        from cupy.cuda import Event
+
         with driver.errors(_CONTEXT):
             driver.graph_launch(self.exec, stream.ptr)
+        if self.finished is None:
+            self.finished = Event(disable_timing=True)
+        self.finished.record(stream)
 
     def close(self) -> None:
         """Free the executable and the graph (with its body); a launch in flight still completes."""
