@@ -128,6 +128,31 @@ def test_single_pass_sort_across_tile_edges(backend, rng, dtype, n):
     E.assert_same(lib.argsort(low, backend=backend), np.argsort(low, kind="stable").astype(np.uint32))
 
 
+@pytest.mark.parametrize("dist", E.KEY_DISTS)
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.float32])
+@pytest.mark.parametrize("n", [3 * 2**16 + 1, 2**20 + 3])
+def test_sort_family_on_key_distributions(backend, rng, dist, dtype, n):
+    """The key distributions ``benchmarks/bench_lib.py --dists`` times, over many tiles: keys,
+    argsort and pairs on ``ResidentArray``s and on CuPy arrays are numpy's stable order."""
+    cupy = pytest.importorskip("cupy")
+    keys, values = E.key_distribution(rng, dist, dtype, n), E.data(rng, np.uint32, n)
+    order = E.sort_order(keys)
+    want = {"sort": (keys[order],), "argsort": (order.astype(np.uint32),), "pairs": (keys[order], values[order])}
+    resident = [E.put_resident(backend, a) for a in (keys, values)]
+    for (k, v), fetch in ((resident, functools.partial(E.get_resident, backend)),
+                          ((cupy.asarray(keys), cupy.asarray(values)), cupy.asnumpy)):
+        got = {"sort": lib.sort(k, backend=backend), "argsort": lib.argsort(k, backend=backend),
+               "pairs": lib.sort(k, v, backend=backend)}
+        for name, result in got.items():
+            parts = result if isinstance(result, tuple) else (result,)
+            for part, expected in zip(parts, want[name], strict=True):
+                E.assert_same_bits(fetch(part), expected)
+            if isinstance(parts[0], lib.ResidentArray):
+                lib.recycle(*parts, backend=backend)
+    for r in resident:
+        backend.free_resident(r.handle)
+
+
 def test_device_arrays_in_cupy_out(backend, rng):
     cupy = pytest.importorskip("cupy")
     x = E.data(rng, np.uint32, 100_003)
