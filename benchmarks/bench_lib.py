@@ -39,11 +39,23 @@ without syncs", printed as one markdown table per size; JSON default ``$OUT/benc
 on CuPy arrays, on numpy arrays (host in and out: adds both copies) and on torch tensors (int64:
 the keys are below 2^62, so the order is the same) against ``cupy.sort`` and ``torch.sort`` on the
 same keys, after checking that all give the same keys; JSON default ``$OUT/bench_lib_wide.json``.
+
+``--dists`` (sizes default to 28) times instead ``sort``, ``argsort`` and ``sort_pairs`` of u32 keys
+of five distributions (``DISTS``, made on the device by ``dist_keys``): uniform over [0, 2^32),
+sorted ascending, reverse sorted, 16 distinct random values picked uniformly, and Zipf ranks
+(``a = ZIPF_A``, clipped to 2^32 - 1). vyre on ``ResidentArray``s, CuPy (``cupy.sort``,
+``cupy.argsort``, ``_cupy_sort_pairs``) and torch (``torch.sort``, ``torch.argsort(stable=True)``,
+on the keys with the top bit flipped as int32: the same order) on the same keys, after checking
+vyre's results against CuPy's stable order (an ``AssertionError`` if any differs). The table gives
+CuPy/vyre and torch/vyre and whether the target is met (``DIST_TARGETS``: sort at most 0.75x CuPy's
+time, argsort and sort_pairs at least 1.2x CuPy's speed); ``--chart`` with ``--dists`` draws CuPy/vyre
+per distribution (default ``docs/lib_dists.png``); JSON default ``$OUT/bench_lib_dists.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -68,8 +80,13 @@ MIN_BYTES = {"reduce": 4, "inclusive_scan": 8, "exclusive_scan": 8, "select": 5 
              "histogram": 4, "sort": 8, "sort_pairs": 16, "argsort": 8, "unique": 4,
              "segmented_reduce": 4 + 8 / SEGMENT,  # the elements, an offset pair and a result per segment
              "run_length_encode": 4, "transform_reduce": 4}
+DISTS = ("uniform", "sorted", "reversed", "few_distinct", "zipf")  # the key distributions of ``--dists``
+DIST_ROWS = ("sort", "argsort", "sort_pairs")
+DIST_TARGETS = {"sort": 4 / 3, "argsort": 1.2, "sort_pairs": 1.2}  # CuPy's time / vyre's time needed
+ZIPF_A = 1.2
 READ_BOUND = ("reduce", "transform_reduce", "segmented_reduce")  # compared with the read bandwidth
 COPY_BOUND = ("inclusive_scan", "exclusive_scan")  # compared with the copy bandwidth
+LIB_PNG = ROOT / "docs" / "lib_bench.png"  # the main chart; ``--dists`` draws docs/lib_dists.png by default
 READ_SOURCE = r"""
 extern "C" __global__ void vyre_bench_read(const uint4* __restrict__ x, unsigned long long n4, unsigned int* out) {
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
@@ -199,17 +216,36 @@ def _recycle(backend: Any, result: object) -> None:
                   if isinstance(r, lib.ResidentArray)], backend=backend)
 
 
+def _recycled(backend: Any, call: Callable[[], object]) -> Callable[[], object]:
+    """``call`` with its ``ResidentArray`` results handed back (``_recycle``) each time."""
+    return lambda: _recycle(backend, call())
+
+
+def _resident(backend: Any, a: Any) -> Any:
+    """A ``ResidentArray`` holding a copy of the CuPy array ``a``."""
+    from vyre.lib import ResidentArray
+
+    handle = backend.allocate_resident(a.nbytes)
+    backend.upload_resident(handle, a)
+    return ResidentArray(handle, a.dtype.str, a.size)
+
+
+def _torch() -> Any:
+    """torch, or None where it is not installed (its columns are then left out)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
 def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]]:
     """For each primitive, the callables of each implementation on the same data (all on the device)."""
     import cupy
 
     from vyre import lib
-    from vyre.lib import ResidentArray
 
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    torch = _torch()
     rng = cupy.random.default_rng(1)
     x = rng.integers(0, 2**31, n, dtype=cupy.int64).astype(cupy.uint32)
     small = (x & 255).astype(cupy.uint32)
@@ -218,18 +254,11 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
     offsets = cupy.linspace(0, n, n // SEGMENT + 1).astype(cupy.uint32)
     values = cupy.arange(n, dtype=cupy.uint32)
 
-    def resident(a: Any) -> ResidentArray:
-        handle = backend.allocate_resident(a.nbytes)
-        backend.upload_resident(handle, a)
-        return ResidentArray(handle, a.dtype.str, a.size)
-
-    r = {name: resident(a) for name, a in
+    r = {name: _resident(backend, a) for name, a in
          (("x", x), ("small", small), ("runs", runs), ("mask", mask), ("offsets", offsets), ("values", values))}
     lo, hi = 0, 2**30
 
-    def vy(call: Callable[[], object]) -> Callable[[], object]:
-        return lambda: _recycle(backend, call())
-
+    vy = functools.partial(_recycled, backend)
     impls: dict[str, dict[str, Callable[[], object]]] = {
         "reduce": {"vyre": vy(lambda: lib.reduce(r["x"], backend=backend)),
                    "vyre_cupy": lambda: lib.reduce(x, backend=backend), "cupy": lambda: x.sum()},
@@ -358,12 +387,9 @@ def wide_sort(backend: Any, n: int) -> dict[str, Callable[[], object]]:
     import cupy
 
     from vyre import lib
-    from vyre.lib import ResidentArray
 
     keys = cupy.random.default_rng(2).integers(0, 2**62, n, dtype=cupy.int64).view(cupy.uint64)
-    handle = backend.allocate_resident(keys.nbytes)
-    backend.upload_resident(handle, keys)
-    resident = ResidentArray(handle, keys.dtype.str, n)
+    resident = _resident(backend, keys)
     host = cupy.asnumpy(keys)
     impls: dict[str, Callable[[], object]] = {
         "vyre": lambda: _recycle(backend, lib.sort(resident, backend=backend)),
@@ -374,10 +400,7 @@ def wide_sort(backend: Any, n: int) -> dict[str, Callable[[], object]]:
     got = {"vyre": cupy.asarray(backend.download_resident(out.handle, 0, keys.nbytes).view(cupy.uint64)),
            "vyre_cupy": lib.sort(keys, backend=backend), "vyre_numpy": cupy.asarray(lib.sort(host, backend=backend))}
     backend.free_resident(out.handle)
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    torch = _torch()
     if torch is not None:
         tkeys = torch.as_tensor(keys.view(cupy.int64), device="cuda")
         impls["vyre_torch"] = lambda: lib.sort(tkeys, backend=backend)
@@ -424,6 +447,148 @@ def wide_table(report: dict[str, Any]) -> str:
         rows.append(f"| 2^{log2n} | u64 | {ms:.3f} | {' | '.join(cells)} | "
                     f"{_ratio(by.get((log2n, 'cupy')), ms)} | {_ratio(by.get((log2n, 'torch')), ms)} |")
     return "\n".join(rows)
+
+
+def dist_keys(name: str, n: int, seed: int = 3) -> Any:
+    """``n`` u32 keys of the distribution ``name`` (``DISTS``), made on the device by CuPy from ``seed``."""
+    import cupy
+
+    rng = cupy.random.default_rng(seed)
+    if name == "few_distinct":
+        pool = rng.integers(0, 2**32, 16, dtype=cupy.int64).astype(cupy.uint32)
+        return pool[rng.integers(0, 16, n, dtype=cupy.int64)]
+    if name == "zipf":
+        ranks = cupy.random.RandomState(seed).zipf(ZIPF_A, n, dtype=cupy.int64)
+        return cupy.clip(ranks, 1, 2**32 - 1).astype(cupy.uint32)
+    keys = rng.integers(0, 2**32, n, dtype=cupy.int64).astype(cupy.uint32)
+    if name == "uniform":
+        return keys
+    keys.sort()
+    if name == "sorted":
+        return keys
+    if name == "reversed":
+        return keys[::-1].copy()
+    raise ValueError(f"unknown key distribution {name!r}; pick one of {DISTS}")
+
+
+def dist_workloads(backend: Any, name: str, n: int) -> tuple[dict[str, dict[str, Callable[[], object]]], list[Any]]:
+    """``sort``, ``argsort`` and ``sort_pairs`` (u32 values ``arange(n)``) of ``n`` keys of distribution
+    ``name`` by each implementation, vyre on ``ResidentArray``s of the same data, after checking vyre's
+    results against CuPy's stable order; and the ``ResidentArray`` inputs, for the caller to free."""
+    import cupy
+
+    from vyre import lib
+
+    keys, values = dist_keys(name, n), cupy.arange(n, dtype=cupy.uint32)
+    rk, rv = _resident(backend, keys), _resident(backend, values)
+    vyre_calls: dict[str, Callable[[], Any]] = {
+        "sort": lambda: lib.sort(rk, backend=backend), "argsort": lambda: lib.argsort(rk, backend=backend),
+        "sort_pairs": lambda: lib.sort(rk, rv, backend=backend)}
+    order = cupy.argsort(keys)  # CuPy's argsort is stable
+    want = {"sort": (cupy.sort(keys),), "argsort": (order,), "sort_pairs": (keys[order], values[order])}
+    for primitive, call in vyre_calls.items():
+        result = call()
+        got = result if isinstance(result, tuple) else (result,)
+        if not all(bool(cupy.array_equal(cupy.asarray(g), w)) for g, w in zip(got, want[primitive], strict=True)):
+            raise AssertionError(f"vyre's {primitive} of {n} {name} u32 keys differs from CuPy's (stable) result")
+        _recycle(backend, result)
+    impls = {p: {"vyre": _recycled(backend, call)} for p, call in vyre_calls.items()}
+    impls["sort"]["cupy"] = lambda: cupy.sort(keys)
+    impls["argsort"]["cupy"] = lambda: cupy.argsort(keys)
+    impls["sort_pairs"]["cupy"] = lambda: _cupy_sort_pairs(keys, values)
+    torch = _torch()
+    if torch is not None:
+        tkeys = torch.as_tensor((keys ^ cupy.uint32(1 << 31)).view(cupy.int32), device="cuda")  # u32 order as i32
+        impls["sort"]["torch"] = lambda: torch.sort(tkeys)
+        impls["argsort"]["torch"] = lambda: torch.argsort(tkeys, stable=True)
+        impls["sort_pairs"]["torch"] = lambda: torch.sort(tkeys)  # the sorted keys and their indices, as workloads()
+    return impls, [rk, rv]
+
+
+def run_dists(sizes: list[int], reps: int) -> dict[str, Any]:
+    """``--dists``: the sort rows of each key distribution, checked, then timed."""
+    import cupy
+
+    from vyre import lib
+    from vyre_cuda.backend import CudaBackend
+
+    backend = CudaBackend()
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    report: dict[str, Any] = {"device": props["name"].decode(), "sizes": sizes, "reps": reps, "zipf_a": ZIPF_A,
+                              "targets": DIST_TARGETS, "results": []}
+    for log2n in sizes:
+        for dist in DISTS:
+            impls, inputs = dist_workloads(backend, dist, 1 << log2n)
+            for primitive, by_impl in impls.items():
+                for impl, fn in by_impl.items():
+                    ms = wall_ms(fn, reps)
+                    report["results"].append({"dist": dist, "primitive": primitive, "log2n": log2n, "impl": impl,
+                                              "ms": ms})
+                    print(f"2^{log2n} {dist:12s} {primitive:10s} {impl:6s} {ms:9.3f} ms", flush=True)
+            for r in inputs:
+                backend.free_resident(r.handle)
+        lib.release_scratch(backend)
+    backend.shutdown()
+    report["rows"] = dist_rows(report)
+    return report
+
+
+def dist_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per size, distribution and primitive: each implementation's ms, CuPy/vyre and torch/vyre (their
+    time over vyre's), and whether CuPy/vyre reaches the primitive's target (``DIST_TARGETS``)."""
+    by = {(r["log2n"], r["dist"], r["primitive"], r["impl"]): r["ms"] for r in report["results"]}
+    rows = []
+    for log2n in report["sizes"]:
+        for dist in DISTS:
+            for p in DIST_ROWS:
+                ms = {impl: by.get((log2n, dist, p, impl)) for impl in ("vyre", "cupy", "torch")}
+                vyre_ms = ms["vyre"]
+                if vyre_ms is None:
+                    continue
+                speed = {impl: ms[impl] / vyre_ms if ms[impl] else None for impl in ("cupy", "torch")}
+                rows.append({"log2n": log2n, "dist": dist, "primitive": p, **{f"{i}_ms": v for i, v in ms.items()},
+                             "cupy_over_vyre": speed["cupy"], "torch_over_vyre": speed["torch"],
+                             "target": DIST_TARGETS[p], "met": (speed["cupy"] or 0.0) >= DIST_TARGETS[p]})
+    return rows
+
+
+def dists_table(report: dict[str, Any]) -> str:
+    """Markdown of ``dist_rows``: the target is CuPy's time over vyre's (4/3: vyre at most 0.75x CuPy's time)."""
+    rows = ["| n | keys | primitive | vyre ms | CuPy ms | torch ms | CuPy/vyre | torch/vyre | target met |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in dist_rows(report):
+        cells = [f"{r[f'{i}_ms']:.3f}" if r[f"{i}_ms"] else "-" for i in ("vyre", "cupy", "torch")]
+        rows.append(f"| 2^{r['log2n']} | {r['dist']} | {r['primitive']} | {' | '.join(cells)} | "
+                    f"{_ratio(r['cupy_ms'], r['vyre_ms'])} | {_ratio(r['torch_ms'], r['vyre_ms'])} | "
+                    f"{'yes' if r['met'] else 'no'} (>= {r['target']:.2f}x) |")
+    return "\n".join(rows)
+
+
+def plot_dists(report: dict[str, Any], png: Path) -> None:
+    """One panel per size: CuPy's time over vyre's per primitive, grouped by key distribution; a
+    dashed line over each bar marks its target."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = dist_rows(report)
+    width = 0.8 / len(DIST_ROWS)
+    fig, axes = plt.subplots(len(report["sizes"]), 1, figsize=(9, 3.4 * len(report["sizes"])), squeeze=False)
+    for ax, log2n in zip(axes[:, 0], report["sizes"]):
+        speed = {(r["dist"], r["primitive"]): r["cupy_over_vyre"] or 0.0 for r in rows if r["log2n"] == log2n}
+        for k, p in enumerate(DIST_ROWS):
+            xs = [i + (k - (len(DIST_ROWS) - 1) / 2) * width for i in range(len(DISTS))]
+            ax.bar(xs, [speed.get((d, p), 0.0) for d in DISTS], width=width, label=p)
+            ax.hlines([DIST_TARGETS[p]] * len(xs), [x - width / 2 for x in xs], [x + width / 2 for x in xs],
+                      colors="black", linestyles="dashed", linewidth=1)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(DISTS)), DISTS, fontsize=8)
+        ax.set_ylabel("CuPy time / vyre time")
+        ax.set_title(f"{report['device']}, 2^{log2n} u32 keys (dashed: targets)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
 
 
 def run(sizes: list[int], reps: int) -> dict[str, Any]:
@@ -538,30 +703,38 @@ def plot(report: dict[str, Any], png: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=None,
-                        help="log2 of the element counts (default 20 24 28; 27 with --wide)")
+                        help="log2 of the element counts (default 20 24 28; 27 with --wide, 28 with --dists)")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--wide", action="store_true", help="time the sort of u64 keys instead")
     parser.add_argument("--small", action="store_true",
                         help="time the host cost of small calls instead (default sizes 16 20): wall / host loop us")
-    add_chart_arguments(parser, ROOT / "docs" / "lib_bench.png")
+    parser.add_argument("--dists", action="store_true",
+                        help="time sort, argsort and sort_pairs of u32 keys of five distributions instead")
+    add_chart_arguments(parser, LIB_PNG)
     args = parser.parse_args()
-    if redraw_if_asked(args, plot):
+    if args.dists and args.png == str(LIB_PNG):
+        args.png = str(ROOT / "docs" / "lib_dists.png")
+    if redraw_if_asked(args, plot_dists if args.dists else plot):
         report = json.loads(Path(args.chart).read_text())
-        print(table(report) + "\n\n" + bandwidth_table(report))
+        print(dists_table(report) if args.dists else table(report) + "\n\n" + bandwidth_table(report))
         print(f"chart: {args.png}")
         return
     if args.small:
         report = run_small(args.sizes or [16, 20], max(args.reps, 50))
     elif args.wide:
         report = run_wide(args.sizes or [27], args.reps)
+    elif args.dists:
+        report = run_dists(args.sizes or [28], args.reps)
     else:
         report = run(args.sizes or [20, 24, 28], args.reps)
-    name = "bench_lib_small.json" if args.small else "bench_lib_wide.json" if args.wide else "bench_lib.json"
-    path = Path(args.json or Path(os.environ.get("OUT", ".")) / name)
+    mode = "_small" if args.small else "_wide" if args.wide else "_dists" if args.dists else ""
+    path = Path(args.json or Path(os.environ.get("OUT", ".")) / f"bench_lib{mode}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1))
     if args.small:
         print(small_table(report))
+    elif args.dists:
+        print(dists_table(report))
     else:
         print(wide_table(report) if args.wide else
               table(report) + "\n\n" + bandwidth_table(report) + "\n\n" + fused_table(report))

@@ -128,6 +128,52 @@ def test_single_pass_sort_across_tile_edges(backend, rng, dtype, n):
     E.assert_same(lib.argsort(low, backend=backend), np.argsort(low, kind="stable").astype(np.uint32))
 
 
+@pytest.mark.parametrize("dist", E.KEY_DISTS)
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.float32])
+@pytest.mark.parametrize("n", [3 * 2**16 + 1, 2**20 + 3])
+def test_sort_family_on_key_distributions(backend, rng, dist, dtype, n):
+    """The key distributions ``benchmarks/bench_lib.py --dists`` times, over many tiles: keys,
+    argsort and pairs on ``ResidentArray``s and on CuPy arrays are numpy's stable order."""
+    cupy = pytest.importorskip("cupy")
+    keys, values = E.key_distribution(rng, dist, dtype, n), E.data(rng, np.uint32, n)
+    order = E.sort_order(keys)
+    want = {"sort": (keys[order],), "argsort": (order.astype(np.uint32),), "pairs": (keys[order], values[order])}
+    resident = [E.put_resident(backend, a) for a in (keys, values)]
+    for (k, v), fetch in ((resident, functools.partial(E.get_resident, backend)),
+                          ((cupy.asarray(keys), cupy.asarray(values)), cupy.asnumpy)):
+        got = {"sort": lib.sort(k, backend=backend), "argsort": lib.argsort(k, backend=backend),
+               "pairs": lib.sort(k, v, backend=backend)}
+        for name, result in got.items():
+            parts = result if isinstance(result, tuple) else (result,)
+            for part, expected in zip(parts, want[name], strict=True):
+                E.assert_same_bits(fetch(part), expected)
+            if isinstance(parts[0], lib.ResidentArray):
+                lib.recycle(*parts, backend=backend)
+    for r in resident:
+        backend.free_resident(r.handle)
+
+
+def test_bench_dists_keys_and_mode():
+    """``bench_lib.py --dists`` end to end at 2^16 (its exactness checks, every column, the rows),
+    and its device-made keys: reproducible, and each distribution what its name says."""
+    cupy = pytest.importorskip("cupy")
+    from benchmarks import bench_lib
+
+    keys = {d: cupy.asnumpy(bench_lib.dist_keys(d, 100_003)) for d in bench_lib.DISTS}
+    E.assert_same(cupy.asnumpy(bench_lib.dist_keys("zipf", 100_003)), keys["zipf"])
+    assert all(k.dtype == np.uint32 and k.size == 100_003 for k in keys.values())
+    assert keys["uniform"].max() >= 2**31 and np.unique(keys["uniform"]).size > 99_000
+    E.assert_same(keys["sorted"], np.sort(keys["uniform"]))
+    E.assert_same(keys["reversed"], keys["sorted"][::-1])
+    assert np.unique(keys["few_distinct"]).size == 16
+    values, counts = np.unique(keys["zipf"], return_counts=True)
+    assert values[0] == 1 and counts[0] > 100_003 // 10 and values.size > 1000
+    report = bench_lib.run_dists([16], 1)
+    assert {(r["dist"], r["primitive"]) for r in report["rows"]} == {
+        (d, p) for d in bench_lib.DISTS for p in bench_lib.DIST_ROWS}
+    assert all(r["vyre_ms"] > 0 and r["cupy_ms"] > 0 for r in report["rows"])
+
+
 def test_device_arrays_in_cupy_out(backend, rng):
     cupy = pytest.importorskip("cupy")
     x = E.data(rng, np.uint32, 100_003)

@@ -48,6 +48,31 @@ def runs(rng: np.random.Generator, dtype: np.dtype, n: int) -> np.ndarray:
     return pool[np.repeat(rng.integers(0, 5, n), rng.integers(1, 6, n))[:n]]
 
 
+KEY_DISTS = ("uniform", "sorted", "reversed", "few_distinct", "zipf")  # the key distributions sorts are tested on
+ZIPF_A = 1.2
+
+
+def key_distribution(rng: np.random.Generator, name: str, dtype: np.dtype, n: int) -> np.ndarray:
+    """``n`` keys of ``dtype`` of the distribution ``name`` (``KEY_DISTS``): random (``data``, edge values
+    mixed in), those in ascending or descending sort order (``sort_order``), 16 distinct random values
+    picked uniformly, or Zipf ranks (``a = ZIPF_A``, clipped to u32; cast to float keys, else their bits)."""
+    dtype = np.dtype(dtype)
+    if name == "few_distinct":
+        return data(rng, dtype, 16, edges=False)[rng.integers(0, 16, n)]
+    if name == "zipf":
+        ranks = np.minimum(rng.zipf(ZIPF_A, n), 2**32 - 1).astype(np.uint32)
+        return ranks.astype(dtype) if dtype.kind == "f" else ranks.view(dtype)
+    keys = data(rng, dtype, n)
+    if name == "uniform":
+        return keys
+    ordered = keys[sort_order(keys)]
+    if name == "sorted":
+        return ordered
+    if name == "reversed":
+        return ordered[::-1].copy()
+    raise ValueError(f"unknown key distribution {name!r}; pick one of {KEY_DISTS}")
+
+
 # ---- models ---------------------------------------------------------------------------------------
 _UFUNC = {"add": np.add, "min": np.fmin, "max": np.fmax, "and": np.bitwise_and, "or": np.bitwise_or,
           "xor": np.bitwise_xor}

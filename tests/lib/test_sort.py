@@ -32,6 +32,37 @@ def test_sort_types_total_order(backend, rng, dtype, n):
     E.assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
 
 
+@pytest.mark.parametrize("dist", E.KEY_DISTS)
+@pytest.mark.parametrize("dtype", KEY_TYPES)
+@pytest.mark.parametrize("n", [1, 257, 5000])
+def test_sort_family_on_key_distributions(backend, rng, dist, dtype, n):
+    """Keys, argsort and pairs are numpy's stable order on each key distribution the sort is timed on."""
+    keys = E.key_distribution(rng, dist, dtype, n)
+    order = E.sort_order(keys)
+    E.assert_same_bits(lib.sort(keys, backend=backend), keys[order])
+    E.assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
+    values = E.data(rng, np.uint32, n)
+    got_k, got_v = lib.sort(keys, values, backend=backend)
+    E.assert_same_bits(got_k, keys[order])
+    E.assert_same(got_v, values[order])
+
+
+@pytest.mark.parametrize("dtype", KEY_TYPES)
+def test_key_distributions(rng, dtype):
+    """Each distribution is what it says: random, ordered both ways, 16 values, or skewed Zipf ranks."""
+    n = 4000
+    keys = {d: E.key_distribution(rng, d, dtype, n) for d in E.KEY_DISTS}
+    assert all(k.dtype == np.dtype(dtype) and k.shape == (n,) for k in keys.values())
+    E.assert_same(E.sort_order(keys["sorted"]), np.arange(n))
+    E.assert_same_bits(keys["reversed"][::-1], keys["reversed"][E.sort_order(keys["reversed"])])
+    assert np.unique(E.canonical(keys["uniform"])).size > n * 0.9
+    assert np.unique(E.canonical(keys["few_distinct"])).size <= 16
+    ranks, counts = np.unique(E.canonical(keys["zipf"]), return_counts=True)
+    assert counts.max() > n / 10 and ranks.size > 100  # one value is frequent, and the tail is long
+    with pytest.raises(ValueError, match="unknown key distribution"):
+        E.key_distribution(rng, "normal", dtype, n)
+
+
 def test_float_total_order_edges(backend):
     keys = np.array([np.nan, 0.0, -0.0, np.inf, -np.nan, -np.inf, 1e-45, -1e-45, 0.0, -0.0, 1.0], np.float32)
     got = lib.sort(keys, backend=backend)
