@@ -31,8 +31,6 @@ V = Expr.var
 LEVEL, MODE, SHIFT, UNVISITED, SIZE, EDGES = range(6)
 CTL_WORDS = 6
 TOP_DOWN, BOTTOM_UP = 0, 1
-CHUNK_SHIFT = 4
-CHUNK = 1 << CHUNK_SHIFT  # edges a bottom-up lane checks between two tests of whether it is done
 SHIFT_RANGE = (5, 15)  # 32 to 32768 invocations share one frontier vertex's edge list (a Kronecker hub of
 # 21,052 edges alone in a frontier took 260 us over 1024, 21 edges each one after another)
 
@@ -166,18 +164,11 @@ def _bottom_up(lanes: int) -> list[Node]:
         Node.let("start", Expr.select(V("active"), Expr.load("indptr", V("at")), Expr.u32(0))),
         Node.let("end", Expr.select(V("active"), Expr.load("indptr", V("at") + 1), Expr.u32(0))),
         Node.let("found", Expr.bool(False)),
-        # chunks of CHUNK edges: a vertex that found its parent skips the rest a chunk at a time (a
-        # loop has no break, and a lane's loop keeps its whole subgroup until it ends)
-        Node.loop("chunk", Expr.u32(0), (V("end") - V("start") + (CHUNK - 1)) >> CHUNK_SHIFT, [
+        Node.loop("e", V("start"), V("end"), [
             Node.if_(Expr.not_(V("found")), [
-                Node.loop("k", Expr.u32(0), Expr.u32(CHUNK), [
-                    Node.let("e", V("start") + (V("chunk") << CHUNK_SHIFT) + V("k")),
-                    Node.if_(Expr.and_(Expr.lt(V("e"), V("end")), Expr.not_(V("found"))), [
-                        Node.let("u", Expr.load("indices", V("e"))),
-                        Node.if_(Expr.and_(Expr.lt(V("u"), n), Expr.eq(Expr.load("levels", V("u")), level)),
-                                 [Node.assign("found", Expr.bool(True))]),
-                    ]),
-                ]),
+                Node.let("u", Expr.load("indices", V("e"))),
+                Node.if_(Expr.and_(Expr.lt(V("u"), n), Expr.eq(Expr.load("levels", V("u")), level)),
+                         [Node.assign("found", Expr.bool(True))]),
             ]),
         ]),
         Node.if_(V("found"), [Node.store("levels", V("item"), level + 1),
