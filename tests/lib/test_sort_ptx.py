@@ -5,7 +5,8 @@ the hashes of the builder versions' PTX, recorded before the rewrite, for sm_80 
 every key type, values mode, shift, items value the plans use and a sample of params words; a
 recorded run checks that the library runs nothing else. The hashes were recorded again, once, when
 the emitter began making counter adds (each pass's tile counter) once per subgroup; any other
-change to a sort program's PTX fails here."""
+change to a sort program's PTX fails here. The argsort's last pass that writes no keys was added
+later, its hashes recorded from its first version."""
 
 from __future__ import annotations
 
@@ -92,6 +93,10 @@ def _onesweep() -> dict[str, Program]:
                     f"_i{items}_n{words[0]}_r{words[1]}_reg{int(registers)}")
             out[name] = O.radix_onesweep.__wrapped__(shift, key_in, key_out, values, items, *words,
                                                     raw=raw, value_raw=value_raw, registers=registers)
+    for d in NARROW:  # an argsort's last pass: the indices written, the keys not (recorded when it was added)
+        items = O.onesweep_items(U32, "iota")
+        out[f"onesweep32_24_-_{d.value}_load_vu32_i{items}_n0_r1_reg1_indices"] = O.radix_onesweep.__wrapped__(
+            24, None, d, "load", items, 0, 1, raw=U32, value_raw=U32, registers=True, drop_keys=True)
     for spin, width in (((1, 0), 1), ((2, 3), 3)):  # other waits
         out[f"onesweep32_8_-_-_none_s{spin[0]}x{spin[1]}_w{width}"] = O.radix_onesweep.__wrapped__(
             8, None, None, "none", O.ONESWEEP_ITEMS, 0, 1, spin, width)

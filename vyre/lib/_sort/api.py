@@ -39,8 +39,7 @@ def _sorted(keys: object, values: object, mode: str, stream: object, backend: An
         plan = call.plan()
         src_k = call.upload(plan, "sort.keys", k)
         src_v = call.upload(plan, "sort.values", v) if v is not None else None
-        out_keys = (call.result(plan, "sort.out_keys", k.n, k.np_dtype) if keys_wanted
-                    else plan.buffer("sort.out_keys", k.n, k.dtype.size))
+        out_keys = call.result(plan, "sort.out_keys", k.n, k.np_dtype) if keys_wanted else None  # argsort: none
         final = (out_keys, call.result(plan, "sort.out_values", k.n, value_dtype) if mode != "none" else None)
         out_k, out_v = topo.sort(plan, k.dtype, src_k, src_v, v.dtype if v is not None else None, mode, k.n,
                                  capacity(k.n), final)

@@ -19,6 +19,7 @@ from vyre.lib._sort.kernels import SORT_ITEMS
 from vyre.lib._sort.registers import check_register_rounds, load_keys, place_keys, rank_keys, rotate
 from vyre.lib._sort.tiles import (
     COUNTERS,
+    KEYS_DROPPED,
     RADIX,
     RADIX_BITS,
     RADIX_MASK,
@@ -275,7 +276,7 @@ def look_back(lookback: Any, status: Any, region: Any, tile: Any, own: Any, run:
 
 @cache
 def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, raw: DataType,
-                    value_raw: DataType) -> Kernel | KernelTemplate:
+                    value_raw: DataType, drop_keys: bool = False) -> Kernel | KernelTemplate:
     """``radix_onesweep`` at ``shift``; its Const parameters: items per invocation, rounds per loop
     iteration (``SORT_ROUNDS``) and of the register tile, whether values are loaded and moved,
     keys in registers and ranks too, the early counts' batch, the params words of n and region,
@@ -290,8 +291,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
     vals_in = BufferSpec(Access.READ, value_raw) if values == "load" else None
     vals_out_spec = BufferSpec(Access.READ_WRITE, value_raw) if values != "none" else None
     kin, bin_, past = key_kind(key_in), key_bits(key_in or raw), past_bits(key_in, raw)
-    kout, bout = key_kind(key_out), key_bits(key_out or raw)
-    suffix = "" if raw is U32 else f"{8 * raw.size}"
+    kout, bout = KEYS_DROPPED if drop_keys else key_kind(key_out), key_bits(key_out or raw)
+    suffix = ("" if raw is U32 else f"{8 * raw.size}") + ("_indices" if drop_keys else "")
 
     @vk.kernel(workgroup_size=WG, name=f"lib_radix_onesweep{suffix}_{shift}", names={"shifts": "shift"})
     def onesweep(keys: Annotated[vk.In[vk.u32], keys_in], lookback: vk.InOut[vk.u32],
@@ -411,7 +412,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
 def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
                    n_word: int, region_word: int, spin: tuple[int, int] = SPIN,
                    width: int = LOOKBACK_WIDTH, raw: DataType = U32, value_raw: DataType = U32,
-                   registers: bool = ONESWEEP_KEYS_IN_REGISTERS) -> Program:
+                   registers: bool = ONESWEEP_KEYS_IN_REGISTERS, drop_keys: bool = False) -> Program:
     """One stable pass of LSD radix sort, one tile per workgroup, with decoupled look-back (Onesweep).
 
     Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
@@ -432,7 +433,8 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     ``lookback`` head of eight passes); ``value_raw``: the bits of loaded values (U32 or U64).
     ``registers``: read each key once, into registers, for the counts, ranking and place step
     (``vyre.lib._sort.registers``); else read the tile three times (the counts, the ranking and
-    the place step each load it).
+    the place step each load it). ``drop_keys``: write the values only (the keys' binding stays,
+    unwritten): an argsort's last pass, which needs the indices and not the keys.
     """
     key_rounds = math.gcd(ONESWEEP_REGISTER_ROUNDS, items)
     if registers:
@@ -444,7 +446,8 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
                              f"({EARLY_BATCH}), or its early counts would count keys of the next tile")
     # one template per kernel: the value bits only matter where values are loaded ("iota": u32 indices),
     # the last pass's key type where it transforms keys (the first pass's always reads raw bits)
-    kernel = _radix_onesweep(shift, key_in, transformed(key_out), values, raw, value_raw if values == "load" else U32)
+    kernel = _radix_onesweep(shift, key_in, transformed(key_out), values, raw, value_raw if values == "load" else U32,
+                             drop_keys)
     return kernel.bind(items, SORT_ROUNDS, key_rounds, values == "load", values != "none", registers,
                        registers and ONESWEEP_RANKS_IN_REGISTERS, EARLY_BATCH, n_word, region_word, *spin,
                        width).program

@@ -21,6 +21,7 @@ RADIX_BITS = 8
 RADIX_PASSES = 32 // RADIX_BITS
 RADIX = 1 << RADIX_BITS
 RADIX_MASK = RADIX - 1
+KEYS_DROPPED = -1  # the key kind of a pass that writes values only (argsort's last pass)
 COUNTERS = WARPS * RADIX  # one half of a tile's digit counters: every warp's, of every digit
 
 
@@ -129,14 +130,16 @@ def write_key(sorted_keys: Any, shifts: Any, keys_out: Any, o: Any, pos: Any, h:
               wide: Annotated[bool, vk.Const[bool]], kind: Annotated[int, vk.Const[int]], b: Any):
     """Step 4 for round ``r``: read slot ``round_slot(h, r)`` of the placed tile into ``o[r]`` and
     write it (its raw bits: ``kind``, ``b``) to ``slot + shifts[digit]``, ``pos[r]``; ``checked``:
-    not at or past ``valid``."""
+    not at or past ``valid``. ``kind`` ``KEYS_DROPPED``: the position only (an argsort's last pass
+    writes the indices, not the keys)."""
     o[r] = sorted_keys[round_slot(h, r, rounds)]
     if checked:
         pos[r] = vk.select(round_slot(h, r, rounds) < valid,
                            round_slot(h, r, rounds) + shifts[digit(o[r], shift, wide)], 0xFFFFFFFF)
     else:
         pos[r] = round_slot(h, r, rounds) + shifts[digit(o[r], shift, wide)]
-    keys_out[pos[r]] = raw_of(o[r], kind, b)
+    if kind != KEYS_DROPPED:
+        keys_out[pos[r]] = raw_of(o[r], kind, b)
 
 
 @vk.func

@@ -28,8 +28,8 @@ HISTOGRAM_GROUPS = 1024  # at most this many workgroups count the digits of all 
 
 
 def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
-               n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
-               ) -> tuple[Resident, Resident | None]:
+               n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None
+               ) -> tuple[Resident | None, Resident | None]:
     """Stable LSD radix sort, four 8-bit passes: single-pass (``onesweep_sort``) below
     ``ONESWEEP_LIMIT`` keys, else over segments (``segmented_sort``).
 
@@ -42,11 +42,12 @@ def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | N
 
 
 def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str, cap: int,
-                  final: tuple[Resident, Resident | None] | None, scatter: Callable[..., None], value_size: int = 4
-                  ) -> tuple[Resident, Resident | None]:
+                  final: tuple[Resident | None, Resident | None] | None, scatter: Callable[..., None],
+                  value_size: int = 4) -> tuple[Resident | None, Resident | None]:
     """The passes' buffers (four passes, eight for 64-bit keys): ``scatter(shift, key_in, key_out,
-    mode, src_keys, moves)`` adds a pass's steps, ``moves`` being the handles after the kernel's
-    binding 1 (keys out, values). ``value_size``: bytes per loaded value (indices: 4)."""
+    mode, src_keys, moves, keys_written)`` adds a pass's steps, ``moves`` being the handles after
+    the kernel's binding 1 (keys out, values). ``value_size``: bytes per loaded value (indices: 4).
+    ``final`` keys None: the last pass need not write keys (returned as None)."""
     key_bufs = [plan.buffer("sort.keys_b", cap, dtype.size), plan.buffer("sort.keys_a", cap, dtype.size)]
     value_size = value_size if values_mode == "load" else 4
     val_bufs = ([plan.buffer("sort.vals_b", cap, value_size), plan.buffer("sort.vals_a", cap, value_size)]
@@ -58,17 +59,18 @@ def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
         key_out = dtype if p == passes - 1 else None
         mode = values_mode if p == 0 else ("none" if values_mode == "none" else "load")
         last = p == passes - 1 and final is not None
-        dst_k = final[0] if last else key_bufs[p % 2]
+        keys_written = not (last and final[0] is None and mode != "none")
+        dst_k = final[0] if last and final[0] is not None else key_bufs[p % 2]
         dst_v = (final[1] if last else val_bufs[p % 2]) if val_bufs else None
         moves = [dst_k] + ([src_v] if mode == "load" else []) + ([dst_v] if mode != "none" else [])
-        scatter(p * RADIX_BITS, key_in, key_out, mode, src_k, moves)
+        scatter(p * RADIX_BITS, key_in, key_out, mode, src_k, moves, keys_written)
         src_k, src_v = dst_k, dst_v
-    return src_k, src_v
+    return (src_k if final is None or final[0] is not None else None), src_v
 
 
 def segmented_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
-                   n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
-                   ) -> tuple[Resident, Resident | None]:
+                   n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None
+                   ) -> tuple[Resident | None, Resident | None]:
     """Four passes over the scans' contiguous segments (any ``n``; the plan for ``n >= 2^30``).
 
     Each pass: digit counts per segment (upsweep), one exclusive scan of the ``256 * groups``
@@ -84,7 +86,7 @@ def segmented_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident
     items = K.SORT_ITEMS if values_mode == "none" else K.SORT_VALUE_ITEMS
 
     def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
-                moves: list[Resident]) -> None:
+                moves: list[Resident], keys_written: bool) -> None:  # keys are written always here
         plan.step(K.radix_counts(shift, key_in, K.COUNT_ITEMS, *words), [src_k, hist, plan.params], groups)
         scan(plan, COUNT, hist, offsets, RADIX * groups, RADIX * groups, False, role="sort.scan")
         plan.step(K.radix_scatter(shift, key_in, key_out, mode, items, *words),
@@ -102,8 +104,8 @@ def _lookback_gave_up(count: int) -> VyreError:
 
 
 def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
-                  n: int, cap: int, final: tuple[Resident, Resident | None] | None = None,
-                  value_type: DataType | None = None) -> tuple[Resident, Resident | None]:
+                  n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None,
+                  value_type: DataType | None = None) -> tuple[Resident | None, Resident | None]:
     """Single-pass (Onesweep) passes, ``n < ONESWEEP_LIMIT``: four for 32-bit keys, eight for
     64-bit keys (read and written whole, 8 bytes each).
 
@@ -135,16 +137,17 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
         plan.check(status, 0, _lookback_gave_up)
 
     def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
-                moves: list[Resident]) -> None:
+                moves: list[Resident], keys_written: bool) -> None:
         plan.step(onesweep.radix_onesweep(shift, key_in, key_out, mode, items, n_word, region_word, raw=raw,
-                                          value_raw=value_raw, registers=onesweep.ONESWEEP_KEYS_IN_REGISTERS),
+                                          value_raw=value_raw, registers=onesweep.ONESWEEP_KEYS_IN_REGISTERS,
+                                          drop_keys=not keys_written),
                   [src_k, lookback, *moves, plan.params, status], tiles)
 
     return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter, value_raw.size)
 
 
 def sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, value_type: DataType | None,
-         values_mode: str, n: int, cap: int, final: tuple[Resident, Resident | None] | None = None
+         values_mode: str, n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None
          ) -> tuple[Resident | None, Resident | None]:
     """Any supported sort: ``radix_sort`` for 32-bit keys with 4-byte values (or none); for 64-bit
     keys alone, ``onesweep_sort`` of the whole keys below ``ONESWEEP_LIMIT``; else
