@@ -394,3 +394,15 @@ def put_resident(be: Any, a: np.ndarray) -> Any:
 def get_resident(be: Any, r: Any) -> np.ndarray:
     """The ``ResidentArray`` ``r``'s elements, downloaded from ``be``."""
     return be.download_resident(r.handle, 0, r.n * r.dtype.itemsize).view(r.dtype)
+
+
+def check_sort_family(backend: Any, keys: np.ndarray, values: np.ndarray) -> None:
+    """``sort``, ``argsort`` and the key-value ``sort`` of ``keys`` on ``backend`` are numpy's stable order."""
+    from vyre import lib
+
+    order = sort_order(keys)
+    assert_same_bits(lib.sort(keys, backend=backend), keys[order])
+    assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
+    got_k, got_v = lib.sort(keys, values, backend=backend)
+    assert_same_bits(got_k, keys[order])
+    assert_same(got_v, values[order])

@@ -38,13 +38,7 @@ def test_sort_types_total_order(backend, rng, dtype, n):
 def test_sort_family_on_key_distributions(backend, rng, dist, dtype, n):
     """Keys, argsort and pairs are numpy's stable order on each key distribution the sort is timed on."""
     keys = E.key_distribution(rng, dist, dtype, n)
-    order = E.sort_order(keys)
-    E.assert_same_bits(lib.sort(keys, backend=backend), keys[order])
-    E.assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
-    values = E.data(rng, np.uint32, n)
-    got_k, got_v = lib.sort(keys, values, backend=backend)
-    E.assert_same_bits(got_k, keys[order])
-    E.assert_same(got_v, values[order])
+    E.check_sort_family(backend, keys, E.data(rng, np.uint32, n))
 
 
 @pytest.mark.parametrize("dtype", KEY_TYPES)
@@ -93,13 +87,7 @@ def test_segments_of_several_tiles(backend, rng, monkeypatch):
     n = 5 * WG * K.SORT_ITEMS + 7
     keys = E.data(rng, np.float32, n)
     keys[: n // 3] = keys[n // 3: 2 * n // 3]
-    order = E.sort_order(keys)
-    E.assert_same_bits(lib.sort(keys, backend=backend), keys[order])
-    E.assert_same(lib.argsort(keys, backend=backend), order.astype(np.uint32))
-    values = E.data(rng, np.int32, n)
-    got_k, got_v = lib.sort(keys, values, backend=backend)
-    E.assert_same_bits(got_k, keys[order])
-    E.assert_same(got_v, values[order])
+    E.check_sort_family(backend, keys, E.data(rng, np.int32, n))
 
 
 def test_sort_large_pairs(backend, rng):
