@@ -291,7 +291,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
     vals_in = BufferSpec(Access.READ, value_raw) if values == "load" else None
     vals_out_spec = BufferSpec(Access.READ_WRITE, value_raw) if values != "none" else None
     kin, bin_, past = key_kind(key_in), key_bits(key_in or raw), past_bits(key_in, raw)
-    kout, bout = KEYS_DROPPED if drop_keys else key_kind(key_out), key_bits(key_out or raw)
+    kout, bout = (KEYS_DROPPED, key_bits(raw)) if drop_keys else (key_kind(key_out), key_bits(key_out or raw))
     suffix = ("" if raw is U32 else f"{8 * raw.size}") + ("_indices" if drop_keys else "")
 
     @vk.kernel(workgroup_size=WG, name=f"lib_radix_onesweep{suffix}_{shift}", names={"shifts": "shift"})
@@ -446,8 +446,9 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
                              f"({EARLY_BATCH}), or its early counts would count keys of the next tile")
     # one template per kernel: the value bits only matter where values are loaded ("iota": u32 indices),
     # the last pass's key type where it transforms keys (the first pass's always reads raw bits)
-    kernel = _radix_onesweep(shift, key_in, transformed(key_out), values, raw, value_raw if values == "load" else U32,
-                             drop_keys)
+    # keys dropped: one kernel for every key type (its IR would differ only in unused constants)
+    kernel = _radix_onesweep(shift, key_in, None if drop_keys else transformed(key_out), values, raw,
+                             value_raw if values == "load" else U32, drop_keys)
     return kernel.bind(items, SORT_ROUNDS, key_rounds, values == "load", values != "none", registers,
                        registers and ONESWEEP_RANKS_IN_REGISTERS, EARLY_BATCH, n_word, region_word, *spin,
                        width).program
