@@ -437,6 +437,28 @@ class Call:
 
         return self.fast(("exact", *key), run_full, shape, repeat)
 
+    def counted(self, key: tuple, steps: Callable[[bool], tuple[Plan, list[tuple[Resident, np.dtype, int]], Any]],
+                counts: tuple[str, ...], finish: Callable[[Callable[[int, int], Any], list[int]], Any],
+                on_device: bool, repeat: bool = True) -> Any:
+        """Results whose sizes the device counts (compactions, run-length encoding), compiled on
+        device arrays and ``ResidentArray``s. ``steps(device_count)`` makes the plan, its full-length
+        results ``(handle, dtype, elements)`` and, with ``device_count``, a 1-element u32 count
+        result. ``on_device`` (``count="device"``): the full-length results and the count, with no
+        wait; else ``exact`` (``counts``, ``finish`` as there: the counted prefixes, one wait)."""
+        if on_device:
+            def build() -> tuple[Any, ...]:
+                plan, results, count = steps(True)
+                self.run(plan)
+                return (*(self.output(h, np_dtype, n) for h, np_dtype, n in results), self.output(count, U32, 1))
+
+            return self.fast((*key, "device"), build, tuple, repeat)
+
+        def build_exact() -> tuple[Plan, list[tuple[Resident, np.dtype, int]]]:
+            plan, results, _ = steps(False)
+            return plan, results
+
+        return self.exact(key, build_exact, counts, finish, repeat)
+
     def zero_count(self) -> Any:
         """A 1-element u32 count of 0 of the call's kind (``count="device"`` of an empty input)."""
         zero = np.zeros(1, U32)

@@ -33,27 +33,15 @@ def _runs(call: Call, key: tuple, prefix: Callable[[Plan], Resident], a: Array, 
     Both run compiled on device arrays and ``ResidentArray``s (``repeat``: as ``Call.fast`` takes it)."""
     n, np_dtype = a.n, a.np_dtype
 
-    def steps(device_count: bool) -> tuple[Plan, Resident, Resident, Resident]:
+    def steps(device_count: bool) -> tuple[Plan, list[tuple[Resident, np.dtype, int]], Any]:
         plan = call.plan()
         src = prefix(plan)
         values, lengths = call.result(plan, "rle.values", n, np_dtype), call.result(plan, "rle.lengths", n)
         count = call.result(plan, "rle.count_out", 1) if device_count else None
         count = topo.run_length(plan, a.dtype, src, values, lengths, n, capacity(n), count)
-        return plan, values, lengths, count
+        return plan, [(values, np_dtype, n), (lengths, U32, n)], count
 
-    if on_device:
-        def build() -> tuple[Any, ...]:
-            plan, values, lengths, count = steps(True)
-            call.run(plan)
-            return call.output(values, np_dtype, n), call.output(lengths, U32, n), call.output(count, U32, 1)
-
-        return call.fast((*key, "device"), build, tuple)
-
-    def build_exact() -> tuple[Plan, list]:
-        plan, values, lengths, _ = steps(False)
-        return plan, [(values, np_dtype, n), (lengths, U32, n)]
-
-    return call.exact(key, build_exact, (topo.RUNS_ROLE,), _take_runs, repeat)
+    return call.counted(key, steps, (topo.RUNS_ROLE,), _take_runs, on_device, repeat)
 
 
 def _take_runs(take: Callable[[int, int], Any], words: list[int]) -> tuple[Any, Any]:

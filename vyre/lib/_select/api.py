@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from vyre.driver.backend import Resident
 from vyre.lib._select import kernels as K
 from vyre.lib._select import topology as topo
-from vyre.lib.io import U32, Array, Call, as_array, as_scalar, check_count, library_call, same_length
+from vyre.lib.io import Array, Call, as_array, as_scalar, check_count, library_call, same_length
 from vyre.lib.monoid import ELEMENT_TYPES, SCAN_TYPES
 from vyre.lib.plan import Plan, capacity
 
@@ -24,27 +25,15 @@ def _compact(call: Call, key: tuple, prepare: Prepare, arrays: list[Array], on_d
     no wait. Both run compiled on device arrays and ``ResidentArray``s."""
     a = arrays[0]
 
-    def steps(device_count: bool) -> tuple[Plan, Any, Any]:
+    def steps(device_count: bool) -> tuple[Plan, list[tuple[Resident, np.dtype, int]], Any]:
         plan, pred = prepare()
         inputs = [call.upload(plan, f"select.in{i}", arr) for i, arr in enumerate(arrays)]
         out = call.result(plan, "select.out", a.n, a.np_dtype)
         count = call.result(plan, "select.count", 1) if device_count else plan.buffer("select.count", 1)
         topo.compact(plan, pred, inputs, out, None, count, a.n, capacity(a.n))
-        return plan, out, count
+        return plan, [(out, a.np_dtype, a.n)], count
 
-    if on_device:
-        def build() -> Any:
-            plan, out, count = steps(True)
-            call.run(plan)
-            return call.output(out, a.np_dtype, a.n), call.output(count, U32, 1)
-
-        return call.fast((*key, "device"), build, tuple)
-
-    def build_exact() -> tuple[Plan, list]:
-        plan, out, _ = steps(False)
-        return plan, [(out, a.np_dtype, a.n)]
-
-    return call.exact(key, build_exact, ("select.count",), lambda take, words: take(0, words[0]))
+    return call.counted(key, steps, ("select.count",), lambda take, words: take(0, words[0]), on_device)
 
 
 def _empty_compaction(call: Call, np_dtype: np.dtype, on_device: bool) -> Any:
