@@ -83,6 +83,7 @@ MIN_BYTES = {"reduce": 4, "inclusive_scan": 8, "exclusive_scan": 8, "select": 5 
 DISTS = ("uniform", "sorted", "reversed", "few_distinct", "zipf")  # the key distributions of ``--dists``
 DIST_ROWS = ("sort", "argsort", "sort_pairs")
 DIST_TARGETS = {"sort": 4 / 3, "argsort": 1.2, "sort_pairs": 1.2}  # CuPy's time / vyre's time needed
+DIST_IMPLS = ("vyre", "vyre_cupy", "vyre_numpy", "vyre_torch", "cupy", "torch")  # vyre: on ResidentArrays
 ZIPF_A = 1.2
 READ_BOUND = ("reduce", "transform_reduce", "segmented_reduce")  # compared with the read bandwidth
 COPY_BOUND = ("inclusive_scan", "exclusive_scan")  # compared with the copy bandwidth
@@ -493,12 +494,23 @@ def dist_workloads(backend: Any, name: str, n: int) -> tuple[dict[str, dict[str,
             raise AssertionError(f"vyre's {primitive} of {n} {name} u32 keys differs from CuPy's (stable) result")
         _recycle(backend, result)
     impls = {p: {"vyre": _recycled(backend, call)} for p, call in vyre_calls.items()}
-    impls["sort"]["cupy"] = lambda: cupy.sort(keys)
-    impls["argsort"]["cupy"] = lambda: cupy.argsort(keys)
-    impls["sort_pairs"]["cupy"] = lambda: _cupy_sort_pairs(keys, values)
+    host_keys, host_values = cupy.asnumpy(keys), cupy.asnumpy(values)
+    callers = {"vyre_cupy": (keys, values), "vyre_numpy": (host_keys, host_values)}  # the arrays users have
     torch = _torch()
     if torch is not None:
         tkeys = torch.as_tensor((keys ^ cupy.uint32(1 << 31)).view(cupy.int32), device="cuda")  # u32 order as i32
+        callers["vyre_torch"] = (tkeys, torch.as_tensor(values.view(cupy.int32), device="cuda"))
+    for impl, (k, v) in callers.items():
+        impls["sort"][impl] = lambda k=k: lib.sort(k, backend=backend)
+        impls["argsort"][impl] = lambda k=k: lib.argsort(k, backend=backend)
+        impls["sort_pairs"][impl] = lambda k=k, v=v: lib.sort(k, v, backend=backend)
+        # the same order from every caller's arrays (torch's keys are the flipped bits: compare indices)
+        if not bool(cupy.array_equal(cupy.asarray(lib.argsort(k, backend=backend)), order)):
+            raise AssertionError(f"vyre's argsort of {n} {name} keys from {impl} differs from CuPy's (stable) order")
+    impls["sort"]["cupy"] = lambda: cupy.sort(keys)
+    impls["argsort"]["cupy"] = lambda: cupy.argsort(keys)
+    impls["sort_pairs"]["cupy"] = lambda: _cupy_sort_pairs(keys, values)
+    if torch is not None:
         impls["sort"]["torch"] = lambda: torch.sort(tkeys)
         impls["argsort"]["torch"] = lambda: torch.argsort(tkeys, stable=True)
         impls["sort_pairs"]["torch"] = lambda: torch.sort(tkeys)  # the sorted keys and their indices, as workloads()
@@ -541,7 +553,7 @@ def dist_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     for log2n in report["sizes"]:
         for dist in DISTS:
             for p in DIST_ROWS:
-                ms = {impl: by.get((log2n, dist, p, impl)) for impl in ("vyre", "cupy", "torch")}
+                ms = {impl: by.get((log2n, dist, p, impl)) for impl in DIST_IMPLS}
                 vyre_ms = ms["vyre"]
                 if vyre_ms is None:
                     continue
@@ -554,10 +566,10 @@ def dist_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 def dists_table(report: dict[str, Any]) -> str:
     """Markdown of ``dist_rows``: the target is CuPy's time over vyre's (4/3: vyre at most 0.75x CuPy's time)."""
-    rows = ["| n | keys | primitive | vyre ms | CuPy ms | torch ms | CuPy/vyre | torch/vyre | target met |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| n | keys | primitive | vyre resident ms | vyre CuPy ms | vyre numpy ms | vyre torch ms | CuPy ms "
+            "| torch ms | CuPy/vyre | torch/vyre | target met |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in dist_rows(report):
-        cells = [f"{r[f'{i}_ms']:.3f}" if r[f"{i}_ms"] else "-" for i in ("vyre", "cupy", "torch")]
+        cells = [f"{r[f'{i}_ms']:.3f}" if r.get(f"{i}_ms") else "-" for i in DIST_IMPLS]
         rows.append(f"| 2^{r['log2n']} | {r['dist']} | {r['primitive']} | {' | '.join(cells)} | "
                     f"{_ratio(r['cupy_ms'], r['vyre_ms'])} | {_ratio(r['torch_ms'], r['vyre_ms'])} | "
                     f"{'yes' if r['met'] else 'no'} (>= {r['target']:.2f}x) |")

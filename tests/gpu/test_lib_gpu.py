@@ -172,6 +172,7 @@ def test_bench_dists_keys_and_mode():
     assert {(r["dist"], r["primitive"]) for r in report["rows"]} == {
         (d, p) for d in bench_lib.DISTS for p in bench_lib.DIST_ROWS}
     assert all(r["vyre_ms"] > 0 and r["cupy_ms"] > 0 for r in report["rows"])
+    assert all(r["vyre_cupy_ms"] > 0 and r["vyre_numpy_ms"] > 0 for r in report["rows"])  # the caller's arrays
 
 
 def test_device_arrays_in_cupy_out(backend, rng):
