@@ -42,7 +42,7 @@ from vyre_cuda._dispatch.inplace import InPlaceDispatcher, takes
 from vyre_cuda._dispatch.pipeline import CudaPipeline
 from vyre_cuda._dispatch.prepared import PreparedProgram, ProgramCache
 from vyre_cuda._dispatch.resident import ResidentDispatcher
-from vyre_cuda._dispatch.sequence import CallerSequence, SequenceDispatcher
+from vyre_cuda._dispatch.sequence import CallerSequence, CompiledLoop, SequenceDispatcher
 from vyre_cuda._runtime.context import DeviceRuntime
 from vyre_cuda._runtime.errors import needs_reset, quiet_teardown, reset_device, watch_device
 from vyre_cuda._runtime.launch import DeviceLimits, LaunchPlan, PinnedRing
@@ -220,6 +220,12 @@ class CudaBackend(Backend):
     def compile_caller_sequence(self, steps: Sequence[object]) -> CallerSequence:
         """The steps of one library call over borrowed handles, bound once (``CallerSequence``)."""
         return CallerSequence(self, steps)
+
+    def compile_until(self, prefix: Sequence[object], steps: Sequence[object], flag_handle: Resident,
+                      max_iterations: int) -> CompiledLoop:
+        """``enqueue_sequence(prefix, writes=...)`` then ``enqueue_until(steps, ...)``, looked up once for a
+        search run again and again on the same buffers (``CompiledLoop``)."""
+        return CompiledLoop(self.sequences, prefix, steps, flag_handle, max_iterations)
 
     # ---- the caller's arrays (``_dispatch.inplace``) ----------------------------------------------
     def borrow(self, handle: Resident | None, array: object) -> Resident:

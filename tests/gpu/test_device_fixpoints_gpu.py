@@ -185,3 +185,36 @@ def test_congruence_rounds_on_the_device_equal_the_sorted_path(backend, oracle, 
     for r in range(nodes):
         key = (int(op[r]), tuple(canon[offsets[r]:offsets[r] + lens[r]].tolist()))
         assert seen.setdefault(key, got[eclass[r]]) == got[eclass[r]]
+
+
+@pytest.mark.parametrize("kind", ["cupy", "numpy"])
+def test_repeated_bfs_replays_the_compiled_search(backend, kind, monkeypatch):
+    """From the third search on a ``Graph`` (the second captures the graphs over the caller's arrays),
+    ``bfs`` replays the backend's compiled loop (``compile_until``) with only the source written; it
+    gives the reference's levels from fresh sources, and takes the general calls again while graphs
+    or conditional loops are switched off, or after another graph's searches."""
+    cupy = pytest.importorskip("cupy")
+    n, src, dst = cases(seed=5)["random"]
+    indptr, indices = symmetric(n, src, dst)
+    other_ptr, other_idx = symmetric(*cases(seed=6)["random"])
+    arrays = (cupy.asarray(indptr), cupy.asarray(indices)) if kind == "cupy" else (indptr, indices)
+    rng = np.random.default_rng(12)
+    host = cupy.asnumpy if kind == "cupy" else np.asarray
+    with graph.Graph(*arrays, backend=backend, undirected=True) as g:
+        for step, source in enumerate(int(s) for s in rng.integers(0, n, 12)):
+            if step == 6:
+                monkeypatch.setenv("VYRE_CUDA_GRAPHS", "0")
+            if step == 7:
+                monkeypatch.delenv("VYRE_CUDA_GRAPHS")
+                monkeypatch.setenv("VYRE_CUDA_CONDITIONAL", "0")
+            if step == 8:
+                monkeypatch.delenv("VYRE_CUDA_CONDITIONAL")
+                with graph.Graph(other_ptr, other_idx, backend=backend, undirected=True) as other:
+                    assert np.array_equal(other.bfs(1), graph.reference_levels(other_ptr, other_idx, 1))
+            assert np.array_equal(host(g.bfs(source)), graph.reference_levels(indptr, indices, source)), step
+            (search,) = g._searches.values()
+            if step in (2, 3, 4, 5, 10, 11):
+                assert search.replays is not None, step
+        assert g.bfs(0, alpha=0.0).shape == (n,)  # another direction rule: its own compiled loop
+        assert len(g._searches) == 2
+    assert not g._searches

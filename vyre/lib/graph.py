@@ -350,6 +350,7 @@ class Graph(DeviceArrays):
         self.undirected = undirected
         self._scratch: dict[str, object] = {}
         self._copied = False  # a result was copied on a caller's stream since the last ordering
+        self._searches: dict[object, Any] = {}  # decide program -> the backend's compiled BFS loop (``compile_until``)
         super().__init__(backend, [ptr, idx], in_place=True, shared=shared)
         self.like = tuple(given for given, checked in ((indptr, ptr), (indices, idx))
                           if self.bound and not isinstance(checked, np.ndarray))
@@ -402,7 +403,11 @@ class Graph(DeviceArrays):
         """Order the backend's next work after everything queued so far on the caller's current
         stream (where the bound arrays were written; an event, no host wait). Host graphs: nothing."""
         if self.like:
-            self.backend.enqueue_sequence([], stream=raw_backend(self.backend).stream_for(None, self.like))
+            self.backend.enqueue_sequence([], stream=self.caller_stream())
+
+    def caller_stream(self) -> Any:
+        """The caller's current stream for the bound arrays (None: a host graph)."""
+        return raw_backend(self.backend).stream_for(None, self.like) if self.like else None
 
     def result(self, handle: Any, count: int) -> Any:
         """The first ``count`` u32 words of the scratch ``handle``: numpy for a host graph, else a new
@@ -424,6 +429,7 @@ class Graph(DeviceArrays):
     def close(self) -> None:
         """Free the graph's buffers (after any result copy still queued on a caller's stream)."""
         try:
+            self._searches.clear()
             if self._copied:
                 self._copied = False
                 self.backend.enqueue_sequence([])  # the backend's stream waits for the copies: scratch is reusable
@@ -540,6 +546,12 @@ class Graph(DeviceArrays):
         levels, frontiers = self.scratch("levels", 4 * n), self.scratch("frontiers", 8 * n)
         next_stats, ctl = self.scratch("next_stats", 8), self.scratch("ctl", 4 * kernels.CTL_WORDS)
         flag, source_word = self.scratch("flag", 4), self.scratch("source", 4)
+        source_words = [(source_word, np.array([source], dtype=np.uint32))]
+        cap = n // LEVELS_PER_TEST + 2  # two levels an iteration (see below)
+        search = self._searches.get(decide_program) if trace is None else None
+        if search is not None:  # the same search again: no steps to build or look up
+            search.enqueue(source_words, after=self.caller_stream())
+            return self.result(levels, n)
         self.after_caller()
         step_handles = [self.indptr_handle, self.indices_handle, levels, frontiers, next_stats, ctl]
         decide = (decide_program, [levels, next_stats, ctl, flag], ONE_INVOCATION)
@@ -548,17 +560,20 @@ class Graph(DeviceArrays):
         start = [(kernels.init_program(), [self.indptr_handle, levels, frontiers, next_stats, ctl, source_word],
                   _elements_config(n)), decide]
         reads = [] if trace is None else [(ctl, 0, 4 * kernels.CTL_WORDS)]
-        enqueues = hasattr(raw_backend(be), "enqueue_until")
+        raw = raw_backend(be)
+        enqueues = hasattr(raw, "enqueue_until")
+        if trace is None and hasattr(raw, "compile_until"):  # kept for the next search from another source
+            self._searches[decide_program] = raw.compile_until(start, level * LEVELS_PER_TEST, flag, cap)
         if enqueues:  # the source goes in with the start (a word only the host writes): no wait until the result
-            words = be.enqueue_sequence(start, writes=[(source_word, np.array([source], np.uint32))], reads=reads)
+            words = be.enqueue_sequence(start, writes=source_words, reads=reads)
         else:
-            be.upload_resident(source_word, np.array([source], dtype=np.uint32))
+            be.upload_resident(source_word, source_words[0][1])
             words = be.dispatch_sequence(start, reads=reads)
         if trace is None:
             # two levels an iteration: one WHILE test for every two (a level after the last one finds
             # an empty frontier and does nothing); at most n levels, each ending with a frontier
             until = be.enqueue_until if enqueues else be.dispatch_until
-            until(level * LEVELS_PER_TEST, flag, n // LEVELS_PER_TEST + 2)
+            until(level * LEVELS_PER_TEST, flag, cap)
         else:
             (words,) = words
             while (words := np.asarray(words).view(np.uint32))[kernels.SIZE]:

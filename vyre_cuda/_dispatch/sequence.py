@@ -838,6 +838,87 @@ class CallerSequence(CompiledSequence):
             self.bindings, self.bodies, self.last = (), OrderedDict(), None
 
 
+class CompiledLoop:
+    """``enqueue_sequence(prefix, writes=...)`` then ``enqueue_until(steps, flag, cap)``, looked up once.
+
+    A search called again and again on the same buffers (``Graph.bfs``) makes the same two calls
+    each time; their host work (binding lookups, step comparisons, graph-key hashing, checks) came
+    before the loop's first kernel could start. ``enqueue`` replays the two graphs those calls
+    captured, with only the parameter words written, while both are cached, no buffer of theirs
+    was freed and no caller's array moved; otherwise it makes the two calls themselves (which bind
+    and capture again) and keeps what they made. No host wait either way (the loop over its cap
+    or without conditional graphs waits, as ``enqueue_until`` does). It owns nothing to free.
+    """
+
+    def __init__(self, sequences: SequenceDispatcher, prefix: Sequence[object], steps: Sequence[object],
+                 flag_handle: Resident, max_iterations: int) -> None:
+        check_max_iterations(max_iterations)
+        check_flag(flag_handle)
+        self.sequences, self.runtime = sequences, sequences.runtime
+        self.prefix, self.steps = snapshot(prefix), snapshot(steps)
+        self.flag_handle, self.cap = flag_handle, max_iterations
+        self.replays: tuple[Body, Body, Any, CapturedGraph, CapturedGraph] | None = None
+        self.seen = -1  # ResidentPool.generation when ``replays`` was last checked
+
+    def enqueue(self, writes: Sequence[tuple[Resident, np.ndarray]] = (), after: Any = None) -> None:
+        """Write ``writes``, run the prefix once and the loop until its flag stays zero, on the backend's
+        stream after the work queued so far on stream ``after`` (None: the backend's own)."""
+        rt, seq = self.runtime, self.sequences
+        with rt.lock, nvtx_range("vyre.cuda.sequence"):
+            replays = self._replays()
+            if replays is None:
+                if after is not None:
+                    seq.enqueue_sequence([], stream=after)
+                seq.enqueue_sequence(self.prefix, writes=writes)
+                seq.enqueue_until(self.steps, self.flag_handle, self.cap)
+                self._keep()
+                return
+            _, _, flag, head, loop = replays
+            rt.use_device()
+            if seq.watches.queue:
+                seq.watches.poll()
+            if after is not None:
+                seq.order(after)
+                seq.finish(after)
+            seq.order(rt.stream)
+            seq.write(writes, rt.stream)
+            seq.graphs.replay(head, rt.stream)
+            seq._replay_loop(loop, flag, self.cap)
+
+    def _replays(self) -> tuple[Body, Body, Any, CapturedGraph, CapturedGraph] | None:
+        """What ``enqueue`` replays, or None when it must make the calls themselves."""
+        rt, replays = self.runtime, self.replays
+        if replays is None or rt.closed or self.sequences.conditional_reason() is not None:
+            return None  # (graphs or conditional loops switched off since)
+        head_body, loop_body, _, head, loop = replays
+        if not (head.alive and loop.alive):
+            return None
+        for body in (head_body, loop_body):  # a caller's array re-borrowed elsewhere: the graphs point at the old one
+            if any(buf.ptr != ptr or buf.nbytes != n for buf, ptr, n in body.borrowed):
+                return None
+        if rt.resident.generation != self.seen:
+            if any(buf.retired for body in (head_body, loop_body) for buf in body.buffers):
+                return None
+            self.seen = rt.resident.generation
+        return replays
+
+    def _keep(self) -> None:
+        """Remember the bodies and graphs the calls just made (None while one was not captured: a
+        body over a caller's arrays is captured the second time they are seen)."""
+        seq, rt = self.sequences, self.runtime
+        self.replays = None
+        if self.cap > conditional.CAP_LIMIT or seq.conditional_reason() is not None:
+            return
+        head_body, loop_body = seq.body(self.prefix), seq.body(self.steps)
+        flag = rt.resident.resolve(self.flag_handle)
+        overlap = programmatic_launches(rt.info.compute_capability)
+        head = head_body.graphs.get((1, overlap))
+        loop = loop_body.graphs.get(("while", flag.ptr, overlap)) or loop_body.graphs.get(("while", flag.ptr, False))
+        if head is not None and loop is not None and head.alive and loop.alive:
+            self.replays = (head_body, loop_body, flag, head, loop)
+            self.seen = rt.resident.generation
+
+
 def compile_sequence(backend: DeviceContext, steps: Sequence[object]) -> CompiledSequence:
     """Bind ``steps`` once for repeated ``launch()``/``run()`` (see ``CompiledSequence``)."""
     return CompiledSequence(backend, steps)
