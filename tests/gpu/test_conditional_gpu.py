@@ -228,3 +228,46 @@ def test_enqueue_until_does_not_wait(backend, monkeypatch) -> None:
     finally:
         backend.free_resident(hc)
         backend.free_resident(flag)
+
+
+def test_compiled_loop_replays_watches_its_flag_and_refuses_freed_handles(backend, monkeypatch) -> None:
+    """``compile_until``: from the second call on the loop graph is replayed with no lookups and no
+    wait, giving the same state as ``dispatch_until``; a loop its cap ends with the flag still set
+    raises the watch's error from a later call; after a handle is freed it takes the general calls,
+    which refuse the handle."""
+    from vyre.driver.errors import InvalidHandle
+
+    monkeypatch.delenv("VYRE_CUDA_CONDITIONAL", raising=False)
+    if backend.sequences.conditional_reason() is not None:
+        pytest.skip(backend.sequences.conditional_reason())
+    start = np.arange(1, 4097, dtype=np.uint32) % 50
+    hc, flag = backend.allocate_resident(start.nbytes), backend.allocate_resident(4)
+    steps = [(COUNTDOWN, [hc, flag])]
+
+    class Capped(Exception):
+        pass
+
+    held = [hc, flag]
+    try:
+        loop = backend.compile_until([], steps, flag, 100)
+        for call in range(4):
+            backend.upload_resident(hc, start)
+            syncs = backend.metrics()["cuda_sync_points"]
+            loop.enqueue()
+            assert backend.metrics()["cuda_sync_points"] == syncs, call
+            assert not backend.download_resident(hc).view(np.uint32).any(), call
+            assert loop.replays is not None, call  # kept by the first call's general path
+        capped = backend.compile_until([], steps, flag, 5)
+        backend.upload_resident(hc, start)
+        capped.enqueue(watch=Capped)
+        left = backend.download_resident(hc).view(np.uint32)  # waits: the watched word has landed
+        assert np.array_equal(left, np.maximum(start.astype(np.int64) - 5, 0).astype(np.uint32))
+        with pytest.raises(Capped):
+            backend.enqueue_sequence([])
+        backend.enqueue_sequence([])  # raised once
+        backend.free_resident(held.pop(0))
+        with pytest.raises(InvalidHandle):
+            loop.enqueue()
+    finally:
+        for handle in held:
+            backend.free_resident(handle)

@@ -212,9 +212,30 @@ def test_repeated_bfs_replays_the_compiled_search(backend, kind, monkeypatch):
                 with graph.Graph(other_ptr, other_idx, backend=backend, undirected=True) as other:
                     assert np.array_equal(other.bfs(1), graph.reference_levels(other_ptr, other_idx, 1))
             assert np.array_equal(host(g.bfs(source)), graph.reference_levels(indptr, indices, source)), step
-            (search,) = g._searches.values()
+            (search,) = g._loops.values()
             if step in (2, 3, 4, 5, 10, 11):
                 assert search.replays is not None, step
         assert g.bfs(0, alpha=0.0).shape == (n,)  # another direction rule: its own compiled loop
-        assert len(g._searches) == 2
-    assert not g._searches
+        assert len(g._loops) == 2
+    assert not g._loops
+
+
+@pytest.mark.parametrize("method", ["afforest", "sweep"])
+@pytest.mark.parametrize("undirected", [True, False])
+def test_components_on_device_arrays_run_without_a_host_wait(backend, oracle, method, undirected):
+    """Components of a ``Graph`` over CuPy arrays are enqueued with no synchronisation (the loop's
+    flag is watched, not read) and from the second call on replay the compiled loop; every call
+    gives the oracle's labels."""
+    cupy = pytest.importorskip("cupy")
+    n, src, dst = cases(seed=8)["random"]
+    indptr, indices = symmetric(n, src, dst) if undirected else csr(n, src, dst)
+    want = graph.connected_components(indptr, indices, backend=oracle, undirected=undirected)
+    with graph.Graph(cupy.asarray(indptr), cupy.asarray(indices), backend=backend, undirected=undirected) as g:
+        g.connected_components(method=method)
+        cupy.cuda.get_current_stream().synchronize()
+        for call in range(4):
+            syncs = backend.metrics()["cuda_sync_points"]
+            labels = g.connected_components(method=method)
+            assert backend.metrics()["cuda_sync_points"] == syncs, call
+            assert np.array_equal(cupy.asnumpy(labels), want), call
+        assert g._loops[("components", method, n + 64)].replays is not None

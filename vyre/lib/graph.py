@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any, TypeVar
@@ -350,7 +350,7 @@ class Graph(DeviceArrays):
         self.undirected = undirected
         self._scratch: dict[str, object] = {}
         self._copied = False  # a result was copied on a caller's stream since the last ordering
-        self._searches: dict[object, Any] = {}  # decide program -> the backend's compiled BFS loop (``compile_until``)
+        self._loops: dict[object, Any] = {}  # the backend's compiled loops (``compile_until``): BFS, components
         super().__init__(backend, [ptr, idx], in_place=True, shared=shared)
         self.like = tuple(given for given, checked in ((indptr, ptr), (indices, idx))
                           if self.bound and not isinstance(checked, np.ndarray))
@@ -429,7 +429,7 @@ class Graph(DeviceArrays):
     def close(self) -> None:
         """Free the graph's buffers (after any result copy still queued on a caller's stream)."""
         try:
-            self._searches.clear()
+            self._loops.clear()
             if self._copied:
                 self._copied = False
                 self.backend.enqueue_sequence([])  # the backend's stream waits for the copies: scratch is reusable
@@ -469,8 +469,10 @@ class Graph(DeviceArrays):
         one-way graph unions every edge instead). ``method="sweep"``: a first link per vertex, then
         one union per edge and one compression. Either loops on the device (``dispatch_until``: a
         flag set by a union that gave up after its retries or a vertex too far from its root runs
-        another iteration; one usually finishes); only the labels are read back.
-        ``max_iterations`` caps the iterations (then the result may be partial).
+        another iteration; one usually finishes); only the labels are read back. On ``cuda`` the
+        call does not wait: the loop is enqueued (``compile_until``, replayed by later calls) and
+        its flag checked without a wait, so a loop that did not converge raises from this or a
+        later call. ``max_iterations`` caps the iterations (then the result may be partial).
         """
         if method not in CC_METHODS:
             raise InvalidProgram(f"connected_components method {method!r} is not one of {CC_METHODS}",
@@ -481,6 +483,13 @@ class Graph(DeviceArrays):
         every_vertex = _elements_config(n)
         ptr, idx = self.indptr_handle, self.indices_handle
         parent, flag = self.scratch("parent", 4 * n), self.scratch("flag", 4)
+        limit = max_iterations if max_iterations is not None else n + 64
+        # uncapped, a loop that ends with its flag set did not converge (checked with no wait)
+        watch = _not_converged(limit) if max_iterations is None else None
+        compiled = self._loops.get(("components", method, limit))
+        if compiled is not None:  # the same components again: no steps to build or look up
+            compiled.enqueue(after=self.caller_stream(), watch=watch)
+            return self.result(parent, n)
         self.after_caller()
         first_links = (cc.cc_init_program(), [ptr, idx, parent], every_vertex)
         if self.m == 0 or max_iterations == 0:
@@ -493,14 +502,17 @@ class Graph(DeviceArrays):
                     (jump_program(True), [parent, flag], every_vertex)]
         else:
             start, loop = self._afforest(parent, flag)
+        raw = raw_backend(be)
+        if hasattr(raw, "compile_until"):  # no host wait; kept for the next call
+            compiled = self._loops[("components", method, limit)] = raw.compile_until(start, loop, flag, limit)
+            compiled.enqueue(watch=watch)
+            return self.result(parent, n)
         be.dispatch_sequence(start)
-        limit = max_iterations if max_iterations is not None else n + 64
         iterations = be.dispatch_until(loop, flag, limit)
         if iterations == limit and max_iterations is None:  # the flag says whether the last one finished
             (word,) = be.dispatch_sequence([], reads=[(flag, 0, 4)])
             if _word(word):
-                raise InvalidProgram(f"connected_components did not converge in {limit} iterations",
-                                     "report this graph as a bug; it should never happen.")
+                raise _not_converged(limit)(_word(word))
         return self.result(parent, n)
 
     def _afforest(self, parent: Any, flag: Any) -> tuple[list[tuple], list[tuple]]:
@@ -548,7 +560,7 @@ class Graph(DeviceArrays):
         flag, source_word = self.scratch("flag", 4), self.scratch("source", 4)
         source_words = [(source_word, np.array([source], dtype=np.uint32))]
         cap = n // LEVELS_PER_TEST + 2  # two levels an iteration (see below)
-        search = self._searches.get(decide_program) if trace is None else None
+        search = self._loops.get(decide_program) if trace is None else None
         if search is not None:  # the same search again: no steps to build or look up
             search.enqueue(source_words, after=self.caller_stream())
             return self.result(levels, n)
@@ -563,7 +575,7 @@ class Graph(DeviceArrays):
         raw = raw_backend(be)
         enqueues = hasattr(raw, "enqueue_until")
         if trace is None and hasattr(raw, "compile_until"):  # kept for the next search from another source
-            self._searches[decide_program] = raw.compile_until(start, level * LEVELS_PER_TEST, flag, cap)
+            self._loops[decide_program] = raw.compile_until(start, level * LEVELS_PER_TEST, flag, cap)
         if enqueues:  # the source goes in with the start (a word only the host writes): no wait until the result
             words = be.enqueue_sequence(start, writes=source_words, reads=reads)
         else:
@@ -583,6 +595,14 @@ class Graph(DeviceArrays):
                               int(words[kernels.SIZE]), int(words[kernels.EDGES]), time.perf_counter() - started))
                 words = after
         return self.result(levels, n)
+
+
+def _not_converged(limit: int) -> Callable[[int], Exception]:
+    """The error of components whose loop ended at ``limit`` iterations with its flag still set."""
+    def fail(word: int) -> Exception:
+        return InvalidProgram(f"connected_components did not converge in {limit} iterations",
+                              "report this graph as a bug; it should never happen.")
+    return fail
 
 
 @cache

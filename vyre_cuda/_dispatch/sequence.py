@@ -841,7 +841,7 @@ class CallerSequence(CompiledSequence):
 class CompiledLoop:
     """``enqueue_sequence(prefix, writes=...)`` then ``enqueue_until(steps, flag, cap)``, looked up once.
 
-    A search called again and again on the same buffers (``Graph.bfs``) makes the same two calls
+    A search called again and again on the same buffers (``Graph.bfs``, its components) makes the same two calls
     each time; their host work (binding lookups, step comparisons, graph-key hashing, checks) came
     before the loop's first kernel could start. ``enqueue`` replays the two graphs those calls
     captured, with only the parameter words written, while both are cached, no buffer of theirs
@@ -857,12 +857,18 @@ class CompiledLoop:
         self.sequences, self.runtime = sequences, sequences.runtime
         self.prefix, self.steps = snapshot(prefix), snapshot(steps)
         self.flag_handle, self.cap = flag_handle, max_iterations
-        self.replays: tuple[Body, Body, Any, CapturedGraph, CapturedGraph] | None = None
+        self.replays: tuple[Body, Body, Any, CapturedGraph | None, CapturedGraph] | None = None
         self.seen = -1  # ResidentPool.generation when ``replays`` was last checked
 
-    def enqueue(self, writes: Sequence[tuple[Resident, np.ndarray]] = (), after: Any = None) -> None:
+    def enqueue(self, writes: Sequence[tuple[Resident, np.ndarray]] = (), after: Any = None,
+                watch: Callable[[int], Exception] | None = None) -> None:
         """Write ``writes``, run the prefix once and the loop until its flag stays zero, on the backend's
-        stream after the work queued so far on stream ``after`` (None: the backend's own)."""
+        stream after the work queued so far on stream ``after`` (None: the backend's own). ``writes``
+        are words only the host writes (as ``enqueue_sequence``'s: skipped when equal to the last
+        ones written to the buffer).
+
+        ``watch``: the flag is checked after the loop without waiting (``Watches``): still set (the
+        cap ended the loop), it raises ``watch(word)`` from this or a later call."""
         rt, seq = self.runtime, self.sequences
         with rt.lock, nvtx_range("vyre.cuda.sequence"):
             replays = self._replays()
@@ -871,6 +877,8 @@ class CompiledLoop:
                     seq.enqueue_sequence([], stream=after)
                 seq.enqueue_sequence(self.prefix, writes=writes)
                 seq.enqueue_until(self.steps, self.flag_handle, self.cap)
+                if watch is not None:
+                    seq.enqueue_sequence([], watch=[(self.flag_handle, 0, watch)])
                 self._keep()
                 return
             _, _, flag, head, loop = replays
@@ -882,16 +890,19 @@ class CompiledLoop:
                 seq.finish(after)
             seq.order(rt.stream)
             seq.write(writes, rt.stream)
-            seq.graphs.replay(head, rt.stream)
+            if head is not None:
+                seq.graphs.replay(head, rt.stream)
             seq._replay_loop(loop, flag, self.cap)
+            if watch is not None:
+                seq.watches.add(flag.ptr, watch, rt.stream)
 
-    def _replays(self) -> tuple[Body, Body, Any, CapturedGraph, CapturedGraph] | None:
+    def _replays(self) -> tuple[Body, Body, Any, CapturedGraph | None, CapturedGraph] | None:
         """What ``enqueue`` replays, or None when it must make the calls themselves."""
         rt, replays = self.runtime, self.replays
         if replays is None or rt.closed or self.sequences.conditional_reason() is not None:
             return None  # (graphs or conditional loops switched off since)
         head_body, loop_body, _, head, loop = replays
-        if not (head.alive and loop.alive):
+        if not (loop.alive and (head is None or head.alive)):
             return None
         for body in (head_body, loop_body):  # a caller's array re-borrowed elsewhere: the graphs point at the old one
             if any(buf.ptr != ptr or buf.nbytes != n for buf, ptr, n in body.borrowed):
@@ -912,9 +923,9 @@ class CompiledLoop:
         head_body, loop_body = seq.body(self.prefix), seq.body(self.steps)
         flag = rt.resident.resolve(self.flag_handle)
         overlap = programmatic_launches(rt.info.compute_capability)
-        head = head_body.graphs.get((1, overlap))
+        head = head_body.graphs.get((1, overlap)) if self.prefix else None  # no steps: nothing to replay
         loop = loop_body.graphs.get(("while", flag.ptr, overlap)) or loop_body.graphs.get(("while", flag.ptr, False))
-        if head is not None and loop is not None and head.alive and loop.alive:
+        if loop is not None and loop.alive and (head.alive if head is not None else not self.prefix):
             self.replays = (head_body, loop_body, flag, head, loop)
             self.seen = rt.resident.generation
 
