@@ -347,7 +347,7 @@ class SequenceDispatcher:
         done = 0
         while done < max_iterations:
             cap = min(max_iterations - done, conditional.CAP_LIMIT)
-            control = self._replay_loop(entry, flag, cap)
+            control = self.replay_loop(entry, flag, cap)
             count, word = (int(a.view(np.uint32)[0]) for a in
                            self.read_back([(control.ptr, 4), (flag.ptr, 4)], "dispatch_until"))
             if word == 0:
@@ -359,7 +359,7 @@ class SequenceDispatcher:
             done += cap
         return max_iterations
 
-    def _replay_loop(self, entry: CapturedGraph, flag: Any, cap: int) -> Any:
+    def replay_loop(self, entry: CapturedGraph, flag: Any, cap: int) -> Any:
         """Enqueue one run of the loop graph on the backend's stream: at most ``cap`` iterations, the
         flag cleared first; returns the control block (word 0 counts the iterations)."""
         rt, control = self.runtime, self.control_block()
@@ -542,7 +542,7 @@ class SequenceDispatcher:
             if max_iterations == 0:
                 return
             if entry is not None and max_iterations <= conditional.CAP_LIMIT:
-                self._replay_loop(entry, flag, max_iterations)
+                self.replay_loop(entry, flag, max_iterations)
                 return
         self.dispatch_until(steps, flag_handle, max_iterations)
 
@@ -892,7 +892,7 @@ class CompiledLoop:
             seq.write(writes, rt.stream)
             if head is not None:
                 seq.graphs.replay(head, rt.stream)
-            seq._replay_loop(loop, flag, self.cap)
+            seq.replay_loop(loop, flag, self.cap)
             if watch is not None:
                 seq.watches.add(flag.ptr, watch, rt.stream)
 
