@@ -164,3 +164,21 @@ def test_small_arrays_are_staged(backend, rng) -> None:
     small = words(rng, DIRECT_MIN // 8)
     assert PINS.address(small) is None
     assert PINS.pinned_empty(small.size, np.uint32).flags.owndata
+
+
+@pytest.mark.xfail(strict=True, raises=Exception,
+                   reason="known bug: only the whole pages inside an array are registered, and the driver refuses "
+                          "another library's copy of a range that starts in those pages and ends past them "
+                          "(cudaErrorInvalidValue); found this session, not fixed yet")
+def test_another_librarys_copy_of_part_of_a_registered_array(backend, rng) -> None:
+    """After vyre registers a large numpy array for direct copies, CuPy's own copy of a view that starts
+    inside the registered pages and ends in the array's last, unregistered page must still work."""
+    cupy = pytest.importorskip("cupy")
+    a = words(rng, N + 5000)
+    h = backend.allocate_resident(a.nbytes)
+    try:
+        backend.upload_resident(h, a)  # registers the whole pages inside ``a``
+        k = (-(-a.ctypes.data // PAGE) * PAGE - a.ctypes.data) // 4 + 8  # 8 words into the first whole page
+        assert np.array_equal(cupy.asnumpy(cupy.asarray(a[k:])), a[k:])
+    finally:
+        backend.free_resident(h)
