@@ -573,9 +573,11 @@ class Graph(DeviceArrays):
                   _elements_config(n)), decide]
         reads = [] if trace is None else [(ctl, 0, 4 * kernels.CTL_WORDS)]
         raw = raw_backend(be)
+        if trace is None and hasattr(raw, "compile_until"):  # no host wait; kept for the next search from any source
+            search = self._loops[decide_program] = raw.compile_until(start, level * LEVELS_PER_TEST, flag, cap)
+            search.enqueue(source_words)
+            return self.result(levels, n)
         enqueues = hasattr(raw, "enqueue_until")
-        if trace is None and hasattr(raw, "compile_until"):  # kept for the next search from another source
-            self._loops[decide_program] = raw.compile_until(start, level * LEVELS_PER_TEST, flag, cap)
         if enqueues:  # the source goes in with the start (a word only the host writes): no wait until the result
             words = be.enqueue_sequence(start, writes=source_words, reads=reads)
         else:
