@@ -5,17 +5,30 @@ else, and read-only or borrowed memory that must take the staging ring. numpy ju
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 
 from tests.gpu.test_staging_gpu import mix_expected, mix_program
 from vyre import DispatchConfig
-from vyre_cuda._runtime.host_pins import DIRECT_MIN, MEMORY_TYPE_HOST, PAGE, PINS, RESULT_PIN_MIN, HostPins
+from vyre_cuda._runtime.host_pins import (
+    DIRECT_MIN,
+    MEMORY_TYPE_HOST,
+    PAGE,
+    PINS,
+    RESULT_PIN_MIN,
+    HostPins,
+    exclusive_pages,
+)
 
 pytestmark = pytest.mark.gpu
 
-N = DIRECT_MIN // 4 + 3  # u32 elements: just past the direct threshold, an odd count
+N = (32 << 20) // 4 + 3  # u32 elements, an odd count: past glibc's largest mmap threshold (32 MiB), so
+# every such array is a mapping of its own (smaller ones may come from the heap's shared pages)
 
 
 def words(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -23,9 +36,10 @@ def words(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def locked(a: np.ndarray) -> int:
-    """The bytes a registration of ``a`` page-locks: the whole pages inside its memory."""
-    start, end = a.ctypes.data, a.ctypes.data + a.nbytes
-    return end // PAGE * PAGE - -(-start // PAGE) * PAGE
+    """The bytes a registration of ``a`` page-locks: the pages of its own mapping."""
+    pages = exclusive_pages(a)
+    assert pages is not None, "a numpy array past 32 MiB is a glibc mapping of its own"
+    return pages[1]
 
 
 def test_large_dispatch_goes_direct_both_ways_and_is_exact(backend, rng) -> None:
@@ -110,8 +124,8 @@ def test_memory_pinned_by_someone_else_falls_back_to_the_ring(backend, rng) -> N
 
 
 def test_the_limit_unpins_the_oldest_and_zero_turns_it_off(backend, rng) -> None:
-    pins = HostPins(limit=2 * N * 4 + 100)
     arrays = [words(rng, N) for _ in range(3)]
+    pins = HostPins(limit=locked(arrays[1]) + locked(arrays[2]) + 100)
     try:
         for arr in arrays:
             assert pins.address(arr) is not None
@@ -138,19 +152,17 @@ def test_mid_size_results_are_numpy_memory_registered_as_they_download(backend, 
     assert PINS.pinned_empty(RESULT_PIN_MIN // 4, np.uint32).base is not None  # a pool block
 
 
-def test_only_whole_pages_inside_an_array_are_registered(backend, rng) -> None:
-    """A heap array shares its first and last page with other memory: those are not page-locked
-    (a neighbour may register them), and their bytes cross through a pinned chunk, exactly."""
+def test_an_arrays_own_mapping_is_registered_whole(backend, rng) -> None:
+    """A large numpy array is a mapping of its own: all of it is page-locked (no byte crosses
+    through a pinned chunk) and its bytes go both ways exactly, whatever its last page holds."""
     from cupy.cuda import runtime
 
     for extra in (0, 1, 5, 1023):  # array ends at every kind of offset into its last page
         a = words(rng, N + extra)
         span = PINS.address(a)
         assert span is not None and span.ptr == a.ctypes.data
-        assert span.head < PAGE and span.tail < PAGE and (span.ptr + span.head) % PAGE == 0
-        assert (span.ptr + a.nbytes - span.tail) % PAGE == 0
-        if span.head:
-            assert runtime.pointerGetAttributes(span.ptr).type != MEMORY_TYPE_HOST
+        ends = (span.ptr, span.ptr + a.nbytes - 1)
+        assert all(runtime.pointerGetAttributes(p).type == MEMORY_TYPE_HOST for p in ends)
         handle = backend.allocate_resident(a.nbytes)
         try:
             backend.upload_resident(handle, a)
@@ -166,19 +178,58 @@ def test_small_arrays_are_staged(backend, rng) -> None:
     assert PINS.pinned_empty(small.size, np.uint32).flags.owndata
 
 
-@pytest.mark.xfail(strict=True, raises=Exception,
-                   reason="known bug: only the whole pages inside an array are registered, and the driver refuses "
-                          "another library's copy of a range that starts in those pages and ends past them "
-                          "(cudaErrorInvalidValue); found this session, not fixed yet")
 def test_another_librarys_copy_of_part_of_a_registered_array(backend, rng) -> None:
-    """After vyre registers a large numpy array for direct copies, CuPy's own copy of a view that starts
-    inside the registered pages and ends in the array's last, unregistered page must still work."""
+    """After vyre registers a large numpy array for direct copies, CuPy's own copies of views that
+    start anywhere in it (its first page, a whole page, its last page) still work: the driver judges
+    a copy by the page its source starts on, and every page of the array is registered."""
     cupy = pytest.importorskip("cupy")
     a = words(rng, N + 5000)
     h = backend.allocate_resident(a.nbytes)
     try:
-        backend.upload_resident(h, a)  # registers the whole pages inside ``a``
-        k = (-(-a.ctypes.data // PAGE) * PAGE - a.ctypes.data) // 4 + 8  # 8 words into the first whole page
-        assert np.array_equal(cupy.asnumpy(cupy.asarray(a[k:])), a[k:])
+        backend.upload_resident(h, a)  # registers the array's whole mapping
+        first_whole = (-(-a.ctypes.data // PAGE) * PAGE - a.ctypes.data) // 4
+        for k in (1, first_whole + 8, a.size // 2 + 3, a.size - 5):
+            assert np.array_equal(cupy.asnumpy(cupy.asarray(a[k:])), a[k:])
+            assert np.array_equal(cupy.asnumpy(cupy.asarray(a[:k])), a[:k])
     finally:
         backend.free_resident(h)
+
+
+HEAP_ARRAYS = """
+import ctypes
+
+import cupy
+import numpy as np
+
+ctypes.CDLL(None).mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD: arrays up to 64 MiB now come from the heap
+from tests.gpu.test_staging_gpu import mix_expected, mix_program
+from vyre import DispatchConfig
+from vyre_cuda.backend import CudaBackend
+from vyre_cuda._runtime.host_pins import PINS, exclusive_pages
+
+rng = np.random.default_rng({seed})
+n = (8 << 20) // 4 + 5
+a, x = (rng.integers(0, 2**32, n, dtype=np.uint32) for _ in range(2))
+assert exclusive_pages(a) is None and PINS.address(a) is None, "a heap array shares its end pages"
+backend = CudaBackend()
+before = backend.metrics()["cuda_direct_bytes"]
+got = backend.dispatch(mix_program(n), [a, x], DispatchConfig(elements=n))
+assert all(np.array_equal(g, w) for g, w in zip(got, mix_expected(a, x)))
+assert backend.metrics()["cuda_direct_bytes"] == before, "staged, not registered"
+for k in (1, 1029, n - 7):
+    assert np.array_equal(cupy.asnumpy(cupy.asarray(a[k:])), a[k:])
+backend.shutdown()
+print("ok")
+"""
+
+
+def test_arrays_on_the_heaps_shared_pages_take_the_ring(rng) -> None:
+    """An array from the heap (glibc serves 4-32 MiB arrays there once larger ones were freed) shares
+    its first and last page with other memory: it is staged, never registered, exactly, and other
+    libraries' copies of it are untouched. Its own process: the heap threshold is process-wide."""
+    seed = int(rng.integers(0, 2**31))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(HEAP_ARRAYS).format(seed=seed)], cwd=root,
+                         env={**os.environ, "PYTHONPATH": root}, capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]

@@ -9,19 +9,27 @@ them directly:
 - memory that is pinned already: large results this backend returned (``pinned_empty``, from
   ``RESULT_PIN_MIN`` bytes: numpy arrays over a pinned pool, so a result fed back in costs no
   registration) and CuPy pinned memory;
-- a numpy array that owns its memory (``DIRECT_MIN`` bytes and more, any view into it):
-  the owner's whole buffer is registered with ``cudaHostRegister`` (portable: every device DMAs
-  from it) the first time it is seen (about as long as staging it once), and unregistered when
-  the owner is collected, or earlier when the pinned total would pass ``VYRE_CUDA_HOST_PIN_LIMIT``
+- a numpy array that owns its memory (``DIRECT_MIN`` bytes and more, any view into it) when
+  that memory fills whole pages no other memory shares (``exclusive_pages``: glibc serves
+  allocations above its mmap threshold, always above 32 MiB, from a mapping of their own): the
+  owner's pages are registered with ``cudaHostRegister`` (portable: every device DMAs from it)
+  the first time it is seen (about as long as staging it once), and unregistered when the owner
+  is collected, or earlier when the pinned total would pass ``VYRE_CUDA_HOST_PIN_LIMIT``
   (default a quarter of the host's memory; ``0`` turns direct copies off).
 
-Anything else (small arrays, memory maps, bytes, arrays owned by other libraries) returns None
-and goes through the staging ring. Registered arrays are never moved by numpy; an owner that is
-resized is a new buffer and misses the cache.
+Only whole, unshared allocations are registered because the driver judges a copy by the page its
+source starts on: had vyre registered just the whole pages inside an array, another library's
+copy of a slice starting there and ending in the array's last, shared page would fail with
+``cudaErrorInvalidValue``, and a neighbour's copy starting in a shared page would too.
+
+Anything else (small arrays, arrays on the heap's shared pages, memory maps, bytes, arrays owned
+by other libraries) returns None and goes through the staging ring. Registered arrays are never
+moved by numpy; an owner that is resized is a new buffer and misses the cache.
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import threading
 import weakref
@@ -43,18 +51,18 @@ PORTABLE = 1  # cudaHostRegisterPortable: pinned for every device's context
 FREE_BLOCKS = 8  # pinned result blocks the pool may keep unused before it gives them all back
 MEMORY_TYPE_HOST = 1  # cudaMemoryTypeHost: page-locked host memory
 PAGE = mmap.PAGESIZE  # registrations cover whole pages
+CHUNK_HEADER = 2 * ctypes.sizeof(ctypes.c_size_t)  # glibc: a chunk's prev_size and size words before its memory
+IS_MMAPPED = 2  # glibc: the size word's bit for a chunk that is a mapping of its own
+SIZE_FLAGS = 7  # glibc: the size word's flag bits
+MAPPING_SLACK = 2 << 20  # bytes a mapped chunk may hold past its request (huge-page rounding)
 
 
 class Span(NamedTuple):
     """Where a direct copy of a host array's bytes goes: ``ptr`` is the array's address, ``pin`` the
-    registration to mark with ``HostPins.used`` (None: pinned by its allocator); the first ``head``
-    and last ``tail`` bytes lie on pages the array shares with other memory, which are not
-    registered, so they go through a pinned chunk (less than a page each)."""
+    registration to mark with ``HostPins.used`` (None: pinned by its allocator)."""
 
     ptr: int
     pin: Any
-    head: int
-    tail: int
 
 
 @dataclass(eq=False)
@@ -76,6 +84,28 @@ def _owner(data: np.ndarray | memoryview) -> object:
             obj = obj.base
         else:
             return obj
+
+
+def exclusive_pages(owner: np.ndarray) -> tuple[int, int] | None:
+    """``(start, nbytes)`` of the whole pages that hold ``owner``'s memory and nothing else, or None
+    when it shares a page with other memory (a heap chunk) or its allocator cannot be told.
+
+    Two layouts qualify: memory that starts and ends on page boundaries, and a glibc chunk that is
+    a mapping of its own (its header, the two words before the memory, sits at a page start,
+    records no leading gap and has the mapped bit; its size is whole pages just past the request).
+    The header is read only when it lies on the memory's own first page, which is mapped."""
+    ptr, nbytes = int(owner.ctypes.data), owner.nbytes
+    if ptr % PAGE == 0 and nbytes % PAGE == 0:
+        return ptr, nbytes
+    if ptr % PAGE != CHUNK_HEADER:
+        return None
+    prev_size, size_word = (ctypes.c_size_t * 2).from_address(ptr - CHUNK_HEADER)
+    size = size_word & ~SIZE_FLAGS
+    if prev_size or not size_word & IS_MMAPPED or size % PAGE:
+        return None
+    if not nbytes + CHUNK_HEADER <= size <= nbytes + CHUNK_HEADER + MAPPING_SLACK:
+        return None
+    return ptr - CHUNK_HEADER, size
 
 
 def _address(data: np.ndarray | memoryview) -> int:
@@ -111,7 +141,7 @@ class HostPins:
         owner = _owner(data)
         ptr = _address(data)
         if _pinned_allocation(owner):
-            return Span(ptr, None, 0, 0)
+            return Span(ptr, None)
         if not isinstance(owner, np.ndarray) or not owner.flags.owndata or owner.nbytes > OWNER_SPAN * nbytes:
             return None
         base = int(owner.ctypes.data)
@@ -125,8 +155,7 @@ class HostPins:
                 pin = self._register(owner, base)
                 if pin is None:
                     return None
-        head = max(0, min(nbytes, pin.ptr - ptr))
-        return Span(ptr, pin, head, max(0, min(nbytes - head, ptr + nbytes - pin.ptr - pin.nbytes)))
+        return Span(ptr, pin)
 
     def used(self, pin: _Pin | None, event: Any) -> None:
         """Record that a copy enqueued before ``event`` reads or writes ``pin``'s memory."""
@@ -136,16 +165,14 @@ class HostPins:
                 pin.uses.append(event)
 
     def _register(self, owner: np.ndarray, base: int) -> _Pin | None:
-        """Page-lock the whole pages inside ``owner``'s memory: a page it shares with other memory (a
-        neighbour in the heap, which may be registered in turn) is left out, so two arrays never
-        claim one page."""
+        """Page-lock ``owner``'s pages when no other memory shares them (``exclusive_pages``)."""
         from cupy.cuda import runtime
 
         key = (base, owner.nbytes)
-        first, end = -(-base // PAGE) * PAGE, (base + owner.nbytes) // PAGE * PAGE
-        if end - first < DIRECT_MIN // 2:
+        pages = exclusive_pages(owner)
+        if pages is None:
             return None
-        base, nbytes = first, end - first
+        base, nbytes = pages
         refused = self._refused.get(key)
         if refused is not None and refused() is owner:
             return None

@@ -494,23 +494,14 @@ class PinnedStaging:
         while chunk k's DMA runs. Returns before the last DMA ends."""
         n = data.nbytes
         direct = PINS.address(data)
-        src = np.frombuffer(data, np.uint8, n)
         if direct is not None:
-            ptr, pin, head, tail = direct
             with cuda_errors("copying host data to the device"):
-                self._rt.memcpyAsync(dst_ptr + head, ptr + head, n - head - tail, H2D, self.stream.ptr)
-                if head or tail:  # the partial pages at the ends, through a pinned chunk
-                    edges = self._chunk(PIPELINE_MIN, head + tail)
-                    edges.array[:head] = src[:head]
-                    edges.array[head:head + tail] = src[n - tail:]
-                    for to, at, size in ((dst_ptr, edges.ptr, head), (dst_ptr + n - tail, edges.ptr + head, tail)):
-                        if size:
-                            self._rt.memcpyAsync(to, at, size, H2D, self.stream.ptr)
-                    edges.fence(self.stream)
-                self._in_flight(pin, data)
+                self._rt.memcpyAsync(dst_ptr, direct.ptr, n, H2D, self.stream.ptr)
+                self._in_flight(direct.pin, data)
             self.telemetry.add("cuda_h2d_bytes", n)
             self.telemetry.add("cuda_direct_bytes", n)
             return
+        src = np.frombuffer(data, np.uint8, n)
         with cuda_errors("copying host data to the device"):
             for off in range(0, n, CHUNK):
                 size = min(CHUNK, n - off)
@@ -534,25 +525,16 @@ class PinnedStaging:
                              "or a contiguous slice of one.")
         nbytes = out.nbytes
         direct = PINS.address(out)
-        dst = out.reshape(-1).view(np.uint8)
         if direct is not None:
-            ptr, pin, head, tail = direct
             with cuda_errors("copying device data to the host"):
-                self._rt.memcpyAsync(ptr + head, src_ptr + head, nbytes - head - tail, D2H, self.stream.ptr)
-                edges = self._chunk(PIPELINE_MIN, head + tail) if head or tail else None
-                if edges is not None:  # the partial pages at the ends, through a pinned chunk
-                    for to, at, size in ((edges.ptr, src_ptr, head), (edges.ptr + head, src_ptr + nbytes - tail, tail)):
-                        if size:
-                            self._rt.memcpyAsync(to, at, size, D2H, self.stream.ptr)
-                self._in_flight(pin, out).synchronize()
+                self._rt.memcpyAsync(direct.ptr, src_ptr, nbytes, D2H, self.stream.ptr)
+                self._in_flight(direct.pin, out).synchronize()
             self._held.clear()  # the stream has run everything before this copy
             self._count_sync()
-            if edges is not None:
-                dst[:head] = edges.array[:head]
-                dst[nbytes - tail:] = edges.array[head:head + tail]
             self.telemetry.add("cuda_d2h_bytes", nbytes)
             self.telemetry.add("cuda_direct_bytes", nbytes)
             return
+        dst = out.reshape(-1).view(np.uint8)
         pending: deque[tuple[StagingSlot, int, int]] = deque()
         with cuda_errors("copying device data to the host"):
             for off in range(0, nbytes, CHUNK):
