@@ -88,6 +88,9 @@ def test_bfs_switches_direction_both_ways(oracle):
     directions = [t[0] for t in trace]
     assert directions[:4] == ["top-down", "top-down", "bottom-up", "top-down"], directions  # the leaves: bottom-up
     assert [t[1] for t in trace] == np.bincount(levels[levels != graph.UNREACHED]).tolist()  # frontier sizes
+    degrees = np.diff(indptr)  # each frontier's edges (Beamer's rule and the lanes per vertex steer by them),
+    # counted also for vertices a bottom-up step found through their parent hint, reading no edge
+    assert [t[2] for t in trace] == [int(degrees[levels == k].sum()) for k in range(len(trace))]
 
 
 @pytest.mark.parametrize("name", ["chain", "random", "star", "two_halves"])
