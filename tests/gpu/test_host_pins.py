@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,8 @@ from vyre_cuda._runtime.host_pins import (
 )
 
 pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
 
 N = (32 << 20) // 4 + 3  # u32 elements, an odd count: past glibc's largest mmap threshold (32 MiB), so
 # every such array is a mapping of its own (smaller ones may come from the heap's shared pages)
@@ -228,8 +231,7 @@ def test_arrays_on_the_heaps_shared_pages_take_the_ring(rng) -> None:
     its first and last page with other memory: it is staged, never registered, exactly, and other
     libraries' copies of it are untouched. Its own process: the heap threshold is process-wide."""
     seed = int(rng.integers(0, 2**31))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    run = subprocess.run([sys.executable, "-c", textwrap.dedent(HEAP_ARRAYS).format(seed=seed)], cwd=root,
-                         env={**os.environ, "PYTHONPATH": root}, capture_output=True, text=True, timeout=300,
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(HEAP_ARRAYS).format(seed=seed)], cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
                          check=False)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]

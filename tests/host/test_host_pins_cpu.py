@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from vyre_cuda._runtime.host_pins import CHUNK_HEADER, PAGE, exclusive_pages
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the chunk layout read is glibc's")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("extra", [0, 1, 5, 4093])
@@ -45,6 +46,6 @@ def test_heap_arrays_share_their_pages() -> None:
         "keep = [np.empty((8 << 20) + k, np.uint8) for k in range(3)]\n"
         "print(all(exclusive_pages(a) is None for a in keep))\n"
     )
-    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                          capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0 and run.stdout.strip() == "True", run.stderr[-2000:]
