@@ -46,7 +46,7 @@ from vyre_cuda._runtime import driver, launch, profiler, settings
 from vyre_cuda._runtime.cache import DiskCache, cache_version, default_disk_cache
 from vyre_cuda._runtime.device import FIX_NO_DEVICE, FIX_NO_DRIVER, DeviceInfo, probe, resolve_index
 from vyre_cuda._runtime.errors import FIX_DRIVER, FIX_LOST, canonical, cuda_errors, needs_reset, reset_device, translate
-from vyre_cuda._runtime.host_pins import DIRECT_MIN
+from vyre_cuda._runtime.host_pins import DIRECT_MIN, exclusive_pages
 from vyre_cuda._runtime.launch import LaunchPlan
 from vyre_cuda._runtime.loader import ModuleCache, compile_failure, module_key, ptxas_diagnostics
 from vyre_cuda._runtime.pools import CHUNK, PIPELINE_MIN, RING, DeviceBuffer
@@ -59,7 +59,7 @@ __all__ = [
     "Buffers", "Builder", "DeviceBuffer", "DeviceInfo", "DiskCache", "ExprLowering", "GraphCache", "LaunchPlan",
     "ModuleCache", "PreparedProgram", "ResidentBinding",
     "cache_version", "canonical", "compile_failure", "compile_sequence", "condition_ptx", "cuda_errors",
-    "default_disk_cache",
+    "default_disk_cache", "exclusive_pages",
     "driver", "fault_ptx", "grid_x_word", "launch", "launch_grid", "max_ptx_version_for_driver", "module_key",
     "nccl_module", "needs_reset", "param_name", "probe", "profiler", "ptx_ops", "ptxas_diagnostics", "reset_device",
     "resolve_index", "sequence", "settings", "translate", "unregister_lowering",

@@ -303,15 +303,17 @@ def test_multi_map_from_torch_tensors_per_device(rng) -> None:
 def test_multi_map_from_fresh_host_arrays_again_and_again(rng) -> None:
     """Every call page-locks new host arrays while the other devices' threads allocate: the
     registrations and the allocations must never collide (a 4-GPU host once failed a cudaMalloc
-    with cudaErrorAlreadyMapped here)."""
-    from vyre_cuda.testing import DIRECT_MIN
+    with cudaErrorAlreadyMapped here). The arrays are over glibc's largest mmap threshold (32 MiB),
+    so each is a mapping of its own and is registered, not staged."""
+    from vyre_cuda.testing import DIRECT_MIN, exclusive_pages
 
     ids = [d.id for d in GPUS]
-    n = (DIRECT_MIN // 4) * len(ids) + 999
+    n = max(DIRECT_MIN * len(ids), 33 << 20) // 4 + 999
     program = thread_program(1)
     for _ in range(6):
         a = rng.integers(0, 2**32, n, dtype=np.uint32)
         x = rng.integers(0, 2**32, n, dtype=np.uint32)
+        assert exclusive_pages(a) is not None and exclusive_pages(x) is not None, "registered, not staged"
         (out,) = multi.map(program, [a, x], devices=ids)
         assert np.array_equal(out, x * np.uint32(3) + (a ^ np.uint32(1)))
 
