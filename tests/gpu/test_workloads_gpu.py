@@ -69,6 +69,32 @@ def test_rmat_graph_against_scipy(backend):
     assert np.array_equal(bottom_up_only, expected)
 
 
+def test_neighbours_by_degree_on_numpy_and_cupy_equals_the_host_order(backend, oracle):
+    """Each row sorted by its neighbours' degrees on the device (a u64 key sort), from numpy and in
+    place from CuPy (CuPy out), equal to the oracle's order; BFS and components on it are unchanged."""
+    cp = pytest.importorskip("cupy")
+    scale = 16
+    src, dst = graph.rmat_edges(scale, edge_factor=8, seed=5)
+    n = 1 << scale
+    indptr, clean = symmetric(n, src, dst)
+    indices = clean.copy()
+    indices[::1001] = n + 3  # ids >= n: degree 0, ignored by traversals
+    want = graph.neighbours_by_degree(indptr, indices, backend=oracle)[1]
+    got = graph.neighbours_by_degree(indptr, indices, backend=backend)[1]
+    assert isinstance(got, np.ndarray) and np.array_equal(got, want)
+    d_ptr, d_idx = cp.asarray(indptr), cp.asarray(indices)
+    before = d_idx.copy()
+    same_ptr, d_got = graph.neighbours_by_degree(d_ptr, d_idx, backend=backend)
+    assert same_ptr is d_ptr and isinstance(d_got, cp.ndarray) and np.array_equal(d_got.get(), want)
+    assert bool((d_idx == before).all())  # the caller's indices are read, never written
+    d_ptr, d_clean = graph.neighbours_by_degree(cp.asarray(indptr), cp.asarray(clean), backend=backend)
+    with graph.Graph(d_ptr, d_clean, backend=backend, undirected=True) as g:  # every edge still both ways
+        for source in (int(src[0]), int(dst[7])):
+            assert np.array_equal(g.bfs(source).get(), graph.reference_levels(indptr, clean, source))
+        assert np.array_equal(g.connected_components().get(),
+                              graph.connected_components(indptr, clean, backend=oracle))
+
+
 def test_closure_egraph_and_text_equal_the_oracle(backend, oracle):
     from vyre.lib import datalog, egraph, text
 

@@ -299,3 +299,36 @@ def test_copy_program_copies_the_first_words(oracle, n):
     out = np.zeros(n, np.uint32)
     got = oracle.dispatch(graph.copy_program(), [values, out], graph._elements_config(n))
     np.testing.assert_array_equal(np.asarray(got[0]).view(np.uint32)[:n], values[:n])
+
+
+def by_degree(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Each row's neighbours stably sorted by degree, highest first (ids >= n: degree 0), on the host."""
+    n = indptr.size - 1
+    degree = np.diff(indptr.astype(np.int64))
+    rows = np.repeat(np.arange(n), degree)
+    keys = np.where(indices < n, degree[np.minimum(indices, max(n - 1, 0))], 0) if n else indices
+    return indices[np.lexsort((-keys, rows))] if indices.size else indices
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_neighbours_by_degree_orders_each_row_and_keeps_every_result(oracle, name):
+    n, src, dst = CASES[name]
+    indptr, indices = symmetric(n, src, dst)
+    indices = indices.copy()
+    if indices.size:
+        indices[indices.size // 2] = n + 5  # an id >= n: degree 0, last in its row, still ignored
+    ptr2, idx2 = graph.neighbours_by_degree(indptr, indices, backend=oracle)
+    assert ptr2 is indptr and idx2.dtype == np.uint32
+    assert np.array_equal(idx2, by_degree(indptr, indices))
+    assert np.array_equal(graph.connected_components(ptr2, idx2, backend=oracle),
+                          graph.connected_components(indptr, indices, backend=oracle))
+    for source in {0, n - 1} if n else ():
+        assert np.array_equal(graph.bfs(ptr2, idx2, source, backend=oracle),  # an edge lost its reverse
+                              graph.reference_levels(indptr, indices, source))
+
+
+def test_neighbours_by_degree_refuses_what_graphs_refuse(oracle):
+    with pytest.raises(InvalidProgram, match="Fix:"):
+        graph.neighbours_by_degree(np.array([0, 3, 1]), np.array([1, 0, 1]), backend=oracle)
+    ptr, idx = graph.neighbours_by_degree(np.zeros(4, np.uint32), np.zeros(0, np.uint32), backend=oracle)
+    assert idx.size == 0 and ptr.size == 4

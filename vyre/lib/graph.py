@@ -730,6 +730,64 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
         return indptr, read_u32(be, h_idx, m)
 
 
+@cache
+def degree_keys_program() -> Program:
+    """``keys[e] = sources[e] << 32 | (0xFFFFFFFF - degree(indices[e]))`` (u64): in ascending order, the
+    edges row by row and each row's neighbours by degree, highest first (an id ``>= n``: degree 0)."""
+    e, u, last = Expr.invocation_id(0), V("u"), Expr.buf_len("indptr") - 2
+    at = V("at")
+    degree = Expr.select(Expr.lt(u, Expr.buf_len("indptr") - 1),
+                         Expr.sub(Expr.load("indptr", at + 1), Expr.load("indptr", at)), Expr.u32(0))
+    return Program(
+        [BufferDecl.read("indptr", 0, U32), BufferDecl.read("sources", 1, U32), BufferDecl.read("indices", 2, U32),
+         BufferDecl.read_write("keys", 3, DataType.U64)],
+        (_WG, 1, 1),
+        [Node.if_(Expr.lt(e, Expr.buf_len("indices")), [
+            Node.let("u", Expr.load("indices", e)),
+            Node.let("at", Expr.min(u, last)),
+            Node.store("keys", e, Expr.bitor(Expr.shl(Expr.cast(DataType.U64, Expr.load("sources", e)), Expr.u32(32)),
+                                             Expr.cast(DataType.U64, Expr.sub(Expr.u32(UNREACHED), degree)))),
+        ])],
+        name="degree_keys",
+    )
+
+
+def neighbours_by_degree(indptr: object, indices: object, *, backend: object | None = None) -> tuple[Any, Any]:
+    """The same graph with each row's neighbours in order of their degree, highest first (ties keep
+    their order; an id ``>= n`` counts as degree 0): ``(indptr, indices)`` of the input's kind, the
+    same ``indptr`` and a new ``indices``.
+
+    Every traversal gives the same result on it; a BFS gets faster on graphs with hubs (a top-down
+    step's claims and a bottom-up step's scan reach the hubs first: ``docs/workloads.md``). Built
+    on the device, once per graph: each edge's row, a u64 key per edge (row, then inverted degree)
+    and the library's stable sort of the keys with the neighbour ids as values.
+    """
+    from vyre import lib
+
+    ptr, idx = check_csr(indptr, indices, backend)
+    be = backend_or_default(backend)
+    n, m = ptr.size - 1, idx.size
+    on_device = not isinstance(idx, np.ndarray)
+    if m == 0:
+        return indptr, idx.copy()
+    with ResidentSet(be) as res:
+        h_ptr, h_idx = (res.bind(ptr), res.bind(idx)) if on_device else (res.upload(ptr), res.upload(idx))
+        sources, keys = res.alloc(4 * m), res.alloc(8 * m)
+        shift = lanes_shift(n)
+        be.dispatch_sequence([(edge_sources_program(shift), [h_ptr, sources], _elements_config(n << shift)),
+                              (degree_keys_program(), [h_ptr, sources, h_idx, keys], _elements_config(m))])
+        sorted_keys, ordered = lib.sort(lib.ResidentArray(keys, np.uint64, m), lib.ResidentArray(h_idx, np.uint32, m),
+                              backend=be)
+        res.adopt(sorted_keys.handle, ordered.handle)
+        if not on_device:
+            return indptr, read_u32(be, ordered.handle, m)
+        from vyre.lib.sharded import owned_copy
+
+        out = res.alloc(4 * m)
+        be.dispatch_sequence([(copy_program(), [ordered.handle, out], _elements_config(m))])
+        return indptr, owned_copy(be, out, np.dtype(np.uint32))
+
+
 def reference_levels(indptr: Sequence[int], indices: Sequence[int], source: int) -> np.ndarray:
     """BFS levels computed on the host, for tests and benchmarks."""
     from collections import deque
