@@ -191,12 +191,12 @@ def fixpoint(edges: graphs.Graph, seed: str, rule: str) -> tuple[np.ndarray, np.
     words = n * words_per_row(n)
     every_word, every_row = DispatchConfig(elements=max(words, 1)), DispatchConfig(elements=max(n, 1))
     with graphs.ResidentSet(be) as res:
-        zeros = np.zeros(max(words, 1), np.uint32)
-        full, delta, nxt = res.upload(zeros), res.upload(zeros), res.upload(zeros)
+        full, delta, nxt = (res.alloc(4 * max(words, 1)) for _ in range(3))
         flag = res.alloc(4)
         csr = [edges.indptr_handle, edges.indices_handle]
         advance = (advance_program(), [full, delta, nxt], every_word)
-        be.dispatch_sequence([(seed_program(seed), [*csr, full, nxt, flag], every_row), advance])
+        clear = [(graphs.zero_program(), [matrix], every_word) for matrix in (full, delta, nxt)]  # not host zeros
+        be.dispatch_sequence([*clear, (seed_program(seed), [*csr, full, nxt, flag], every_row), advance])
         rounds = 1 + be.dispatch_until([(join_program(rule), [*csr, delta, full, nxt, flag], every_word), advance],
                                        flag, n * n + 2)  # each round but the last adds a fact
         counts = res.alloc(4 * max(n, 1))

@@ -75,14 +75,6 @@ def iota_program() -> Program:
                    [Node.if_(Expr.lt(i, Expr.buf_len("out")), [Node.store("out", i, i)])], name="egraph_iota")
 
 
-@cache
-def zero_program() -> Program:
-    """``out[i] = 0``."""
-    i = Expr.invocation_id(0)
-    return Program([BufferDecl.read_write("out", 0, U32)], (_WG, 1, 1),
-                   [Node.if_(Expr.lt(i, Expr.buf_len("out")), [Node.store("out", i, _u(0))])], name="egraph_zero")
-
-
 _ROWS = (BufferDecl.read("ce", 0, U32), BufferDecl.read("op", 1, U32), BufferDecl.read("offsets", 2, U32),
          BufferDecl.read("lens", 3, U32), BufferDecl.read("cc", 4, U32))  # renamed columns (compaction)
 
@@ -482,7 +474,7 @@ def compact(be: Any, g: egraph.EGraph, labels: Any, canonical: Any, canon_size: 
     with graph.ResidentSet(be) as tmp:
         ce, cc, mark = tmp.alloc(4 * n), tmp.alloc(4 * max(kids, 1)), tmp.alloc(4 * classes)
         sizes = tmp.upload(np.array([n, kids], np.uint32))
-        _run(be, [(zero_program(), [mark], classes),
+        _run(be, [(graph.zero_program(), [mark], classes),
                   (canon_program(), [g.eclass, g.children, labels, sizes, ce, cc, mark], max(n, kids))])
         rank = _scan(be, tmp, mark, classes)
         _run(be, [(rename_program(), [rank, sizes, ce, cc], max(n, kids))])

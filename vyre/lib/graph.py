@@ -669,6 +669,14 @@ def copy_program() -> Program:
 
 
 @cache
+def zero_program() -> Program:
+    """``out[i] = 0`` for ``i < len(out)`` (clears a resident buffer on the device, no host zeros)."""
+    i = Expr.invocation_id(0)
+    return Program([BufferDecl.read_write("out", 0, U32)], (_WG, 1, 1),
+                   [Node.if_(Expr.lt(i, Expr.buf_len("out")), [Node.store("out", i, Expr.u32(0))])], name="zero_u32")
+
+
+@cache
 def gather_program() -> Program:
     """``out[i] = values[order[i]]`` for ``i < len(order)``."""
     i = Expr.invocation_id(0)
