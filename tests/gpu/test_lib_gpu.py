@@ -359,3 +359,35 @@ def test_segmented_reduce_2_28_one_segment_and_many(backend, rng):
     offsets = cupy.arange(0, n + 1, 1024, dtype=cupy.uint32)
     got = lib.segmented_reduce(dx, offsets, "min", backend=backend)
     assert bool(cupy.array_equal(got, dx.reshape(-1, 1024).min(axis=1)))
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.float32])
+@pytest.mark.parametrize(("n", "segments"), [(1000, 3), ((1 << 20) + 5, 4099), ((1 << 22) + 1, 2)])
+def test_segmented_sort_on_numpy_cupy_and_resident_arrays(backend, oracle, rng, dtype, n, segments):
+    """Equal to each segment's stable order from numpy, CuPy (CuPy out, on the current stream) and
+    ``ResidentArray`` input; at 1000 keys equal to the oracle's run of the same programs."""
+    cupy = pytest.importorskip("cupy")
+    keys, offsets, values, order = E.segmented_sort_case(rng, dtype, n, segments)
+    got_k, got_v = lib.segmented_sort(keys, offsets, values, backend=backend)
+    E.assert_same_bits(got_k, keys[order])
+    E.assert_same(got_v, values[order])
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        dk, dv = lib.segmented_sort(cupy.asarray(keys), cupy.asarray(offsets), cupy.asarray(values), backend=backend)
+        assert isinstance(dk, cupy.ndarray) and isinstance(dv, cupy.ndarray)
+        host_k, host_v = cupy.asnumpy(dk, stream=stream), cupy.asnumpy(dv, stream=stream)
+    E.assert_same_bits(host_k, keys[order])
+    E.assert_same(host_v, values[order])
+    handles = [backend.allocate_resident(a.nbytes) for a in (keys, offsets)]
+    try:
+        for h, a in zip(handles, (keys, offsets)):
+            backend.upload_resident(h, a)
+        out = lib.segmented_sort(lib.ResidentArray(handles[0], dtype, n, backend),
+                                 lib.ResidentArray(handles[1], np.uint32, offsets.size, backend), backend=backend)
+        E.assert_same_bits(backend.download_resident(out.handle, 0, 4 * n).view(dtype), keys[order])
+        lib.recycle(out, backend=backend)
+    finally:
+        for h in handles:
+            backend.free_resident(h)
+    if n <= 1000:
+        E.assert_same_bits(lib.segmented_sort(keys, offsets, backend=oracle), keys[order])

@@ -199,6 +199,22 @@ def random_offsets(rng: np.random.Generator, n: int, segments: int) -> np.ndarra
     return np.concatenate([[0], cuts, [n]]).astype(np.uint32)
 
 
+def segment_order(keys: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The stable order of each segment's keys (``sort_order``), segment after segment."""
+    parts = [int(b) + sort_order(keys[int(b):int(e)]) for b, e in zip(offsets[:-1], offsets[1:], strict=True)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def segmented_sort_case(rng: np.random.Generator, dtype: np.dtype, n: int, segments: int
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Keys with ties across and inside segments (so stability shows), offsets with empty segments,
+    u32 values, and the order ``segmented_sort`` must give them."""
+    keys = data(rng, dtype, n)
+    keys[: n // 3] = keys[n // 3: 2 * (n // 3)]
+    offsets = random_offsets(rng, n, segments)
+    return keys, offsets, data(rng, np.uint32, n), segment_order(keys, offsets)
+
+
 def assert_same(actual: np.ndarray, expected: np.ndarray) -> None:
     """Equal values (NaN equals NaN, -0.0 equals +0.0), same dtype and length."""
     actual = np.asarray(actual)

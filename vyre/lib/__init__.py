@@ -1,7 +1,7 @@
 """Device-wide building blocks written in the vyre IR, so every backend runs them and the oracle checks them.
 
 ``reduce``, ``inclusive_scan``, ``exclusive_scan``, ``select``, ``select_if``, ``histogram``,
-``sort``, ``argsort``, ``unique``, ``segmented_reduce``, ``run_length_encode``, and the fused
+``sort``, ``argsort``, ``segmented_sort``, ``unique``, ``segmented_reduce``, ``run_length_encode``, and the fused
 ``transform_reduce``, ``transform_inclusive_scan``, ``transform_exclusive_scan`` (a ``@vyre.func``
 applied to each element as it is loaded). Each takes numpy arrays (returns numpy), device arrays
 on ``cuda`` (returns CuPy) or ``ResidentArray``s (returns new ones the caller owns; ``recycle``
@@ -31,7 +31,7 @@ from vyre.lib._scan import (
     transform_reduce,
 )
 from vyre.lib._select import select, select_if
-from vyre.lib._sort import argsort, sort
+from vyre.lib._sort import argsort, segmented_sort, sort
 from vyre.lib.io import ResidentArray, recycle
 from vyre.lib.scratch import release_scratch
 
@@ -54,6 +54,6 @@ def __dir__() -> list[str]:
 __all__ = [
     "ResidentArray",
     "argsort", "exclusive_scan", "histogram", "inclusive_scan", "recycle", "reduce", "release_scratch",
-    "run_length_encode", "segmented_reduce", "select", "select_if", "sort", "transform_exclusive_scan",
-    "transform_inclusive_scan", "transform_reduce", "unique",
+    "run_length_encode", "segmented_reduce", "segmented_sort", "select", "select_if", "sort",
+    "transform_exclusive_scan", "transform_inclusive_scan", "transform_reduce", "unique",
 ]

@@ -740,21 +740,19 @@ def from_edges(n: int, src: object, dst: object, *, backend: object | None = Non
 
 @cache
 def degree_keys_program() -> Program:
-    """``keys[e] = sources[e] << 32 | (0xFFFFFFFF - degree(indices[e]))`` (u64): in ascending order, the
-    edges row by row and each row's neighbours by degree, highest first (an id ``>= n``: degree 0)."""
-    e, u, last = Expr.invocation_id(0), V("u"), Expr.buf_len("indptr") - 2
+    """``keys[e] = 0xFFFFFFFF - degree(indices[e])`` (an id ``>= n``: degree 0): ascending, the
+    neighbours by degree, highest first."""
+    e, u = Expr.invocation_id(0), V("u")
     at = V("at")
     degree = Expr.select(Expr.lt(u, Expr.buf_len("indptr") - 1),
                          Expr.sub(Expr.load("indptr", at + 1), Expr.load("indptr", at)), Expr.u32(0))
     return Program(
-        [BufferDecl.read("indptr", 0, U32), BufferDecl.read("sources", 1, U32), BufferDecl.read("indices", 2, U32),
-         BufferDecl.read_write("keys", 3, DataType.U64)],
+        [BufferDecl.read("indptr", 0, U32), BufferDecl.read("indices", 1, U32), BufferDecl.read_write("keys", 2, U32)],
         (_WG, 1, 1),
         [Node.if_(Expr.lt(e, Expr.buf_len("indices")), [
             Node.let("u", Expr.load("indices", e)),
-            Node.let("at", Expr.min(u, last)),
-            Node.store("keys", e, Expr.bitor(Expr.shl(Expr.cast(DataType.U64, Expr.load("sources", e)), Expr.u32(32)),
-                                             Expr.cast(DataType.U64, Expr.sub(Expr.u32(UNREACHED), degree)))),
+            Node.let("at", Expr.min(u, Expr.buf_len("indptr") - 2)),
+            Node.store("keys", e, Expr.sub(Expr.u32(UNREACHED), degree)),
         ])],
         name="degree_keys",
     )
@@ -767,8 +765,8 @@ def neighbours_by_degree(indptr: object, indices: object, *, backend: object | N
 
     Every traversal gives the same result on it; a BFS gets faster on graphs with hubs (a top-down
     step's claims and a bottom-up step's scan reach the hubs first: ``docs/workloads.md``). Built
-    on the device, once per graph: each edge's row, a u64 key per edge (row, then inverted degree)
-    and the library's stable sort of the keys with the neighbour ids as values.
+    on the device, once per graph: a key per edge (its neighbour's inverted degree) and the
+    library's ``segmented_sort`` of the rows, the neighbour ids moving with their keys.
     """
     from vyre import lib
 
@@ -780,12 +778,11 @@ def neighbours_by_degree(indptr: object, indices: object, *, backend: object | N
         return indptr, idx.copy()
     with ResidentSet(be) as res:
         h_ptr, h_idx = (res.bind(ptr), res.bind(idx)) if on_device else (res.upload(ptr), res.upload(idx))
-        sources, keys = res.alloc(4 * m), res.alloc(8 * m)
-        shift = lanes_shift(n)
-        be.dispatch_sequence([(edge_sources_program(shift), [h_ptr, sources], _elements_config(n << shift)),
-                              (degree_keys_program(), [h_ptr, sources, h_idx, keys], _elements_config(m))])
-        sorted_keys, ordered = lib.sort(lib.ResidentArray(keys, np.uint64, m), lib.ResidentArray(h_idx, np.uint32, m),
-                              backend=be)
+        keys = res.alloc(4 * m)
+        be.dispatch_sequence([(degree_keys_program(), [h_ptr, h_idx, keys], _elements_config(m))])
+        sorted_keys, ordered = lib.segmented_sort(lib.ResidentArray(keys, np.uint32, m),
+                                                  lib.ResidentArray(h_ptr, np.uint32, n + 1),
+                                                  lib.ResidentArray(h_idx, np.uint32, m), backend=be)
         res.adopt(sorted_keys.handle, ordered.handle)
         if not on_device:
             return indptr, read_u32(be, ordered.handle, m)

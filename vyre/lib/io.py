@@ -218,6 +218,25 @@ def check_count(count: object) -> bool:
     return count == "device"
 
 
+def segment_offsets(offsets: object, n: int, whole: bool = False) -> Array:
+    """CSR ``offsets`` of segments of ``n`` elements as an ``Array``. Host offsets (any integer type)
+    are checked (non-decreasing within ``[0, n]``; ``whole``: also from 0 to ``n`` exactly, so the
+    segments cover every element) and converted to u32; offsets on the device or resident must be
+    U32 or I32 and are not checked (their kernels clamp them)."""
+    if device_array_info(offsets) is not None or isinstance(offsets, ResidentArray):
+        return as_array(offsets, "offsets", (DataType.U32, DataType.I32))
+    values = np.asarray(offsets).reshape(-1)
+    if values.size and (values.dtype.kind not in "iu"):
+        raise InvalidProgram(f"offsets have dtype {values.dtype}", "pass integer offsets.")
+    if values.size and (values.min() < 0 or values.max() > n or np.any(np.diff(values.astype(np.int64)) < 0)):
+        raise InvalidProgram(f"offsets must be non-decreasing within [0, {n}] (len(x))",
+                             "pass CSR offsets: offsets[0] >= 0, offsets[s] <= offsets[s+1] <= len(x).")
+    if whole and n and (values.size < 2 or values[0] != 0 or values[-1] != n):
+        raise InvalidProgram(f"offsets must run from 0 to {n} (len(keys)), one more than the segments",
+                             "pass CSR offsets that cover every element: offsets[0] == 0, offsets[-1] == len(keys).")
+    return as_array(values.astype(np.uint32), "offsets", (DataType.U32,))
+
+
 class Call:
     """One library call: the backend, its scratch cache (locked for the call) and output conversion.
 

@@ -13,7 +13,17 @@ from vyre.driver.errors import InvalidProgram
 from vyre.ir import DataType
 from vyre.lib._scan import segmented as seg
 from vyre.lib._scan import topology as topo
-from vyre.lib.io import Array, Call, ResidentArray, as_array, as_scalar, device_array_info, library_call, take_value
+from vyre.lib.io import (
+    Array,
+    Call,
+    ResidentArray,
+    as_array,
+    as_scalar,
+    device_array_info,
+    library_call,
+    segment_offsets,
+    take_value,
+)
 from vyre.lib.monoid import ELEMENT_TYPES, SCAN_TYPES, monoid
 from vyre.lib.plan import capacity
 from vyre.lib.transform import Transform, element_transform
@@ -161,9 +171,7 @@ def segmented_reduce(x: object, offsets: object, op: str = "add", *, stream: obj
     """``out[s] = reduce(x[offsets[s]:offsets[s+1]], op)`` for each of the ``len(offsets) - 1``
     segments (CSR offsets); an empty segment gives the op's identity, as ``reduce`` does."""
     a = as_array(x, "x", VALUE_TYPES)
-    on_host = device_array_info(offsets) is None and not isinstance(offsets, ResidentArray)
-    # host offsets of any integer type are checked and converted; offsets on the device are clamped there
-    o = _checked_offsets(offsets, a.n) if on_host else as_array(offsets, "offsets", (DataType.U32, DataType.I32))
+    o = segment_offsets(offsets, a.n)  # host offsets checked; offsets on the device are clamped there
     m = monoid(op, a.dtype)
     call = Call(backend, scratch, a, o, stream=stream)
     segments = max(o.n - 1, 0)
@@ -179,14 +187,3 @@ def segmented_reduce(x: object, offsets: object, op: str = "add", *, stream: obj
         return call.output(out, a.np_dtype, segments)
 
     return call.fast(("segmented_reduce", op), build, lambda outs: outs[0])
-
-
-def _checked_offsets(offsets: object, n: int) -> Array:
-    """Host offsets as u32 after checking they start >= 0, never decrease and end <= ``n``."""
-    values = np.asarray(offsets).reshape(-1)
-    if values.size and (values.dtype.kind not in "iu"):
-        raise InvalidProgram(f"offsets have dtype {values.dtype}", "pass integer offsets.")
-    if values.size and (values.min() < 0 or values.max() > n or np.any(np.diff(values.astype(np.int64)) < 0)):
-        raise InvalidProgram(f"offsets must be non-decreasing within [0, {n}] (len(x))",
-                             "pass CSR offsets: offsets[0] >= 0, offsets[s] <= offsets[s+1] <= len(x).")
-    return as_array(values.astype(np.uint32), "offsets", (DataType.U32,))

@@ -235,3 +235,36 @@ def gather(element_type: DataType, key_type: DataType | None, n_word: int) -> Pr
     (a 64-bit key type) the value goes through its sort key and back, so every NaN comes out as
     the one NaN the sort returns."""
     return _gather(element_type, key_type).bind(n_word).program
+
+
+@cache
+def _segment_of() -> Kernel | KernelTemplate:
+    """``segment_of``; its Const parameters are the params words of n, of the segment count and of the
+    search's steps."""
+
+    @vk.kernel(workgroup_size=WG, name="lib_segment_of")
+    def segment_of(offsets: vk.In[vk.u32], perm: vk.In[vk.u32], ids: vk.InOut[vk.u32],
+                   params: Annotated[vk.Uniform[vk.u32], PARAMS], n_word: vk.Const[int],
+                   segments_word: vk.Const[int], steps_word: vk.Const[int]):
+        i = vk.gid()
+        if i < params[n_word]:
+            x = perm[i]
+            lo = vk.u32(0)
+            hi = params[segments_word] - 1
+            for _ in range(params[steps_word]):  # binary search: the last s with offsets[s] <= x
+                if lo < hi:
+                    mid = (lo + hi + 1) >> 1
+                    if offsets[mid] <= x:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+            ids[i] = lo
+
+    return segment_of
+
+
+@cache
+def segment_of(n_word: int, segments_word: int, steps_word: int) -> Program:
+    """``ids[i]``: the segment of element ``perm[i]`` (``i < n``), the last ``s < segments`` with
+    ``offsets[s] <= perm[i]`` (0 when there is none), by a binary search of ``steps`` steps."""
+    return _segment_of().bind(n_word, segments_word, steps_word).program

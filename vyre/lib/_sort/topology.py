@@ -201,3 +201,23 @@ def permuted_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     out_v = final_v if final_v is not None else plan.buffer("sort.values_sorted", cap, value_type.size)
     plan.step(K.gather(raw_type(value_type), None, n_word), [values, order, out_v, plan.params], groups)
     return out_k, out_v
+
+
+def sort_segments(plan: Plan, dtype: DataType, keys: Resident, offsets: Resident, values: Resident | None,
+                  n: int, segments: int, cap: int, final: tuple[Resident, Resident | None]) -> None:
+    """``segmented_sort`` of 4-byte keys (and 4-byte values) into ``final``: LSD order by (segment,
+    key). A stable sort of the keys carrying indices, each index's segment (``kernels.segment_of``,
+    a binary search of the offsets), a stable sort of those segment ids carrying the indices; the
+    keys (every F32 NaN as 0x7FFFFFFF, as ``sort`` gives it) and values are gathered in that order."""
+    final_k, final_v = final
+    n_word, groups = plan.word("sort.gather_n", n), ceil_div(cap, WG)
+    segments_word = plan.word("sort.segments", segments)
+    steps_word = plan.word("sort.search_steps", max(segments - 1, 0).bit_length())
+    order, ids = plan.buffer("sort.order", cap), plan.buffer("sort.wide_hi", cap)
+    radix_sort(plan, dtype, keys, None, "iota", n, cap, (None, order))
+    plan.step(K.segment_of(n_word, segments_word, steps_word), [offsets, order, ids, plan.params], groups)
+    radix_sort(plan, DataType.U32, ids, order, "load", n, cap, (ids, order))
+    nan = dtype if dtype == DataType.F32 else None
+    plan.step(K.gather(DataType.U32, nan, n_word), [keys, order, final_k, plan.params], groups)
+    if values is not None and final_v is not None:
+        plan.step(K.gather(DataType.U32, None, n_word), [values, order, final_v, plan.params], groups)
