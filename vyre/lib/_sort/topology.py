@@ -28,22 +28,24 @@ HISTOGRAM_GROUPS = 1024  # at most this many workgroups count the digits of all 
 
 
 def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
-               n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None
-               ) -> tuple[Resident | None, Resident | None]:
+               n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None,
+               passes: int | None = None) -> tuple[Resident | None, Resident | None]:
     """Stable LSD radix sort, four 8-bit passes: single-pass (``onesweep_sort``) below
     ``ONESWEEP_LIMIT`` keys, else over segments (``segmented_sort``).
 
     ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or ``"iota"`` (carry indices). The
     last pass writes into ``final`` (keys, values) when given, else into scratch. Returns the
-    handles holding the sorted raw keys and values.
+    handles holding the sorted raw keys and values. ``passes``: only the low digits' passes, for
+    unsigned keys known to be below ``2 ** (8 * passes)``.
     """
-    sort = onesweep_sort if n < settings.onesweep_limit(ONESWEEP_LIMIT) else segmented_sort
-    return sort(plan, dtype, keys, values, values_mode, n, cap, final)
+    if n < settings.onesweep_limit(ONESWEEP_LIMIT):
+        return onesweep_sort(plan, dtype, keys, values, values_mode, n, cap, final, passes=passes)
+    return segmented_sort(plan, dtype, keys, values, values_mode, n, cap, final, passes)
 
 
 def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str, cap: int,
                   final: tuple[Resident | None, Resident | None] | None, scatter: Callable[..., None],
-                  value_size: int = 4) -> tuple[Resident | None, Resident | None]:
+                  value_size: int = 4, passes: int | None = None) -> tuple[Resident | None, Resident | None]:
     """The passes' buffers (four passes, eight for 64-bit keys): ``scatter(shift, key_in, key_out,
     mode, src_keys, moves, keys_written)`` adds a pass's steps, ``moves`` being the handles after
     the kernel's binding 1 (keys out, values). ``value_size``: bytes per loaded value (indices: 4).
@@ -53,7 +55,7 @@ def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     val_bufs = ([plan.buffer("sort.vals_b", cap, value_size), plan.buffer("sort.vals_a", cap, value_size)]
                 if values_mode != "none" else None)
     src_k, src_v = keys, values
-    passes = radix_passes(raw_type(dtype))
+    passes = passes or radix_passes(raw_type(dtype))
     for p in range(passes):
         key_in = dtype if p == 0 else None
         key_out = dtype if p == passes - 1 else None
@@ -69,8 +71,8 @@ def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
 
 
 def segmented_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
-                   n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None
-                   ) -> tuple[Resident | None, Resident | None]:
+                   n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None,
+                   passes: int | None = None) -> tuple[Resident | None, Resident | None]:
     """Four passes over the scans' contiguous segments (any ``n``; the plan for ``n >= 2^30``).
 
     Each pass: digit counts per segment (upsweep), one exclusive scan of the ``256 * groups``
@@ -92,7 +94,7 @@ def segmented_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident
         plan.step(K.radix_scatter(shift, key_in, key_out, mode, items, *words),
                   [src_k, offsets, *moves, plan.params], groups)
 
-    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter)
+    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter, passes=passes)
 
 
 def _lookback_gave_up(count: int) -> VyreError:
@@ -105,7 +107,8 @@ def _lookback_gave_up(count: int) -> VyreError:
 
 def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
                   n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None,
-                  value_type: DataType | None = None) -> tuple[Resident | None, Resident | None]:
+                  value_type: DataType | None = None, passes: int | None = None
+                  ) -> tuple[Resident | None, Resident | None]:
     """Single-pass (Onesweep) passes, ``n < ONESWEEP_LIMIT``: four for 32-bit keys, eight for
     64-bit keys (read and written whole, 8 bytes each).
 
@@ -119,10 +122,10 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     raw = raw_type(dtype)
     value_raw = raw_type(value_type) if value_type is not None and values_mode == "load" else DataType.U32
     limit = int(plan.backend.device_profile().get("shared_mem_per_block_optin", 0)) if raw.size == 8 else 0
-    passes, items = radix_passes(raw), onesweep.onesweep_items(raw, values_mode, cap, limit)
+    counted, items = radix_passes(raw), onesweep.onesweep_items(raw, values_mode, cap, limit)  # digits counted
     tiles = ceil_div(cap, WG * items)
     region = tiles * RADIX
-    head = onesweep.lookback_head(passes)
+    head = onesweep.lookback_head(counted)
     lookback = plan.buffer("sort.lookback", head + 2 * region)
     n_word, region_word = plan.word("sort.n", n), plan.word("sort.region", region)
     zeroed = head + region  # the head and the first pass's region; each pass zeroes the next one's
@@ -130,7 +133,7 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     blocks = min(ceil_div(cap, WG * onesweep.HISTOGRAM_ITEMS), HISTOGRAM_GROUPS)
     plan.step(onesweep.radix_histograms(dtype, onesweep.HISTOGRAM_ITEMS, n_word, plan.word("sort.blocks", blocks)),
               [keys, lookback, plan.params], blocks)
-    plan.step(onesweep.radix_digit_starts(passes), [lookback], passes)
+    plan.step(onesweep.radix_digit_starts(counted), [lookback], counted)
     status = plan.buffer("sort.status", 1)
     if not any(handle is status for handle, _, _ in plan.checks):  # once per plan: a later sort keeps the count
         plan.step(zero_fill(plan.word("sort.status_words", 1)), [status, plan.params], 1)
@@ -143,7 +146,7 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
                                           drop_keys=not keys_written),
                   [src_k, lookback, *moves, plan.params, status], tiles)
 
-    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter, value_raw.size)
+    return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter, value_raw.size, passes)
 
 
 def sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, value_type: DataType | None,
@@ -207,16 +210,23 @@ def sort_segments(plan: Plan, dtype: DataType, keys: Resident, offsets: Resident
                   n: int, segments: int, cap: int, final: tuple[Resident, Resident | None]) -> None:
     """``segmented_sort`` of 4-byte keys (and 4-byte values) into ``final``: LSD order by (segment,
     key). A stable sort of the keys carrying indices, each index's segment (``kernels.segment_of``,
-    a binary search of the offsets), a stable sort of those segment ids carrying the indices; the
-    keys (every F32 NaN as 0x7FFFFFFF, as ``sort`` gives it) and values are gathered in that order."""
+    a binary search of the offsets), a stable sort of those segment ids carrying the indices (only
+    the passes of the digits the ids use); the keys (every F32 NaN as 0x7FFFFFFF, as ``sort``
+    gives it) and values are gathered in that order. One segment is the plain ``radix_sort``."""
     final_k, final_v = final
+    if segments == 1:  # one segment: the plain sort, no indices to gather through
+        radix_sort(plan, dtype, keys, values, "none" if values is None else "load", n, cap, (final_k, final_v))
+        return
     n_word, groups = plan.word("sort.gather_n", n), ceil_div(cap, WG)
     segments_word = plan.word("sort.segments", segments)
     steps_word = plan.word("sort.search_steps", max(segments - 1, 0).bit_length())
     order, ids = plan.buffer("sort.order", cap), plan.buffer("sort.wide_hi", cap)
     radix_sort(plan, dtype, keys, None, "iota", n, cap, (None, order))
     plan.step(K.segment_of(n_word, segments_word, steps_word), [offsets, order, ids, plan.params], groups)
-    radix_sort(plan, DataType.U32, ids, order, "load", n, cap, (ids, order))
+    digits = ceil_div((segments - 1).bit_length(), RADIX_BITS)  # the ids' high digits are zero: no passes
+    by_segment = plan.buffer("sort.order_b", cap)  # not ``order``: a one-pass sort must not scatter in place
+    radix_sort(plan, DataType.U32, ids, order, "load", n, cap, (None, by_segment), passes=digits)
+    order = by_segment
     nan = dtype if dtype == DataType.F32 else None
     plan.step(K.gather(DataType.U32, nan, n_word), [keys, order, final_k, plan.params], groups)
     if values is not None and final_v is not None:
