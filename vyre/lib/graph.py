@@ -743,9 +743,7 @@ def degree_keys_program() -> Program:
     """``keys[e] = 0xFFFFFFFF - degree(indices[e])`` (an id ``>= n``: degree 0): ascending, the
     neighbours by degree, highest first."""
     e, u = Expr.invocation_id(0), V("u")
-    at = V("at")
-    degree = Expr.select(Expr.lt(u, Expr.buf_len("indptr") - 1),
-                         Expr.sub(Expr.load("indptr", at + 1), Expr.load("indptr", at)), Expr.u32(0))
+    degree = Expr.select(Expr.lt(u, Expr.buf_len("indptr") - 1), kernels.degree(V("at")), Expr.u32(0))
     return Program(
         [BufferDecl.read("indptr", 0, U32), BufferDecl.read("indices", 1, U32), BufferDecl.read_write("keys", 2, U32)],
         (_WG, 1, 1),

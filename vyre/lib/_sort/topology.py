@@ -217,15 +217,15 @@ def sort_segments(plan: Plan, dtype: DataType, keys: Resident, offsets: Resident
     if segments == 1:  # one segment: the plain sort, no indices to gather through
         radix_sort(plan, dtype, keys, values, "none" if values is None else "load", n, cap, (final_k, final_v))
         return
+    id_bits = (segments - 1).bit_length()  # the search's steps; the ids' higher digits are zero: no passes
     n_word, groups = plan.word("sort.gather_n", n), ceil_div(cap, WG)
-    segments_word = plan.word("sort.segments", segments)
-    steps_word = plan.word("sort.search_steps", max(segments - 1, 0).bit_length())
+    segments_word, steps_word = plan.word("sort.segments", segments), plan.word("sort.search_steps", id_bits)
     order, ids = plan.buffer("sort.order", cap), plan.buffer("sort.wide_hi", cap)
     radix_sort(plan, dtype, keys, None, "iota", n, cap, (None, order))
     plan.step(K.segment_of(n_word, segments_word, steps_word), [offsets, order, ids, plan.params], groups)
-    digits = ceil_div((segments - 1).bit_length(), RADIX_BITS)  # the ids' high digits are zero: no passes
     by_segment = plan.buffer("sort.order_b", cap)  # not ``order``: a one-pass sort must not scatter in place
-    radix_sort(plan, DataType.U32, ids, order, "load", n, cap, (None, by_segment), passes=digits)
+    radix_sort(plan, DataType.U32, ids, order, "load", n, cap, (None, by_segment),
+               passes=ceil_div(id_bits, RADIX_BITS))
     order = by_segment
     nan = dtype if dtype == DataType.F32 else None
     plan.step(K.gather(DataType.U32, nan, n_word), [keys, order, final_k, plan.params], groups)
