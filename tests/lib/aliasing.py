@@ -81,17 +81,19 @@ class AliasingReference(ReferenceBackend):
 
 
 class CompiledSteps:
-    """A caller sequence: ``enqueue`` runs the steps with the writes (no graph, so no ``replay``)."""
+    """A caller sequence: ``enqueue`` runs the steps with the writes and reads back the reads (no
+    graph, so no ``replay``)."""
 
     def __init__(self, backend: AliasingReference, steps: list[Any]) -> None:
         self.backend, self.steps = backend, steps
         self.runs = 0
 
     def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
-                watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> bool:
-        self.backend.enqueue_sequence(self.steps, stream=stream, writes=writes, watch=watch)
+                watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = (),
+                reads: Sequence[tuple] = ()) -> list[np.ndarray] | None:
+        out = self.backend.enqueue_sequence(self.steps, stream=stream, writes=writes, reads=reads, watch=watch)
         self.runs += 1
-        return True
+        return out
 
     def close(self) -> None:
         self.steps = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import vyre
 from tests.lib import expected as E
 from tests.lib.aliasing import AliasingReference
 from vyre import lib
@@ -65,8 +66,9 @@ def test_repeats_run_compiled_and_follow_contents_handles_and_lengths(be, rng):
 
 
 def test_recycled_results_come_back_and_reduce_keeps_no_handle(be, rng):
-    """Recycled results are issued again to the next compiled call; ``reduce`` hands its 1-element
-    result handle back itself, so a loop of it holds no more bytes than its first call."""
+    """Recycled results are issued again to the next compiled call; ``reduce`` issues no result
+    handle (its value is read back from scratch with its steps, one wait per call), so a loop of
+    it holds no more bytes than its first call."""
     x = E.data(rng, np.uint32, 4097)
     rx = E.put_resident(be, x)
     first = lib.inclusive_scan(rx, backend=be)
@@ -78,7 +80,9 @@ def test_recycled_results_come_back_and_reduce_keeps_no_handle(be, rng):
         assert out.handle is first.handle
         E.assert_same(E.get_resident(be, out), np.cumsum(x, dtype=np.uint32))
         lib.recycle(out, backend=be)
+        waits = be.waits
         assert lib.reduce(rx, backend=be) == x.sum(dtype=np.uint32)
+        assert be.waits == waits + 1, "the value comes back in the one read of the call"
     assert be.metrics()["reference_resident_bytes"] == held
 
 
@@ -161,3 +165,29 @@ def test_empty_inputs_are_never_compiled(be, rng):
         assert lib.reduce(empty, backend=be) == 0
         E.assert_same(E.get_resident(be, lib.histogram(empty, 8, backend=be)), np.zeros(8, np.uint32))
     assert be.compiled == 0
+
+
+@vyre.func
+def _low_square(v):
+    w = v & 65535
+    return w * w
+
+
+@vyre.func
+def _plus_one(v):
+    return v + 1
+
+
+def test_transform_reduce_repeats_by_its_function(be, rng):
+    """A ``@vyre.func`` is part of a repeated call's key, by identity: a loop of ``transform_reduce``
+    runs its repeat (no new compile), new contents stay exact, and another function is its own key."""
+    scratch = scratch_for(be)
+    rx = E.put_resident(be, E.data(rng, np.uint32, 2048))
+    for _ in range(4):
+        x = E.data(rng, np.uint32, 2048)
+        be.upload_resident(rx.handle, x)
+        w = x & np.uint32(65535)
+        assert lib.transform_reduce(rx, _low_square, backend=be) == (w * w).sum(dtype=np.uint32)
+    assert be.compiled == 1 and len(scratch.repeats) == 1, "one compile, the loop ran its repeat"
+    assert lib.transform_reduce(rx, _plus_one, backend=be) == (x + np.uint32(1)).sum(dtype=np.uint32)
+    assert be.compiled == 2, "another function compiled its own call"

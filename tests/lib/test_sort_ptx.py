@@ -5,8 +5,9 @@ the hashes of the builder versions' PTX, recorded before the rewrite, for sm_80 
 every key type, values mode, shift, items value the plans use and a sample of params words; a
 recorded run checks that the library runs nothing else. The hashes were recorded again, once, when
 the emitter began making counter adds (each pass's tile counter) once per subgroup; any other
-change to a sort program's PTX fails here. The argsort's last pass that writes no keys was added
-later, its hashes recorded from its first version."""
+change to a sort program's PTX fails here. The argsort's last pass that writes no keys and the passes
+of small classes' tiles (``onesweep.SMALL_ITEMS`` keys per invocation, every pass) were added later,
+their hashes recorded from their first versions."""
 
 from __future__ import annotations
 
@@ -93,8 +94,14 @@ def _onesweep() -> dict[str, Program]:
                     f"_i{items}_n{words[0]}_r{words[1]}_reg{int(registers)}")
             out[name] = O.radix_onesweep.__wrapped__(shift, key_in, key_out, values, items, *words,
                                                     raw=raw, value_raw=value_raw, registers=registers)
-    for d in NARROW:  # an argsort's last pass: the indices written, the keys not (recorded when it was added)
-        items = O.onesweep_items(U32, "iota")
+    for mode, words in itertools.product(MODES, ONESWEEP_WORDS):  # small classes' tiles: every pass (recorded
+        for shift, key_in, key_out, values, _ in _passes(U32, mode):  # when they were added)
+            name = (f"onesweep32_{shift}_{_t(key_in)}_{_t(key_out)}_{values}_vu32_i{O.SMALL_ITEMS}"
+                    f"_n{words[0]}_r{words[1]}_reg1")
+            out[name] = O.radix_onesweep.__wrapped__(shift, key_in, key_out, values, O.SMALL_ITEMS, *words,
+                                                    raw=U32, value_raw=U32, registers=True)
+    for d, items in itertools.product(NARROW, sorted({O.onesweep_items(U32, "iota"), O.SMALL_ITEMS})):
+        # an argsort's last pass: the indices written, the keys not (recorded when it was added)
         out[f"onesweep32_24_-_{d.value}_load_vu32_i{items}_n0_r1_reg1_indices"] = O.radix_onesweep.__wrapped__(
             24, None, d, "load", items, 0, 1, raw=U32, value_raw=U32, registers=True, drop_keys=True)
     for spin, width in (((1, 0), 1), ((2, 3), 3)):  # other waits

@@ -381,15 +381,18 @@ class Call:
         self._keep.append(data)  # until the call returns: CuPy's pool reuses it in stream order
         return data
 
-    def fast(self, key: tuple, build: Callable[[], Any], shape: Callable[[list[Any]], Any],
-             repeat: bool = True) -> Any:
+    def fast(self, key: tuple, build: Callable[[], Any], shape: Callable[..., Any],
+             repeat: bool = True, reads: Sequence[tuple[Resident, int, int]] = ()) -> Any:
         """A device or ``ResidentArray`` call through its compiled form (``FastCall``), made by
         recording ``build()`` the first time ``key`` (the call's static arguments) meets these
         input types and sizes (and, for device arrays, result kind and stream; resident calls run
         on the backend's stream); ``shape`` makes the return value from the result arrays (or
         ``ResidentArray``s). ``build()`` returns what ``shape`` would. Other calls run ``build()``.
         ``repeat=False``: a loop may not run this call again without the function (its result is
-        one step of several, chosen by data read back)."""
+        one step of several, chosen by data read back). ``reads``: scratch ranges the steps write
+        and the call reads back (counts, a value; ``(handle, offset, nbytes)``): the compiled form
+        reads them in the same backend call as its steps (the one wait) and passes them to
+        ``shape`` after the arrays; ``build()`` reads them itself (``read``)."""
         if self.compiles_resident:
             full: tuple = ("resident", key, tuple((a.np_dtype, a.n) for a in self.given))
         elif self.compiles:
@@ -412,7 +415,7 @@ class Call:
         finally:
             self.recording = None
         if rec.plan is not None and not rec.reads:
-            self.scratch.add_fast(full, FastCall(rec, self.backend.compile_caller_sequence(rec.plan.steps)))
+            self.scratch.add_fast(full, FastCall(rec, self.backend.compile_caller_sequence(rec.plan.steps), reads))
         return result
 
     def exact(self, key: tuple, build: Callable[[], tuple[Plan, list[tuple[Resident, np.dtype, int]]]],
@@ -437,12 +440,12 @@ class Call:
             except BaseException:
                 self.discard()
                 raise
-        backend, scratch, stream = self.backend, self.scratch, self.stream
+        scratch = self.scratch
+        reads = [(scratch.get(role, 4), 0, 4) for role in counts]
 
-        def shape(outs: list[Any]) -> Any:
+        def shape(outs: list[Any], raws: list[np.ndarray]) -> Any:
             try:
-                words = read_words(backend, stream, [scratch.get(role, 4) for role in counts])
-                return finish(lambda i, k: cut(outs[i], k), words)
+                return finish(lambda i, k: cut(outs[i], k), [int(raw.view(np.uint32)[0]) for raw in raws])
             except BaseException:
                 for out in outs:
                     if isinstance(out, ResidentArray):
@@ -452,9 +455,9 @@ class Call:
         def run_full() -> Any:
             plan, results = build()
             self.run(plan)
-            return shape([self.output(handle, np_dtype, n) for handle, np_dtype, n in results])
+            return shape([self.output(handle, np_dtype, n) for handle, np_dtype, n in results], self.read(reads))
 
-        return self.fast(("exact", *key), run_full, shape, repeat)
+        return self.fast(("exact", *key), run_full, shape, repeat, reads)
 
     def counted(self, key: tuple, steps: Callable[[bool], tuple[Plan, list[tuple[Resident, np.dtype, int]], Any]],
                 counts: tuple[str, ...], finish: Callable[[Callable[[int, int], Any], list[int]], Any],
@@ -494,12 +497,10 @@ class Call:
         """Write host ``value`` into a device call's result ``handle`` in stream order."""
         self.backend.enqueue_sequence([], stream=self.stream, writes=[(handle, value)])
 
-
-def read_words(backend: Any, stream: Any, handles: Sequence[Resident]) -> list[int]:
-    """The first u32 word of each handle, read after the work enqueued on ``stream`` (None: the
-    backend's): one wait."""
-    raws = backend.enqueue_sequence([], stream=stream, reads=[(handle, 0, 4) for handle in handles])
-    return [int(np.asarray(raw).view(np.uint32)[0]) for raw in raws]
+    def read(self, reads: Sequence[tuple[Resident, int, int]]) -> list[np.ndarray]:
+        """``(handle, offset, nbytes)`` ranges read after the work enqueued on the call's stream
+        (None: the backend's): one wait."""
+        return [np.asarray(raw) for raw in self.backend.enqueue_sequence([], stream=self.stream, reads=reads)]
 
 
 def cut(result: Any, count: int) -> Any:
@@ -525,22 +526,24 @@ class Recording:
 class FastCall:
     """A device or ``ResidentArray`` call compiled once: rebind the roles to this call's arrays,
     allocate the results (resident: issue result handles, recycled ones first), enqueue the
-    compiled steps (``backend.compile_caller_sequence``) with the same parameter words."""
+    compiled steps (``backend.compile_caller_sequence``) with the same parameter words, and read
+    back ``reads`` (scratch the steps write) in the same backend call."""
 
-    def __init__(self, rec: Recording, compiled: Any) -> None:
+    def __init__(self, rec: Recording, compiled: Any, reads: Sequence[tuple[Resident, int, int]] = ()) -> None:
         plan = rec.plan
         assert plan is not None
         self.inputs, self.results, self.compiled = tuple(rec.inputs), tuple(rec.results), compiled
+        self.reads = tuple(reads)
         self.writes = [(plan.params, plan._words.copy())]
         self.watch = [(handle, 4 * word, fail) for handle, word, fail in plan.checks]
-        # the replay lane: with no watched words, a call whose stream and array addresses equal the
-        # last call's replays that call's graph (``compiled.replay``) without re-pointing anything
-        self.lane = not self.watch and hasattr(compiled, "replay")
+        # the replay lane: a call whose stream and array addresses equal the last call's replays that
+        # call's graph (``compiled.replay``, watched words copied after it) without re-pointing anything
+        self.lane = hasattr(compiled, "replay")
         self.packed = compiled.pack(self.writes) if self.lane else ()
         self.last: tuple | None = None
         self.resident = rec.resident
 
-    def run(self, call: Call | Source, shape: Callable[[list[Any]], Any]) -> Any:
+    def run(self, call: Call | Source, shape: Callable[..., Any]) -> Any:
         """The call's result, or None when a role's handle changed (scratch released) or the
         compiled steps refuse (a freed handle): compile again. ``call`` is the ``Call``, or the
         ``Source`` of a repeated call (``vyre.lib.repeat``)."""
@@ -554,8 +557,10 @@ class FastCall:
         if self.lane:
             pointer = self.compiled.pointer
             where = (stream.ptr, *map(pointer, inputs), *map(pointer, arrays))
-            if where == self.last and self.compiled.replay(stream, self.packed):
-                return shape(arrays)
+            if where == self.last:
+                raws = self.compiled.replay(stream, self.packed, self.watch, self.reads)
+                if raws is not None:
+                    return self.shape(shape, arrays, raws)
         borrow = call.scratch.borrow
         for (role, _, handle), data in zip(self.inputs, inputs, strict=True):
             if borrow(role, data) is not handle:
@@ -563,12 +568,17 @@ class FastCall:
         for (role, _, _, handle), array in zip(self.results, arrays, strict=True):
             if borrow(role, array) is not handle:
                 return None
-        if not self.compiled.enqueue(stream, self.writes, self.watch):
+        raws = self.compiled.enqueue(stream, self.writes, self.watch, self.reads)
+        if raws is None:
             return None
         self.last = where
-        return shape(arrays)
+        return self.shape(shape, arrays, raws)
 
-    def _run_resident(self, call: Call | Source, shape: Callable[[list[Any]], Any]) -> Any:
+    def shape(self, shape: Callable[..., Any], outs: list[Any], raws: list[np.ndarray]) -> Any:
+        """``shape`` of the result arrays, and of what was read back when the call reads."""
+        return shape(outs, raws) if self.reads else shape(outs)
+
+    def _run_resident(self, call: Call | Source, shape: Callable[..., Any]) -> Any:
         """``run`` over ``ResidentArray``s on the backend's stream. The lane here compares the
         handles themselves (kept, so none is mistaken for a new one): a handle cannot move, and a
         free anywhere makes ``replay`` refuse. Otherwise each role is aliased to this call's
@@ -579,35 +589,37 @@ class FastCall:
         sources = [call.resident_input(index) for _, index, _ in self.inputs]
         issued = [scratch.issue(role, capacity(elements) * dtype.itemsize) for role, dtype, elements, _ in self.results]
         try:
-            out = self._enqueue_resident(scratch, sources, issued)
+            raws = self._enqueue_resident(scratch, sources, issued)
         except BaseException:
             for handle in issued:
                 scratch.backend.free_resident(handle)
             raise
-        if not out:
+        if raws is None:
             for handle in issued:
                 scratch.recycle(handle)
             return None
         backend = scratch.backend
-        return shape([ResidentArray(handle, dtype, elements, backend)
-                      for handle, (_, dtype, elements, _) in zip(issued, self.results, strict=True)])
+        return self.shape(shape, [ResidentArray(handle, dtype, elements, backend)
+                                  for handle, (_, dtype, elements, _) in zip(issued, self.results, strict=True)], raws)
 
     def _enqueue_resident(self, scratch: ScratchCache, sources: list[tuple[Resident, int]],
-                          issued: list[Resident]) -> bool:
+                          issued: list[Resident]) -> list[np.ndarray] | None:
         where = (*(handle for handle, _ in sources), *issued) if self.lane else None
-        if where is not None and where == self.last and self.compiled.replay(None, self.packed):
-            return True
+        if where is not None and where == self.last:
+            raws = self.compiled.replay(None, self.packed, self.watch, self.reads)
+            if raws is not None:
+                return raws
         alias = scratch.alias
         for (role, _, handle), (source, nbytes) in zip(self.inputs, sources, strict=True):
             if alias(role, source, nbytes) is not handle:
-                return False
+                return None
         for (role, dtype, elements, handle), result in zip(self.results, issued, strict=True):
             if alias(role, result, capacity(elements) * dtype.itemsize) is not handle:
-                return False
-        if not self.compiled.enqueue(None, self.writes, self.watch):
-            return False
-        self.last = where
-        return True
+                return None
+        raws = self.compiled.enqueue(None, self.writes, self.watch, self.reads)
+        if raws is not None:
+            self.last = where
+        return raws
 
     def close(self) -> None:
         self.compiled.close()
@@ -629,15 +641,6 @@ def recycle(*results: object, backend: Any = None) -> None:
                 raise InvalidProgram(f"{r!r} is not a vyre.lib result held by the caller on this backend",
                                      "recycle only ResidentArray results of vyre.lib calls on the same backend, "
                                      "once each; free other handles with backend.free_resident.")
-
-
-def take_value(result: ResidentArray) -> Any:
-    """The first element of a 1-element ``ResidentArray`` result as a numpy scalar (one wait for
-    the backend's stream), its handle handed back for the next call (``recycle``)."""
-    backend = resolve_backend(result.backend)
-    raw = backend.download_resident(result.handle, 0, result.dtype.itemsize)
-    scratch_for(backend).recycle(result.handle)
-    return raw.view(result.dtype)[0]
 
 
 def default_backend() -> Any:

@@ -10,7 +10,8 @@ gave the same answer last time. ``ResidentArray``s (all of a call's arrays, on a
 compiles them: ``ScratchCache.compiles_resident``) are described by dtype and length, never by
 handle or contents, and run on the backend's stream. Anything the key cannot describe (host
 arrays, a mix of resident and device arrays, non-contiguous arrays, objects other than plain
-scalars, strings, dtypes and tuples of ints and strings) takes the full path. The compiled form
+scalars, strings, dtypes, tuples of ints and strings and ``@vyre.func`` transforms, the last by
+identity) takes the full path. The compiled form
 still checks what can change between equal keys (the arrays' addresses, freed handles, a handle
 too short for the length) and refuses when it cannot run; the wrapper then drops the ``Repeat``
 and takes the full path. A function whose plan depends on data it reads back (``unique``'s probe)
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from vyre.frontend.kernel import Func
 
 _SCALARS = (str, int, float, bool, type(None), np.dtype, type)
 _PLAIN = (int, str, bool, type(None))  # what a tuple argument may hold to be described (by value and type)
@@ -56,7 +59,8 @@ def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any], boo
     ``ResidentArray``s, or None when one is not describable: scalars by type and value, CuPy
     arrays and CUDA torch tensors by type, shape, dtype and device (contiguous ones only),
     ``ResidentArray``s by dtype and length (never by address, handle or contents; not mixed with
-    device arrays), tuples of ints, strings, bools and None by value and element types."""
+    device arrays), tuples of ints, strings, bools and None by value and element types, a
+    transform's ``@vyre.func`` by identity."""
     parts: list[object] = []
     arrays: list[Any] = []
     resident = 0
@@ -83,6 +87,9 @@ def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any], boo
             continue
         elif t is tuple and all(type(v) in _PLAIN for v in value):  # key_range=(lo, hi), say
             parts.append((name, t, tuple(map(type, value)), value))
+            continue
+        elif t is Func:  # a transform's @vyre.func, by identity: lowered once per helper and input type
+            parts.append((name, t, value))
             continue
         else:
             return None

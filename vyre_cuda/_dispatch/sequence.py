@@ -770,42 +770,55 @@ class CallerSequence(CompiledSequence):
     #: ``replay``'s writes, packed once by the caller (``pack_writes``)
     pack = staticmethod(pack_writes)
 
-    def replay(self, stream: Any, writes: Sequence[tuple[Resident, bytes, np.ndarray]] = ()) -> bool:
+    def replay(self, stream: Any, writes: Sequence[tuple[Resident, bytes, np.ndarray]] = (),
+               watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = (),
+               reads: Sequence[tuple] = ()) -> list[np.ndarray] | None:
         """The last ``enqueue``'s graph replayed on ``stream`` with ``writes`` (``pack``ed), for a
         caller whose arrays are where that call's were (the caller checks with ``pointer``): no re-pointing, no
-        body lookup. False (nothing enqueued) when there is no live graph of it, graphs are off,
-        a handle was freed or resized, or the backend closed: ``enqueue`` instead. ``stream`` None:
-        the backend's (``ResidentArray`` calls)."""
+        body lookup. ``watch``: status words copied after it, as ``enqueue`` does (``Watches``);
+        ``reads``: ranges read back after it (the one wait; none: no wait). Returns the reads, or
+        None (nothing enqueued) when there is no live graph of it, graphs are off, a handle was
+        freed or resized, or the backend closed: ``enqueue`` instead. ``stream`` None: the
+        backend's (``ResidentArray`` calls)."""
         rt, seq, body = self.runtime, self.sequences, self.last
         with rt.lock:
             if body is None or rt.closed or rt.resident.generation != self.seen or not graphs_enabled(rt):
-                return False
+                return None
             stream = rt.stream if stream is None else stream
             entry = body.graphs.get((1, self.overlap))
             if entry is None or not entry.alive:
-                return False
+                return None
+            ranges = seq.read_ranges(reads) if reads else ()
             rt.use_device()  # open (``rt.closed`` was checked above)
             if seq.watches.queue:
                 seq.watches.poll()
             seq.order(stream)
             seq.write_packed(writes, stream)
             seq.graphs.replay(entry, stream)
+            for handle, offset, fail in watch:  # live: the generation is the one the graph was bound in
+                seq.watches.add(rt.resident.resolve(handle).ptr + offset, fail, stream)
             seq.finish(stream)
-            return True
+            if not ranges:
+                return []
+            out = seq.read_back(ranges, "a library call", stream)
+            seq.watches.poll()
+            return out
 
     def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
-                watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> bool:
-        """``enqueue_sequence`` of the bound steps on ``stream``; False (nothing enqueued) when a
-        handle was freed, a borrowed array changed size or the backend closed: compile again.
-        ``stream`` None: the backend's (``ResidentArray`` calls)."""
+                watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = (),
+                reads: Sequence[tuple] = ()) -> list[np.ndarray] | None:
+        """``enqueue_sequence`` of the bound steps on ``stream`` with ``watch`` and ``reads``;
+        returns the reads (none: ``[]``, no wait), or None (nothing enqueued) when a handle was
+        freed, a borrowed array changed size or the backend closed: compile again. ``stream``
+        None: the backend's (``ResidentArray`` calls)."""
         rt, seq = self.runtime, self.sequences
         with rt.lock:
             if rt.closed or not self.bindings:
-                return False
+                return None
             stream = rt.stream if stream is None else stream
             if rt.resident.generation != self.seen:
                 if any(buf.retired for buf in self.buffers) or tuple(b.nbytes for b in self.borrowed) != self.sizes:
-                    return False
+                    return None
                 self.seen = rt.resident.generation
             seq.open()
             seq.watches.poll()
@@ -818,17 +831,16 @@ class CallerSequence(CompiledSequence):
                     while len(self.sightings) > self.BODIES:
                         self.sightings.popitem(last=False)
                     self.last = None
-                    seq.enqueue_body(self.bindings, stream, writes, (), watch)
-                    return True
+                    return seq.enqueue_body(self.bindings, stream, writes, reads, watch)
                 body = Body((), self.bindings, tuple(b.key for b in self.bindings), pins(self.bindings), self.buffers,
                             self.seen, tuple((b, b.ptr, b.nbytes) for b in self.borrowed))
                 self.bodies[ptrs] = body
                 while len(self.bodies) > self.BODIES:
                     self.bodies.popitem(last=False)
             self.last = None
-            seq.enqueue_body(body, stream, writes, (), watch)
+            out = seq.enqueue_body(body, stream, writes, reads, watch)
             self.last = body
-            return True
+            return out
 
     def close(self) -> None:
         """Drop the bindings and the graphs made from them."""

@@ -5,6 +5,7 @@ run it as one sequence. See docs/lib.md.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,6 @@ from vyre.lib.io import (
     device_array_info,
     library_call,
     segment_offsets,
-    take_value,
 )
 from vyre.lib.monoid import ELEMENT_TYPES, SCAN_TYPES, monoid
 from vyre.lib.plan import capacity
@@ -30,6 +30,7 @@ from vyre.lib.transform import Transform, element_transform
 
 VALUE_TYPES = SCAN_TYPES
 TRANSFORM_INPUT_TYPES = ELEMENT_TYPES  # what a transform may read: every integer type and the floats
+VALUE_ROLE = "reduce.value"  # the scratch a ``ResidentArray`` call's reduction lands in, read back with its steps
 
 
 @library_call
@@ -60,7 +61,18 @@ def _reduce(a: Array, op: str, t: Transform | None, stream: object, backend: Any
     m = monoid(op, out_type)
     np_out = out_type.np_dtype
     call = Call(backend, scratch, a, stream=stream)
-    if call.on_device or (call.compiles_resident and a.n):
+    key = ("reduce", op) if t is None else ("reduce", op, t)
+    if call.compiles_resident:  # a numpy scalar: read back with the steps (the one wait), no result handle
+        value = [(scratch.get(VALUE_ROLE, out_type.size), 0, out_type.size)]
+
+        def build_value() -> Any:
+            plan = call.plan()
+            topo.reduce(plan, m, call.upload(plan, "x", a), a.n, capacity(a.n), value[0][0], t)
+            call.run(plan)
+            return _scalar([], call.read(value), np_out)
+
+        return call.fast(key, build_value, functools.partial(_scalar, np_dtype=np_out), reads=value)
+    if call.on_device:
         def build() -> Any:
             plan = call.plan()
             out = call.result(plan, "reduce.out", 1, np_out)
@@ -69,10 +81,9 @@ def _reduce(a: Array, op: str, t: Transform | None, stream: object, backend: Any
             else:
                 topo.reduce(plan, m, call.upload(plan, "x", a), a.n, capacity(a.n), out, t)
                 call.run(plan)
-            return _one_value([call.output(out, np_out, 1)])
+            return _zero_d([call.output(out, np_out, 1)])
 
-        key = ("reduce", op) if t is None else ("reduce", op, t)
-        return call.fast(key, build, _one_value)
+        return call.fast(key, build, _zero_d)
     if a.n == 0:
         return m.numpy_empty()
     plan = call.plan()
@@ -82,11 +93,14 @@ def _reduce(a: Array, op: str, t: Transform | None, stream: object, backend: Any
     return word.view(np_out)[0]
 
 
-def _one_value(outs: list[Any]) -> Any:
-    """A reduction's value: a 0-d array of a device call, or the numpy scalar a ``ResidentArray``
-    call returns (read back, the one wait, and its 1-element result handle recycled)."""
-    out = outs[0]
-    return out.reshape(()) if not isinstance(out, ResidentArray) else take_value(out)
+def _zero_d(outs: list[Any]) -> Any:
+    """A device call's reduction: its 1-element result as a 0-d array of the caller's kind."""
+    return outs[0].reshape(())
+
+
+def _scalar(outs: list[Any], raws: list[np.ndarray], np_dtype: np.dtype) -> Any:
+    """A ``ResidentArray`` call's reduction: the value read back, as a numpy scalar."""
+    return raws[0].view(np_dtype)[0]
 
 
 def _scan(a: Array, op: str, inclusive: bool, init: object, t: Transform | None, stream: object, backend: Any,

@@ -61,6 +61,11 @@ ONESWEEP_WIDE_LARGE_ITEMS = 24  # 64-bit keys alone from WIDE_LARGE_FROM keys, w
 # tile's 67,620 bytes of workgroup memory (tile 6144; at 2^27 keys on an H100: 8.6-9.0 ms against 9.7-10.0 at 16)
 WIDE_LARGE_FROM = 1 << 22  # below, 16 keys per invocation measured as fast or faster (2^20: 0.33 against 0.39 ms)
 ONESWEEP_WIDE_VALUE_ITEMS = 8  # 64-bit keys with values or indices (tile 2048; 34 KB, 42 KB with 8-byte values)
+# Small sorts of 32-bit keys take tiles of 2048 (8 keys per invocation): more workgroups to spread over the SMs
+# where a class fills a few waves at most. Keys alone up to SMALL_KEYS_UP_TO (H200, sort at 2^16 / 2^20: 49 / 99
+# against 59 / 119 us at 24; 2^22: 207 against 155), with values or indices up to SMALL_VALUES_UP_TO (argsort and
+# key-value sort at 2^16: 49 / 60 against 60 / 70 us; at 2^18 the key-value sort was slower: 85 against 79)
+SMALL_ITEMS, SMALL_KEYS_UP_TO, SMALL_VALUES_UP_TO = 8, 1 << 20, 1 << 17
 HISTOGRAM_ITEMS = 8  # keys per invocation and round of the digit histograms (all loaded first)
 ONESWEEP_KEYS_IN_REGISTERS = True  # a pass reads each key once, into registers (``registers``), not three times
 ONESWEEP_REGISTER_ROUNDS = 4  # keys in registers: keys ranked (and placed) per loop iteration (its gcd with the
@@ -80,10 +85,13 @@ def lookback_head(passes: int) -> int:
 
 
 def onesweep_items(raw: DataType, values: str, keys: int = 0, workgroup_bytes: int = PORTABLE_WORKGROUP_BYTES) -> int:
-    """Keys per invocation of a single-pass radix tile, by key bits and ``values`` mode; 64-bit keys
-    alone take ``ONESWEEP_WIDE_LARGE_ITEMS`` from ``WIDE_LARGE_FROM`` ``keys`` on a device whose
-    workgroups may hold that tile's memory (``workgroup_bytes``: the most one may opt in to)."""
+    """Keys per invocation of a single-pass radix tile, by key bits and ``values`` mode; 32-bit keys
+    take ``SMALL_ITEMS`` in small classes of ``keys``; 64-bit keys alone take
+    ``ONESWEEP_WIDE_LARGE_ITEMS`` from ``WIDE_LARGE_FROM`` ``keys`` on a device whose workgroups
+    may hold that tile's memory (``workgroup_bytes``: the most one may opt in to)."""
     if raw is U32:
+        if keys and keys <= (SMALL_KEYS_UP_TO if values == "none" else SMALL_VALUES_UP_TO):
+            return SMALL_ITEMS
         return ONESWEEP_ITEMS if values == "none" else ONESWEEP_VALUE_ITEMS
     if values != "none":
         return ONESWEEP_WIDE_VALUE_ITEMS
