@@ -560,7 +560,7 @@ class FastCall:
             if where == self.last:
                 raws = self.compiled.replay(stream, self.packed, self.watch, self.reads)
                 if raws is not None:
-                    return self.shape(shape, arrays, raws)
+                    return self.shaped(shape, arrays, raws)
         borrow = call.scratch.borrow
         for (role, _, handle), data in zip(self.inputs, inputs, strict=True):
             if borrow(role, data) is not handle:
@@ -572,9 +572,9 @@ class FastCall:
         if raws is None:
             return None
         self.last = where
-        return self.shape(shape, arrays, raws)
+        return self.shaped(shape, arrays, raws)
 
-    def shape(self, shape: Callable[..., Any], outs: list[Any], raws: list[np.ndarray]) -> Any:
+    def shaped(self, shape: Callable[..., Any], outs: list[Any], raws: list[np.ndarray]) -> Any:
         """``shape`` of the result arrays, and of what was read back when the call reads."""
         return shape(outs, raws) if self.reads else shape(outs)
 
@@ -599,7 +599,7 @@ class FastCall:
                 scratch.recycle(handle)
             return None
         backend = scratch.backend
-        return self.shape(shape, [ResidentArray(handle, dtype, elements, backend)
+        return self.shaped(shape, [ResidentArray(handle, dtype, elements, backend)
                                   for handle, (_, dtype, elements, _) in zip(issued, self.results, strict=True)], raws)
 
     def _enqueue_resident(self, scratch: ScratchCache, sources: list[tuple[Resident, int]],
