@@ -16,6 +16,7 @@ from tests.lib.builder_reduce import reduce_tiles as built_reduce_tiles
 from tests.lib.builder_scan import scan_segments as built_scan_segments
 from tests.lib.builder_segments import count_segments as built_count_segments
 from tests.lib.builder_segments import reduce_segments as built_reduce_segments
+from tests.lib.ptx_hashes import SMS, changed, recorded
 from tests.lib.test_plan import RecordingBackend
 from vyre import lib
 from vyre.ir import DataType, Expr, Program
@@ -39,7 +40,6 @@ from vyre.lib.transform import element, fused
 pytest.importorskip("vyre_cuda")
 from vyre_cuda import emit_ptx  # noqa: E402
 
-SMS = ("80", "90")
 COUNT_TYPES = (DataType.U32, DataType.U64)
 #: workgroup bins: none (past HISTOGRAM_SHARED_MAX bins), else the capacity class of max(bins, WG)
 SHARED = (0, *(capacity(b) for b in range(WG, HISTOGRAM_SHARED_MAX + 1, WG) if capacity(b) == b))
@@ -142,8 +142,8 @@ COUNT_PREDICATES = (
     + [(Predicate("run_start", t), words) for t, words in itertools.product(VALUE_TYPES, ((0, 1), (5, 6)))])
 SEGMENT_CASES = [(reduce_segments(m, REDUCE_ITEMS, *w), built_reduce_segments(m, REDUCE_ITEMS, *w))
                  for m, w in itertools.product(UPSWEEP_MONOIDS, UPSWEEP_WORDS)]
-SEGMENT_CASES += [(count_segments(p, REDUCE_ITEMS, *w), built_count_segments(p, REDUCE_ITEMS, *w))
-                  for p, w in COUNT_PREDICATES]
+SEGMENT_CASES += [(count_segments(p, items, *w), built_count_segments(p, items, *w))
+                  for items in (REDUCE_ITEMS, COMPACT_ITEMS) for p, w in COUNT_PREDICATES]
 
 
 #: transform_reduce and the transform_ scans apply a transform where these kernels load x
@@ -164,7 +164,7 @@ def test_transformed_reductions_are_the_builders_byte_for_byte() -> None:
 
 def test_upsweep_ptx_is_the_builders_byte_for_byte() -> None:
     assert not _different(SEGMENT_CASES)
-    assert len(SEGMENT_CASES) == 18 * 3 + 6 * 10 + 1 + 6 * 2 + 6 * 2
+    assert len(SEGMENT_CASES) == 18 * 3 + 2 * (6 * 10 + 1 + 6 * 2 + 6 * 2)  # counts of 16 and 8 per invocation
 
 
 def test_every_upsweep_the_library_runs_is_checked(rng) -> None:
@@ -203,6 +203,29 @@ def _compact_cases() -> list[tuple[Program, Program]]:
 COMPACT_CASES = _compact_cases()
 
 
+def _own_carry_cases() -> dict[str, Program]:
+    """The downsweeps that sum their own carry (``own_carry``: no scan of the counts first, up to
+    ``OWN_CARRY_GROUPS`` segments), for every predicate and words: written with the front end, no
+    builder twin; hashes in ``compact_own_ptx.json``, recorded when written."""
+    out = {}
+    for (pred, words), with_index in itertools.product(COUNT_PREDICATES, (False, True)):
+        if with_index and not (pred.kind == "run_start" or words == (5, 6)):
+            continue
+        name = (f"compact_own_{pred.kind}_{pred.dtype.value}_{pred.flag_type.value}_i{int(with_index)}"
+                f"_w{words[0]}{words[1]}")
+        out[name] = compact_segments(pred, COMPACT_ITEMS, True, with_index, *words, own_carry=True)
+    return out
+
+
+OWN_CASES = _own_carry_cases()
+
+
+def test_own_carry_compaction_ptx_is_the_recorded() -> None:
+    expected = recorded("compact_own_ptx")
+    assert sorted(f"{name} sm_{sm}" for name in OWN_CASES for sm in SMS) == sorted(expected)
+    assert not changed(OWN_CASES, expected)
+
+
 def test_compaction_ptx_is_the_builders_byte_for_byte() -> None:
     assert not _different(COMPACT_CASES)
     assert len(COMPACT_CASES) == (6 * 10 + 6 * 2) * 2 + (1 + 6 * 2) * 4
@@ -223,7 +246,7 @@ def test_every_compaction_the_library_runs_is_checked(rng) -> None:
     for hi in (100, 10000):
         lib.unique(rng.integers(0, 100, 3000).astype(np.uint32), key_range=(0, hi), backend=be)
     ran = _ran(be, "lib_compact_")
-    checked = {front for front, _ in COMPACT_CASES}
+    checked = {front for front, _ in COMPACT_CASES} | set(OWN_CASES.values())
     assert len(ran) >= (2 * 10 + 6 + 1) * 2
     assert ran <= checked, sorted(p.name or "" for p in ran - checked)
 

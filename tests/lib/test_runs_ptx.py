@@ -2,9 +2,9 @@
 the params words checked): run lengths and ``unique(key_range=...)``'s values
 (``vyre.lib._runs.kernels``, the same PTX, byte for byte, as the builder-written programs they
 replaced, recorded before that rewrite), and the compaction that writes run lengths itself with
-its tail step (``vyre.lib._select.kernels.compact_run_lengths``, ``run_tail_lengths``: written
-with the front end, no builder twin; recorded when written). A recorded run checks that the
-library runs nothing else."""
+its tail step (``vyre.lib._select.kernels.compact_run_lengths``, also summing its own carry, and
+``run_tail_lengths``: written with the front end, no builder twin; recorded when written). A
+recorded run checks that the library runs nothing else."""
 
 from __future__ import annotations
 
@@ -40,6 +40,9 @@ def cases() -> dict[str, Program]:
     for t, has_carry, (n, span) in itertools.product(VALUE_TYPES, (False, True), RUN_WORDS):
         name = f"rle_compact_{t.name.lower()}_carry{int(has_carry)}_n{n}_span{span}"
         out[name] = compact_run_lengths.__wrapped__(Predicate("run_start", t), COMPACT_ITEMS, has_carry, n, span)
+        if has_carry:  # the carry summed by each workgroup (up to OWN_CARRY_GROUPS segments; recorded when written)
+            out[f"{name}_own"] = compact_run_lengths.__wrapped__(Predicate("run_start", t), COMPACT_ITEMS, True, n,
+                                                                 span, True)
     out |= {f"run_tail_lengths_n{n}_span{span}": run_tail_lengths.__wrapped__(SCAN_GROUPS, n, span)
             for n, span in RUN_WORDS}
     return out

@@ -16,12 +16,13 @@ from vyre.frontend.template import KernelTemplate
 from vyre.ir import DataType, Program
 from vyre.ir.program import Access
 from vyre.lib._scan.kernels import fold_segment, partial_of_segment, segment_element, segment_tiles
-from vyre.lib.blocks import PARAM_WORDS, PARAMS, U32, WARPS, WG, warp_inclusive_scan_of, warp_sum
+from vyre.lib.blocks import PARAM_WORDS, PARAMS, U32, WARPS, WG, block_reduce, warp_inclusive_scan_of, warp_sum
 from vyre.lib.keys import KeyBits, key_bits, raw_type
 from vyre.lib.monoid import COUNT, FLOAT_TYPES
 
 COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
 PENDING, FIRST_RUN = 0, 1  # the run-lengths downsweep's two held words (``compact_run_lengths``)
+OWN_CARRY_READS = 2  # counts each invocation of an ``own_carry`` downsweep adds: at most 2 * WG segments
 
 
 @dataclass(frozen=True)
@@ -196,12 +197,15 @@ def tile_prefix(pe: Any, k: Annotated[int, vk.Const[int]]):
 
 
 @cache
-def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_lengths: bool = False
-                      ) -> Kernel | KernelTemplate:
+def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_lengths: bool = False,
+                      own_carry: bool = False) -> Kernel | KernelTemplate:
     """The downsweep of ``pred``, with ``carry`` and ``out_index`` or without; its Const
-    parameters: ``has_carry``, ``with_index``, ``with_lengths``, items per invocation, n's and
-    span's params words. ``with_lengths`` (run starts only, see ``compact_run_lengths``): the
-    buffers ``lengths`` and, with ``has_carry``, ``firsts`` and ``lasts`` instead of ``out_index``."""
+    parameters: ``has_carry``, ``with_index``, ``with_lengths``, ``own_carry``, items per
+    invocation, n's and span's params words. ``with_lengths`` (run starts only, see
+    ``compact_run_lengths``): the buffers ``lengths`` and, with ``has_carry``, ``firsts`` and
+    ``lasts`` instead of ``out_index``. ``own_carry`` (with ``has_carry``, at most
+    ``OWN_CARRY_READS * WG`` segments): each workgroup sums the counts of the segments below it from ``partials`` itself
+    (no scan of them first), and with ``with_lengths`` writes that carry to ``carry``."""
     value: Any = TYPE_NAMES[pred.value_type()]  # a vk type to the front end (type checkers see a ScalarType)
     xs, outs = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, pred.value_type())
     flag_values, limits = _predicate_buffers(pred)
@@ -209,7 +213,10 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
     runs = BufferSpec(Access.READ_WRITE, U32) if with_lengths else None
     ends = BufferSpec(Access.READ_WRITE, U32) if with_lengths and has_carry else None
     total = BufferSpec(Access.READ_WRITE, U32)
-    carries = BufferSpec(Access.READ, U32) if has_carry else None
+    carries = None if not has_carry else BufferSpec(Access.READ_WRITE if own_carry else Access.READ, U32)
+    if own_carry and not with_lengths:
+        carries = None  # the carry is the workgroup's own; nothing reads it after
+    counted = BufferSpec(Access.READ, U32) if own_carry else None
     keep = keep_float_run_start if pred.kind == "run_start" and pred.dtype in FLOAT_TYPES else _KEEP[pred.kind]
     name = "lib_rle_compact" + ("_64" if pred.dtype.size == 8 else "") if with_lengths else f"lib_compact_{pred.name()}"
 
@@ -218,16 +225,29 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
                 out: Annotated[vk.InOut[vk.u32], outs], out_index: Annotated[vk.InOut[vk.u32], indices],
                 lengths: Annotated[vk.InOut[vk.u32], runs], firsts: Annotated[vk.InOut[vk.u32], ends],
                 lasts: Annotated[vk.InOut[vk.u32], ends],
-                count: Annotated[vk.InOut[vk.u32], total], carry: Annotated[vk.In[vk.u32], carries],
+                count: Annotated[vk.InOut[vk.u32], total], carry: Annotated[vk.InOut[vk.u32], carries],
+                partials: Annotated[vk.In[vk.u32], counted],
                 params: Annotated[vk.Uniform[vk.u32], PARAMS], bounds: Annotated[vk.Uniform[vk.u32], limits],
                 has_carry: vk.Const[bool], with_index: vk.Const[bool], with_lengths: vk.Const[bool],
-                items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int]):
+                own_carry: vk.Const[bool], items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int]):
         counts = vk.shared(vk.u32, items * WARPS)  # kept elements per (round, warp) of a tile
         seg_base = vk.wid() * params[span_word]
         if seg_base >= params[n_word]:
             return
         seg_tiles = segment_tiles(seg_base, params, n_word, span_word, items * WG)
-        carry_in = carry[vk.wid()] if has_carry else 0
+        if own_carry:
+            below = vk.registers(vk.u32, 1)  # the counts of segments lid() and lid() + WG below this one
+            below[0] = 0
+            for j in range(OWN_CARRY_READS):
+                if vk.lid() + j * WG < vk.wid():
+                    below[0] = below[0] + partials[vk.lid() + j * WG]
+            carry_in = block_reduce(below[0], counts, COUNT, warp_sum)
+            vk.barrier()  # counts is the tiles' buffer too
+            if with_lengths:
+                if vk.lid() == 0:
+                    carry[vk.wid()] = carry_in
+        else:
+            carry_in = carry[vk.wid()] if has_carry else 0
         i = vk.registers(vk.u32, items)  # element k*WG + t of the tile: its index, value, kept, its warp's ballot
         xv = vk.registers(value, items)
         f = vk.registers(vk.boolean, items)
@@ -303,9 +323,10 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
 
 
 @cache
-def compact_segments(pred: Predicate, items: int, has_carry: bool, with_index: bool, n_word: int, span_word: int
-                     ) -> Program:
-    """Stable compaction of workgroup ``w``'s segment: kept ``x[i]`` (and ``i``) go to ``out[carry[w] + rank]``.
+def compact_segments(pred: Predicate, items: int, has_carry: bool, with_index: bool, n_word: int, span_word: int,
+                     own_carry: bool = False) -> Program:
+    """Stable compaction of workgroup ``w``'s segment: kept ``x[i]`` (and ``i``) go to ``out[carry[w] + rank]``
+    (``own_carry``: the carry summed from the segments' counts ``partials`` by the workgroup itself).
 
     The workgroup walks its tiles in order with a running count. In a tile, element ``k*WG + t``
     (coalesced) is ranked by a ballot of its warp (kept lanes below it) plus the kept elements of
@@ -314,12 +335,13 @@ def compact_segments(pred: Predicate, items: int, has_carry: bool, with_index: b
     """
     if items * WARPS != 64:
         raise ValueError(f"compact_segments is written for {64 // WARPS} items per invocation, not {items}")
-    return _compact_segments(pred, has_carry, with_index).bind(has_carry, with_index, False, items, n_word,
-                                                                span_word).program
+    return _compact_segments(pred, has_carry, with_index, False, own_carry).bind(
+        has_carry, with_index, False, own_carry, items, n_word, span_word).program
 
 
 @cache
-def compact_run_lengths(pred: Predicate, items: int, has_carry: bool, n_word: int, span_word: int) -> Program:
+def compact_run_lengths(pred: Predicate, items: int, has_carry: bool, n_word: int, span_word: int,
+                        own_carry: bool = False) -> Program:
     """``compact_segments`` of run starts writing each run's length (to ``lengths[rank]``) instead
     of its start.
 
@@ -328,13 +350,14 @@ def compact_run_lengths(pred: Predicate, items: int, has_carry: bool, n_word: in
     keeps and ends at the next tile's first start. The segment's last run ends at ``n`` in the
     segment holding the last element; in the others (``has_carry``) the segment writes its first
     and its last run start into ``firsts[w]`` and ``lasts[w]`` (when it has a run start) and
-    ``run_tail_lengths`` ends that run. Reads ``x`` once and writes 8 bytes per run (4 B keys) in
+    ``run_tail_lengths`` ends that run (``own_carry``: as in ``compact_segments``, the carry also
+    written to ``carry[w]`` for it). Reads ``x`` once and writes 8 bytes per run (4 B keys) in
     place of the 8 per run of starts plus a second pass over them.
     """
     if pred.kind != "run_start" or items * WARPS != 64:
         raise ValueError(f"compact_run_lengths takes run starts and {64 // WARPS} items per invocation")
-    return _compact_segments(pred, has_carry, False, True).bind(has_carry, False, True, items, n_word,
-                                                                 span_word).program
+    return _compact_segments(pred, has_carry, False, True, own_carry).bind(
+        has_carry, False, True, own_carry, items, n_word, span_word).program
 
 
 @vk.kernel(workgroup_size=WG, name="lib_run_tail_lengths")

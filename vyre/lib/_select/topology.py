@@ -1,4 +1,6 @@
-"""The topology of stable compaction: counts per segment, their scan, the compaction of each segment."""
+"""The topology of stable compaction: counts per segment, their scan (or, up to ``OWN_CARRY_GROUPS``
+segments, none: each workgroup of the compaction sums the counts below its segment), the
+compaction of each segment."""
 
 from __future__ import annotations
 
@@ -10,6 +12,12 @@ from vyre.lib._select import kernels as K
 from vyre.lib.blocks import WG
 from vyre.lib.monoid import COUNT
 from vyre.lib.plan import Plan, capacity, ceil_div
+
+#: up to this many segments, the downsweep sums the counts below its own (no scan of them)
+OWN_CARRY_GROUPS = K.OWN_CARRY_READS * WG
+#: classes up to this split into segments of one downsweep tile (2048 elements, counted 8 per
+#: invocation), not of one upsweep tile (4096, 16 per invocation): twice the workgroups at 2^20
+SMALL_SPANS_UP_TO = 1 << 20
 
 
 def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident, out_index: Resident | None,
@@ -26,25 +34,28 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
         plan.step(_downsweep(pred, False, with_index, lengths is not None, n_word, span_word),
                   [*inputs, *_outputs(out, out_index, lengths, None), count, plan.params, *extra], 1)
         return
-    groups, span_word, used = segments(plan, "compact", n, cap)
+    items = K.COMPACT_ITEMS if cap <= SMALL_SPANS_UP_TO else REDUCE_ITEMS  # the count's per invocation
+    groups, span_word, used = segments(plan, "compact", n, cap, WG * items)
     partial = plan.buffer("compact.partial", groups)
     carry = plan.buffer("compact.carry", groups)
-    plan.step(K.count_segments(pred, REDUCE_ITEMS, n_word, span_word), [*inputs, partial, plan.params, *extra],
-              groups)
-    scan(plan, COUNT, partial, carry, used, capacity(groups), False, role="compact.scan")
+    plan.step(K.count_segments(pred, items, n_word, span_word), [*inputs, partial, plan.params, *extra], groups)
+    own = groups <= OWN_CARRY_GROUPS  # each workgroup sums the counts below it: no scan of them
+    if not own:
+        scan(plan, COUNT, partial, carry, used, capacity(groups), False, role="compact.scan")
     ends = (plan.buffer("compact.firsts", groups), plan.buffer("compact.lasts", groups)) if lengths else None
-    plan.step(_downsweep(pred, True, with_index, lengths is not None, n_word, span_word),
-              [*inputs, *_outputs(out, out_index, lengths, ends), count, carry, plan.params, *extra], groups)
+    carries = ([carry] if lengths else []) + [partial] if own else [carry]
+    plan.step(_downsweep(pred, True, with_index, lengths is not None, n_word, span_word, own),
+              [*inputs, *_outputs(out, out_index, lengths, ends), count, *carries, plan.params, *extra], groups)
     if lengths is not None and ends is not None:
         plan.step(K.run_tail_lengths(SCAN_GROUPS, n_word, span_word), [partial, carry, *ends, lengths, plan.params],
                   ceil_div(groups, WG))
 
 
 def _downsweep(pred: K.Predicate, has_carry: bool, with_index: bool, with_lengths: bool, n_word: int,
-               span_word: int) -> Program:
+               span_word: int, own_carry: bool = False) -> Program:
     if with_lengths:
-        return K.compact_run_lengths(pred, K.COMPACT_ITEMS, has_carry, n_word, span_word)
-    return K.compact_segments(pred, K.COMPACT_ITEMS, has_carry, with_index, n_word, span_word)
+        return K.compact_run_lengths(pred, K.COMPACT_ITEMS, has_carry, n_word, span_word, own_carry)
+    return K.compact_segments(pred, K.COMPACT_ITEMS, has_carry, with_index, n_word, span_word, own_carry)
 
 
 def _outputs(out: Resident, out_index: Resident | None, lengths: Resident | None,
