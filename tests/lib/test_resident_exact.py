@@ -111,26 +111,33 @@ def test_exact_calls_run_compiled_with_one_wait(be, plans, rng, name):
     assert scratch_for(be).repeats, "the equal calls ran their repeat"
 
 
-def test_probed_unique_runs_compiled_and_is_never_repeated_past_the_probe(be, plans, rng, monkeypatch):
-    """``unique`` of many resident u32 keys: the OR probe and the histogram plan both run compiled
-    (no plan built, two waits a call); no repeat skips the probe, so keys that stop being small
-    take the sort, and small ones the histogram again, each exact."""
+def test_probed_unique_repeats_its_guess_and_probes_again_when_a_key_falls_outside(be, plans, rng, monkeypatch):
+    """``unique`` of many resident u32 keys: the first call probes (the keys' OR), then counts
+    them by the histogram plan of the bins the probe chose; later calls run that plan alone (one
+    wait, repeated, no plan built). A key past those bins makes the repeat refuse: the probe runs
+    again and the keys are sorted (not repeated past the probe); small keys again take the probe
+    and the histogram plan, then its repeat. Every result exact."""
     from vyre.lib._runs import api
 
     monkeypatch.setattr(api, "PROBE_MIN", 4096)
     n = 8193
     rx = E.put_resident(be, np.zeros(n, np.uint32))
-    for i, top in enumerate([200, 200, 200, 200, 2**31 + 5, 2**31 + 5, 100, 100]):
+    tops = [200, 200, 200, 200, 2**31 + 5, 2**31 + 5, 100, 100]
+    # probe + histogram; its repeat; the repeat's miss + probe + the sort's first run (which also reads its
+    # look-back check); probe + sort; probe + histogram; its repeat
+    want_waits = [2, 1, 1, 1, 4, 2, 2, 1]
+    for i, top in enumerate(tops):
         x = rng.integers(0, 200, n).astype(np.uint32)
         x[rng.integers(0, n)] = top
         be.upload_resident(rx.handle, x)
         built, waits = plans[0], be.waits
         out = lib.unique(rx, backend=be)
+        assert be.waits - waits == want_waits[i], f"call {i} waited {be.waits - waits} times"
         if i in (1, 2, 3, 7):
-            assert plans[0] == built and be.waits - waits == 2, "probe and histogram compiled, one wait each"
+            assert plans[0] == built, f"call {i} built a plan"
         _check(be, out, E.unique(x))
         lib.recycle(*out, backend=be)
-    assert not scratch_for(be).repeats, "a repeat would skip the probe"
+    assert scratch_for(be).repeats, "the histogram plan of the guessed bins is repeated"
     assert be.compiled == 3, "the probe, the histogram plan and the sort plan, once each"
 
 

@@ -29,7 +29,7 @@ from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidHandle, InvalidProgram, UnsupportedFeature
 from vyre.ir import DataType
 from vyre.lib.plan import Plan, capacity
-from vyre.lib.repeat import Ran, Source, describe, record, resident_type
+from vyre.lib.repeat import MISSED, Ran, Source, describe, record, resident_type
 from vyre.lib.scratch import ScratchCache, resolve_backend, scratch_for
 
 MAX_ELEMENTS = 1 << 31
@@ -404,7 +404,8 @@ class Call:
         if entry is not None:
             out = entry.run(self, shape)
             if out is not None:
-                if repeat and (self.compiles_resident or all(a.on_device for a in self.given)):  # a repeat runs it
+                repeatable = self.compiles_resident or all(a.on_device for a in self.given)
+                if repeat and out is not MISSED and repeatable:  # a repeat runs it
                     data = tuple(a.source if a.resident else a.data for a in self.given)
                     self.scratch.ran = Ran(entry, shape, out, data)
                 return out
@@ -430,27 +431,37 @@ class Call:
         runs the steps into the full-length results, then reads the words (the one wait, on the
         call's stream) and cuts the results to size without a copy (``cut``); ``finish`` must not
         keep the call's arrays (a loop's repeat runs it again). Other calls read the words with the
-        plan's run. If ``finish`` raises, the results go back (resident ones to the pool)."""
+        plan's run. If ``finish`` raises or returns ``MISSED``, the results go back (resident ones
+        to the pool)."""
         if not self.compiles:
             plan, results = build()
             raws = self.run(plan, [(self.scratch.get(role, 4), 0, 4) for role in counts])
             words = [int(np.asarray(raw).view(np.uint32)[0]) for raw in raws]
             try:
-                return finish(lambda i, k: self.output(results[i][0], results[i][1], k), words)
+                out = finish(lambda i, k: self.output(results[i][0], results[i][1], k), words)
             except BaseException:
                 self.discard()
                 raise
+            if out is MISSED:
+                self.discard()
+            return out
         scratch = self.scratch
         reads = [(scratch.get(role, 4), 0, 4) for role in counts]
 
+        def give_back(outs: list[Any]) -> None:
+            for out in outs:
+                if isinstance(out, ResidentArray):
+                    scratch.recycle(out.handle)
+
         def shape(outs: list[Any], raws: list[np.ndarray]) -> Any:
             try:
-                return finish(lambda i, k: cut(outs[i], k), [int(raw.view(np.uint32)[0]) for raw in raws])
+                out = finish(lambda i, k: cut(outs[i], k), [int(raw.view(np.uint32)[0]) for raw in raws])
             except BaseException:
-                for out in outs:
-                    if isinstance(out, ResidentArray):
-                        scratch.recycle(out.handle)
+                give_back(outs)
                 raise
+            if out is MISSED:
+                give_back(outs)
+            return out
 
         def run_full() -> Any:
             plan, results = build()

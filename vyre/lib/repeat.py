@@ -15,7 +15,9 @@ identity) takes the full path. The compiled form
 still checks what can change between equal keys (the arrays' addresses, freed handles, a handle
 too short for the length) and refuses when it cannot run; the wrapper then drops the ``Repeat``
 and takes the full path. A function whose plan depends on data it reads back (``unique``'s probe)
-keeps no ``Repeat`` (``Call.fast(repeat=False)``).
+keeps no ``Repeat`` of that step (``Call.fast(repeat=False)``); a plan that checks its own guess
+(``unique``'s histogram of the bins the probe chose) is repeated, and refuses when the words it
+reads back say the guess was wrong (``MISSED``).
 """
 
 from __future__ import annotations
@@ -100,6 +102,18 @@ def describe(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, list[Any], boo
     return tuple(parts), arrays, bool(resident)
 
 
+class Missed:
+    """What a ``Call.exact`` call's ``finish`` returns when the words read back say the plan's
+    guess was wrong (``unique``'s bins): its results go back, the caller takes another plan, and
+    a loop's repeat of it refuses (the full path runs). Its one instance is ``MISSED``."""
+
+    def __repr__(self) -> str:
+        return "MISSED"
+
+
+MISSED = Missed()
+
+
 @dataclass
 class Ran:
     """What the last compiled call on a scratch cache ran: set by ``Call.fast`` for ``record``."""
@@ -145,7 +159,7 @@ class Repeat:
         data = [args[p] if isinstance(p, int) else kwargs[p] for p in self.positions]
         alloc_stream = None if kwargs.get("stream") is None else stream
         out = self.entry.run(Source(stream, data, alloc_stream, scratch), self.shape)
-        if out is None:
+        if out is None or out is MISSED:  # refused, or ran and found its guess wrong
             return None
         return out if self.pick is None else out[self.pick]
 

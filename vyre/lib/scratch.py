@@ -57,6 +57,8 @@ class ScratchCache:
         self.fast: dict[tuple, Any] = {}  # compiled device calls (``vyre.lib.io.FastCall``) by call key
         self.repeats: OrderedDict[tuple, Any] = OrderedDict()  # ``vyre.lib.repeat.Repeat`` by call key
         self.ran: Any = None  # the compiled call the current library call ran (``vyre.lib.repeat.Ran``)
+        # plans chosen by data read back, tried first next time: ``unique``'s bins by (dtype, n)
+        self.guesses: dict[tuple, int] = {}
 
     def get(self, role: str, nbytes: int) -> Resident:
         """The scratch handle of ``role`` with at least ``nbytes`` (a new one the first time)."""
@@ -151,6 +153,7 @@ class ScratchCache:
         from vyre.driver.errors import VyreError
 
         self.repeats.clear()
+        self.guesses.clear()
         for key in list(self.fast):  # their bindings pin the buffers freed below
             try:
                 self.drop_fast(key)

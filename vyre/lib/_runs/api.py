@@ -18,6 +18,7 @@ from vyre.lib._sort.api import KEY_TYPES
 from vyre.lib.io import U32, Array, Call, as_array, check_count, library_call
 from vyre.lib.monoid import monoid
 from vyre.lib.plan import Plan, capacity
+from vyre.lib.repeat import MISSED
 
 RANGE_TYPES = (DataType.U32, DataType.I32)  # the key types of unique(key_range=...)
 RANGE_MAX = 1 << 24  # bins at most: 64 MiB of u32 counts
@@ -83,7 +84,9 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
     a key outside the range raises ``InvalidProgram``. Takes ``count="exact"`` only. Without it,
     ``count="exact"`` on at least ``PROBE_MIN`` device or resident u32/i32 keys ORs the keys first
     (one read) and takes that histogram plan when every key is in ``[0, 2**k)`` with ``2**k`` at
-    most ``n / 16``: the same result, without the sort.
+    most ``n / 16``: the same result, without the sort. The next such call of the same length
+    tries those bins first, with no probe (one wait; a loop repeats it), and probes again only
+    when a key falls outside them.
     """
     on_device = check_count(count)
     a = as_array(x, "x", KEY_TYPES)
@@ -98,9 +101,9 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
         return _no_runs(call, a.np_dtype, on_device)
     probe = not on_device and (a.on_device or a.resident) and a.dtype in RANGE_TYPES and a.n >= PROBE_MIN
     if probe:
-        bins = _small_keys(call, a)
-        if bins is not None:  # every key in [0, bins): counted, not sorted (the same result)
-            return _unique_in_range(call, a, 0, bins, repeat=False)
+        counted = _unique_of_small_keys(call, a)
+        if counted is not None:  # every key in [0, bins): counted, not sorted (the same result)
+            return counted
 
     def sorted_keys(plan: Plan) -> Resident:
         keys, _ = sort_topo.sort(plan, a.dtype, call.upload(plan, "x", a), None, None, "none", a.n, capacity(a.n))
@@ -109,6 +112,25 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
         return keys
 
     return _runs(call, ("unique",), sorted_keys, a, on_device, repeat=not probe)  # a repeat would skip the probe
+
+
+def _unique_of_small_keys(call: Call, a: Array) -> tuple[Any, Any] | None:
+    """``unique`` by the histogram plan when every key is in ``[0, bins)`` for the bins the last
+    probe of such keys chose (``ScratchCache.guesses``): one wait, and a loop repeats it. When a
+    key falls outside (the counts fall short of ``n``) or there is no guess: the probe
+    (``_small_keys``), then the histogram plan for the bins it gives, or None (sort)."""
+    guesses, key = call.scratch.guesses, ("unique.bins", a.dtype, a.n)
+    bins = guesses.get(key)
+    if bins is not None:
+        out = _unique_in_range(call, a, 0, bins, guess=key)
+        if out is not MISSED:
+            return out
+    bins = _small_keys(call, a)
+    if bins is None:
+        return None
+    guesses[key] = bins
+    out = _unique_in_range(call, a, 0, bins, guess=key)
+    return None if out is MISSED else out  # not MISSED: the probe saw every key below bins
 
 
 def _small_keys(call: Call, a: Array) -> int | None:
@@ -151,10 +173,11 @@ def checked_range(key_range: object, a: Array) -> tuple[int, int]:
     return lo, hi - lo
 
 
-def _unique_in_range(call: Call, a: Array, lo: int, bins: int, repeat: bool = True) -> tuple[Any, Any]:
+def _unique_in_range(call: Call, a: Array, lo: int, bins: int, guess: tuple | None = None) -> Any:
     """``(values, counts)`` of ``a``'s keys, all in ``[lo, lo + bins)``; one read of the keys, then
     the number of distinct keys and the sum of the counts read back (``Call.exact``); a sum short
-    of ``n`` (a key out of range) raises ``InvalidProgram``."""
+    of ``n`` (a key out of range) raises ``InvalidProgram``, or with ``guess`` (the bins were a
+    guess: ``_unique_of_small_keys``) drops that guess and returns ``MISSED``."""
     def build() -> tuple[Plan, list]:
         plan = call.plan()
         src = call.upload(plan, "x", a)
@@ -162,14 +185,17 @@ def _unique_in_range(call: Call, a: Array, lo: int, bins: int, repeat: bool = Tr
         topo.unique_in_range(plan, a.dtype, src, a.n, lo, bins, values, counts)
         return plan, [(values, a.np_dtype, bins), (counts, U32, bins)]
 
-    n = a.n
+    n, guesses = a.n, call.scratch.guesses
 
-    def finish(take: Callable[[int, int], Any], words: list[int]) -> tuple[Any, Any]:
+    def finish(take: Callable[[int, int], Any], words: list[int]) -> Any:
         runs, found = words
+        if found != n and guess is not None:
+            guesses.pop(guess, None)
+            return MISSED
         if found != n:
             raise InvalidProgram(f"{n - found} of the {n} keys are outside key_range=({lo}, {lo + bins})",
                                  "pass a key_range that bounds every key (lo <= x < hi), or call unique(x) "
                                  "without it.")
         return take(0, runs), take(1, runs)
 
-    return call.exact(("unique.range", lo, bins), build, (topo.DISTINCT_ROLE, topo.TOTAL_ROLE), finish, repeat)
+    return call.exact(("unique.range", lo, bins), build, (topo.DISTINCT_ROLE, topo.TOTAL_ROLE), finish)
