@@ -217,9 +217,10 @@ class CudaBackend(Backend):
         """Steps on a caller's stream with no wait (the caller's arrays in ``vyre.lib`` sequences)."""
         return self.sequences.enqueue_sequence(steps, stream=stream, writes=writes, reads=reads, watch=watch)
 
-    def compile_caller_sequence(self, steps: Sequence[object]) -> CallerSequence:
-        """The steps of one library call over borrowed handles, bound once (``CallerSequence``)."""
-        return CallerSequence(self, steps)
+    def compile_caller_sequence(self, steps: Sequence[object], reads: Sequence[tuple] = ()) -> CallerSequence:
+        """The steps of one library call over borrowed handles, bound once (``CallerSequence``);
+        ``reads``: the ranges every call reads back (copied by a last step of its own)."""
+        return CallerSequence(self, steps, reads)
 
     def compile_until(self, prefix: Sequence[object], steps: Sequence[object], flag_handle: Resident,
                       max_iterations: int) -> CompiledLoop:

@@ -68,7 +68,7 @@ class AliasingReference(ReferenceBackend):
         """Handles the oracle holds that own bytes (aliases aside)."""
         return sum(1 for i in self._store._buffers if i not in self.aliases)
 
-    def compile_caller_sequence(self, steps: Sequence[Any]) -> CompiledSteps:
+    def compile_caller_sequence(self, steps: Sequence[Any], reads: Sequence[Any] = ()) -> CompiledSteps:
         self.compiled += 1
         return CompiledSteps(self, list(steps))
 

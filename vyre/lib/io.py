@@ -416,7 +416,8 @@ class Call:
         finally:
             self.recording = None
         if rec.plan is not None and not rec.reads:
-            self.scratch.add_fast(full, FastCall(rec, self.backend.compile_caller_sequence(rec.plan.steps), reads))
+            compiled = self.backend.compile_caller_sequence(rec.plan.steps, reads)  # reads: the same every call
+            self.scratch.add_fast(full, FastCall(rec, compiled, reads))
         return result
 
     def exact(self, key: tuple, build: Callable[[], tuple[Plan, list[tuple[Resident, np.dtype, int]]]],

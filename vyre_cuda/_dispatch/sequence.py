@@ -60,6 +60,7 @@ from vyre_cuda._codegen.snippets import CONDITION_ENTRY, condition_ptx
 from vyre_cuda._dispatch.context import DeviceContext
 from vyre_cuda._dispatch.graphs import CapturedGraph, GraphCache, graphs_enabled
 from vyre_cuda._dispatch.pipeline import ResidentBinding
+from vyre_cuda._dispatch.readout import Readout
 from vyre_cuda._dispatch.staging import aligned
 from vyre_cuda._runtime import conditional, settings
 from vyre_cuda._runtime.arrays import array_pointer
@@ -755,8 +756,14 @@ class CallerSequence(CompiledSequence):
 
     BODIES = 8
 
-    def __init__(self, backend: DeviceContext, steps: Sequence[object]) -> None:
+    def __init__(self, backend: DeviceContext, steps: Sequence[object], reads: Sequence[tuple] = ()) -> None:
         self.bodies: OrderedDict[tuple, Body] = OrderedDict()
+        # the words every call reads back, copied by a last step of the body into pinned host memory
+        self.readout: Readout | None = None
+        if Readout.takes(reads):
+            with backend.runtime.lock:
+                self.readout = Readout(backend.runtime, reads)
+            steps = [*steps, self.readout.step]
         super().__init__(backend, steps)
         self.borrowed = tuple(b for b in self.buffers if b.borrowed)
         self.sizes = tuple(b.nbytes for b in self.borrowed)
@@ -776,7 +783,8 @@ class CallerSequence(CompiledSequence):
         """The last ``enqueue``'s graph replayed on ``stream`` with ``writes`` (``pack``ed), for a
         caller whose arrays are where that call's were (the caller checks with ``pointer``): no re-pointing, no
         body lookup. ``watch``: status words copied after it, as ``enqueue`` does (``Watches``);
-        ``reads``: ranges read back after it (the one wait; none: no wait). Returns the reads, or
+        ``reads``: ranges read back after it (the one wait; none: no wait; the ones the sequence
+        was compiled with are stored by its last step into pinned host memory). Returns the reads, or
         None (nothing enqueued) when there is no live graph of it, graphs are off, a handle was
         freed or resized, or the backend closed: ``enqueue`` instead. ``stream`` None: the
         backend's (``ResidentArray`` calls)."""
@@ -788,7 +796,8 @@ class CallerSequence(CompiledSequence):
             entry = body.graphs.get((1, self.overlap))
             if entry is None or not entry.alive:
                 return None
-            ranges = seq.read_ranges(reads) if reads else ()
+            readout = self._readout(reads)
+            ranges = seq.read_ranges(reads) if reads and readout is None else ()
             rt.use_device()  # open (``rt.closed`` was checked above)
             if seq.watches.queue:
                 seq.watches.poll()
@@ -798,11 +807,26 @@ class CallerSequence(CompiledSequence):
             for handle, offset, fail in watch:  # live: the generation is the one the graph was bound in
                 seq.watches.add(rt.resident.resolve(handle).ptr + offset, fail, stream)
             seq.finish(stream)
+            if readout is not None:
+                return self._collect(readout, stream)
             if not ranges:
                 return []
             out = seq.read_back(ranges, "a library call", stream)
             seq.watches.poll()
             return out
+
+    def _readout(self, reads: Sequence[tuple]) -> Readout | None:
+        """The ``Readout`` that copies ``reads`` in the body (the ones it was compiled with), or None."""
+        readout = self.readout
+        if not reads or readout is None or not (reads is readout.reads or tuple(reads) == readout.reads):
+            return None
+        return readout
+
+    def _collect(self, readout: Readout, stream: Any) -> list[np.ndarray]:
+        """The words the body's readout step stored, after the wait; then the watched words' check."""
+        out = readout.collect(stream, "a library call")
+        self.sequences.watches.poll()
+        return out
 
     def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
                 watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = (),
@@ -822,6 +846,9 @@ class CallerSequence(CompiledSequence):
                 self.seen = rt.resident.generation
             seq.open()
             seq.watches.poll()
+            readout = self._readout(reads)
+            if readout is not None:
+                reads = ()  # the body's last step copies them: read once it ran (``_collect``)
             ptrs = tuple(b.ptr for b in self.borrowed)
             body = self.bodies.get(ptrs)
             if body is None:
@@ -831,7 +858,8 @@ class CallerSequence(CompiledSequence):
                     while len(self.sightings) > self.BODIES:
                         self.sightings.popitem(last=False)
                     self.last = None
-                    return seq.enqueue_body(self.bindings, stream, writes, reads, watch)
+                    out = seq.enqueue_body(self.bindings, stream, writes, reads, watch)
+                    return self._collect(readout, stream) if readout is not None else out
                 body = Body((), self.bindings, tuple(b.key for b in self.bindings), pins(self.bindings), self.buffers,
                             self.seen, tuple((b, b.ptr, b.nbytes) for b in self.borrowed))
                 self.bodies[ptrs] = body
@@ -840,14 +868,17 @@ class CallerSequence(CompiledSequence):
             self.last = None
             out = seq.enqueue_body(body, stream, writes, reads, watch)
             self.last = body
-            return out
+            return self._collect(readout, stream) if readout is not None else out
 
     def close(self) -> None:
-        """Drop the bindings and the graphs made from them."""
+        """Drop the bindings and the graphs made from them, and the readout's handle."""
         with self.runtime.lock:
             for b in self.bindings:
                 self.sequences.retire(b)
             self.bindings, self.bodies, self.last = (), OrderedDict(), None
+            if self.readout is not None:
+                self.readout.close()
+                self.readout = None
 
 
 class CompiledLoop:
