@@ -475,7 +475,7 @@ class SequenceDispatcher:
         order, parameter writes, the body (bare bindings: launched eagerly, nothing captured),
         watched words, the end mark, and the reads if any."""
         ranges = self.read_ranges(reads)
-        watched = [(self.runtime.resident.resolve(h).ptr + off, fail) for h, off, fail in watch]
+        watched = self.watched(watch)
         self.order(stream)
         self.write(writes, stream)
         if isinstance(body, Body):
@@ -483,6 +483,17 @@ class SequenceDispatcher:
         elif body is not None:
             for b in body:
                 b.enqueue(stream.ptr)
+        return self.end_call(stream, watched, ranges)
+
+    def watched(self, watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]]
+                ) -> list[tuple[int, Callable[[int], Exception]]]:
+        """``(device address, fail)`` of each watched word ``(handle, byte offset, fail)``."""
+        return [(self.runtime.resident.resolve(h).ptr + off, fail) for h, off, fail in watch]
+
+    def end_call(self, stream: Any, watched: Sequence[tuple[int, Callable[[int], Exception]]],
+                 ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        """The end of a library call's work on ``stream``: copy the watched words, mark the end
+        (``finish``), and read ``ranges`` back if any (the one wait, then the watched words' check)."""
         for ptr, fail in watched:
             self.watches.add(ptr, fail, stream)
         self.finish(stream)
@@ -804,16 +815,8 @@ class CallerSequence(CompiledSequence):
             seq.order(stream)
             seq.write_packed(writes, stream)
             seq.graphs.replay(entry, stream)
-            for handle, offset, fail in watch:  # live: the generation is the one the graph was bound in
-                seq.watches.add(rt.resident.resolve(handle).ptr + offset, fail, stream)
-            seq.finish(stream)
-            if readout is not None:
-                return self._collect(readout, stream)
-            if not ranges:
-                return []
-            out = seq.read_back(ranges, "a library call", stream)
-            seq.watches.poll()
-            return out
+            out = seq.end_call(stream, seq.watched(watch), ranges)  # handles live: the graph's generation
+            return self._collect(readout, stream) if readout is not None else out
 
     def _readout(self, reads: Sequence[tuple]) -> Readout | None:
         """The ``Readout`` that copies ``reads`` in the body (the ones it was compiled with), or None."""
