@@ -72,13 +72,14 @@ import vyre  # noqa: E402
 from vyre_cuda.bench import add_chart_arguments, redraw_if_asked  # noqa: E402
 
 PRIMITIVES = ("reduce", "inclusive_scan", "exclusive_scan", "select", "select_if", "histogram", "sort", "sort_pairs",
-              "argsort", "unique", "segmented_reduce", "run_length_encode", "transform_reduce")
+              "argsort", "unique", "segmented_reduce", "segmented_sort", "run_length_encode", "transform_reduce")
 FUSED_IMPLS = ("vyre", "vyre_cupy", "vyre_two_pass", "cupy", "cupy_two_pass", "torch")
 # bytes a primitive must move at least, per element (u32: read the input once, write the output once)
-SEGMENT = 1024  # elements per segment of the segmented_reduce rows
+SEGMENT = 1024  # elements per segment of the segmented_reduce and segmented_sort rows
 MIN_BYTES = {"reduce": 4, "inclusive_scan": 8, "exclusive_scan": 8, "select": 5 + 2, "select_if": 4 + 2,
              "histogram": 4, "sort": 8, "sort_pairs": 16, "argsort": 8, "unique": 4,
              "segmented_reduce": 4 + 8 / SEGMENT,  # the elements, an offset pair and a result per segment
+             "segmented_sort": 16,  # key-value: read and write each key and value once
              "run_length_encode": 4, "transform_reduce": 4}
 DISTS = ("uniform", "sorted", "reversed", "few_distinct", "zipf")  # the key distributions of ``--dists``
 DIST_ROWS = ("sort", "argsort", "sort_pairs")
@@ -254,6 +255,7 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
     mask = (x & 1).astype(cupy.bool_)  # 1-byte flags for every implementation
     offsets = cupy.linspace(0, n, n // SEGMENT + 1).astype(cupy.uint32)
     values = cupy.arange(n, dtype=cupy.uint32)
+    segment_ids = cupy.arange(n, dtype=cupy.uint32) // SEGMENT  # the segments of ``offsets`` (n a multiple)
 
     r = {name: _resident(backend, a) for name, a in
          (("x", x), ("small", small), ("runs", runs), ("mask", mask), ("offsets", offsets), ("values", values))}
@@ -290,6 +292,10 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
                    "cupy": lambda: cupy.unique(small, return_counts=True)},
         "segmented_reduce": {"vyre": vy(lambda: lib.segmented_reduce(r["x"], r["offsets"], backend=backend)),
                              "vyre_cupy": lambda: lib.segmented_reduce(x, offsets, backend=backend)},
+        "segmented_sort": {
+            "vyre": vy(lambda: lib.segmented_sort(r["x"], r["offsets"], r["values"], backend=backend)),
+            "vyre_cupy": lambda: lib.segmented_sort(x, offsets, values, backend=backend),
+            "cupy": lambda: _cupy_segmented_sort(x, segment_ids, values)},
         "run_length_encode": {"vyre": vy(lambda: lib.run_length_encode(r["runs"], backend=backend)),
                               "vyre_cupy": lambda: lib.run_length_encode(runs, backend=backend)},
     }
@@ -301,6 +307,9 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
         tfloat = tx.float()  # torch's segment_reduce takes floating data
         tmask = torch.as_tensor(mask, device="cuda")
         toff = torch.as_tensor(offsets.astype(cupy.int64), device="cuda")
+        # a segmented sort as a torch user writes it: one sort of (segment << 32 | key), values gathered
+        tsegkey = torch.as_tensor((segment_ids.astype(cupy.int64) << 32) | x.astype(cupy.int64), device="cuda")
+        tvalues = torch.as_tensor(values.view(cupy.int32), device="cuda")
         torch_impls = {
             "reduce": lambda: tx.sum(), "inclusive_scan": lambda: torch.cumsum(tx, 0, dtype=torch.int32),
             "exclusive_scan": lambda: torch.cumsum(tx, 0, dtype=torch.int32),
@@ -310,6 +319,7 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
             "argsort": lambda: torch.argsort(tx, stable=True),
             "unique": lambda: torch.unique(tsmall, return_counts=True),
             "segmented_reduce": lambda: torch.segment_reduce(tfloat, "sum", offsets=toff),
+            "segmented_sort": lambda: _torch_segmented_sort(torch, tsegkey, tvalues),
             "run_length_encode": lambda: torch.unique_consecutive(truns, return_counts=True),
             "transform_reduce": lambda: ((tx & 65535) * (tx & 65535)).sum(dtype=torch.int32),
         }
@@ -318,6 +328,20 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
     impls["_copy"] = {"cupy": lambda: x.copy()}
     impls["_read"] = {"cupy": _read_all(x)}
     return impls
+
+
+def _cupy_segmented_sort(keys: Any, segment_ids: Any, values: Any) -> tuple[Any, Any]:
+    """A segmented key-value sort as a CuPy user writes it: the order of (segment, key), both gathered by it."""
+    import cupy
+
+    order = cupy.lexsort(cupy.stack((keys, segment_ids)))
+    return keys[order], values[order]
+
+
+def _torch_segmented_sort(torch: Any, segment_keys: Any, values: Any) -> tuple[Any, Any]:
+    """torch's segmented sort: a stable sort of the composite keys, the values gathered by its order."""
+    ordered, order = torch.sort(segment_keys, stable=True)
+    return ordered, values[order]
 
 
 def _cupy_sort_pairs(keys: Any, values: Any) -> tuple[Any, Any]:

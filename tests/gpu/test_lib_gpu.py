@@ -175,6 +175,26 @@ def test_bench_dists_keys_and_mode():
     assert all(r["vyre_cupy_ms"] > 0 and r["vyre_numpy_ms"] > 0 for r in report["rows"])  # the caller's arrays
 
 
+def test_bench_segmented_sort_rows_agree(backend):
+    """The ``segmented_sort`` row of ``bench_lib.py`` at 2^16 (1,024-key segments): vyre on CuPy
+    arrays, CuPy's lexsort of (segment, key) and torch's sort of composite keys give the same keys
+    and values (the row times equal work), each segment ascending."""
+    cupy = pytest.importorskip("cupy")
+    from benchmarks import bench_lib
+
+    impls = bench_lib.workloads(backend, 1 << 16)["segmented_sort"]
+    keys, values = (cupy.asnumpy(a) for a in impls["vyre_cupy"]())
+    for name in ("cupy", "torch"):
+        if name not in impls:
+            continue
+        k, v = impls[name]()
+        k, v = (a.cpu().numpy() if hasattr(a, "cpu") else cupy.asnumpy(a) for a in (k, v))
+        E.assert_same((k & 0xFFFFFFFF).astype(np.uint32), keys)
+        E.assert_same(v.view(np.uint32), values)
+    rows = keys.reshape(-1, bench_lib.SEGMENT)
+    assert (np.diff(rows.astype(np.int64), axis=1) >= 0).all()
+
+
 def test_device_arrays_in_cupy_out(backend, rng):
     cupy = pytest.importorskip("cupy")
     x = E.data(rng, np.uint32, 100_003)
