@@ -141,6 +141,24 @@ def test_probed_unique_repeats_its_guess_and_probes_again_when_a_key_falls_outsi
     assert be.compiled == 3, "the probe, the histogram plan and the sort plan, once each"
 
 
+def test_probed_unique_keeps_one_guess_per_capacity_class(be, rng, monkeypatch):
+    """Keys of many lengths in one capacity class share one guess (the dict of guesses stays that
+    size): after the first call's probe each call waits once, and every result is exact."""
+    from vyre.lib._runs import api
+
+    monkeypatch.setattr(api, "PROBE_MIN", 4096)
+    for i, n in enumerate(range(8193, 8193 + 12 * 601, 601)):  # 12 lengths in the class of 16384
+        x = rng.integers(0, 300, n).astype(np.uint32)
+        rx = E.put_resident(be, x)
+        waits = be.waits
+        out = lib.unique(rx, backend=be)
+        assert be.waits - waits == (2 if i == 0 else 1), f"length {n} waited {be.waits - waits} times"
+        _check(be, out, E.unique(x))
+        lib.recycle(*out, backend=be)
+        be.free_resident(rx.handle)
+    assert len(scratch_for(be).guesses) == 1
+
+
 def test_out_of_range_keys_still_raise_and_hand_back_their_results(be, rng):
     """A key outside ``key_range`` raises ``InvalidProgram`` (a ``Fix:`` line) on the compiled
     path too; its result handles go back to the pool, so a loop of good and bad calls holds no

@@ -57,7 +57,7 @@ class ScratchCache:
         self.fast: dict[tuple, Any] = {}  # compiled device calls (``vyre.lib.io.FastCall``) by call key
         self.repeats: OrderedDict[tuple, Any] = OrderedDict()  # ``vyre.lib.repeat.Repeat`` by call key
         self.ran: Any = None  # the compiled call the current library call ran (``vyre.lib.repeat.Ran``)
-        # plans chosen by data read back, tried first next time: ``unique``'s bins by (dtype, n)
+        # plans chosen by data read back, tried first next time: ``unique``'s bins by (dtype, capacity class)
         self.guesses: dict[tuple, int] = {}
 
     def get(self, role: str, nbytes: int) -> Resident:

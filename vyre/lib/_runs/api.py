@@ -84,8 +84,8 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
     a key outside the range raises ``InvalidProgram``. Takes ``count="exact"`` only. Without it,
     ``count="exact"`` on at least ``PROBE_MIN`` device or resident u32/i32 keys ORs the keys first
     (one read) and takes that histogram plan when every key is in ``[0, 2**k)`` with ``2**k`` at
-    most ``n / 16``: the same result, without the sort. The next such call of the same length
-    tries those bins first, with no probe (one wait; a loop repeats it), and probes again only
+    most ``n / 16``: the same result, without the sort. The next such call of the same capacity
+    class tries those bins first, with no probe (one wait; a loop repeats it), and probes again only
     when a key falls outside them.
     """
     on_device = check_count(count)
@@ -119,7 +119,7 @@ def _unique_of_small_keys(call: Call, a: Array) -> tuple[Any, Any] | None:
     probe of such keys chose (``ScratchCache.guesses``): one wait, and a loop repeats it. When a
     key falls outside (the counts fall short of ``n``) or there is no guess: the probe
     (``_small_keys``), then the histogram plan for the bins it gives, or None (sort)."""
-    guesses, key = call.scratch.guesses, ("unique.bins", a.dtype, a.n)
+    guesses, key = call.scratch.guesses, ("unique.bins", a.dtype, capacity(a.n))  # a bounded set of keys
     bins = guesses.get(key)
     if bins is not None:
         out = _unique_in_range(call, a, 0, bins, guess=key)
