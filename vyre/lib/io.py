@@ -404,8 +404,8 @@ class Call:
         if entry is not None:
             out = entry.run(self, shape)
             if out is not None:
-                repeatable = self.compiles_resident or all(a.on_device for a in self.given)
-                if repeat and out is not MISSED and repeatable:  # a repeat runs it
+                if repeat and out is not MISSED and (
+                        self.compiles_resident or all(a.on_device for a in self.given)):  # a repeat runs it
                     data = tuple(a.source if a.resident else a.data for a in self.given)
                     self.scratch.ran = Ran(entry, shape, out, data)
                 return out

@@ -43,7 +43,8 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
     if not own:
         scan(plan, COUNT, partial, carry, used, capacity(groups), False, role="compact.scan")
     ends = (plan.buffer("compact.firsts", groups), plan.buffer("compact.lasts", groups)) if lengths else None
-    carries = ([carry] if lengths else []) + [partial] if own else [carry]
+    # the scanned carries; or the counts the downsweep sums, after the carries it writes for the tail step
+    carries = [carry] if not own else [carry, partial] if lengths is not None else [partial]
     plan.step(_downsweep(pred, True, with_index, lengths is not None, n_word, span_word, own),
               [*inputs, *_outputs(out, out_index, lengths, ends), count, *carries, plan.params, *extra], groups)
     if lengths is not None and ends is not None:
