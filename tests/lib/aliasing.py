@@ -70,7 +70,7 @@ class AliasingReference(ReferenceBackend):
 
     def compile_caller_sequence(self, steps: Sequence[Any], reads: Sequence[Any] = ()) -> CompiledSteps:
         self.compiled += 1
-        return CompiledSteps(self, list(steps))
+        return CompiledSteps(self, list(steps), tuple(reads))
 
     def metrics(self) -> dict[str, int]:
         """The oracle's metrics, alias views not counted as held bytes."""
@@ -81,17 +81,16 @@ class AliasingReference(ReferenceBackend):
 
 
 class CompiledSteps:
-    """A caller sequence: ``enqueue`` runs the steps with the writes and reads back the reads (no
-    graph, so no ``replay``)."""
+    """A caller sequence: ``enqueue`` runs the steps with the writes and reads back the reads it
+    was compiled with (no graph, so no ``replay``)."""
 
-    def __init__(self, backend: AliasingReference, steps: list[Any]) -> None:
-        self.backend, self.steps = backend, steps
+    def __init__(self, backend: AliasingReference, steps: list[Any], reads: tuple = ()) -> None:
+        self.backend, self.steps, self.reads = backend, steps, reads
         self.runs = 0
 
     def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
-                watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = (),
-                reads: Sequence[tuple] = ()) -> list[np.ndarray] | None:
-        out = self.backend.enqueue_sequence(self.steps, stream=stream, writes=writes, reads=reads, watch=watch)
+                watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray] | None:
+        out = self.backend.enqueue_sequence(self.steps, stream=stream, writes=writes, reads=self.reads, watch=watch)
         self.runs += 1
         return out
 

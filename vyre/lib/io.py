@@ -538,8 +538,8 @@ class Recording:
 class FastCall:
     """A device or ``ResidentArray`` call compiled once: rebind the roles to this call's arrays,
     allocate the results (resident: issue result handles, recycled ones first), enqueue the
-    compiled steps (``backend.compile_caller_sequence``) with the same parameter words, and read
-    back ``reads`` (scratch the steps write) in the same backend call."""
+    compiled steps (``backend.compile_caller_sequence``) with the same parameter words; the
+    compiled steps read back ``reads`` (scratch the steps write) themselves, every call."""
 
     def __init__(self, rec: Recording, compiled: Any, reads: Sequence[tuple[Resident, int, int]] = ()) -> None:
         plan = rec.plan
@@ -570,7 +570,7 @@ class FastCall:
             pointer = self.compiled.pointer
             where = (stream.ptr, *map(pointer, inputs), *map(pointer, arrays))
             if where == self.last:
-                raws = self.compiled.replay(stream, self.packed, self.watch, self.reads)
+                raws = self.compiled.replay(stream, self.packed, self.watch)
                 if raws is not None:
                     return self.shaped(shape, arrays, raws)
         borrow = call.scratch.borrow
@@ -580,7 +580,7 @@ class FastCall:
         for (role, _, _, handle), array in zip(self.results, arrays, strict=True):
             if borrow(role, array) is not handle:
                 return None
-        raws = self.compiled.enqueue(stream, self.writes, self.watch, self.reads)
+        raws = self.compiled.enqueue(stream, self.writes, self.watch)
         if raws is None:
             return None
         self.last = where
@@ -618,7 +618,7 @@ class FastCall:
                           issued: list[Resident]) -> list[np.ndarray] | None:
         where = (*(handle for handle, _ in sources), *issued) if self.lane else None
         if where is not None and where == self.last:
-            raws = self.compiled.replay(None, self.packed, self.watch, self.reads)
+            raws = self.compiled.replay(None, self.packed, self.watch)
             if raws is not None:
                 return raws
         alias = scratch.alias
@@ -628,7 +628,7 @@ class FastCall:
         for (role, dtype, elements, handle), result in zip(self.results, issued, strict=True):
             if alias(role, result, capacity(elements) * dtype.itemsize) is not handle:
                 return None
-        raws = self.compiled.enqueue(None, self.writes, self.watch, self.reads)
+        raws = self.compiled.enqueue(None, self.writes, self.watch)
         if raws is not None:
             self.last = where
         return raws

@@ -53,11 +53,10 @@ class Readout:
         import cupy
 
         self.runtime = runtime
-        self.reads = tuple(reads)
         handles: list[Resident] = []
         spans = []
         self.sizes: list[int] = []
-        for read in self.reads:
+        for read in reads:
             handle, offset, nbytes = unpack_read(read)
             check_byte_range(handle, offset, nbytes, "read range")
             if handle not in handles:

@@ -769,7 +769,9 @@ class CallerSequence(CompiledSequence):
 
     def __init__(self, backend: DeviceContext, steps: Sequence[object], reads: Sequence[tuple] = ()) -> None:
         self.bodies: OrderedDict[tuple, Body] = OrderedDict()
-        # the words every call reads back, copied by a last step of the body into pinned host memory
+        # the words every call reads back (the one wait): whole words are copied by a last step of
+        # the body into pinned host memory; others by the copy engine after it
+        self.reads = tuple(reads)
         self.readout: Readout | None = None
         if Readout.takes(reads):
             with backend.runtime.lock:
@@ -789,16 +791,14 @@ class CallerSequence(CompiledSequence):
     pack = staticmethod(pack_writes)
 
     def replay(self, stream: Any, writes: Sequence[tuple[Resident, bytes, np.ndarray]] = (),
-               watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = (),
-               reads: Sequence[tuple] = ()) -> list[np.ndarray] | None:
+               watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray] | None:
         """The last ``enqueue``'s graph replayed on ``stream`` with ``writes`` (``pack``ed), for a
         caller whose arrays are where that call's were (the caller checks with ``pointer``): no re-pointing, no
-        body lookup. ``watch``: status words copied after it, as ``enqueue`` does (``Watches``);
-        ``reads``: ranges read back after it (the one wait; none: no wait; the ones the sequence
-        was compiled with are stored by its last step into pinned host memory). Returns the reads, or
-        None (nothing enqueued) when there is no live graph of it, graphs are off, a handle was
-        freed or resized, or the backend closed: ``enqueue`` instead. ``stream`` None: the
-        backend's (``ResidentArray`` calls)."""
+        body lookup. ``watch``: status words copied after it, as ``enqueue`` does (``Watches``).
+        Returns the sequence's reads (``[]`` with no wait when it has none), or None (nothing
+        enqueued) when there is no live graph of it, graphs are off, a handle was freed or
+        resized, or the backend closed: ``enqueue`` instead. ``stream`` None: the backend's
+        (``ResidentArray`` calls)."""
         rt, seq, body = self.runtime, self.sequences, self.last
         with rt.lock:
             if body is None or rt.closed or rt.resident.generation != self.seen or not graphs_enabled(rt):
@@ -807,8 +807,8 @@ class CallerSequence(CompiledSequence):
             entry = body.graphs.get((1, self.overlap))
             if entry is None or not entry.alive:
                 return None
-            readout = self._readout(reads)
-            ranges = seq.read_ranges(reads) if reads and readout is None else ()
+            readout = self.readout
+            ranges = seq.read_ranges(self.reads) if readout is None else ()
             rt.use_device()  # open (``rt.closed`` was checked above)
             if seq.watches.queue:
                 seq.watches.poll()
@@ -818,13 +818,6 @@ class CallerSequence(CompiledSequence):
             out = seq.end_call(stream, seq.watched(watch), ranges)  # handles live: the graph's generation
             return self._collect(readout, stream) if readout is not None else out
 
-    def _readout(self, reads: Sequence[tuple]) -> Readout | None:
-        """The ``Readout`` that copies ``reads`` in the body (the ones it was compiled with), or None."""
-        readout = self.readout
-        if not reads or readout is None or not (reads is readout.reads or tuple(reads) == readout.reads):
-            return None
-        return readout
-
     def _collect(self, readout: Readout, stream: Any) -> list[np.ndarray]:
         """The words the body's readout step stored, after the wait; then the watched words' check."""
         out = readout.collect(stream, "a library call")
@@ -832,10 +825,9 @@ class CallerSequence(CompiledSequence):
         return out
 
     def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
-                watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = (),
-                reads: Sequence[tuple] = ()) -> list[np.ndarray] | None:
-        """``enqueue_sequence`` of the bound steps on ``stream`` with ``watch`` and ``reads``;
-        returns the reads (none: ``[]``, no wait), or None (nothing enqueued) when a handle was
+                watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray] | None:
+        """``enqueue_sequence`` of the bound steps on ``stream`` with ``watch``; returns the
+        sequence's reads (none: ``[]``, no wait), or None (nothing enqueued) when a handle was
         freed, a borrowed array changed size or the backend closed: compile again. ``stream``
         None: the backend's (``ResidentArray`` calls)."""
         rt, seq = self.runtime, self.sequences
@@ -849,9 +841,8 @@ class CallerSequence(CompiledSequence):
                 self.seen = rt.resident.generation
             seq.open()
             seq.watches.poll()
-            readout = self._readout(reads)
-            if readout is not None:
-                reads = ()  # the body's last step copies them: read once it ran (``_collect``)
+            readout = self.readout  # when set, the body's last step copies the reads: ``_collect`` after it ran
+            reads = self.reads if readout is None else ()
             ptrs = tuple(b.ptr for b in self.borrowed)
             body = self.bodies.get(ptrs)
             if body is None:
