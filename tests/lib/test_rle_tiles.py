@@ -1,6 +1,9 @@
 """``run_length_encode`` and ``unique`` on the oracle where runs meet the compaction's tiles (2048
-elements) and segments (whole 4096-element spans, one per workgroup): the run lengths written by
-the compaction itself and by ``run_tail_lengths`` for runs that cross segments, against numpy."""
+elements) and segments (one tile each up to 2^20 elements, one per workgroup): the run lengths
+written by the compaction itself, against numpy. Every test runs twice: with the carries summed by
+the downsweep (up to ``OWN_CARRY_GROUPS`` segments; each segment ends its last run at the next
+segment's first run start), and through the scan of the counts with ``run_tail_lengths`` ending
+the runs that cross segments (what sizes past ``OWN_CARRY_GROUPS`` segments take)."""
 
 from __future__ import annotations
 
@@ -10,10 +13,19 @@ import pytest
 import tests.lib.expected as E
 from vyre import lib
 from vyre.lib._runs import topology as runs_topology
+from vyre.lib._select import topology as select_topology
 
 TILE = 2048
-SPAN = 4096  # the segment span of these sizes (a multiple of it at larger ones)
+SPAN = 4096  # two of these sizes' segments (one 2048-element tile each)
 KEYS = [np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64]
+
+
+@pytest.fixture(params=["own_carry", "spine"], autouse=True)
+def carries(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The downsweep's own carries, or (``OWN_CARRY_GROUPS`` 1) the scan and the tail step."""
+    if request.param == "spine":
+        monkeypatch.setattr(select_topology, "OWN_CARRY_GROUPS", 1)
+    return request.param
 
 
 def _runs_of(lengths: list[int], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:

@@ -19,9 +19,16 @@ from vyre import lib
 from vyre.ir import Program
 from vyre.lib._runs.kernels import offset_values, run_lengths
 from vyre.lib._scan.topology import SCAN_GROUPS
+from vyre.lib._select import topology as select_topology
 from vyre.lib._select.api import VALUE_TYPES
-from vyre.lib._select.kernels import COMPACT_ITEMS, Predicate, compact_run_lengths, run_tail_lengths
-from vyre.lib.blocks import PARAM_WORDS
+from vyre.lib._select.kernels import (
+    COMPACT_ITEMS,
+    Predicate,
+    compact_run_lengths,
+    count_run_starts,
+    run_tail_lengths,
+)
+from vyre.lib.blocks import PARAM_WORDS, WG
 
 pytest.importorskip("vyre_cuda")
 
@@ -45,6 +52,9 @@ def cases() -> dict[str, Program]:
                                                                  span, True)
     out |= {f"run_tail_lengths_n{n}_span{span}": run_tail_lengths.__wrapped__(SCAN_GROUPS, n, span)
             for n, span in RUN_WORDS}
+    for t, (n, span) in itertools.product(VALUE_TYPES, RUN_WORDS):  # the counts with first run starts
+        out[f"count_run_starts_{t.name.lower()}_n{n}_span{span}"] = count_run_starts.__wrapped__(
+            Predicate("run_start", t), COMPACT_ITEMS, n, span)
     return out
 
 
@@ -61,20 +71,23 @@ def test_runs_ptx_is_the_builders_byte_for_byte() -> None:
     assert not different, f"the PTX of {len(different)} programs of runs changed: {different[:8]}"
 
 
-def test_every_program_of_runs_the_library_runs_is_checked(rng) -> None:
+def test_every_program_of_runs_the_library_runs_is_checked(rng, monkeypatch) -> None:
     """``run_length_encode``, ``unique`` and ``unique(key_range=)`` dispatch checked programs only,
-    in one segment and in several."""
+    in one segment and in several (the downsweep's own carries, and with ``OWN_CARRY_GROUPS`` 1 the
+    scan of the counts and the tail step)."""
     be = RecordingBackend()
-    for dtype, n in itertools.product((np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64),
-                                      (300, 10000)):
+    for own, dtype, n in itertools.product((True, False), (np.uint32, np.int32, np.float32, np.uint64, np.int64,
+                                                            np.float64), (300, 10000)):
+        monkeypatch.setattr(select_topology, "OWN_CARRY_GROUPS", 2 * WG if own else 1)
         x = np.repeat(rng.integers(0, 5, n), rng.integers(1, 4, n))[:n].astype(dtype)
         lib.run_length_encode(x, backend=be)
         lib.run_length_encode(x, count="device", backend=be)
         lib.unique(x, backend=be)
     lib.unique(rng.integers(0, 100, 3000).astype(np.uint32), key_range=(0, 100), backend=be)
     lib.unique(rng.integers(-50, 100, 3000).astype(np.int32), key_range=(-50, 100), backend=be)
-    names = ("lib_rle_compact", "lib_rle_compact_64", "lib_run_tail_lengths", "lib_unique_range_values")
+    names = ("lib_rle_compact", "lib_rle_compact_64", "lib_run_tail_lengths", "lib_unique_range_values",
+             "lib_count_run_start_firsts", "lib_count_run_start_64_firsts")
     ran = {p for steps in be.sequences for p, _, _ in steps if p.name in (*names, "lib_run_lengths")}
     assert {p.name for p in ran} == set(names)  # the two-pass run lengths only with FUSED = False
-    assert len(ran) >= 2 * 2 * 4 + 2 + 1  # 32-bit keys compare as u32 or f32 bits
+    assert len(ran) >= 2 * 2 * 4 + 2 + 1 + 4  # 32-bit keys compare as u32 or f32 bits
     assert ran <= set(CASES.values()), sorted(p.name or "" for p in ran - set(CASES.values()))

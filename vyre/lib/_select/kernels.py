@@ -16,13 +16,25 @@ from vyre.frontend.template import KernelTemplate
 from vyre.ir import DataType, Program
 from vyre.ir.program import Access
 from vyre.lib._scan.kernels import fold_segment, partial_of_segment, segment_element, segment_tiles
-from vyre.lib.blocks import PARAM_WORDS, PARAMS, U32, WARPS, WG, block_reduce, warp_inclusive_scan_of, warp_sum
+from vyre.lib.blocks import (
+    PARAM_WORDS,
+    PARAMS,
+    U32,
+    WARPS,
+    WG,
+    block_reduce,
+    warp_inclusive_scan_of,
+    warp_reducer,
+    warp_sum,
+)
 from vyre.lib.keys import KeyBits, key_bits, raw_type
-from vyre.lib.monoid import COUNT, FLOAT_TYPES
+from vyre.lib.monoid import COUNT, FLOAT_TYPES, Monoid
 
 COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 2048)
 PENDING, FIRST_RUN = 0, 1  # the run-lengths downsweep's two held words (``compact_run_lengths``)
 OWN_CARRY_READS = 2  # counts each invocation of an ``own_carry`` downsweep adds: at most 2 * WG segments
+FIRST = Monoid("min", U32)  # the first run start of a segment: the least index
+NO_START = 0xFFFFFFFF  # ``FIRST``'s identity: a segment with no run start
 
 
 @dataclass(frozen=True)
@@ -155,6 +167,48 @@ def count_segments(pred: Predicate, items: int, n_word: int, span_word: int) -> 
     return _count_segments(pred).bind(pred.kind == "range", items, n_word, span_word).program
 
 
+@cache
+def _count_run_starts(pred: Predicate) -> Kernel | KernelTemplate:
+    """``count_segments`` of run starts that also finds each segment's first run start; its Const
+    parameters: items per invocation, n's and span's params words."""
+    xs, words = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, U32)
+    kept = kept_float_run_start if pred.dtype in FLOAT_TYPES else kept_run_start
+    warp_first = warp_reducer(FIRST)
+
+    @vk.kernel(workgroup_size=WG, name=f"lib_count_{pred.name()}_firsts")
+    def count(x: Annotated[vk.In[vk.u32], xs], partial: Annotated[vk.InOut[vk.u32], words],
+              firsts: Annotated[vk.InOut[vk.u32], words], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+              items: vk.Const[int], n_word: vk.Const[int], span_word: vk.Const[int]):
+        sums = vk.shared(vk.u32, WARPS)
+        seg_base = vk.wid() * params[span_word]
+        if seg_base >= params[n_word]:
+            return
+        acc = vk.registers(vk.u32, 2)  # [0]: run starts seen, [1]: the least index of one (NO_START: none)
+        acc[0] = 0
+        acc[1] = NO_START
+        for t in range(segment_tiles(seg_base, params, n_word, span_word, items * WG)):
+            tb = seg_base + t * (items * WG)
+            for k in range(items):
+                starts_here = kept(x, x, params, tb, k, n_word, pred)  # 1 for a run start below n
+                acc[0] = acc[0] + starts_here
+                acc[1] = FIRST.apply(acc[1], vk.select(starts_here != 0, segment_element(tb, k), NO_START))
+        partial_of_segment(acc[0], partial, sums, COUNT, warp_sum)
+        vk.barrier()  # sums again
+        partial_of_segment(acc[1], firsts, sums, FIRST, warp_first)
+
+    return count
+
+
+@cache
+def count_run_starts(pred: Predicate, items: int, n_word: int, span_word: int) -> Program:
+    """``partial[w]`` = the run starts in workgroup ``w``'s segment (``count_segments``'s count) and
+    ``firsts[w]`` = the index of its first one (``NO_START`` if none): what an ``own_carry``
+    run-lengths downsweep needs to end its segment's last run itself."""
+    if pred.kind != "run_start":
+        raise ValueError(f"count_run_starts takes run starts, not {pred.kind}")
+    return _count_run_starts(pred).bind(items, n_word, span_word).program
+
+
 @vk.func
 def keep_flag(x: Any, flags: Any, bounds: Any, i: Any, xv: Any, pred: Any):
     """Is element ``i`` (of value ``xv``) kept, for ``"flags"`` (the caller checks ``i < n``)."""
@@ -204,26 +258,30 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
     invocation, n's and span's params words. ``with_lengths`` (run starts only, see
     ``compact_run_lengths``): the buffers ``lengths`` and, with ``has_carry``, ``firsts`` and
     ``lasts`` instead of ``out_index``. ``own_carry`` (with ``has_carry``, at most
-    ``OWN_CARRY_READS * WG`` segments): each workgroup sums the counts of the segments below it from ``partials`` itself
-    (no scan of them first), and with ``with_lengths`` writes that carry to ``carry``."""
+    ``OWN_CARRY_READS * WG`` segments): each workgroup sums the counts of the segments below it
+    from ``partials`` itself (no scan of them first); with ``with_lengths`` it also reads the first
+    run start of every segment (``firsts``, from ``count_run_starts``) and ends its own last run at
+    the next one (or ``n``), so no tail step runs."""
     value: Any = TYPE_NAMES[pred.value_type()]  # a vk type to the front end (type checkers see a ScalarType)
     xs, outs = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, pred.value_type())
     flag_values, limits = _predicate_buffers(pred)
     indices = BufferSpec(Access.READ_WRITE, U32) if with_index else None
     runs = BufferSpec(Access.READ_WRITE, U32) if with_lengths else None
-    ends = BufferSpec(Access.READ_WRITE, U32) if with_lengths and has_carry else None
+    # the tail step's ends (firsts written, lasts), or with own_carry the firsts count_run_starts wrote
+    tail = with_lengths and has_carry and not own_carry
+    ends = BufferSpec(Access.READ_WRITE, U32) if tail else None
+    first_starts = BufferSpec(Access.READ, U32) if with_lengths and own_carry else ends
     total = BufferSpec(Access.READ_WRITE, U32)
-    carries = None if not has_carry else BufferSpec(Access.READ_WRITE if own_carry else Access.READ, U32)
-    if own_carry and not with_lengths:
-        carries = None  # the carry is the workgroup's own; nothing reads it after
+    carries = BufferSpec(Access.READ, U32) if has_carry and not own_carry else None  # own_carry: its own
     counted = BufferSpec(Access.READ, U32) if own_carry else None
     keep = keep_float_run_start if pred.kind == "run_start" and pred.dtype in FLOAT_TYPES else _KEEP[pred.kind]
+    warp_first = warp_reducer(FIRST)
     name = "lib_rle_compact" + ("_64" if pred.dtype.size == 8 else "") if with_lengths else f"lib_compact_{pred.name()}"
 
     @vk.kernel(workgroup_size=WG, name=name)
     def compact(x: Annotated[vk.In[vk.u32], xs], flags: Annotated[vk.In[vk.u32], flag_values],
                 out: Annotated[vk.InOut[vk.u32], outs], out_index: Annotated[vk.InOut[vk.u32], indices],
-                lengths: Annotated[vk.InOut[vk.u32], runs], firsts: Annotated[vk.InOut[vk.u32], ends],
+                lengths: Annotated[vk.InOut[vk.u32], runs], firsts: Annotated[vk.InOut[vk.u32], first_starts],
                 lasts: Annotated[vk.InOut[vk.u32], ends],
                 count: Annotated[vk.InOut[vk.u32], total], carry: Annotated[vk.InOut[vk.u32], carries],
                 partials: Annotated[vk.In[vk.u32], counted],
@@ -243,11 +301,20 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
                     below[0] = below[0] + partials[vk.lid() + j * WG]
             carry_in = block_reduce(below[0], counts, COUNT, warp_sum)
             vk.barrier()  # counts is the tiles' buffer too
-            if with_lengths:
-                if vk.lid() == 0:
-                    carry[vk.wid()] = carry_in
+            if with_lengths:  # where the segment's last run ends: the next segment's first run start, or n
+                later = vk.registers(vk.u32, 1)
+                later[0] = NO_START
+                used = (params[n_word] + (params[span_word] - 1)) // params[span_word]
+                for j in range(OWN_CARRY_READS):
+                    if vk.lid() + j * WG > vk.wid() and vk.lid() + j * WG < used:
+                        later[0] = FIRST.apply(later[0], firsts[vk.lid() + j * WG])
+                next_start = FIRST.apply(block_reduce(later[0], counts, FIRST, warp_first), params[n_word])
+                vk.barrier()
+            else:
+                next_start = None
         else:
             carry_in = carry[vk.wid()] if has_carry else 0
+            next_start = None
         i = vk.registers(vk.u32, items)  # element k*WG + t of the tile: its index, value, kept, its warp's ballot
         xv = vk.registers(value, items)
         f = vk.registers(vk.boolean, items)
@@ -304,7 +371,7 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
                     if vk.lid() == 0:
                         if carry_in != held[FIRST_RUN]:
                             lengths[carry_in - 1] = starts[0] - held[PENDING]  # the latest run ends here
-                        if has_carry:
+                        if has_carry and not own_carry:
                             if carry_in == held[FIRST_RUN]:
                                 firsts[vk.wid()] = starts[0]  # the segment's first run start
                     held[PENDING] = starts[ptotal - 1]
@@ -312,10 +379,13 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
             vk.barrier()
         if seg_base + params[span_word] >= params[n_word] and vk.lid() == 0:
             count[0] = carry_in  # the workgroup holding the last element writes the total
-            if with_lengths:
+            if with_lengths and not own_carry:
                 if carry_in != held[FIRST_RUN]:
                     lengths[carry_in - 1] = params[n_word] - held[PENDING]  # the last run ends at n
-        if with_lengths and has_carry:
+        if with_lengths and own_carry:
+            if vk.lid() == 0 and carry_in != held[FIRST_RUN]:
+                lengths[carry_in - 1] = next_start - held[PENDING]  # n for the last segment
+        if with_lengths and has_carry and not own_carry:
             if seg_base + params[span_word] < params[n_word] and vk.lid() == 0 and carry_in != held[FIRST_RUN]:
                 lasts[vk.wid()] = held[PENDING]  # run_tail_lengths ends this run
 

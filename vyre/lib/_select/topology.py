@@ -37,17 +37,23 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
     items = K.COMPACT_ITEMS if cap <= SMALL_SPANS_UP_TO else REDUCE_ITEMS  # the count's per invocation
     groups, span_word, used = segments(plan, "compact", n, cap, WG * items)
     partial = plan.buffer("compact.partial", groups)
+    with_lengths = lengths is not None
+    if groups <= OWN_CARRY_GROUPS:  # each workgroup of the downsweep sums the counts below it: no scan of them
+        firsts = [plan.buffer("compact.firsts", groups)] if with_lengths else []  # where each segment's runs start
+        count_step = K.count_run_starts(pred, items, n_word, span_word) if with_lengths else \
+            K.count_segments(pred, items, n_word, span_word)
+        plan.step(count_step, [*inputs, partial, *firsts, plan.params, *extra], groups)
+        plan.step(_downsweep(pred, True, with_index, with_lengths, n_word, span_word, True),
+                  [*inputs, *_outputs(out, out_index, lengths, tuple(firsts)), count, partial, plan.params, *extra],
+                  groups)
+        return
     carry = plan.buffer("compact.carry", groups)
     plan.step(K.count_segments(pred, items, n_word, span_word), [*inputs, partial, plan.params, *extra], groups)
-    own = groups <= OWN_CARRY_GROUPS  # each workgroup sums the counts below it: no scan of them
-    if not own:
-        scan(plan, COUNT, partial, carry, used, capacity(groups), False, role="compact.scan")
-    ends = (plan.buffer("compact.firsts", groups), plan.buffer("compact.lasts", groups)) if lengths else None
-    # the scanned carries; or the counts the downsweep sums, after the carries it writes for the tail step
-    carries = [carry] if not own else [carry, partial] if lengths is not None else [partial]
-    plan.step(_downsweep(pred, True, with_index, lengths is not None, n_word, span_word, own),
-              [*inputs, *_outputs(out, out_index, lengths, ends), count, *carries, plan.params, *extra], groups)
-    if lengths is not None and ends is not None:
+    scan(plan, COUNT, partial, carry, used, capacity(groups), False, role="compact.scan")
+    ends = (plan.buffer("compact.firsts", groups), plan.buffer("compact.lasts", groups)) if with_lengths else None
+    plan.step(_downsweep(pred, True, with_index, with_lengths, n_word, span_word),
+              [*inputs, *_outputs(out, out_index, lengths, ends), count, carry, plan.params, *extra], groups)
+    if ends is not None:
         plan.step(K.run_tail_lengths(SCAN_GROUPS, n_word, span_word), [partial, carry, *ends, lengths, plan.params],
                   ceil_div(groups, WG))
 
@@ -60,7 +66,7 @@ def _downsweep(pred: K.Predicate, has_carry: bool, with_index: bool, with_length
 
 
 def _outputs(out: Resident, out_index: Resident | None, lengths: Resident | None,
-             ends: tuple[Resident, Resident] | None) -> list[Resident]:
+             ends: tuple[Resident, ...] | None) -> list[Resident]:
     """The downsweep's output buffers before ``count``, in its parameter order."""
     return [out, *([out_index] if out_index is not None else []), *([lengths] if lengths is not None else []),
             *(ends or ())]
