@@ -5,7 +5,9 @@ variant the library runs (every U32/I32 monoid, inclusive and exclusive, with an
 init word, the u32 count scans on any params word), the spins, widths and items the tests and
 measurements use, and a transform; a recorded run checks that the grid covers the library's. The
 hashes were recorded again, once, when the emitter began making counter adds (the scan's tile
-counter) once per subgroup; any other change to the scan's PTX fails here."""
+counter) once per subgroup, and once more when the scan began keeping its own state zero for the
+next call (tickets and two sets of tile words, no zero fill: the grid's params word follows n's);
+any other change to the scan's PTX fails here."""
 
 from __future__ import annotations
 
@@ -38,7 +40,9 @@ def _name(m: Monoid, inclusive: bool, n_word: int, init_word: int | None, items:
 
 def _program(m: Monoid, inclusive: bool, n_word: int, init_word: int | None, items: int = SCAN_LOOKBACK_ITEMS,
              spin: tuple[int, int] = SCAN_SPIN, width: int = SCAN_LOOKBACK_WIDTH) -> Program:
-    return scan_lookback.__wrapped__(m, items, inclusive, n_word, init_word, spin=spin, width=width)
+    """The scan as ``topology.scan`` makes it: the grid's word right after n's (its next word)."""
+    return scan_lookback.__wrapped__(m, items, inclusive, n_word, init_word, tiles_word=(n_word + 1) % PARAM_WORDS,
+                                     spin=spin, width=width)
 
 
 def cases() -> dict[str, Program]:
@@ -54,7 +58,8 @@ def cases() -> dict[str, Program]:
     specs += [(COUNT, True, 0, None, SCAN_LOOKBACK_ITEMS, SCAN_SPIN, width) for width in (1, 2, 5)]
     specs += [(Monoid("xor", DataType.I32), False, 1, 0, SCAN_LOOKBACK_ITEMS, (1, 0), 1)]
     out = {_name(*spec): _program(*spec) for spec in dict.fromkeys(specs)}
-    out["twice_" + _name(COUNT, True, 1, 0)] = fused(scan_lookback(COUNT, SCAN_LOOKBACK_ITEMS, True, 1, 0), TWICE)
+    out["twice_" + _name(COUNT, True, 1, 0)] = fused(scan_lookback(COUNT, SCAN_LOOKBACK_ITEMS, True, 1, 0,
+                                                                   tiles_word=2), TWICE)
     return out
 
 

@@ -57,12 +57,13 @@ def test_one_topology_per_capacity_class(rng, name):
 
 
 @pytest.mark.parametrize("n, dtype, steps, groups", [(1, np.uint32, 1, 1), (4096, np.uint32, 1, 1),
-                                                     (4097, np.uint32, 2, 1), (2**20, np.int32, 2, 128),
-                                                     (2**20 + 1, np.uint32, 2, 256), (2**23, np.uint32, 2, 1024),
+                                                     (4097, np.uint32, 1, 1), (2**20, np.int32, 1, 128),
+                                                     (2**20 + 1, np.uint32, 1, 256), (2**23, np.uint32, 1, 1024),
                                                      (4097, np.float32, 3, 2), (2**20 + 1, np.float32, 3, 512)])
 def test_scan_levels(n, dtype, steps, groups):
-    """One workgroup up to 4096 elements; above, integers: zero fill and one look-back kernel of
-    8192-element tiles; F32: up, spine, down over at most 4096 segments."""
+    """One workgroup up to 4096 elements; above, integers: one look-back kernel of 8192-element
+    tiles (no zero fill: it keeps its state zero itself); F32: up, spine, down over at most 4096
+    segments."""
     be = RecordingBackend()
     out = lib.inclusive_scan(np.ones(n, dtype), backend=be)
     assert len(be.sequences[0]) == steps

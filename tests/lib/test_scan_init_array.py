@@ -100,7 +100,7 @@ def _variants(bound: bool) -> dict[str, Any]:
     """The scan programs that take ``init`` (bound: from a buffer), for U32 max and F32 add."""
     u, f = monoid("max", DataType.U32), monoid("add", DataType.F32)
     return {"lookback": lookback.scan_lookback(u, lookback.SCAN_LOOKBACK_ITEMS, False, 1, 0 if bound else 4,
-                                               init_bound=bound),
+                                               tiles_word=2, init_bound=bound),
             "single": K.scan_segments(u, K.SCAN_ITEMS, True, False, 1, 2, 0 if bound else 4, bound),
             "down": K.scan_segments(f, K.SCAN_ITEMS, False, True, 1, 2, 0 if bound else 4, bound)}
 

@@ -59,7 +59,8 @@ def test_a_wait_that_runs_out_folds_the_input(rng, monkeypatch):
 
 
 def test_integer_scans_take_one_pass_and_float_scans_three(rng):
-    """Integer classes above 4096: zero fill then the look-back kernel; F32: up, spine, down."""
+    """Integer classes above 4096: the look-back kernel alone (its state kept zero for the next
+    call by the kernel itself); F32: up, spine, down."""
     names = []
 
     class Recording(ReferenceBackend):
@@ -70,24 +71,28 @@ def test_integer_scans_take_one_pass_and_float_scans_three(rng):
     be = Recording()
     n = 3 * TILE + 1
     lib.inclusive_scan(E.data(rng, np.uint32, n), backend=be)
-    assert names[-1] == [("lib_zero_fill", 1), ("lib_scan_lookback_inclusive_add_u32", 4)]
+    assert names[-1] == [("lib_scan_lookback_inclusive_add_u32", 4)]
     lib.exclusive_scan(E.data(rng, np.float32, n, finite=True), backend=be)
     assert [name for name, _ in names[-1]] == ["lib_reduce_segments_add_f32", "lib_scan_exclusive_add_f32",
                                                "lib_scan_exclusive_add_f32"]
 
 
 def _run_tile_one(state: np.ndarray, x: np.ndarray, spin: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Run the inclusive add scan as one workgroup that takes tile 1 (``state[0] = 1``) over
-    ``x`` of two tiles; returns ``out`` (tile 0's half left at the sentinel) and the state after."""
+    """Run the inclusive add scan as one workgroup that takes tile 1 of a grid of two (ticket 1,
+    ``state[0] = 1``: the first call, the first set of tile words) over ``x`` of two tiles;
+    returns ``out`` (tile 0's half left at the sentinel) and the state after (its ten words:
+    the head, then tiles 0 and 1 of the first set and of the second)."""
     be = ReferenceBackend()
     params = np.zeros(PARAM_WORDS, np.uint32)
     params[0] = x.size
+    params[1] = 2  # the grid: tiles_word
     sentinel = np.full(x.size, 0xDEADBEEF, np.uint32)
     handles = []
     for array in (x, sentinel, state, params):
         handles.append(be.allocate_resident(array.nbytes))
         be.upload_resident(handles[-1], array)
-    program = K.scan_lookback.__wrapped__(Monoid("add", DataType.U32), K.SCAN_LOOKBACK_ITEMS, True, 0, None, spin=spin)
+    program = K.scan_lookback.__wrapped__(Monoid("add", DataType.U32), K.SCAN_LOOKBACK_ITEMS, True, 0, None,
+                                          tiles_word=1, spin=spin)
     be.dispatch_sequence([(program, handles, DispatchConfig(grid=(1, 1, 1)))])
     out = be.download_resident(handles[1], 0, x.nbytes).view(np.uint32)
     return out, be.download_resident(handles[2], 0, state.nbytes).view(np.uint32)
@@ -102,13 +107,14 @@ def test_a_tile_takes_the_published_prefix_both_halves(rng):
     starts from: both 16-bit halves are read back; tile 1 then publishes its own prefix."""
     x = rng.integers(0, 2**32, 2 * TILE, dtype=np.uint64).astype(np.uint32)
     planted = 0x89ABCDEF
-    state = np.array([1, 0, *_words(K.SCAN_PREFIX, K.SCAN_PREFIX, planted), 0, 0], np.uint32)
+    state = np.array([1, 0, *_words(K.SCAN_PREFIX, K.SCAN_PREFIX, planted), 0, 0, 5, 6, 7, 8], np.uint32)
     out, after = _run_tile_one(state, x, spin=(1, 2))
     want = np.cumsum(np.concatenate([[planted], x[TILE:]]).astype(np.uint32), dtype=np.uint32)[1:]
     E.assert_same(out[TILE:], want)
     assert (out[:TILE] == 0xDEADBEEF).all()
     E.assert_same(after[4:6], np.array(_words(K.SCAN_PREFIX, K.SCAN_PREFIX, int(want[-1])), np.uint32))
     assert after[0] == 2 and after[1] == 0
+    E.assert_same(after[6:], np.array([5, 6, 0, 0], np.uint32))  # its slot of the next call's set zeroed, only it
 
 
 @pytest.mark.parametrize("flags", [(0, 0), (K.SCAN_PREFIX, K.SCAN_AGGREGATE), (K.SCAN_AGGREGATE, K.SCAN_PREFIX),
@@ -118,7 +124,7 @@ def test_an_unpublished_or_torn_total_is_not_taken(rng, flags):
     is read again until the wait runs out; then the tile folds the input below it and counts
     that in ``state[1]``: the planted value is never used."""
     x = rng.integers(0, 2**32, 2 * TILE, dtype=np.uint64).astype(np.uint32)
-    state = np.array([1, 0, *_words(*flags, 0x89ABCDEF), 0, 0], np.uint32)
+    state = np.array([1, 0, *_words(*flags, 0x89ABCDEF), 0, 0, 0, 0, 0, 0], np.uint32)
     out, after = _run_tile_one(state, x, spin=(2, 3))
     E.assert_same(out[TILE:], np.cumsum(x, dtype=np.uint32)[TILE:])
     assert after[1] == 1

@@ -79,6 +79,11 @@ class Plan:
         """Scratch for ``elements`` of ``itemsize`` bytes, sized by capacity class."""
         return self.scratch.get(role, capacity(elements) * itemsize)
 
+    def zeroed_buffer(self, role: str, elements: int) -> Resident:
+        """``buffer`` of u32 words that are zero when first allocated (state a kernel keeps zero
+        for the next call itself, as the look-back scan's)."""
+        return self.scratch.get(role, capacity(elements) * 4, zeroed=True)
+
     def step(self, program: Program, handles: list[Resident], groups: int) -> None:
         self.steps.append((program, handles, grid_config(max(groups, 1))))
 

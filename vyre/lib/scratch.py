@@ -18,6 +18,8 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
+
 from vyre.driver.backend import Resident
 from vyre.driver.errors import InvalidProgram
 from vyre.driver.registry import default_backend
@@ -60,12 +62,15 @@ class ScratchCache:
         # plans chosen by data read back, tried first next time: ``unique``'s bins by (dtype, capacity class)
         self.guesses: dict[tuple, int] = {}
 
-    def get(self, role: str, nbytes: int) -> Resident:
-        """The scratch handle of ``role`` with at least ``nbytes`` (a new one the first time)."""
+    def get(self, role: str, nbytes: int, zeroed: bool = False) -> Resident:
+        """The scratch handle of ``role`` with at least ``nbytes`` (a new one the first time, all
+        zero bytes with ``zeroed``)."""
         key = (role, max(int(nbytes), 4))
         handle = self._handles.get(key)
         if handle is None:
             handle = self.backend.allocate_resident(key[1])
+            if zeroed:
+                self.backend.upload_resident(handle, np.zeros(key[1], np.uint8))
             self._handles[key] = handle
         return handle
 

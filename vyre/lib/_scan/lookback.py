@@ -18,9 +18,13 @@ from vyre.lib._scan.kernels import init_spec, striped, striped_value
 from vyre.lib.blocks import PARAMS, WARPS, WG, fold_warps_to, identity, warp_inclusive_scan_of
 from vyre.lib.monoid import Monoid
 
-# The ``state`` buffer of ``scan_lookback``: word 0 hands out tile numbers; tile ``t``'s 32-bit
-# total lives in words ``2 + 2t`` (low half) and ``3 + 2t`` (high half), each ``flag << 16 | half``,
-# so each word carries its own flag and relaxed atomics suffice. Word 1 counts waits that ran out.
+# The ``state`` buffer of ``scan_lookback`` (zero when allocated, never zero-filled again): word 0
+# hands out tickets, never reset: ticket ``k`` is tile ``k % T`` of call ``k // T`` (``T``, the grid,
+# a power of two). Calls alternate between two sets of tile words by the parity of ``k // T``:
+# tile ``t``'s 32-bit total lives in words ``2 + 2s`` (low half) and ``3 + 2s`` (high half) of slot
+# ``s = parity * T + t``, each ``flag << 16 | half``, so each word carries its own flag and relaxed
+# atomics suffice; each tile zeroes its slot of the other set, which the next call uses. Word 1
+# counts waits that ran out.
 SCAN_STATE_HEAD = 2
 SCAN_AGGREGATE, SCAN_PREFIX = 1, 2  # the flag of a tile's own total / of the total of it and every lower tile
 SCAN_SPIN = (6, 16)  # the look-back's wait: at most 16**6 trips, then it folds the input below instead
@@ -29,19 +33,21 @@ SCAN_LOOKBACK_WIDTH = 4  # tiles whose totals one look-back trip reads together
 
 
 @vk.func
-def state_word(tile: Any, half: Annotated[int, vk.Const[int]]):
-    """The ``state`` word of tile ``tile``'s total holding its low (``half`` 0) or high 16 bits."""
-    return (SCAN_STATE_HEAD + half) + tile * 2
+def state_word(slot: Any, half: Annotated[int, vk.Const[int]]):
+    """The ``state`` word of slot ``slot``'s total holding its low (``half`` 0) or high 16 bits."""
+    return (SCAN_STATE_HEAD + half) + slot * 2
 
 
 @vk.func
-def state_word_below(below: Any, k: Annotated[int, vk.Const[int]], half: Annotated[int, vk.Const[int]]):
-    """``state_word`` of tile ``below - k`` (tile 0 past the bottom: read, never taken)."""
-    return (SCAN_STATE_HEAD + half) + vk.select(below >= k, below - k, 0) * 2
+def state_word_below(base: Any, below: Any, k: Annotated[int, vk.Const[int]], half: Annotated[int, vk.Const[int]]):
+    """``state_word`` of tile ``below - k`` in the set at slot ``base`` (tile 0 past the bottom:
+    read, never taken)."""
+    return (SCAN_STATE_HEAD + half) + (base + vk.select(below >= k, below - k, 0)) * 2
 
 
 @vk.func
-def look_back_trip(state: Any, done: Any, below: Any, prefix: Any, m: Any, width: Annotated[int, vk.Const[int]]):
+def look_back_trip(state: Any, base: Any, done: Any, below: Any, prefix: Any, m: Any,
+                   width: Annotated[int, vk.Const[int]]):
     """One trip of the look-back: read the totals of tile ``below[0]`` and the ``width - 1`` tiles
     under it at once (one memory latency), then take them nearest first, up to the first one not
     published yet (read again next trip: a word of the other half or flag, torn by a later
@@ -50,8 +56,8 @@ def look_back_trip(state: Any, done: Any, below: Any, prefix: Any, m: Any, width
     lo = vk.registers(vk.u32, width)
     hi = vk.registers(vk.u32, width)
     for k in range(width):
-        lo[k] = vk.atomic_or_relaxed(state, state_word_below(below[0], k, 0), 0)
-        hi[k] = vk.atomic_or_relaxed(state, state_word_below(below[0], k, 1), 0)
+        lo[k] = vk.atomic_or_relaxed(state, state_word_below(base, below[0], k, 0), 0)
+        hi[k] = vk.atomic_or_relaxed(state, state_word_below(base, below[0], k, 1), 0)
     for k in range(width):
         took = go and ((lo[k] >> 16) != 0 and (lo[k] >> 16) == (hi[k] >> 16))
         last = (lo[k] >> 16) == SCAN_PREFIX
@@ -63,8 +69,9 @@ def look_back_trip(state: Any, done: Any, below: Any, prefix: Any, m: Any, width
 
 
 @vk.func
-def spin_wait(state: Any, done: Any, below: Any, prefix: Any, m: Any, levels: Annotated[int, vk.Const[int]],
-              trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
+def spin_wait(state: Any, base: Any, done: Any, below: Any, prefix: Any, m: Any,
+              levels: Annotated[int, vk.Const[int]], trips: Annotated[int, vk.Const[int]],
+              width: Annotated[int, vk.Const[int]]):
     """``look_back_trip`` until ``done[0]``, at most ``trips ** levels`` times: ``levels`` nested
     loops of ``trips`` (loops have no ``break``), each trip guarded by ``if not done[0]``, so a
     backend may leave the loops once it holds: ``cuda`` stops a loop whose one statement is such a
@@ -72,9 +79,9 @@ def spin_wait(state: Any, done: Any, below: Any, prefix: Any, m: Any, levels: An
     for _ in range(vk.u32(trips)):
         if not done[0]:
             if levels == 1:
-                look_back_trip(state, done, below, prefix, m, width)
+                look_back_trip(state, base, done, below, prefix, m, width)
             else:
-                spin_wait(state, done, below, prefix, m, levels - 1, trips, width)
+                spin_wait(state, base, done, below, prefix, m, levels - 1, trips, width)
 
 
 @cache
@@ -91,9 +98,10 @@ def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool, init_bound: bool 
     def scan(x: Annotated[vk.In[vk.u32], values], out: Annotated[vk.InOut[vk.u32], outs], state: vk.InOut[vk.u32],
              params: Annotated[vk.Uniform[vk.u32], PARAMS], init: Annotated[vk.Uniform[vk.u32], inits],
              inclusive: vk.Const[bool], has_init: vk.Const[bool], items: vk.Const[int], n_word: vk.Const[int],
-             init_word: vk.Const[int], levels: vk.Const[int], trips: vk.Const[int], width: vk.Const[int]):
+             init_word: vk.Const[int], tiles_word: vk.Const[int], levels: vk.Const[int], trips: vk.Const[int],
+             width: vk.Const[int]):
         sums = vk.shared(m.element, WARPS)
-        tile_id = vk.shared(vk.u32, 1)
+        tile_id = vk.shared(vk.u32, 2)  # the tile, and the first slot of this call's set
         tile_prefix = vk.shared(m.element, 1)
         v = vk.registers(m.element, items)
         r = vk.registers(m.element, items)  # round k's inclusive result in the warp, the warp's total after it
@@ -103,9 +111,15 @@ def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool, init_bound: bool 
         below = vk.registers(vk.u32, 1)
         prefix = vk.registers(m.element, 1)
         if vk.lid() == 0:  # tiles are numbered in the order they start: every lower tile has started
-            tile_id[0] = vk.atomic_add_relaxed(state, 0, 1)
+            ticket = vk.atomic_add_relaxed(state, 0, 1)
+            tile_id[0] = ticket % params[tiles_word]
+            tile_id[1] = ((ticket // params[tiles_word]) & 1) * params[tiles_word]
+            # this tile's slot of the other set: no tile of this call reads it; the next call's starts at zero
+            state[state_word((params[tiles_word] - tile_id[1]) + tile_id[0], 0)] = 0
+            state[state_word((params[tiles_word] - tile_id[1]) + tile_id[0], 1)] = 0
         vk.barrier()
         tile = tile_id[0]
+        base = tile_id[1]
         tb = tile * (items * WG)
         for k in range(items):
             v[k] = striped_value(x, params, n_word, m, tb, 0, k, items)
@@ -119,22 +133,24 @@ def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool, init_bound: bool 
         fold_warps_to(w, sums, m, 0, WARPS)
         if vk.lid() == 0:
             # the tile's own total (tile 0: an inclusive prefix), two relaxed exchanges, low half first
-            vk.atomic_exchange_relaxed(state, state_word(tile, 0), (vk.select(tile == 0, SCAN_PREFIX, SCAN_AGGREGATE)
-                                                                    << 16) | (vk.u32(w[1]) & 0xFFFF))
-            vk.atomic_exchange_relaxed(state, state_word(tile, 1), (vk.select(tile == 0, SCAN_PREFIX, SCAN_AGGREGATE)
-                                                                    << 16) | (vk.u32(w[1]) >> 16))
+            vk.atomic_exchange_relaxed(state, state_word(base + tile, 0),
+                                       (vk.select(tile == 0, SCAN_PREFIX, SCAN_AGGREGATE) << 16)
+                                       | (vk.u32(w[1]) & 0xFFFF))
+            vk.atomic_exchange_relaxed(state, state_word(base + tile, 1),
+                                       (vk.select(tile == 0, SCAN_PREFIX, SCAN_AGGREGATE) << 16)
+                                       | (vk.u32(w[1]) >> 16))
             done[0] = tile == 0 or tb >= params[n_word]  # tiles past n need no prefix
             prefix[0] = identity(m)
             below[0] = tile - 1  # the nearest tile not yet taken
-            spin_wait(state, done, below, prefix, m, levels, trips, width)
+            spin_wait(state, base, done, below, prefix, m, levels, trips, width)
             if not done[0]:  # the wait ran out: fold the input of tiles 0 .. below (and count it)
                 for j in range((below[0] + 1) * (items * WG)):
                     prefix[0] = m.apply(x[j], prefix[0])
                 vk.atomic_add_relaxed(state, 1, 1)
             if not tile == 0:  # the tile's inclusive prefix
-                vk.atomic_exchange_relaxed(state, state_word(tile, 0),
+                vk.atomic_exchange_relaxed(state, state_word(base + tile, 0),
                                            (SCAN_PREFIX << 16) | (vk.u32(m.apply(prefix[0], w[1])) & 0xFFFF))
-                vk.atomic_exchange_relaxed(state, state_word(tile, 1),
+                vk.atomic_exchange_relaxed(state, state_word(base + tile, 1),
                                            (SCAN_PREFIX << 16) | (vk.u32(m.apply(prefix[0], w[1])) >> 16))
             tile_prefix[0] = prefix[0]
         vk.barrier()
@@ -157,13 +173,15 @@ def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool, init_bound: bool 
 
 
 @cache
-def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word: int | None,
+def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word: int | None, *, tiles_word: int,
                   spin: tuple[int, int] = SCAN_SPIN, width: int = SCAN_LOOKBACK_WIDTH,
                   init_bound: bool = False) -> Program:
     """Single-pass scan of ``x`` into ``out`` with decoupled look-back, one tile per workgroup
     (commutative ops of integer types: the order in which tile totals meet may vary).
 
-    Invocation 0 takes the tile number from ``state[0]``, so every lower tile has started. The
+    Invocation 0 takes a ticket from ``state[0]`` (tile ``ticket % T``, ``T`` the grid in params
+    word ``tiles_word``, a power of two), so every lower tile has started, and zeroes its slot of
+    the other set of tile words (the next call's). The
     warps scan their stretches of the tile round by round and meet in workgroup memory;
     invocation 0 publishes the tile's total (tile 0: as an inclusive prefix), looks back for
     the combination of every lower tile (``spin_wait`` of ``look_back_trip``; if the wait runs
@@ -171,8 +189,10 @@ def scan_lookback(m: Monoid, items: int, inclusive: bool, n_word: int, init_word
     depends on another workgroup) and publishes the tile's inclusive prefix; after a barrier
     every element gets ``init op prefix op`` its place in the tile (exclusive: each inclusive
     result is stored one place on, and the tile's first element gets ``init op prefix``).
-    ``state`` starts zeroed. ``init``: element ``init_word`` of the parameter words (a host
+    ``state`` (``2 + 4 * T`` words) is zero when allocated, never zero-filled again.
+    ``init``: element ``init_word`` of the parameter words (a host
     value), or with ``init_bound`` element 0 of a bound buffer (a caller's device array).
     """
     kernel = _scan_lookback(m, inclusive, init_word is not None, init_bound)
-    return kernel.bind(inclusive, init_word is not None, items, n_word, init_word or 0, *spin, width).program
+    return kernel.bind(inclusive, init_word is not None, items, n_word, init_word or 0, tiles_word, *spin,
+                       width).program

@@ -10,7 +10,7 @@ from vyre.driver.backend import Resident
 from vyre.ir import DataType
 from vyre.lib._scan import kernels as K
 from vyre.lib._scan import lookback
-from vyre.lib.blocks import WG, zero_fill
+from vyre.lib.blocks import WG
 from vyre.lib.monoid import Monoid
 from vyre.lib.plan import Plan, capacity, ceil_div
 from vyre.lib.transform import Transform, fused
@@ -63,12 +63,10 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
                         transform), [src, dst, *handles_tail], 1)
         return
     if m.dtype in (DataType.U32, DataType.I32):
-        tiles = ceil_div(cap, LOOKBACK_TILE)
-        state = plan.buffer(f"{role}.state", lookback.SCAN_STATE_HEAD + 2 * tiles)
-        used = plan.word(f"{role}.state_words", lookback.SCAN_STATE_HEAD + 2 * ceil_div(n, LOOKBACK_TILE))
-        plan.step(zero_fill(used), [state, plan.params], ceil_div(lookback.SCAN_STATE_HEAD + 2 * tiles, WG))
+        tiles = ceil_div(cap, LOOKBACK_TILE)  # a power of two: the tickets' tile and call
+        state = plan.zeroed_buffer(f"{role}.state", lookback.SCAN_STATE_HEAD + 4 * tiles)  # two sets of tile words
         program = lookback.scan_lookback(m, lookback.SCAN_LOOKBACK_ITEMS, inclusive, n_word, init_word,
-                                         init_bound=bound)
+                                         tiles_word=plan.word(f"{role}.tiles", tiles), init_bound=bound)
         plan.step(fused(program, transform), [src, dst, state, *handles_tail], tiles)
         return
     groups, span_word, used = segments(plan, role, n, cap)
