@@ -786,9 +786,7 @@ def neighbours_by_degree(indptr: object, indices: object, *, backend: object | N
             return indptr, read_u32(be, ordered.handle, m)
         from vyre.lib.sharded import owned_copy
 
-        out = res.alloc(4 * m)
-        be.dispatch_sequence([(copy_program(), [ordered.handle, out], _elements_config(m))])
-        return indptr, owned_copy(be, out, np.dtype(np.uint32))
+        return indptr, owned_copy(be, ordered.handle, np.dtype(np.uint32), m)  # one copy, out of the sort's result
 
 
 def reference_levels(indptr: Sequence[int], indices: Sequence[int], source: int) -> np.ndarray:

@@ -138,10 +138,13 @@ def put(backend: Any, host: np.ndarray) -> Any:
     return res.to_device(host) if res is not None else host
 
 
-def owned_copy(backend: Any, handle: Any, dtype: np.dtype) -> Any:
-    """The contents of a resident ``handle`` as an array that owns its memory (a device array on a
-    device, numpy on the oracle), finished before returning so the handle may be freed."""
+def owned_copy(backend: Any, handle: Any, dtype: np.dtype, elements: int | None = None) -> Any:
+    """The contents of a resident ``handle`` (its first ``elements``; None: all of it) as an array
+    that owns its memory (a device array on a device, numpy on the oracle), finished before
+    returning so the handle may be freed."""
     view = backend.view(handle, dtype)
+    if elements is not None:
+        view = view[:elements]
     if isinstance(view, np.ndarray):
         return view.copy()
     return device_ops(backend).run_on(device_index(view), view.copy, wait=True)

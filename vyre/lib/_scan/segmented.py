@@ -121,21 +121,26 @@ def _mark() -> Kernel | KernelTemplate:
     @vk.kernel(workgroup_size=WG, name="lib_segmented_reduce_mark")
     def mark(offsets: vk.In[vk.u32], owner: vk.InOut[vk.u32], params: Annotated[vk.Uniform[vk.u32], PARAMS],
              n_word: vk.Const[int], segments_word: vk.Const[int]):
+        firsts = vk.shared(vk.u32, WG)
+        lasts = vk.shared(vk.u32, WG)
         s = vk.wid() * WG + vk.lid()  # one invocation per segment
         ok = s < params[segments_word]
         begin = vk.select(ok, seg_begin(offsets, params, s, n_word), 0)
         end = vk.select(ok, seg_end(offsets, params, s, begin, n_word), 0)
         long = is_long(begin, end)
-        first = vk.select(long, first_tile(begin), 0)
-        last = vk.select(long, end // TILE, 0)
+        firsts[vk.lid()] = vk.select(long, first_tile(begin), 0)
+        lasts[vk.lid()] = vk.select(long, end // TILE, 0)
+        longs = vk.subgroup_ballot(long)
+        vk.barrier()
+        warp = vk.lid() - vk.subgroup_local_id()  # the subgroup's first invocation
         for j in range(vk.u32(32)):  # the subgroup writes each of its long segments' tiles together
-            seg = vk.subgroup_shuffle(s, j)
-            lo = vk.subgroup_shuffle(first, j)
-            hi = vk.subgroup_shuffle(last, j)
-            for r in range((hi - lo + 31) // 32):
-                t = lo + (r * 32 + vk.subgroup_local_id())
-                if t < hi:
-                    owner[t] = seg
+            if ((longs >> j) & 1) != 0:  # the same in every lane: short segments cost no memory access
+                lo = firsts[warp + j]
+                hi = lasts[warp + j]
+                for r in range((hi - lo + 31) // 32):
+                    t = lo + (r * 32 + vk.subgroup_local_id())
+                    if t < hi:
+                        owner[t] = vk.wid() * WG + (warp + j)
 
     return mark
 

@@ -53,7 +53,7 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
     ends = (plan.buffer("compact.firsts", groups), plan.buffer("compact.lasts", groups)) if with_lengths else None
     plan.step(_downsweep(pred, True, with_index, with_lengths, n_word, span_word),
               [*inputs, *_outputs(out, out_index, lengths, ends), count, carry, plan.params, *extra], groups)
-    if ends is not None:
+    if lengths is not None and ends is not None:
         plan.step(K.run_tail_lengths(SCAN_GROUPS, n_word, span_word), [partial, carry, *ends, lengths, plan.params],
                   ceil_div(groups, WG))
 
