@@ -40,8 +40,8 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
     """Scan ``n`` elements of ``src`` into ``dst``.
 
     Classes up to ``SCAN_SINGLE`` elements: one launch of the down kernel on one workgroup.
-    U32 and I32: one zero fill of the tile states, then one single-pass kernel with decoupled
-    look-back (``lookback.scan_lookback``; reads and writes each element once). F32 (whose
+    U32 and I32: one single-pass kernel with decoupled look-back (``lookback.scan_lookback``;
+    reads and writes each element once; its tile states stay zero between calls). F32 (whose
     rounding depends on the order the tile totals meet) and the 64-bit types (a look-back
     word holds 16 bits of a total and its flag): reduce-then-scan over at most
     ``SCAN_GROUPS`` contiguous segments, three launches: **up** reduces each workgroup's segment
