@@ -31,7 +31,7 @@ ITEMS = REDUCE_ITEMS  # loads in flight per lane in each round, as in the tile r
 ROUND = 32 * ITEMS    # elements a subgroup folds per round
 TILE = 4096           # elements of one partial of a long segment (8 rounds of one subgroup)
 LONG = 32768          # segments longer than this are split into tiles (64 rounds for one subgroup)
-TILES_PER_WARP = 1    # tiles one subgroup of ``tiles`` checks (its first lanes) and reduces in turn
+TILES_PER_WARP = 1    # tiles one subgroup of ``tiles`` checks (lanes below this) and reduces in turn
 
 
 @vk.func
