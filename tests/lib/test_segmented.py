@@ -1,19 +1,24 @@
 """``segmented_reduce`` on the oracle: short segments on one subgroup each, segments longer than
 ``LONG`` split into tiles (heads, tails, tile edges, empty and tiny neighbours), stale or
-adversarial scratch, and unchecked resident offsets (clamped, out of order)."""
+adversarial scratch, the search for each tile's segment, and unchecked resident offsets
+(clamped, out of order: tiles whose holder the search misses are folded by the segment)."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import numpy as np
 import pytest
 
 from tests.lib import expected as E
 from vyre import lib
+from vyre.driver.config import DispatchConfig
 from vyre.lib import ResidentArray
-from vyre.lib._scan.segmented import LONG, TILE, TILES_PER_WARP, tile_groups
-from vyre.lib.blocks import WARPS
-from vyre.lib.plan import capacity, ceil_div
+from vyre.lib._scan.segmented import LONG, NO_SEGMENT, TILE, holder_of, tile_groups
+from vyre.lib.blocks import PARAM_WORDS, PARAMS, WARPS
+from vyre.lib.plan import capacity
 from vyre.lib.scratch import scratch_for
+from vyre.reference import ReferenceBackend
 
 N = 5 * LONG + 1234  # capacity class 2^18: the split plan
 
@@ -56,20 +61,51 @@ def test_random_segments_of_every_length(backend, rng):
         _check(lib.segmented_reduce(y, offsets, "max", backend=backend), y, offsets, "max")
 
 
-@pytest.mark.parametrize("poison", [0, 1, 2, 0xFFFFFFFF])
-def test_any_owner_word_is_harmless(backend, rng, poison):
-    """Owner words name segments that are long but do not hold the tile, or no segment at all;
-    partials hold garbage: the result is still exact."""
+@pytest.mark.parametrize("poison", [0, 1, 2, NO_SEGMENT])
+def test_any_scratch_word_is_harmless(backend, rng, poison):
+    """The found words name segments that are long but do not hold the tile, or no segment at
+    all; partials hold garbage: the tiles program writes every found word again, and the result
+    is exact."""
     x = E.data(rng, np.uint32, N)
     offsets = E.segment_layouts(N)["edges"].astype(np.uint32)
     lib.segmented_reduce(x, offsets, backend=backend)  # the scratch exists now
     cache = scratch_for(backend)
-    words = tile_groups(capacity(N)) * WARPS * TILES_PER_WARP
-    owner = cache.get("seg.owner", capacity(words) * 4)
-    backend.upload_resident(owner, np.full(capacity(words), poison, np.uint32))
-    partial = cache.get("seg.partial", capacity(ceil_div(capacity(N), TILE)) * 4)
-    backend.upload_resident(partial, np.full(capacity(ceil_div(capacity(N), TILE)), 0x5A5A5A5A, np.uint32))
+    words = capacity(tile_groups(capacity(N)) * WARPS)
+    backend.upload_resident(cache.get("seg.found", words * 4), np.full(words, poison, np.uint32))
+    backend.upload_resident(cache.get("seg.partial", words * 4), np.full(words, 0x5A5A5A5A, np.uint32))
     _check(lib.segmented_reduce(x, offsets, backend=backend), x, offsets, "add")
+
+
+def _holders(offsets: np.ndarray, n: int, elements: np.ndarray) -> np.ndarray:
+    """``holder_of`` for each element on the oracle: one subgroup per element."""
+    from vyre.frontend import lang as vk
+
+    @vk.kernel(workgroup_size=32, name="test_holder_of")
+    def search(offsets: vk.In[vk.u32], at: vk.In[vk.u32], got: vk.InOut[vk.u32],
+               params: Annotated[vk.Uniform[vk.u32], PARAMS]):
+        s = holder_of(offsets, params, at[vk.wid()], 0, 1)
+        if vk.subgroup_local_id() == 0:
+            got[vk.wid()] = s
+
+    params = np.zeros(PARAM_WORDS, np.uint32)
+    params[:2] = n, len(offsets) - 1
+    out = ReferenceBackend().dispatch(search.program, [offsets.astype(np.uint32), elements.astype(np.uint32),
+                                                        np.zeros(len(elements), np.uint32), params],
+                                      DispatchConfig(grid=(len(elements), 1, 1)))
+    return np.asarray(out[-1]).view(np.uint32)
+
+
+@pytest.mark.parametrize("segments", [1, 2, 31, 32, 33, 1000, 1024, 1025, 40000])
+def test_the_search_finds_the_segment_holding_an_element(rng, segments):
+    """In order: the last segment whose clamped start is at most the element, for segment
+    counts around powers of 32, empty segments and offsets past n (clamped)."""
+    n = 1 << 20
+    offsets = np.sort(rng.integers(0, n + 50, segments + 1)).astype(np.uint32)
+    offsets[0] = 0
+    elements = rng.integers(0, n, 64).astype(np.uint32)
+    begins = np.minimum(offsets[:-1], n)
+    want = np.array([np.flatnonzero(begins <= e).max() for e in elements], np.uint32)
+    assert np.array_equal(_holders(offsets, n, elements), want)
 
 
 def _put(be, a: np.ndarray) -> ResidentArray:
@@ -104,6 +140,24 @@ def test_small_classes_run_one_program(rng):
     assert names == ["lib_segmented_reduce_add_u32"]
     lib.segmented_reduce(E.data(rng, np.uint32, LONG + 1), np.array([0, LONG + 1]), backend=be)
     names = [p.name for p, _, _ in be.sequences[-1]]
-    assert names == ["lib_segmented_reduce_mark", "lib_segmented_reduce_tiles_add_u32",
-                     "lib_segmented_reduce_add_u32_split"]
+    assert names == ["lib_segmented_reduce_tiles_add_u32", "lib_segmented_reduce_add_u32_split"]
     be.shutdown()
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.float32, np.int64])
+def test_tiles_the_search_misses_are_folded_by_their_segment(backend, rng, dtype):
+    """Offsets out of order: the last segment starting at or before each tile of the long
+    segment 0 is the short segment 2, so the search finds no holder of any of them; segment 0
+    folds them itself, exactly."""
+    n = 12 * TILE + 77
+    x = E.data(rng, dtype, n, finite=True)
+    raw = np.array([0, 10 * TILE + 5, 0, 1], np.uint32)
+    want_segments = [(0, 10 * TILE + 5), (10 * TILE + 5, 10 * TILE + 5), (0, 1)]
+    got = lib.segmented_reduce(_put(backend, x), _put(backend, raw), backend=backend)
+    got = backend.download_resident(got.handle, 0, got.n * x.itemsize).view(dtype)
+    for s, (begin, end) in enumerate(want_segments):
+        part = x[begin:end]
+        if dtype == np.float32:
+            E.assert_close_sum(got[s], part, np.float32(np.sum(part, dtype=np.float64)))
+        else:
+            assert got[s] == part.sum(dtype=dtype), s

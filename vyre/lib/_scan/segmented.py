@@ -4,8 +4,9 @@ One subgroup per segment folds a segment of up to ``LONG`` elements alone, in ro
 ``ROUND`` elements: each lane issues ``ITEMS`` loads (stride 32) before it combines them, as the
 tile reduction does, so a 1,024-element segment is two rounds of loads in flight. A longer
 segment is split: its whole ``TILE``-element tiles are reduced by subgroups spread over the
-grid (``tiles``), after ``mark`` has named each such tile's segment, and the segment's own
-subgroup then folds its head (before the first whole tile), the tiles' partials and its tail.
+grid (``tiles``: one per tile, which finds the segment holding its tile by a search of the
+offsets), and the segment's own subgroup then folds its head (before the first whole tile), the
+tiles' partials and its tail: two launches.
 Capacity classes up to ``LONG`` elements cannot hold a long segment and run the first program
 alone. The order of every fold is fixed, so float results are the same on every backend.
 """
@@ -23,7 +24,7 @@ from vyre.frontend.template import KernelTemplate
 from vyre.ir import Program
 from vyre.ir.program import Access
 from vyre.lib._scan.kernels import REDUCE_ITEMS
-from vyre.lib.blocks import PARAMS, WARPS, WG, identity, warp_reducer
+from vyre.lib.blocks import PARAMS, U32, WARPS, WG, identity, warp_reducer
 from vyre.lib.monoid import Monoid
 from vyre.lib.plan import Plan, capacity, ceil_div
 
@@ -31,7 +32,7 @@ ITEMS = REDUCE_ITEMS  # loads in flight per lane in each round, as in the tile r
 ROUND = 32 * ITEMS    # elements a subgroup folds per round
 TILE = 4096           # elements of one partial of a long segment (8 rounds of one subgroup)
 LONG = 32768          # segments longer than this are split into tiles (64 rounds for one subgroup)
-TILES_PER_WARP = 1    # tiles one subgroup of ``tiles`` checks (lanes below this) and reduces in turn
+NO_SEGMENT = 0xFFFFFFFF  # ``found``'s word of a tile whose holder ``tiles`` did not find
 
 
 @vk.func
@@ -70,20 +71,38 @@ def is_long(begin: Any, end: Any):
     return end - begin > LONG
 
 
+@vk.func
+def fold_partials(acc: Any, partial: Any, found: Any, x: Any, lo: Any, hi: Any, m: Any,
+                  items: Annotated[int, vk.Const[int]]):
+    """``fold_range`` of ``partial[lo:hi]``, then each tile no holder was found for
+    (``found[t] == NO_SEGMENT``: offsets out of order) folded from ``x`` by one lane."""
+    a = acc
+    for r in range((hi - lo + (32 * items - 1)) // (32 * items)):
+        for k in range(items):
+            t = lo + (r * (32 * items) + (k * 32 + vk.subgroup_local_id()))
+            a = m.apply(a, vk.select(t < hi and found[t] != NO_SEGMENT, partial[t], identity(m)))
+    for r in range((hi - lo + 31) // 32):
+        t = lo + (r * 32 + vk.subgroup_local_id())
+        for j in range(vk.select(t < hi and found[t] == NO_SEGMENT, vk.u32(TILE), vk.u32(0))):
+            a = m.apply(a, x[t * TILE + j])
+    return a
+
+
 @cache
 def _segmented_reduce(m: Monoid, split: bool) -> Kernel | KernelTemplate:
     """The per-segment program of ``m``; Const parameters: ``split``, the params words of n and of
     the segment count."""
     values, results = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
     partials = BufferSpec(Access.READ, m.dtype) if split else None
+    holders = BufferSpec(Access.READ, U32) if split else None
     warp_total, empty = warp_reducer(m), m.empty_value()
     suffix = "_split" if split else ""
 
     @vk.kernel(workgroup_size=WG, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}{suffix}")
     def segmented_reduce(x: Annotated[vk.In[vk.u32], values], offsets: vk.In[vk.u32],
-                         partial: Annotated[vk.In[vk.u32], partials], out: Annotated[vk.InOut[vk.u32], results],
-                         params: Annotated[vk.Uniform[vk.u32], PARAMS], split: vk.Const[bool], n_word: vk.Const[int],
-                         segments_word: vk.Const[int]):
+                         partial: Annotated[vk.In[vk.u32], partials], found: Annotated[vk.In[vk.u32], holders],
+                         out: Annotated[vk.InOut[vk.u32], results], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+                         split: vk.Const[bool], n_word: vk.Const[int], segments_word: vk.Const[int]):
         s = vk.wid() * WARPS + (vk.lid() >> 5)  # one subgroup per segment
         ok = s < params[segments_word]
         begin = vk.select(ok, seg_begin(offsets, params, s, n_word), 0)
@@ -93,7 +112,7 @@ def _segmented_reduce(m: Monoid, split: bool) -> Kernel | KernelTemplate:
             first = vk.select(long, first_tile(begin), 0)
             last = vk.select(long, end // TILE, 0)
             acc = fold_range(identity(m), x, begin, vk.select(long, first * TILE, end), m, ITEMS)
-            acc = fold_range(acc, partial, first, last, m, ITEMS)
+            acc = fold_partials(acc, partial, found, x, first, last, m, ITEMS)
             acc = fold_range(acc, x, vk.select(long, last * TILE, end), end, m, ITEMS)
         else:
             acc = fold_range(identity(m), x, begin, end, m, ITEMS)
@@ -111,47 +130,32 @@ def segmented_reduce_kernel(m: Monoid, split: bool, n_word: int, segments_word: 
     Offsets are clamped to ``[0, n]`` and an end below its start makes the segment empty, which
     gives the op's empty value. Lanes fold strided elements in order, then the warp reduction
     combines the 32 lanes. With ``split``, a segment longer than ``LONG`` folds its head, the
-    partials of its whole tiles (from ``tiles``) and its tail instead.
+    partials of its whole tiles (from ``tiles``; a tile ``tiles`` found no holder of is folded
+    here) and its tail instead.
     """
     return _segmented_reduce(m, split).bind(split, n_word, segments_word).program
 
 
-@cache
-def _mark() -> Kernel | KernelTemplate:
-    @vk.kernel(workgroup_size=WG, name="lib_segmented_reduce_mark")
-    def mark(offsets: vk.In[vk.u32], owner: vk.InOut[vk.u32], params: Annotated[vk.Uniform[vk.u32], PARAMS],
-             n_word: vk.Const[int], segments_word: vk.Const[int]):
-        firsts = vk.shared(vk.u32, WG)
-        lasts = vk.shared(vk.u32, WG)
-        s = vk.wid() * WG + vk.lid()  # one invocation per segment
-        ok = s < params[segments_word]
-        begin = vk.select(ok, seg_begin(offsets, params, s, n_word), 0)
-        end = vk.select(ok, seg_end(offsets, params, s, begin, n_word), 0)
-        long = is_long(begin, end)
-        firsts[vk.lid()] = vk.select(long, first_tile(begin), 0)
-        lasts[vk.lid()] = vk.select(long, end // TILE, 0)
-        longs = vk.subgroup_ballot(long)
-        vk.barrier()
-        warp = vk.lid() - vk.subgroup_local_id()  # the subgroup's first invocation
-        for j in range(vk.u32(32)):  # the subgroup writes each of its long segments' tiles together
-            if ((longs >> j) & 1) != 0:  # the same in every lane: short segments cost no memory access
-                lo = firsts[warp + j]
-                hi = lasts[warp + j]
-                for r in range((hi - lo + 31) // 32):
-                    t = lo + (r * 32 + vk.subgroup_local_id())
-                    if t < hi:
-                        owner[t] = vk.wid() * WG + (warp + j)
-
-    return mark
-
-
-@cache
-def mark_kernel(n_word: int, segments_word: int) -> Program:
-    """``owner[t] = s`` for every whole tile ``t`` of every segment ``s`` longer than ``LONG``.
-
-    Other words of ``owner`` keep what they held (``tiles`` checks each word against the offsets).
-    """
-    return _mark().bind(n_word, segments_word).program
+@vk.func
+def holder_of(offsets: Any, params: Any, e: Any, n_word: Annotated[int, vk.Const[int]],
+              segments_word: Annotated[int, vk.Const[int]]):
+    """The last segment whose (clamped) start is at most element ``e``, found by the subgroup
+    together: each round its 32 lanes probe 32 evenly spaced starts of the range left and keep
+    the part after the last one at most ``e`` (offsets in order: the segment holding ``e``).
+    Rounds: ``ceil(log32(segments))``, the same in every lane."""
+    segments = params[segments_word]
+    lo = vk.registers(vk.u32, 2)  # the range left: [lo[0], lo[1])
+    lo[0] = 0
+    lo[1] = segments
+    for _ in range(((32 - vk.clz(segments - 1)) + 4) // 5):
+        step = (lo[1] - lo[0] + 31) // 32
+        probe = lo[0] + vk.subgroup_local_id() * step
+        inside = probe < lo[1]
+        at_most = vk.subgroup_ballot(inside and seg_begin(offsets, params, vk.select(inside, probe, 0), n_word) <= e)
+        taken = lo[0] + (vk.popcount(at_most) - vk.select(at_most != 0, vk.u32(1), vk.u32(0))) * step
+        lo[1] = min(taken + step, lo[1])
+        lo[0] = taken
+    return lo[0]
 
 
 @cache
@@ -161,43 +165,38 @@ def _tiles(m: Monoid) -> Kernel | KernelTemplate:
     warp_total = warp_reducer(m)
 
     @vk.kernel(workgroup_size=WG, name=f"lib_segmented_reduce_tiles_{m.op}_{m.dtype.value}")
-    def tiles(x: Annotated[vk.In[vk.u32], values], offsets: vk.In[vk.u32], owner: vk.In[vk.u32],
+    def tiles(x: Annotated[vk.In[vk.u32], values], offsets: vk.In[vk.u32], found: vk.InOut[vk.u32],
               partial: Annotated[vk.InOut[vk.u32], partials], params: Annotated[vk.Uniform[vk.u32], PARAMS],
               n_word: vk.Const[int], segments_word: vk.Const[int]):
-        base = (vk.wid() * WARPS + (vk.lid() >> 5)) * TILES_PER_WARP  # this subgroup's tiles
-        t = base + vk.subgroup_local_id()  # lane l checks tile base + l
-        o = owner[t]
-        ok = o < params[segments_word]
-        oc = vk.select(ok, o, 0)
-        begin = seg_begin(offsets, params, oc, n_word)
-        end = seg_end(offsets, params, oc, begin, n_word)
-        whole = ok and vk.subgroup_local_id() < TILES_PER_WARP and is_long(begin, end)
-        mine = vk.subgroup_ballot(whole and t >= first_tile(begin) and t < end // TILE)
-        for j in range(TILES_PER_WARP):
-            tile_ok = ((mine >> j) & 1) != 0
-            lo = vk.select(tile_ok, (base + j) * TILE, 0)
-            acc = fold_range(identity(m), x, lo, vk.select(tile_ok, lo + TILE, 0), m, ITEMS)
-            total = warp_total(acc, m)
-            if tile_ok and vk.subgroup_local_id() == 0:
-                partial[base + j] = total
+        t = vk.wid() * WARPS + (vk.lid() >> 5)  # one subgroup per tile
+        s = holder_of(offsets, params, t * TILE, n_word, segments_word)
+        begin = seg_begin(offsets, params, s, n_word)
+        end = seg_end(offsets, params, s, begin, n_word)
+        whole = is_long(begin, end) and t >= first_tile(begin) and t < end // TILE
+        lo = vk.select(whole, t * TILE, 0)
+        total = warp_total(fold_range(identity(m), x, lo, vk.select(whole, lo + TILE, 0), m, ITEMS), m)
+        if vk.subgroup_local_id() == 0:
+            found[t] = vk.select(whole, s, NO_SEGMENT)
+            if whole:
+                partial[t] = total
 
     return tiles
 
 
 @cache
 def tiles_kernel(m: Monoid, n_word: int, segments_word: int) -> Program:
-    """``partial[t]`` = tile ``t`` of ``x`` folded as a short segment is, for each tile whose
-    ``owner`` word names a segment longer than ``LONG`` that holds the whole tile.
-
-    A word left from earlier use is harmless: it is used only when the segment it names holds the
-    tile, and then the partial is the tile's all the same.
-    """
+    """For each tile ``t`` (one subgroup): the segment whose start is the last at most the
+    tile's first element (``holder_of``); if that segment is longer than ``LONG`` and holds the
+    whole tile, ``partial[t]`` = the tile folded as a short segment is and ``found[t]`` = the
+    segment, else ``found[t] = NO_SEGMENT``. Every word of ``found`` in the grid is written each
+    call, so nothing from an earlier call is read: with offsets out of order a holder may go
+    unfound, and the per-segment program folds that tile itself."""
     return _tiles(m).bind(n_word, segments_word).program
 
 
 def tile_groups(cap: int) -> int:
     """The workgroups of ``tiles`` for a capacity class of ``cap`` elements."""
-    return ceil_div(ceil_div(cap, TILE), WARPS * TILES_PER_WARP)
+    return ceil_div(ceil_div(cap, TILE), WARPS)
 
 
 def segmented_reduce(plan: Plan, m: Monoid, src: Resident, offsets: Resident, out: Resident, n: int,
@@ -210,8 +209,8 @@ def segmented_reduce(plan: Plan, m: Monoid, src: Resident, offsets: Resident, ou
         plan.step(segmented_reduce_kernel(m, False, n_word, s_word), [src, offsets, out, plan.params], groups)
         return
     groups_of_tiles = tile_groups(cap)
-    owner = plan.buffer("seg.owner", groups_of_tiles * WARPS * TILES_PER_WARP)
-    partial = plan.buffer("seg.partial", ceil_div(cap, TILE), m.dtype.size)
-    plan.step(mark_kernel(n_word, s_word), [offsets, owner, plan.params], ceil_div(segments_cap, WG))
-    plan.step(tiles_kernel(m, n_word, s_word), [src, offsets, owner, partial, plan.params], groups_of_tiles)
-    plan.step(segmented_reduce_kernel(m, True, n_word, s_word), [src, offsets, partial, out, plan.params], groups)
+    found = plan.buffer("seg.found", groups_of_tiles * WARPS)
+    partial = plan.buffer("seg.partial", groups_of_tiles * WARPS, m.dtype.size)
+    plan.step(tiles_kernel(m, n_word, s_word), [src, offsets, found, partial, plan.params], groups_of_tiles)
+    plan.step(segmented_reduce_kernel(m, True, n_word, s_word), [src, offsets, partial, found, out, plan.params],
+              groups)
