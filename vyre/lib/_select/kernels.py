@@ -23,6 +23,7 @@ from vyre.lib.blocks import (
     WARPS,
     WG,
     block_reduce,
+    fold_warps,
     warp_inclusive_scan_of,
     warp_reducer,
     warp_sum,
@@ -299,19 +300,28 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
             for j in range(OWN_CARRY_READS):
                 if vk.lid() + j * WG < vk.wid():
                     below[0] = below[0] + partials[vk.lid() + j * WG]
-            carry_in = block_reduce(below[0], counts, COUNT, warp_sum)
-            vk.barrier()  # counts is the tiles' buffer too
-            if with_lengths:  # where the segment's last run ends: the next segment's first run start, or n
+            if with_lengths:  # where the segment's last run ends: the first run start of a later segment, or n
                 later = vk.registers(vk.u32, 1)
                 later[0] = NO_START
                 used = (params[n_word] + (params[span_word] - 1)) // params[span_word]
-                for j in range(OWN_CARRY_READS):
+                for j in range(OWN_CARRY_READS):  # loaded with the counts: nothing waits between them
                     if vk.lid() + j * WG > vk.wid() and vk.lid() + j * WG < used:
                         later[0] = FIRST.apply(later[0], firsts[vk.lid() + j * WG])
-                next_start = FIRST.apply(block_reduce(later[0], counts, FIRST, warp_first), params[n_word])
+                # both totals through workgroup memory at once: one barrier for the two
+                below[0] = warp_sum(below[0], COUNT)
+                later[0] = warp_first(later[0], FIRST)
+                if vk.subgroup_local_id() == 0:
+                    counts[vk.lid() >> 5] = below[0]
+                    counts[WARPS + (vk.lid() >> 5)] = later[0]
                 vk.barrier()
+                carry_in = fold_warps(counts, COUNT, WARPS)
+                next_start = params[n_word]
+                for j in range(WARPS):
+                    next_start = FIRST.apply(next_start, counts[WARPS + j])
             else:
+                carry_in = block_reduce(below[0], counts, COUNT, warp_sum)
                 next_start = None
+            vk.barrier()  # counts is the tiles' buffer too
         else:
             carry_in = carry[vk.wid()] if has_carry else 0
             next_start = None
