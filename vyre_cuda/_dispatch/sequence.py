@@ -807,8 +807,7 @@ class CallerSequence(CompiledSequence):
             entry = body.graphs.get((1, self.overlap))
             if entry is None or not entry.alive:
                 return None
-            readout = self.readout
-            ranges = seq.read_ranges(self.reads) if readout is None else ()
+            ranges = seq.read_ranges(self.reads) if self.readout is None else ()
             rt.use_device()  # open (``rt.closed`` was checked above)
             if seq.watches.queue:
                 seq.watches.poll()
@@ -816,13 +815,16 @@ class CallerSequence(CompiledSequence):
             seq.write_packed(writes, stream)
             seq.graphs.replay(entry, stream)
             out = seq.end_call(stream, seq.watched(watch), ranges)  # handles live: the graph's generation
-            return self._collect(readout, stream) if readout is not None else out
+            return self._collect(out, stream)
 
-    def _collect(self, readout: Readout, stream: Any) -> list[np.ndarray]:
-        """The words the body's readout step stored, after the wait; then the watched words' check."""
-        out = readout.collect(stream, "a library call")
+    def _collect(self, out: list[np.ndarray], stream: Any) -> list[np.ndarray]:
+        """The call's reads: ``out`` (the copy engine's, or none), or with a readout step the
+        words it stored, after the wait, then the watched words' check."""
+        if self.readout is None:
+            return out
+        words = self.readout.collect(stream, "a library call")
         self.sequences.watches.poll()
-        return out
+        return words
 
     def enqueue(self, stream: Any, writes: Sequence[tuple[Resident, np.ndarray]] = (),
                 watch: Sequence[tuple[Resident, int, Callable[[int], Exception]]] = ()) -> list[np.ndarray] | None:
@@ -841,8 +843,7 @@ class CallerSequence(CompiledSequence):
                 self.seen = rt.resident.generation
             seq.open()
             seq.watches.poll()
-            readout = self.readout  # when set, the body's last step copies the reads: ``_collect`` after it ran
-            reads = self.reads if readout is None else ()
+            reads = self.reads if self.readout is None else ()  # else the body's last step copies them (``_collect``)
             ptrs = tuple(b.ptr for b in self.borrowed)
             body = self.bodies.get(ptrs)
             if body is None:
@@ -853,7 +854,7 @@ class CallerSequence(CompiledSequence):
                         self.sightings.popitem(last=False)
                     self.last = None
                     out = seq.enqueue_body(self.bindings, stream, writes, reads, watch)
-                    return self._collect(readout, stream) if readout is not None else out
+                    return self._collect(out, stream)
                 body = Body((), self.bindings, tuple(b.key for b in self.bindings), pins(self.bindings), self.buffers,
                             self.seen, tuple((b, b.ptr, b.nbytes) for b in self.borrowed))
                 self.bodies[ptrs] = body
@@ -862,7 +863,7 @@ class CallerSequence(CompiledSequence):
             self.last = None
             out = seq.enqueue_body(body, stream, writes, reads, watch)
             self.last = body
-            return self._collect(readout, stream) if readout is not None else out
+            return self._collect(out, stream)
 
     def close(self) -> None:
         """Drop the bindings and the graphs made from them, and the readout's handle."""
