@@ -75,13 +75,17 @@ def is_long(begin: Any, end: Any):
 def fold_partials(acc: Any, partial: Any, found: Any, x: Any, lo: Any, hi: Any, m: Any,
                   items: Annotated[int, vk.Const[int]]):
     """``fold_range`` of ``partial[lo:hi]``, then each tile no holder was found for
-    (``found[t] == NO_SEGMENT``: offsets out of order) folded from ``x`` by one lane."""
+    (``found[t] == NO_SEGMENT``: offsets out of order) folded from ``x`` by one lane. A lane
+    that saw no such tile skips that second pass, so in-order offsets pay nothing for it."""
     a = acc
+    missed = vk.u32(0)  # whether this lane saw a tile with no holder (then its second pass runs)
     for r in range((hi - lo + (32 * items - 1)) // (32 * items)):
         for k in range(items):
             t = lo + (r * (32 * items) + (k * 32 + vk.subgroup_local_id()))
-            a = m.apply(a, vk.select(t < hi and found[t] != NO_SEGMENT, partial[t], identity(m)))
-    for r in range((hi - lo + 31) // 32):
+            holder = vk.select(t < hi, found[t], 0)
+            a = m.apply(a, vk.select(t < hi and holder != NO_SEGMENT, partial[t], identity(m)))
+            missed = missed | vk.select(holder == NO_SEGMENT, vk.u32(1), vk.u32(0))
+    for r in range(vk.select(missed != 0, (hi - lo + 31) // 32, vk.u32(0))):
         t = lo + (r * 32 + vk.subgroup_local_id())
         for j in range(vk.select(t < hi and found[t] == NO_SEGMENT, vk.u32(TILE), vk.u32(0))):
             a = m.apply(a, x[t * TILE + j])
