@@ -74,17 +74,17 @@ def is_long(begin: Any, end: Any):
 @vk.func
 def fold_partials(acc: Any, partial: Any, found: Any, x: Any, lo: Any, hi: Any, m: Any,
                   items: Annotated[int, vk.Const[int]]):
-    """``fold_range`` of ``partial[lo:hi]``, then each tile no holder was found for
-    (``found[t] == NO_SEGMENT``: offsets out of order) folded from ``x`` by one lane. A lane
-    that saw no such tile skips that second pass, so in-order offsets pay nothing for it."""
+    """``fold_range`` of ``partial[lo:hi]`` (a tile no holder was found for has the identity
+    there), then each such tile (``found[t] == NO_SEGMENT``: offsets out of order) folded from
+    ``x`` by one lane. The two words of a tile load independently, and a lane that saw no missed
+    tile skips the second pass, so in-order offsets pay only the ``found`` loads."""
     a = acc
     missed = vk.u32(0)  # whether this lane saw a tile with no holder (then its second pass runs)
     for r in range((hi - lo + (32 * items - 1)) // (32 * items)):
         for k in range(items):
             t = lo + (r * (32 * items) + (k * 32 + vk.subgroup_local_id()))
-            holder = vk.select(t < hi, found[t], 0)
-            a = m.apply(a, vk.select(t < hi and holder != NO_SEGMENT, partial[t], identity(m)))
-            missed = missed | vk.select(holder == NO_SEGMENT, vk.u32(1), vk.u32(0))
+            a = m.apply(a, vk.select(t < hi, partial[t], identity(m)))  # a missed tile's is the identity
+            missed = missed | vk.select(t < hi and found[t] == NO_SEGMENT, vk.u32(1), vk.u32(0))
     for r in range(vk.select(missed != 0, (hi - lo + 31) // 32, vk.u32(0))):
         t = lo + (r * 32 + vk.subgroup_local_id())
         for j in range(vk.select(t < hi and found[t] == NO_SEGMENT, vk.u32(TILE), vk.u32(0))):
@@ -181,8 +181,7 @@ def _tiles(m: Monoid) -> Kernel | KernelTemplate:
         total = warp_total(fold_range(identity(m), x, lo, vk.select(whole, lo + TILE, 0), m, ITEMS), m)
         if vk.subgroup_local_id() == 0:
             found[t] = vk.select(whole, s, NO_SEGMENT)
-            if whole:
-                partial[t] = total
+            partial[t] = total  # the identity where the tile is not whole (an empty fold)
 
     return tiles
 
@@ -192,7 +191,7 @@ def tiles_kernel(m: Monoid, n_word: int, segments_word: int) -> Program:
     """For each tile ``t`` (one subgroup): the segment whose start is the last at most the
     tile's first element (``holder_of``); if that segment is longer than ``LONG`` and holds the
     whole tile, ``partial[t]`` = the tile folded as a short segment is and ``found[t]`` = the
-    segment, else ``found[t] = NO_SEGMENT``. Every word of ``found`` in the grid is written each
+    segment, else ``partial[t]`` = the identity and ``found[t] = NO_SEGMENT``. Every word of ``found`` in the grid is written each
     call, so nothing from an earlier call is read: with offsets out of order a holder may go
     unfound, and the per-segment program folds that tile itself."""
     return _tiles(m).bind(n_word, segments_word).program
