@@ -161,3 +161,23 @@ def test_tiles_the_search_misses_are_folded_by_their_segment(backend, rng, dtype
             E.assert_close_sum(got[s], part, np.float32(np.sum(part, dtype=np.float64)))
         else:
             assert got[s] == part.sum(dtype=dtype), s
+
+
+def test_tile_counts_are_zero_after_each_call(backend, rng):
+    """``seg.counts`` (the tiles found per segment) is state the split step zeroes again: after
+    calls with offsets in order, out of order (tiles the search misses) and overlapping, every
+    word is zero, and repeated calls stay exact."""
+    x = E.data(rng, np.uint32, N)
+    layouts = [E.segment_layouts(N)["edges"].astype(np.uint32),
+               np.array([0, 2 * LONG + 5, 0, 1, LONG, N], np.uint32),
+               np.array([100, 100 + 2 * LONG, 50, N, LONG], np.uint32)]
+    for raw in layouts:
+        for _ in range(2):
+            got = lib.segmented_reduce(_put(backend, x), _put(backend, raw), backend=backend)
+            got = backend.download_resident(got.handle, 0, got.n * 4).view(np.uint32)
+            for s in range(len(raw) - 1):
+                begin = min(int(raw[s]), N)
+                assert got[s] == x[begin:min(max(int(raw[s + 1]), begin), N)].sum(dtype=np.uint32), s
+            words = capacity(len(raw) - 1)
+            counts = scratch_for(backend).get("seg.counts", words * 4, zeroed=True)
+            assert not backend.download_resident(counts, 0, words * 4).view(np.uint32).any()

@@ -72,20 +72,12 @@ def is_long(begin: Any, end: Any):
 
 
 @vk.func
-def fold_partials(acc: Any, partial: Any, found: Any, x: Any, lo: Any, hi: Any, m: Any,
-                  items: Annotated[int, vk.Const[int]]):
-    """``fold_range`` of ``partial[lo:hi]`` (a tile no holder was found for has the identity
-    there), then each such tile (``found[t] == NO_SEGMENT``: offsets out of order) folded from
-    ``x`` by one lane. The two words of a tile load independently, and a lane that saw no missed
-    tile skips the second pass, so in-order offsets pay only the ``found`` loads."""
+def fold_missed(acc: Any, found: Any, x: Any, lo: Any, hi: Any, m: Any):
+    """``acc`` combined with each tile ``t`` in ``[lo, hi)`` that ``tiles`` found no holder for
+    (``found[t] == NO_SEGMENT``: offsets out of order; its partial is the identity), folded from
+    ``x`` by one lane."""
     a = acc
-    missed = vk.u32(0)  # whether this lane saw a tile with no holder (then its second pass runs)
-    for r in range((hi - lo + (32 * items - 1)) // (32 * items)):
-        for k in range(items):
-            t = lo + (r * (32 * items) + (k * 32 + vk.subgroup_local_id()))
-            a = m.apply(a, vk.select(t < hi, partial[t], identity(m)))  # a missed tile's is the identity
-            missed = missed | vk.select(t < hi and found[t] == NO_SEGMENT, vk.u32(1), vk.u32(0))
-    for r in range(vk.select(missed != 0, (hi - lo + 31) // 32, vk.u32(0))):
+    for r in range((hi - lo + 31) // 32):
         t = lo + (r * 32 + vk.subgroup_local_id())
         for j in range(vk.select(t < hi and found[t] == NO_SEGMENT, vk.u32(TILE), vk.u32(0))):
             a = m.apply(a, x[t * TILE + j])
@@ -99,13 +91,14 @@ def _segmented_reduce(m: Monoid, split: bool) -> Kernel | KernelTemplate:
     values, results = BufferSpec(Access.READ, m.dtype), BufferSpec(Access.READ_WRITE, m.dtype)
     partials = BufferSpec(Access.READ, m.dtype) if split else None
     holders = BufferSpec(Access.READ, U32) if split else None
+    tallies = BufferSpec(Access.READ_WRITE, U32) if split else None
     warp_total, empty = warp_reducer(m), m.empty_value()
     suffix = "_split" if split else ""
 
     @vk.kernel(workgroup_size=WG, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}{suffix}")
     def segmented_reduce(x: Annotated[vk.In[vk.u32], values], offsets: vk.In[vk.u32],
                          partial: Annotated[vk.In[vk.u32], partials], found: Annotated[vk.In[vk.u32], holders],
-                         out: Annotated[vk.InOut[vk.u32], results], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+                         counts: Annotated[vk.InOut[vk.u32], tallies], out: Annotated[vk.InOut[vk.u32], results], params: Annotated[vk.Uniform[vk.u32], PARAMS],
                          split: vk.Const[bool], n_word: vk.Const[int], segments_word: vk.Const[int]):
         s = vk.wid() * WARPS + (vk.lid() >> 5)  # one subgroup per segment
         ok = s < params[segments_word]
@@ -115,14 +108,19 @@ def _segmented_reduce(m: Monoid, split: bool) -> Kernel | KernelTemplate:
             long = is_long(begin, end)
             first = vk.select(long, first_tile(begin), 0)
             last = vk.select(long, end // TILE, 0)
+            all_found = vk.select(long, counts[vk.select(long, s, 0)], 0) == last - first
             acc = fold_range(identity(m), x, begin, vk.select(long, first * TILE, end), m, ITEMS)
-            acc = fold_partials(acc, partial, found, x, first, last, m, ITEMS)
+            acc = fold_range(acc, partial, first, last, m, ITEMS)
+            acc = fold_missed(acc, found, x, vk.select(all_found, last, first), last, m)
             acc = fold_range(acc, x, vk.select(long, last * TILE, end), end, m, ITEMS)
         else:
             acc = fold_range(identity(m), x, begin, end, m, ITEMS)
-        total = warp_total(acc, m)
+        total = warp_total(acc, m)  # a subgroup exchange: every lane has read counts[s] before it is reset
         if ok and vk.subgroup_local_id() == 0:
             out[s] = vk.select(begin < end, total, m.element(empty))
+            if split:
+                if is_long(begin, end):
+                    counts[s] = 0  # zero again for the next call
 
     return segmented_reduce
 
@@ -134,8 +132,9 @@ def segmented_reduce_kernel(m: Monoid, split: bool, n_word: int, segments_word: 
     Offsets are clamped to ``[0, n]`` and an end below its start makes the segment empty, which
     gives the op's empty value. Lanes fold strided elements in order, then the warp reduction
     combines the 32 lanes. With ``split``, a segment longer than ``LONG`` folds its head, the
-    partials of its whole tiles (from ``tiles``; a tile ``tiles`` found no holder of is folded
-    here) and its tail instead.
+    partials of its whole tiles (from ``tiles``) and its tail instead. Where ``counts[s]`` (the
+    tiles ``tiles`` found ``s`` holds) is short of the segment's whole tiles, offsets are out of
+    order: it reads ``found`` and folds each tile with no holder itself. It zeroes ``counts[s]``.
     """
     return _segmented_reduce(m, split).bind(split, n_word, segments_word).program
 
@@ -170,7 +169,8 @@ def _tiles(m: Monoid) -> Kernel | KernelTemplate:
 
     @vk.kernel(workgroup_size=WG, name=f"lib_segmented_reduce_tiles_{m.op}_{m.dtype.value}")
     def tiles(x: Annotated[vk.In[vk.u32], values], offsets: vk.In[vk.u32], found: vk.InOut[vk.u32],
-              partial: Annotated[vk.InOut[vk.u32], partials], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+              counts: vk.InOut[vk.u32], partial: Annotated[vk.InOut[vk.u32], partials],
+              params: Annotated[vk.Uniform[vk.u32], PARAMS],
               n_word: vk.Const[int], segments_word: vk.Const[int]):
         t = vk.wid() * WARPS + (vk.lid() >> 5)  # one subgroup per tile
         s = holder_of(offsets, params, t * TILE, n_word, segments_word)
@@ -182,6 +182,8 @@ def _tiles(m: Monoid) -> Kernel | KernelTemplate:
         if vk.subgroup_local_id() == 0:
             found[t] = vk.select(whole, s, NO_SEGMENT)
             partial[t] = total  # the identity where the tile is not whole (an empty fold)
+            if whole:
+                vk.atomic_add_relaxed(counts, s, 1)
 
     return tiles
 
@@ -191,7 +193,8 @@ def tiles_kernel(m: Monoid, n_word: int, segments_word: int) -> Program:
     """For each tile ``t`` (one subgroup): the segment whose start is the last at most the
     tile's first element (``holder_of``); if that segment is longer than ``LONG`` and holds the
     whole tile, ``partial[t]`` = the tile folded as a short segment is and ``found[t]`` = the
-    segment, else ``partial[t]`` = the identity and ``found[t] = NO_SEGMENT``. Every word of ``found`` in the grid is written each
+    segment, and ``counts[segment]`` goes up by one; else ``partial[t]`` = the identity and
+    ``found[t] = NO_SEGMENT``. Every word of ``found`` in the grid is written each
     call, so nothing from an earlier call is read: with offsets out of order a holder may go
     unfound, and the per-segment program folds that tile itself."""
     return _tiles(m).bind(n_word, segments_word).program
@@ -213,7 +216,8 @@ def segmented_reduce(plan: Plan, m: Monoid, src: Resident, offsets: Resident, ou
         return
     groups_of_tiles = tile_groups(cap)
     found = plan.buffer("seg.found", groups_of_tiles * WARPS)
+    counts = plan.zeroed_buffer("seg.counts", segments_cap)  # zero between calls: the last step resets it
     partial = plan.buffer("seg.partial", groups_of_tiles * WARPS, m.dtype.size)
-    plan.step(tiles_kernel(m, n_word, s_word), [src, offsets, found, partial, plan.params], groups_of_tiles)
-    plan.step(segmented_reduce_kernel(m, True, n_word, s_word), [src, offsets, partial, found, out, plan.params],
-              groups)
+    plan.step(tiles_kernel(m, n_word, s_word), [src, offsets, found, counts, partial, plan.params], groups_of_tiles)
+    plan.step(segmented_reduce_kernel(m, True, n_word, s_word),
+              [src, offsets, partial, found, counts, out, plan.params], groups)
