@@ -11,7 +11,10 @@ synchronisation, median of ``--reps`` calls after two warm-up calls. vyre is tim
 ``vyre`` on ``ResidentArray``s (data stays in place; results handed back with ``lib.recycle``
 between calls, so each call reuses the result handles and replays its captured graph) and
 ``vyre_cupy`` on CuPy arrays in and out (adds a device copy of the input into scratch and of
-the result out). Copy bandwidth: a device-to-device copy of the input (bytes read + written).
+the result out); the table adds vyre on numpy arrays in and out (``vyre_numpy``: both host
+copies) and on torch tensors in and out (``vyre_torch``: int32 views; every input value is below
+2^31, so the order and the result bits are vyre's on u32). Copy bandwidth: a device-to-device
+copy of the input (bytes read + written).
 Read bandwidth: a CuPy ``RawKernel`` that reads every byte of the input with 16-byte vector loads
 (grid-stride, four loads in flight per iteration) and writes one word per block (the XOR of what
 it read, checked against the input's, so the reads cannot be optimised away); bytes read.
@@ -55,7 +58,6 @@ per distribution (default ``docs/lib_dists.png``); JSON default ``$OUT/bench_lib
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import statistics
@@ -242,7 +244,9 @@ def _torch() -> Any:
 
 
 def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]]:
-    """For each primitive, the callables of each implementation on the same data (all on the device)."""
+    """For each primitive, the callables of each implementation on the same data: vyre on
+    ``ResidentArray``s, on CuPy arrays, numpy arrays and torch tensors in and out (``vyre_cupy``,
+    ``vyre_numpy``, ``vyre_torch``), CuPy and torch."""
     import cupy
 
     from vyre import lib
@@ -257,59 +261,53 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
     values = cupy.arange(n, dtype=cupy.uint32)
     segment_ids = cupy.arange(n, dtype=cupy.uint32) // SEGMENT  # the segments of ``offsets`` (n a multiple)
 
-    r = {name: _resident(backend, a) for name, a in
-         (("x", x), ("small", small), ("runs", runs), ("mask", mask), ("offsets", offsets), ("values", values))}
+    arrays = {"x": x, "small": small, "runs": runs, "mask": mask, "offsets": offsets, "values": values}
+    r = {name: _resident(backend, a) for name, a in arrays.items()}
     lo, hi = 0, 2**30
-
-    vy = functools.partial(_recycled, backend)
-    impls: dict[str, dict[str, Callable[[], object]]] = {
-        "reduce": {"vyre": vy(lambda: lib.reduce(r["x"], backend=backend)),
-                   "vyre_cupy": lambda: lib.reduce(x, backend=backend), "cupy": lambda: x.sum()},
-        "inclusive_scan": {"vyre": vy(lambda: lib.inclusive_scan(r["x"], backend=backend)),
-                           "vyre_cupy": lambda: lib.inclusive_scan(x, backend=backend),
-                           "cupy": lambda: cupy.cumsum(x)},
-        "exclusive_scan": {"vyre": vy(lambda: lib.exclusive_scan(r["x"], backend=backend)),
-                           "vyre_cupy": lambda: lib.exclusive_scan(x, backend=backend),
-                           "cupy": lambda: cupy.cumsum(x)},
-        "select": {"vyre": vy(lambda: lib.select(r["x"], r["mask"], backend=backend)),
-                   "vyre_cupy": lambda: lib.select(x, mask, backend=backend), "cupy": lambda: x[mask]},
-        "select_if": {"vyre": vy(lambda: lib.select_if(r["x"], lo, hi, backend=backend)),
-                      "vyre_cupy": lambda: lib.select_if(x, lo, hi, backend=backend),
-                      "cupy": lambda: x[(x >= lo) & (x < hi)]},
-        "histogram": {"vyre": vy(lambda: lib.histogram(r["small"], 256, backend=backend)),
-                      "vyre_cupy": lambda: lib.histogram(small, 256, backend=backend),
-                      "cupy": lambda: cupy.bincount(small, minlength=256)},
-        "sort": {"vyre": vy(lambda: lib.sort(r["x"], backend=backend)),
-                 "vyre_cupy": lambda: lib.sort(x, backend=backend), "cupy": lambda: cupy.sort(x)},
-        "sort_pairs": {"vyre": vy(lambda: lib.sort(r["x"], r["values"], backend=backend)),
-                       "vyre_cupy": lambda: lib.sort(x, values, backend=backend),
-                       "cupy": lambda: _cupy_sort_pairs(x, values)},
-        "argsort": {"vyre": vy(lambda: lib.argsort(r["x"], backend=backend)),
-                    "vyre_cupy": lambda: lib.argsort(x, backend=backend), "cupy": lambda: cupy.argsort(x)},
-        "unique": {"vyre": vy(lambda: lib.unique(r["small"], backend=backend)),
-                   "vyre_cupy": lambda: lib.unique(small, backend=backend),
-                   "vyre_key_range": vy(lambda: lib.unique(r["small"], key_range=(0, 256), backend=backend)),
-                   "cupy": lambda: cupy.unique(small, return_counts=True)},
-        "segmented_reduce": {"vyre": vy(lambda: lib.segmented_reduce(r["x"], r["offsets"], backend=backend)),
-                             "vyre_cupy": lambda: lib.segmented_reduce(x, offsets, backend=backend)},
-        "segmented_sort": {
-            "vyre": vy(lambda: lib.segmented_sort(r["x"], r["offsets"], r["values"], backend=backend)),
-            "vyre_cupy": lambda: lib.segmented_sort(x, offsets, values, backend=backend),
-            "cupy": lambda: _cupy_segmented_sort(x, segment_ids, values)},
-        "run_length_encode": {"vyre": vy(lambda: lib.run_length_encode(r["runs"], backend=backend)),
-                              "vyre_cupy": lambda: lib.run_length_encode(runs, backend=backend)},
+    calls: dict[str, Callable[[dict[str, Any]], object]] = {  # each vyre call, on one caller's set of arrays
+        "reduce": lambda a: lib.reduce(a["x"], backend=backend),
+        "inclusive_scan": lambda a: lib.inclusive_scan(a["x"], backend=backend),
+        "exclusive_scan": lambda a: lib.exclusive_scan(a["x"], backend=backend),
+        "select": lambda a: lib.select(a["x"], a["mask"], backend=backend),
+        "select_if": lambda a: lib.select_if(a["x"], lo, hi, backend=backend),
+        "histogram": lambda a: lib.histogram(a["small"], 256, backend=backend),
+        "sort": lambda a: lib.sort(a["x"], backend=backend),
+        "sort_pairs": lambda a: lib.sort(a["x"], a["values"], backend=backend),
+        "argsort": lambda a: lib.argsort(a["x"], backend=backend),
+        "unique": lambda a: lib.unique(a["small"], backend=backend),
+        "segmented_reduce": lambda a: lib.segmented_reduce(a["x"], a["offsets"], backend=backend),
+        "segmented_sort": lambda a: lib.segmented_sort(a["x"], a["offsets"], a["values"], backend=backend),
+        "run_length_encode": lambda a: lib.run_length_encode(a["runs"], backend=backend),
+        "transform_reduce": lambda a: lib.transform_reduce(a["x"], low_square, backend=backend),
     }
-    impls["transform_reduce"] = _transform_reduce(backend, x, r["x"], vy)
+    callers = {"vyre_cupy": arrays, "vyre_numpy": {k: cupy.asnumpy(v) for k, v in arrays.items()}}
+    if torch is not None:  # int32 views (every value is below 2^31: the same order and the same bits out)
+        callers["vyre_torch"] = {k: torch.as_tensor(v.view(cupy.int32) if v.dtype == cupy.uint32 else v,
+                                                    device="cuda") for k, v in arrays.items()}
+    impls: dict[str, dict[str, Callable[[], object]]] = {
+        p: {"vyre": _recycled(backend, lambda call=call: call(r)),
+            **{name: (lambda call=call, a=a: call(a)) for name, a in callers.items()}}
+        for p, call in calls.items()}
+    impls["unique"]["vyre_key_range"] = _recycled(
+        backend, lambda: lib.unique(r["small"], key_range=(0, 256), backend=backend))
+    cupy_impls = {
+        "reduce": lambda: x.sum(), "inclusive_scan": lambda: cupy.cumsum(x), "exclusive_scan": lambda: cupy.cumsum(x),
+        "select": lambda: x[mask], "select_if": lambda: x[(x >= lo) & (x < hi)],
+        "histogram": lambda: cupy.bincount(small, minlength=256), "sort": lambda: cupy.sort(x),
+        "sort_pairs": lambda: _cupy_sort_pairs(x, values), "argsort": lambda: cupy.argsort(x),
+        "unique": lambda: cupy.unique(small, return_counts=True),
+        "segmented_sort": lambda: _cupy_segmented_sort(x, segment_ids, values)}
+    for name, fn in cupy_impls.items():
+        impls[name]["cupy"] = fn
+    impls["transform_reduce"].update(_transform_reduce(backend, x, impls["transform_reduce"]["vyre_cupy"]))
     if torch is not None:
-        tx = torch.as_tensor(x.view(cupy.int32), device="cuda")
-        tsmall = torch.as_tensor(small.view(cupy.int32), device="cuda")
-        truns = torch.as_tensor(runs.view(cupy.int32), device="cuda")
+        tx, tsmall, truns = (callers["vyre_torch"][k] for k in ("x", "small", "runs"))
         tfloat = tx.float()  # torch's segment_reduce takes floating data
-        tmask = torch.as_tensor(mask, device="cuda")
+        tmask = callers["vyre_torch"]["mask"]
         toff = torch.as_tensor(offsets.astype(cupy.int64), device="cuda")
         # a segmented sort as a torch user writes it: one sort of (segment << 32 | key), values gathered
         tsegkey = torch.as_tensor((segment_ids.astype(cupy.int64) << 32) | x.astype(cupy.int64), device="cuda")
-        tvalues = torch.as_tensor(values.view(cupy.int32), device="cuda")
+        tvalues = callers["vyre_torch"]["values"]
         torch_impls = {
             "reduce": lambda: tx.sum(), "inclusive_scan": lambda: torch.cumsum(tx, 0, dtype=torch.int32),
             "exclusive_scan": lambda: torch.cumsum(tx, 0, dtype=torch.int32),
@@ -374,10 +372,9 @@ def _read_all(x: Any) -> Callable[[], object]:
     return read
 
 
-def _transform_reduce(backend: Any, x: Any, resident: Any, vy: Callable[[Callable[[], object]], Callable[[], object]]
-                      ) -> dict[str, Callable[[], object]]:
-    """``transform_reduce`` of ``low_square`` fused (on a ``ResidentArray`` and on CuPy), in two passes
-    (CuPy elementwise, then ``lib.reduce``), and CuPy's fused and two-pass forms; checked to agree."""
+def _transform_reduce(backend: Any, x: Any, fused_vyre: Callable[[], Any]) -> dict[str, Callable[[], object]]:
+    """``transform_reduce``'s other forms: in two passes (CuPy elementwise, then ``lib.reduce``) and
+    CuPy's fused and two-pass forms; checked to agree with ``fused_vyre`` (vyre's fused call)."""
     import cupy
 
     from vyre import lib
@@ -387,11 +384,9 @@ def _transform_reduce(backend: Any, x: Any, resident: Any, vy: Callable[[Callabl
     fused = cupy.ReductionKernel("uint32 v", "uint32 y", "(v & 65535u) * (v & 65535u)", "a + b", "y = a", "0",
                                  "vyre_bench_low_square_sum")
     impls: dict[str, Callable[[], Any]] = {
-        "vyre": vy(lambda: lib.transform_reduce(resident, low_square, backend=backend)),
-        "vyre_cupy": lambda: lib.transform_reduce(x, low_square, backend=backend),
         "vyre_two_pass": lambda: lib.reduce(square(x), backend=backend),
         "cupy": lambda: fused(x), "cupy_two_pass": lambda: square(x).sum(dtype=cupy.uint32)}
-    results = {name: int(impls[name]()) for name in ("vyre_cupy", "vyre_two_pass", "cupy", "cupy_two_pass")}
+    results = {name: int(fn()) for name, fn in (("vyre_cupy", fused_vyre), *impls.items())}
     if len(set(results.values())) != 1:
         raise AssertionError(f"transform_reduce results differ: {results}")
     return impls
@@ -672,8 +667,8 @@ def table(report: dict[str, Any]) -> str:
     The last column is the time a copy-bandwidth-bound kernel moving the primitive's minimum bytes
     would take, as a share of vyre's time (100% = at the copy bandwidth).
     """
-    rows = ["| n | primitive | vyre ms | vs torch | vs cupy | vyre_cupy ms | min bytes at copy speed |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| n | primitive | vyre ms | vs torch | vs cupy | vyre_cupy ms | vyre_torch ms | vyre_numpy ms "
+            "| min bytes at copy speed |", "|---|---|---|---|---|---|---|---|---|"]
     by = {(r["log2n"], r["primitive"], r["impl"]): r["ms"] for r in report["results"]}
     for log2n in report["sizes"]:
         copy = report["copy_gbps"].get(str(log2n))
@@ -683,10 +678,10 @@ def table(report: dict[str, Any]) -> str:
                 continue
             ideal = MIN_BYTES[p] * (1 << log2n) / (copy * 1e6) if copy else None
             bound = f"{ideal / ms:.0%}" if ideal else "-"
-            cupy_ms = by.get((log2n, p, "vyre_cupy"))
-            via_cupy = f"{cupy_ms:.3f}" if cupy_ms else "-"
+            callers = [by.get((log2n, p, impl)) for impl in ("vyre_cupy", "vyre_torch", "vyre_numpy")]
+            via = " | ".join(f"{c:.3f}" if c else "-" for c in callers)
             rows.append(f"| 2^{log2n} | {p} | {ms:.3f} | {_ratio(by.get((log2n, p, 'torch')), ms)} | "
-                        f"{_ratio(by.get((log2n, p, 'cupy')), ms)} | {via_cupy} | {bound} |")
+                        f"{_ratio(by.get((log2n, p, 'cupy')), ms)} | {via} | {bound} |")
     return "\n".join(rows)
 
 

@@ -195,6 +195,41 @@ def test_bench_segmented_sort_rows_agree(backend):
     assert (np.diff(rows.astype(np.int64), axis=1) >= 0).all()
 
 
+def _on_host(result):
+    """A bench call's result as numpy int64 (a tuple as a tuple): CuPy, numpy, torch or a scalar;
+    int32 (torch's view of u32) read as u32."""
+    if isinstance(result, tuple):
+        return tuple(_on_host(r) for r in result)
+    a = result.cpu().numpy() if hasattr(result, "cpu") else getattr(result, "get", lambda: result)()
+    a = np.asarray(a)
+    return (a.view(np.uint32) if a.dtype == np.int32 else a).astype(np.int64)
+
+
+def test_bench_caller_columns_agree(backend):
+    """Every row of ``bench_lib.py`` at 2^16: vyre on numpy arrays and on torch tensors (int32
+    views) returns the caller's kind and the same values as vyre on CuPy arrays, so the columns
+    time equal work."""
+    cupy = pytest.importorskip("cupy")
+    from benchmarks import bench_lib
+
+    impls = bench_lib.workloads(backend, 1 << 16)
+    for primitive in bench_lib.PRIMITIVES:
+        want = _on_host(impls[primitive]["vyre_cupy"]())
+        for caller in ("vyre_numpy", "vyre_torch"):
+            if caller not in impls[primitive]:
+                continue
+            result = impls[primitive][caller]()
+            first = result[0] if isinstance(result, tuple) else result
+            if caller == "vyre_numpy":
+                assert not isinstance(first, cupy.ndarray), f"{primitive}: numpy in gave a CuPy array"
+            elif getattr(first, "ndim", 0):
+                assert type(first).__module__.startswith("torch"), f"{primitive}: torch in gave {type(first)}"
+            got = _on_host(result)
+            pairs = zip(got, want, strict=True) if isinstance(want, tuple) else [(got, want)]
+            for g, w in pairs:
+                E.assert_same(g, w)
+
+
 def test_device_arrays_in_cupy_out(backend, rng):
     cupy = pytest.importorskip("cupy")
     x = E.data(rng, np.uint32, 100_003)
@@ -339,6 +374,27 @@ def test_segmented_reduce_long_segments_match_the_oracle(backend, oracle, rng, d
         E.assert_same_bits(got, lib.segmented_reduce(x, offsets, op, backend=oracle))
         if not (op == "add" and dtype == np.float32):
             E.assert_same_bits(got, E.segmented_reduce(x, offsets, op))
+
+
+def test_segmented_reduce_device_offsets_out_of_order_repeated(backend, rng):
+    """Device offsets in order, out of order (tiles the holder search misses) and overlapping,
+    each layout twice in a row (the per-segment tile counts are zeroed between calls): every
+    segment's sum and max exact against the clamped model."""
+    cupy = pytest.importorskip("cupy")
+    from vyre.lib._scan.segmented import LONG
+
+    n = 5 * LONG + 1234
+    x = E.data(rng, np.uint32, n)
+    dx = cupy.asarray(x)
+    layouts = [np.array([0, 3 * LONG + 7, n], np.uint32), np.array([0, 2 * LONG + 5, 0, 1, LONG, n], np.uint32),
+               np.array([100, 100 + 2 * LONG, 50, n, LONG], np.uint32), np.array([0, n], np.uint32)]
+    for raw in layouts:
+        spans = [(min(int(raw[s]), n), min(max(int(raw[s + 1]), min(int(raw[s]), n)), n)) for s in range(raw.size - 1)]
+        for _ in range(2):
+            sums = cupy.asnumpy(lib.segmented_reduce(dx, cupy.asarray(raw), backend=backend))
+            E.assert_same(sums, np.array([x[b:e].sum(dtype=np.uint32) for b, e in spans], np.uint32))
+            top = cupy.asnumpy(lib.segmented_reduce(dx, cupy.asarray(raw), "max", backend=backend))
+            E.assert_same(top, np.array([x[b:e].max() if e > b else 0 for b, e in spans], np.uint32))
 
 
 def _sums_u32(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
