@@ -713,7 +713,8 @@ def plot(report: dict[str, Any], png: Path) -> None:
     import matplotlib.pyplot as plt
 
     by = {(r["log2n"], r["primitive"], r["impl"]): r["gelem_s"] for r in report["results"]}
-    impls = ["vyre", "vyre_cupy", "cupy"]
+    impls = ["vyre", "vyre_cupy", "vyre_torch", "cupy"]  # vyre_numpy adds two host copies: off this scale
+    width = 0.8 / len(impls)
     fig, axes = plt.subplots(len(report["sizes"]), 1, figsize=(12, 3.2 * len(report["sizes"])), squeeze=False)
     for ax, log2n in zip(axes[:, 0], report["sizes"]):
         for k, impl in enumerate(impls):
@@ -721,7 +722,8 @@ def plot(report: dict[str, Any], png: Path) -> None:
             for p in PRIMITIVES:
                 base, mine = by.get((log2n, p, "torch")), by.get((log2n, p, impl))
                 heights.append(mine / base if base and mine else 0.0)
-            ax.bar([i + (k - 1) * 0.27 for i in range(len(PRIMITIVES))], heights, width=0.27, label=impl)
+            ax.bar([i + (k - (len(impls) - 1) / 2) * width for i in range(len(PRIMITIVES))], heights, width=width,
+                   label=impl)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(PRIMITIVES)), PRIMITIVES, rotation=20, fontsize=8)
         ax.set_ylabel("throughput / torch")

@@ -5,8 +5,8 @@ One subgroup per segment folds a segment of up to ``LONG`` elements alone, in ro
 tile reduction does, so a 1,024-element segment is two rounds of loads in flight. A longer
 segment is split: its whole ``TILE``-element tiles are reduced by subgroups spread over the
 grid (``tiles``: one per tile, which finds the segment holding its tile by a search of the
-offsets), and the segment's own subgroup then folds its head (before the first whole tile), the
-tiles' partials and its tail: two launches.
+offsets and counts it for that segment), and the segment's own subgroup then folds its head
+(before the first whole tile), the tiles' partials and its tail: two launches.
 Capacity classes up to ``LONG`` elements cannot hold a long segment and run the first program
 alone. The order of every fold is fixed, so float results are the same on every backend.
 """
@@ -98,7 +98,8 @@ def _segmented_reduce(m: Monoid, split: bool) -> Kernel | KernelTemplate:
     @vk.kernel(workgroup_size=WG, name=f"lib_segmented_reduce_{m.op}_{m.dtype.value}{suffix}")
     def segmented_reduce(x: Annotated[vk.In[vk.u32], values], offsets: vk.In[vk.u32],
                          partial: Annotated[vk.In[vk.u32], partials], found: Annotated[vk.In[vk.u32], holders],
-                         counts: Annotated[vk.InOut[vk.u32], tallies], out: Annotated[vk.InOut[vk.u32], results], params: Annotated[vk.Uniform[vk.u32], PARAMS],
+                         counts: Annotated[vk.InOut[vk.u32], tallies], out: Annotated[vk.InOut[vk.u32], results],
+                         params: Annotated[vk.Uniform[vk.u32], PARAMS],
                          split: vk.Const[bool], n_word: vk.Const[int], segments_word: vk.Const[int]):
         s = vk.wid() * WARPS + (vk.lid() >> 5)  # one subgroup per segment
         ok = s < params[segments_word]
