@@ -14,13 +14,17 @@ between calls, so each call reuses the result handles and replays its captured g
 the result out); the table adds vyre on numpy arrays in and out (``vyre_numpy``: both host
 copies) and on torch tensors in and out (``vyre_torch``: int32 views; every input value is below
 2^31, so the order and the result bits are vyre's on u32). Copy bandwidth: a device-to-device
-copy of the input (bytes read + written).
+``cudaMemcpyAsync`` of the input into an array made once (bytes read + written).
 Read bandwidth: a CuPy ``RawKernel`` that reads every byte of the input with 16-byte vector loads
 (grid-stride, four loads in flight per iteration) and writes one word per block (the XOR of what
 it read, checked against the input's, so the reads cannot be optimised away); bytes read.
 After the main table, ``bandwidth_table`` prints for ``reduce``, ``transform_reduce`` and
 ``segmented_reduce`` the GB/s their bytes read imply as a share of the read bandwidth, and for
 the scans the GB/s of their bytes read + written as a share of the copy bandwidth.
+
+With Triton installed (the GPU machine), ``triton`` times ``reduce``, the scans, ``histogram`` and
+``transform_reduce`` written in Triton on the torch views (``benchmarks/triton_peers.py``; the
+table's "vs triton" column).
 
 ``sort_pairs`` sorts u32 keys with u32 values (``lib.sort(keys, values)``) against what a CuPy
 user writes (``idx = cupy.argsort(keys); keys[idx], values[idx]``) and ``torch.sort`` (sorted
@@ -323,7 +327,11 @@ def workloads(backend: Any, n: int) -> dict[str, dict[str, Callable[[], object]]
         }
         for name, fn in torch_impls.items():
             impls[name]["torch"] = fn
-    impls["_copy"] = {"cupy": lambda: x.copy()}
+        from benchmarks.triton_peers import peers
+
+        for name, fn in peers(tx, tsmall, x, small).items():  # none without Triton
+            impls[name]["triton"] = fn
+    impls["_copy"] = {"cupy": _copy_into(x)}
     impls["_read"] = {"cupy": _read_all(x)}
     return impls
 
@@ -348,6 +356,25 @@ def _cupy_sort_pairs(keys: Any, values: Any) -> tuple[Any, Any]:
 
     idx = cupy.argsort(keys)
     return keys[idx], values[idx]
+
+
+def _copy_into(x: Any) -> Callable[[], object]:
+    """A device-to-device ``cudaMemcpyAsync`` of ``x`` into an array made once (checked once): the
+    copy engine's path, faster than ``x.copy()``, which allocates and runs an elementwise kernel."""
+    import cupy
+
+    out = cupy.empty_like(x)
+    runtime = cupy.cuda.runtime
+
+    def copy() -> object:
+        runtime.memcpyAsync(out.data.ptr, x.data.ptr, x.nbytes, runtime.memcpyDeviceToDevice,
+                            cupy.cuda.get_current_stream().ptr)
+        return out
+
+    copy()
+    if not bool((out == x).all()):
+        raise AssertionError("the copy-bandwidth baseline did not copy the input")
+    return copy
 
 
 def _read_all(x: Any) -> Callable[[], object]:
@@ -667,8 +694,8 @@ def table(report: dict[str, Any]) -> str:
     The last column is the time a copy-bandwidth-bound kernel moving the primitive's minimum bytes
     would take, as a share of vyre's time (100% = at the copy bandwidth).
     """
-    rows = ["| n | primitive | vyre ms | vs torch | vs cupy | vyre_cupy ms | vyre_torch ms | vyre_numpy ms "
-            "| min bytes at copy speed |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| n | primitive | vyre ms | vs torch | vs cupy | vs triton | vyre_cupy ms | vyre_torch ms | vyre_numpy ms "
+            "| min bytes at copy speed |", "|---|---|---|---|---|---|---|---|---|---|"]
     by = {(r["log2n"], r["primitive"], r["impl"]): r["ms"] for r in report["results"]}
     for log2n in report["sizes"]:
         copy = report["copy_gbps"].get(str(log2n))
@@ -681,7 +708,8 @@ def table(report: dict[str, Any]) -> str:
             callers = [by.get((log2n, p, impl)) for impl in ("vyre_cupy", "vyre_torch", "vyre_numpy")]
             via = " | ".join(f"{c:.3f}" if c else "-" for c in callers)
             rows.append(f"| 2^{log2n} | {p} | {ms:.3f} | {_ratio(by.get((log2n, p, 'torch')), ms)} | "
-                        f"{_ratio(by.get((log2n, p, 'cupy')), ms)} | {via} | {bound} |")
+                        f"{_ratio(by.get((log2n, p, 'cupy')), ms)} | {_ratio(by.get((log2n, p, 'triton')), ms)} | "
+                        f"{via} | {bound} |")
     return "\n".join(rows)
 
 
@@ -713,7 +741,7 @@ def plot(report: dict[str, Any], png: Path) -> None:
     import matplotlib.pyplot as plt
 
     by = {(r["log2n"], r["primitive"], r["impl"]): r["gelem_s"] for r in report["results"]}
-    impls = ["vyre", "vyre_cupy", "vyre_torch", "cupy"]  # vyre_numpy adds two host copies: off this scale
+    impls = ["vyre", "vyre_cupy", "vyre_torch", "cupy", "triton"]  # vyre_numpy adds two host copies: off this scale
     width = 0.8 / len(impls)
     fig, axes = plt.subplots(len(report["sizes"]), 1, figsize=(12, 3.2 * len(report["sizes"])), squeeze=False)
     for ax, log2n in zip(axes[:, 0], report["sizes"]):

@@ -230,6 +230,22 @@ def test_bench_caller_columns_agree(backend):
                 E.assert_same(g, w)
 
 
+def test_bench_triton_column_agrees(backend):
+    """``bench_lib.py``'s Triton column at 2^16: every Triton row gives vyre's values (on CuPy
+    arrays) bit for bit, so it times equal work."""
+    cupy = pytest.importorskip("cupy")
+    pytest.importorskip("triton", reason="the Triton column needs Triton")
+    from benchmarks import bench_lib
+
+    impls = bench_lib.workloads(backend, 1 << 16)
+    rows = [p for p in bench_lib.PRIMITIVES if "triton" in impls[p]]
+    assert rows == ["reduce", "inclusive_scan", "exclusive_scan", "histogram", "transform_reduce"]
+    for primitive in rows:
+        got = cupy.asarray(impls[primitive]["triton"]()).view(cupy.uint32)
+        want = _on_host(impls[primitive]["vyre_cupy"]())
+        E.assert_same(cupy.asnumpy(got).reshape(np.shape(want)), np.asarray(want).astype(np.uint32))
+
+
 def test_device_arrays_in_cupy_out(backend, rng):
     cupy = pytest.importorskip("cupy")
     x = E.data(rng, np.uint32, 100_003)
