@@ -344,12 +344,15 @@ def test_resident_offsets_of_a_backend_that_is_not_the_default(backend, rng):
                                            (lookback.SCAN_SPIN, 1, 2**20 + 3),
                                            ((1, 0), lookback.SCAN_LOOKBACK_WIDTH,
                                             16 * WG * lookback.SCAN_LOOKBACK_ITEMS + 5)])
-def test_single_pass_scan_on_the_device(backend, rng, monkeypatch, spin, width, n):
+@pytest.mark.parametrize("wide", [True, False])
+def test_single_pass_scan_on_the_device(backend, rng, monkeypatch, spin, width, n, wide):
     """The look-back scan with its 129 tiles in flight at once (so tiles meet aggregates,
     prefixes and unpublished totals) for every integer op, and with no wait at all (every
-    tile folds the input below it): numpy's results."""
+    tile folds the input below it): numpy's results, wide (the default for these grids) or
+    walking back (``width`` tiles a trip)."""
     single_pass = functools.partial(lookback.scan_lookback.__wrapped__, spin=spin, width=width)
     monkeypatch.setattr(lookback, "scan_lookback", single_pass)
+    monkeypatch.setattr(lookback, "WIDE_FROM", lookback.WIDE_FROM if wide else WG + 1)
     for dtype in (np.uint32, np.int32):
         x = E.data(rng, dtype, n)
         for op in ("add", "min", "max", "and", "or", "xor"):

@@ -1,6 +1,7 @@
 """The single-pass (decoupled look-back) scan of integer types on the oracle: numpy's scans at
-every size and width, over the oracle's lockstep chunks, the plan it takes, what a tile takes
-from the published totals, and a wait that runs out (the tile folds the input itself)."""
+every size and width, over the oracle's lockstep chunks, walking back or wide, the plan it takes,
+what a tile takes from the published totals, and a wait that runs out (the tile folds the input
+itself)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,38 @@ def test_matches_numpy(backend, rng, dtype, op, n):
 
 
 @pytest.mark.parametrize("per_chunk", [1, 3])
+@pytest.mark.parametrize("op", OPS)
+def test_wide_look_back_across_oracle_chunks(rng, monkeypatch, per_chunk, op):
+    """Every tile of a small grid made to take the wide look-back: each invocation reads one lower
+    tile, meeting inclusive prefixes of earlier chunks and aggregates of its own; the nearest
+    prefix and the totals above it give numpy's scans."""
+    from vyre.reference import grid
+
+    monkeypatch.setattr(grid, "CHUNK_LANES", per_chunk * WG)
+    monkeypatch.setattr(K, "WIDE_FROM", 2)
+    x = E.data(rng, np.int32, 11 * TILE + 5)
+    _check(ReferenceBackend(), x, op, None if op in ("min", "max") else 7)
+
+
+@pytest.mark.parametrize(("tiles", "wide"), [(1, False), (8, False), (9, True), (16, True), (256, True),
+                                           (257, False), (2048, False)])
+def test_the_grids_that_take_the_wide_look_back(monkeypatch, tiles, wide):
+    """Grids (the capacity class's tiles: 9 tiles of data run 16) of ``WIDE_FROM`` (16) to ``WG``
+    (256) tiles take the wide look-back; smaller grids (a trip or two) and larger ones (more tiles
+    than invocations) walk back."""
+    from vyre.lib import plan as P
+    from vyre.lib._scan import topology
+
+    seen = []
+    real = K.scan_lookback
+    monkeypatch.setattr(K, "scan_lookback", lambda *a, **kw: seen.append(kw["wide"]) or real(*a, **kw))
+    p = P.Plan(ReferenceBackend(), P.ScratchCache(ReferenceBackend()))
+    n = tiles * TILE
+    topology.scan(p, Monoid("add", DataType.U32), None, None, n, P.capacity(n), True)
+    assert seen == [wide]
+
+
+@pytest.mark.parametrize("per_chunk", [1, 3])
 @pytest.mark.parametrize("width", [1, 2, 4, 5])
 def test_any_width_across_oracle_chunks(rng, monkeypatch, per_chunk, width):
     """The oracle runs chunks of ``per_chunk`` workgroups in lockstep: a tile meets inclusive
@@ -49,9 +82,11 @@ def test_any_width_across_oracle_chunks(rng, monkeypatch, per_chunk, width):
     _check(ReferenceBackend(), x, "add", 7)
 
 
-def test_a_wait_that_runs_out_folds_the_input(rng, monkeypatch):
-    """With no trips at all (``spin=(1, 0)``) every tile but the first folds the input below it:
-    the result is still numpy's."""
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_wait_that_runs_out_folds_the_input(rng, monkeypatch, wide):
+    """With no trips at all (``spin=(1, 0)``) every tile but the first folds the input below it
+    (invocation 0 alone, or wide: the whole workgroup): the result is still numpy's."""
+    monkeypatch.setattr(K, "WIDE_FROM", 2 if wide else K.WIDE_FROM)
     monkeypatch.setattr(K, "scan_lookback", functools.partial(K.scan_lookback.__wrapped__, spin=(1, 0)))
     x = E.data(rng, np.int32, 5 * TILE + 77)
     _check(ReferenceBackend(), x, "xor", 3)
@@ -77,7 +112,8 @@ def test_integer_scans_take_one_pass_and_float_scans_three(rng):
                                                "lib_scan_exclusive_add_f32"]
 
 
-def _run_tile_one(state: np.ndarray, x: np.ndarray, spin: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _run_tile_one(state: np.ndarray, x: np.ndarray, spin: tuple[int, int],
+                  wide: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Run the inclusive add scan as one workgroup that takes tile 1 of a grid of two (ticket 1,
     ``state[0] = 1``: the first call, the first set of tile words) over ``x`` of two tiles;
     returns ``out`` (tile 0's half left at the sentinel) and the state after (its ten words:
@@ -92,7 +128,7 @@ def _run_tile_one(state: np.ndarray, x: np.ndarray, spin: tuple[int, int]) -> tu
         handles.append(be.allocate_resident(array.nbytes))
         be.upload_resident(handles[-1], array)
     program = K.scan_lookback.__wrapped__(Monoid("add", DataType.U32), K.SCAN_LOOKBACK_ITEMS, True, 0, None,
-                                          tiles_word=1, spin=spin)
+                                          tiles_word=1, spin=spin, wide=wide)
     be.dispatch_sequence([(program, handles, DispatchConfig(grid=(1, 1, 1)))])
     out = be.download_resident(handles[1], 0, x.nbytes).view(np.uint32)
     return out, be.download_resident(handles[2], 0, state.nbytes).view(np.uint32)
@@ -102,13 +138,14 @@ def _words(flag_lo: int, flag_hi: int, value: int) -> list[int]:
     return [(flag_lo << 16) | (value & 0xFFFF), (flag_hi << 16) | (value >> 16)]
 
 
-def test_a_tile_takes_the_published_prefix_both_halves(rng):
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_tile_takes_the_published_prefix_both_halves(rng, wide):
     """Tile 0's published inclusive prefix (a planted value, not the input's sum) is what tile 1
     starts from: both 16-bit halves are read back; tile 1 then publishes its own prefix."""
     x = rng.integers(0, 2**32, 2 * TILE, dtype=np.uint64).astype(np.uint32)
     planted = 0x89ABCDEF
     state = np.array([1, 0, *_words(K.SCAN_PREFIX, K.SCAN_PREFIX, planted), 0, 0, 5, 6, 7, 8], np.uint32)
-    out, after = _run_tile_one(state, x, spin=(1, 2))
+    out, after = _run_tile_one(state, x, spin=(1, 2), wide=wide)
     want = np.cumsum(np.concatenate([[planted], x[TILE:]]).astype(np.uint32), dtype=np.uint32)[1:]
     E.assert_same(out[TILE:], want)
     assert (out[:TILE] == 0xDEADBEEF).all()
@@ -119,13 +156,14 @@ def test_a_tile_takes_the_published_prefix_both_halves(rng):
 
 @pytest.mark.parametrize("flags", [(0, 0), (K.SCAN_PREFIX, K.SCAN_AGGREGATE), (K.SCAN_AGGREGATE, K.SCAN_PREFIX),
                                    (K.SCAN_PREFIX, 0)])
-def test_an_unpublished_or_torn_total_is_not_taken(rng, flags):
+@pytest.mark.parametrize("wide", [False, True])
+def test_an_unpublished_or_torn_total_is_not_taken(rng, flags, wide):
     """A total not published, or whose halves carry different flags (torn by a later publish),
     is read again until the wait runs out; then the tile folds the input below it and counts
     that in ``state[1]``: the planted value is never used."""
     x = rng.integers(0, 2**32, 2 * TILE, dtype=np.uint64).astype(np.uint32)
     state = np.array([1, 0, *_words(*flags, 0x89ABCDEF), 0, 0, 0, 0, 0, 0], np.uint32)
-    out, after = _run_tile_one(state, x, spin=(2, 3))
+    out, after = _run_tile_one(state, x, spin=(2, 3), wide=wide)
     E.assert_same(out[TILE:], np.cumsum(x, dtype=np.uint32)[TILE:])
     assert after[1] == 1
 

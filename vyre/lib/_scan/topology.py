@@ -66,7 +66,8 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
         tiles = ceil_div(cap, LOOKBACK_TILE)  # a power of two: the tickets' tile and call
         state = plan.zeroed_buffer(f"{role}.state", lookback.SCAN_STATE_HEAD + 4 * tiles)  # two sets of tile words
         program = lookback.scan_lookback(m, lookback.SCAN_LOOKBACK_ITEMS, inclusive, n_word, init_word,
-                                         tiles_word=plan.word(f"{role}.tiles", tiles), init_bound=bound)
+                                         tiles_word=plan.word(f"{role}.tiles", tiles), init_bound=bound,
+                                         wide=lookback.WIDE_FROM <= tiles <= WG)
         plan.step(fused(program, transform), [src, dst, state, *handles_tail], tiles)
         return
     groups, span_word, used = segments(plan, role, n, cap)
