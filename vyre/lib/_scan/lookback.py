@@ -99,7 +99,6 @@ def spin_wait(state: Any, base: Any, done: Any, below: Any, prefix: Any, m: Any,
                 spin_wait(state, base, done, below, prefix, m, levels - 1, trips, width)
 
 
-
 @vk.func
 def read_total(state: Any, slot: Any, got: Any, total: Any, flag: Any, m: Any):
     """One read of slot ``slot``'s total: when both halves carry the same non-zero flag, ``got[0]``,
