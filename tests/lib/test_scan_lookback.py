@@ -50,6 +50,30 @@ def test_wide_look_back_across_oracle_chunks(rng, monkeypatch, per_chunk, op):
     _check(ReferenceBackend(), x, op, None if op in ("min", "max") else 7)
 
 
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32])
+def test_wide_look_back_with_an_init_array_and_a_transform(rng, monkeypatch, dtype):
+    """The wide look-back's variants: ``init`` read from a bound 1-element array (a
+    ``ResidentArray``), and a transform applied where the scan loads ``x`` (also in the fold a
+    wait that runs out does): numpy's scans of the carry and the data."""
+    from tests.lib.test_transform import mix_bits
+    from vyre.lib import ResidentArray
+
+    monkeypatch.setattr(K, "WIDE_FROM", 2)
+    be = ReferenceBackend()
+    x = E.data(rng, dtype, 3 * TILE + 1)
+    init = E.data(rng, dtype, 1)
+    handle = be.allocate_resident(init.nbytes)
+    be.upload_resident(handle, init)
+    joined = E.inclusive_scan(np.concatenate([init, x]), "xor")
+    got = lib.inclusive_scan(x, "xor", init=ResidentArray(handle, init.dtype, 1, be), backend=be)
+    E.assert_same(be.download_resident(got.handle, 0, x.nbytes).view(dtype), joined[1:])
+    mixed = x ^ (x >> 3)
+    unwrapped = K.scan_lookback.__wrapped__
+    for spin in (K.SCAN_SPIN, (1, 0)):
+        monkeypatch.setattr(K, "scan_lookback", functools.partial(unwrapped, spin=spin))
+        E.assert_same(lib.transform_exclusive_scan(x, mix_bits, "add", backend=be), E.exclusive_scan(mixed, "add"))
+
+
 @pytest.mark.parametrize(("tiles", "wide"), [(1, False), (8, False), (9, True), (16, True), (256, True),
                                            (257, False), (2048, False)])
 def test_the_grids_that_take_the_wide_look_back(monkeypatch, tiles, wide):
