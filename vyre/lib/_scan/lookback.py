@@ -61,6 +61,19 @@ def state_word_below(base: Any, below: Any, k: Annotated[int, vk.Const[int]], ha
 
 
 @vk.func
+def published(lo: Any, hi: Any):
+    """Whether a total read as words ``lo``, ``hi`` was published whole: both halves carry the
+    same non-zero flag (a pair torn by a later publish, or not yet written, is not)."""
+    return (lo >> 16) != 0 and (lo >> 16) == (hi >> 16)
+
+
+@vk.func
+def total_of(lo: Any, hi: Any, m: Any):
+    """The total a published pair of words holds, as ``m``'s element."""
+    return m.element((lo & 0xFFFF) | (hi << 16))
+
+
+@vk.func
 def look_back_trip(state: Any, base: Any, done: Any, below: Any, prefix: Any, m: Any,
                    width: Annotated[int, vk.Const[int]]):
     """One trip of the look-back: read the totals of tile ``below[0]`` and the ``width - 1`` tiles
@@ -74,10 +87,10 @@ def look_back_trip(state: Any, base: Any, done: Any, below: Any, prefix: Any, m:
         lo[k] = vk.atomic_or_relaxed(state, state_word_below(base, below[0], k, 0), 0)
         hi[k] = vk.atomic_or_relaxed(state, state_word_below(base, below[0], k, 1), 0)
     for k in range(width):
-        took = go and ((lo[k] >> 16) != 0 and (lo[k] >> 16) == (hi[k] >> 16))
+        took = go and published(lo[k], hi[k])
         last = (lo[k] >> 16) == SCAN_PREFIX
         if took:
-            prefix[0] = m.apply(m.element((lo[k] & 0xFFFF) | (hi[k] << 16)), prefix[0])
+            prefix[0] = m.apply(total_of(lo[k], hi[k], m), prefix[0])
             below[0] = below[0] - 1
             done[0] = last
         go = took and not last
@@ -105,9 +118,9 @@ def read_total(state: Any, slot: Any, got: Any, total: Any, flag: Any, m: Any):
     the total in ``total[0]`` and its flag in ``flag[0]`` (a torn or unpublished word: read again)."""
     lo = vk.atomic_or_relaxed(state, state_word(slot, 0), 0)
     hi = vk.atomic_or_relaxed(state, state_word(slot, 1), 0)
-    if (lo >> 16) != 0 and (lo >> 16) == (hi >> 16):
+    if published(lo, hi):
         got[0] = True
-        total[0] = m.element((lo & 0xFFFF) | (hi << 16))
+        total[0] = total_of(lo, hi, m)
         flag[0] = lo >> 16
 
 
