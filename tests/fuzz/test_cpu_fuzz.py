@@ -9,14 +9,13 @@ size and by the node cap; every crafted input is decided within a time limit.
 
 from __future__ import annotations
 
-import gc
 import random
-import time
 import tracemalloc
 from collections.abc import Callable
 
 import pytest
 
+from tests.stopwatch import stopwatch
 from vyre.driver.errors import ValidationError
 from vyre.fuzz.wire_blobs import body_head, literal, signed, varint
 from vyre.ir import AtomicOp, BufferDecl, DataType, Expr, Node, Program
@@ -154,28 +153,12 @@ def crafted_wires() -> list[bytes]:
 CRAFTED_WIRES = crafted_wires()
 
 
-def timed_outcome(decode: Callable[[object], Program], data: object) -> tuple[Program | None, float]:
-    """``outcome(decode, data)`` and the decoder's own CPU seconds.
-
-    CPU time, not wall time, so a loaded machine's stalls are not counted; and with the cyclic
-    collector off, so a collection of what earlier tests left is not either (in CI one such
-    collection once charged 4.7 s to a blob this machine decides in 0.2 s).
-    """
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.process_time()
-        program = outcome(decode, data)
-        return program, time.process_time() - start
-    finally:
-        gc.enable()
-
-
 def test_wire_decoder_on_crafted_blobs() -> None:
     rng = random.Random(6)
     for data in CRAFTED_WIRES + [mutate_bytes(w, rng) for w in CRAFTED_WIRES for _ in range(3)]:
-        program, took = timed_outcome(from_wire, data)
-        assert took < CRAFTED_SECONDS, len(data)
+        with stopwatch() as watch:
+            program = outcome(from_wire, data)
+        assert watch.seconds < CRAFTED_SECONDS, len(data)
         assert program is None or to_wire(program) == data
 
 
@@ -259,8 +242,9 @@ def test_text_parser_on_crafted_shapes() -> None:
     inputs = CRAFTED_TEXTS + [mutate_text(t, rng) for t in CRAFTED_TEXTS if len(t) < 200_000 for _ in range(3)]
     parsed = 0
     for text in inputs:
-        program, took = timed_outcome(parse, text)
-        assert took < CRAFTED_SECONDS, text[:80]
+        with stopwatch() as watch:
+            program = outcome(parse, text)
+        assert watch.seconds < CRAFTED_SECONDS, text[:80]
         if program is not None:
             parsed += 1
             assert parse(to_text(program)) == program

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import vyre
+from tests.stopwatch import stopwatch
 from vyre.driver.config import DispatchConfig
 from vyre.driver.errors import DeviceOutOfMemory, DispatchFailed, InvalidProgram, ValidationError
 from vyre.fuzz.wire_blobs import body_head, literal, signed, varint
@@ -127,9 +128,9 @@ def test_long_line_costs_little_memory(expr: str) -> None:
 
 
 def test_f32_pattern_is_linear() -> None:
-    start = time.perf_counter()
-    message = parse_error(HEAD + "let x = f32:" + "1" * 1000 + "x\n")
-    assert time.perf_counter() - start < 0.5
+    with stopwatch() as watch:
+        message = parse_error(HEAD + "let x = f32:" + "1" * 1000 + "x\n")
+    assert watch.seconds < 0.5
     assert "bad f32 literal" in message
     assert parse(HEAD + "let x = f32:" + "1" * 1000 + "\nstore o[u32:0] = cast(u32, x)\n")  # within the cap
 
@@ -204,14 +205,13 @@ def varint_heavy_wires() -> dict[str, bytes]:
 def test_varint_heavy_wire_fails_early(name: str) -> None:
     blob = varint_heavy_wires()[name]
     tracemalloc.start()
-    start = time.perf_counter()
     try:
-        with pytest.raises(ValidationError) as info:
+        with stopwatch() as watch, pytest.raises(ValidationError) as info:
             wire.from_wire(blob)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - start < 1.0, "decoding a rejected blob must stop early"
+    assert watch.seconds < 1.0, "decoding a rejected blob must stop early"
     assert peak < len(blob) // 4 + (1 << 20), (peak, len(blob))
     assert info.value.codes[0].startswith("wire_") and info.value.findings[0].fix
 
@@ -225,11 +225,10 @@ def test_noncanonical_varint_is_refused_where_it_is() -> None:
 
 def test_oversized_wire_is_refused_before_hashing() -> None:
     blob = bytes(wire.MAX_WIRE_BYTES + 1)
-    start = time.perf_counter()
-    with pytest.raises(ValidationError) as info:
+    with stopwatch() as watch, pytest.raises(ValidationError) as info:
         wire.from_wire(blob)
     assert info.value.codes == ("wire_limit",)
-    assert time.perf_counter() - start < 0.05
+    assert watch.seconds < 0.05
 
 
 # ---- the oracle ---------------------------------------------------------------------------------
