@@ -9,7 +9,7 @@ from functools import cache
 from typing import Annotated, Any
 
 from vyre.frontend import lang as vk
-from vyre.frontend.annotations import BufferSpec
+from vyre.frontend.annotations import BY_EXPRESSION, BufferSpec
 from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
 from vyre.ir import DataType, Program
@@ -71,6 +71,15 @@ def published(lo: Any, hi: Any):
 def total_of(lo: Any, hi: Any, m: Any):
     """The total a published pair of words holds, as ``m``'s element."""
     return m.element((lo & 0xFFFF) | (hi << 16))
+
+
+@vk.func
+def publish(state: Any, slot: Annotated[Any, BY_EXPRESSION], flag_bits: Annotated[Any, BY_EXPRESSION],
+            total: Annotated[Any, BY_EXPRESSION]):
+    """Publish ``total`` in slot ``slot`` with its flag (``flag_bits``: the flag already shifted to
+    bit 16): two relaxed exchanges, ``flag << 16 | half``, low half first."""
+    vk.atomic_exchange_relaxed(state, state_word(slot, 0), flag_bits | (vk.u32(total) & 0xFFFF))
+    vk.atomic_exchange_relaxed(state, state_word(slot, 1), flag_bits | (vk.u32(total) >> 16))
 
 
 @vk.func
@@ -183,12 +192,7 @@ def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool, init_bound: bool 
         fold_warps_to(w, sums, m, 0, WARPS)
         if vk.lid() == 0:
             # the tile's own total (tile 0: an inclusive prefix), two relaxed exchanges, low half first
-            vk.atomic_exchange_relaxed(state, state_word(base + tile, 0),
-                                       (vk.select(tile == 0, SCAN_PREFIX, SCAN_AGGREGATE) << 16)
-                                       | (vk.u32(w[1]) & 0xFFFF))
-            vk.atomic_exchange_relaxed(state, state_word(base + tile, 1),
-                                       (vk.select(tile == 0, SCAN_PREFIX, SCAN_AGGREGATE) << 16)
-                                       | (vk.u32(w[1]) >> 16))
+            publish(state, base + tile, vk.select(tile == 0, SCAN_PREFIX, SCAN_AGGREGATE) << 16, w[1])
         if wide:  # at most WG tiles: invocation j reads the total of tile ``tile - 1 - j``, all at once
             keys = vk.shared(vk.u32, WARPS)
             parts = vk.shared(m.element, WARPS)
@@ -215,10 +219,7 @@ def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool, init_bound: bool 
                 if key >= 0x80000000:
                     vk.atomic_add_relaxed(state, 1, 1)
                 if not tile == 0:  # the tile's inclusive prefix
-                    vk.atomic_exchange_relaxed(state, state_word(base + tile, 0),
-                                               (SCAN_PREFIX << 16) | (vk.u32(m.apply(below_total, w[1])) & 0xFFFF))
-                    vk.atomic_exchange_relaxed(state, state_word(base + tile, 1),
-                                               (SCAN_PREFIX << 16) | (vk.u32(m.apply(below_total, w[1])) >> 16))
+                    publish(state, base + tile, SCAN_PREFIX << 16, m.apply(below_total, w[1]))
             tile_start = m.apply(init[init_word], below_total) if has_init else below_total
         else:  # invocation 0 walks back over the lower tiles, ``width`` a trip
             tile_prefix = vk.shared(m.element, 1)
@@ -235,10 +236,7 @@ def _scan_lookback(m: Monoid, inclusive: bool, has_init: bool, init_bound: bool 
                         prefix[0] = m.apply(x[j], prefix[0])
                     vk.atomic_add_relaxed(state, 1, 1)
                 if not tile == 0:  # the tile's inclusive prefix
-                    vk.atomic_exchange_relaxed(state, state_word(base + tile, 0),
-                                               (SCAN_PREFIX << 16) | (vk.u32(m.apply(prefix[0], w[1])) & 0xFFFF))
-                    vk.atomic_exchange_relaxed(state, state_word(base + tile, 1),
-                                               (SCAN_PREFIX << 16) | (vk.u32(m.apply(prefix[0], w[1])) >> 16))
+                    publish(state, base + tile, SCAN_PREFIX << 16, m.apply(prefix[0], w[1]))
                 tile_prefix[0] = prefix[0]
             vk.barrier()
             tile_start = m.apply(init[init_word], tile_prefix[0]) if has_init else tile_prefix[0]
