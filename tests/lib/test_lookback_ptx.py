@@ -10,7 +10,10 @@ next call (tickets and two sets of tile words, no zero fill: the grid's params w
 and once more when grids of 16 to 256 tiles began taking the wide look-back (every invocation
 reads one lower tile's total; the ``wide`` cases, of every U32/I32 monoid, were added then; the
 walk's own PTX changed only by one always-true test that ptxas drops); any other change to the
-scan's PTX fails here."""
+scan's PTX fails here.
+All hashes were recorded again for codegen 7 (workgroup-memory guards left out where the index is
+proven below the count, and ``.reqntid``); a diff with guards and predicates normalised away showed
+nothing else changed."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from vyre_cuda._codegen.builder import Builder, Val
 from vyre_cuda._codegen.lowerings import LoweringContext, LoweringFn, get_lowering
 from vyre_cuda._codegen.memory import Buffers
 from vyre_cuda._codegen.ops import W32, W64, width_of
+from vyre_cuda._codegen.ranges import U32_MAX, binary_bound, unary_bound
 from vyre_cuda._codegen.types import bits, reg_kind, suffix
 
 U32, I32, F32, BOOL = DataType.U32, DataType.I32, DataType.F32, DataType.BOOL
@@ -43,22 +44,27 @@ class ExprLowering:
     """Lowers expressions of one program into a ``Builder``."""
 
     def __init__(self, b: Builder, buffers: Buffers, logical_x: str | None = None,
-                 lowerings: Mapping[str, LoweringFn] | None = None) -> None:
+                 lowerings: Mapping[str, LoweringFn] | None = None,
+                 block: tuple[int, int, int] | None = None) -> None:
         """``logical_x``: in a coarsened kernel, the register holding the logical workgroup id along x;
-        ``lowerings``: the lowerings of primitive ``Expr.call`` ops (None: the registry, ``_codegen.lowerings``)."""
+        ``lowerings``: the lowerings of primitive ``Expr.call`` ops (None: the registry, ``_codegen.lowerings``);
+        ``block``: the workgroup size the kernel is emitted for (``.reqntid``), which bounds the local
+        id (None: no bound)."""
         self.b = b
         self.buffers = buffers
         self.logical_x = logical_x
         self.lowerings = lowerings
+        self.block = block
         self._uniform_words: dict[tuple[str, int], Val] = {}  # (buffer, index) -> its value (``_uniform_word``)
         self._literals: dict[str, int] = {}  # register -> the bits of the literal it holds (``_lit``)
+        self._bounds: dict[str, int] = {}  # register -> the largest value the U32 it holds can take (``ranges``)
         self._handlers = {
             Op.LIT: self._lit, Op.VAR: self._var, Op.LOAD: self._load, Op.BUF_LEN: self._buf_len,
             Op.INVOCATION_ID: self._id, Op.WORKGROUP_ID: self._id, Op.LOCAL_ID: self._id,
             Op.SELECT: self._select, Op.CAST: self._cast, Op.FMA: self._fma, Op.ATOMIC: self._atomic,
             Op.SUBGROUP_BALLOT: self._ballot, Op.SUBGROUP_SHUFFLE: self._shuffle,
             Op.SUBGROUP_ADD: self._subgroup_add, Op.SUBGROUP_LOCAL_ID: self._lane,
-            Op.SUBGROUP_SIZE: lambda e, s: Val(self.b.op("mov.u32", "r", "32"), U32),
+            Op.SUBGROUP_SIZE: lambda e, s: self.bounded(Val(self.b.op("mov.u32", "r", "32"), U32), 32),
             Op.CALL: self._call,
         }
 
@@ -74,9 +80,16 @@ class ExprLowering:
         if folded is not None:
             return folded
         if len(args) == 2 and key in ops.BINARY:
-            return Val(ops.apply(ops.BINARY, key, self.b, reg_kind(out), *(a.reg for a in args)), out)
+            v = Val(ops.apply(ops.BINARY, key, self.b, reg_kind(out), *(a.reg for a in args)), out)
+            if out is U32 and args[1].dtype is U32:
+                self.bounded(v, binary_bound(e.op, self.bound(args[0]), self.bound(args[1]),
+                                             self._literals.get(args[1].reg)))
+            return v
         if len(args) == 1 and key in ops.UNARY:
-            return Val(ops.apply(ops.UNARY, key, self.b, reg_kind(out), args[0].reg), out)
+            v = Val(ops.apply(ops.UNARY, key, self.b, reg_kind(out), args[0].reg), out)
+            if out is U32:
+                self.bounded(v, unary_bound(e.op))
+            return v
         raise InvalidProgram(f"{e.op} on {args[0].dtype.name} has no lowering (the program is not valid)",
                              "run vyre.validate(program) and correct the findings.")
 
@@ -94,13 +107,26 @@ class ExprLowering:
         b_, text = bits(dtype), f"0x{value:0{dtype.size * 2}X}"
         reg = self.b.cached(("lit", b_, text), lambda: self.b.op(f"mov.{b_}", reg_kind(dtype), text))
         self._literals[reg] = value
-        return Val(reg, dtype)
+        return self.bounded(Val(reg, dtype), value)
 
     def constant(self, copy: str, reg: str) -> None:
         """Register ``copy`` holds what ``reg`` holds for good (a ``let`` never assigned): a literal
-        stays one for ``_fold``."""
+        stays one for ``_fold``, a bound stays a bound."""
         if reg in self._literals:
             self._literals[copy] = self._literals[reg]
+        if reg in self._bounds:
+            self._bounds[copy] = self._bounds[reg]
+
+    def bound(self, v: Val) -> int:
+        """The largest value ``v`` can take as a U32 (``U32_MAX``: not known, or not a U32)."""
+        return self._bounds.get(v.reg, U32_MAX) if v.dtype is U32 else U32_MAX
+
+    def bounded(self, v: Val, hi: int) -> Val:
+        """``v``, noting that its register never holds a U32 above ``hi``; only for registers
+        written once (a fresh result, a literal, a special register, a ``let`` never assigned)."""
+        if v.dtype is U32 and hi < self._bounds.get(v.reg, U32_MAX):
+            self._bounds[v.reg] = hi  # two bounds of one register's value: the smaller holds too
+        return v
 
     def _fold(self, op: Op, out: DataType, args: list[Val]) -> Val | None:
         """``op`` of literal F32/F64 operands as one literal, computed by the oracle (``FOLDED``);
@@ -138,7 +164,8 @@ class ExprLowering:
         axis = AXES[e.value]
         tid = f"%tid.{axis}"
         if e.op == Op.LOCAL_ID:
-            return Val(self._special(tid), U32)
+            v = Val(self._special(tid), U32)
+            return self.bounded(v, self.block[e.value] - 1) if self.block is not None else v
         if e.op == Op.WORKGROUP_ID:
             return Val(self._workgroup(axis), U32)
         per_group = self.b.iteration if axis == "x" and self.logical_x is not None else None
@@ -161,14 +188,16 @@ class ExprLowering:
             "mul.lo.u32", "r", self.b.op("mul.lo.u32", "r", s("%ntid.x"), s("%ntid.y")), s("%ntid.z")))
 
     def _lane(self, e: Expr, scope: Scope) -> Val:
-        return Val(self.b.cached("lane", lambda: self.b.op("and.b32", "r", self.linear_local_id(), "31")), U32)
+        return self.bounded(
+            Val(self.b.cached("lane", lambda: self.b.op("and.b32", "r", self.linear_local_id(), "31")), U32), 31)
 
     # ---- memory -------------------------------------------------------------------------------------
     def _load(self, e: Expr, scope: Scope) -> Val:
         index, name = e.args[0], name_of(e)
         if index.op == Op.LIT and self.buffers.decls[name].access is Access.UNIFORM:
             return self._uniform_word(name, index, scope)
-        return self.buffers.load(name, self.lower(index, scope).reg)
+        i = self.lower(index, scope)
+        return self.buffers.load(name, i.reg, self.bound(i))
 
     def _uniform_word(self, name: str, index: Expr, scope: Scope) -> Val:
         """A uniform buffer at a literal index: loaded once, before the body (``Builder.loaded``),
@@ -187,17 +216,21 @@ class ExprLowering:
 
     def _atomic(self, e: Expr, scope: Scope) -> Val:
         if is_atomic_read(e):  # its value is a literal: nothing else to evaluate
-            return self.buffers.atomic_read(name_of(e), self.lower(e.args[0], scope).reg)
+            i = self.lower(e.args[0], scope)
+            return self.buffers.atomic_read(name_of(e), i.reg, self.bound(i))
         if is_counter_add(e) and self.buffers.aggregates(name_of(e)):
             return self.buffers.counter_add(name_of(e), self.lower(e.args[0], scope).reg, int(e.args[1].value))
-        regs = [self.lower(a, scope).reg for a in e.args]
-        return self.buffers.atomic(e.value, name_of(e), regs[0], regs[1], regs[2] if len(regs) > 2 else None)
+        vals = [self.lower(a, scope) for a in e.args]
+        regs = [v.reg for v in vals]
+        return self.buffers.atomic(e.value, name_of(e), regs[0], regs[1], regs[2] if len(regs) > 2 else None,
+                                   self.bound(vals[0]))
 
     # ---- composite ----------------------------------------------------------------------------------
     def _select(self, e: Expr, scope: Scope) -> Val:
         c, t, f = (self.lower(a, scope) for a in e.args)
         if t.dtype is not BOOL:
-            return Val(self.b.op(f"selp.{bits(t.dtype)}", reg_kind(t.dtype), t.reg, f.reg, c.reg), t.dtype)
+            v = Val(self.b.op(f"selp.{bits(t.dtype)}", reg_kind(t.dtype), t.reg, f.reg, c.reg), t.dtype)
+            return self.bounded(v, max(self.bound(t), self.bound(f)))
         d = self.b.regs.new("p")
         self.b.ins(f"mov.pred {d}, {t.reg}", c.reg)
         self.b.ins(f"mov.pred {d}, {f.reg}", f"!{c.reg}")
@@ -214,7 +247,8 @@ class ExprLowering:
 
     def _cast(self, e: Expr, scope: Scope) -> Val:
         v = self.lower(e.args[0], scope)
-        return Val(cast(self.b, v, dtype_of(e)), dtype_of(e))
+        out = Val(cast(self.b, v, dtype_of(e)), dtype_of(e))
+        return self.bounded(out, 1 if v.dtype is BOOL else self.bound(v))
 
     # ---- subgroups ----------------------------------------------------------------------------------
     def _ballot(self, e: Expr, scope: Scope) -> Val:

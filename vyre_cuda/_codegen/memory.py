@@ -18,6 +18,7 @@ from vyre.ir.types import DataType
 from vyre_cuda._codegen.abi import count_word, param_name
 from vyre_cuda._codegen.builder import Builder, Val
 from vyre_cuda._codegen.own_index import cached_read_write
+from vyre_cuda._codegen.ranges import U32_MAX
 from vyre_cuda._codegen.types import bits
 
 D = DataType
@@ -99,10 +100,12 @@ class Buffers:
         cached = d.access in (Access.READ, Access.UNIFORM) or d.name in self.cached_read_write
         return "global.nc" if reading and cached else "global"
 
-    def _guard_and_address(self, d: BufferDecl, index: str) -> tuple[str, str]:
-        """(in-bounds predicate, address operand text) for element ``index`` of ``d``."""
+    def _guard_and_address(self, d: BufferDecl, index: str, hi: int = U32_MAX) -> tuple[str | None, str]:
+        """(in-bounds predicate, address operand text) for element ``index`` of ``d``; no predicate
+        (None) for workgroup memory when ``hi``, the largest value ``index`` can take
+        (``_codegen.ranges``), is below the buffer's count: that access cannot leave the buffer."""
         b = self.b
-        p = b.op("setp.lt.u32", "p", index, self.count(d.name))
+        p = None if d.is_workgroup and hi < d.count else b.op("setp.lt.u32", "p", index, self.count(d.name))
         if d.is_workgroup:
             a = b.op("mad.lo.u32", "r", index, str(d.dtype.size), self.shared_base())
             return p, f"[{a}+{self.shared_offset[d.name]}]"
@@ -113,10 +116,11 @@ class Buffers:
     def buf_len(self, name: str) -> Val:
         return Val(self.b.op("mov.u32", "r", self.count(name)), D.U32)
 
-    def load(self, name: str, index: str) -> Val:
-        """``name[index]`` widened to its arithmetic type, or typed zero out of bounds."""
+    def load(self, name: str, index: str, hi: int = U32_MAX) -> Val:
+        """``name[index]`` widened to its arithmetic type, or typed zero out of bounds (``hi``: as in
+        ``_guard_and_address``)."""
         b, d = self.b, self.decls[name]
-        p, addr = self._guard_and_address(d, index)
+        p, addr = self._guard_and_address(d, index, hi)
         ld = f"ld.{self._space(d, True)}.{_MEM_SUFFIX[d.dtype]}"
         if d.dtype is D.F16:
             h = b.op("mov.b16", "h", "0")
@@ -131,13 +135,14 @@ class Buffers:
             # the flag from a select on the guard, not from the guarded load's register alone: ptxas
             # 13.0 (and the driver's JIT) compiled ``if !flag {} else {store}`` on
             # ``mov 0; @p ld; setp.ne`` as if an out-of-bounds flag were set (fuzzer, seed 61101)
-            return Val(b.op("setp.ne.u32", "p", b.op("selp.b32", "r", v, "0", p), "0"), D.BOOL)
+            return Val(b.op("setp.ne.u32", "p", b.op("selp.b32", "r", v, "0", p) if p else v, "0"), D.BOOL)
         return Val(v, d.dtype.arith)
 
-    def store(self, name: str, index: str, value: Val) -> None:
-        """``name[index] = value`` narrowed to the storage type; skipped out of bounds."""
+    def store(self, name: str, index: str, value: Val, hi: int = U32_MAX) -> None:
+        """``name[index] = value`` narrowed to the storage type; skipped out of bounds (``hi``: as in
+        ``_guard_and_address``)."""
         b, d = self.b, self.decls[name]
-        p, addr = self._guard_and_address(d, index)
+        p, addr = self._guard_and_address(d, index, hi)
         src = value.reg
         if d.dtype is D.BOOL:
             src = b.op("selp.u32", "r", "1", "0", src)
@@ -157,17 +162,19 @@ class Buffers:
             return self.b.op(f"cvt.rn.{kind}.f32", "h", x)
         return self.b.op("cvt.u16.u32", "h", self.b.op(f"cvt.rn.{kind}x2.f32", "r", x, x))
 
-    def atomic(self, op: AtomicOp, name: str, index: str, value: str, expected: str | None) -> Val:
+    def atomic(self, op: AtomicOp, name: str, index: str, value: str, expected: str | None,
+               hi: int = U32_MAX) -> Val:
         """Read-modify-write; returns the old value (0 out of bounds).
 
         PTX ``atom`` alone is relaxed. Following the PTX memory model's mapping of C++
         ``seq_cst`` RMW (Lustig et al., ASPLOS 2019; libcu++), each sequentially consistent
         atomic is ``fence.sc`` then ``atom.acq_rel`` at the scope that can observe it: ``.gpu``
         for global memory (other workgroups), ``.cta`` for workgroup memory. A ``*_RELAXED`` op
-        is ``atom.relaxed`` alone: atomic on its word, ordering nothing else.
+        is ``atom.relaxed`` alone: atomic on its word, ordering nothing else. ``hi``: as in
+        ``_guard_and_address``.
         """
         b, d = self.b, self.decls[name]
-        p, addr = self._guard_and_address(d, index)
+        p, addr = self._guard_and_address(d, index, hi)
         scope = "cta" if d.is_workgroup else "gpu"
         name_, suffixes = _ATOMIC[op.base]
         old = b.op(f"mov.{bits(d.dtype)}", "rd" if d.dtype.is_wide else "r", "0")
@@ -192,6 +199,7 @@ class Buffers:
         up to 32 on the same word: a hot append counter (a BFS frontier's) stops serialising."""
         b, d = self.b, self.decls[name]
         p, addr = self._guard_and_address(d, index)
+        assert p is not None  # global memory: always guarded
         mask = b.regs.new("r")
         b.ins(f"activemask.b32 {mask}")
         rank = b.op("popc.b32", "r", b.op("and.b32", "r", mask, b.op("mov.u32", "r", "%lanemask_lt")))
@@ -204,11 +212,12 @@ class Buffers:
         mine = b.op("mad.lo.u32", "r", rank, str(value), base)
         return Val(b.op("selp.u32", "r", mine, "0", p), d.dtype)
 
-    def atomic_read(self, name: str, index: str) -> Val:
+    def atomic_read(self, name: str, index: str, hi: int = U32_MAX) -> Val:
         """A relaxed atomic read (``is_atomic_read``): ``ld.relaxed``, coherent at the scope that can
-        write the word, never an L1 line another workgroup cannot update; 0 out of bounds."""
+        write the word, never an L1 line another workgroup cannot update; 0 out of bounds (``hi``:
+        as in ``_guard_and_address``)."""
         b, d = self.b, self.decls[name]
-        p, addr = self._guard_and_address(d, index)
+        p, addr = self._guard_and_address(d, index, hi)
         old = b.op(f"mov.{bits(d.dtype)}", "rd" if d.dtype.is_wide else "r", "0")
         scope, space = ("cta", "shared") if d.is_workgroup else ("gpu", "global")
         b.ins(f"ld.relaxed.{scope}.{space}.{bits(d.dtype)} {old}, {addr}", p)

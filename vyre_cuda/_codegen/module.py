@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Mapping
 
-from vyre.driver.config import DispatchConfig
+from vyre.driver.config import DispatchConfig, effective_workgroup
 from vyre.driver.errors import InvalidProgram
 from vyre.ir.expand import expand_calls
 from vyre.ir.expr import is_counter_add, name_of
@@ -32,7 +32,7 @@ from vyre_cuda._codegen.versions import (
     sm_number,
 )
 
-CODEGEN_VERSION = "6"
+CODEGEN_VERSION = "7"
 #: from this sm on, f16/bf16 stores narrow through the packed conversion (``Buffers.narrow``)
 PACKED_NARROWING_SM = 80
 #: lowest target with programmatic dependent launch (``griddepcontrol``, PTX ISA 7.8)
@@ -120,8 +120,10 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
 
     Validates first; pure and deterministic (same program and target give the same text).
     ``ptx_version`` defaults to the lowest ISA supporting the target and the features used.
-    ``config`` is accepted for API symmetry: the code reads its geometry from ``%ntid`` so one
-    module serves any ``workgroup_override``. ``coarsen`` (a power of two) > 1 makes each
+    The kernel is for one workgroup size: ``config``'s ``workgroup_override``, else the
+    program's (``.reqntid``: a launch with another size fails), which bounds the local id, so
+    workgroup-memory accesses whose index is proven below the buffer's count need no guard
+    (``_codegen.ranges``). ``coarsen`` (a power of two) > 1 makes each
     hardware workgroup run that many logical workgroups along x (``_codegen.coarsen``); the kernel
     then reads the logical grid x from the parameter block (``abi.param_block_layout``).
     A malformed argument (``sm``, ``ptx_version``, ``coarsen``, ``config``) is ``InvalidProgram``
@@ -139,7 +141,8 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     b = Builder()
     buffers = Buffers(program, b, packed_narrowing=sm_number(sm) >= PACKED_NARROWING_SM)
     loop = Coarsening(b, buffers, coarsen) if coarsen > 1 else None
-    exprs = ExprLowering(b, buffers, loop.logical_x if loop else None, lowerings)
+    block = effective_workgroup(program, config)
+    exprs = ExprLowering(b, buffers, loop.logical_x if loop else None, lowerings, block)
     StmtLowering(b, exprs, program.body, loop.next_label if loop else None).body(program.body, {})
     zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), exprs.workgroup_threads(),
                                               wait_first=loop is not None) if buffers.shared_bytes else []
@@ -163,6 +166,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
         f".visible .entry {entry_name(program)}(",
         params,
         ")",
+        f".reqntid {block[0]}, {block[1]}, {block[2]}",
         "{",
         *(f"\t{d}" for d in b.regs.declarations()),
     ]

@@ -45,7 +45,7 @@ class StmtLowering:
             b.ins(f"{mov(v.dtype)} {target.reg}, {v.reg}")
         elif isinstance(node, Store):
             index = lower(node.index, scope)
-            self.exprs.buffers.store(node.buffer, index.reg, lower(node.value, scope))
+            self.exprs.buffers.store(node.buffer, index.reg, lower(node.value, scope), self.exprs.bound(index))
         elif isinstance(node, If):
             self._if(node, scope)
         elif isinstance(node, Loop):
@@ -77,7 +77,8 @@ class StmtLowering:
         """Half-open U32 range; bounds are evaluated once and the counter never overflows."""
         b = self.b
         i = b.op("mov.b32", "r", self.exprs.lower(node.start, scope).reg)
-        end = b.op("mov.b32", "r", self.exprs.lower(node.end, scope).reg)  # copy: the body may assign it
+        last = self.exprs.lower(node.end, scope)
+        end = b.op("mov.b32", "r", last.reg)  # copy: the body may assign it
         top, done = b.new_label(), b.new_label()
         b.place(top)
         inner = {**scope, node.var: Val(i, DataType.U32)}
@@ -89,6 +90,8 @@ class StmtLowering:
             # one exit test per trip: ptxas 13.0 dropped a second, separate exit branch of nested loops
             stop = b.op("or.pred", "p", stop, flag if negated else b.op("not.pred", "p", flag))
         b.ins(f"bra {done}", stop)
+        if node.var not in self.assigned:  # in the body (not in the guard above) the counter is below the end
+            self.exprs.bounded(inner[node.var], max(self.exprs.bound(last) - 1, 0))
         self.body(node.body if guard is None else guard.then, inner)
         b.ins(f"add.u32 {i}, {i}, 1")
         b.ins(f"bra {top}")
