@@ -199,10 +199,15 @@ def test_a_workgroup_size_given_at_dispatch_bounds_the_local_id() -> None:
     assert not _guarded(LID, 128, wg=256, config=DispatchConfig(workgroup_override=(128, 1, 1)))
 
 
-def test_the_kernel_requires_its_workgroup_size() -> None:
+def test_the_kernel_states_no_launch_bound() -> None:
+    """``.reqntid`` / ``.maxntid`` let ptxas raise the register count (the sort's pass kernel 40 ->
+    64, the look-back scan 56 -> 64) and so lower occupancy: measured 8% slower on the sort and 30%
+    on a 2^28 scan (H200). The bound comes from the runtime launching a kernel only with the size
+    it was emitted for (tests/gpu/test_workgroup_size_gpu.py)."""
     program = Program([BufferDecl.output("o", 0, U32, 1)], (96, 2, 1), [], name="size_probe")
-    assert "\n.reqntid 96, 2, 1\n" in emit_ptx(program)
-    assert "\n.reqntid 32, 1, 1\n" in emit_ptx(program, config=DispatchConfig(workgroup_override=(32, 1, 1)))
+    for config in (None, DispatchConfig(workgroup_override=(32, 1, 1))):
+        ptx = emit_ptx(program, config=config)
+        assert ".reqntid" not in ptx and ".maxntid" not in ptx and ".minnctapersm" not in ptx
 
 
 def test_global_memory_is_always_guarded() -> None:

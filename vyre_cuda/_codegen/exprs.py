@@ -48,8 +48,8 @@ class ExprLowering:
                  block: tuple[int, int, int] | None = None) -> None:
         """``logical_x``: in a coarsened kernel, the register holding the logical workgroup id along x;
         ``lowerings``: the lowerings of primitive ``Expr.call`` ops (None: the registry, ``_codegen.lowerings``);
-        ``block``: the workgroup size the kernel is emitted for (``.reqntid``), which bounds the local
-        id (None: no bound)."""
+        ``block``: the workgroup size the kernel is emitted for and launched with, which bounds the
+        local id (None: no bound)."""
         self.b = b
         self.buffers = buffers
         self.logical_x = logical_x

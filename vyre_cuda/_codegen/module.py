@@ -121,11 +121,14 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     Validates first; pure and deterministic (same program and target give the same text).
     ``ptx_version`` defaults to the lowest ISA supporting the target and the features used.
     The kernel is for one workgroup size: ``config``'s ``workgroup_override``, else the
-    program's (``.reqntid``: a launch with another size fails), which bounds the local id, so
-    workgroup-memory accesses whose index is proven below the buffer's count need no guard
-    (``_codegen.ranges``). ``coarsen`` (a power of two) > 1 makes each
-    hardware workgroup run that many logical workgroups along x (``_codegen.coarsen``); the kernel
-    then reads the logical grid x from the parameter block (``abi.param_block_layout``).
+    program's, which bounds the local id, so workgroup-memory accesses whose index is proven below
+    the buffer's count need no guard (``_codegen.ranges``). The runtime launches a kernel only with
+    the size it was emitted for (``_dispatch.prepared.PreparedProgram`` holds both). The size is
+    not stated in the PTX: ``.reqntid`` and ``.maxntid`` let ptxas raise the register count, and so
+    lower occupancy (the sort's pass kernel 40 -> 64 registers; 8% slower on an H200).
+    ``coarsen`` (a power of two) > 1 makes each hardware workgroup run that many logical
+    workgroups along x (``_codegen.coarsen``); the kernel then reads the logical grid x from the
+    parameter block (``abi.param_block_layout``).
     A malformed argument (``sm``, ``ptx_version``, ``coarsen``, ``config``) is ``InvalidProgram``
     before any other work; a well-formed target or version that cannot serve the program (too
     old for the target, or for more than 543 buffers: PTX ISA 8.1 raised the kernel parameter
@@ -166,7 +169,6 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
         f".visible .entry {entry_name(program)}(",
         params,
         ")",
-        f".reqntid {block[0]}, {block[1]}, {block[2]}",
         "{",
         *(f"\t{d}" for d in b.regs.declarations()),
     ]

@@ -4,10 +4,10 @@ buffer's (static) count is emitted without its bounds guard.
 Every load, store and atomic on a buffer is guarded (``setp.lt.u32`` and a predicate) so that no
 program can reach outside its buffers. For workgroup memory the count is a constant, and many
 indices are built from values whose range is known: the local id (below the workgroup size the
-kernel is emitted for, ``.reqntid``), the lane, literals, masks and shifts, loop counters. Where the
-largest value such an index can take is below the count, the guard cannot fail and is left out;
-every other access keeps it. The rules follow the IR's U32 semantics (``docs/semantics.md``):
-integers wrap, so a sum or product that could pass ``2**32 - 1`` gives no bound.
+kernel is emitted for, the only size it is launched with), the lane, literals, masks and shifts,
+loop counters. Where the largest value such an index can take is below the count, the guard
+cannot fail and is left out; every other access keeps it. The rules follow the IR's U32
+semantics (``docs/semantics.md``): integers wrap, so a sum or product that could pass ``2**32 - 1`` gives no bound.
 """
 
 from __future__ import annotations
