@@ -203,11 +203,13 @@ def test_the_kernel_states_no_launch_bound() -> None:
     """``.reqntid`` / ``.maxntid`` let ptxas raise the register count (the sort's pass kernel 40 ->
     64, the look-back scan 56 -> 64) and so lower occupancy: measured 8% slower on the sort and 30%
     on a 2^28 scan (H200). The bound comes from the runtime launching a kernel only with the size
-    it was emitted for (tests/gpu/test_workgroup_size_gpu.py)."""
+    it was emitted for (tests/gpu/test_workgroup_size_gpu.py); the header comment names the size
+    for a caller that launches the PTX itself."""
     program = Program([BufferDecl.output("o", 0, U32, 1)], (96, 2, 1), [], name="size_probe")
-    for config in (None, DispatchConfig(workgroup_override=(32, 1, 1))):
+    for config, size in ((None, "96x2x1"), (DispatchConfig(workgroup_override=(32, 1, 1)), "32x1x1")):
         ptx = emit_ptx(program, config=config)
         assert ".reqntid" not in ptx and ".maxntid" not in ptx and ".minnctapersm" not in ptx
+        assert f"\n// workgroup {size}, " in ptx and "// launch with exactly this workgroup size" in ptx
 
 
 def test_global_memory_is_always_guarded() -> None:

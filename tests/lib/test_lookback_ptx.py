@@ -12,7 +12,7 @@ reads one lower tile's total; the ``wide`` cases, of every U32/I32 monoid, were 
 walk's own PTX changed only by one always-true test that ptxas drops); any other change to the
 scan's PTX fails here.
 All hashes were recorded again for codegen 7 (workgroup-memory guards left out where the index is
-proven below the count); a diff with guards and predicates normalised away showed nothing else
+proven below the count); a diff with guards, predicates and comments normalised away showed nothing else
 changed."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ its tail step (``vyre.lib._select.kernels.compact_run_lengths``, also summing it
 ``run_tail_lengths``: written with the front end, no builder twin; recorded when written). A
 recorded run checks that the library runs nothing else.
 All hashes were recorded again for codegen 7 (workgroup-memory guards left out where the index is
-proven below the count); a diff with guards and predicates normalised away showed nothing else
+proven below the count); a diff with guards, predicates and comments normalised away showed nothing else
 changed."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ change to a sort program's PTX fails here. The argsort's last pass that writes n
 of small classes' tiles (``onesweep.SMALL_ITEMS`` keys per invocation, every pass) were added later,
 their hashes recorded from their first versions.
 All hashes were recorded again for codegen 7 (workgroup-memory guards left out where the index is
-proven below the count); a diff with guards and predicates normalised away showed nothing else
+proven below the count); a diff with guards, predicates and comments normalised away showed nothing else
 changed."""
 
 from __future__ import annotations

@@ -125,7 +125,8 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     the buffer's count need no guard (``_codegen.ranges``). The runtime launches a kernel only with
     the size it was emitted for (``_dispatch.prepared.PreparedProgram`` holds both). The size is
     not stated in the PTX: ``.reqntid`` and ``.maxntid`` let ptxas raise the register count, and so
-    lower occupancy (the sort's pass kernel 40 -> 64 registers; 8% slower on an H200).
+    lower occupancy (the sort's pass kernel 40 -> 64 registers; 8% slower on an H200); the header
+    comment says it, and a caller launching the PTX itself must use it.
     ``coarsen`` (a power of two) > 1 makes each hardware workgroup run that many logical
     workgroups along x (``_codegen.coarsen``); the kernel then reads the logical grid x from the
     parameter block (``abi.param_block_layout``).
@@ -154,11 +155,11 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
 
     nparams = len(program.bound_buffers) + 1
     params = ",\n".join(f"\t.param .u64 {param_name(i)}" for i in range(nparams))
-    wx, wy, wz = program.workgroup_size
     lines = [
         "//",
         f"// vyre-cuda codegen {CODEGEN_VERSION}: program {sanitize(program.name)}",
-        f"// workgroup {int(wx)}x{int(wy)}x{int(wz)}, {nparams - 1} buffer pointer(s) then the parameter block",
+        f"// workgroup {block[0]}x{block[1]}x{block[2]}, {nparams - 1} buffer pointer(s) then the parameter block",
+        "// launch with exactly this workgroup size: workgroup-memory accesses proven in bounds for it are unguarded",
         *([f"// coarsened x{coarsen}: each workgroup runs {coarsen} logical workgroups along x"] if loop else []),
         "//",
         f".version {version}",
