@@ -74,22 +74,23 @@ def test_wide_look_back_with_an_init_array_and_a_transform(rng, monkeypatch, dty
         E.assert_same(lib.transform_exclusive_scan(x, mix_bits, "add", backend=be), E.exclusive_scan(mixed, "add"))
 
 
-@pytest.mark.parametrize(("tiles", "wide"), [(1, False), (8, False), (9, True), (16, True), (256, True),
-                                           (257, False), (2048, False)])
-def test_the_grids_that_take_the_wide_look_back(monkeypatch, tiles, wide):
-    """Grids (the capacity class's tiles: 9 tiles of data run 16) of ``WIDE_FROM`` (16) to ``WG``
-    (256) tiles take the wide look-back; smaller grids (a trip or two) and larger ones (more tiles
-    than invocations) walk back."""
+@pytest.mark.parametrize(("n", "items", "wide"), [
+    (8192, 32, False), (4 * 8192, 32, False), (1 << 16, 8, True), (9 * 8192, 8, True), (1 << 18, 8, True),
+    (1 << 18 | 1, 32, True), (256 * 8192, 32, True), (257 * 8192, 32, False), (2048 * 8192, 32, False)])
+def test_the_grids_that_take_the_wide_look_back(monkeypatch, n, items, wide):
+    """Capacity classes of 2^16 to 2^18 elements take tiles of 8 elements per invocation, others
+    32; grids (the class's tiles: 9 tiles of data run 16) of ``WIDE_FROM`` (16) to ``WG`` (256)
+    tiles take the wide look-back; smaller grids (a trip or two) and larger ones (more tiles than
+    invocations) walk back."""
     from vyre.lib import plan as P
     from vyre.lib._scan import topology
 
     seen = []
     real = K.scan_lookback
-    monkeypatch.setattr(K, "scan_lookback", lambda *a, **kw: seen.append(kw["wide"]) or real(*a, **kw))
+    monkeypatch.setattr(K, "scan_lookback", lambda *a, **kw: seen.append((a[1], kw["wide"])) or real(*a, **kw))
     p = P.Plan(ReferenceBackend(), P.ScratchCache(ReferenceBackend()))
-    n = tiles * TILE
     topology.scan(p, Monoid("add", DataType.U32), None, None, n, P.capacity(n), True)
-    assert seen == [wide]
+    assert seen == [(items, wide)]
 
 
 @pytest.mark.parametrize("per_chunk", [1, 3])

@@ -39,6 +39,10 @@ SCAN_STATE_HEAD = 2
 SCAN_AGGREGATE, SCAN_PREFIX = 1, 2  # the flag of a tile's own total / of the total of it and every lower tile
 SCAN_SPIN = (6, 16)  # the look-back's wait: at most 16**6 trips, then it folds the input below instead
 SCAN_LOOKBACK_ITEMS = 32  # elements per invocation of the single-pass scan (tile 8192; 8 and 16 measured slower)
+#: capacity classes from SCAN_SMALL_FROM to SCAN_SMALL_UP_TO take SCAN_SMALL_ITEMS (tile 2048): four times the
+#: workgroups, where 32 leaves most SMs idle (H200, device span: 2^16 5.4 -> 3.5 us, 2^18 5.6 -> 4.1; 2^20 stays
+#: at 32: 6.3 against 9.7 at 8 and 7.2 at 16; below 2^16 not measured)
+SCAN_SMALL_ITEMS, SCAN_SMALL_FROM, SCAN_SMALL_UP_TO = 8, 1 << 16, 1 << 18
 SCAN_LOOKBACK_WIDTH = 4  # tiles whose totals one look-back trip reads together
 MAX_U32 = monoid("max", DataType.U32)  # the wide look-back's search for the nearest inclusive prefix
 #: grids from this many tiles up to WG read every lower tile's total at once (``wide``); below it the

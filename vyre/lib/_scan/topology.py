@@ -18,7 +18,12 @@ from vyre.lib.transform import Transform, fused
 SPAN_UNIT = WG * K.REDUCE_ITEMS  # segments are whole upsweep tiles (and so whole downsweep tiles)
 SCAN_GROUPS = 4096  # at most this many workgroups (segments): several waves, so the last one is a small share
 SCAN_SINGLE = 4096  # capacity classes up to this scan in one launch of one workgroup
-LOOKBACK_TILE = WG * lookback.SCAN_LOOKBACK_ITEMS  # elements per workgroup of the single-pass scan
+
+
+def lookback_items(cap: int) -> int:
+    """Elements per invocation of the single-pass scan of capacity class ``cap``."""
+    small = lookback.SCAN_SMALL_FROM <= cap <= lookback.SCAN_SMALL_UP_TO
+    return lookback.SCAN_SMALL_ITEMS if small else lookback.SCAN_LOOKBACK_ITEMS
 
 
 def segments(plan: Plan, role: str, n: int, cap: int, unit: int = SPAN_UNIT, most: int = SCAN_GROUPS
@@ -41,7 +46,8 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
 
     Classes up to ``SCAN_SINGLE`` elements: one launch of the down kernel on one workgroup.
     U32 and I32: one single-pass kernel with decoupled look-back (``lookback.scan_lookback``;
-    reads and writes each element once; its tile states stay zero between calls). F32 (whose
+    reads and writes each element once; its tile states stay zero between calls), ``lookback_items``
+    elements per invocation. F32 (whose
     rounding depends on the order the tile totals meet) and the 64-bit types (a look-back
     word holds 16 bits of a total and its flag): reduce-then-scan over at most
     ``SCAN_GROUPS`` contiguous segments, three launches: **up** reduces each workgroup's segment
@@ -63,9 +69,10 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
                         transform), [src, dst, *handles_tail], 1)
         return
     if m.dtype in (DataType.U32, DataType.I32):
-        tiles = ceil_div(cap, LOOKBACK_TILE)  # a power of two: the tickets' tile and call
+        items = lookback_items(cap)
+        tiles = ceil_div(cap, WG * items)  # a power of two: the tickets' tile and call
         state = plan.zeroed_buffer(f"{role}.state", lookback.SCAN_STATE_HEAD + 4 * tiles)  # two sets of tile words
-        program = lookback.scan_lookback(m, lookback.SCAN_LOOKBACK_ITEMS, inclusive, n_word, init_word,
+        program = lookback.scan_lookback(m, items, inclusive, n_word, init_word,
                                          tiles_word=plan.word(f"{role}.tiles", tiles), init_bound=bound,
                                          wide=lookback.WIDE_FROM <= tiles <= WG)
         plan.step(fused(program, transform), [src, dst, state, *handles_tail], tiles)
