@@ -47,9 +47,8 @@ def scan(plan: Plan, m: Monoid, src: Resident, dst: Resident, n: int, cap: int, 
     Classes up to ``SCAN_SINGLE`` elements: one launch of the down kernel on one workgroup.
     U32 and I32: one single-pass kernel with decoupled look-back (``lookback.scan_lookback``;
     reads and writes each element once; its tile states stay zero between calls), ``lookback_items``
-    elements per invocation. F32 (whose
-    rounding depends on the order the tile totals meet) and the 64-bit types (a look-back
-    word holds 16 bits of a total and its flag): reduce-then-scan over at most
+    elements per invocation. F32 (whose rounding depends on the order the tile totals meet) and
+    the 64-bit types (a look-back word holds 16 bits of a total and its flag): reduce-then-scan over at most
     ``SCAN_GROUPS`` contiguous segments, three launches: **up** reduces each workgroup's segment
     into ``partial[w]``, **spine** scans the partials exclusively, **down** scans each segment
     tile by tile from its carry. ``transform``: applied to each element of ``src`` where a kernel
