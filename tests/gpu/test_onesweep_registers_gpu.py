@@ -1,7 +1,9 @@
 """The single-pass radix pass with the tile's keys in registers (``ONESWEEP_KEYS_IN_REGISTERS``) and
 the pass that reads them three times, on the device against numpy's stable sort: every key type,
 keys alone, with values and argsort, from one key to 2^23 (many tiles, so look-backs meet
-unpublished tiles), and ties; the written-out form (``ONESWEEP_REGISTER_ROUNDS = 0``) for 64-bit keys."""
+unpublished tiles), and ties; the written-out form (``ONESWEEP_REGISTER_ROUNDS = 0``) for 64-bit keys;
+passes that count the next pass's digits (``COUNT_IN_PASSES_FROM``: from 2^26 by default) at
+every size."""
 
 from __future__ import annotations
 
@@ -16,15 +18,18 @@ from vyre.lib._sort import onesweep
 
 pytestmark = pytest.mark.gpu
 
-#: name: (keys in registers, keys ranked per loop iteration)
-VARIANTS = {"three_reads": (False, 4), "registers": (True, 4), "written_out": (True, 0)}
+#: name: (keys in registers, keys ranked per loop iteration, capacity from which passes count the next digit)
+FROM = onesweep.COUNT_IN_PASSES_FROM
+VARIANTS = {"three_reads": (False, 4, FROM), "registers": (True, 4, FROM), "written_out": (True, 0, FROM),
+            "next_digit_counted_at_every_size": (True, 4, 0)}
 SIZES = (1, 4097, 6145, (1 << 20) + 3, 1 << 23)
 
 
 @pytest.fixture(params=sorted(VARIANTS))
 def variant(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    registers, rounds = VARIANTS[request.param]
+    registers, rounds, count_from = VARIANTS[request.param]
     monkeypatch.setattr(onesweep, "ONESWEEP_KEYS_IN_REGISTERS", registers)
+    monkeypatch.setattr(onesweep, "COUNT_IN_PASSES_FROM", count_from)
     monkeypatch.setattr(onesweep, "ONESWEEP_REGISTER_ROUNDS", rounds)
     if rounds == 0:  # written out, 24 keys of 64 bits pass 4096 PTX instructions too (4957): 4096-key tiles
         monkeypatch.setattr(onesweep, "ONESWEEP_WIDE_LARGE_ITEMS", onesweep.ONESWEEP_WIDE_ITEMS)

@@ -107,6 +107,21 @@ def _onesweep() -> dict[str, Program]:
         # an argsort's last pass: the indices written, the keys not (recorded when it was added)
         out[f"onesweep32_24_-_{d.value}_load_vu32_i{items}_n0_r1_reg1_indices"] = O.radix_onesweep.__wrapped__(
             24, None, d, "load", items, 0, 1, raw=U32, value_raw=U32, registers=True, drop_keys=True)
+    for d in (*NARROW, *WIDE):  # large classes: the first digit counted alone (recorded when it was added)
+        out[f"histograms_{d.value}_i{O.HISTOGRAM_ITEMS}_n0_b3_first1"] = O.radix_histograms.__wrapped__(
+            d, O.HISTOGRAM_ITEMS, 0, 3, 1)
+    out |= {f"digit_starts_{p}_pass{first}": O.radix_digit_starts.__wrapped__(p, first)
+            for p in (4, 8) for first in range(p)}
+    for raw, mode in itertools.product((U32, U64), MODES):  # ... and passes counting the next digit
+        if raw is U64 and mode != "none":
+            continue  # 64-bit keys with values sort indices
+        for shift, key_in, key_out, values, _ in _passes(raw, mode):
+            if key_out is not None:
+                continue  # the last pass has no next digit
+            name = (f"onesweep{8 * raw.size}_{shift}_{_t(key_in)}_{_t(key_out)}_{values}_vu32"
+                    f"_i{O.onesweep_items(raw, mode)}_n0_r1_reg1_next")
+            out[name] = O.radix_onesweep.__wrapped__(shift, key_in, key_out, values, O.onesweep_items(raw, mode),
+                                                    0, 1, raw=raw, value_raw=U32, registers=True, count_next=True)
     for spin, width in (((1, 0), 1), ((2, 3), 3)):  # other waits
         out[f"onesweep32_8_-_-_none_s{spin[0]}x{spin[1]}_w{width}"] = O.radix_onesweep.__wrapped__(
             8, None, None, "none", O.ONESWEEP_ITEMS, 0, 1, spin, width)

@@ -70,6 +70,10 @@ HISTOGRAM_ITEMS = 8  # keys per invocation and round of the digit histograms (al
 ONESWEEP_KEYS_IN_REGISTERS = True  # a pass reads each key once, into registers (``registers``), not three times
 ONESWEEP_REGISTER_ROUNDS = 4  # keys in registers: keys ranked (and placed) per loop iteration (its gcd with the
 # items; 0: all, written out: 16 keys of 64 bits take 64-72 registers, 24 of 32 bits pass 4096 PTX instructions)
+COUNT_IN_PASSES_FROM = 1 << 26  # from this capacity the histogram counts the first pass's digits only and each
+# pass but the last counts the next one's instead of its own (``count_next``; its own count comes from the ranking
+# and is published after it). H200, u32 sort: 2^28 5.14 against 5.28 ms, 2^26 1.34 against 1.36; 2^24 0.40
+# against 0.38 (the later publish and three more launches cost more there than the histogram saves)
 ONESWEEP_RANKS_IN_REGISTERS = False  # keys in registers: the ranks too, not in the ``ranks`` workgroup buffer
 # (measured with ptxas: 56-96 registers at 16 keys per invocation, so 3 or fewer workgroups per SM)
 
@@ -114,20 +118,21 @@ def count_digits(local: Any, key: Any, passes: Annotated[int, vk.Const[int]], wi
 
 
 @cache
-def _radix_histograms(key_type: DataType) -> Kernel | KernelTemplate:
-    """``radix_histograms`` of ``key_type``; its Const parameters: items per invocation, the params
-    words of n and of the workgroup count."""
+def _radix_histograms(key_type: DataType, counted: int) -> Kernel | KernelTemplate:
+    """``radix_histograms`` of ``key_type`` counting the first ``counted`` passes' digits; its Const
+    parameters: items per invocation, the params words of n and of the workgroup count."""
     raw = raw_type(key_type)
     keys_spec, wide = BufferSpec(Access.READ, raw), raw is not U32
     bits: Any = TYPE_NAMES[raw]  # an element type (typed Any for type checkers, as Monoid.element is)
     passes, kind, b = radix_passes(raw), key_kind(key_type), key_bits(key_type)
     starts = lookback_starts(passes)
+    suffix = "" if counted == passes else f"_first{counted}"
 
-    @vk.kernel(workgroup_size=WG, name=f"lib_radix_histograms_{key_type.value}")
+    @vk.kernel(workgroup_size=WG, name=f"lib_radix_histograms_{key_type.value}{suffix}")
     def histograms(keys: Annotated[vk.In[vk.u32], keys_spec], lookback: vk.InOut[vk.u32],
                    params: Annotated[vk.Uniform[vk.u32], PARAMS], items: vk.Const[int], n_word: vk.Const[int],
                    blocks_word: vk.Const[int]):
-        local = vk.shared(vk.u32, passes * RADIX)
+        local = vk.shared(vk.u32, counted * RADIX)
         i = vk.registers(vk.u32, items)
         key = vk.registers(bits, items)
         for r in range((params[n_word] + (params[blocks_word] * (WG * items) - 1))
@@ -138,35 +143,38 @@ def _radix_histograms(key_type: DataType) -> Kernel | KernelTemplate:
                 key[k] = key_of(keys[i[k]], kind, b)
             if tb < params[n_word] - min(params[n_word], WG * items - 1):  # tb + tile <= n, without overflow
                 for k in range(items):
-                    count_digits(local, key[k], passes, wide)
+                    count_digits(local, key[k], counted, wide)
             else:
                 for k in range(items):
                     if i[k] < params[n_word]:
-                        count_digits(local, key[k], passes, wide)
+                        count_digits(local, key[k], counted, wide)
         vk.barrier()
-        merge_bins(lookback, local, params, starts, passes * RADIX, 0, vk.u32)
+        merge_bins(lookback, local, params, starts, counted * RADIX, 0, vk.u32)
 
     return histograms
 
 
 @cache
-def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: int) -> Program:
-    """The digit counts of all passes at once, into ``lookback[starts + 256*p + d]`` (zeroed;
-    ``starts`` is ``lookback_starts`` of the passes of ``key_type``: four, or eight for 64-bit keys).
+def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: int, counted: int = 0) -> Program:
+    """The digit counts of the first ``counted`` passes (0: all) at once, into ``lookback[starts +
+    256*p + d]`` (zeroed; ``starts`` is ``lookback_starts`` of the passes of ``key_type``: four, or
+    eight for 64-bit keys). With ``counted`` 1 the passes count the next pass's digits
+    (``radix_onesweep``'s ``count_next``).
 
     Workgroup ``w`` of ``B`` (params ``blocks_word``) takes tiles ``w, w + B, ...`` of ``WG * items``
     keys (coalesced, all loaded before they are counted) and counts each key's digits in workgroup
     memory with workgroup atomics, then merges with one global atomic per non-zero bin. A tile
     wholly below ``n`` counts its keys without a test per key.
     """
-    return _radix_histograms(key_type).bind(items, n_word, blocks_word).program
+    return _radix_histograms(key_type, counted or radix_passes(raw_type(key_type))).bind(items, n_word,
+                                                                                         blocks_word).program
 
 
 @cache
-def _radix_digit_starts(passes: int) -> Kernel:
-    """``radix_digit_starts`` of ``passes`` passes."""
-    suffix = "" if passes == RADIX_PASSES else f"_{passes}"
-    starts = lookback_starts(passes)
+def _radix_digit_starts(passes: int, first: int, scanned: int) -> Kernel:
+    """``radix_digit_starts`` of ``passes`` passes, from pass ``first``, ``scanned`` of them."""
+    suffix = ("" if passes == RADIX_PASSES else f"_{passes}") + ("" if scanned == passes else f"_pass{first}")
+    starts = lookback_starts(passes) + first * RADIX
 
     @vk.kernel(workgroup_size=WG, name=f"lib_radix_digit_starts{suffix}")
     def digit_starts(lookback: vk.InOut[vk.u32]):
@@ -180,10 +188,13 @@ def _radix_digit_starts(passes: int) -> Kernel:
 
 
 @cache
-def radix_digit_starts(passes: int = RADIX_PASSES) -> Program:
+def radix_digit_starts(passes: int = RADIX_PASSES, first: int = -1) -> Program:
     """Workgroup ``p`` scans pass ``p``'s digit counts in place (exclusive): each digit's first
-    output slot (one workgroup per pass, of ``passes``)."""
-    return _radix_digit_starts(passes).program
+    output slot (one workgroup per pass, of ``passes``). ``first`` (0 or more): pass ``first``'s
+    counts alone (one workgroup), as counted by the pass before it."""
+    if first < 0:
+        return _radix_digit_starts(passes, 0, passes).program
+    return _radix_digit_starts(passes, first, 1).program
 
 
 EARLY_BATCH = 4  # keys loaded together by the early digit counts
@@ -284,13 +295,15 @@ def look_back(lookback: Any, status: Any, region: Any, tile: Any, own: Any, run:
 
 @cache
 def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, raw: DataType,
-                    value_raw: DataType, drop_keys: bool = False) -> Kernel | KernelTemplate:
+                    value_raw: DataType, drop_keys: bool = False, count_next: bool = False) -> Kernel | KernelTemplate:
     """``radix_onesweep`` at ``shift``; its Const parameters: items per invocation, rounds per loop
     iteration (``SORT_ROUNDS``) and of the register tile, whether values are loaded and moved,
     keys in registers and ranks too, the early counts' batch, the params words of n and region,
-    the wait's levels and trips and the look-back's width."""
+    the wait's levels and trips, the look-back's width and whether it counts the next pass's digits
+    (``count_next``, which also names it)."""
     pass_, passes = shift // RADIX_BITS, radix_passes(raw)
     head, start = lookback_head(passes), lookback_starts(passes) + pass_ * RADIX
+    next_start = start + RADIX  # the next pass's digit counts (``count_next``)
     parity, other = pass_ % 2, (pass_ + 1) % 2
     bits: Any = TYPE_NAMES[raw]  # element types (typed Any for type checkers, as Monoid.element is)
     value_bits: Any = TYPE_NAMES[value_raw]
@@ -300,7 +313,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
     vals_out_spec = BufferSpec(Access.READ_WRITE, value_raw) if values != "none" else None
     kin, bin_, past = key_kind(key_in), key_bits(key_in or raw), past_bits(key_in, raw)
     kout, bout = (KEYS_DROPPED, key_bits(raw)) if drop_keys else (key_kind(key_out), key_bits(key_out or raw))
-    suffix = ("" if raw is U32 else f"{8 * raw.size}") + ("_indices" if drop_keys else "")
+    suffix = ("" if raw is U32 else f"{8 * raw.size}") + ("_indices" if drop_keys else "") + (
+        "_next" if count_next else "")
 
     @vk.kernel(workgroup_size=WG, name=f"lib_radix_onesweep{suffix}_{shift}", names={"shifts": "shift"})
     def onesweep(keys: Annotated[vk.In[vk.u32], keys_in], lookback: vk.InOut[vk.u32],
@@ -310,7 +324,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                  loads: Annotated[bool, vk.Const[bool]], moves: Annotated[bool, vk.Const[bool]],
                  in_registers: Annotated[bool, vk.Const[bool]], ranks_in_registers: Annotated[bool, vk.Const[bool]],
                  batch: vk.Const[int], n_word: vk.Const[int], region_word: vk.Const[int], levels: vk.Const[int],
-                 trips: vk.Const[int], width: vk.Const[int]):
+                 trips: vk.Const[int], width: vk.Const[int], next_counts: Annotated[bool, vk.Const[bool]]):
         counts = vk.shared(vk.u16, COUNTERS)  # one tile: one half of counters
         shifts = vk.shared(vk.u32, RADIX)
         sums = vk.shared(vk.u32, WARPS)
@@ -324,7 +338,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
         else:
             sorted_vals = None
         tile_id = vk.shared(vk.u32, 1)
-        hist = vk.shared(vk.u32, RADIX)
+        hist = vk.shared(vk.u32, RADIX)  # the tile's count of each digit of this pass (or of the next: ``next_counts``)
         o = vk.registers(bits, rounds)
         pos = vk.registers(vk.u32, rounds)
         run = vk.registers(vk.u32, 1)
@@ -350,13 +364,19 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
             kbase = element_at(seg_base, vk.u32(0), items)
             valid = min(n, seg_base + WG * items) - min(n, seg_base)
             load_keys(keys, k, kbase, n, limit, whole, past, kin, bin_, items, first)
-            for j in range(items):
-                vk.atomic_add_relaxed(hist, digit(k[j], shift, wide), 1)
-            vk.barrier()
-            # keys past n (the all-ones key) counted as digit 255, taken off
-            own = hist[vk.lid()] - vk.select(vk.lid() == RADIX_MASK, WG * items - valid, 0)
+            own = 0
+            if next_counts:  # the next pass's digits, counted while the keys are here (published after ranking)
+                for j in range(items):
+                    vk.atomic_add_relaxed(hist, digit(k[j], shift + RADIX_BITS, wide), 1)
+            else:  # this pass's digits, published before ranking
+                for j in range(items):
+                    vk.atomic_add_relaxed(hist, digit(k[j], shift, wide), 1)
+                vk.barrier()
+                # keys past n (the all-ones key) counted as digit 255, taken off
+                own = hist[vk.lid()] - vk.select(vk.lid() == RADIX_MASK, WG * items - valid, 0)
             region = head + parity * params[region_word]
-            publish(lookback, region, tile, own)
+            if not next_counts:
+                publish(lookback, region, tile, own)
             half = 0
             if ranks_in_registers:
                 for j in range(items):
@@ -371,6 +391,14 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                         rotate(rk, saved_ranks, items, key_rounds)
             vk.barrier()
             total = tile_count(counts, half, False, WARPS)
+            if next_counts:  # the tile's count from the ranking's counters, published only now; the next
+                # pass's counts added to its words (one global atomic per digit in the tile; keys past n
+                # count as digit 255, whose count no digit's start includes)
+                own = total - vk.select(vk.lid() == RADIX_MASK, WG * items - valid, 0)
+                publish(lookback, region, tile, own)
+                more = hist[vk.lid()]
+                if more != 0:
+                    vk.atomic_add_relaxed(lookback, next_start + vk.lid(), more)
             look_back(lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
             tile_slots(counts, shifts, sums, w, run, total, half, False, WARPS)
             if key_rounds == items:
@@ -420,7 +448,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
 def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, items: int,
                    n_word: int, region_word: int, spin: tuple[int, int] = SPIN,
                    width: int = LOOKBACK_WIDTH, raw: DataType = U32, value_raw: DataType = U32,
-                   registers: bool = ONESWEEP_KEYS_IN_REGISTERS, drop_keys: bool = False) -> Program:
+                   registers: bool = ONESWEEP_KEYS_IN_REGISTERS, drop_keys: bool = False,
+                   count_next: bool = False) -> Program:
     """One stable pass of LSD radix sort, one tile per workgroup, with decoupled look-back (Onesweep).
 
     Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
@@ -443,8 +472,15 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     (``vyre.lib._sort.registers``); else read the tile three times (the counts, the ranking and
     the place step each load it). ``drop_keys``: write the values only (the keys' binding stays,
     unwritten): an argsort's last pass, which needs the indices and not the keys.
+    ``count_next``: count the tile's digits of the next pass instead of its own (keys in registers
+    only) and add them to that pass's counts (``lookback[starts + 256*(p+1) + d]``, which
+    ``radix_digit_starts`` then scans), so the histogram kernel need count only the first pass's
+    digits; the tile's own counts are then the ranking's (``tile_count``), published after it.
     """
     key_rounds = math.gcd(ONESWEEP_REGISTER_ROUNDS, items)
+    if count_next and (not registers or shift + RADIX_BITS >= 8 * raw.size):
+        raise ValueError(f"a single-pass radix pass at shift {shift} counts the next pass's digits only with "
+                         f"its keys in registers and below the last pass ({8 * raw.size} bits)")
     if registers:
         check_register_rounds(items, key_rounds)
     else:
@@ -456,7 +492,7 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     # the last pass's key type where it transforms keys (the first pass's always reads raw bits)
     # keys dropped: one kernel for every key type (its IR would differ only in unused constants)
     kernel = _radix_onesweep(shift, key_in, None if drop_keys else transformed(key_out), values, raw,
-                             value_raw if values == "load" else U32, drop_keys)
+                             value_raw if values == "load" else U32, drop_keys, count_next)
     return kernel.bind(items, SORT_ROUNDS, key_rounds, values == "load", values != "none", registers,
                        registers and ONESWEEP_RANKS_IN_REGISTERS, EARLY_BATCH, n_word, region_word, *spin,
-                       width).program
+                       width, count_next).program

@@ -114,7 +114,9 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
 
     One zero fill of the look-back state, one kernel counting the digits of all passes, one
     scan of each pass's 256 counts, then per pass one kernel: a workgroup per tile, digit
-    offsets from decoupled look-back (``onesweep.radix_onesweep``). The plan reads back the
+    offsets from decoupled look-back (``onesweep.radix_onesweep``). From capacity
+    ``onesweep.COUNT_IN_PASSES_FROM`` the first kernel counts the first pass's digits only, and
+    each pass but the last counts the next pass's, whose counts one workgroup then scans. The plan reads back the
     count of look-backs that gave up (``sort.status``, zeroed once per plan) and raises
     ``DispatchFailed`` if any did. ``value_type``: the element type of ``values`` (4 or 8
     bytes; ``values_mode`` "load").
@@ -131,9 +133,11 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     zeroed = head + region  # the head and the first pass's region; each pass zeroes the next one's
     plan.step(zero_fill(plan.word("sort.zeroed", zeroed)), [lookback, plan.params], ceil_div(zeroed, WG))
     blocks = min(ceil_div(cap, WG * onesweep.HISTOGRAM_ITEMS), HISTOGRAM_GROUPS)
-    plan.step(onesweep.radix_histograms(dtype, onesweep.HISTOGRAM_ITEMS, n_word, plan.word("sort.blocks", blocks)),
-              [keys, lookback, plan.params], blocks)
-    plan.step(onesweep.radix_digit_starts(counted), [lookback], counted)
+    in_passes = cap >= onesweep.COUNT_IN_PASSES_FROM and onesweep.ONESWEEP_KEYS_IN_REGISTERS
+    first = 1 if in_passes else counted  # the digits the histogram counts; the passes count the others
+    plan.step(onesweep.radix_histograms(dtype, onesweep.HISTOGRAM_ITEMS, n_word, plan.word("sort.blocks", blocks),
+                                        first), [keys, lookback, plan.params], blocks)
+    plan.step(onesweep.radix_digit_starts(counted, 0 if in_passes else -1), [lookback], first)
     status = plan.buffer("sort.status", 1)
     if not any(handle is status for handle, _, _ in plan.checks):  # once per plan: a later sort keeps the count
         plan.step(zero_fill(plan.word("sort.status_words", 1)), [status, plan.params], 1)
@@ -141,10 +145,13 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
 
     def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
                 moves: list[Resident], keys_written: bool) -> None:
+        count_next = in_passes and key_out is None  # every pass but the last
         plan.step(onesweep.radix_onesweep(shift, key_in, key_out, mode, items, n_word, region_word, raw=raw,
                                           value_raw=value_raw, registers=onesweep.ONESWEEP_KEYS_IN_REGISTERS,
-                                          drop_keys=not keys_written),
+                                          drop_keys=not keys_written, count_next=count_next),
                   [src_k, lookback, *moves, plan.params, status], tiles)
+        if count_next:
+            plan.step(onesweep.radix_digit_starts(counted, shift // RADIX_BITS + 1), [lookback], 1)
 
     return _radix_passes(plan, dtype, keys, values, values_mode, cap, final, scatter, value_raw.size, passes)
 
