@@ -87,6 +87,32 @@ def test_kernels_assemble_for_sm90(rng):
     assert not failures, "\n".join(failures[:20])
 
 
+@pytest.mark.parametrize("big_at, probes, counted", [(None, 2, True), (10, 1, False), (60_000, 2, False)])
+def test_the_probe_reads_a_sample_first(monkeypatch, rng, big_at, probes, counted):
+    """Above twice ``PROBE_SAMPLE`` keys the probe ORs the first ``PROBE_SAMPLE`` keys first: a key
+    there that rules the histogram plan out skips the full read (one OR, then the sort); a sample of
+    small keys is followed by the full OR, which finds a large key past the sample (two ORs, then the
+    sort) or none (two ORs, then the count). numpy's values and counts every time."""
+    from vyre.lib._runs import api
+
+    monkeypatch.setattr(api, "PROBE_MIN", 4096)
+    monkeypatch.setattr(api, "PROBE_SAMPLE", 4096)
+    be = RecordingBackend()
+    x = rng.integers(0, 200, 70_001).astype(np.uint32)
+    if big_at is not None:
+        x[big_at] = 1 << 20
+    handle = be.allocate_resident(x.nbytes)
+    be.upload_resident(handle, x)
+    values, counts = lib.unique(lib.ResidentArray(handle, np.uint32, x.size), backend=be)
+    want_values, want_counts = np.unique(x, return_counts=True)
+    np.testing.assert_array_equal(be.download_resident(values.handle, 0, values.n * 4).view(np.uint32), want_values)
+    np.testing.assert_array_equal(be.download_resident(counts.handle, 0, counts.n * 4).view(np.uint32), want_counts)
+    ors = [steps for steps in be.sequences if any(p.name == "lib_reduce_or_u32" for p, _, _ in steps)]
+    assert len(ors) == probes
+    names = {program.name for steps in be.sequences for program, _, _ in steps}
+    assert (not any(name.startswith("lib_radix_histograms") for name in names)) == counted, names
+
+
 @pytest.mark.parametrize("dtype, top, counted", [(np.uint32, 200, True), (np.int32, 2048, True),
                                                  (np.uint32, 1 << 20, False), (np.int32, -1, False),
                                                  (np.uint32, 2**32 - 1, False)])

@@ -22,6 +22,7 @@ from vyre.lib.repeat import MISSED
 
 RANGE_TYPES = (DataType.U32, DataType.I32)  # the key types of unique(key_range=...)
 RANGE_MAX = 1 << 24  # bins at most: 64 MiB of u32 counts
+PROBE_SAMPLE = 1 << 16  # the probe ORs this many keys first (_small_keys): full-range keys skip the full read
 PROBE_MIN = 1 << 20  # unique() of at least this many device u32/i32 keys first checks for small keys (_small_keys)
 PROBE_ROLE = "unique.bits"  # the scratch word the probe ORs the keys into
 
@@ -136,17 +137,24 @@ def _unique_of_small_keys(call: Call, a: Array) -> tuple[Any, Any] | None:
 def _small_keys(call: Call, a: Array) -> int | None:
     """``2**k`` when the OR of ``a``'s u32/i32 keys (one read of the keys, one word back) says every
     key is in ``[0, 2**k)`` and ``2**k`` is at most ``n / 16`` bins (and ``RANGE_MAX``); else None.
+    Above ``2 * PROBE_SAMPLE`` keys the OR of the first ``PROBE_SAMPLE`` comes first: the OR only
+    gains bits, so when those keys already rule the histogram plan out, the full read is skipped.
     Runs compiled on device arrays and ``ResidentArray``s (``Call.exact``, never repeated alone)."""
-    def build() -> tuple[Plan, list]:
-        plan = call.plan()
-        bits = plan.buffer(PROBE_ROLE, 1)
-        scan_topo.reduce(plan, monoid("or", a.dtype), call.upload(plan, "x", a), a.n, capacity(a.n), bits)
-        return plan, []
-
     n = a.n
-    bins = call.exact(("unique.probe",), build, (PROBE_ROLE,), lambda _, words: _probe_bins(words[0], n),
-                      repeat=False)
-    return bins or None
+
+    def probe(m: int) -> int:
+        def build() -> tuple[Plan, list]:
+            plan = call.plan()
+            bits = plan.buffer(PROBE_ROLE, 1)
+            scan_topo.reduce(plan, monoid("or", a.dtype), call.upload(plan, "x", a), m, capacity(m), bits)
+            return plan, []
+
+        return call.exact(("unique.probe", m < n), build, (PROBE_ROLE,), lambda _, words: _probe_bins(words[0], n),
+                          repeat=False)
+
+    if n > 2 * PROBE_SAMPLE and not probe(PROBE_SAMPLE):
+        return None
+    return probe(n) or None
 
 
 def _probe_bins(bits: int, n: int) -> int:
