@@ -171,10 +171,10 @@ def radix_histograms(key_type: DataType, items: int, n_word: int, blocks_word: i
 
 
 @cache
-def _radix_digit_starts(passes: int, first: int, scanned: int) -> Kernel:
-    """``radix_digit_starts`` of ``passes`` passes, from pass ``first``, ``scanned`` of them."""
-    suffix = ("" if passes == RADIX_PASSES else f"_{passes}") + ("" if scanned == passes else f"_pass{first}")
-    starts = lookback_starts(passes) + first * RADIX
+def _radix_digit_starts(passes: int, first: int | None) -> Kernel:
+    """``radix_digit_starts`` of ``passes`` passes: all of them, or pass ``first`` alone."""
+    suffix = ("" if passes == RADIX_PASSES else f"_{passes}") + ("" if first is None else f"_pass{first}")
+    starts = lookback_starts(passes) + (first or 0) * RADIX
 
     @vk.kernel(workgroup_size=WG, name=f"lib_radix_digit_starts{suffix}")
     def digit_starts(lookback: vk.InOut[vk.u32]):
@@ -188,13 +188,11 @@ def _radix_digit_starts(passes: int, first: int, scanned: int) -> Kernel:
 
 
 @cache
-def radix_digit_starts(passes: int = RADIX_PASSES, first: int = -1) -> Program:
+def radix_digit_starts(passes: int = RADIX_PASSES, first: int | None = None) -> Program:
     """Workgroup ``p`` scans pass ``p``'s digit counts in place (exclusive): each digit's first
-    output slot (one workgroup per pass, of ``passes``). ``first`` (0 or more): pass ``first``'s
-    counts alone (one workgroup), as counted by the pass before it."""
-    if first < 0:
-        return _radix_digit_starts(passes, 0, passes).program
-    return _radix_digit_starts(passes, first, 1).program
+    output slot (one workgroup per pass, of ``passes``). ``first``: pass ``first``'s counts alone
+    (one workgroup), as counted by the histograms or the pass before it."""
+    return _radix_digit_starts(passes, first).program
 
 
 EARLY_BATCH = 4  # keys loaded together by the early digit counts
@@ -300,7 +298,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
     iteration (``SORT_ROUNDS``) and of the register tile, whether values are loaded and moved,
     keys in registers and ranks too, the early counts' batch, the params words of n and region,
     the wait's levels and trips, the look-back's width and whether it counts the next pass's digits
-    (``count_next``, which also names it)."""
+    (``count_next``, which also names it: a Const, so the other branch is not emitted)."""
     pass_, passes = shift // RADIX_BITS, radix_passes(raw)
     head, start = lookback_head(passes), lookback_starts(passes) + pass_ * RADIX
     next_start = start + RADIX  # the next pass's digit counts (``count_next``)

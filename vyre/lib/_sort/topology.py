@@ -134,10 +134,10 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     plan.step(zero_fill(plan.word("sort.zeroed", zeroed)), [lookback, plan.params], ceil_div(zeroed, WG))
     blocks = min(ceil_div(cap, WG * onesweep.HISTOGRAM_ITEMS), HISTOGRAM_GROUPS)
     in_passes = cap >= onesweep.COUNT_IN_PASSES_FROM and onesweep.ONESWEEP_KEYS_IN_REGISTERS
-    first = 1 if in_passes else counted  # the digits the histogram counts; the passes count the others
+    histogram_passes = 1 if in_passes else counted  # whose digits the histograms count; the passes count the rest
     plan.step(onesweep.radix_histograms(dtype, onesweep.HISTOGRAM_ITEMS, n_word, plan.word("sort.blocks", blocks),
-                                        first), [keys, lookback, plan.params], blocks)
-    plan.step(onesweep.radix_digit_starts(counted, 0 if in_passes else -1), [lookback], first)
+                                        histogram_passes), [keys, lookback, plan.params], blocks)
+    plan.step(onesweep.radix_digit_starts(counted, 0 if in_passes else None), [lookback], histogram_passes)
     status = plan.buffer("sort.status", 1)
     if not any(handle is status for handle, _, _ in plan.checks):  # once per plan: a later sort keeps the count
         plan.step(zero_fill(plan.word("sort.status_words", 1)), [status, plan.params], 1)
