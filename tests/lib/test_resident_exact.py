@@ -18,6 +18,7 @@ from tests.lib import expected as E
 from tests.lib.aliasing import AliasingReference
 from vyre import lib
 from vyre.driver.errors import InvalidProgram
+from vyre.ir import DataType
 from vyre.lib import ResidentArray
 from vyre.lib.plan import Plan
 from vyre.lib.scratch import scratch_for
@@ -115,17 +116,21 @@ def test_probed_unique_repeats_its_guess_and_probes_again_when_a_key_falls_outsi
     """``unique`` of many resident u32 keys: the first call probes (the keys' OR), then counts
     them by the histogram plan of the bins the probe chose; later calls run that plan alone (one
     wait, repeated, no plan built). A key past those bins makes the repeat refuse: the probe runs
-    again and the keys are sorted (not repeated past the probe); small keys again take the probe
-    and the histogram plan, then its repeat. Every result exact."""
+    again and the keys are sorted, and the class's guess becomes the sort: the next call sorts with
+    no probe, its plan ORing a sample of the keys (here all of them) read back with the count, and
+    a loop repeats it. Small keys in that sample make the repeat refuse (its results go back, the
+    guess is dropped): the probe runs and the histogram plan counts them, then its repeat. Every
+    result exact."""
     from vyre.lib._runs import api
 
     monkeypatch.setattr(api, "PROBE_MIN", 4096)
     n = 8193
     rx = E.put_resident(be, np.zeros(n, np.uint32))
-    tops = [200, 200, 200, 200, 2**31 + 5, 2**31 + 5, 100, 100]
+    tops = [200, 200, 200, 200, 2**31 + 5, 2**31 + 5, 100, 100, 100]
     # probe + histogram; its repeat; the repeat's miss + probe + the sort's first run (which also reads its
-    # look-back check); probe + sort; probe + histogram; its repeat
-    want_waits = [2, 1, 1, 1, 4, 2, 2, 1]
+    # look-back check); the sampled sort's first run; its repeat's miss (the sample) + probe + histogram;
+    # that plan's repeat
+    want_waits = [2, 1, 1, 1, 4, 2, 3, 1, 1]
     for i, top in enumerate(tops):
         x = rng.integers(0, 200, n).astype(np.uint32)
         x[rng.integers(0, n)] = top
@@ -133,12 +138,14 @@ def test_probed_unique_repeats_its_guess_and_probes_again_when_a_key_falls_outsi
         built, waits = plans[0], be.waits
         out = lib.unique(rx, backend=be)
         assert be.waits - waits == want_waits[i], f"call {i} waited {be.waits - waits} times"
-        if i in (1, 2, 3, 7):
+        if i in (1, 2, 3, 7, 8):
             assert plans[0] == built, f"call {i} built a plan"
         _check(be, out, E.unique(x))
         lib.recycle(*out, backend=be)
+        guess = scratch_for(be).guesses.get(("unique.bins", DataType.U32, 16384))
+        assert (guess == api.SORTED) == (i in (4, 5)), f"call {i} left the guess {guess}"
     assert scratch_for(be).repeats, "the histogram plan of the guessed bins is repeated"
-    assert be.compiled == 3, "the probe, the histogram plan and the sort plan, once each"
+    assert be.compiled == 4, "the probe, the histogram plan, the sort plan and the sampled sort plan, once each"
 
 
 def test_probed_unique_keeps_one_guess_per_capacity_class(be, rng, monkeypatch):

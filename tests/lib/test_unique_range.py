@@ -10,6 +10,8 @@ from tests.codegen.codegen_support import assemble, needs_ptxas
 from tests.lib.test_plan import RecordingBackend
 from vyre import lib
 from vyre.driver.errors import InvalidProgram
+from vyre.ir import DataType
+from vyre.lib.scratch import scratch_for
 
 RANGES = [(np.uint32, 0, 256), (np.uint32, 2**32 - 10_000, 2**32), (np.int32, -1000, 5000),
           (np.int32, -(2**31), -(2**31) + 9000), (np.int32, 2**31 - 3, 2**31)]
@@ -139,3 +141,36 @@ def test_unique_counts_small_device_keys_instead_of_sorting(monkeypatch, rng, dt
     assert "lib_reduce_or_u32" in names or "lib_reduce_or_i32" in names
     host = lib.unique(x, backend=be)  # host keys: never probed (they would cross the link twice)
     np.testing.assert_array_equal(host[0], want_values)
+
+
+def test_a_class_whose_probe_chose_the_sort_sorts_next_time_without_probing(monkeypatch, rng):
+    """After a probe that chose the sort the class's guess is ``SORTED``: the next call sorts with
+    no probe of its own, its plan ORing the first ``PROBE_SAMPLE`` keys (read back with the count).
+    A sample the histogram plan could take drops the guess and sends the call to the probe (the
+    sample, then all keys); when only the full OR rules the count out, no guess is kept (a sample
+    would not see why). numpy's values and counts every time."""
+    from vyre.lib._runs import api
+
+    monkeypatch.setattr(api, "PROBE_MIN", 4096)
+    monkeypatch.setattr(api, "PROBE_SAMPLE", 4096)
+    be = RecordingBackend()
+    n = 70_001
+    handle = be.allocate_resident(4 * n)
+    key = ("unique.bins", DataType.U32, 1 << 17)
+    # full-range keys; again (no probe); small keys in the sample, a large one past it (the sample
+    # drops the guess: probe, the sample then all keys, then the sort); again (no guess: the same)
+    for i, big_at in enumerate([5, 5, 60_000, 60_000]):
+        x = rng.integers(0, 200, n).astype(np.uint32)
+        x[big_at] = 1 << 30
+        be.upload_resident(handle, x)
+        before = len(be.sequences)
+        values, counts = lib.unique(lib.ResidentArray(handle, np.uint32, n), backend=be)
+        want_values, want_counts = np.unique(x, return_counts=True)
+        np.testing.assert_array_equal(be.download_resident(values.handle, 0, values.n * 4).view(np.uint32),
+                                      want_values)
+        np.testing.assert_array_equal(be.download_resident(counts.handle, 0, counts.n * 4).view(np.uint32),
+                                      want_counts)
+        ran = be.sequences[before:]
+        probes = [steps for steps in ran if all(p.name == "lib_reduce_or_u32" for p, _, _ in steps)]
+        assert len(probes) == [1, 0, 2, 2][i], f"call {i} probed {len(probes)} times"
+        assert scratch_for(be).guesses.get(key) == (api.SORTED if i in (0, 1) else None), f"call {i}"

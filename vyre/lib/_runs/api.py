@@ -25,14 +25,20 @@ RANGE_MAX = 1 << 24  # bins at most: 64 MiB of u32 counts
 PROBE_SAMPLE = 1 << 16  # the probe ORs this many keys first (_small_keys): full-range keys skip the full read
 PROBE_MIN = 1 << 20  # unique() of at least this many device u32/i32 keys first checks for small keys (_small_keys)
 PROBE_ROLE = "unique.bits"  # the scratch word the probe ORs the keys into
+#: ``ScratchCache.guesses``' value for a class whose last probe chose the sort: the next call
+#: sorts with no probe, and the sort's plan ORs a sample of the keys (``_unique_by_sort``)
+SORTED = 0
 
 
 def _runs(call: Call, key: tuple, prefix: Callable[[Plan], Resident], a: Array, on_device: bool,
-          repeat: bool = True) -> tuple[Any, ...]:
+          repeat: bool = True, also: tuple[str, ...] = (), seen: Callable[[list[int]], bool] | None = None
+          ) -> Any:
     """``(values, lengths)`` of the runs of the keys ``prefix(plan)`` leaves (``a``'s, or sorted),
     exact-size (``Call.exact``: the number of runs read back, the one wait); with ``on_device``
     (``count="device"``) full-length results and a 1-element u32 count of runs, with no wait.
-    Both run compiled on device arrays and ``ResidentArray``s (``repeat``: as ``Call.fast`` takes it)."""
+    Both run compiled on device arrays and ``ResidentArray``s (``repeat``: as ``Call.fast`` takes it).
+    ``also``: more 1-word scratch roles the plan writes, read back with the count and handed to
+    ``seen`` (exact-size calls only), which returns False to give the results back (``MISSED``)."""
     n, np_dtype = a.n, a.np_dtype
 
     def steps(device_count: bool) -> tuple[Plan, list[tuple[Resident, np.dtype, int]], Any]:
@@ -43,7 +49,12 @@ def _runs(call: Call, key: tuple, prefix: Callable[[Plan], Resident], a: Array, 
         count = topo.run_length(plan, a.dtype, src, values, lengths, n, capacity(n), count)
         return plan, [(values, np_dtype, n), (lengths, U32, n)], count
 
-    return call.counted(key, steps, (topo.RUNS_ROLE,), _take_runs, on_device, repeat)
+    def finish(take: Callable[[int, int], Any], words: list[int]) -> Any:
+        if seen is not None and not seen(words[1:]):
+            return MISSED
+        return _take_runs(take, words)
+
+    return call.counted(key, steps, (topo.RUNS_ROLE, *also), finish, on_device, repeat)
 
 
 def _take_runs(take: Callable[[int, int], Any], words: list[int]) -> tuple[Any, Any]:
@@ -87,7 +98,9 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
     (one read) and takes that histogram plan when every key is in ``[0, 2**k)`` with ``2**k`` at
     most ``n / 16``: the same result, without the sort. The next such call of the same capacity
     class tries those bins first, with no probe (one wait; a loop repeats it), and probes again only
-    when a key falls outside them.
+    when a key falls outside them. When the probe chose the sort, the next call of the class sorts
+    with no probe (one wait; a loop repeats it), its plan ORing the first ``PROBE_SAMPLE`` keys; a
+    sample that the histogram plan could take sends that call back to the probe.
     """
     on_device = check_count(count)
     a = as_array(x, "x", KEY_TYPES)
@@ -101,18 +114,56 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
     if a.n == 0:
         return _no_runs(call, a.np_dtype, on_device)
     probe = not on_device and (a.on_device or a.resident) and a.dtype in RANGE_TYPES and a.n >= PROBE_MIN
+    sampled = False
     if probe:
+        sampled = call.scratch.guesses.get(_guess_key(a)) == SORTED  # no probe: the sort samples the keys
         counted = _unique_of_small_keys(call, a)
         if counted is not None:  # every key in [0, bins): counted, not sorted (the same result)
             return counted
+    out = _unique_by_sort(call, a, on_device, probe, sampled)
+    if out is MISSED:  # the sample says the histogram plan may do: the guess is dropped, probe
+        counted = _unique_of_small_keys(call, a)
+        return counted if counted is not None else _unique_by_sort(call, a, on_device, probe, False)
+    return out
+
+
+def _guess_key(a: Array) -> tuple:
+    """The key of ``a``'s guess in ``ScratchCache.guesses``: one per key type and capacity class."""
+    return "unique.bins", a.dtype, capacity(a.n)
+
+
+def _unique_by_sort(call: Call, a: Array, on_device: bool, probe: bool, sampled: bool) -> Any:
+    """``unique`` by a sort, then the runs of the sorted keys. Where ``unique`` probes (``probe``)
+    the plan is not repeated (a repeat would skip the probe). ``sampled`` (the class's guess was
+    ``SORTED``, so no probe ran): the plan also ORs the first ``_sample(n)`` keys, read back with
+    the count, and is repeated; a sample the histogram plan could take drops the guess and gives
+    the results back (``MISSED``: the caller probes; a loop's repeat refuses)."""
+    key = _guess_key(a)
 
     def sorted_keys(plan: Plan) -> Resident:
-        keys, _ = sort_topo.sort(plan, a.dtype, call.upload(plan, "x", a), None, None, "none", a.n, capacity(a.n))
+        src = call.upload(plan, "x", a)
+        if sampled:
+            m = _sample(a.n)
+            scan_topo.reduce(plan, monoid("or", a.dtype), src, m, capacity(m), plan.buffer(PROBE_ROLE, 1))
+        keys, _ = sort_topo.sort(plan, a.dtype, src, None, None, "none", a.n, capacity(a.n))
         if keys is None:
             raise AssertionError("a sort of keys alone left no keys")
         return keys
 
+    def seen(words: list[int]) -> bool:
+        if _probe_bins(words[0], a.n):  # small keys in the sample: probe instead
+            call.scratch.guesses.pop(key, None)
+            return False
+        return True
+
+    if sampled:
+        return _runs(call, ("unique", "sampled"), sorted_keys, a, on_device, True, (PROBE_ROLE,), seen)
     return _runs(call, ("unique",), sorted_keys, a, on_device, repeat=not probe)  # a repeat would skip the probe
+
+
+def _sample(n: int) -> int:
+    """How many keys the probe ORs first: ``PROBE_SAMPLE`` of more than twice that, else all ``n``."""
+    return PROBE_SAMPLE if n > 2 * PROBE_SAMPLE else n
 
 
 def _unique_of_small_keys(call: Call, a: Array) -> tuple[Any, Any] | None:
@@ -120,8 +171,10 @@ def _unique_of_small_keys(call: Call, a: Array) -> tuple[Any, Any] | None:
     probe of such keys chose (``ScratchCache.guesses``): one wait, and a loop repeats it. When a
     key falls outside (the counts fall short of ``n``) or there is no guess: the probe
     (``_small_keys``), then the histogram plan for the bins it gives, or None (sort)."""
-    guesses, key = call.scratch.guesses, ("unique.bins", a.dtype, capacity(a.n))  # a bounded set of keys
+    guesses, key = call.scratch.guesses, _guess_key(a)  # a bounded set of keys
     bins = guesses.get(key)
+    if bins == SORTED:  # the last probe of this class chose the sort: no probe (``_unique_by_sort`` samples)
+        return None
     if bins is not None:
         out = _unique_in_range(call, a, 0, bins, guess=key)
         if out is not MISSED:
@@ -139,22 +192,26 @@ def _small_keys(call: Call, a: Array) -> int | None:
     key is in ``[0, 2**k)`` and ``2**k`` is at most ``n / 16`` bins (and ``RANGE_MAX``); else None.
     Above ``2 * PROBE_SAMPLE`` keys the OR of the first ``PROBE_SAMPLE`` comes first: the OR only
     gains bits, so when those keys already rule the histogram plan out, the full read is skipped.
-    Runs compiled on device arrays and ``ResidentArray``s (``Call.exact``, never repeated alone)."""
-    n = a.n
+    Runs compiled on device arrays and ``ResidentArray``s (``Call.exact``, never repeated alone).
+    When the first keys ORed (``_sample``) rule the histogram plan out, the class's guess becomes
+    ``SORTED``; when only the full OR does, it stays unset (a sample would not see why)."""
+    n, m = a.n, _sample(a.n)
 
-    def probe(m: int) -> int:
+    def probe(first: int) -> int:  # the OR of the first ``first`` keys
         def build() -> tuple[Plan, list]:
             plan = call.plan()
             bits = plan.buffer(PROBE_ROLE, 1)
-            scan_topo.reduce(plan, monoid("or", a.dtype), call.upload(plan, "x", a), m, capacity(m), bits)
+            scan_topo.reduce(plan, monoid("or", a.dtype), call.upload(plan, "x", a), first, capacity(first), bits)
             return plan, []
 
-        return call.exact(("unique.probe", m < n), build, (PROBE_ROLE,), lambda _, words: _probe_bins(words[0], n),
+        return call.exact(("unique.probe", first < n), build, (PROBE_ROLE,), lambda _, words: _probe_bins(words[0], n),
                           repeat=False)
 
-    if n > 2 * PROBE_SAMPLE and not probe(PROBE_SAMPLE):
+    bins = probe(m)
+    if not bins:
+        call.scratch.guesses[_guess_key(a)] = SORTED
         return None
-    return probe(n) or None
+    return (probe(n) if m < n else bins) or None
 
 
 def _probe_bins(bits: int, n: int) -> int:
