@@ -114,9 +114,8 @@ def unique(x: object, *, count: str = "exact", key_range: tuple[int, int] | None
     if a.n == 0:
         return _no_runs(call, a.np_dtype, on_device)
     probe = not on_device and (a.on_device or a.resident) and a.dtype in RANGE_TYPES and a.n >= PROBE_MIN
-    sampled = False
-    if probe:
-        sampled = call.scratch.guesses.get(_guess_key(a)) == SORTED  # no probe: the sort samples the keys
+    sampled = probe and call.scratch.guesses.get(_guess_key(a)) == SORTED  # no probe: the sort samples the keys
+    if probe and not sampled:
         counted = _unique_of_small_keys(call, a)
         if counted is not None:  # every key in [0, bins): counted, not sorted (the same result)
             return counted
@@ -143,8 +142,7 @@ def _unique_by_sort(call: Call, a: Array, on_device: bool, probe: bool, sampled:
     def sorted_keys(plan: Plan) -> Resident:
         src = call.upload(plan, "x", a)
         if sampled:
-            m = _sample(a.n)
-            scan_topo.reduce(plan, monoid("or", a.dtype), src, m, capacity(m), plan.buffer(PROBE_ROLE, 1))
+            _or_first(plan, a, src, _sample(a.n))
         keys, _ = sort_topo.sort(plan, a.dtype, src, None, None, "none", a.n, capacity(a.n))
         if keys is None:
             raise AssertionError("a sort of keys alone left no keys")
@@ -161,6 +159,11 @@ def _unique_by_sort(call: Call, a: Array, on_device: bool, probe: bool, sampled:
     return _runs(call, ("unique",), sorted_keys, a, on_device, repeat=not probe)  # a repeat would skip the probe
 
 
+def _or_first(plan: Plan, a: Array, src: Resident, first: int) -> None:
+    """A step ORing the first ``first`` of ``a``'s keys (``src``) into the ``PROBE_ROLE`` word."""
+    scan_topo.reduce(plan, monoid("or", a.dtype), src, first, capacity(first), plan.buffer(PROBE_ROLE, 1))
+
+
 def _sample(n: int) -> int:
     """How many keys the probe ORs first: ``PROBE_SAMPLE`` of more than twice that, else all ``n``."""
     return PROBE_SAMPLE if n > 2 * PROBE_SAMPLE else n
@@ -170,11 +173,10 @@ def _unique_of_small_keys(call: Call, a: Array) -> tuple[Any, Any] | None:
     """``unique`` by the histogram plan when every key is in ``[0, bins)`` for the bins the last
     probe of such keys chose (``ScratchCache.guesses``): one wait, and a loop repeats it. When a
     key falls outside (the counts fall short of ``n``) or there is no guess: the probe
-    (``_small_keys``), then the histogram plan for the bins it gives, or None (sort)."""
+    (``_small_keys``), then the histogram plan for the bins it gives, or None (sort). Not called
+    while the guess is ``SORTED`` (``unique`` sorts then)."""
     guesses, key = call.scratch.guesses, _guess_key(a)  # a bounded set of keys
     bins = guesses.get(key)
-    if bins == SORTED:  # the last probe of this class chose the sort: no probe (``_unique_by_sort`` samples)
-        return None
     if bins is not None:
         out = _unique_in_range(call, a, 0, bins, guess=key)
         if out is not MISSED:
@@ -200,8 +202,7 @@ def _small_keys(call: Call, a: Array) -> int | None:
     def probe(first: int) -> int:  # the OR of the first ``first`` keys
         def build() -> tuple[Plan, list]:
             plan = call.plan()
-            bits = plan.buffer(PROBE_ROLE, 1)
-            scan_topo.reduce(plan, monoid("or", a.dtype), call.upload(plan, "x", a), first, capacity(first), bits)
+            _or_first(plan, a, call.upload(plan, "x", a), first)
             return plan, []
 
         return call.exact(("unique.probe", first < n), build, (PROBE_ROLE,), lambda _, words: _probe_bins(words[0], n),
