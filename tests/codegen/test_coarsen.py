@@ -81,10 +81,13 @@ def test_factor_one_is_the_plain_kernel() -> None:
 #: codegen 5's text showed only those lines (and register numbers) changed. Kernels are named after
 #: their programs since then (``abi.entry_name``): the name goes back to ``vyre_main`` before hashing.
 #: Pinned again for codegen 7 (proven workgroup indices unguarded): the same
-#: normalised diff over every catalogue program showed only those changes.
+#: normalised diff over every catalogue program showed only those changes. Pinned again for
+#: codegen 8 (the workgroup-memory zero fill written out as up to 16 stores per thread, not a
+#: loop): a diff over every catalogue program and every pinned library case showed only the
+#: fill's lines changed.
 PLAIN_SAMPLE = ("add.U32", "div.I32", "sin.F32", "cast.F32.I32", "mem.read_write.F16", "mem.workgroup.BF16",
                 "atomic.COMPARE_EXCHANGE.I32.shared", "if_else", "loop_return", "ids.4x4x4", "subgroups")
-PLAIN_DIGEST = "14abcd3bb722e9fa95477071e975554c256e48460d643d9448e751177d3e6e1e"
+PLAIN_DIGEST = "0faf929bcb17bf8f1b513281318ddc2d5f46e09aef26f9c64b4aaff55eb3d9af"
 
 
 def _as_codegen_1(ptx: str) -> str:
@@ -161,7 +164,7 @@ def test_workgroup_memory_is_zeroed_for_each_logical_workgroup() -> None:
     plain, coarse = _code(emit_ptx(program)), _code(emit_ptx(program, coarsen=4))
     assert plain.count("bar.sync 0;") == 2  # after the zeroing, the program's barrier
     assert coarse.count("bar.sync 0;") == 3  # before and after the zeroing, the program's barrier
-    zero = next(k for k, ln in enumerate(coarse) if ln.startswith("st.shared.v4.u32") and ln.endswith("{0, 0, 0, 0};"))
+    zero = next(k for k, ln in enumerate(coarse) if "st.shared.v4.u32 [" in ln and ln.endswith("{0, 0, 0, 0};"))
     tail = next(k for k, ln in enumerate(coarse) if ln.startswith("@%p") and "bra" in ln)
     first_bar = coarse.index("bar.sync 0;")
     assert tail < first_bar < zero  # tail test, wait for the previous logical workgroup, then zero
@@ -240,3 +243,46 @@ def test_prepared_program_words_and_grid() -> None:
     assert plain.launch_grid((9, 2, 1)) == (9, 2, 1) and coarse.launch_grid((9, 2, 1)) == (3, 2, 1)
     with pytest.raises(ValueError, match="grid"):
         coarse.words(counts, 7)
+
+
+def _fill_program(threads: int, words: int) -> Program:
+    """Each invocation reads one word of ``words`` (never written) of workgroup memory out."""
+    lid = Expr.local_id(0)
+    return Program([BufferDecl.output("out", 0, D.U32, threads), BufferDecl.workgroup("mem", words, D.U32)],
+                   (threads, 1, 1), [Node.store("out", Expr.invocation_id(0),
+                                                Expr.load("mem", Expr.rem(lid, Expr.u32(words))))])
+
+
+def _fill(code: list[str]) -> list[str]:
+    """The zero fill's lines: from the first shared store of zeros to the barrier after it."""
+    first = next(k for k, ln in enumerate(code) if "st.shared" in ln and ("], 0;" in ln or "{0, 0, 0, 0}" in ln))
+    return code[first:code.index("bar.sync 0;", first)]
+
+
+@pytest.mark.parametrize("threads, words, stores, guarded", [
+    (256, 10761, 11, 2),  # a 43 KB sort pass: 10 whole rounds, a guarded 11th, one guarded tail word
+    (256, 4096, 4, 0),  # 16 KB: every thread stores 4 x 16 bytes, no guard
+    (64, 64, 1, 1),  # 16 chunks, fewer than the threads: one guarded store
+    (32, 2048, 16, 0),  # 16 stores each: the most written out
+])
+def test_zero_fill_is_written_out_with_constant_offsets(threads: int, words: int, stores: int,
+                                                         guarded: int) -> None:
+    fill = _fill(_code(emit_ptx(_fill_program(threads, words))))
+    st = [ln for ln in fill if "st.shared" in ln]
+    assert len(st) == stores + (words % 4 > 0) and not any(ln.startswith("bra") for ln in fill)
+    assert sum(ln.startswith("@%p") for ln in st) == guarded
+    offsets = [int(m.group(1)) if (m := re.search(r"\+(\d+)\]", ln)) else 0 for ln in st if ".v4." in ln]
+    assert offsets == [k * threads * 16 for k in range(stores)]
+
+
+@pytest.mark.parametrize("threads, words", [(1, 100), (3, 257), (32, 2052)])
+def test_zero_fill_of_more_than_16_stores_per_thread_loops(threads: int, words: int) -> None:
+    fill = _fill(_code(emit_ptx(_fill_program(threads, words))))
+    assert sum(ln.startswith("bra $L") for ln in fill) >= 1 and sum("st.shared.v4" in ln for ln in fill) == 1
+
+
+@needs_ptxas
+def test_zero_fill_shapes_assemble() -> None:
+    programs = {f"fill_{t}_{w}": _fill_program(t, w) for t, w in
+                ((256, 10761), (64, 64), (32, 2048), (1, 100), (3, 257), (5, 31))}
+    assert not assemble({k: emit_ptx(p) for k, p in programs.items()}, "90")

@@ -45,7 +45,7 @@ def test_small_workgroups_zero_all_of_their_workgroup_memory(backend, threads: i
     saved = os.environ.get("VYRE_CUDA_COARSEN")
     set_coarsening(coarsen)
     try:
-        for words in (1, 2, 3, 4, 5, 7, 11):
+        for words in (1, 2, 3, 4, 5, 7, 11, 31, 257, 2052):  # fills written out (up to 16 stores), then looped
             program = _reads_its_workgroup_memory(threads, words)
             config = DispatchConfig(grid=(GROUPS, 1, 1))
             backend.dispatch(dirtier_program(), [np.array([JUNK * 0x01010101], np.uint32)],

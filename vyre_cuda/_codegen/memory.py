@@ -9,8 +9,6 @@ safe, go through the non-coherent cache (``ld.global.nc``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from vyre.ir.expr import AtomicOp
 from vyre.ir.layout import workgroup_layout
 from vyre.ir.program import Access, BufferDecl, Program
@@ -22,6 +20,8 @@ from vyre_cuda._codegen.ranges import U32_MAX
 from vyre_cuda._codegen.types import bits
 
 D = DataType
+#: most zero-fill stores per thread written out, not looped (``Buffers.zero_workgroup_memory``)
+UNROLLED_FILL = 16
 #: storage type -> ld/st type suffix (8/16-bit integer loads widen: u* zero-, s* sign-extend)
 _MEM_SUFFIX = {
     D.U8: "u8", D.I8: "s8", D.U16: "u16", D.I16: "s16", D.U32: "u32", D.I32: "u32",
@@ -224,12 +224,14 @@ class Buffers:
         return Val(old, d.dtype)
 
     # ---- workgroup memory initialisation -------------------------------------------------------
-    def zero_workgroup_memory(self, linear_id: str, threads: str, wait_first: bool = False) -> list[str]:
+    def zero_workgroup_memory(self, linear_id: str, threads: int, wait_first: bool = False) -> list[str]:
         """Lines that zero the workgroup's shared memory cooperatively, then ``bar.sync 0``.
 
-        Every thread stores 16 bytes at a time, striding by the workgroup's thread count, then the
-        last 1-3 words the same way: a workgroup of fewer threads than those words still zeroes
-        them all (one thread per tail word left words unzeroed in workgroups of 1 or 2 threads).
+        Every thread stores 16 bytes at a time, striding by the workgroup's ``threads`` (the launch's
+        exact size), then the last 1-3 words the same way: a workgroup of fewer threads than those
+        words still zeroes them all. Up to ``UNROLLED_FILL`` stores per thread are written out, each
+        at a constant offset from the thread's first address (a 43 KB fill by 256 threads: 11
+        stores, where the loop took five instructions a store); more take a loop.
 
         ``wait_first`` starts with a ``bar.sync 0`` too: a coarsened kernel zeroes again for each
         logical workgroup, after every thread is done with the previous one's memory.
@@ -243,25 +245,39 @@ class Buffers:
                 b.ins("bar.sync 0")
             base = self.shared_base()
             chunks, tail = divmod(self.shared_bytes // 4, 4)  # 16-byte stores, then the last words
-            self._strided(linear_id, threads, chunks, lambda a: b.ins(f"st.shared.v4.u32 [{a}], {{0, 0, 0, 0}}"),
-                          16, base)
+            self._strided(linear_id, threads, chunks, "st.shared.v4.u32 [{}], {{0, 0, 0, 0}}", 16, base, 0)
             if tail:
-                self._strided(linear_id, threads, tail, lambda a: b.ins(f"st.shared.u32 [{a}+{chunks * 16}], 0"),
-                              4, base)
+                self._strided(linear_id, threads, tail, "st.shared.u32 [{}], 0", 4, base, chunks * 16)
             b.ins("bar.sync 0")
         return lines
 
-    def _strided(self, linear_id: str, threads: str, count: int, store: Callable[[str], None], size: int,
-                 base: str) -> None:
-        """A loop in which thread ``t`` calls ``store(address)`` for items ``t, t + threads, ...`` below
-        ``count``, item ``i`` at ``base + i * size``."""
+    def _strided(self, linear_id: str, threads: int, count: int, store: str, size: int, base: str,
+                 offset: int) -> None:
+        """Thread ``t`` emits ``store`` (its address in place of ``{}``) for items ``t, t + threads,
+        ...`` below ``count``, item ``i`` at ``base + offset + i * size``: written out when each
+        thread has at most ``UNROLLED_FILL`` items (the last one guarded where ``threads`` does not
+        divide ``count``), else a loop."""
         b = self.b
+        whole, rest = divmod(count, threads)
+        if whole + (rest > 0) <= UNROLLED_FILL:
+            first = b.op("mad.lo.u32", "r", linear_id, str(size), base)
+            for k in range(whole):
+                b.ins(store.format(_plus(first, offset + k * threads * size)))
+            if rest:
+                b.ins(store.format(_plus(first, offset + whole * threads * size)),
+                      b.op("setp.lt.u32", "p", linear_id, str(rest)))
+            return
         i = b.op("mov.u32", "r", linear_id)
         top, done = b.new_label(), b.new_label()
         b.place(top)
         p = b.op("setp.ge.u32", "p", i, str(count))
         b.ins(f"bra {done}", p)
-        store(b.op("mad.lo.u32", "r", i, str(size), base))
+        b.ins(store.format(_plus(b.op("mad.lo.u32", "r", i, str(size), base), offset)))
         b.ins(f"add.u32 {i}, {i}, {threads}")
         b.ins(f"bra {top}")
         b.place(done)
+
+
+def _plus(register: str, offset: int) -> str:
+    """A PTX address ``register+offset`` (``register`` alone at offset 0)."""
+    return f"{register}+{offset}" if offset else register

@@ -32,7 +32,7 @@ from vyre_cuda._codegen.versions import (
     sm_number,
 )
 
-CODEGEN_VERSION = "7"
+CODEGEN_VERSION = "8"
 #: from this sm on, f16/bf16 stores narrow through the packed conversion (``Buffers.narrow``)
 PACKED_NARROWING_SM = 80
 #: lowest target with programmatic dependent launch (``griddepcontrol``, PTX ISA 7.8)
@@ -148,7 +148,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     block = effective_workgroup(program, config)
     exprs = ExprLowering(b, buffers, loop.logical_x if loop else None, lowerings, block)
     StmtLowering(b, exprs, program.body, loop.next_label if loop else None).body(program.body, {})
-    zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), exprs.workgroup_threads(),
+    zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), block[0] * block[1] * block[2],
                                               wait_first=loop is not None) if buffers.shared_bytes else []
     code = [*b.loaded, *(loop.wrap(zero_init) if loop else [*zero_init, *b.body])]
     check_kernel_size([*b.prologue, *code], program.name)  # the prologue too: it holds every literal
