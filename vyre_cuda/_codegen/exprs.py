@@ -182,11 +182,6 @@ class ExprLowering:
 
         return self.b.cached("linear_id", make)
 
-    def workgroup_threads(self) -> str:
-        s = self._special
-        return self.b.cached("threads", lambda: self.b.op(
-            "mul.lo.u32", "r", self.b.op("mul.lo.u32", "r", s("%ntid.x"), s("%ntid.y")), s("%ntid.z")))
-
     def _lane(self, e: Expr, scope: Scope) -> Val:
         return self.bounded(
             Val(self.b.cached("lane", lambda: self.b.op("and.b32", "r", self.linear_local_id(), "31")), U32), 31)

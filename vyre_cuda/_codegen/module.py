@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Mapping
 
 from vyre.driver.config import DispatchConfig, effective_workgroup
@@ -148,7 +149,7 @@ def emit_ptx(program: Program, sm: str = "90", ptx_version: str | None = None,
     block = effective_workgroup(program, config)
     exprs = ExprLowering(b, buffers, loop.logical_x if loop else None, lowerings, block)
     StmtLowering(b, exprs, program.body, loop.next_label if loop else None).body(program.body, {})
-    zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), block[0] * block[1] * block[2],
+    zero_init = buffers.zero_workgroup_memory(exprs.linear_local_id(), math.prod(block),
                                               wait_first=loop is not None) if buffers.shared_bytes else []
     code = [*b.loaded, *(loop.wrap(zero_init) if loop else [*zero_init, *b.body])]
     check_kernel_size([*b.prologue, *code], program.name)  # the prologue too: it holds every literal
