@@ -89,18 +89,20 @@ def captured_steps(call: Callable[[], object]) -> list[Step]:
     return seen[-1]
 
 
-def reset_step(backend: Any, lookback: Any, region: int) -> Step:
-    """Zero the pass counters and both look-back regions of ``lookback`` (not the digit starts);
-    its second handle (the size) is the caller's to free."""
+def reset_step(backend: Any, lookback: Any, pairs: Any, region: int) -> Step:
+    """Zero the pass counters of ``lookback`` (not the digit starts) and both regions of the
+    look-back's ``pairs`` (``region`` u64 words each); its last handle (the size) is the caller's
+    to free."""
     i = Expr.invocation_id(0)
     words = Expr.load("size", Expr.u32(0))
     body = [Node.if_(Expr.lt(i, Expr.u32(RADIX_PASSES)), Node.store("lookback", i, Expr.u32(0))),
-            Node.if_(Expr.lt(i, words), Node.store("lookback", Expr.add(Expr.u32(K.LOOKBACK_HEAD), i), Expr.u32(0)))]
-    buffers = [BufferDecl.read_write("lookback", 0, DataType.U32), BufferDecl.uniform("size", 1, DataType.U32, 1)]
+            Node.if_(Expr.lt(i, words), Node.store("pairs", i, Expr.u32(0)))]
+    buffers = [BufferDecl.read_write("lookback", 0, DataType.U32), BufferDecl.read_write("pairs", 1, DataType.U32),
+               BufferDecl.uniform("size", 2, DataType.U32, 1)]
     program = Program(buffers, (WG, 1, 1), body, name="probe_reset")
     size = backend.allocate_resident(4)
-    backend.upload_resident(size, np.array([2 * region], np.uint32))
-    return program, [lookback, size], DispatchConfig(grid=(ceil_div(2 * region, WG), 1, 1))
+    backend.upload_resident(size, np.array([4 * region], np.uint32))  # two regions of u64 words, as u32 words
+    return program, [lookback, pairs, size], DispatchConfig(grid=(ceil_div(4 * region, WG), 1, 1))
 
 
 def step_times(backend: Any, steps: list[Step], reps: int) -> list[tuple[str, int, float]]:
@@ -115,14 +117,14 @@ def step_times(backend: Any, steps: list[Step], reps: int) -> list[tuple[str, in
     reset = None
     for program, handles, config in steps:
         step = (program, handles, config)
-        if program.name.startswith("lib_radix_onesweep"):  # one workgroup per tile: 256 words each
-            reset = reset or reset_step(backend, handles[1], config.grid[0] * topo.RADIX)
+        if program.name.startswith("lib_radix_onesweep"):  # one workgroup per tile: 256 words per two tiles
+            reset = reset or reset_step(backend, handles[1], handles[2], ceil_div(config.grid[0], 2) * topo.RADIX)
             ms = timed([reset, step] * reps) - timed([reset] * reps)
         else:
             ms = timed([step] * reps)
         out.append((program.name, config.grid[0], ms))
     if reset is not None:
-        backend.free_resident(reset[1][1])
+        backend.free_resident(reset[1][2])
     return out
 
 

@@ -133,35 +133,46 @@ def test_two_sorts_in_one_plan(rng):
     E.assert_same(be.download_resident(handles[5], 0, 4 * n).view(np.uint32), b[order])
 
 
+def tile_words(pairs: np.ndarray, tile: int) -> np.ndarray:
+    """Tile ``tile``'s 256 published words in a region of u64 pair words (``pairs``, from the
+    region's first word): the low half of pair ``tile // 2`` for an even tile, the high half for an
+    odd one."""
+    return (pairs[(tile >> 1) * 256: (tile >> 1) * 256 + 256] >> np.uint64(32 * (tile & 1))).astype(np.uint32)
+
+
 def test_lookback_gives_up_when_a_tile_never_publishes():
-    """Tile 0 never runs (its pass counter starts at 1, so the one workgroup takes tile 1): every
-    digit's wait runs out, is counted in ``status``, publishes no prefix and writes no key."""
+    """Tiles 0 and 1 never run (the pass counter starts at 2, so the one workgroup takes tile 2):
+    every digit's wait runs out, is counted in ``status``, publishes no prefix and writes no key;
+    the tile still publishes its aggregate and zeroes its pair words of the next pass's region."""
     be = ReferenceBackend()
     tile = KEYS_TILE
-    n, region = 2 * tile, 2 * 256
+    n, region = 3 * tile, 2 * 256  # pair words per region: tiles 0-1 and 2-3
     keys = np.random.default_rng(7).integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
-    lookback = np.zeros(K.LOOKBACK_HEAD + 2 * region, np.uint32)
-    lookback[0] = 1  # pass 0 has handed out tile 0 already
+    lookback = np.zeros(K.LOOKBACK_HEAD, np.uint32)
+    lookback[0] = 2  # pass 0 has handed out tiles 0 and 1 already
     counts = np.bincount(keys & 255, minlength=256).astype(np.uint32)
     lookback[K.LOOKBACK_STARTS: K.LOOKBACK_STARTS + 256] = np.cumsum(counts) - counts
-    lookback[K.LOOKBACK_HEAD + region + 256: K.LOOKBACK_HEAD + region + 512] = 7  # the next pass's words of tile 1
+    pairs = np.zeros(2 * region, np.uint64)
+    pairs[region + 256: region + 512] = 7  # the next pass's pair words of tiles 2 and 3
     params = np.zeros(PARAM_WORDS, np.uint32)
     params[:2] = n, region
     sentinel = np.full(n, 0xDEADBEEF, np.uint32)
-    data = [keys, lookback, sentinel, params, np.zeros(1, np.uint32)]
+    data = [keys, lookback, pairs, sentinel, params, np.zeros(1, np.uint32)]
     handles = []
     for array in data:
         handles.append(be.allocate_resident(array.nbytes))
         be.upload_resident(handles[-1], array)
     program = K.radix_onesweep(0, DataType.U32, None, "none", K.ONESWEEP_ITEMS, 0, 1, spin=(2, 3))
     be.dispatch_sequence([(program, handles, DispatchConfig(grid=(1, 1, 1)))])
-    status = be.download_resident(handles[4], 0, 4).view(np.uint32)
-    after = be.download_resident(handles[1], 0, lookback.nbytes).view(np.uint32)
+    status = be.download_resident(handles[5], 0, 4).view(np.uint32)
+    head = be.download_resident(handles[1], 0, lookback.nbytes).view(np.uint32)
+    after = be.download_resident(handles[2], 0, pairs.nbytes).view(np.uint64)
     assert int(status[0]) == 256
-    E.assert_same(be.download_resident(handles[2], 0, 4 * n).view(np.uint32), sentinel)
-    own = after[K.LOOKBACK_HEAD + 256: K.LOOKBACK_HEAD + 512]
-    E.assert_same(own, np.bincount(keys[tile:] & 255, minlength=256).astype(np.uint32) | np.uint32(K.FLAG_A))
-    assert after[0] == 2 and not after[K.LOOKBACK_HEAD + region + 256: K.LOOKBACK_HEAD + region + 512].any()
+    E.assert_same(be.download_resident(handles[3], 0, 4 * n).view(np.uint32), sentinel)
+    own = np.bincount(keys[2 * tile:] & 255, minlength=256).astype(np.uint32) | np.uint32(K.FLAG_A)
+    E.assert_same(tile_words(after, 2), own)
+    assert not after[:256].any() and not tile_words(after, 3).any()  # tiles 0, 1 and 3 published nothing
+    assert head[0] == 3 and not after[region + 256: region + 512].any()
 
 
 def test_sort_raises_when_lookback_gives_up(rng, monkeypatch):

@@ -12,6 +12,7 @@ import pytest
 
 from tests.codegen.codegen_support import assemble, needs_ptxas
 from tests.lib import expected as E
+from tests.lib.test_onesweep import tile_words
 from vyre import lib
 from vyre.driver.config import DispatchConfig
 from vyre.ir import DataType
@@ -122,16 +123,17 @@ def test_published_counts_leave_out_keys_past_n(registers):
     be = ReferenceBackend()
     tile = WG * K.ONESWEEP_ITEMS
     n, tiles = tile + 100, 3
-    region = tiles * 256
+    region = 2 * 256  # pair words per region: tiles 0-1 and 2-3
     keys = np.random.default_rng(11).integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     keys[:50] |= 255  # digit 255 in both tiles
     keys[-50:] |= 255
-    lookback = np.zeros(K.LOOKBACK_HEAD + 2 * region, np.uint32)
+    lookback = np.zeros(K.LOOKBACK_HEAD, np.uint32)
     counts = [np.bincount(part & 255, minlength=256).astype(np.uint32) for part in (keys[:tile], keys[tile:])]
     lookback[K.LOOKBACK_STARTS: K.LOOKBACK_STARTS + 256] = np.cumsum(counts[0] + counts[1]) - counts[0] - counts[1]
     params = np.zeros(PARAM_WORDS, np.uint32)
     params[:2] = n, region
-    data = [keys, lookback, np.zeros(tiles * tile, np.uint32), params, np.zeros(1, np.uint32)]
+    pairs = np.zeros(2 * region, np.uint64)
+    data = [keys, lookback, pairs, np.zeros(tiles * tile, np.uint32), params, np.zeros(1, np.uint32)]
     handles = []
     for array in data:
         handles.append(be.allocate_resident(array.nbytes))
@@ -139,15 +141,16 @@ def test_published_counts_leave_out_keys_past_n(registers):
     program = K.radix_onesweep.__wrapped__(0, DataType.U32, None, "none", K.ONESWEEP_ITEMS, 0, 1,
                                            registers=registers)
     be.dispatch_sequence([(program, handles, DispatchConfig(grid=(tiles, 1, 1)))])
-    after = be.download_resident(handles[1], 0, lookback.nbytes).view(np.uint32)
-    words = after[K.LOOKBACK_HEAD: K.LOOKBACK_HEAD + region].reshape(tiles, 256)
+    after = be.download_resident(handles[2], 0, pairs.nbytes).view(np.uint64)
+    words = [tile_words(after, t) for t in range(tiles)]
     flag = np.uint32(K.FLAG_P)
     E.assert_same(words[0], counts[0] | flag)
     E.assert_same(words[1], (counts[0] + counts[1]) | flag)
     E.assert_same(words[2], (counts[0] + counts[1]) | flag)
-    got = be.download_resident(handles[2], 0, 4 * n).view(np.uint32)
+    assert not tile_words(after, 3).any()
+    got = be.download_resident(handles[3], 0, 4 * n).view(np.uint32)
     E.assert_same(got, keys[np.argsort(keys & 255, kind="stable")])
-    assert be.download_resident(handles[4], 0, 4).view(np.uint32)[0] == 0
+    assert be.download_resident(handles[5], 0, 4).view(np.uint32)[0] == 0
 
 
 def test_early_counts_refuse_items_their_batch_does_not_divide(monkeypatch):

@@ -121,7 +121,7 @@ def test_look_back_of_any_width_sorts(rng, monkeypatch, width):
 def test_sort_raises_when_lookback_gives_up(rng, monkeypatch):
     """A wait too short for the oracle: the plan raises instead of returning wrong keys."""
     monkeypatch.setattr(K, "radix_onesweep",
-                        functools.partial(K.radix_onesweep.__wrapped__, spin=(2, 2), width=1))
+                        functools.partial(K.radix_onesweep.__wrapped__, spin=(1, 2), width=1))
     keys = rng.integers(0, 2**64, 8 * KEYS_TILE, dtype=np.uint64)
     with pytest.raises(DispatchFailed, match="look-backs gave up.*Fix: "):
         lib.sort(keys, backend=ReferenceBackend())

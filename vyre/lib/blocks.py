@@ -210,8 +210,12 @@ def exclusive_block_scan(value: Any, sums: Any, w: Any, m: Any):
 
 
 @cache
-def zero_fill(n_word: int) -> Program:
-    """``out[i] = 0`` for ``i < n`` (scratch that accumulates atomically starts from zero)."""
+def zero_fill(n_word: int, buffers: int = 1) -> Program:
+    """``out[i] = 0`` for ``i < n`` (scratch that accumulates atomically starts from zero). More
+    ``buffers`` (``out1``, ...) are zeroed in the same launch, each to ``n`` or its own end: a store
+    past a buffer's end does nothing."""
     i = Expr.invocation_id(0)
-    body = [Node.if_(Expr.lt(i, load_param(n_word)), Node.store("out", i, u(0)))]
-    return Program([BufferDecl.read_write("out", 0, U32), params(1)], WG_SIZE, body, name="lib_zero_fill")
+    names = ["out", *(f"out{k}" for k in range(1, buffers))]
+    body = [Node.if_(Expr.lt(i, load_param(n_word)), [Node.store(name, i, u(0)) for name in names])]
+    return Program([*(BufferDecl.read_write(name, k, U32) for k, name in enumerate(names)), params(buffers)],
+                   WG_SIZE, body, name="lib_zero_fill")

@@ -42,18 +42,19 @@ from vyre.lib.blocks import PARAMS, U32, WARPS, WG, exclusive_block_scan
 from vyre.lib.keys import key_bits, key_kind, key_of, raw_type, transformed
 from vyre.lib.monoid import COUNT
 
-# The ``lookback`` buffer: words 0-3 count the tiles taken in each pass, words LOOKBACK_STARTS +
-# 256*p + d hold the digit counts of pass p (then, scanned, digit d's first output slot), and from
-# LOOKBACK_HEAD come two regions of 256 words per tile (``params`` word ``region_word``: their
-# size), used by the passes alternately. ``status[0]`` counts the digits whose look-back gave up.
-# 64-bit keys take eight passes: the same layout with eight counters and eight passes' starts
-# (``lookback_starts``, ``lookback_head``).
+# The ``lookback`` buffer: words 0-3 count the tiles taken in each pass, and words LOOKBACK_STARTS +
+# 256*p + d hold the digit counts of pass p (then, scanned, digit d's first output slot). The
+# ``pairs`` buffer (u64) holds two regions of pair words (``params`` word ``region_word``: a region's
+# size), used by the passes alternately: tiles 2q and 2q + 1 publish their words of digit d in the
+# low and the high half of pair word 256*q + d, so one look-back load reads two tiles' words.
+# ``status[0]`` counts the digits whose look-back gave up. 64-bit keys take eight passes: the same
+# layout with eight counters and eight passes' starts (``lookback_starts``, ``lookback_head``).
 LOOKBACK_STARTS = RADIX_PASSES
 LOOKBACK_HEAD = LOOKBACK_STARTS + RADIX_PASSES * (1 << RADIX_BITS)
 FLAG_A = 1 << 30    # a tile's own count of the digit (an aggregate)
 FLAG_P = 1 << 31    # the count of the digit in this and every lower tile (an inclusive prefix)
 SPIN = (6, 16)      # the look-back's wait: 6 nested loops of 16 trips, at most 16**6 trips
-LOOKBACK_WIDTH = 2  # tiles whose words one look-back trip reads together (1 measured the same, 3, 4, 8 slower)
+LOOKBACK_WIDTH = 1  # pair words (two tiles each) one look-back trip reads together
 ONESWEEP_ITEMS = SORT_ITEMS
 ONESWEEP_VALUE_ITEMS = 16  # with values (tile 4096; 47 KB of workgroup memory, 4 workgroups per SM on an H100)
 ONESWEEP_WIDE_ITEMS = 16  # 64-bit keys alone (tile 4096; 46 KB of workgroup memory)
@@ -84,7 +85,7 @@ def lookback_starts(passes: int) -> int:
 
 
 def lookback_head(passes: int) -> int:
-    """The first word of the look-back regions in the ``lookback`` buffer of ``passes`` passes."""
+    """The words of the ``lookback`` buffer of ``passes`` passes (its tile counters and digit counts)."""
     return lookback_starts(passes) + passes * (1 << RADIX_BITS)
 
 
@@ -230,62 +231,77 @@ def early_counts(keys: Any, hist: Any, e: Any, seg_base: Any, limit: Any, whole:
 
 
 @vk.func
-def look_back_trip(lookback: Any, done: Any, prefix: Any, word: Any, width: Annotated[int, vk.Const[int]]):
-    """One trip of the look-back: read digit ``t``'s word of tile ``word[0]`` and of the ``width -
-    1`` tiles below at once (one memory latency, not ``width``), then take them nearest first, up
-    to the first one not yet published (read again next trip) or holding an inclusive prefix
-    (``done[0]``). Near tile 0 a trip also reads words below tile 0's (inside the buffer's head):
-    never taken, since tile 0 holds ``FLAG_P``."""
-    go = True
-    at = word[0]
-    seen = vk.registers(vk.u32, width)
-    for k in range(width):
-        seen[k] = vk.atomic_or_relaxed(lookback, at - k * RADIX, 0)  # an atomic read
-    for k in range(width):
-        took = go and (seen[k] & FLAGS) != 0
-        last = (seen[k] & FLAG_P) != 0
-        prefix[0] = prefix[0] + vk.select(took, seen[k] & COUNT_BITS, 0)
-        word[0] = vk.select(took, word[0] - RADIX, word[0])
-        done[0] = done[0] or (took and last)
-        go = took and not last
+def pair_word(region: Any, tile: Any):
+    """The index of tile ``tile``'s pair word of digit ``t`` in the ``pairs`` buffer: tiles ``2q``
+    and ``2q + 1`` share the u64 word ``region + 256*q + t`` (the low and the high half)."""
+    return region + ((tile >> 1) * RADIX + vk.lid())
 
 
 @vk.func
-def wait_for_prefix(lookback: Any, done: Any, prefix: Any, word: Any, levels: Annotated[int, vk.Const[int]],
+def look_back_trip(pairs: Any, done: Any, prefix: Any, word: Any, width: Annotated[int, vk.Const[int]]):
+    """One trip of the look-back: read digit ``t``'s pair word ``word[0]`` and the ``width - 1``
+    pairs below at once (one load each, one memory latency), then take them nearest first: a
+    pair's high half (the nearer tile) when it holds an inclusive prefix (``done[0]``), else both
+    halves when both are published (and the walk goes on, unless the low half holds an inclusive
+    prefix); a pair with an unpublished half is read again next trip. Near tile 0 a trip also reads
+    pairs below tile 0's: never taken, since tile 0 holds ``FLAG_P``."""
+    go = True
+    at = word[0]
+    seen = vk.registers(vk.u64, width)
+    for k in range(width):
+        seen[k] = vk.atomic_or_relaxed(pairs, at - k * RADIX, vk.u64(0))  # an atomic read of two words
+    for k in range(width):
+        hi = vk.u32(seen[k] >> 32)
+        lo = vk.u32(seen[k])
+        hi_last = (hi & FLAG_P) != 0
+        both = go and (hi & FLAGS) != 0 and not hi_last and (lo & FLAGS) != 0
+        lo_last = (lo & FLAG_P) != 0
+        prefix[0] = prefix[0] + vk.select(both or (go and hi_last), hi & COUNT_BITS, 0) + vk.select(
+            both, lo & COUNT_BITS, 0)
+        word[0] = vk.select(both, word[0] - RADIX, word[0])
+        done[0] = done[0] or (go and hi_last) or (both and lo_last)
+        go = both and not lo_last
+
+
+@vk.func
+def wait_for_prefix(pairs: Any, done: Any, prefix: Any, word: Any, levels: Annotated[int, vk.Const[int]],
                     trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
     """``look_back_trip`` until ``done[0]``, at most ``trips ** levels`` times: ``levels`` nested
     loops of ``trips``, each trip guarded by ``if not done[0]`` (``lookback.spin_wait``'s shape)."""
     for _ in range(vk.u32(trips)):
         if not done[0]:
             if levels == 1:
-                look_back_trip(lookback, done, prefix, word, width)
+                look_back_trip(pairs, done, prefix, word, width)
             else:
-                wait_for_prefix(lookback, done, prefix, word, levels - 1, trips, width)
+                wait_for_prefix(pairs, done, prefix, word, levels - 1, trips, width)
 
 
 @vk.func
-def publish(lookback: Any, region: Any, tile: Any, own: Any):
+def publish(pairs: Any, region: Any, tile: Any, own: Any):
     """Invocation ``t`` publishes the tile's count of digit ``t`` (``own``): ``own | FLAG_A``, or
-    ``own | FLAG_P`` for tile 0, whose count is already an inclusive prefix."""
-    vk.atomic_exchange_relaxed(lookback, region + (tile * RADIX + vk.lid()), own | vk.select(tile == 0, FLAG_P, FLAG_A))
+    ``own | FLAG_P`` for tile 0, whose count is already an inclusive prefix, added into its half of
+    the zeroed pair word."""
+    word = own | vk.select(tile == 0, FLAG_P, FLAG_A)
+    vk.atomic_add_relaxed(pairs, pair_word(region, tile), vk.u64(word) << (32 * (tile & 1)))
 
 
 @vk.func
-def look_back(lookback: Any, status: Any, region: Any, tile: Any, own: Any, run: Any, done: Any, prefix: Any,
-              word: Any, start: Annotated[int, vk.Const[int]], levels: Annotated[int, vk.Const[int]],
+def look_back(pairs: Any, lookback: Any, status: Any, region: Any, tile: Any, own: Any, run: Any, done: Any,
+              prefix: Any, word: Any, start: Annotated[int, vk.Const[int]], levels: Annotated[int, vk.Const[int]],
               trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
     """Invocation ``t``'s look-back for digit ``t`` after the tile published its count ``own``:
     the counts of lower tiles, last first, until one holds an inclusive prefix; then the tile
     publishes its own inclusive prefix and ``run[0]`` is where its keys of digit ``t`` start
     (``lookback[start + t]`` plus the prefix). If the wait runs out, ``status[0]`` counts the digit
-    and ``run[0]`` is ``NOWHERE``."""
+    and ``run[0]`` is ``NOWHERE``. An odd tile's walk starts at its own pair, whose high half is
+    its own aggregate: the prefix starts at minus its count."""
     done[0] = tile == 0
-    prefix[0] = 0
-    word[0] = region + (tile * RADIX + vk.lid()) - RADIX  # the nearest tile not yet taken
-    wait_for_prefix(lookback, done, prefix, word, levels, trips, width)
+    prefix[0] = vk.select((tile & 1) != 0, 0 - own, 0)
+    word[0] = pair_word(region, tile - 1)  # the pair of the nearest tile below (an odd tile: its own)
+    wait_for_prefix(pairs, done, prefix, word, levels, trips, width)
     if done[0]:
-        if not tile == 0:
-            vk.atomic_exchange_relaxed(lookback, region + (tile * RADIX + vk.lid()), (prefix[0] + own) | FLAG_P)
+        if not tile == 0:  # A to P: its half grows by the prefix and FLAG_P - FLAG_A (= FLAG_A)
+            vk.atomic_add_relaxed(pairs, pair_word(region, tile), vk.u64(prefix[0] + FLAG_A) << (32 * (tile & 1)))
     else:
         vk.atomic_add_relaxed(status, 0, 1)
     run[0] = vk.select(done[0], lookback[start + vk.lid()] + prefix[0], NOWHERE)
@@ -300,7 +316,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
     the wait's levels and trips, the look-back's width and whether it counts the next pass's digits
     (``count_next``, which also names it: a Const, so the other branch is not emitted)."""
     pass_, passes = shift // RADIX_BITS, radix_passes(raw)
-    head, start = lookback_head(passes), lookback_starts(passes) + pass_ * RADIX
+    start = lookback_starts(passes) + pass_ * RADIX
     next_start = start + RADIX  # the next pass's digit counts (``count_next``)
     parity, other = pass_ % 2, (pass_ + 1) % 2
     bits: Any = TYPE_NAMES[raw]  # element types (typed Any for type checkers, as Monoid.element is)
@@ -315,7 +331,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
         "_next" if count_next else "")
 
     @vk.kernel(workgroup_size=WG, name=f"lib_radix_onesweep{suffix}_{shift}", names={"shifts": "shift"})
-    def onesweep(keys: Annotated[vk.In[vk.u32], keys_in], lookback: vk.InOut[vk.u32],
+    def onesweep(keys: Annotated[vk.In[vk.u32], keys_in], lookback: vk.InOut[vk.u32], pairs: vk.InOut[vk.u64],
                  keys_out: Annotated[vk.InOut[vk.u32], keys_out_spec], vals: Annotated[vk.In[vk.u32], vals_in],
                  vals_out: Annotated[vk.InOut[vk.u32], vals_out_spec], params: Annotated[vk.Uniform[vk.u32], PARAMS],
                  status: vk.InOut[vk.u32], items: vk.Const[int], rounds: vk.Const[int], key_rounds: vk.Const[int],
@@ -352,7 +368,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
         seg_base = tile * (WG * items)
         limit = min(n, seg_base + WG * items)
         whole = limit == seg_base + WG * items  # all but the last tile
-        lookback[head + other * params[region_word] + (tile * RADIX + vk.lid())] = 0  # the next pass's region
+        if (tile & 1) == 0:  # the next pass's pair words of this tile and the one above
+            pairs[pair_word(other * params[region_word], tile)] = vk.u64(0)
         if in_registers:  # each key read once, into registers
             k = vk.registers(bits, items)
             rk = vk.registers(vk.u32, items)
@@ -372,9 +389,9 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                 vk.barrier()
                 # keys past n (the all-ones key) counted as digit 255, taken off
                 own = hist[vk.lid()] - vk.select(vk.lid() == RADIX_MASK, WG * items - valid, 0)
-            region = head + parity * params[region_word]
+            region = parity * params[region_word]
             if not next_counts:
-                publish(lookback, region, tile, own)
+                publish(pairs, region, tile, own)
             half = 0
             if ranks_in_registers:
                 for j in range(items):
@@ -393,11 +410,11 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                 # pass's counts added to its words (one global atomic per digit in the tile; keys past n
                 # count as digit 255, whose count no digit's start includes)
                 own = total - vk.select(vk.lid() == RADIX_MASK, WG * items - valid, 0)
-                publish(lookback, region, tile, own)
+                publish(pairs, region, tile, own)
                 more = hist[vk.lid()]
                 if more != 0:
                     vk.atomic_add_relaxed(lookback, next_start + vk.lid(), more)
-            look_back(lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
+            look_back(pairs, lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
             tile_slots(counts, shifts, sums, w, run, total, half, False, WARPS)
             if key_rounds == items:
                 place_keys(vals, counts, ranks, sorted_keys, sorted_vals, k, rk, pv, kbase, vk.u32(0), shift, wide,
@@ -421,8 +438,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
             pv = vk.registers(value_bits, rounds)
             early_counts(keys, hist, e, seg_base, limit, whole, past, kin, bin_, shift, wide, items, batch)
             own = hist[vk.lid()]
-            region = head + parity * params[region_word]
-            publish(lookback, region, tile, own)
+            region = parity * params[region_word]
+            publish(pairs, region, tile, own)
             load_group(keys, a, seg_base, vk.u32(0), n, limit, whole, past, items, rounds, True, True)
             load_group(keys, b, seg_base, vk.u32(1), n, limit, whole, past, items, rounds, True, True)
             for t in range(vk.u32(1)):
@@ -432,7 +449,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                 rank_tile(keys, counts, ranks, a, b, cur, seg_base, t, n, limit, whole, past, half, kin, bin_, shift,
                           wide, items, rounds, True)
                 total = tile_count(counts, half, False, WARPS)
-                look_back(lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
+                look_back(pairs, lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips,
+                          width)
                 tile_slots(counts, shifts, sums, w, run, total, half, False, WARPS)
                 place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals, p, pv, tb, n, past, half, kin, bin_,
                            shift, wide, items, rounds, loads, moves)

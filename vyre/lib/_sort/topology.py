@@ -126,12 +126,13 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     limit = int(plan.backend.device_profile().get("shared_mem_per_block_optin", 0)) if raw.size == 8 else 0
     counted, items = radix_passes(raw), onesweep.onesweep_items(raw, values_mode, cap, limit)  # digits counted
     tiles = ceil_div(cap, WG * items)
-    region = tiles * RADIX
+    region = ceil_div(tiles, 2) * RADIX  # u64 pair words: two tiles' words of each digit
     head = onesweep.lookback_head(counted)
-    lookback = plan.buffer("sort.lookback", head + 2 * region)
+    lookback = plan.buffer("sort.lookback", head)
+    pairs = plan.buffer("sort.lookback_pairs", 2 * region, 8)
     n_word, region_word = plan.word("sort.n", n), plan.word("sort.region", region)
-    zeroed = head + region  # the head and the first pass's region; each pass zeroes the next one's
-    plan.step(zero_fill(plan.word("sort.zeroed", zeroed)), [lookback, plan.params], ceil_div(zeroed, WG))
+    zeroed = max(head, 2 * region)  # the head and the first pass's region (u32 words); each pass zeroes the next's
+    plan.step(zero_fill(plan.word("sort.zeroed", zeroed), 2), [lookback, pairs, plan.params], ceil_div(zeroed, WG))
     blocks = min(ceil_div(cap, WG * onesweep.HISTOGRAM_ITEMS), HISTOGRAM_GROUPS)
     in_passes = cap >= onesweep.COUNT_IN_PASSES_FROM and onesweep.ONESWEEP_KEYS_IN_REGISTERS
     histogram_passes = 1 if in_passes else counted  # whose digits the histograms count; the passes count the rest
@@ -149,7 +150,7 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
         plan.step(onesweep.radix_onesweep(shift, key_in, key_out, mode, items, n_word, region_word, raw=raw,
                                           value_raw=value_raw, registers=onesweep.ONESWEEP_KEYS_IN_REGISTERS,
                                           drop_keys=not keys_written, count_next=count_next),
-                  [src_k, lookback, *moves, plan.params, status], tiles)
+                  [src_k, lookback, pairs, *moves, plan.params, status], tiles)
         if count_next:
             plan.step(onesweep.radix_digit_starts(counted, shift // RADIX_BITS + 1), [lookback], 1)
 
