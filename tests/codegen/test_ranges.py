@@ -104,7 +104,7 @@ def _recorded_bound(program: Program) -> int:
     seen: list[int] = []
     store = buffers.store
 
-    def spy(name, index, value, hi=U32_MAX):
+    def spy(name, index, value, hi=U32_MAX, field=None):
         seen.append(exprs.bound(value))
         return store(name, index, value, hi)
 

@@ -15,7 +15,10 @@ All hashes were recorded again for codegen 7 (workgroup-memory guards left out w
 proven below the count); a diff with guards, predicates and comments normalised away showed nothing else
 changed.
 And again for codegen 8 (the workgroup-memory zero fill written out, at most 16 stores per
-thread, not a loop): a diff over every case showed only the fill's lines changed."""
+thread, not a loop): a diff over every case showed only the fill's lines changed.
+And again for codegen 9 (workgroup-memory indices that are bit fields scaled inside the field): a diff
+over every case with registers normalised showed only `mad.lo.u32` address lines replaced by
+`shr`/`and`/`add` (and register counts)."""
 
 from __future__ import annotations
 

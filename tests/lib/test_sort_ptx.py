@@ -15,7 +15,10 @@ And again for codegen 8 (the workgroup-memory zero fill written out, at most 16 
 thread, not a loop): a diff over every case showed only the fill's lines changed.
 The single-pass passes' hashes were recorded again when their look-back words moved to u64 pair
 words (two tiles' words of a digit in one word, read with one load): a change of the library's
-programs, not of the emitter; every other case kept its hash."""
+programs, not of the emitter; every other case kept its hash.
+And again for codegen 9 (workgroup-memory indices that are bit fields scaled inside the field): a diff
+over every case with registers normalised showed only `mad.lo.u32` address lines replaced by
+`shr`/`and`/`add` (and register counts)."""
 
 from __future__ import annotations
 

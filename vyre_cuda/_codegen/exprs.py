@@ -58,6 +58,9 @@ class ExprLowering:
         self._uniform_words: dict[tuple[str, int], Val] = {}  # (buffer, index) -> its value (``_uniform_word``)
         self._literals: dict[str, int] = {}  # register -> the bits of the literal it holds (``_lit``)
         self._bounds: dict[str, int] = {}  # register -> the largest value the U32 it holds can take (``ranges``)
+        self.mutable: set[str] = set()  # registers of assigned variables and loop counters (``StmtLowering``)
+        self._fields: dict[str, tuple[str, int, int, int | None]] = {}  # register -> ``field``'s (x, s, m, statement)
+        self.statement = 0  # the statement being lowered (``StmtLowering.node`` counts them): ``field``'s scope
         self._handlers = {
             Op.LIT: self._lit, Op.VAR: self._var, Op.LOAD: self._load, Op.BUF_LEN: self._buf_len,
             Op.INVOCATION_ID: self._id, Op.WORKGROUP_ID: self._id, Op.LOCAL_ID: self._id,
@@ -84,6 +87,7 @@ class ExprLowering:
             if out is U32 and args[1].dtype is U32:
                 self.bounded(v, binary_bound(e.op, self.bound(args[0]), self.bound(args[1]),
                                              self._literals.get(args[1].reg)))
+                self._note_field(e, v.reg, args)
             return v
         if len(args) == 1 and key in ops.UNARY:
             v = Val(ops.apply(ops.UNARY, key, self.b, reg_kind(out), args[0].reg), out)
@@ -111,11 +115,38 @@ class ExprLowering:
 
     def constant(self, copy: str, reg: str) -> None:
         """Register ``copy`` holds what ``reg`` holds for good (a ``let`` never assigned): a literal
-        stays one for ``_fold``, a bound stays a bound."""
+        stays one for ``_fold``, a bound stays a bound, a bit field stays one (``field``)."""
         if reg in self._literals:
             self._literals[copy] = self._literals[reg]
         if reg in self._bounds:
             self._bounds[copy] = self._bounds[reg]
+        if reg in self._fields:
+            self._fields[copy] = self._fields[reg]
+
+    def _note_field(self, e: Expr, reg: str, args: list[Val]) -> None:
+        """Note U32 ``reg`` = ``x >> s`` (a literal ``s``; ``m`` = all ones) or ``(x >> s) & m`` (a
+        literal ``m``) for ``field``. The note holds while ``x`` keeps its value: for good where
+        ``x`` is written once (an expression's result, a never-assigned ``let``), else until the
+        statement ends (an assigned variable's or a loop counter's register, ``mutable``, may
+        change after it)."""
+        if e.op is Op.SHR and args[0].dtype is U32 and args[1].reg in self._literals:
+            x = args[0].reg
+            self._fields[reg] = (x, self._literals[args[1].reg] & 31, U32_MAX,
+                                 self.statement if x in self.mutable else None)
+        elif e.op is Op.BITAND:
+            for a, c in ((args[0], args[1]), (args[1], args[0])):
+                note = self._fields.get(a.reg)
+                if note is not None and c.reg in self._literals and note[2] == U32_MAX:
+                    self._fields[reg] = (note[0], note[1], self._literals[c.reg], note[3])
+                    return
+
+    def field(self, v: Val) -> tuple[str, int, int] | None:
+        """``(x, s, m)`` where register ``v`` holds ``(x >> s) & m`` of a register ``x`` that still
+        holds the value it was computed from (``Buffers`` scales a workgroup index inside the field)."""
+        note = self._fields.get(v.reg)
+        if note is None or note[2] == U32_MAX or note[3] not in (None, self.statement):
+            return None
+        return note[0], note[1], note[2]
 
     def bound(self, v: Val) -> int:
         """The largest value ``v`` can take as a U32 (``U32_MAX``: not known, or not a U32)."""
@@ -192,7 +223,7 @@ class ExprLowering:
         if index.op == Op.LIT and self.buffers.decls[name].access is Access.UNIFORM:
             return self._uniform_word(name, index, scope)
         i = self.lower(index, scope)
-        return self.buffers.load(name, i.reg, self.bound(i))
+        return self.buffers.load(name, i.reg, self.bound(i), self.field(i))
 
     def _uniform_word(self, name: str, index: Expr, scope: Scope) -> Val:
         """A uniform buffer at a literal index: loaded once, before the body (``Builder.loaded``),
@@ -212,13 +243,13 @@ class ExprLowering:
     def _atomic(self, e: Expr, scope: Scope) -> Val:
         if is_atomic_read(e):  # its value is a literal: nothing else to evaluate
             i = self.lower(e.args[0], scope)
-            return self.buffers.atomic_read(name_of(e), i.reg, self.bound(i))
+            return self.buffers.atomic_read(name_of(e), i.reg, self.bound(i), self.field(i))
         if is_counter_add(e) and self.buffers.aggregates(name_of(e)):
             return self.buffers.counter_add(name_of(e), self.lower(e.args[0], scope).reg, int(e.args[1].value))
         vals = [self.lower(a, scope) for a in e.args]
         regs = [v.reg for v in vals]
         return self.buffers.atomic(e.value, name_of(e), regs[0], regs[1], regs[2] if len(regs) > 2 else None,
-                                   self.bound(vals[0]))
+                                   self.bound(vals[0]), self.field(vals[0]))
 
     # ---- composite ----------------------------------------------------------------------------------
     def _select(self, e: Expr, scope: Scope) -> Val:

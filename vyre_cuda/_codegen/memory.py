@@ -20,6 +20,8 @@ from vyre_cuda._codegen.ranges import U32_MAX
 from vyre_cuda._codegen.types import bits
 
 D = DataType
+#: ``(x, s, m)``: a U32 register that holds ``(x >> s) & m`` (``ExprLowering.field``)
+Field = tuple[str, int, int]
 #: most zero-fill stores per thread written out, not looped (``Buffers.zero_workgroup_memory``)
 UNROLLED_FILL = 16
 #: storage type -> ld/st type suffix (8/16-bit integer loads widen: u* zero-, s* sign-extend)
@@ -100,27 +102,41 @@ class Buffers:
         cached = d.access in (Access.READ, Access.UNIFORM) or d.name in self.cached_read_write
         return "global.nc" if reading and cached else "global"
 
-    def _guard_and_address(self, d: BufferDecl, index: str, hi: int = U32_MAX) -> tuple[str | None, str]:
+    def _guard_and_address(self, d: BufferDecl, index: str, hi: int = U32_MAX,
+                           field: Field | None = None) -> tuple[str | None, str]:
         """(in-bounds predicate, address operand text) for element ``index`` of ``d``; no predicate
         (None) for workgroup memory when ``hi``, the largest value ``index`` can take
-        (``_codegen.ranges``), is below the buffer's count: that access cannot leave the buffer."""
+        (``_codegen.ranges``), is below the buffer's count: that access cannot leave the buffer.
+        ``field``: ``index`` is a bit field of another register (``ExprLowering.field``)."""
         b = self.b
         p = None if d.is_workgroup and hi < d.count else b.op("setp.lt.u32", "p", index, self.count(d.name))
         if d.is_workgroup:
-            a = b.op("mad.lo.u32", "r", index, str(d.dtype.size), self.shared_base())
-            return p, f"[{a}+{self.shared_offset[d.name]}]"
+            return p, f"[{self._shared_address(index, d.dtype.size, field)}+{self.shared_offset[d.name]}]"
         off = b.op("mul.wide.u32", "rd", index, str(d.dtype.size))
         return p, f"[{b.op('add.s64', 'rd', self._global_base(d.name), off)}]"
+
+    def _shared_address(self, index: str, size: int, field: Field | None) -> str:
+        """The workgroup-memory address of element ``index`` of ``size`` bytes (before its buffer's
+        offset): ``index * size + base``. An index that is a bit field ``(x >> s) & m`` of a register
+        ``x``, with ``size`` = 2^k (k >= 1) and k <= s, is scaled inside the field instead,
+        ``((x >> (s - k)) & (m << k)) + base``: ptxas folds that add into the access
+        (``[R+UR+offset]``) where ``index * size + base`` took one instruction more (a ``LEA``)."""
+        k = size.bit_length() - 1
+        if field is not None and k >= 1 and 1 << k == size and k <= field[1] and field[2] << k <= U32_MAX:
+            x, s, m = field
+            scaled = self.b.op("and.b32", "r", self.b.op("shr.u32", "r", x, str(s - k)), str(m << k))
+            return self.b.op("add.u32", "r", scaled, self.shared_base())
+        return self.b.op("mad.lo.u32", "r", index, str(size), self.shared_base())
 
     # ---- operations ----------------------------------------------------------------------------
     def buf_len(self, name: str) -> Val:
         return Val(self.b.op("mov.u32", "r", self.count(name)), D.U32)
 
-    def load(self, name: str, index: str, hi: int = U32_MAX) -> Val:
-        """``name[index]`` widened to its arithmetic type, or typed zero out of bounds (``hi``: as in
-        ``_guard_and_address``)."""
+    def load(self, name: str, index: str, hi: int = U32_MAX, field: Field | None = None) -> Val:
+        """``name[index]`` widened to its arithmetic type, or typed zero out of bounds (``hi``,
+        ``field``: as in ``_guard_and_address``)."""
         b, d = self.b, self.decls[name]
-        p, addr = self._guard_and_address(d, index, hi)
+        p, addr = self._guard_and_address(d, index, hi, field)
         ld = f"ld.{self._space(d, True)}.{_MEM_SUFFIX[d.dtype]}"
         if d.dtype is D.F16:
             h = b.op("mov.b16", "h", "0")
@@ -138,11 +154,11 @@ class Buffers:
             return Val(b.op("setp.ne.u32", "p", b.op("selp.b32", "r", v, "0", p) if p else v, "0"), D.BOOL)
         return Val(v, d.dtype.arith)
 
-    def store(self, name: str, index: str, value: Val, hi: int = U32_MAX) -> None:
-        """``name[index] = value`` narrowed to the storage type; skipped out of bounds (``hi``: as in
-        ``_guard_and_address``)."""
+    def store(self, name: str, index: str, value: Val, hi: int = U32_MAX, field: Field | None = None) -> None:
+        """``name[index] = value`` narrowed to the storage type; skipped out of bounds (``hi``,
+        ``field``: as in ``_guard_and_address``)."""
         b, d = self.b, self.decls[name]
-        p, addr = self._guard_and_address(d, index, hi)
+        p, addr = self._guard_and_address(d, index, hi, field)
         src = value.reg
         if d.dtype is D.BOOL:
             src = b.op("selp.u32", "r", "1", "0", src)
@@ -163,18 +179,18 @@ class Buffers:
         return self.b.op("cvt.u16.u32", "h", self.b.op(f"cvt.rn.{kind}x2.f32", "r", x, x))
 
     def atomic(self, op: AtomicOp, name: str, index: str, value: str, expected: str | None,
-               hi: int = U32_MAX) -> Val:
+               hi: int = U32_MAX, field: Field | None = None) -> Val:
         """Read-modify-write; returns the old value (0 out of bounds).
 
         PTX ``atom`` alone is relaxed. Following the PTX memory model's mapping of C++
         ``seq_cst`` RMW (Lustig et al., ASPLOS 2019; libcu++), each sequentially consistent
         atomic is ``fence.sc`` then ``atom.acq_rel`` at the scope that can observe it: ``.gpu``
         for global memory (other workgroups), ``.cta`` for workgroup memory. A ``*_RELAXED`` op
-        is ``atom.relaxed`` alone: atomic on its word, ordering nothing else. ``hi``: as in
-        ``_guard_and_address``.
+        is ``atom.relaxed`` alone: atomic on its word, ordering nothing else. ``hi``, ``field``: as
+        in ``_guard_and_address``.
         """
         b, d = self.b, self.decls[name]
-        p, addr = self._guard_and_address(d, index, hi)
+        p, addr = self._guard_and_address(d, index, hi, field)
         scope = "cta" if d.is_workgroup else "gpu"
         name_, suffixes = _ATOMIC[op.base]
         old = b.op(f"mov.{bits(d.dtype)}", "rd" if d.dtype.is_wide else "r", "0")
@@ -212,12 +228,12 @@ class Buffers:
         mine = b.op("mad.lo.u32", "r", rank, str(value), base)
         return Val(b.op("selp.u32", "r", mine, "0", p), d.dtype)
 
-    def atomic_read(self, name: str, index: str, hi: int = U32_MAX) -> Val:
+    def atomic_read(self, name: str, index: str, hi: int = U32_MAX, field: Field | None = None) -> Val:
         """A relaxed atomic read (``is_atomic_read``): ``ld.relaxed``, coherent at the scope that can
-        write the word, never an L1 line another workgroup cannot update; 0 out of bounds (``hi``:
-        as in ``_guard_and_address``)."""
+        write the word, never an L1 line another workgroup cannot update; 0 out of bounds (``hi``,
+        ``field``: as in ``_guard_and_address``)."""
         b, d = self.b, self.decls[name]
-        p, addr = self._guard_and_address(d, index, hi)
+        p, addr = self._guard_and_address(d, index, hi, field)
         old = b.op(f"mov.{bits(d.dtype)}", "rd" if d.dtype.is_wide else "r", "0")
         scope, space = ("cta", "shared") if d.is_workgroup else ("gpu", "global")
         b.ins(f"ld.relaxed.{scope}.{space}.{bits(d.dtype)} {old}, {addr}", p)

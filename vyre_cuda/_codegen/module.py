@@ -33,7 +33,7 @@ from vyre_cuda._codegen.versions import (
     sm_number,
 )
 
-CODEGEN_VERSION = "8"
+CODEGEN_VERSION = "9"
 #: from this sm on, f16/bf16 stores narrow through the packed conversion (``Buffers.narrow``)
 PACKED_NARROWING_SM = 80
 #: lowest target with programmatic dependent launch (``griddepcontrol``, PTX ISA 7.8)

@@ -35,17 +35,21 @@ class StmtLowering:
 
     def node(self, node: Node, scope: dict[str, Val]) -> None:
         b, lower = self.b, self.exprs.lower
+        self.exprs.statement += 1
         if isinstance(node, Let):
             v = lower(node.value, scope)
             scope[node.name] = Val(b.op(mov(v.dtype), reg_kind(v.dtype), v.reg), v.dtype)
             if node.name not in self.assigned:
                 self.exprs.constant(scope[node.name].reg, v.reg)
+            else:
+                self.exprs.mutable.add(scope[node.name].reg)
         elif isinstance(node, Assign):
             v, target = lower(node.value, scope), scope[node.name]
             b.ins(f"{mov(v.dtype)} {target.reg}, {v.reg}")
         elif isinstance(node, Store):
             index = lower(node.index, scope)
-            self.exprs.buffers.store(node.buffer, index.reg, lower(node.value, scope), self.exprs.bound(index))
+            self.exprs.buffers.store(node.buffer, index.reg, lower(node.value, scope), self.exprs.bound(index),
+                                     self.exprs.field(index))
         elif isinstance(node, If):
             self._if(node, scope)
         elif isinstance(node, Loop):
@@ -77,6 +81,7 @@ class StmtLowering:
         """Half-open U32 range; bounds are evaluated once and the counter never overflows."""
         b = self.b
         i = b.op("mov.b32", "r", self.exprs.lower(node.start, scope).reg)
+        self.exprs.mutable.add(i)
         last = self.exprs.lower(node.end, scope)
         end = b.op("mov.b32", "r", last.reg)  # copy: the body may assign it
         top, done = b.new_label(), b.new_label()
