@@ -208,8 +208,7 @@ def _own_carry_cases() -> dict[str, Program]:
     """The downsweeps that sum their own carry (``own_carry``: no scan of the counts first, up to
     ``OWN_CARRY_GROUPS`` segments), for every predicate and words: written with the front end, no
     builder twin; hashes in ``compact_own_ptx.json``, recorded when written and again for
-    codegen 7 (proven workgroup indices unguarded), 8 (the zero fill written out) and 9 (bit-field
-    workgroup indices scaled inside the field)."""
+    each emitter change listed in ``ptx_hashes``."""
     out = {}
     for (pred, words), with_index in itertools.product(COUNT_PREDICATES, (False, True)):
         if with_index and not (pred.kind == "run_start" or words == (5, 6)):

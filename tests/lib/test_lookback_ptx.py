@@ -11,14 +11,7 @@ and once more when grids of 16 to 256 tiles began taking the wide look-back (eve
 reads one lower tile's total; the ``wide`` cases, of every U32/I32 monoid, were added then; the
 walk's own PTX changed only by one always-true test that ptxas drops); any other change to the
 scan's PTX fails here.
-All hashes were recorded again for codegen 7 (workgroup-memory guards left out where the index is
-proven below the count); a diff with guards, predicates and comments normalised away showed nothing else
-changed.
-And again for codegen 8 (the workgroup-memory zero fill written out, at most 16 stores per
-thread, not a loop): a diff over every case showed only the fill's lines changed.
-And again for codegen 9 (workgroup-memory indices that are bit fields scaled inside the field): a diff
-over every case with registers normalised showed only `mad.lo.u32` address lines replaced by
-`shr`/`and`/`add` (and register counts)."""
+All hashes were taken again for each emitter change listed in ``ptx_hashes`` (codegen 7, 8 and 9)."""
 
 from __future__ import annotations
 

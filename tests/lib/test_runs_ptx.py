@@ -5,14 +5,7 @@ replaced, recorded before that rewrite), and the compaction that writes run leng
 its tail step (``vyre.lib._select.kernels.compact_run_lengths``, also summing its own carry, and
 ``run_tail_lengths``: written with the front end, no builder twin; recorded when written). A
 recorded run checks that the library runs nothing else.
-All hashes were recorded again for codegen 7 (workgroup-memory guards left out where the index is
-proven below the count); a diff with guards, predicates and comments normalised away showed nothing else
-changed.
-And again for codegen 8 (the workgroup-memory zero fill written out, at most 16 stores per
-thread, not a loop): a diff over every case showed only the fill's lines changed.
-And again for codegen 9 (workgroup-memory indices that are bit fields scaled inside the field): a diff
-over every case with registers normalised showed only `mad.lo.u32` address lines replaced by
-`shr`/`and`/`add` (and register counts)."""
+All hashes were taken again for each emitter change listed in ``ptx_hashes`` (codegen 7, 8 and 9)."""
 
 from __future__ import annotations
 

@@ -8,17 +8,10 @@ the emitter began making counter adds (each pass's tile counter) once per subgro
 change to a sort program's PTX fails here. The argsort's last pass that writes no keys and the passes
 of small classes' tiles (``onesweep.SMALL_ITEMS`` keys per invocation, every pass) were added later,
 their hashes recorded from their first versions.
-All hashes were recorded again for codegen 7 (workgroup-memory guards left out where the index is
-proven below the count); a diff with guards, predicates and comments normalised away showed nothing else
-changed.
-And again for codegen 8 (the workgroup-memory zero fill written out, at most 16 stores per
-thread, not a loop): a diff over every case showed only the fill's lines changed.
+All hashes were taken again for each emitter change listed in ``ptx_hashes`` (codegen 7, 8 and 9).
 The single-pass passes' hashes were recorded again when their look-back words moved to u64 pair
 words (two tiles' words of a digit in one word, read with one load): a change of the library's
-programs, not of the emitter; every other case kept its hash.
-And again for codegen 9 (workgroup-memory indices that are bit fields scaled inside the field): a diff
-over every case with registers normalised showed only `mad.lo.u32` address lines replaced by
-`shr`/`and`/`add` (and register counts)."""
+programs, not of the emitter; every other case kept its hash."""
 
 from __future__ import annotations
 

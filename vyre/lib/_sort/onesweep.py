@@ -54,7 +54,7 @@ LOOKBACK_HEAD = LOOKBACK_STARTS + RADIX_PASSES * (1 << RADIX_BITS)
 FLAG_A = 1 << 30    # a tile's own count of the digit (an aggregate)
 FLAG_P = 1 << 31    # the count of the digit in this and every lower tile (an inclusive prefix)
 SPIN = (6, 16)      # the look-back's wait: 6 nested loops of 16 trips, at most 16**6 trips
-LOOKBACK_WIDTH = 1  # pair words (two tiles each) one look-back trip reads together
+LOOKBACK_WIDTH = 1  # pair words (two tiles each) one look-back trip reads together (2 and 3 measured slower)
 ONESWEEP_ITEMS = SORT_ITEMS
 ONESWEEP_VALUE_ITEMS = 16  # with values (tile 4096; 47 KB of workgroup memory, 4 workgroups per SM on an H100)
 ONESWEEP_WIDE_ITEMS = 16  # 64-bit keys alone (tile 4096; 46 KB of workgroup memory)
@@ -471,15 +471,15 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
     has started. First the tile's digits are counted (``early_counts``) and invocation ``t``
     publishes the tile's count of digit ``t`` as ``count | FLAG_A`` (tile 0: ``count | FLAG_P``)
-    with an atomic exchange. The tile is then ranked, placed and written as in ``radix_scatter``;
+    in its half of a u64 pair word (``publish``). The tile is then ranked, placed and written as in ``radix_scatter``;
     between ranking and placing, invocation ``t`` looks back over lower tiles, last first, adding
     their counts until one holds an inclusive prefix (``FLAG_P``); a word still 0 (not published
     yet) is read again. It then publishes ``(prefix + count) | FLAG_P`` and the
     tile's keys of digit ``t`` go to ``starts[t] + prefix + rank in tile``. The wait is
     ``spin = (levels, trips)`` nested loops, at most ``trips**levels`` trips; if it runs out the
     digit's keys are not written (their positions are past 2^31) and ``status[0]`` counts the
-    digit. Counts carry two flag bits, so ``n < 2^30``. Each workgroup zeroes its
-    tile's words of the other region, which the next pass uses. A whole tile (``whole``: every
+    digit. Counts carry two flag bits, so ``n < 2^30``. Each even tile's workgroup zeroes its
+    pair's words of the other region, which the next pass uses. A whole tile (``whole``: every
     tile but the last) reads and writes its keys without per-key tests, except in the place step.
 
     ``raw``: the keys' bits, U32 or U64 (64-bit keys: eight passes, shifts 0 to 56, and the
