@@ -140,11 +140,34 @@ def tile_words(pairs: np.ndarray, tile: int) -> np.ndarray:
     return (pairs[(tile >> 1) * 256: (tile >> 1) * 256 + 256] >> np.uint64(32 * (tile & 1))).astype(np.uint32)
 
 
+SENTINEL = 0xDEADBEEF  # what the output holds where ``_one_tile``'s pass wrote nothing
+
+
+def _one_tile(keys: np.ndarray, lookback: np.ndarray, pairs: np.ndarray, region: int
+              ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """One workgroup of pass 0 (u32 keys, a wait of at most 9 trips) on the oracle over ``keys``,
+    from the given ``lookback`` head and ``pairs`` words (``region`` pair words per region), into
+    an output of ``SENTINEL``: the status word, the output, the pair words and the head after it."""
+    be = ReferenceBackend()
+    params = np.zeros(PARAM_WORDS, np.uint32)
+    params[:2] = keys.size, region
+    data = [keys, lookback, pairs, np.full(keys.size, SENTINEL, np.uint32), params, np.zeros(1, np.uint32)]
+    handles = []
+    for array in data:
+        handles.append(be.allocate_resident(array.nbytes))
+        be.upload_resident(handles[-1], array)
+    program = K.radix_onesweep(0, DataType.U32, None, "none", K.ONESWEEP_ITEMS, 0, 1, spin=(2, 3))
+    be.dispatch_sequence([(program, handles, DispatchConfig(grid=(1, 1, 1)))])
+    status = int(be.download_resident(handles[5], 0, 4).view(np.uint32)[0])
+    out = be.download_resident(handles[3], 0, 4 * keys.size).view(np.uint32)
+    after = be.download_resident(handles[2], 0, pairs.nbytes).view(np.uint64)
+    return status, out, after, be.download_resident(handles[1], 0, lookback.nbytes).view(np.uint32)
+
+
 def test_lookback_gives_up_when_a_tile_never_publishes():
     """Tiles 0 and 1 never run (the pass counter starts at 2, so the one workgroup takes tile 2):
     every digit's wait runs out, is counted in ``status``, publishes no prefix and writes no key;
     the tile still publishes its aggregate and zeroes its pair words of the next pass's region."""
-    be = ReferenceBackend()
     tile = KEYS_TILE
     n, region = 3 * tile, 2 * 256  # pair words per region: tiles 0-1 and 2-3
     keys = np.random.default_rng(7).integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
@@ -154,25 +177,40 @@ def test_lookback_gives_up_when_a_tile_never_publishes():
     lookback[K.LOOKBACK_STARTS: K.LOOKBACK_STARTS + 256] = np.cumsum(counts) - counts
     pairs = np.zeros(2 * region, np.uint64)
     pairs[region + 256: region + 512] = 7  # the next pass's pair words of tiles 2 and 3
-    params = np.zeros(PARAM_WORDS, np.uint32)
-    params[:2] = n, region
-    sentinel = np.full(n, 0xDEADBEEF, np.uint32)
-    data = [keys, lookback, pairs, sentinel, params, np.zeros(1, np.uint32)]
-    handles = []
-    for array in data:
-        handles.append(be.allocate_resident(array.nbytes))
-        be.upload_resident(handles[-1], array)
-    program = K.radix_onesweep(0, DataType.U32, None, "none", K.ONESWEEP_ITEMS, 0, 1, spin=(2, 3))
-    be.dispatch_sequence([(program, handles, DispatchConfig(grid=(1, 1, 1)))])
-    status = be.download_resident(handles[5], 0, 4).view(np.uint32)
-    head = be.download_resident(handles[1], 0, lookback.nbytes).view(np.uint32)
-    after = be.download_resident(handles[2], 0, pairs.nbytes).view(np.uint64)
-    assert int(status[0]) == 256
-    E.assert_same(be.download_resident(handles[3], 0, 4 * n).view(np.uint32), sentinel)
+    status, out, after, head = _one_tile(keys, lookback, pairs, region)
+    assert status == 256
+    assert (out == SENTINEL).all()
     own = np.bincount(keys[2 * tile:] & 255, minlength=256).astype(np.uint32) | np.uint32(K.FLAG_A)
     E.assert_same(tile_words(after, 2), own)
     assert not after[:256].any() and not tile_words(after, 3).any()  # tiles 0, 1 and 3 published nothing
     assert head[0] == 3 and not after[region + 256: region + 512].any()
+
+
+def test_lookback_walks_over_aggregates_to_a_prefix():
+    """Tiles 0-4 have published (tile 0 its inclusive prefix, tiles 1-4 aggregates only) and the
+    one workgroup takes tile 5: its walk starts at its own pair (tiles 4 and 5), takes the pair of
+    tiles 2 and 3 (the common trip: two aggregates) and stops at tile 0's prefix. Its keys land
+    where a stable sort by the digit of all the keys puts them, and it publishes its inclusive prefix."""
+    tile = KEYS_TILE
+    n, region = 6 * tile, 3 * 256  # pair words per region: tiles 0-1, 2-3 and 4-5
+    keys = np.random.default_rng(11).integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    counts = [np.bincount(keys[t * tile:(t + 1) * tile] & 255, minlength=256).astype(np.uint64) for t in range(6)]
+    lookback = np.zeros(K.LOOKBACK_HEAD, np.uint32)
+    lookback[0] = 5  # pass 0 has handed out tiles 0-4 already
+    total = np.bincount(keys & 255, minlength=256).astype(np.uint32)
+    lookback[K.LOOKBACK_STARTS: K.LOOKBACK_STARTS + 256] = np.cumsum(total) - total
+    pairs = np.zeros(2 * region, np.uint64)
+    for t in range(5):
+        word = counts[t] | np.uint64(K.FLAG_P if t == 0 else K.FLAG_A)
+        pairs[(t >> 1) * 256: (t >> 1) * 256 + 256] |= word << np.uint64(32 * (t & 1))
+    status, out, after, _ = _one_tile(keys, lookback, pairs, region)
+    assert status == 0  # no wait ran out
+    order = np.argsort(keys & 255, kind="stable")
+    mine = order >= 5 * tile
+    E.assert_same(out[np.flatnonzero(mine)], keys[order[mine]])
+    assert (out[np.flatnonzero(~mine)] == SENTINEL).all()
+    inclusive = sum(counts).astype(np.uint32) | np.uint32(K.FLAG_P)
+    E.assert_same(tile_words(after, 5), inclusive)
 
 
 def test_sort_raises_when_lookback_gives_up(rng, monkeypatch):

@@ -11,7 +11,9 @@ their hashes recorded from their first versions.
 All hashes were taken again for each emitter change listed in ``ptx_hashes`` (codegen 7, 8 and 9).
 The single-pass passes' hashes were recorded again when their look-back words moved to u64 pair
 words (two tiles' words of a digit in one word, read with one load): a change of the library's
-programs, not of the emitter; every other case kept its hash."""
+programs, not of the emitter; every other case kept its hash. They were recorded again when the
+look-back's common trip (two aggregates) took its own branch and the passes that hold keys in
+registers moved the look-back after the place step."""
 
 from __future__ import annotations
 

@@ -36,6 +36,7 @@ from vyre.lib._sort.tiles import (
     rank_tile,
     tile_count,
     tile_slots,
+    tile_starts,
     write_out,
 )
 from vyre.lib.blocks import PARAMS, U32, WARPS, WG, exclusive_block_scan
@@ -238,29 +239,46 @@ def pair_word(region: Any, tile: Any):
 
 
 @vk.func
+def take_pair(done: Any, prefix: Any, word: Any, hi: Any, lo: Any, go: Any):
+    """Take one pair word's halves ``hi`` (the nearer tile) and ``lo`` if the walk still goes on
+    (``go``): the high half alone when it holds an inclusive prefix (``done[0]``), else both when
+    both are published (moving ``word[0]`` to the pair below); returns whether the walk goes on
+    past this pair (both taken and neither an inclusive prefix)."""
+    hi_last = (hi & FLAG_P) != 0
+    both = go and (hi & FLAGS) != 0 and not hi_last and (lo & FLAGS) != 0
+    lo_last = (lo & FLAG_P) != 0
+    prefix[0] = prefix[0] + vk.select(both or (go and hi_last), hi & COUNT_BITS, 0) + vk.select(
+        both, lo & COUNT_BITS, 0)
+    word[0] = vk.select(both, word[0] - RADIX, word[0])
+    done[0] = done[0] or (go and hi_last) or (both and lo_last)
+    return both and not lo_last
+
+
+@vk.func
 def look_back_trip(pairs: Any, done: Any, prefix: Any, word: Any, width: Annotated[int, vk.Const[int]]):
     """One trip of the look-back: read digit ``t``'s pair word ``word[0]`` and the ``width - 1``
-    pairs below at once (one load each, one memory latency), then take them nearest first: a
-    pair's high half (the nearer tile) when it holds an inclusive prefix (``done[0]``), else both
-    halves when both are published (and the walk goes on, unless the low half holds an inclusive
-    prefix); a pair with an unpublished half is read again next trip. Near tile 0 a trip also reads
-    pairs below tile 0's: never taken, since tile 0 holds ``FLAG_P``."""
-    go = True
+    pairs below at once (one load each, one memory latency), then take them nearest first
+    (``take_pair``); a pair with an unpublished half is read again next trip. Near tile 0 a trip
+    also reads pairs below tile 0's: never taken, since tile 0 holds ``FLAG_P``. With one pair a
+    trip, the common trip (two aggregates: walking on) takes a short branch: their sum, less the
+    ``FLAG_P`` that their two ``FLAG_A`` add up to."""
     at = word[0]
     seen = vk.registers(vk.u64, width)
     for k in range(width):
         seen[k] = vk.atomic_or_relaxed(pairs, at - k * RADIX, vk.u64(0))  # an atomic read of two words
+    ahead = True  # every half an aggregate (no inclusive prefix): the common trip, walking on
+    total = vk.u32(0)
     for k in range(width):
-        hi = vk.u32(seen[k] >> 32)
-        lo = vk.u32(seen[k])
-        hi_last = (hi & FLAG_P) != 0
-        both = go and (hi & FLAGS) != 0 and not hi_last and (lo & FLAGS) != 0
-        lo_last = (lo & FLAG_P) != 0
-        prefix[0] = prefix[0] + vk.select(both or (go and hi_last), hi & COUNT_BITS, 0) + vk.select(
-            both, lo & COUNT_BITS, 0)
-        word[0] = vk.select(both, word[0] - RADIX, word[0])
-        done[0] = done[0] or (go and hi_last) or (both and lo_last)
-        go = both and not lo_last
+        ahead = ahead and ((vk.u32(seen[k] >> 32) | vk.u32(seen[k])) & FLAG_P) == 0 and (
+            (vk.u32(seen[k] >> 32) & vk.u32(seen[k])) & FLAG_A) != 0
+        total = total + ((vk.u32(seen[k] >> 32) + vk.u32(seen[k])) & COUNT_BITS)
+    if ahead:
+        prefix[0] = prefix[0] + total
+        word[0] = word[0] - width * RADIX
+    else:
+        go = True
+        for k in range(width):
+            go = take_pair(done, prefix, word, vk.u32(seen[k] >> 32), vk.u32(seen[k]), go)
 
 
 @vk.func
@@ -414,8 +432,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                 more = hist[vk.lid()]
                 if more != 0:
                     vk.atomic_add_relaxed(lookback, next_start + vk.lid(), more)
-            look_back(pairs, lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
-            tile_slots(counts, shifts, sums, w, run, total, half, False, WARPS)
+            slot = tile_starts(counts, sums, w, total, half, WARPS)
             if key_rounds == items:
                 place_keys(vals, counts, ranks, sorted_keys, sorted_vals, k, rk, pv, kbase, vk.u32(0), shift, wide,
                            key_rounds, rounds, loads, moves, ranks_in_registers)
@@ -426,6 +443,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                     rotate(k, saved, items, key_rounds)
                     if ranks_in_registers:
                         rotate(rk, saved_ranks, items, key_rounds)
+            look_back(pairs, lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
+            shifts[vk.lid()] = run[0] - slot
             vk.barrier()
             write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid, whole, True, shift, wide,
                       kout, bout, items, rounds, moves)
@@ -472,7 +491,8 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     has started. First the tile's digits are counted (``early_counts``) and invocation ``t``
     publishes the tile's count of digit ``t`` as ``count | FLAG_A`` (tile 0: ``count | FLAG_P``)
     in its half of a u64 pair word (``publish``). The tile is then ranked, placed and written as in ``radix_scatter``;
-    between ranking and placing, invocation ``t`` looks back over lower tiles, last first, adding
+    before writing (keys in registers: after placing, when they no longer hold registers; else
+    between ranking and placing), invocation ``t`` looks back over lower tiles, last first, adding
     their counts until one holds an inclusive prefix (``FLAG_P``); a word still 0 (not published
     yet) is read again. It then publishes ``(prefix + count) | FLAG_P`` and the
     tile's keys of digit ``t`` go to ``starts[t] + prefix + rank in tile``. The wait is

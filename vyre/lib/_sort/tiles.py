@@ -105,6 +105,16 @@ def tile_count(counts: Any, half: Annotated[Any, BY_EXPRESSION], halves: Annotat
 
 
 @vk.func
+def warp_slots(counts: Any, slot: Any, half: Annotated[Any, BY_EXPRESSION], warps: Annotated[int, vk.Const[int]]):
+    """Each warp's counter of digit ``t`` becomes its first slot in the tile, from ``slot`` (where
+    digit ``t`` starts in the tile); counters read again rather than held in registers across the scan."""
+    for v in range(warps):
+        c = counts[half + (v * RADIX + vk.lid())]
+        counts[half + (v * RADIX + vk.lid())] = slot
+        slot = slot + c
+
+
+@vk.func
 def tile_slots(counts: Any, shifts: Any, sums: Any, w: Any, run: Any, total: Any,
                half: Annotated[Any, BY_EXPRESSION], running: Annotated[bool, vk.Const[bool]],
                warps: Annotated[int, vk.Const[int]]):
@@ -112,15 +122,22 @@ def tile_slots(counts: Any, shifts: Any, sums: Any, w: Any, run: Any, total: Any
     starts in the tile; ``shifts[t]`` moves a tile slot to its output position (from ``run[0]``,
     which goes on by ``total`` when ``running``); each warp's counter becomes its first slot."""
     start = exclusive_block_scan(total, sums, w, COUNT)
-    slot = start
-    shifts[vk.lid()] = run[0] - slot
+    shifts[vk.lid()] = run[0] - start
     if running:
         run[0] = run[0] + total
-    for v in range(warps):  # read again rather than held in registers across the scan
-        c = counts[half + (v * RADIX + vk.lid())]
-        counts[half + (v * RADIX + vk.lid())] = slot
-        slot = slot + c
+    warp_slots(counts, start, half, warps)
     vk.barrier()
+
+
+@vk.func
+def tile_starts(counts: Any, sums: Any, w: Any, total: Any, half: Annotated[Any, BY_EXPRESSION],
+                warps: Annotated[int, vk.Const[int]]):
+    """``tile_slots`` before the look-back: where digit ``t`` starts in the tile (returned; its
+    ``shifts`` word is written once the look-back has found ``run``), each warp's counter its first slot."""
+    start = exclusive_block_scan(total, sums, w, COUNT)
+    warp_slots(counts, start, half, warps)
+    vk.barrier()
+    return start
 
 
 @vk.func
