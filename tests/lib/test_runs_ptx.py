@@ -3,8 +3,9 @@ the params words checked): run lengths and ``unique(key_range=...)``'s values
 (``vyre.lib._runs.kernels``, the same PTX, byte for byte, as the builder-written programs they
 replaced, recorded before that rewrite), and the compaction that writes run lengths itself with
 its tail step (``vyre.lib._select.kernels.compact_run_lengths``, also summing its own carry, and
-``run_tail_lengths``: written with the front end, no builder twin; recorded when written). A
-recorded run checks that the library runs nothing else.
+``run_tail_lengths``: written with the front end, no builder twin; recorded when written), with
+the params words of ``unique``'s plan whose sort counts the run starts (recorded when that was
+added). A recorded run checks that the library runs nothing else.
 All hashes were taken again for each emitter change listed in ``ptx_hashes`` (codegen 7, 8 and 9)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from tests.lib.ptx_hashes import SMS, changed, recorded
 from tests.lib.test_plan import RecordingBackend
 from vyre import lib
-from vyre.ir import Program
+from vyre.ir import DataType, Program
 from vyre.lib._runs.kernels import offset_values, run_lengths
 from vyre.lib._scan.topology import SCAN_GROUPS
 from vyre.lib._select import topology as select_topology
@@ -36,6 +37,8 @@ pytest.importorskip("vyre_cuda")
 
 #: (n, span) params words of the compaction: run_length_encode's own plan, and unique's after its sort's
 RUN_WORDS = ((0, 1), (5, 6))
+#: (n, span) of unique's compaction whose run starts its sort counted (``COUNT_IN_SORT``; u32 bits)
+COUNTED_WORDS = (8, 0)
 
 
 def cases() -> dict[str, Program]:
@@ -53,6 +56,10 @@ def cases() -> dict[str, Program]:
                                                                  span, True)
     out |= {f"run_tail_lengths_n{n}_span{span}": run_tail_lengths.__wrapped__(SCAN_GROUPS, n, span)
             for n, span in RUN_WORDS}
+    n, span = COUNTED_WORDS  # recorded when the sort began counting unique's run starts
+    out[f"rle_compact_u32_counted_n{n}_span{span}"] = compact_run_lengths.__wrapped__(
+        Predicate("run_start", DataType.U32), COMPACT_ITEMS, True, n, span)
+    out[f"run_tail_lengths_counted_n{n}_span{span}"] = run_tail_lengths.__wrapped__(SCAN_GROUPS, n, span)
     for t, (n, span) in itertools.product(VALUE_TYPES, RUN_WORDS):  # the counts with first run starts
         out[f"count_run_starts_{t.name.lower()}_n{n}_span{span}"] = count_run_starts.__wrapped__(
             Predicate("run_start", t), COMPACT_ITEMS, n, span)

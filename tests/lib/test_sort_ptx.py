@@ -125,6 +125,10 @@ def _onesweep() -> dict[str, Program]:
                     f"_i{O.onesweep_items(raw, mode)}_n0_r1_reg1_next")
             out[name] = O.radix_onesweep.__wrapped__(shift, key_in, key_out, values, O.onesweep_items(raw, mode),
                                                     0, 1, raw=raw, value_raw=U32, registers=True, count_next=True)
+    for d in NARROW[:2]:  # unique's last pass counting run starts (u32, i32; recorded when it was added), on
+        # the params words of unique's plan (n 2, region 3; the compaction's span 0 and recount word 1)
+        out[f"onesweep32_24_-_{d.value}_none_vu32_i{O.ONESWEEP_ITEMS}_n2_r3_reg1_runs"] = O.radix_onesweep.__wrapped__(
+            24, None, d, "none", O.ONESWEEP_ITEMS, 2, 3, raw=U32, value_raw=U32, registers=True, runs=(0, 1))
     for spin, width in (((1, 0), 1), ((2, 3), 3)):  # other waits
         out[f"onesweep32_8_-_-_none_s{spin[0]}x{spin[1]}_w{width}"] = O.radix_onesweep.__wrapped__(
             8, None, None, "none", O.ONESWEEP_ITEMS, 0, 1, spin, width)

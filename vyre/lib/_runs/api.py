@@ -13,6 +13,7 @@ from vyre.driver.errors import InvalidProgram
 from vyre.ir import DataType
 from vyre.lib._runs import topology as topo
 from vyre.lib._scan import topology as scan_topo
+from vyre.lib._select import topology as select_topo
 from vyre.lib._sort import topology as sort_topo
 from vyre.lib._sort.api import KEY_TYPES
 from vyre.lib.io import U32, Array, Call, as_array, check_count, library_call
@@ -28,17 +29,23 @@ PROBE_ROLE = "unique.bits"  # the scratch word the probe ORs the keys into
 #: ``ScratchCache.guesses``' value for a class whose last probe chose the sort: the next call
 #: sorts with no probe, and the sort's plan ORs a sample of the keys (``_unique_by_sort``)
 SORTED = 0
+#: ``unique`` of u32/i32 keys whose runs are compacted in scanned segments (from 2^21 keys): the sort's
+#: last pass counts the run starts per segment (``onesweep.count_runs``), so the compaction does not
+#: read the keys to count them; False counts them in the compaction (kept to compare against)
+COUNT_IN_SORT = True
 
 
 def _runs(call: Call, key: tuple, prefix: Callable[[Plan], Resident], a: Array, on_device: bool,
-          repeat: bool = True, also: tuple[str, ...] = (), seen: Callable[[list[int]], bool] | None = None
-          ) -> Any:
+          repeat: bool = True, also: tuple[str, ...] = (), seen: Callable[[list[int]], bool] | None = None,
+          counted: bool = False) -> Any:
     """``(values, lengths)`` of the runs of the keys ``prefix(plan)`` leaves (``a``'s, or sorted),
     exact-size (``Call.exact``: the number of runs read back, the one wait); with ``on_device``
     (``count="device"``) full-length results and a 1-element u32 count of runs, with no wait.
     Both run compiled on device arrays and ``ResidentArray``s (``repeat``: as ``Call.fast`` takes it).
     ``also``: more 1-word scratch roles the plan writes, read back with the count and handed to
-    ``seen`` (exact-size calls only), which returns False to give the results back (``MISSED``)."""
+    ``seen`` (exact-size calls only), which returns False to give the results back (``MISSED``).
+    ``counted``: ``prefix`` counted the run starts of the keys it leaves (``topology.run_length``'s
+    ``counted``)."""
     n, np_dtype = a.n, a.np_dtype
 
     def steps(device_count: bool) -> tuple[Plan, list[tuple[Resident, np.dtype, int]], Any]:
@@ -46,7 +53,7 @@ def _runs(call: Call, key: tuple, prefix: Callable[[Plan], Resident], a: Array, 
         src = prefix(plan)
         values, lengths = call.result(plan, "rle.values", n, np_dtype), call.result(plan, "rle.lengths", n)
         count = call.result(plan, "rle.count_out", 1) if device_count else None
-        count = topo.run_length(plan, a.dtype, src, values, lengths, n, capacity(n), count)
+        count = topo.run_length(plan, a.dtype, src, values, lengths, n, capacity(n), count, counted)
         return plan, [(values, np_dtype, n), (lengths, U32, n)], count
 
     def finish(take: Callable[[int, int], Any], words: list[int]) -> Any:
@@ -138,12 +145,14 @@ def _unique_by_sort(call: Call, a: Array, on_device: bool, probe: bool, sampled:
     the count, and is repeated; a sample the histogram plan could take drops the guess and gives
     the results back (``MISSED``: the caller probes; a loop's repeat refuses)."""
     key = _guess_key(a)
+    counted = COUNT_IN_SORT and sort_topo.counts_runs(a.dtype, a.n) and select_topo.counts_scanned(capacity(a.n))
 
     def sorted_keys(plan: Plan) -> Resident:
         src = call.upload(plan, "x", a)
         if sampled:
             _or_first(plan, a, src, _sample(a.n))
-        keys, _ = sort_topo.sort(plan, a.dtype, src, None, None, "none", a.n, capacity(a.n))
+        runs = select_topo.counted_runs(plan, a.n, capacity(a.n)) if counted else None  # the last pass counts them
+        keys, _ = sort_topo.sort(plan, a.dtype, src, None, None, "none", a.n, capacity(a.n), runs=runs)
         if keys is None:
             raise AssertionError("a sort of keys alone left no keys")
         return keys
@@ -155,8 +164,9 @@ def _unique_by_sort(call: Call, a: Array, on_device: bool, probe: bool, sampled:
         return True
 
     if sampled:
-        return _runs(call, ("unique", "sampled"), sorted_keys, a, on_device, True, (PROBE_ROLE,), seen)
-    return _runs(call, ("unique",), sorted_keys, a, on_device, repeat=not probe)  # a repeat would skip the probe
+        return _runs(call, ("unique", "sampled"), sorted_keys, a, on_device, True, (PROBE_ROLE,), seen, counted)
+    return _runs(call, ("unique",), sorted_keys, a, on_device, repeat=not probe,  # a repeat would skip the probe
+                 counted=counted)
 
 
 def _or_first(plan: Plan, a: Array, src: Resident, first: int) -> None:

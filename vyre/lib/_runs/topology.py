@@ -24,13 +24,16 @@ DISTINCT_ROLE, TOTAL_ROLE = "urange.distinct", "urange.total"  # ``unique_in_ran
 
 
 def run_length(plan: Plan, dtype: DataType, src: Resident, values: Resident, lengths: Resident, n: int,
-               cap: int, count: Resident | None = None) -> Resident:
+               cap: int, count: Resident | None = None, counted: bool = False) -> Resident:
     """Run starts by compaction (first value of each run into ``values``, its length into
-    ``lengths``); returns the buffer whose first word is the number of runs (``count`` when given)."""
+    ``lengths``); returns the buffer whose first word is the number of runs (``count`` when given).
+    ``counted``: the step that wrote ``src`` counted its run starts (``compact``'s ``counted``)."""
     count = plan.buffer(RUNS_ROLE, 1) if count is None else count
     if FUSED:
-        compact(plan, Predicate("run_start", dtype), [src], values, None, count, n, cap, lengths)
+        compact(plan, Predicate("run_start", dtype), [src], values, None, count, n, cap, lengths, counted)
         return count
+    if counted:
+        raise ValueError("the two-pass run lengths count their run starts themselves")
     starts = plan.buffer("rle.starts", cap)
     compact(plan, Predicate("run_start", dtype), [src], values, starts, count, n, cap)
     plan.step(K.run_lengths(plan.word("rle.n", n)), [starts, count, lengths, plan.params], ceil_div(cap, WG))

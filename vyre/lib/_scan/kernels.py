@@ -90,9 +90,16 @@ def fold_segment(x: Any, extra: Any, params: Any, m: Any, value: Any, arg: Any, 
     """This invocation's fold with ``m`` of ``value(x, extra, params, tb, k, n_word, arg)`` (element
     ``tb + k*WG + t``) over every tile of its workgroup's segment, in order; the caller reduces
     it over the workgroup (``partial_of_segment``)."""
-    seg_tiles = segment_tiles(seg_base, params, n_word, span_word, items * WG)
+    return fold_tiles(x, extra, params, m, value, arg, items, n_word, seg_base,
+                      segment_tiles(seg_base, params, n_word, span_word, items * WG))
+
+
+@vk.func
+def fold_tiles(x: Any, extra: Any, params: Any, m: Any, value: Any, arg: Any, items: Annotated[int, vk.Const[int]],
+               n_word: Annotated[int, vk.Const[int]], seg_base: Any, tiles: Any):
+    """``fold_segment`` over the first ``tiles`` tiles of the segment at ``seg_base``."""
     acc = identity(m)
-    for t in range(seg_tiles):
+    for t in range(tiles):
         tb = seg_base + t * (items * WG)
         for k in range(items):
             acc = m.apply(acc, value(x, extra, params, tb, k, n_word, arg))

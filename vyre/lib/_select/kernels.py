@@ -15,7 +15,7 @@ from vyre.frontend.kernel import Kernel
 from vyre.frontend.template import KernelTemplate
 from vyre.ir import DataType, Program
 from vyre.ir.program import Access
-from vyre.lib._scan.kernels import fold_segment, partial_of_segment, segment_element, segment_tiles
+from vyre.lib._scan.kernels import fold_segment, fold_tiles, partial_of_segment, segment_element, segment_tiles
 from vyre.lib.blocks import (
     PARAM_WORDS,
     PARAMS,
@@ -149,23 +149,33 @@ def _count_segments(pred: Predicate) -> Kernel | KernelTemplate:
     def count(x: Annotated[vk.In[vk.u32], xs], flags: Annotated[vk.In[vk.u32], flag_values],
               partial: Annotated[vk.InOut[vk.u32], counts], params: Annotated[vk.Uniform[vk.u32], PARAMS],
               bounds: Annotated[vk.Uniform[vk.u32], limits], has_bounds: vk.Const[bool], items: vk.Const[int],
-              n_word: vk.Const[int], span_word: vk.Const[int]):
+              n_word: vk.Const[int], span_word: vk.Const[int], recount_word: vk.Const[int]):
         sums = vk.shared(vk.u32, WARPS)
         seg_base = vk.wid() * params[span_word]
         if seg_base >= params[n_word]:
             return
         # kept() reads bounds or flags besides x (run starts: neither; flags is None then)
-        acc = fold_segment(x, bounds if has_bounds else flags, params, COUNT, kept, pred, items, n_word, span_word,
-                           seg_base)
-        partial_of_segment(acc, partial, sums, COUNT, warp_sum)
+        if recount_word >= 0:  # the counts are there already: counted again only if the word after them says so
+            again = partial[params[recount_word]] != 0
+            acc = fold_tiles(x, bounds if has_bounds else flags, params, COUNT, kept, pred, items, n_word, seg_base,
+                             vk.select(again, segment_tiles(seg_base, params, n_word, span_word, items * WG), 0))
+            total = block_reduce(acc, sums, COUNT, warp_sum)
+            if vk.lid() == 0 and again:
+                partial[vk.wid()] = total
+        else:
+            acc = fold_segment(x, bounds if has_bounds else flags, params, COUNT, kept, pred, items, n_word,
+                               span_word, seg_base)
+            partial_of_segment(acc, partial, sums, COUNT, warp_sum)
 
     return count
 
 
 @cache
-def count_segments(pred: Predicate, items: int, n_word: int, span_word: int) -> Program:
-    """``partial[w]`` = how many elements of workgroup ``w``'s segment the predicate keeps (the upsweep)."""
-    return _count_segments(pred).bind(pred.kind == "range", items, n_word, span_word).program
+def count_segments(pred: Predicate, items: int, n_word: int, span_word: int, recount_word: int = -1) -> Program:
+    """``partial[w]`` = how many elements of workgroup ``w``'s segment the predicate keeps (the
+    upsweep). ``recount_word`` (a params word, the index of a word of ``partial`` past the counts):
+    an earlier step counted them already, and they are counted again only if that word is not 0."""
+    return _count_segments(pred).bind(pred.kind == "range", items, n_word, span_word, recount_word).program
 
 
 @cache

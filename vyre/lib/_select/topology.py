@@ -20,23 +20,52 @@ OWN_CARRY_GROUPS = K.OWN_CARRY_READS * WG
 SMALL_SPANS_UP_TO = 1 << 20
 
 
+def counted_runs(plan: Plan, n: int, cap: int) -> tuple[Resident, int, int, int] | None:
+    """Where a compaction of ``n`` run starts in segments has its counts scanned (more than
+    ``OWN_CARRY_GROUPS`` segments), an earlier step may count them (a sort's last pass,
+    ``onesweep.count_runs``): ``(partial, span_word, recount_word)``, the counts' buffer (one word
+    per segment, then the recount word: an earlier step that cannot count exactly sets it), the
+    params words of the segments' span and of the recount word's index. ``compact(...,
+    counted=True)`` then takes them; the fourth item is the number of segments (the recount
+    word's index). None for classes whose compaction counts its segments itself."""
+    if not counts_scanned(cap):
+        return None
+    groups, span_word, _ = segments(plan, "compact", n, cap, WG * _count_items(cap))
+    return plan.buffer("compact.partial", groups + 1), span_word, plan.word("compact.recount", groups), groups
+
+
+def counts_scanned(cap: int) -> bool:
+    """Whether a compaction of capacity class ``cap`` scans its segments' counts (more than
+    ``OWN_CARRY_GROUPS`` segments), so an earlier step may count them (``counted_runs``)."""
+    return cap > SCAN_SINGLE and min(ceil_div(cap, WG * _count_items(cap)), SCAN_GROUPS) > OWN_CARRY_GROUPS
+
+
+def _count_items(cap: int) -> int:
+    """Elements per invocation of a compaction's count kernel, by capacity class."""
+    return K.COMPACT_ITEMS if cap <= SMALL_SPANS_UP_TO else REDUCE_ITEMS
+
+
 def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident, out_index: Resident | None,
-            count: Resident, n: int, cap: int, lengths: Resident | None = None) -> None:
+            count: Resident, n: int, cap: int, lengths: Resident | None = None, counted: bool = False) -> None:
     """Stable compaction (``n >= 1``) in the scans' segments: count kept per segment, scan the
     counts, then each workgroup compacts its segment tile by tile with a running count.
     ``lengths`` (run starts, no ``out_index``): each run's length into ``lengths[rank]``
-    (``K.compact_run_lengths``), then the lengths of the runs that cross segments (``K.run_tail_lengths``)."""
+    (``K.compact_run_lengths``), then the lengths of the runs that cross segments (``K.run_tail_lengths``).
+    ``counted``: an earlier step counted the run starts per segment (``counted_runs``); they are
+    counted again only where it set the recount word."""
     n_word = plan.word("compact.n", n)
     extra = [plan.params] if pred.kind == "range" else []
     with_index = out_index is not None
+    if counted and counted_runs(plan, n, cap) is None:
+        raise ValueError(f"a compaction of {n} elements counts its segments itself: nothing counts them before it")
     if cap <= SCAN_SINGLE:
         span_word = plan.word("compact.span", cap)
         plan.step(_downsweep(pred, False, with_index, lengths is not None, n_word, span_word),
                   [*inputs, *_outputs(out, out_index, lengths, None), count, plan.params, *extra], 1)
         return
-    items = K.COMPACT_ITEMS if cap <= SMALL_SPANS_UP_TO else REDUCE_ITEMS  # the count's per invocation
+    items = _count_items(cap)  # the count's per invocation
     groups, span_word, used = segments(plan, "compact", n, cap, WG * items)
-    partial = plan.buffer("compact.partial", groups)
+    partial = plan.buffer("compact.partial", groups + 1)  # the recount word after the counts (``counted_runs``)
     with_lengths = lengths is not None
     if groups <= OWN_CARRY_GROUPS:  # each workgroup of the downsweep sums the counts below it: no scan of them
         firsts = [plan.buffer("compact.firsts", groups)] if with_lengths else []  # where each segment's runs start
@@ -48,7 +77,9 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
                   groups)
         return
     carry = plan.buffer("compact.carry", groups)
-    plan.step(K.count_segments(pred, items, n_word, span_word), [*inputs, partial, plan.params, *extra], groups)
+    recount = plan.word("compact.recount", groups) if counted else -1
+    plan.step(K.count_segments(pred, items, n_word, span_word, recount), [*inputs, partial, plan.params, *extra],
+              groups)
     scan(plan, COUNT, partial, carry, used, capacity(groups), False, role="compact.scan")
     ends = (plan.buffer("compact.firsts", groups), plan.buffer("compact.lasts", groups)) if with_lengths else None
     plan.step(_downsweep(pred, True, with_index, with_lengths, n_word, span_word),

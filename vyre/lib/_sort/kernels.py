@@ -149,7 +149,7 @@ def _radix_scatter(shift: int, key_in: DataType | None, key_out: DataType | None
             place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals, p, pv, tb, n,
                        past, half, kin, bin_, shift, False, items, rounds, loads, moves)
             write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid,
-                       False, False, shift, False, kout, bout, items, rounds, moves)
+                      False, False, shift, False, kout, bout, items, rounds, moves, shifts, False)
 
     return scatter
 

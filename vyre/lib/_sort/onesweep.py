@@ -325,14 +325,79 @@ def look_back(pairs: Any, lookback: Any, status: Any, region: Any, tile: Any, ow
     run[0] = vk.select(done[0], lookback[start + vk.lid()] + prefix[0], NOWHERE)
 
 
+EDGE_WORDS = 2 * RADIX + 2  # ``edge_digits``: digits before the tile's start, digits after it, and two flags
+OPEN_BEFORE, OPEN_AFTER = 2 * RADIX, 2 * RADIX + 1
+
+
+@vk.func
+def edge_digits(keys: Any, edge: Any, seg_base: Any, n: Any, shift: Annotated[int, vk.Const[int]]):
+    """The last pass's keys are in order of their lower bits (below ``shift``), so equal keys are
+    neighbours among the keys of their digit, and one run can cross into a tile only inside the
+    block of keys whose lower bits equal those of the tile's first key, when the key before the
+    tile is in that block too. Marks the digits of that block in the ``RADIX`` keys before the
+    tile (``edge[d]``) and in its first ``RADIX`` keys (``edge[RADIX + d]``); ``edge[OPEN_BEFORE]``
+    and ``edge[OPEN_AFTER]``: the block goes on past either window, so a digit marked on one side
+    only may still be on the other (``count_runs`` then asks for a recount). Nothing is marked
+    for tile 0 or where the key before the tile is in another block. ``edge`` starts zero (as all
+    workgroup memory does) and is read after a later barrier: no barrier here, so the pass calls
+    this right after loading its keys, the windows' loads in flight with theirs."""
+    if seg_base != 0 and seg_base < n:  # workgroup-uniform: every branch below reads uniform words
+        lower = keys[seg_base] & ((1 << shift) - 1)
+        if (keys[seg_base - 1] & ((1 << shift) - 1)) == lower:
+            w = keys[seg_base - RADIX + vk.lid()]
+            if (w & ((1 << shift) - 1)) == lower:
+                edge[w >> shift] = 1
+            if seg_base + vk.lid() < n:
+                w = keys[seg_base + vk.lid()]
+                if (w & ((1 << shift) - 1)) == lower:
+                    edge[RADIX + (w >> shift)] = 1
+            if vk.lid() == 0:
+                edge[OPEN_BEFORE] = vk.u32((keys[seg_base - RADIX] & ((1 << shift) - 1)) == lower)
+                edge[OPEN_AFTER] = vk.u32(seg_base + (RADIX - 1) < n and (
+                    keys[seg_base + (RADIX - 1)] & ((1 << shift) - 1)) == lower)
+
+
+@vk.func
+def count_runs(partial: Any, params: Any, edge: Any, repeats: Any, sorted_keys: Any, run: Any, own: Any, slot: Any,
+               span_word: Annotated[int, vk.Const[int]], recount_word: Annotated[int, vk.Const[int]]):
+    """Invocation ``t`` adds the run starts among the tile's ``own`` keys of digit ``t`` (at output
+    positions ``run[0]`` on, tile slots ``slot`` on) to ``partial[position // span]``: the keys
+    after the first that do not repeat the key before them (``own - 1 - repeats[t]``, counted by
+    ``write_key``) and the first, unless the key before it in the output equals it
+    (``edge_digits``: the digit is in the block before and after the tile's start). Where the
+    windows cannot tell, it sets ``partial[recount_word]`` (the compaction then counts again).
+    Keys across a segment boundary are counted slot by slot."""
+    before = edge[vk.lid()] != 0
+    after = edge[RADIX + vk.lid()] != 0
+    if (edge[OPEN_BEFORE] != 0 and after and not before) or (edge[OPEN_AFTER] != 0 and before and not after):
+        vk.atomic_or_relaxed(partial, params[recount_word], 1)
+    first = vk.select(before and after, 0, 1)
+    if own != 0 and run[0] != NOWHERE:
+        span = params[span_word]
+        segment = run[0] // span
+        if segment == (run[0] + (own - 1)) // span:
+            vk.atomic_add_relaxed(partial, segment, (own - 1 - repeats[vk.lid()]) + first)
+        else:  # rare: the digit's keys cross into the next segment
+            c = vk.registers(vk.u32, 1)
+            c[0] = first
+            for i in range(vk.u32(1), own):
+                if (run[0] + i) % span == 0:
+                    vk.atomic_add_relaxed(partial, (run[0] + i) // span - 1, c[0])
+                    c[0] = 0
+                c[0] = c[0] + vk.u32(sorted_keys[slot + i] != sorted_keys[slot + (i - 1)])
+            vk.atomic_add_relaxed(partial, (run[0] + (own - 1)) // span, c[0])
+
+
 @cache
 def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None, values: str, raw: DataType,
-                    value_raw: DataType, drop_keys: bool = False, count_next: bool = False) -> Kernel | KernelTemplate:
+                    value_raw: DataType, drop_keys: bool = False, count_next: bool = False,
+                    runs: bool = False) -> Kernel | KernelTemplate:
     """``radix_onesweep`` at ``shift``; its Const parameters: items per invocation, rounds per loop
     iteration (``SORT_ROUNDS``) and of the register tile, whether values are loaded and moved,
     keys in registers and ranks too, the early counts' batch, the params words of n and region,
     the wait's levels and trips, the look-back's width and whether it counts the next pass's digits
-    (``count_next``, which also names it: a Const, so the other branch is not emitted)."""
+    (``count_next``, which also names it: a Const, so the other branch is not emitted), whether it
+    counts run starts (``runs``) and the params words of their segments' span and recount word."""
     pass_, passes = shift // RADIX_BITS, radix_passes(raw)
     start = lookback_starts(passes) + pass_ * RADIX
     next_start = start + RADIX  # the next pass's digit counts (``count_next``)
@@ -346,7 +411,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
     kin, bin_, past = key_kind(key_in), key_bits(key_in or raw), past_bits(key_in, raw)
     kout, bout = (KEYS_DROPPED, key_bits(raw)) if drop_keys else (key_kind(key_out), key_bits(key_out or raw))
     suffix = ("" if raw is U32 else f"{8 * raw.size}") + ("_indices" if drop_keys else "") + (
-        "_next" if count_next else "")
+        "_next" if count_next else "") + ("_runs" if runs else "")
+    partial_spec = BufferSpec(Access.READ_WRITE, U32) if runs else None
 
     @vk.kernel(workgroup_size=WG, name=f"lib_radix_onesweep{suffix}_{shift}", names={"shifts": "shift"})
     def onesweep(keys: Annotated[vk.In[vk.u32], keys_in], lookback: vk.InOut[vk.u32], pairs: vk.InOut[vk.u64],
@@ -356,7 +422,9 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                  loads: Annotated[bool, vk.Const[bool]], moves: Annotated[bool, vk.Const[bool]],
                  in_registers: Annotated[bool, vk.Const[bool]], ranks_in_registers: Annotated[bool, vk.Const[bool]],
                  batch: vk.Const[int], n_word: vk.Const[int], region_word: vk.Const[int], levels: vk.Const[int],
-                 trips: vk.Const[int], width: vk.Const[int], next_counts: Annotated[bool, vk.Const[bool]]):
+                 trips: vk.Const[int], width: vk.Const[int], next_counts: Annotated[bool, vk.Const[bool]],
+                 partial: Annotated[vk.InOut[vk.u32], partial_spec], runs: Annotated[bool, vk.Const[bool]],
+                 span_word: vk.Const[int], recount_word: vk.Const[int]):
         counts = vk.shared(vk.u16, COUNTERS)  # one tile: one half of counters
         shifts = vk.shared(vk.u32, RADIX)
         sums = vk.shared(vk.u32, WARPS)
@@ -371,6 +439,10 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
             sorted_vals = None
         tile_id = vk.shared(vk.u32, 1)
         hist = vk.shared(vk.u32, RADIX)  # the tile's count of each digit of this pass (or of the next: ``next_counts``)
+        if runs:  # the digits at the tile's start edge (``edge_digits``)
+            edge = vk.shared(vk.u32, EDGE_WORDS)
+        else:
+            edge = None
         o = vk.registers(bits, rounds)
         pos = vk.registers(vk.u32, rounds)
         run = vk.registers(vk.u32, 1)
@@ -397,6 +469,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
             kbase = element_at(seg_base, vk.u32(0), items)
             valid = min(n, seg_base + WG * items) - min(n, seg_base)
             load_keys(keys, k, kbase, n, limit, whole, past, kin, bin_, items, first)
+            if runs:
+                edge_digits(keys, edge, seg_base, n, shift)
             own = 0
             if next_counts:  # the next pass's digits, counted while the keys are here (published after ranking)
                 for j in range(items):
@@ -445,9 +519,14 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                         rotate(rk, saved_ranks, items, key_rounds)
             look_back(pairs, lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
             shifts[vk.lid()] = run[0] - slot
+            if runs:
+                hist[vk.lid()] = 0  # the repeated keys of each digit (``write_key``)
             vk.barrier()
             write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid, whole, True, shift, wide,
-                      kout, bout, items, rounds, moves)
+                      kout, bout, items, rounds, moves, hist, runs)
+            if runs:
+                vk.barrier()  # the repeats counted in hist
+                count_runs(partial, params, edge, hist, sorted_keys, run, own, slot, span_word, recount_word)
         else:  # the tile read three times: counted, ranked, placed
             e = vk.registers(bits, batch)
             a = vk.registers(bits, rounds)  # the keys of the next loop iteration, and of the one after
@@ -474,7 +553,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                 place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals, p, pv, tb, n, past, half, kin, bin_,
                            shift, wide, items, rounds, loads, moves)
                 write_out(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, valid, whole, True, shift,
-                          wide, kout, bout, items, rounds, moves)
+                          wide, kout, bout, items, rounds, moves, shifts, False)
 
     return onesweep
 
@@ -484,7 +563,7 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
                    n_word: int, region_word: int, spin: tuple[int, int] = SPIN,
                    width: int = LOOKBACK_WIDTH, raw: DataType = U32, value_raw: DataType = U32,
                    registers: bool = ONESWEEP_KEYS_IN_REGISTERS, drop_keys: bool = False,
-                   count_next: bool = False) -> Program:
+                   count_next: bool = False, runs: tuple[int, int] | None = None) -> Program:
     """One stable pass of LSD radix sort, one tile per workgroup, with decoupled look-back (Onesweep).
 
     Invocation 0 takes the tile id from pass ``p``'s counter ``lookback[p]``, so every lower tile
@@ -512,8 +591,17 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     only) and add them to that pass's counts (``lookback[starts + 256*(p+1) + d]``, which
     ``radix_digit_starts`` then scans), so the histogram kernel need count only the first pass's
     digits; the tile's own counts are then the ranking's (``tile_count``), published after it.
+    ``runs`` (the last pass of u32/i32 keys alone, keys in registers): ``(span_word,
+    recount_word)``, the params words of a run-start compaction's segment span and recount
+    word; the pass also adds the run starts of the sorted keys to that compaction's
+    per-segment counts (the buffer ``partial``, zeroed; ``count_runs``), so the compaction need
+    not read the keys to count them.
     """
     key_rounds = math.gcd(ONESWEEP_REGISTER_ROUNDS, items)
+    if runs is not None and (not registers or raw is not U32 or values != "none" or drop_keys or count_next
+                             or shift + RADIX_BITS != 32):
+        raise ValueError("a single-pass radix pass counts run starts only as the last pass of 32-bit keys alone, "
+                         "with its keys in registers")
     if count_next and (not registers or shift + RADIX_BITS >= 8 * raw.size):
         raise ValueError(f"a single-pass radix pass at shift {shift} counts the next pass's digits only with "
                          f"its keys in registers and below the last pass ({8 * raw.size} bits)")
@@ -528,7 +616,7 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     # the last pass's key type where it transforms keys (the first pass's always reads raw bits)
     # keys dropped: one kernel for every key type (its IR would differ only in unused constants)
     kernel = _radix_onesweep(shift, key_in, None if drop_keys else transformed(key_out), values, raw,
-                             value_raw if values == "load" else U32, drop_keys, count_next)
+                             value_raw if values == "load" else U32, drop_keys, count_next, runs is not None)
     return kernel.bind(items, SORT_ROUNDS, key_rounds, values == "load", values != "none", registers,
                        registers and ONESWEEP_RANKS_IN_REGISTERS, EARLY_BATCH, n_word, region_word, *spin,
-                       width, count_next).program
+                       width, count_next, runs is not None, *(runs or (0, 0))).program

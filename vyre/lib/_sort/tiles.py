@@ -144,11 +144,15 @@ def tile_starts(counts: Any, sums: Any, w: Any, total: Any, half: Annotated[Any,
 def write_key(sorted_keys: Any, shifts: Any, keys_out: Any, o: Any, pos: Any, h: Any,
               r: Annotated[int, vk.Const[int]], rounds: Annotated[int, vk.Const[int]], valid: Any,
               checked: Annotated[bool, vk.Const[bool]], shift: Annotated[int, vk.Const[int]],
-              wide: Annotated[bool, vk.Const[bool]], kind: Annotated[int, vk.Const[int]], b: Any):
+              wide: Annotated[bool, vk.Const[bool]], kind: Annotated[int, vk.Const[int]], b: Any,
+              repeats: Any, runs: Annotated[bool, vk.Const[bool]]):
     """Step 4 for round ``r``: read slot ``round_slot(h, r)`` of the placed tile into ``o[r]`` and
     write it (its raw bits: ``kind``, ``b``) to ``slot + shifts[digit]``, ``pos[r]``; ``checked``:
     not at or past ``valid``. ``kind`` ``KEYS_DROPPED``: the position only (an argsort's last pass
-    writes the indices, not the keys)."""
+    writes the indices, not the keys). ``runs``: a key equal to the one in the slot before it (so
+    of the same digit) starts no run: counted in ``repeats[digit]``, from which
+    ``onesweep.count_runs`` finds the run starts (on full-range keys such repeats are few, so few
+    workgroup atomics)."""
     o[r] = sorted_keys[round_slot(h, r, rounds)]
     if checked:
         pos[r] = vk.select(round_slot(h, r, rounds) < valid,
@@ -157,6 +161,10 @@ def write_key(sorted_keys: Any, shifts: Any, keys_out: Any, o: Any, pos: Any, h:
         pos[r] = round_slot(h, r, rounds) + shifts[digit(o[r], shift, wide)]
     if kind != KEYS_DROPPED:
         keys_out[pos[r]] = raw_of(o[r], kind, b)
+    if runs:
+        before = sorted_keys[vk.select(round_slot(h, r, rounds) == 0, 0, round_slot(h, r, rounds) - 1)]
+        if (not checked or round_slot(h, r, rounds) < valid) and round_slot(h, r, rounds) != 0 and before == o[r]:
+            vk.atomic_add_relaxed(repeats, digit(o[r], shift, wide), 1)
 
 
 @vk.func
@@ -234,22 +242,26 @@ def place_tile(keys: Any, vals: Any, counts: Any, ranks: Any, sorted_keys: Any, 
 def write_rounds(sorted_keys: Any, sorted_vals: Any, shifts: Any, keys_out: Any, vals_out: Any, o: Any, pos: Any,
                  h: Any, valid: Any, checked: Annotated[bool, vk.Const[bool]], shift: Annotated[int, vk.Const[int]],
                  wide: Annotated[bool, vk.Const[bool]], kind: Annotated[int, vk.Const[int]], b: Any,
-                 rounds: Annotated[int, vk.Const[int]], moves: Annotated[bool, vk.Const[bool]]):
+                 rounds: Annotated[int, vk.Const[int]], moves: Annotated[bool, vk.Const[bool]], repeats: Any,
+                 runs: Annotated[bool, vk.Const[bool]]):
     """Step 4 for loop iteration ``h``: ``write_key`` of each round, and its value."""
     for r in range(rounds):
-        write_key(sorted_keys, shifts, keys_out, o, pos, h, r, rounds, valid, checked, shift, wide, kind, b)
+        write_key(sorted_keys, shifts, keys_out, o, pos, h, r, rounds, valid, checked, shift, wide, kind, b, repeats,
+                  runs)
         if moves:
             vals_out[pos[r]] = sorted_vals[round_slot(h, r, rounds)]
 
 
 @vk.func
 def write_out(sorted_keys: Any, sorted_vals: Any, shifts: Any, keys_out: Any, vals_out: Any, o: Any, pos: Any,
-               valid: Any, whole: Annotated[Any, BY_EXPRESSION], one_tile: Annotated[bool, vk.Const[bool]],
-               shift: Annotated[int, vk.Const[int]], wide: Annotated[bool, vk.Const[bool]],
-               kind: Annotated[int, vk.Const[int]], b: Any, items: Annotated[int, vk.Const[int]],
-               rounds: Annotated[int, vk.Const[int]], moves: Annotated[bool, vk.Const[bool]]):
+              valid: Any, whole: Annotated[Any, BY_EXPRESSION], one_tile: Annotated[bool, vk.Const[bool]],
+              shift: Annotated[int, vk.Const[int]], wide: Annotated[bool, vk.Const[bool]],
+              kind: Annotated[int, vk.Const[int]], b: Any, items: Annotated[int, vk.Const[int]],
+              rounds: Annotated[int, vk.Const[int]], moves: Annotated[bool, vk.Const[bool]], repeats: Any,
+              runs: Annotated[bool, vk.Const[bool]]):
     """Step 4: invocation ``t`` writes slots ``j*WG + t`` of the placed tile to ``slot + shifts[digit]``
-    (values too), none at or past ``valid``; with ``one_tile``, a ``whole`` tile without that test."""
+    (values too), none at or past ``valid``; with ``one_tile``, a ``whole`` tile without that test.
+    ``runs``: the repeated keys of each digit counted in ``repeats`` (``write_key``)."""
     for h in range(vk.u32(items // rounds)):
         for r in range(rounds):
             o[r] = 0
@@ -257,13 +269,13 @@ def write_out(sorted_keys: Any, sorted_vals: Any, shifts: Any, keys_out: Any, va
         if one_tile:
             if whole:
                 write_rounds(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, h, valid, False, shift,
-                             wide, kind, b, rounds, moves)
+                             wide, kind, b, rounds, moves, repeats, runs)
             else:
                 write_rounds(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, h, valid, True, shift,
-                             wide, kind, b, rounds, moves)
+                             wide, kind, b, rounds, moves, repeats, runs)
         else:
             write_rounds(sorted_keys, sorted_vals, shifts, keys_out, vals_out, o, pos, h, valid, True, shift, wide,
-                         kind, b, rounds, moves)
+                         kind, b, rounds, moves, repeats, runs)
 
 
 def radix_passes(raw: DataType) -> int:

@@ -25,22 +25,34 @@ SORT_GROUPS = 4096  # at most this many segments in a pass of the segmented sort
 ONESWEEP_LIMIT = 1 << 30  # below this many keys, the single-pass sort (its counts share a word with two flags);
 # VYRE_ONESWEEP_LIMIT overrides it (vyre.settings)
 HISTOGRAM_GROUPS = 1024  # at most this many workgroups count the digits of all passes
+RunCounts = tuple[Resident, int, int, int]  # ``_select.topology.counted_runs``: counts, span/recount words, segments
+RUN_KEYS = (DataType.U32, DataType.I32)  # key types whose sort counts run starts (equal keys: equal bits)
 
 
 def radix_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
                n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None,
-               passes: int | None = None) -> tuple[Resident | None, Resident | None]:
+               passes: int | None = None, runs: RunCounts | None = None) -> tuple[Resident | None, Resident | None]:
     """Stable LSD radix sort, four 8-bit passes: single-pass (``onesweep_sort``) below
     ``ONESWEEP_LIMIT`` keys, else over segments (``segmented_sort``).
 
     ``values_mode``: ``"none"``, ``"load"`` (carry ``values``) or ``"iota"`` (carry indices). The
     last pass writes into ``final`` (keys, values) when given, else into scratch. Returns the
     handles holding the sorted raw keys and values. ``passes``: only the low digits' passes, for
-    unsigned keys known to be below ``2 ** (8 * passes)``.
+    unsigned keys known to be below ``2 ** (8 * passes)``. ``runs``: see ``counts_runs``.
     """
     if n < settings.onesweep_limit(ONESWEEP_LIMIT):
-        return onesweep_sort(plan, dtype, keys, values, values_mode, n, cap, final, passes=passes)
+        return onesweep_sort(plan, dtype, keys, values, values_mode, n, cap, final, passes=passes, runs=runs)
+    if runs is not None:
+        raise ValueError("only the single-pass sort counts run starts")
     return segmented_sort(plan, dtype, keys, values, values_mode, n, cap, final, passes)
+
+
+
+
+def counts_runs(dtype: DataType, n: int) -> bool:
+    """Whether ``sort`` of ``n`` keys of ``dtype`` alone can count the run starts of its result in
+    its last pass (``runs``): u32/i32 keys the single-pass sort takes (``onesweep.count_runs``)."""
+    return dtype in RUN_KEYS and n < settings.onesweep_limit(ONESWEEP_LIMIT) and onesweep.ONESWEEP_KEYS_IN_REGISTERS
 
 
 def _radix_passes(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str, cap: int,
@@ -107,7 +119,7 @@ def _lookback_gave_up(count: int) -> VyreError:
 
 def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, values_mode: str,
                   n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None,
-                  value_type: DataType | None = None, passes: int | None = None
+                  value_type: DataType | None = None, passes: int | None = None, runs: RunCounts | None = None
                   ) -> tuple[Resident | None, Resident | None]:
     """Single-pass (Onesweep) passes, ``n < ONESWEEP_LIMIT``: four for 32-bit keys, eight for
     64-bit keys (read and written whole, 8 bytes each).
@@ -119,7 +131,9 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     each pass but the last counts the next pass's, whose counts one workgroup then scans. The plan reads back the
     count of look-backs that gave up (``sort.status``, zeroed once per plan) and raises
     ``DispatchFailed`` if any did. ``value_type``: the element type of ``values`` (4 or 8
-    bytes; ``values_mode`` "load").
+    bytes; ``values_mode`` "load"). ``runs`` (u32/i32 keys alone, ``counts_runs``): the last pass
+    also counts the run starts of the sorted keys per segment of a later compaction
+    (``_select.topology.counted_runs``), into its counts buffer, zeroed first.
     """
     raw = raw_type(dtype)
     value_raw = raw_type(value_type) if value_type is not None and values_mode == "load" else DataType.U32
@@ -144,13 +158,23 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
         plan.step(zero_fill(plan.word("sort.status_words", 1)), [status, plan.params], 1)
         plan.check(status, 0, _lookback_gave_up)
 
+    if runs is not None:
+        if dtype not in RUN_KEYS or values_mode != "none" or passes is not None:
+            raise ValueError(f"a sort counts run starts of u32/i32 keys alone, not of {dtype.value} ({values_mode})")
+        counts, _, _, segments_counted = runs  # one word per segment, then the recount word
+        words = plan.word("sort.run_count_words", segments_counted + 1)
+        plan.step(zero_fill(words), [counts, plan.params], ceil_div(segments_counted + 1, WG))
+
     def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
                 moves: list[Resident], keys_written: bool) -> None:
         count_next = in_passes and key_out is None  # every pass but the last
+        counting = runs is not None and key_out is not None
         plan.step(onesweep.radix_onesweep(shift, key_in, key_out, mode, items, n_word, region_word, raw=raw,
                                           value_raw=value_raw, registers=onesweep.ONESWEEP_KEYS_IN_REGISTERS,
-                                          drop_keys=not keys_written, count_next=count_next),
-                  [src_k, lookback, pairs, *moves, plan.params, status], tiles)
+                                          drop_keys=not keys_written, count_next=count_next,
+                                          runs=runs[1:3] if counting and runs is not None else None),
+                  [src_k, lookback, pairs, *moves, plan.params, status, *([runs[0]] if counting and runs else [])],
+                  tiles)
         if count_next:
             plan.step(onesweep.radix_digit_starts(counted, shift // RADIX_BITS + 1), [lookback], 1)
 
@@ -158,8 +182,8 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
 
 
 def sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, value_type: DataType | None,
-         values_mode: str, n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None
-         ) -> tuple[Resident | None, Resident | None]:
+         values_mode: str, n: int, cap: int, final: tuple[Resident | None, Resident | None] | None = None,
+         runs: RunCounts | None = None) -> tuple[Resident | None, Resident | None]:
     """Any supported sort: ``radix_sort`` for 32-bit keys with 4-byte values (or none); for 64-bit
     keys alone, ``onesweep_sort`` of the whole keys below ``ONESWEEP_LIMIT``; else
     ``permuted_sort``. ``value_type``: the element type of ``values`` (``values_mode`` "load").
@@ -168,7 +192,9 @@ def sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, v
     the native passes that move values are under investigation: one GPU run of many test processes
     sharing a card returned an ``argsort``'s indices as a key-value sort's values (see docs/lib.md)."""
     if dtype.size == 4 and (value_type is None or value_type.size == 4):
-        return radix_sort(plan, dtype, keys, values, values_mode, n, cap, final)
+        return radix_sort(plan, dtype, keys, values, values_mode, n, cap, final, runs=runs)
+    if runs is not None:
+        raise ValueError(f"a sort counts run starts of u32/i32 keys alone, not of {dtype.value}")
     if dtype.size == 8 and values_mode == "none" and n < settings.onesweep_limit(ONESWEEP_LIMIT):
         return onesweep_sort(plan, dtype, keys, values, values_mode, n, cap, final, value_type)
     return permuted_sort(plan, dtype, keys, values, value_type, values_mode, n, cap, final)
