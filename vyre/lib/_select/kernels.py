@@ -140,7 +140,7 @@ _KEPT = {"flags": kept_flag, "range": kept_in_range, "run_start": kept_run_start
 @cache
 def _count_segments(pred: Predicate) -> Kernel | KernelTemplate:
     """The upsweep of ``pred``; its Const parameters: whether it reads bounds (``"range"``), items
-    per invocation, n's and span's params words."""
+    per invocation, n's and span's params words, and the recount word's (-1: always counts)."""
     xs, counts = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, U32)
     flag_values, limits = _predicate_buffers(pred)
     kept = kept_float_run_start if pred.kind == "run_start" and pred.dtype in FLOAT_TYPES else _KEPT[pred.kind]

@@ -187,6 +187,8 @@ def sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident | None, v
     """Any supported sort: ``radix_sort`` for 32-bit keys with 4-byte values (or none); for 64-bit
     keys alone, ``onesweep_sort`` of the whole keys below ``ONESWEEP_LIMIT``; else
     ``permuted_sort``. ``value_type``: the element type of ``values`` (``values_mode`` "load").
+    ``runs``: the last pass also counts the run starts of the result (``onesweep_sort``; u32/i32
+    keys alone, where ``counts_runs``).
 
     64-bit keys with values or indices (key-value sorts, ``argsort``) take ``permuted_sort`` while
     the native passes that move values are under investigation: one GPU run of many test processes
