@@ -21,13 +21,13 @@ SMALL_SPANS_UP_TO = 1 << 20
 
 
 def counted_runs(plan: Plan, n: int, cap: int) -> tuple[Resident, int, int, int] | None:
-    """Where a compaction of ``n`` run starts in segments has its counts scanned (more than
-    ``OWN_CARRY_GROUPS`` segments), an earlier step may count them (a sort's last pass,
-    ``onesweep.count_runs``): ``(partial, span_word, recount_word)``, the counts' buffer (one word
-    per segment, then the recount word: an earlier step that cannot count exactly sets it), the
-    params words of the segments' span and of the recount word's index. ``compact(...,
-    counted=True)`` then takes them; the fourth item is the number of segments (the recount
-    word's index). None for classes whose compaction counts its segments itself."""
+    """Where a compaction of ``n`` run starts scans its segments' counts (``counts_scanned``), an
+    earlier step may count them (a sort's last pass, ``onesweep.count_runs``), and ``compact(...,
+    counted=True)`` then takes them. Returns ``(partial, span_word, recount_word, segments)``: the
+    counts' buffer (one word per segment, then the recount word, which an earlier step that cannot
+    count exactly sets), the params words of the segments' span and of the recount word's index,
+    and the number of segments (that index). None for classes whose compaction counts its
+    segments itself."""
     if not counts_scanned(cap):
         return None
     groups, span_word, _ = segments(plan, "compact", n, cap, WG * _count_items(cap))
@@ -56,7 +56,7 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
     n_word = plan.word("compact.n", n)
     extra = [plan.params] if pred.kind == "range" else []
     with_index = out_index is not None
-    if counted and counted_runs(plan, n, cap) is None:
+    if counted and not counts_scanned(cap):
         raise ValueError(f"a compaction of {n} elements counts its segments itself: nothing counts them before it")
     if cap <= SCAN_SINGLE:
         span_word = plan.word("compact.span", cap)
@@ -65,7 +65,7 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
         return
     items = _count_items(cap)  # the count's per invocation
     groups, span_word, used = segments(plan, "compact", n, cap, WG * items)
-    partial = plan.buffer("compact.partial", groups + 1)  # the recount word after the counts (``counted_runs``)
+    partial = plan.buffer("compact.partial", groups + int(counted))  # counted: the recount word after the counts
     with_lengths = lengths is not None
     if groups <= OWN_CARRY_GROUPS:  # each workgroup of the downsweep sums the counts below it: no scan of them
         firsts = [plan.buffer("compact.firsts", groups)] if with_lengths else []  # where each segment's runs start
