@@ -118,6 +118,8 @@ class SequenceDispatcher:
         self.last_stream: Any = None  # the stream the last sequence ran on (``order``; never used again
         # unless ``_lasting``: a caller's own stream may be destroyed after its call)
         self.finished: Any = None  # an event recorded after the last call on a caller's stream
+        self.unsettled: Any = None  # the caller's stream of the last call, until the backend's stream waits for it
+        self.runtime.heap.on_reuse = self.settle  # a block handed out again may still be read there
         self.written: dict[int, tuple[Any, bytes]] = {}  # id(buffer) -> (buffer, bytes) last written by ``write``
         self.watches = Watches(self.runtime)
         telemetry.add("cuda_conditional_loops", 0)  # listed in metrics() from the start
@@ -413,16 +415,31 @@ class SequenceDispatcher:
     def order(self, stream: Any) -> None:
         """Order ``stream`` after the stream the last sequence ran on (an event, no host wait), so
         work on several streams never overlaps on the scratch buffers they share. A caller's stream
-        is never touched after its call (it may be destroyed): its work is marked by ``finish``."""
+        is never touched after its call (it may be destroyed): its work is marked by ``finish``.
+
+        A caller's stream also waits for work still queued on the backend's stream outside
+        sequences: a new binding's parameter words, zero fills and uploads into scratch go there,
+        and the backend's stream is non-blocking, so nothing else orders the call's kernels after
+        them (one ``cudaStreamQuery`` when that stream is idle)."""
+        rt = self.runtime
         last = self.last_stream
+        after_backend = False  # ``stream`` waits for the backend's stream already
         if last is not None and last.ptr != stream.ptr:
             with cuda_errors("ordering the caller's stream after earlier work"):
-                stream.wait_event(last.record() if _lasting(last, self.runtime) else self.finished)
+                stream.wait_event(last.record() if _lasting(last, rt) else self.finished)
+            after_backend = last.ptr == rt.stream.ptr
+        if stream.ptr == rt.stream.ptr:
+            self.unsettled = None  # the backend's stream waited above, or the last call ran on it
+        elif not after_backend:
+            with cuda_errors("ordering the caller's stream after the backend's"):
+                if not rt.stream.done:
+                    stream.wait_event(rt.stream.record())
         self.last_stream = stream
 
     def finish(self, stream: Any) -> None:
         """Mark the end of a call's work on a caller's ``stream`` (what ``order`` waits for next);
-        streams that live as long as the process (the backend's, the default streams) need no mark."""
+        streams that live as long as the process (the backend's, the default streams) need no mark.
+        Work on a caller's stream leaves the backend's stream unordered after it (``settle``)."""
         if not _lasting(stream, self.runtime):
             if self.finished is None:
                 import cupy
@@ -430,6 +447,20 @@ class SequenceDispatcher:
                 self.finished = cupy.cuda.Event(block=False, disable_timing=True)
             with cuda_errors("marking the end of the call's work"):
                 self.finished.record(stream)
+        if stream.ptr != self.runtime.stream.ptr:
+            self.unsettled = stream
+
+    def settle(self) -> None:
+        """Order the backend's stream after the last call's work on a caller's stream, if it is not
+        yet. The device heap calls this before it hands out a block again (``DeviceHeap.on_reuse``):
+        that work may still read the block (a parameter block of a binding closed since, scratch
+        released), and its new owner may write it on the backend's stream at once."""
+        stream, self.unsettled = self.unsettled, None
+        rt = self.runtime
+        if stream is None or rt.stream is None:
+            return
+        with cuda_errors("ordering the backend's stream after the caller's work"):
+            rt.stream.wait_event(stream.record() if _lasting(stream, rt) else self.finished)
 
     def write(self, writes: Sequence[tuple[Resident, np.ndarray]], stream: Any) -> None:
         """Enqueue host words into resident buffers on ``stream`` (through the pinned ring), skipping
@@ -580,7 +611,7 @@ class SequenceDispatcher:
         self.graphs.clear()
         self.sightings.clear()
         self.written.clear()
-        self.last_stream, self.finished = None, None
+        self.last_stream, self.finished, self.unsettled = None, None, None
         while self.bindings:
             self.bindings.popitem(last=False)[1].close(self.backend)
         if self.flag_slots is not None:

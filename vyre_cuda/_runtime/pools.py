@@ -115,6 +115,9 @@ class DeviceHeap:
         self.lock = threading.RLock()
         self._telemetry = telemetry or Telemetry()
         self._closed = False
+        # called before a cached block is handed out again: work on another stream may still read
+        # it (``SequenceDispatcher.settle`` orders the backend's stream after that work)
+        self.on_reuse: Callable[[], None] | None = None
 
     @property
     def in_use(self) -> int:
@@ -128,6 +131,8 @@ class DeviceHeap:
         with self.lock:
             free = self._free.get(cap)
             if free:
+                if self.on_reuse is not None:
+                    self.on_reuse()
                 self.cached -= cap
                 self._publish()
                 return DeviceBuffer(free.pop(), nbytes, cap, self)
