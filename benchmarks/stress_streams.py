@@ -24,6 +24,7 @@ import argparse
 import subprocess
 import sys
 import time
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,22 @@ extern "C" __global__ void spin(long long cycles) {
     while (clock64() - start < cycles) { }
 }
 """
+
+
+@cache
+def _spin_kernel() -> Any:
+    import cupy
+
+    return cupy.RawKernel(SPIN, "spin")
+
+
+def hold(stream: Any, ms: float) -> None:
+    """Hold ``stream`` back for about ``ms`` milliseconds: one thread spinning on the SM clock."""
+    import cupy
+
+    khz = cupy.cuda.Device().attributes["ClockRate"]
+    with stream:
+        _spin_kernel()((1,), (1,), (np.int64(khz * ms),))
 
 
 def _keys(rng: np.random.Generator, n: int, dtype: type) -> np.ndarray:
@@ -57,8 +74,6 @@ def worker(seed: int, seconds: float, hold_ms: float) -> int:
 
     raw = raw_backend(vyre.default_backend())
     rng = np.random.default_rng(seed)
-    spin = cupy.RawKernel(SPIN, "spin")
-    khz = cupy.cuda.Device().attributes["ClockRate"]
     steps: list[tuple] = []
     bad = calls = 0
     end = time.time() + seconds
@@ -85,9 +100,7 @@ def worker(seed: int, seconds: float, hold_ms: float) -> int:
         if event < 0.05:
             lib.release_scratch()
         elif event < 0.25:
-            held = raw.stream if rng.random() < 0.5 else cupy.cuda.Stream.null
-            with held:
-                spin((1,), (1,), (np.int64(khz * hold_ms * rng.random()),))
+            hold(raw.stream if rng.random() < 0.5 else cupy.cuda.Stream.null, hold_ms * rng.random())
         if op == "select":
             got, want = lib.select(d, f), (x[flags != 0],)
         elif op == "sort":
@@ -101,7 +114,7 @@ def worker(seed: int, seconds: float, hold_ms: float) -> int:
         outs = got if isinstance(got, tuple) else (got,)
         calls += 1
         steps.append((kind, op, np.dtype(dtype).name, n))
-        if not all(np.array_equal(_host(g, raw).reshape(-1), np.asarray(w).reshape(-1)) for g, w in zip(outs, want)):
+        if not all(np.array_equal(_host(g).reshape(-1), np.asarray(w).reshape(-1)) for g, w in zip(outs, want)):
             bad += 1
             print(f"MISMATCH seed {seed} step {calls}: {steps[-1]} after {steps[-6:-1]}", flush=True)
         if kind == "resident":
@@ -112,16 +125,14 @@ def worker(seed: int, seconds: float, hold_ms: float) -> int:
     return bad
 
 
-def _host(value: object, raw: Any) -> np.ndarray:
-    """A result on the host: a ``ResidentArray`` downloaded, a CuPy array copied, numpy as is."""
+def _host(value: object) -> np.ndarray:
+    """A result on the host: a ``ResidentArray`` through its CUDA array interface, a CuPy array
+    copied, a host value as is."""
+    import cupy
+
     from vyre.lib import ResidentArray
 
-    if isinstance(value, ResidentArray):
-        if not value.n:
-            return np.zeros(0, value.dtype)
-        return raw.download_resident(value.handle, 0, value.n * np.dtype(value.dtype).itemsize).view(value.dtype)
-    get = getattr(value, "get", None)
-    return np.asarray(get() if callable(get) else value)
+    return cupy.asnumpy(cupy.asarray(value) if isinstance(value, ResidentArray) else value)
 
 
 def main() -> int:

@@ -11,26 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.stress_streams import hold
 from vyre import lib
 from vyre.lib.scratch import raw_backend
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
-
-SPIN = r"""
-extern "C" __global__ void spin(long long cycles) {
-    long long start = clock64();
-    while (clock64() - start < cycles) { }
-}
-"""
-
-
-def _spin(stream, ms: float) -> None:
-    """Hold ``stream`` back for about ``ms`` milliseconds (one thread spinning on the SM clock)."""
-    kernel = cupy.RawKernel(SPIN, "spin")
-    khz = cupy.cuda.Device().attributes["ClockRate"]
-    with stream:
-        kernel((1,), (1,), (np.int64(khz * ms),))
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +36,10 @@ def test_a_call_waits_for_parameter_words_queued_on_the_backends_stream(backend,
         flags = (rng.integers(0, 3, n) == 0).astype(np.uint32)
         d, f = cupy.asarray(x), cupy.asarray(flags)
         lib.release_scratch()
-        _spin(stream, 100)
+        hold(stream, 100)
         np.testing.assert_array_equal(cupy.asnumpy(lib.select(d, f)), x[flags != 0], err_msg=f"select {n}")
         lib.release_scratch()
-        _spin(stream, 100)
+        hold(stream, 100)
         want = np.cumsum(x, dtype=np.uint64).astype(np.uint32)
         np.testing.assert_array_equal(cupy.asnumpy(lib.inclusive_scan(d, "add")), want, err_msg=f"scan {n}")
 
@@ -70,7 +56,7 @@ def test_the_backends_stream_waits_for_a_callers_work_before_its_memory_is_reuse
     for _ in range(3):  # compiled: the later calls run the bound steps
         lib.sort(d)
     cupy.cuda.Stream.null.synchronize()
-    _spin(cupy.cuda.Stream.null, 200)
+    hold(cupy.cuda.Stream.null, 200)
     got = lib.sort(d)  # queued behind the spin
     lib.release_scratch()
     taken = []
