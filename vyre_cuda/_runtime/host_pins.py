@@ -23,7 +23,9 @@ copy of a slice starting there and ending in the array's last, shared page would
 ``cudaErrorInvalidValue``, and a neighbour's copy starting in a shared page would too.
 
 Anything else (small arrays, arrays on the heap's shared pages, memory maps, bytes, arrays owned
-by other libraries) returns None and goes through the staging ring. Registered arrays are never
+by other libraries) returns None and goes through the staging ring, as does an array the OS
+will not page-lock (its locked-memory limit, or memory short: ``HostPins.refusals`` counts those,
+and large results then come back in pageable memory). Registered arrays are never
 moved by numpy; an owner that is resized is a new buffer and misses the cache.
 """
 
@@ -118,6 +120,7 @@ class HostPins:
     def __init__(self, limit: int | None = None) -> None:
         self.limit = limit
         self.pinned = 0
+        self.refusals = 0  # page-locks the OS or driver refused (registrations, pinned result blocks)
         self._pins: OrderedDict[tuple[int, int], _Pin] = OrderedDict()
         self._refused: dict[tuple[int, int], weakref.ref] = {}  # owners the driver would not pin
         # held while registering, unregistering or allocating pinned memory, and by the device heap
@@ -185,6 +188,7 @@ class HostPins:
         try:
             runtime.hostRegister(base, nbytes, PORTABLE)
         except runtime.CUDARuntimeError:  # the OS refused (locked-memory limits)
+            self.refusals += 1
             self._refused = {k: r for k, r in self._refused.items() if r() is not None}
             self._refused[key] = weakref.ref(owner)
             return None
@@ -232,6 +236,7 @@ class HostPins:
             try:
                 mem = pool.malloc(nbytes)
             except cupy.cuda.runtime.CUDARuntimeError:  # pinned memory exhausted: pageable works
+                self.refusals += 1
                 return np.empty(count, dtype)
         return np.frombuffer(mem, dtype, count)
 
