@@ -16,6 +16,7 @@ from vyre import lib
 from vyre.ir import DataType
 from vyre.lib._runs import api as runs_api
 from vyre.lib._select import topology as select_topo
+from vyre.lib._select.kernels import RUN_COUNT_COPIES, run_count_words
 from vyre.lib._sort import topology as sort_topo
 from vyre.lib.plan import Plan, capacity
 from vyre.lib.scratch import scratch_for
@@ -41,8 +42,8 @@ def _cases(rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def counted(keys: np.ndarray, be: Any = None) -> tuple[np.ndarray, int, int]:
-    """The per-segment counts and the recount word the sort's last pass leaves for ``keys`` (on
-    ``be``, the oracle by default), and the segments' span."""
+    """The per-segment counts (the sum of its copies) and the recount word the sort's last pass
+    leaves for ``keys`` (on ``be``, the oracle by default), and the segments' span."""
     be = be if be is not None else ReferenceBackend()
     n = keys.size
     src = be.allocate_resident(4 * n)
@@ -53,9 +54,10 @@ def counted(keys: np.ndarray, be: Any = None) -> tuple[np.ndarray, int, int]:
     sort_topo.sort(plan, DataType.U32, src, None, None, "none", n, capacity(n), runs=runs)
     plan.run()
     counts, span_word, _, segments = runs
-    words = be.download_resident(counts, 0, 4 * (segments + 1)).view(np.uint32).copy()
+    words = be.download_resident(counts, 0, 4 * run_count_words(segments)).view(np.uint32).copy()
     be.free_resident(src)
-    return words[:segments], int(words[segments]), int(plan._words[span_word])
+    copies = words[segments + 1:].reshape(RUN_COUNT_COPIES, segments)  # each tile adds into one copy
+    return copies.sum(axis=0, dtype=np.uint32), int(words[segments]), int(plan._words[span_word])
 
 
 def starts_per_segment(keys: np.ndarray, span: int, segments: int) -> np.ndarray:

@@ -35,6 +35,10 @@ COMPACT_ITEMS = 8   # elements per invocation in compaction's downsweep (tile 20
 PENDING, FIRST_RUN = 0, 1  # the run-lengths downsweep's two held words (``compact_run_lengths``)
 OWN_CARRY_READS = 2  # counts each invocation of an ``own_carry`` downsweep adds: at most 2 * WG segments
 FIRST = Monoid("min", U32)  # the first run start of a segment: the least index
+#: copies of the segments' run-start counts a sort's last pass adds into, by tile
+#: (``onesweep.count_runs``): the tiles in flight add to the same few segments, so with one word
+#: each they would take turns; ``count_segments`` with a recount word sums the copies
+RUN_COUNT_COPIES = 8
 NO_START = 0xFFFFFFFF  # ``FIRST``'s identity: a segment with no run start
 
 
@@ -155,12 +159,15 @@ def _count_segments(pred: Predicate) -> Kernel | KernelTemplate:
         if seg_base >= params[n_word]:
             return
         # kept() reads bounds or flags besides x (run starts: neither; flags is None then)
-        if recount_word >= 0:  # the counts are there already: counted again only if the word after them says so
-            again = partial[params[recount_word]] != 0
+        if recount_word >= 0:  # counted already, in copies after the recount word (``run_count_words``):
+            groups = params[recount_word]  # summed, or counted again if the recount word says so
+            again = partial[groups] != 0
             acc = fold_tiles(x, bounds if has_bounds else flags, params, COUNT, kept, pred, items, n_word, seg_base,
                              vk.select(again, segment_tiles(seg_base, params, n_word, span_word, items * WG), 0))
+            if not again and vk.lid() < RUN_COUNT_COPIES:
+                acc = acc + partial[(groups + 1) + (vk.lid() * groups + vk.wid())]
             total = block_reduce(acc, sums, COUNT, warp_sum)
-            if vk.lid() == 0 and again:
+            if vk.lid() == 0:
                 partial[vk.wid()] = total
         else:
             acc = fold_segment(x, bounds if has_bounds else flags, params, COUNT, kept, pred, items, n_word,
@@ -174,8 +181,16 @@ def _count_segments(pred: Predicate) -> Kernel | KernelTemplate:
 def count_segments(pred: Predicate, items: int, n_word: int, span_word: int, recount_word: int = -1) -> Program:
     """``partial[w]`` = how many elements of workgroup ``w``'s segment the predicate keeps (the
     upsweep). ``recount_word`` (a params word, the index of a word of ``partial`` past the counts):
-    an earlier step counted them already, and they are counted again only if that word is not 0."""
+    an earlier step counted them already, into ``RUN_COUNT_COPIES`` copies after that word
+    (``run_count_words``), which are summed; or counted again if that word is not 0."""
     return _count_segments(pred).bind(pred.kind == "range", items, n_word, span_word, recount_word).program
+
+
+def run_count_words(groups: int) -> int:
+    """The words of a compaction's counts buffer of ``groups`` segments when an earlier step counts
+    them: the counts, the recount word (index ``groups``), then ``RUN_COUNT_COPIES`` copies of the
+    counts (copy ``c`` of segment ``w`` at ``groups + 1 + c * groups + w``) that step adds into."""
+    return groups + 1 + RUN_COUNT_COPIES * groups
 
 
 @cache

@@ -24,14 +24,15 @@ def counted_runs(plan: Plan, n: int, cap: int) -> tuple[Resident, int, int, int]
     """Where a compaction of ``n`` run starts scans its segments' counts (``counts_scanned``), an
     earlier step may count them (a sort's last pass, ``onesweep.count_runs``), and ``compact(...,
     counted=True)`` then takes them. Returns ``(partial, span_word, recount_word, segments)``: the
-    counts' buffer (one word per segment, then the recount word, which an earlier step that cannot
-    count exactly sets), the params words of the segments' span and of the recount word's index,
-    and the number of segments (that index). None for classes whose compaction counts its
-    segments itself."""
+    counts' buffer (``K.run_count_words``: one word per segment, the recount word, which an earlier
+    step that cannot count exactly sets, then the copies that step adds into), the params words of
+    the segments' span and of the recount word's index, and the number of segments (that index).
+    None for classes whose compaction counts its segments itself."""
     if not counts_scanned(cap):
         return None
     groups, span_word, _ = segments(plan, "compact", n, cap, WG * _count_items(cap))
-    return plan.buffer("compact.partial", groups + 1), span_word, plan.word("compact.recount", groups), groups
+    counts = plan.buffer("compact.partial", K.run_count_words(groups))
+    return counts, span_word, plan.word("compact.recount", groups), groups
 
 
 def counts_scanned(cap: int) -> bool:
@@ -65,7 +66,7 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
         return
     items = _count_items(cap)  # the count's per invocation
     groups, span_word, used = segments(plan, "compact", n, cap, WG * items)
-    partial = plan.buffer("compact.partial", groups + int(counted))  # counted: the recount word after the counts
+    partial = plan.buffer("compact.partial", K.run_count_words(groups) if counted else groups)
     with_lengths = lengths is not None
     if groups <= OWN_CARRY_GROUPS:  # each workgroup of the downsweep sums the counts below it: no scan of them
         firsts = [plan.buffer("compact.firsts", groups)] if with_lengths else []  # where each segment's runs start

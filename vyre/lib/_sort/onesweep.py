@@ -15,6 +15,7 @@ from vyre.ir import DataType, Program
 from vyre.ir.layout import PORTABLE_WORKGROUP_BYTES, workgroup_layout
 from vyre.ir.program import Access
 from vyre.lib._histogram.kernels import merge_bins
+from vyre.lib._select.kernels import RUN_COUNT_COPIES
 from vyre.lib._sort.kernels import SORT_ITEMS
 from vyre.lib._sort.registers import check_register_rounds, load_keys, place_keys, rank_keys, rotate
 from vyre.lib._sort.tiles import (
@@ -56,6 +57,7 @@ FLAG_A = 1 << 30    # a tile's own count of the digit (an aggregate)
 FLAG_P = 1 << 31    # the count of the digit in this and every lower tile (an inclusive prefix)
 SPIN = (6, 16)      # the look-back's wait: 6 nested loops of 16 trips, at most 16**6 trips
 LOOKBACK_WIDTH = 1  # pair words (two tiles each) one look-back trip reads together (2 and 3 measured slower)
+SKIP_EMPTY = True  # no look-back for a digit no key of the pass has (False: every digit, to compare against)
 ONESWEEP_ITEMS = SORT_ITEMS
 ONESWEEP_VALUE_ITEMS = 16  # with values (tile 4096; 47 KB of workgroup memory, 4 workgroups per SM on an H100)
 ONESWEEP_WIDE_ITEMS = 16  # 64-bit keys alone (tile 4096; 46 KB of workgroup memory)
@@ -305,20 +307,24 @@ def publish(pairs: Any, region: Any, tile: Any, own: Any):
 
 @vk.func
 def look_back(pairs: Any, lookback: Any, status: Any, region: Any, tile: Any, own: Any, run: Any, done: Any,
-              prefix: Any, word: Any, start: Annotated[int, vk.Const[int]], levels: Annotated[int, vk.Const[int]],
-              trips: Annotated[int, vk.Const[int]], width: Annotated[int, vk.Const[int]]):
+              prefix: Any, word: Any, absent: Any, start: Annotated[int, vk.Const[int]],
+              levels: Annotated[int, vk.Const[int]], trips: Annotated[int, vk.Const[int]],
+              width: Annotated[int, vk.Const[int]]):
     """Invocation ``t``'s look-back for digit ``t`` after the tile published its count ``own``:
     the counts of lower tiles, last first, until one holds an inclusive prefix; then the tile
     publishes its own inclusive prefix and ``run[0]`` is where its keys of digit ``t`` start
     (``lookback[start + t]`` plus the prefix). If the wait runs out, ``status[0]`` counts the digit
     and ``run[0]`` is ``NOWHERE``. An odd tile's walk starts at its own pair, whose high half is
-    its own aggregate: the prefix starts at minus its count."""
-    done[0] = tile == 0
+    its own aggregate: the prefix starts at minus its count. ``absent``: no key of the pass has
+    digit ``t``, so no tile has keys of it to place: no tile walks for it, and its aggregate (0)
+    stays as it is."""
+    skip = tile != 0 and absent
+    done[0] = tile == 0 or skip
     prefix[0] = vk.select((tile & 1) != 0, 0 - own, 0)
     word[0] = pair_word(region, tile - 1)  # the pair of the nearest tile below (an odd tile: its own)
     wait_for_prefix(pairs, done, prefix, word, levels, trips, width)
     if done[0]:
-        if not tile == 0:  # A to P: its half grows by the prefix and FLAG_P - FLAG_A (= FLAG_A)
+        if not (tile == 0 or skip):  # A to P: its half grows by the prefix and FLAG_P - FLAG_A (= FLAG_A)
             vk.atomic_add_relaxed(pairs, pair_word(region, tile), vk.u64(prefix[0] + FLAG_A) << (32 * (tile & 1)))
     else:
         vk.atomic_add_relaxed(status, 0, 1)
@@ -359,9 +365,10 @@ def edge_digits(keys: Any, edge: Any, seg_base: Any, n: Any, shift: Annotated[in
 
 @vk.func
 def count_runs(partial: Any, params: Any, edge: Any, repeats: Any, sorted_keys: Any, run: Any, own: Any, slot: Any,
-               span_word: Annotated[int, vk.Const[int]], recount_word: Annotated[int, vk.Const[int]]):
+               tile: Any, span_word: Annotated[int, vk.Const[int]], recount_word: Annotated[int, vk.Const[int]]):
     """Invocation ``t`` adds the run starts among the tile's ``own`` keys of digit ``t`` (at output
-    positions ``run[0]`` on, tile slots ``slot`` on) to ``partial[position // span]``: the keys
+    positions ``run[0]`` on, tile slots ``slot`` on) to segment ``position // span``'s word in copy
+    ``tile % RUN_COUNT_COPIES`` of the counts in ``partial`` (``run_count_words``): the keys
     after the first that do not repeat the key before them (``own - 1 - repeats[t]``, counted by
     ``write_key``) and the first, unless the key before it in the output equals it
     (``edge_digits``: the digit is in the block before and after the tile's start). Where the
@@ -375,17 +382,19 @@ def count_runs(partial: Any, params: Any, edge: Any, repeats: Any, sorted_keys: 
     if own != 0 and run[0] != NOWHERE:
         span = params[span_word]
         segment = run[0] // span
+        groups = params[recount_word]  # the tile's copy of the counts (``run_count_words``)
+        copy = (groups + 1) + (tile % RUN_COUNT_COPIES) * groups
         if segment == (run[0] + (own - 1)) // span:
-            vk.atomic_add_relaxed(partial, segment, (own - 1 - repeats[vk.lid()]) + first)
+            vk.atomic_add_relaxed(partial, copy + segment, (own - 1 - repeats[vk.lid()]) + first)
         else:  # rare: the digit's keys cross into the next segment
             c = vk.registers(vk.u32, 1)
             c[0] = first
             for i in range(vk.u32(1), own):
                 if (run[0] + i) % span == 0:
-                    vk.atomic_add_relaxed(partial, (run[0] + i) // span - 1, c[0])
+                    vk.atomic_add_relaxed(partial, copy + ((run[0] + i) // span - 1), c[0])
                     c[0] = 0
                 c[0] = c[0] + vk.u32(sorted_keys[slot + i] != sorted_keys[slot + (i - 1)])
-            vk.atomic_add_relaxed(partial, (run[0] + (own - 1)) // span, c[0])
+            vk.atomic_add_relaxed(partial, copy + (run[0] + (own - 1)) // span, c[0])
 
 
 @cache
@@ -455,6 +464,11 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
             tile_id[0] = vk.atomic_add_relaxed(lookback, pass_, 1)
         vk.barrier()
         tile = tile_id[0]
+        # digit t absent from the pass (its count, the step between two digit starts, is 0): read
+        # here, so the look-back does not wait for the read (``SKIP_EMPTY``; not in the first pass,
+        # where holding it cost 7 registers)
+        absent = SKIP_EMPTY and shift != 0 and vk.lid() != RADIX_MASK and lookback[start + vk.lid()] == lookback[
+            start + min(vk.lid() + 1, RADIX_MASK)]
         seg_base = tile * (WG * items)
         limit = min(n, seg_base + WG * items)
         whole = limit == seg_base + WG * items  # all but the last tile
@@ -517,7 +531,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                     rotate(k, saved, items, key_rounds)
                     if ranks_in_registers:
                         rotate(rk, saved_ranks, items, key_rounds)
-            look_back(pairs, lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips, width)
+            look_back(pairs, lookback, status, region, tile, own, run, done, prefix, word, absent, start, levels,
+                      trips, width)
             shifts[vk.lid()] = run[0] - slot
             if runs:
                 hist[vk.lid()] = 0  # the repeated keys of each digit (``write_key``)
@@ -526,7 +541,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                       kout, bout, items, rounds, moves, hist, runs)
             if runs:
                 vk.barrier()  # the repeats counted in hist
-                count_runs(partial, params, edge, hist, sorted_keys, run, own, slot, span_word, recount_word)
+                count_runs(partial, params, edge, hist, sorted_keys, run, own, slot, tile, span_word, recount_word)
         else:  # the tile read three times: counted, ranked, placed
             e = vk.registers(bits, batch)
             a = vk.registers(bits, rounds)  # the keys of the next loop iteration, and of the one after
@@ -547,8 +562,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                 rank_tile(keys, counts, ranks, a, b, cur, seg_base, t, n, limit, whole, past, half, kin, bin_, shift,
                           wide, items, rounds, True)
                 total = tile_count(counts, half, False, WARPS)
-                look_back(pairs, lookback, status, region, tile, own, run, done, prefix, word, start, levels, trips,
-                          width)
+                look_back(pairs, lookback, status, region, tile, own, run, done, prefix, word, absent, start,
+                          levels, trips, width)
                 tile_slots(counts, shifts, sums, w, run, total, half, False, WARPS)
                 place_tile(keys, vals, counts, ranks, sorted_keys, sorted_vals, p, pv, tb, n, past, half, kin, bin_,
                            shift, wide, items, rounds, loads, moves)
@@ -574,7 +589,8 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
     between ranking and placing), invocation ``t`` looks back over lower tiles, last first, adding
     their counts until one holds an inclusive prefix (``FLAG_P``); a word still 0 (not published
     yet) is read again. It then publishes ``(prefix + count) | FLAG_P`` and the
-    tile's keys of digit ``t`` go to ``starts[t] + prefix + rank in tile``. The wait is
+    tile's keys of digit ``t`` go to ``starts[t] + prefix + rank in tile``. A digit that no key of
+    the pass has (``SKIP_EMPTY``; every pass but the first) is not looked back for. The wait is
     ``spin = (levels, trips)`` nested loops, at most ``trips**levels`` trips; if it runs out the
     digit's keys are not written (their positions are past 2^31) and ``status[0]`` counts the
     digit. Counts carry two flag bits, so ``n < 2^30``. Each even tile's workgroup zeroes its

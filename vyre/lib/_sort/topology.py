@@ -12,6 +12,7 @@ from vyre.driver.backend import Resident
 from vyre.driver.errors import DispatchFailed, VyreError
 from vyre.ir import DataType
 from vyre.lib._scan.topology import scan, segments
+from vyre.lib._select.kernels import run_count_words
 from vyre.lib._sort import kernels as K
 from vyre.lib._sort import onesweep
 from vyre.lib._sort.tiles import RADIX_BITS, radix_passes
@@ -161,9 +162,9 @@ def onesweep_sort(plan: Plan, dtype: DataType, keys: Resident, values: Resident 
     if runs is not None:
         if dtype not in RUN_KEYS or values_mode != "none" or passes is not None:
             raise ValueError(f"a sort counts run starts of u32/i32 keys alone, not of {dtype.value} ({values_mode})")
-        counts, _, _, segments_counted = runs  # one word per segment, then the recount word
-        words = plan.word("sort.run_count_words", segments_counted + 1)
-        plan.step(zero_fill(words), [counts, plan.params], ceil_div(segments_counted + 1, WG))
+        counts, _, _, segments_counted = runs  # the counts, the recount word, the copies the pass adds into
+        zeroed = run_count_words(segments_counted)
+        plan.step(zero_fill(plan.word("sort.run_count_words", zeroed)), [counts, plan.params], ceil_div(zeroed, WG))
 
     def scatter(shift: int, key_in: DataType | None, key_out: DataType | None, mode: str, src_k: Resident,
                 moves: list[Resident], keys_written: bool) -> None:
