@@ -7,9 +7,10 @@ the values its free names find in its closure and in the locals of the function 
 (a library factory's monoid, predicate, buffer specs and helpers: described by ``describe``, which
 refuses anything it cannot spell out exactly, and then nothing is cached), and a fingerprint of the
 package's sources (path, size and modification time of every ``vyre/**/*.py``, read once per
-process), so an edited or upgraded vyre never meets an old entry. Module constants a kernel reads
-are covered by that fingerprint only: an experiment that sets one at run time (a variant of a
-library kernel) must turn the cache off, or it reads the program lowered with the old value.
+process), so an edited or upgraded vyre never meets an old entry. Module constants read inside a
+kernel body are covered by that fingerprint only (the library passes its knobs as ``Const`` values
+instead): an experiment that sets one at run time must turn the cache off, or it reads the
+program lowered with the old value.
 Kernels defined elsewhere are never cached: their sources are not fingerprinted.
 
 Trust: the directory (``VYRE_SPEC_CACHE_DIR``) and each entry are used only when this user alone can

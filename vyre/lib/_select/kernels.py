@@ -144,7 +144,8 @@ _KEPT = {"flags": kept_flag, "range": kept_in_range, "run_start": kept_run_start
 @cache
 def _count_segments(pred: Predicate) -> Kernel | KernelTemplate:
     """The upsweep of ``pred``; its Const parameters: whether it reads bounds (``"range"``), items
-    per invocation, n's and span's params words, and the recount word's (-1: always counts)."""
+    per invocation, n's and span's params words, the recount word's (-1: always counts) and the
+    copies of the counts an earlier step added into (``RUN_COUNT_COPIES``)."""
     xs, counts = BufferSpec(Access.READ, pred.value_type()), BufferSpec(Access.READ_WRITE, U32)
     flag_values, limits = _predicate_buffers(pred)
     kept = kept_float_run_start if pred.kind == "run_start" and pred.dtype in FLOAT_TYPES else _KEPT[pred.kind]
@@ -153,7 +154,7 @@ def _count_segments(pred: Predicate) -> Kernel | KernelTemplate:
     def count(x: Annotated[vk.In[vk.u32], xs], flags: Annotated[vk.In[vk.u32], flag_values],
               partial: Annotated[vk.InOut[vk.u32], counts], params: Annotated[vk.Uniform[vk.u32], PARAMS],
               bounds: Annotated[vk.Uniform[vk.u32], limits], has_bounds: vk.Const[bool], items: vk.Const[int],
-              n_word: vk.Const[int], span_word: vk.Const[int], recount_word: vk.Const[int]):
+              n_word: vk.Const[int], span_word: vk.Const[int], recount_word: vk.Const[int], copies: vk.Const[int]):
         sums = vk.shared(vk.u32, WARPS)
         seg_base = vk.wid() * params[span_word]
         if seg_base >= params[n_word]:
@@ -164,7 +165,7 @@ def _count_segments(pred: Predicate) -> Kernel | KernelTemplate:
             again = partial[groups] != 0
             acc = fold_tiles(x, bounds if has_bounds else flags, params, COUNT, kept, pred, items, n_word, seg_base,
                              vk.select(again, segment_tiles(seg_base, params, n_word, span_word, items * WG), 0))
-            if not again and vk.lid() < RUN_COUNT_COPIES:
+            if not again and vk.lid() < copies:
                 acc = acc + partial[(groups + 1) + (vk.lid() * groups + vk.wid())]
             total = block_reduce(acc, sums, COUNT, warp_sum)
             if vk.lid() == 0:
@@ -183,7 +184,8 @@ def count_segments(pred: Predicate, items: int, n_word: int, span_word: int, rec
     upsweep). ``recount_word`` (a params word, the index of a word of ``partial`` past the counts):
     an earlier step counted them already, into ``RUN_COUNT_COPIES`` copies after that word
     (``run_count_words``), which are summed; or counted again if that word is not 0."""
-    return _count_segments(pred).bind(pred.kind == "range", items, n_word, span_word, recount_word).program
+    return _count_segments(pred).bind(pred.kind == "range", items, n_word, span_word, recount_word,
+                                      RUN_COUNT_COPIES).program
 
 
 def run_count_words(groups: int) -> int:

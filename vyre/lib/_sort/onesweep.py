@@ -365,10 +365,11 @@ def edge_digits(keys: Any, edge: Any, seg_base: Any, n: Any, shift: Annotated[in
 
 @vk.func
 def count_runs(partial: Any, params: Any, edge: Any, repeats: Any, sorted_keys: Any, run: Any, own: Any, slot: Any,
-               tile: Any, span_word: Annotated[int, vk.Const[int]], recount_word: Annotated[int, vk.Const[int]]):
+               tile: Any, span_word: Annotated[int, vk.Const[int]], recount_word: Annotated[int, vk.Const[int]],
+               copies: Annotated[int, vk.Const[int]]):
     """Invocation ``t`` adds the run starts among the tile's ``own`` keys of digit ``t`` (at output
     positions ``run[0]`` on, tile slots ``slot`` on) to segment ``position // span``'s word in copy
-    ``tile % RUN_COUNT_COPIES`` of the counts in ``partial`` (``run_count_words``): the keys
+    ``tile % copies`` (``RUN_COUNT_COPIES``) of the counts in ``partial`` (``run_count_words``): the keys
     after the first that do not repeat the key before them (``own - 1 - repeats[t]``, counted by
     ``write_key``) and the first, unless the key before it in the output equals it
     (``edge_digits``: the digit is in the block before and after the tile's start). Where the
@@ -383,7 +384,7 @@ def count_runs(partial: Any, params: Any, edge: Any, repeats: Any, sorted_keys: 
         span = params[span_word]
         segment = run[0] // span
         groups = params[recount_word]  # the tile's copy of the counts (``run_count_words``)
-        copy = (groups + 1) + (tile % RUN_COUNT_COPIES) * groups
+        copy = (groups + 1) + (tile % copies) * groups
         if segment == (run[0] + (own - 1)) // span:
             vk.atomic_add_relaxed(partial, copy + segment, (own - 1 - repeats[vk.lid()]) + first)
         else:  # rare: the digit's keys cross into the next segment
@@ -406,7 +407,9 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
     keys in registers and ranks too, the early counts' batch, the params words of n and region,
     the wait's levels and trips, the look-back's width and whether it counts the next pass's digits
     (``count_next``, which also names it: a Const, so the other branch is not emitted), whether it
-    counts run starts (``runs``) and the params words of their segments' span and recount word."""
+    counts run starts (``runs``), the params words of their segments' span and recount word,
+    whether absent digits skip the look-back (``SKIP_EMPTY``) and the copies of the run counts
+    (``RUN_COUNT_COPIES``). Knobs are Const values, so the specialisation cache keys on them."""
     pass_, passes = shift // RADIX_BITS, radix_passes(raw)
     start = lookback_starts(passes) + pass_ * RADIX
     next_start = start + RADIX  # the next pass's digit counts (``count_next``)
@@ -433,7 +436,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                  batch: vk.Const[int], n_word: vk.Const[int], region_word: vk.Const[int], levels: vk.Const[int],
                  trips: vk.Const[int], width: vk.Const[int], next_counts: Annotated[bool, vk.Const[bool]],
                  partial: Annotated[vk.InOut[vk.u32], partial_spec], runs: Annotated[bool, vk.Const[bool]],
-                 span_word: vk.Const[int], recount_word: vk.Const[int]):
+                 span_word: vk.Const[int], recount_word: vk.Const[int],
+                 skip_empty: Annotated[bool, vk.Const[bool]], copies: vk.Const[int]):
         counts = vk.shared(vk.u16, COUNTERS)  # one tile: one half of counters
         shifts = vk.shared(vk.u32, RADIX)
         sums = vk.shared(vk.u32, WARPS)
@@ -467,7 +471,7 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
         # digit t absent from the pass (its count, the step between two digit starts, is 0): read
         # here, so the look-back does not wait for the read (``SKIP_EMPTY``; not in the first pass,
         # where holding it cost 7 registers)
-        absent = SKIP_EMPTY and shift != 0 and vk.lid() != RADIX_MASK and lookback[start + vk.lid()] == lookback[
+        absent = skip_empty and shift != 0 and vk.lid() != RADIX_MASK and lookback[start + vk.lid()] == lookback[
             start + min(vk.lid() + 1, RADIX_MASK)]
         seg_base = tile * (WG * items)
         limit = min(n, seg_base + WG * items)
@@ -541,7 +545,8 @@ def _radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | Non
                       kout, bout, items, rounds, moves, hist, runs)
             if runs:
                 vk.barrier()  # the repeats counted in hist
-                count_runs(partial, params, edge, hist, sorted_keys, run, own, slot, tile, span_word, recount_word)
+                count_runs(partial, params, edge, hist, sorted_keys, run, own, slot, tile, span_word, recount_word,
+                           copies)
         else:  # the tile read three times: counted, ranked, placed
             e = vk.registers(bits, batch)
             a = vk.registers(bits, rounds)  # the keys of the next loop iteration, and of the one after
@@ -635,4 +640,4 @@ def radix_onesweep(shift: int, key_in: DataType | None, key_out: DataType | None
                              value_raw if values == "load" else U32, drop_keys, count_next, runs is not None)
     return kernel.bind(items, SORT_ROUNDS, key_rounds, values == "load", values != "none", registers,
                        registers and ONESWEEP_RANKS_IN_REGISTERS, EARLY_BATCH, n_word, region_word, *spin,
-                       width, count_next, runs is not None, *(runs or (0, 0))).program
+                       width, count_next, runs is not None, *(runs or (0, 0)), SKIP_EMPTY, RUN_COUNT_COPIES).program
