@@ -360,7 +360,6 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
         pe = vk.registers(vk.u32, 2)
         if with_lengths:
             starts = vk.shared(vk.u32, items * WG)  # the tile's run starts by rank in the tile
-            rank = vk.registers(vk.u32, items)  # element k*WG + t's rank among the tile's run starts
             # [PENDING]: the start of the segment's latest run, whose end is not known yet;
             # [FIRST_RUN]: the rank of the segment's first run
             held = vk.registers(vk.u32, 2)
@@ -368,7 +367,6 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
             held[FIRST_RUN] = carry_in
         else:  # names the front end binds to nothing
             starts = None
-            rank = None
             held = None
         for t in range(seg_tiles):
             tb = seg_base + t * (items * WG)
@@ -397,13 +395,12 @@ def _compact_segments(pred: Predicate, has_carry: bool, with_index: bool, with_l
                         out_index[r] = i[k]
                     if with_lengths:
                         starts[r - carry_in] = i[k]
-                if with_lengths:
-                    rank[k] = r - carry_in
             if with_lengths:
                 vk.barrier()
-                for k in range(items):  # a run whose successor starts in this tile
-                    if f[k] and rank[k] + 1 < ptotal:
-                        lengths[carry_in + rank[k]] = starts[rank[k] + 1] - i[k]
+                for k in range(items):  # run k*WG + t of the tile, when its successor starts in the tile
+                    if (k * WG + vk.lid()) + 1 < ptotal:
+                        lengths[carry_in + (k * WG + vk.lid())] = starts[(k * WG + vk.lid()) + 1] - starts[
+                            k * WG + vk.lid()]
                 if ptotal != 0:
                     if vk.lid() == 0:
                         if carry_in != held[FIRST_RUN]:

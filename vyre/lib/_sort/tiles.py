@@ -161,7 +161,10 @@ def write_key(sorted_keys: Any, shifts: Any, keys_out: Any, o: Any, pos: Any, h:
         pos[r] = round_slot(h, r, rounds) + shifts[digit(o[r], shift, wide)]
     if kind != KEYS_DROPPED:
         keys_out[pos[r]] = raw_of(o[r], kind, b)
-    if runs:
+    if runs and r != 0:  # a slot past the first round's: the one before it is in the tile
+        if (not checked or round_slot(h, r, rounds) < valid) and sorted_keys[round_slot(h, r, rounds) - 1] == o[r]:
+            vk.atomic_add_relaxed(repeats, digit(o[r], shift, wide), 1)
+    elif runs:
         before = sorted_keys[vk.select(round_slot(h, r, rounds) == 0, 0, round_slot(h, r, rounds) - 1)]
         if (not checked or round_slot(h, r, rounds) < valid) and round_slot(h, r, rounds) != 0 and before == o[r]:
             vk.atomic_add_relaxed(repeats, digit(o[r], shift, wide), 1)
