@@ -1,5 +1,6 @@
-"""``run_length_encode`` (and ``unique``) on ``cuda`` with the run lengths written by the compaction
-itself (``compact_run_lengths``, ``run_tail_lengths``): fresh random inputs at sizes from one
+"""``run_length_encode`` (and ``unique``) on ``cuda`` with the run lengths written where the run
+starts are found (one workgroup's class: ``compact_run_lengths``; past it the single pass,
+``runs_lookback``): fresh random inputs at sizes from one
 element to 2**24 against numpy, on host arrays and on ``ResidentArray``s whose result handles were
 poisoned and recycled first (every length must be written by the call), and the two-pass form
 (``FUSED = False``) agreeing with it."""

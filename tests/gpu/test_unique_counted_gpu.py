@@ -1,5 +1,7 @@
 """``unique`` of u32/i32 keys on ``cuda`` with the run starts counted by the sort's last pass
-(``onesweep.count_runs``): sizes past 2^21 (where the compaction scans its segments' counts),
+(``onesweep.count_runs``; the path with ``RUNS_LOOKBACK`` off, on a backend of this module's own
+whose plans are built with it off; ``test_runs_lookback_gpu`` takes these keys through the
+single pass): sizes past 2^21 (where the compaction scans its segments' counts),
 odd and tile-sized, full-range keys with duplicates, few distinct values, the all-ones key,
 equal lower bits with many top digits, and keys the windows cannot place (the recount), against
 numpy, on host arrays and on ``ResidentArray``s whose results were poisoned and recycled first;
@@ -19,6 +21,21 @@ from vyre.lib._sort import topology as sort_topo
 from vyre.lib.plan import capacity
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def backend():
+    """A backend whose plans count the run starts in the sort (``RUNS_LOOKBACK`` off meanwhile)."""
+    from vyre_cuda.backend import CudaBackend
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(select_topo, "RUNS_LOOKBACK", False)
+        be = CudaBackend()
+        yield be
+        lib.release_scratch(be)
+        be.shutdown()
+
+
 SIZES = [2**21 + 5, 3 * 6144 * 200 + 1, 2**22]
 POISON = 0xAB
 

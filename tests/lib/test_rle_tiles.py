@@ -1,9 +1,10 @@
 """``run_length_encode`` and ``unique`` on the oracle where runs meet the compaction's tiles (2048
 elements) and segments (one tile each up to 2^20 elements, one per workgroup): the run lengths
-written by the compaction itself, against numpy. Every test runs twice: with the carries summed by
-the downsweep (up to ``OWN_CARRY_GROUPS`` segments; each segment ends its last run at the next
-segment's first run start), and through the scan of the counts with ``run_tail_lengths`` ending
-the runs that cross segments (what sizes past ``OWN_CARRY_GROUPS`` segments take)."""
+written by the compaction itself, against numpy. Every test runs three times: in the single pass
+(``runs_lookback``, what sizes past one workgroup take), and with ``RUNS_LOOKBACK`` off: with the
+carries summed by the downsweep (up to ``OWN_CARRY_GROUPS`` segments; each segment ends its last
+run at the next segment's first run start), and through the scan of the counts with
+``run_tail_lengths`` ending the runs that cross segments."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ SPAN = 4096  # two of these sizes' segments (one 2048-element tile each)
 KEYS = [np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64]
 
 
-@pytest.fixture(params=["own_carry", "spine"], autouse=True)
+@pytest.fixture(params=["lookback", "own_carry", "spine"], autouse=True)
 def carries(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The downsweep's own carries, or (``OWN_CARRY_GROUPS`` 1) the scan and the tail step."""
+    """The single pass; or the downsweep's own carries, or (``OWN_CARRY_GROUPS`` 1) the scan and
+    the tail step."""
+    if request.param != "lookback":
+        monkeypatch.setattr(select_topology, "RUNS_LOOKBACK", False)
     if request.param == "spine":
         monkeypatch.setattr(select_topology, "OWN_CARRY_GROUPS", 1)
     return request.param

@@ -5,7 +5,9 @@ replaced, recorded before that rewrite), and the compaction that writes run leng
 its tail step (``vyre.lib._select.kernels.compact_run_lengths``, also summing its own carry, and
 ``run_tail_lengths``: written with the front end, no builder twin; recorded when written), with
 the params words of ``unique``'s plan whose sort counts the run starts (recorded when that was
-added). A recorded run checks that the library runs nothing else.
+added), and the single-pass run lengths (``runs_lookback``, every key type, on the params words
+of ``run_length_encode``'s and ``unique``'s plans; recorded when written). A recorded run checks
+that the library runs nothing else, with the single pass and without it.
 All hashes were taken again for each emitter change listed in ``ptx_hashes`` (codegen 7, 8 and 9)."""
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from vyre.lib._select.kernels import (
     count_run_starts,
     run_tail_lengths,
 )
+from vyre.lib._select.runs_lookback import runs_lookback
 from vyre.lib.blocks import PARAM_WORDS, WG
 
 pytest.importorskip("vyre_cuda")
@@ -39,6 +42,8 @@ pytest.importorskip("vyre_cuda")
 RUN_WORDS = ((0, 1), (5, 6))
 #: (n, span) of unique's compaction whose run starts its sort counted (``COUNT_IN_SORT``; u32 bits)
 COUNTED_WORDS = (8, 0)
+#: (n, tiles) params words of the single pass: run_length_encode's own plan, and unique's after its sort
+LOOKBACK_WORDS = ((0, 1), (5, 6))
 
 
 def cases() -> dict[str, Program]:
@@ -60,6 +65,9 @@ def cases() -> dict[str, Program]:
     out[f"rle_compact_u32_counted_n{n}_span{span}"] = compact_run_lengths.__wrapped__(
         Predicate("run_start", DataType.U32), COMPACT_ITEMS, True, n, span)
     out[f"run_tail_lengths_counted_n{n}_span{span}"] = run_tail_lengths.__wrapped__(SCAN_GROUPS, n, span)
+    for t, (n, tiles) in itertools.product(VALUE_TYPES, LOOKBACK_WORDS):  # recorded when written
+        out[f"rle_lookback_{t.name.lower()}_n{n}_tiles{tiles}"] = runs_lookback.__wrapped__(
+            Predicate("run_start", t), n, tiles)
     for t, (n, span) in itertools.product(VALUE_TYPES, RUN_WORDS):  # the counts with first run starts
         out[f"count_run_starts_{t.name.lower()}_n{n}_span{span}"] = count_run_starts.__wrapped__(
             Predicate("run_start", t), COMPACT_ITEMS, n, span)
@@ -80,12 +88,15 @@ def test_runs_ptx_is_the_builders_byte_for_byte() -> None:
 
 
 def test_every_program_of_runs_the_library_runs_is_checked(rng, monkeypatch) -> None:
-    """``run_length_encode``, ``unique`` and ``unique(key_range=)`` dispatch checked programs only,
-    in one segment and in several (the downsweep's own carries, and with ``OWN_CARRY_GROUPS`` 1 the
-    scan of the counts and the tail step)."""
+    """``run_length_encode``, ``unique`` and ``unique(key_range=)`` dispatch checked programs only:
+    in one pass past one workgroup's class, and with ``RUNS_LOOKBACK`` off in one segment and in
+    several (the downsweep's own carries, and with ``OWN_CARRY_GROUPS`` 1 the scan of the counts
+    and the tail step)."""
     be = RecordingBackend()
-    for own, dtype, n in itertools.product((True, False), (np.uint32, np.int32, np.float32, np.uint64, np.int64,
-                                                            np.float64), (300, 10000)):
+    for (lookback, own), dtype, n in itertools.product(((True, True), (False, True), (False, False)),
+                                                       (np.uint32, np.int32, np.float32, np.uint64, np.int64,
+                                                        np.float64), (300, 10000)):
+        monkeypatch.setattr(select_topology, "RUNS_LOOKBACK", lookback)
         monkeypatch.setattr(select_topology, "OWN_CARRY_GROUPS", 2 * WG if own else 1)
         x = np.repeat(rng.integers(0, 5, n), rng.integers(1, 4, n))[:n].astype(dtype)
         lib.run_length_encode(x, backend=be)
@@ -94,7 +105,8 @@ def test_every_program_of_runs_the_library_runs_is_checked(rng, monkeypatch) -> 
     lib.unique(rng.integers(0, 100, 3000).astype(np.uint32), key_range=(0, 100), backend=be)
     lib.unique(rng.integers(-50, 100, 3000).astype(np.int32), key_range=(-50, 100), backend=be)
     names = ("lib_rle_compact", "lib_rle_compact_64", "lib_run_tail_lengths", "lib_unique_range_values",
-             "lib_count_run_start_firsts", "lib_count_run_start_64_firsts")
+             "lib_count_run_start_firsts", "lib_count_run_start_64_firsts", "lib_rle_lookback",
+             "lib_rle_lookback_64")
     ran = {p for steps in be.sequences for p, _, _ in steps if p.name in (*names, "lib_run_lengths")}
     assert {p.name for p in ran} == set(names)  # the two-pass run lengths only with FUSED = False
     assert len(ran) >= 2 * 2 * 4 + 2 + 1 + 4  # 32-bit keys compare as u32 or f32 bits

@@ -1,8 +1,9 @@
 """The sort's last pass counting the run starts of its result for ``unique``'s compaction
 (``onesweep.count_runs``) on the oracle: the per-segment counts it leaves against numpy's, the
 recount word where its windows cannot tell, and ``unique`` through it against numpy. The
-compaction's own-carry classes are taken off (``OWN_CARRY_GROUPS`` 0) so that small inputs take
-the counted path, with segments of one 2048-element tile: the digits' keys often cross them."""
+single pass (``RUNS_LOOKBACK``) and the compaction's own-carry classes (``OWN_CARRY_GROUPS`` 0)
+are taken off so that small inputs take the counted path, with segments of one 2048-element
+tile: the digits' keys often cross them."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ N = 3 * 2048 * 5 + 7  # 15 tiles of 2048 keys and a short one
 
 @pytest.fixture(autouse=True)
 def _scanned_counts(monkeypatch):
+    monkeypatch.setattr(select_topo, "RUNS_LOOKBACK", False)
     monkeypatch.setattr(select_topo, "OWN_CARRY_GROUPS", 0)
 
 

@@ -1,6 +1,7 @@
 """The topology of stable compaction: counts per segment, their scan (or, up to ``OWN_CARRY_GROUPS``
 segments, none: each workgroup of the compaction sums the counts below its segment), the
-compaction of each segment."""
+compaction of each segment; run lengths past one workgroup's class in one pass instead
+(``runs_lookback``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from vyre.ir import Program
 from vyre.lib._scan.kernels import REDUCE_ITEMS
 from vyre.lib._scan.topology import SCAN_GROUPS, SCAN_SINGLE, scan, segments
 from vyre.lib._select import kernels as K
+from vyre.lib._select import runs_lookback as L
 from vyre.lib.blocks import WG
 from vyre.lib.monoid import COUNT
 from vyre.lib.plan import Plan, capacity, ceil_div
@@ -18,6 +20,9 @@ OWN_CARRY_GROUPS = K.OWN_CARRY_READS * WG
 #: classes up to this split into segments of one downsweep tile (2048 elements, counted 8 per
 #: invocation), not of one upsweep tile (4096, 16 per invocation): twice the workgroups at 2^20
 SMALL_SPANS_UP_TO = 1 << 20
+#: run lengths of classes past ``SCAN_SINGLE`` in one pass with decoupled look-back
+#: (``L.runs_lookback``); False takes the segments' counts, their scan and the compaction
+RUNS_LOOKBACK = True
 
 
 def counted_runs(plan: Plan, n: int, cap: int) -> tuple[Resident, int, int, int] | None:
@@ -36,9 +41,11 @@ def counted_runs(plan: Plan, n: int, cap: int) -> tuple[Resident, int, int, int]
 
 
 def counts_scanned(cap: int) -> bool:
-    """Whether a compaction of capacity class ``cap`` scans its segments' counts (more than
-    ``OWN_CARRY_GROUPS`` segments), so an earlier step may count them (``counted_runs``)."""
-    return cap > SCAN_SINGLE and min(ceil_div(cap, WG * _count_items(cap)), SCAN_GROUPS) > OWN_CARRY_GROUPS
+    """Whether a compaction of run starts of capacity class ``cap`` scans its segments' counts
+    (more than ``OWN_CARRY_GROUPS`` segments), so an earlier step may count them (``counted_runs``).
+    Never with ``RUNS_LOOKBACK``: those classes count their runs in the one pass."""
+    groups = min(ceil_div(cap, WG * _count_items(cap)), SCAN_GROUPS)
+    return not RUNS_LOOKBACK and cap > SCAN_SINGLE and groups > OWN_CARRY_GROUPS
 
 
 def _count_items(cap: int) -> int:
@@ -50,8 +57,9 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
             count: Resident, n: int, cap: int, lengths: Resident | None = None, counted: bool = False) -> None:
     """Stable compaction (``n >= 1``) in the scans' segments: count kept per segment, scan the
     counts, then each workgroup compacts its segment tile by tile with a running count.
-    ``lengths`` (run starts, no ``out_index``): each run's length into ``lengths[rank]``
-    (``K.compact_run_lengths``), then the lengths of the runs that cross segments (``K.run_tail_lengths``).
+    ``lengths`` (run starts, no ``out_index``): each run's length into ``lengths[rank]``; past
+    ``SCAN_SINGLE`` with ``RUNS_LOOKBACK`` in one pass (``L.runs_lookback``), else by
+    ``K.compact_run_lengths``, then the lengths of the runs that cross segments (``K.run_tail_lengths``).
     ``counted``: an earlier step counted the run starts per segment (``counted_runs``); they are
     counted again only where it set the recount word."""
     n_word = plan.word("compact.n", n)
@@ -63,6 +71,12 @@ def compact(plan: Plan, pred: K.Predicate, inputs: list[Resident], out: Resident
         span_word = plan.word("compact.span", cap)
         plan.step(_downsweep(pred, False, with_index, lengths is not None, n_word, span_word),
                   [*inputs, *_outputs(out, out_index, lengths, None), count, plan.params, *extra], 1)
+        return
+    if lengths is not None and RUNS_LOOKBACK:
+        tiles = ceil_div(cap, WG * L.items_of(pred))  # a power of two: the tickets' tile and call
+        state = plan.zeroed_buffer("compact.runs_state", L.state_words(tiles))
+        plan.step(L.runs_lookback(pred, n_word, plan.word("compact.tiles", tiles)),
+                  [*inputs, out, lengths, count, state, plan.params], tiles)
         return
     items = _count_items(cap)  # the count's per invocation
     groups, span_word, used = segments(plan, "compact", n, cap, WG * items)
