@@ -12,7 +12,8 @@ import pytest
 
 from tests.gpu.test_unique_counted_gpu import CASES, _keys
 from tests.lib import expected as E
-from tests.lib.test_runs_lookback import _check, _runs, _waits_ran_out
+from tests.lib.test_rle_tiles import _check
+from tests.lib.test_runs_lookback import _runs, _waits_ran_out
 from vyre import lib
 from vyre.lib._select import runs_lookback as L
 from vyre.lib.blocks import WG
@@ -26,20 +27,20 @@ LONG = (L.RUNS_LOOKBACK_WINDOW + 3) * TILE  # a run whose tiles fill more than a
 @pytest.mark.parametrize("longest", [4, 3000, 2 * LONG])
 def test_matches_numpy(own_backend, rng, dtype, longest):
     n = 2**22 + 7
-    _check(own_backend, _runs(rng, dtype, n, longest))
+    _check(_runs(rng, dtype, n, longest), own_backend)
     assert _waits_ran_out(own_backend, dtype, n) == 0
 
 
 @pytest.mark.parametrize("n", [2**21 + 1, 2**23 - 5])
 def test_one_run_and_every_element_a_run(backend, n):
-    _check(backend, np.full(n, 3, np.int32))
-    _check(backend, np.arange(n, dtype=np.uint32)[::-1].copy())
+    _check(np.full(n, 3, np.int32), backend)
+    _check(np.arange(n, dtype=np.uint32)[::-1].copy(), backend)
 
 
 def test_repeated_calls_on_fresh_data(own_backend, rng):
     """One class, calls in turn on fresh data (and a smaller input, with tiles past n)."""
     for n, longest in ((2**22, 6), (2**22, LONG), (2**21 + 3, 40), (2**22, 1), (2**22 - 1, 900)):
-        _check(own_backend, _runs(rng, np.uint32, n, longest))
+        _check(_runs(rng, np.uint32, n, longest), own_backend)
     assert _waits_ran_out(own_backend, np.uint32, 2**22) == 0
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from tests.lib import expected as E
 from tests.lib.test_plan import RecordingBackend
+from tests.lib.test_rle_tiles import _check, _runs_of
 from vyre import lib
 from vyre.lib._select import runs_lookback as L
 from vyre.lib._select import topology as select_topo
@@ -29,19 +30,8 @@ KEYS = [np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64]
 
 def _runs(rng: np.random.Generator, dtype: type, n: int, longest: int) -> np.ndarray:
     """Runs of 1 to ``longest`` elements, neighbouring runs of different values (NaNs and -0.0 too)."""
-    pool = E.data(rng, np.dtype(dtype), 64)
-    bits = E.canonical(pool)
-    pool = pool[np.concatenate([[True], bits[1:] != bits[:-1]])]
     lengths = rng.integers(1, longest + 1, n)
-    lengths = lengths[: np.searchsorted(np.cumsum(lengths), n) + 1]
-    return np.repeat(pool[np.arange(lengths.size) % pool.size], lengths)[:n]
-
-
-def _check(be, x: np.ndarray) -> None:
-    values, lengths = lib.run_length_encode(x, backend=be)
-    want_values, want_lengths = E.run_length_encode(x)
-    E.assert_same_bits(values, want_values)
-    E.assert_same(lengths, want_lengths)
+    return _runs_of(lengths[: np.searchsorted(np.cumsum(lengths), n) + 1].tolist(), np.dtype(dtype), rng)[:n]
 
 
 def _waits_ran_out(be, dtype: type, n: int) -> int:
@@ -56,14 +46,14 @@ def _waits_ran_out(be, dtype: type, n: int) -> int:
 @pytest.mark.parametrize("n", [4097, 3 * TILE, 3 * TILE + 1, 7 * TILE - 3])
 @pytest.mark.parametrize("longest", [3, 700, 3 * TILE])
 def test_matches_numpy(backend, rng, dtype, n, longest):
-    _check(backend, _runs(rng, dtype, n, longest))
+    _check(_runs(rng, dtype, n, longest), backend)
 
 
 @pytest.mark.parametrize("n", [4097, 5 * TILE + 9])
 def test_one_run_and_every_element_a_run(backend, n):
-    _check(backend, np.full(n, 7, np.uint32))
-    _check(backend, np.arange(n, dtype=np.uint32))
-    _check(backend, np.full(n, np.nan, np.float32))  # every NaN equal to every other
+    _check(np.full(n, 7, np.uint32), backend)
+    _check(np.arange(n, dtype=np.uint32), backend)
+    _check(np.full(n, np.nan, np.float32), backend)  # every NaN equal to every other
 
 
 @pytest.mark.parametrize("dtype", [np.uint32, np.int32])
@@ -86,7 +76,7 @@ def test_walks_past_the_window(monkeypatch, rng, dtype, window):
     be = ReferenceBackend()
     n = 9 * TILE + 17
     for longest in (5, 4 * TILE):
-        _check(be, _runs(rng, dtype, n, longest))
+        _check(_runs(rng, dtype, n, longest), be)
     assert _waits_ran_out(be, dtype, n) == 0
 
 
@@ -97,7 +87,7 @@ def test_waits_that_run_out(monkeypatch, rng):
     be = ReferenceBackend()
     n = 5 * TILE + 3
     for longest in (4, 2 * TILE):
-        _check(be, _runs(rng, np.int32, n, longest))
+        _check(_runs(rng, np.int32, n, longest), be)
     assert _waits_ran_out(be, np.int32, n) > 0
 
 
@@ -107,7 +97,7 @@ def test_repeated_calls_and_tiles_past_n(rng):
     write nothing."""
     be = ReferenceBackend()
     for n in (8 * TILE, 5 * TILE + 1, 8 * TILE, 4 * TILE + 1, 7 * TILE - 1):
-        _check(be, _runs(rng, np.uint32, n, int(rng.integers(2, 2 * TILE))))
+        _check(_runs(rng, np.uint32, n, int(rng.integers(2, 2 * TILE))), be)
     assert _waits_ran_out(be, np.uint32, 8 * TILE) == 0
 
 
